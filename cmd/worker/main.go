@@ -1,0 +1,308 @@
+// Command worker runs the tool runtime worker. With no configuration it
+// starts an embedded NATS server with JetStream on 127.0.0.1:4222
+// (monitoring on 8222) and serves on it; with --nats-url (or NATS_URL) it
+// joins an existing server or cluster. Every flag can also be set from the
+// environment: --call-timeout is WORKER_CALL_TIMEOUT, and so on.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(2)
+	}
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal now ends the process at once
+	}()
+	err := m.Run(ctx)
+	m.Close()
+	if err != nil {
+		m.log.Error("worker failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Main is the program: its configuration, and what it started.
+type Main struct {
+	NATSURL     string
+	Listen      string
+	MonitorPort int
+	DataDir     string
+	User        string
+	Password    string
+	Token       string
+	NKeySeed    string
+	Creds       string
+	TLSCert     string
+	TLSKey      string
+	TLSCA       string
+	LogFormat   string
+	LogLevel    string
+	Diagnostics bool
+	MarkDir     string
+	Storage     string
+	Worker      worker.Config
+	log         *slog.Logger
+	server      *server.Server
+	nc          *nats.Conn
+}
+
+// NewMain returns a Main with defaults.
+func NewMain() *Main {
+	return &Main{log: slog.Default()}
+}
+
+// ParseFlags reads flags, then the environment for flags not given.
+func (m *Main) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); --nats-url also reads NATS_URL.\n\n")
+		fs.PrintDefaults()
+	}
+	host, _ := os.Hostname()
+	w := &m.Worker
+	t := &w.Topology
+	fs.StringVar(&m.NATSURL, "nats-url", "", "NATS server or cluster URLs (comma-separated); empty starts an embedded server")
+	fs.StringVar(&m.Listen, "listen", "127.0.0.1:4222", "embedded server: client address")
+	fs.IntVar(&m.MonitorPort, "monitor-port", 8222, "embedded server: monitoring port (0 turns it off)")
+	fs.StringVar(&m.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
+	fs.StringVar(&m.User, "user", "", "NATS user name")
+	fs.StringVar(&m.Password, "password", "", "NATS password")
+	fs.StringVar(&m.Token, "token", "", "NATS token")
+	fs.StringVar(&m.NKeySeed, "nkey", "", "NATS NKey seed file")
+	fs.StringVar(&m.Creds, "creds", "", "NATS credentials file (JWT and seed)")
+	fs.StringVar(&m.TLSCert, "tls-cert", "", "TLS client certificate file")
+	fs.StringVar(&m.TLSKey, "tls-key", "", "TLS client key file")
+	fs.StringVar(&m.TLSCA, "tls-ca", "", "TLS CA certificate file")
+	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&m.Diagnostics, "diagnostics", false, "offer the diagnostics tools (ping, sleep, finish, mark) to turns that bind \"diagnostics\"")
+	fs.StringVar(&m.MarkDir, "mark-dir", "", "directory where the diagnostics tool mark appends its lines (empty: no mark tool)")
+	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
+	fs.IntVar(&w.Concurrency, "concurrency", 64, "main-turn steps handled at once")
+	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
+	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
+	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
+	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
+	fs.IntVar(&w.RepairLimit, "repair-limit", 1<<20, "argument size in bytes above which no repair is tried")
+	fs.IntVar(&w.MaxStepBytes, "max-step-bytes", 1<<20, "largest step message processed; larger ones are dead-lettered")
+	fs.IntVar(&t.Replicas, "replicas", 1, "replicas of the streams, consumers and buckets")
+	fs.StringVar(&m.Storage, "storage", "file", "storage of the streams and buckets: file or memory")
+	fs.DurationVar(&t.AckWait, "ack-wait", 30*time.Second, "ack wait of the work consumers (leases are renewed at a third of it)")
+	fs.IntVar(&t.MaxDeliver, "max-deliver", 5, "deliveries of a step before it is dead-lettered")
+	fs.IntVar(&t.MaxAckPending, "max-ack-pending", 1000, "steps out with the fleet at once, per consumer")
+	fs.DurationVar(&t.DuplicateWindow, "duplicate-window", 0, "duplicate window of the streams (default: the redelivery span, at least 2m)")
+	fs.DurationVar(&t.OutputsMaxAge, "outputs-max-age", 24*time.Hour, "how long TURN_OUTPUTS keeps events")
+	fs.DurationVar(&t.StateTTL, "state-ttl", 24*time.Hour, "how long TURN_STATE keeps per-turn state")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		env := "WORKER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		if !ok && f.Name == "nats-url" {
+			v, ok = os.LookupEnv("NATS_URL")
+		}
+		if ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	w.Version = version
+	return m.validate()
+}
+
+func (m *Main) validate() error {
+	var errs []error
+	switch m.Storage {
+	case "file":
+		m.Worker.Topology.Storage = jetstream.FileStorage
+	case "memory":
+		m.Worker.Topology.Storage = jetstream.MemoryStorage
+	default:
+		errs = append(errs, fmt.Errorf("--storage must be file or memory, not %q", m.Storage))
+	}
+	level := new(slog.LevelVar)
+	if err := level.UnmarshalText([]byte(m.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %v", err))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch m.LogFormat {
+	case "text":
+		m.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		m.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", m.LogFormat))
+	}
+	if (m.TLSCert == "") != (m.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if (m.User == "") != (m.Password == "") {
+		errs = append(errs, errors.New("--user and --password go together"))
+	}
+	if m.MarkDir != "" && !m.Diagnostics {
+		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
+	}
+	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
+		errs = append(errs, fmt.Errorf("--monitor-port %d is not a port", m.MonitorPort))
+	}
+	if err := m.Worker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run connects (starting the embedded server first when no URL is set),
+// and serves until ctx ends.
+func (m *Main) Run(ctx context.Context) error {
+	url := m.NATSURL
+	if url == "" {
+		host, port, err := splitHostPort(m.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0}
+		if m.server, err = bus.StartEmbedded(eo); err != nil {
+			return err
+		}
+		url = m.server.ClientURL()
+		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", m.DataDir)
+	}
+	opts, err := m.natsOptions()
+	if err != nil {
+		return err
+	}
+	if m.nc, err = nats.Connect(url, opts...); err != nil {
+		return fmt.Errorf("connecting to %s: %w", url, err)
+	}
+	var creators []turn.Creator
+	if m.Diagnostics {
+		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), nil, m.log)
+	if err != nil {
+		return err
+	}
+	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName())
+	return w.Run(ctx)
+}
+
+func (m *Main) monitorURL(host string) string {
+	if m.MonitorPort == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("http://%s:%d", host, m.MonitorPort)
+}
+
+func (m *Main) natsOptions() ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("turn-worker " + m.Worker.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { m.log.Warn("disconnected from NATS", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { m.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
+	}
+	if m.User != "" {
+		opts = append(opts, nats.UserInfo(m.User, m.Password))
+	}
+	if m.Token != "" {
+		opts = append(opts, nats.Token(m.Token))
+	}
+	if m.NKeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(m.NKeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if m.Creds != "" {
+		opts = append(opts, nats.UserCredentials(m.Creds))
+	}
+	if m.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(m.TLSCert, m.TLSKey))
+	}
+	if m.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(m.TLSCA))
+	}
+	return opts, nil
+}
+
+// Close drains the connection and stops the embedded server.
+func (m *Main) Close() {
+	if m.nc != nil {
+		_ = m.nc.Drain()
+		for m.nc.IsDraining() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if m.server != nil {
+		m.server.Shutdown()
+		m.server.WaitForShutdown()
+	}
+}
+
+func defaultDataDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "turn-worker", "jetstream")
+	}
+	return filepath.Join(os.TempDir(), "turn-worker", "jetstream")
+}
+
+func splitHostPort(s string) (string, int, error) {
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return "", 0, fmt.Errorf("%q is not host:port", s)
+	}
+	var port int
+	if _, err := fmt.Sscanf(s[i+1:], "%d", &port); err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("%q has no valid port", s)
+	}
+	return s[:i], port, nil
+}

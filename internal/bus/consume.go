@@ -1,0 +1,196 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MaxRetryDelay is the longest delay before a failed step is delivered
+// again.
+const MaxRetryDelay = 30 * time.Second
+
+// ErrShutdown is the cause of a handler's context when the worker stopped
+// waiting for it during shutdown.
+var ErrShutdown = errors.New("worker shutting down")
+
+// Handler processes one message. Returning nil acknowledges it; a
+// *DeadLetter terminates it and copies it to the dead-letter stream; any
+// other error has it delivered again after a backoff.
+type Handler func(ctx context.Context, msg jetstream.Msg) error
+
+// DeadLetter is the error a handler returns for a message that can never
+// be processed.
+type DeadLetter struct{ Reason string }
+
+func (d *DeadLetter) Error() string { return "dead letter: " + d.Reason }
+
+// Consumer runs a handler over a durable pull consumer with bounded
+// concurrency, lease renewal and a graceful stop.
+type Consumer struct {
+	JS      jetstream.JetStream
+	Stream  string
+	Durable string
+	Handler Handler
+	Dead    *DeadLetters
+	Logger  *slog.Logger
+	// Concurrency bounds the messages handled at once (default 64).
+	Concurrency int
+	// Grace is how long a stop waits for running handlers before it
+	// abandons them (their steps are delivered again).
+	Grace time.Duration
+}
+
+// Run consumes until ctx ends, then stops pulling, hands back what was
+// prefetched, lets running handlers finish within Grace, and returns.
+func (c *Consumer) Run(ctx context.Context) error {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cons, err := c.JS.Consumer(ctx, c.Stream, c.Durable)
+	if err != nil {
+		return fmt.Errorf("consumer %s > %s: %w", c.Stream, c.Durable, err)
+	}
+	ackWait := cons.CachedInfo().Config.AckWait
+	maxDeliver := cons.CachedInfo().Config.MaxDeliver
+	n := c.Concurrency
+	if n <= 0 {
+		n = 64
+	}
+	// A small prefetch: messages buffered here wait without a lease.
+	it, err := cons.Messages(jetstream.PullMaxMessages(max(1, n/2)), jetstream.PullHeartbeat(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("pulling from %s > %s: %w", c.Stream, c.Durable, err)
+	}
+	// Handlers run under their own context: a stop lets them finish, and
+	// cancels it (ErrShutdown) only when the grace period is over.
+	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abandon(nil)
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	stopped := context.AfterFunc(ctx, it.Drain)
+	defer stopped()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				break
+			}
+			log.Warn("pulling steps", "stream", c.Stream, "err", err)
+			continue
+		}
+		if ctx.Err() != nil {
+			// Prefetched after the stop: hand it back at once.
+			_ = msg.Nak()
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.handle(work, log, msg, ackWait, maxDeliver)
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.Grace):
+		log.Warn("grace period over; abandoning running steps, they will be delivered again", "stream", c.Stream)
+		abandon(ErrShutdown)
+		<-done
+	}
+	return nil
+}
+
+func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
+	stop := renewLease(msg, ackWait)
+	err := c.Handler(ctx, msg)
+	stop()
+	var dl *DeadLetter
+	switch {
+	case err == nil:
+		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+			// The events are stored; a redelivery answers from the journal.
+			log.Warn("ack failed; the step will be delivered again and answered from the journal", "subject", msg.Subject(), "err", err)
+		}
+	case errors.As(err, &dl):
+		if err := c.Dead.Copy(context.WithoutCancel(ctx), msg, dl.Reason); err != nil {
+			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", dl.Reason, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		_ = msg.TermWithReason(truncate(dl.Reason, 200))
+		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", dl.Reason)
+	default:
+		md, _ := msg.Metadata()
+		attempt := uint64(1)
+		if md != nil {
+			attempt = md.NumDelivered
+		}
+		delay := retryDelay(attempt)
+		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
+		_ = msg.NakWithDelay(delay)
+	}
+}
+
+// renewLease tells the server the message is in progress every third of
+// the ack wait, so that a long call does not get its step redelivered.
+func renewLease(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
+	every := ackWait / 3
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-t.C:
+				_ = msg.InProgress()
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		t.Stop()
+		close(done)
+		wg.Wait()
+	}
+}
+
+// retryDelay doubles from one second per attempt, up to MaxRetryDelay.
+func retryDelay(attempt uint64) time.Duration {
+	d := time.Second
+	for i := uint64(1); i < attempt && d < MaxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, MaxRetryDelay)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// subjectTokens splits a subject, for handlers that read ids from it.
+func subjectTokens(subject string) []string { return strings.Split(subject, ".") }
+
+// header returns the value of a header, or "".
+func header(h nats.Header, k string) string {
+	if h == nil {
+		return ""
+	}
+	return h.Get(k)
+}

@@ -1,0 +1,104 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// Publisher publishes the worker's events. JetStream publishes are
+// confirmed by the server (the event is stored) and retried with
+// exponential backoff while the failure is transient (no leader, a
+// timeout, a reconnect); the message id makes a retry that did land
+// harmless.
+type Publisher struct {
+	JS     jetstream.JetStream
+	NC     *nats.Conn
+	Logger *slog.Logger
+	// MaxElapsed bounds the retries of one publish (default 30 s).
+	MaxElapsed time.Duration
+}
+
+// CallOutput publishes a call.output event.
+func (p *Publisher) CallOutput(ctx context.Context, ev *protocol.CallOutput) error {
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
+		protocol.CallOutputMsgID(ev.AgentID, ev.TurnID, ev.Step, ev.CallID), ev)
+}
+
+// StepDone publishes a step.done event.
+func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
+		protocol.StepDoneMsgID(ev.AgentID, ev.TurnID, ev.Step), ev)
+}
+
+// Activity publishes a progress event on core NATS; losing one is harmless.
+func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
+	data, err := json.Marshal(a)
+	if err != nil {
+		return
+	}
+	_ = p.NC.Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
+}
+
+// Event publishes any JSON event to a stream subject with a message id.
+func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
+	return p.publishJSON(ctx, subject, msgID, v)
+}
+
+func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return backoff.Permanent(err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	InjectTrace(ctx, m.Header)
+	return p.publish(ctx, m)
+}
+
+func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = 2 * time.Second
+	b.MaxElapsedTime = p.MaxElapsed
+	if b.MaxElapsedTime == 0 {
+		b.MaxElapsedTime = 30 * time.Second
+	}
+	return backoff.RetryNotify(func() error {
+		_, err := p.JS.PublishMsg(ctx, m)
+		if err != nil && !transient(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(b, ctx), func(err error, d time.Duration) {
+		p.logger().Warn("publish failed; retrying", "subject", m.Subject, "retry_in", d, "err", err)
+	})
+}
+
+// transient reports whether a publish may succeed if tried again.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503: no leader / JetStream temporarily unavailable.
+		return apiErr.Code == 503
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
+func (p *Publisher) logger() *slog.Logger {
+	if p.Logger != nil {
+		return p.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// CatalogFunc builds the catalog for a turn.
+type CatalogFunc func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error)
+
+// ErrBadRequest marks a catalog request the gateway must fix; other
+// errors are the worker's own.
+var ErrBadRequest = errors.New("bad request")
+
+// ServeCatalog registers the NATS micro service turn-worker with its
+// endpoint tools on turn.tools, in the default queue group, so that each
+// request is answered by one worker and `nats micro stats turn-worker`
+// shows every instance.
+func ServeCatalog(nc *nats.Conn, version string, catalog CatalogFunc, log *slog.Logger) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        protocol.ServiceName,
+		Version:     version,
+		Description: "Tool runtime worker: per-turn tool catalogs",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)
+	}
+	handler := func(r micro.Request) {
+		req, err := ParseCatalogRequest(r.Data())
+		if err != nil {
+			_ = r.Error("400", err.Error(), nil)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		reply, err := catalog(ctx, *req)
+		if errors.Is(err, ErrBadRequest) {
+			_ = r.Error("400", err.Error(), nil)
+			return
+		}
+		if err != nil {
+			log.Error("building a catalog failed", "agent_id", req.AgentID, "turn_id", req.TurnID, "err", err)
+			_ = r.Error("500", "building the catalog failed: "+err.Error(), nil)
+			return
+		}
+		_ = r.RespondJSON(reply)
+	}
+	if err := svc.AddEndpoint("tools", micro.HandlerFunc(handler), micro.WithEndpointSubject(protocol.SubjectTools)); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("adding the tools endpoint: %w", err)
+	}
+	return svc, nil
+}
+
+// ParseCatalogRequest decodes and checks a turn.tools request body.
+func ParseCatalogRequest(data []byte) (*protocol.CatalogRequest, error) {
+	var req protocol.CatalogRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, fmt.Errorf("%w: body is not a catalog request: %v", ErrBadRequest, err)
+	}
+	switch {
+	case !protocol.ValidID(req.AgentID):
+		return nil, fmt.Errorf("%w: agent_id %q is not 1-64 characters of [A-Za-z0-9_-]", ErrBadRequest, req.AgentID)
+	case !protocol.ValidID(req.TurnID):
+		return nil, fmt.Errorf("%w: turn_id %q is not 1-64 characters of [A-Za-z0-9_-]", ErrBadRequest, req.TurnID)
+	case req.Context.Kind != protocol.KindText && req.Context.Kind != protocol.KindWorkflowTask:
+		return nil, fmt.Errorf("%w: context.kind %q is neither %q nor %q", ErrBadRequest, req.Context.Kind, protocol.KindText, protocol.KindWorkflowTask)
+	}
+	return &req, nil
+}
+
+// CancelFunc is told of a turn.cancel message.
+type CancelFunc func(agentID, turnID, reason string)
+
+// SubscribeCancels delivers every turn.cancel.<agent_id>.<turn_id>
+// message to fn on this worker (no queue group: every worker must abort
+// its own running calls of the turn).
+func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) {
+	return nc.Subscribe(protocol.PrefixCancel+".*.*", func(m *nats.Msg) {
+		t := strings.Split(m.Subject, ".")
+		if len(t) != 4 || !protocol.ValidID(t[2]) || !protocol.ValidID(t[3]) {
+			return
+		}
+		var c protocol.Cancel
+		_ = json.Unmarshal(m.Data, &c) // the body is optional
+		fn(t[2], t[3], c.Reason)
+	})
+}

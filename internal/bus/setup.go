@@ -1,0 +1,259 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// Topology is how the protocol's streams, consumers and buckets are laid
+// out on the server. The zero value of each field takes the default.
+type Topology struct {
+	Replicas int
+	Storage  jetstream.StorageType
+	// MaxMsgSize bounds a step message; larger ones are refused by the
+	// server and, when they get in, dead-lettered by the worker.
+	MaxMsgSize int32
+	// OutputsMaxAge is how long events are kept (24 h).
+	OutputsMaxAge time.Duration
+	// DeadMaxAge is how long dead letters are kept (7 days).
+	DeadMaxAge time.Duration
+	// DuplicateWindow of the streams the worker publishes to; it must
+	// cover the longest redelivery span of the consumers.
+	DuplicateWindow time.Duration
+	// AckWait and MaxDeliver of the work consumers.
+	AckWait    time.Duration
+	MaxDeliver int
+	// MaxAckPending bounds the steps out with the fleet at once.
+	MaxAckPending int
+	// StateTTL is how long per-turn state lives in TURN_STATE (24 h).
+	StateTTL time.Duration
+}
+
+// WithDefaults fills the zero fields.
+func (t Topology) WithDefaults() Topology {
+	if t.Replicas == 0 {
+		t.Replicas = 1
+	}
+	if t.MaxMsgSize == 0 {
+		t.MaxMsgSize = 1 << 20
+	}
+	if t.OutputsMaxAge == 0 {
+		t.OutputsMaxAge = 24 * time.Hour
+	}
+	if t.DeadMaxAge == 0 {
+		t.DeadMaxAge = 7 * 24 * time.Hour
+	}
+	if t.AckWait == 0 {
+		t.AckWait = 30 * time.Second
+	}
+	if t.MaxDeliver == 0 {
+		t.MaxDeliver = 5
+	}
+	if t.MaxAckPending == 0 {
+		t.MaxAckPending = 1000
+	}
+	if t.StateTTL == 0 {
+		t.StateTTL = 24 * time.Hour
+	}
+	if t.DuplicateWindow == 0 {
+		t.DuplicateWindow = max(2*time.Minute, t.RedeliverySpan())
+	}
+	return t
+}
+
+// RedeliverySpan is the longest time between a step's first delivery and
+// its last: every attempt may use its whole ack wait, plus the longest
+// retry delay between attempts.
+func (t Topology) RedeliverySpan() time.Duration {
+	return time.Duration(t.MaxDeliver) * (t.AckWait + MaxRetryDelay)
+}
+
+// Validate checks the topology after defaults.
+func (t Topology) Validate() error {
+	switch {
+	case t.Replicas < 1 || t.Replicas > 5:
+		return fmt.Errorf("replicas must be 1 to 5, not %d", t.Replicas)
+	case t.AckWait < time.Second:
+		return fmt.Errorf("ack wait must be at least 1s, not %s", t.AckWait)
+	case t.MaxDeliver < 1:
+		return fmt.Errorf("max deliver must be at least 1, not %d", t.MaxDeliver)
+	case t.DuplicateWindow < t.RedeliverySpan():
+		return fmt.Errorf("duplicate window %s is shorter than the consumers' redelivery span %s (max deliver × (ack wait + %s)): a redelivered step could publish its events twice",
+			t.DuplicateWindow, t.RedeliverySpan(), MaxRetryDelay)
+	case t.MaxAckPending < 1:
+		return fmt.Errorf("max ack pending must be at least 1, not %d", t.MaxAckPending)
+	}
+	return nil
+}
+
+// Streams returns the stream configurations of the protocol.
+func (t Topology) Streams() []jetstream.StreamConfig {
+	base := func(name string, subjects ...string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Subjects: subjects, Replicas: t.Replicas, Storage: t.Storage,
+			Duplicates: t.DuplicateWindow, Discard: jetstream.DiscardOld,
+		}
+	}
+	calls := base(protocol.StreamCalls, protocol.PrefixCall+".*.*")
+	calls.Retention = jetstream.WorkQueuePolicy
+	calls.MaxMsgSize = t.MaxMsgSize
+	calls.Description = "Steps of main turns, from the gateway to the workers"
+	tasks := base(protocol.StreamTasks, protocol.PrefixTask+".*.*")
+	tasks.Retention = jetstream.WorkQueuePolicy
+	tasks.MaxMsgSize = t.MaxMsgSize
+	tasks.Description = "Steps of workflow task turns, from the gateway to the workers"
+	outputs := base(protocol.StreamOutputs, protocol.PrefixOutput+".*.*")
+	outputs.MaxAge = t.OutputsMaxAge
+	outputs.Description = "call.output and step.done events, from the workers to the gateway"
+	dead := base(protocol.StreamDead, protocol.PrefixDead+".*.*")
+	dead.MaxAge = t.DeadMaxAge
+	dead.Description = "Steps that could not be processed, with Dead-Reason"
+	events := base(protocol.StreamWorkflows, protocol.PrefixWFEvt+".*")
+	events.Description = "Workflow lifecycle events"
+	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events}
+}
+
+// Consumers returns the work consumers, by stream.
+func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
+	c := func(name string) jetstream.ConsumerConfig {
+		return jetstream.ConsumerConfig{
+			Durable: name, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckWait: t.AckWait, MaxDeliver: t.MaxDeliver, MaxAckPending: t.MaxAckPending,
+			Replicas: t.Replicas, MemoryStorage: t.Storage == jetstream.MemoryStorage,
+		}
+	}
+	return map[string]jetstream.ConsumerConfig{
+		protocol.StreamCalls: c(protocol.ConsumerCalls),
+		protocol.StreamTasks: c(protocol.ConsumerTasks),
+	}
+}
+
+// Buckets returns the key-value bucket configurations.
+func (t Topology) Buckets() []jetstream.KeyValueConfig {
+	return []jetstream.KeyValueConfig{
+		{Bucket: protocol.BucketState, Description: "Per-turn and per-call state", TTL: t.StateTTL, History: 1, Replicas: t.Replicas, Storage: t.Storage},
+		{Bucket: protocol.BucketWorkflows, Description: "Workflows, tasks, result schemas and committed results", History: 1, Replicas: t.Replicas, Storage: t.Storage},
+	}
+}
+
+// ErrIncompatible is wrapped when an existing stream, consumer or bucket
+// cannot be brought to the configuration the worker needs.
+var ErrIncompatible = errors.New("incompatible existing configuration")
+
+// Setup creates or updates every stream, consumer and bucket of the
+// protocol. An existing one that differs in a way the server cannot change
+// (retention, storage, ack policy, …) stops it with an error saying what
+// differs.
+func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	for _, want := range t.Streams() {
+		if err := ensureStream(ctx, js, want); err != nil {
+			return err
+		}
+	}
+	for stream, want := range t.Consumers() {
+		if err := ensureConsumer(ctx, js, stream, want); err != nil {
+			return err
+		}
+	}
+	for _, want := range t.Buckets() {
+		if err := ensureBucket(ctx, js, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return fmt.Errorf("creating stream %s: %w", want.Name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", want.Name, err)
+	}
+	have := s.CachedInfo().Config
+	var diffs []string
+	if have.Retention != want.Retention {
+		diffs = append(diffs, fmt.Sprintf("retention is %s, the worker needs %s", have.Retention, want.Retention))
+	}
+	if have.Storage != want.Storage {
+		diffs = append(diffs, fmt.Sprintf("storage is %s, the worker is configured for %s", have.Storage, want.Storage))
+	}
+	if len(diffs) > 0 {
+		return incompatible("stream", want.Name, diffs)
+	}
+	// Keep what an operator tuned that the worker does not care about.
+	upd := have
+	upd.Subjects, upd.Replicas, upd.Duplicates, upd.MaxMsgSize, upd.MaxAge, upd.Description =
+		want.Subjects, want.Replicas, want.Duplicates, want.MaxMsgSize, want.MaxAge, want.Description
+	if slices.Equal(have.Subjects, upd.Subjects) && have.Replicas == upd.Replicas && have.Duplicates == upd.Duplicates &&
+		have.MaxMsgSize == upd.MaxMsgSize && have.MaxAge == upd.MaxAge && have.Description == upd.Description {
+		return nil
+	}
+	if _, err := js.UpdateStream(ctx, upd); err != nil {
+		return fmt.Errorf("%w: updating stream %s: %v", ErrIncompatible, want.Name, err)
+	}
+	return nil
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) error {
+	c, err := js.Consumer(ctx, stream, want.Durable)
+	if err == nil {
+		have := c.CachedInfo().Config
+		var diffs []string
+		if have.AckPolicy != want.AckPolicy {
+			diffs = append(diffs, fmt.Sprintf("ack policy is %s, the worker needs %s", have.AckPolicy, want.AckPolicy))
+		}
+		if have.DeliverSubject != "" {
+			diffs = append(diffs, "it is a push consumer, the worker needs a pull consumer")
+		}
+		if have.FilterSubject != "" || len(have.FilterSubjects) > 0 {
+			diffs = append(diffs, fmt.Sprintf("it filters on %q%v, the worker consumes the whole stream", have.FilterSubject, have.FilterSubjects))
+		}
+		if len(diffs) > 0 {
+			return incompatible("consumer", stream+" > "+want.Durable, diffs)
+		}
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("looking up consumer %s > %s: %w", stream, want.Durable, err)
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
+		return fmt.Errorf("%w: consumer %s > %s: %v", ErrIncompatible, stream, want.Durable, err)
+	}
+	return nil
+}
+
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if err == nil {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("reading bucket %s: %w", want.Bucket, err)
+		}
+		si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+		if si.Config.Storage != want.Storage {
+			return incompatible("bucket", want.Bucket, []string{fmt.Sprintf("storage is %s, the worker is configured for %s", si.Config.Storage, want.Storage)})
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("looking up bucket %s: %w", want.Bucket, err)
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, want); err != nil {
+		return fmt.Errorf("%w: bucket %s: %v", ErrIncompatible, want.Bucket, err)
+	}
+	return nil
+}
+
+func incompatible(kind, name string, diffs []string) error {
+	return fmt.Errorf("%w: %s %s exists but %s (change the worker's configuration to match, or remove it with the NATS CLI)",
+		ErrIncompatible, kind, name, strings.Join(diffs, "; "))
+}

@@ -1,0 +1,153 @@
+package protocol
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Event types on turn.call.output.<agent_id>.<turn_id>.
+const (
+	EventCallOutput = "call.output"
+	EventStepDone   = "step.done"
+)
+
+// Call statuses.
+const (
+	StatusOK    = "ok"
+	StatusError = "error"
+)
+
+// CallOutput is the event published as soon as one call ends.
+type CallOutput struct {
+	Type       string          `json:"type"`
+	AgentID    string          `json:"agent_id"`
+	TurnID     string          `json:"turn_id"`
+	Step       int64           `json:"step"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	Namespace  string          `json:"namespace"`
+	Status     string          `json:"status"`
+	Error      *tools.Error    `json:"error"`
+	Item       json.RawMessage `json:"item"`
+	Details    any             `json:"details"`
+	Events     []tools.Event   `json:"events"`
+	Repairs    []string        `json:"repairs"`
+	Activity   string          `json:"activity"`
+	DurationMS int64           `json:"duration_ms"`
+}
+
+// StepDone is the one event that closes a step.
+type StepDone struct {
+	Type               string            `json:"type"`
+	AgentID            string            `json:"agent_id"`
+	TurnID             string            `json:"turn_id"`
+	Step               int64             `json:"step"`
+	Items              []json.RawMessage `json:"items"`
+	EndTurn            bool              `json:"end_turn"`
+	CompleteActorEvent bool              `json:"complete_actor_event"`
+	Task               any               `json:"task"`
+}
+
+// FunctionCallOutput is the Responses API item answering a function_call.
+type FunctionCallOutput struct {
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+}
+
+// ToolSearchOutput is the Responses API item answering a client
+// tool_search_call.
+type ToolSearchOutput struct {
+	Type      string            `json:"type"`
+	CallID    string            `json:"call_id"`
+	Execution string            `json:"execution"`
+	Status    string            `json:"status"`
+	Tools     []json.RawMessage `json:"tools"`
+}
+
+// Activity is published on turn.activity.<agent_id>.<turn_id>.
+type Activity struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	State  string `json:"state"` // started | completed
+	Label  string `json:"label"`
+}
+
+// Cancel is the optional body of turn.cancel.<agent_id>.<turn_id>.
+type Cancel struct {
+	Reason string `json:"reason"`
+}
+
+// CatalogRequest is the body of a turn.tools request.
+type CatalogRequest struct {
+	AgentID string  `json:"agent_id"`
+	TurnID  string  `json:"turn_id"`
+	Context Context `json:"context"`
+}
+
+// CatalogReply answers a turn.tools request.
+type CatalogReply struct {
+	Tools  json.RawMessage `json:"tools"`
+	Digest string          `json:"digest"`
+	// Notes tell the gateway about sources that could not contribute
+	// (an MCP server that is down); the catalog is still usable.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Subject, stream, consumer and bucket names of the protocol.
+const (
+	StreamCalls     = "TURN_CALLS"
+	StreamTasks     = "TURN_TASKS"
+	StreamOutputs   = "TURN_OUTPUTS"
+	StreamDead      = "TURN_DEAD"
+	StreamWorkflows = "WORKFLOW_EVENTS"
+	ConsumerCalls   = "turn-workers"
+	ConsumerTasks   = "task-workers"
+	BucketState     = "TURN_STATE"
+	BucketWorkflows = "WORKFLOWS"
+
+	PrefixCall   = "turn.call"
+	PrefixTask   = "turn.task"
+	PrefixOutput = "turn.call.output"
+	PrefixDead   = "turn.dead"
+	PrefixCancel = "turn.cancel"
+	PrefixActive = "turn.activity"
+	PrefixWFEvt  = "workflow.event"
+
+	SubjectTools = "turn.tools"
+	ServiceName  = "turn-worker"
+)
+
+// Subject joins a prefix with the agent and turn ids.
+func Subject(prefix, agentID, turnID string) string {
+	return prefix + "." + agentID + "." + turnID
+}
+
+// CallOutputMsgID is the Nats-Msg-Id of a call.output event.
+func CallOutputMsgID(agentID, turnID string, step int64, callID string) string {
+	return StepMsgID(agentID, turnID, step) + "." + callID
+}
+
+// StepDoneMsgID is the Nats-Msg-Id of a step.done event.
+func StepDoneMsgID(agentID, turnID string, step int64) string {
+	return StepMsgID(agentID, turnID, step) + ".done"
+}
+
+// KeyToken encodes a call id (any printable text) as one KV key token.
+func KeyToken(callID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(callID))
+}
+
+// CallKey is the TURN_STATE key of a call's claim and stored output.
+func CallKey(agentID, turnID string, step int64, callID string) string {
+	return "call." + agentID + "." + turnID + "." + strconv.FormatInt(step, 10) + "." + KeyToken(callID)
+}
+
+// TurnKey is the TURN_STATE key of per-turn state (cancel mark, loaded
+// deferred tools, task repair count).
+func TurnKey(agentID, turnID, what string) string {
+	return "turn." + agentID + "." + turnID + "." + what
+}

@@ -1,0 +1,201 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Turn kinds carried in Context.Kind.
+const (
+	KindText         = "text"
+	KindWorkflowTask = "workflow_task"
+)
+
+// Context is what a turn's tool set is assembled from.
+type Context struct {
+	Kind       string          `json:"kind"`
+	Bindings   map[string]bool `json:"bindings,omitempty"`
+	Skills     []string        `json:"skills,omitempty"`
+	MCPServers []string        `json:"mcp_servers,omitempty"`
+	WorkflowID string          `json:"workflow_id,omitempty"`
+	TaskID     string          `json:"task_id,omitempty"`
+}
+
+// Bound reports whether the context binds name (web, brain, …).
+func (c Context) Bound(name string) bool { return c.Bindings[name] }
+
+// Step is one model response of a turn, as the gateway publishes it.
+type Step struct {
+	AgentID string            `json:"agent_id"`
+	TurnID  string            `json:"turn_id"`
+	Step    int64             `json:"step"`
+	Context Context           `json:"context"`
+	Output  []json.RawMessage `json:"output"`
+
+	// Calls are the executable items of Output, in order.
+	Calls []Call `json:"-"`
+	// Prose reports whether Output holds a message with text.
+	Prose bool `json:"-"`
+}
+
+// Item types of the Responses API that the worker reads or writes.
+const (
+	ItemFunctionCall       = "function_call"
+	ItemToolSearchCall     = "tool_search_call"
+	ItemFunctionCallOutput = "function_call_output"
+	ItemToolSearchOutput   = "tool_search_output"
+	ItemMessage            = "message"
+)
+
+// Call is a function_call or tool_search_call item of a step.
+type Call struct {
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Arguments is the model's argument string (function_call).
+	Arguments string `json:"-"`
+	// Search is the tool search arguments object (tool_search_call).
+	Search    json.RawMessage `json:"-"`
+	Execution string          `json:"execution,omitempty"`
+}
+
+// ErrMalformed is wrapped by every error ParseStep returns; the message
+// after it is the dead-letter reason.
+var ErrMalformed = errors.New("malformed step")
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidID reports whether s is a valid agent, turn, workflow or task id.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// ValidCallID reports whether s is 1–256 printable characters.
+func ValidCallID(s string) bool {
+	if s == "" || len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+}
+
+// ParseStep decodes and checks a step message that arrived on subject,
+// whose first two tokens must be prefix ("turn.call" or "turn.task"). Any
+// problem is an error wrapping ErrMalformed that names it.
+func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error) {
+	if maxBytes > 0 && len(data) > maxBytes {
+		return nil, malformed("message is %d bytes, over the %d byte limit", len(data), maxBytes)
+	}
+	tokens := strings.Split(subject, ".")
+	if len(tokens) != 4 || tokens[0]+"."+tokens[1] != prefix {
+		return nil, malformed("subject %q is not %s.<agent_id>.<turn_id>", subject, prefix)
+	}
+	var w struct {
+		AgentID string            `json:"agent_id"`
+		TurnID  string            `json:"turn_id"`
+		Step    *int64            `json:"step"`
+		Context *Context          `json:"context"`
+		Output  []json.RawMessage `json:"output"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&w); err != nil {
+		return nil, malformed("not a JSON step object: %v", err)
+	}
+	if dec.More() {
+		return nil, malformed("data after the JSON object")
+	}
+	switch {
+	case w.Step == nil:
+		return nil, malformed("step is missing")
+	case w.Context == nil:
+		return nil, malformed("context is missing")
+	}
+	s := Step{AgentID: w.AgentID, TurnID: w.TurnID, Step: *w.Step, Context: *w.Context, Output: w.Output}
+	switch {
+	case !ValidID(s.AgentID):
+		return nil, malformed("agent_id %q is not 1-64 characters of [A-Za-z0-9_-]", s.AgentID)
+	case !ValidID(s.TurnID):
+		return nil, malformed("turn_id %q is not 1-64 characters of [A-Za-z0-9_-]", s.TurnID)
+	case s.Step < 0:
+		return nil, malformed("step %d is negative", s.Step)
+	case tokens[2] != s.AgentID || tokens[3] != s.TurnID:
+		return nil, malformed("ids %s.%s disagree with subject %q", s.AgentID, s.TurnID, subject)
+	case s.Output == nil:
+		return nil, malformed("output is missing")
+	}
+	switch s.Context.Kind {
+	case KindText, KindWorkflowTask:
+	default:
+		return nil, malformed("context.kind %q is neither %q nor %q", s.Context.Kind, KindText, KindWorkflowTask)
+	}
+	for _, id := range []string{s.Context.WorkflowID, s.Context.TaskID} {
+		if id != "" && !ValidID(id) {
+			return nil, malformed("workflow or task id %q is not 1-64 characters of [A-Za-z0-9_-]", id)
+		}
+	}
+	seen := map[string]bool{}
+	for i, raw := range s.Output {
+		var item struct {
+			Type      string          `json:"type"`
+			CallID    string          `json:"call_id"`
+			Namespace string          `json:"namespace"`
+			Name      string          `json:"name"`
+			Execution string          `json:"execution"`
+			Arguments json.RawMessage `json:"arguments"`
+			Content   json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(raw, &item); err != nil {
+			return nil, malformed("output[%d]: %v", i, err)
+		}
+		switch item.Type {
+		case ItemFunctionCall, ItemToolSearchCall:
+		case ItemMessage:
+			if len(item.Content) > 0 && !bytes.Equal(item.Content, []byte("null")) && !bytes.Equal(item.Content, []byte("[]")) {
+				s.Prose = true
+			}
+			continue
+		default:
+			continue
+		}
+		if !ValidCallID(item.CallID) {
+			return nil, malformed("output[%d]: call_id is not 1-256 printable characters", i)
+		}
+		if seen[item.CallID] {
+			return nil, malformed("output[%d]: call_id %q appears twice", i, item.CallID)
+		}
+		seen[item.CallID] = true
+		c := Call{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
+		if item.Type == ItemFunctionCall {
+			if item.Name == "" {
+				return nil, malformed("output[%d]: function_call without a name", i)
+			}
+			if len(item.Arguments) > 0 && !bytes.Equal(item.Arguments, []byte("null")) {
+				if err := json.Unmarshal(item.Arguments, &c.Arguments); err != nil {
+					return nil, malformed("output[%d]: arguments is not a string", i)
+				}
+			}
+		} else {
+			c.Search = item.Arguments
+		}
+		s.Calls = append(s.Calls, c)
+	}
+	return &s, nil
+}
+
+// StepMsgID is the Nats-Msg-Id of a step message.
+func StepMsgID(agentID, turnID string, step int64) string {
+	return agentID + "." + turnID + "." + strconv.FormatInt(step, 10)
+}

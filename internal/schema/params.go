@@ -1,0 +1,244 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+
+	invopop "github.com/invopop/jsonschema"
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// Params is the compiled parameter schema of one tool: the JSON sent to the
+// provider, and the full schema every call's arguments are validated
+// against. It is immutable and safe for concurrent use.
+type Params struct {
+	sent     json.RawMessage
+	full     json.RawMessage
+	compiled *jsonschema.Schema
+	nulls    *nullPlan // strict only: nulls that mean "absent"
+}
+
+// ErrNotObject is wrapped by Compile when the root schema does not describe
+// an object, which function-calling providers require.
+var ErrNotObject = errors.New("function tool parameters must use a root object schema")
+
+// Compile checks and compiles a raw JSON Schema. Every keyword is kept as
+// given. With strict, the schema sent to the provider is rewritten into
+// the strict subset (see makeStrict) while validation keeps using the
+// schema as given; a schema that cannot be made strict is refused with the
+// reason.
+func Compile(raw json.RawMessage, strict bool) (*Params, error) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	full := json.RawMessage(compact.Bytes())
+	tree, err := decodeOrdered(full)
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	root, ok := tree.(*object)
+	if !ok || !isObjectSchema(root) {
+		return nil, ErrNotObject
+	}
+	compiled, err := compileSchema(full)
+	if err != nil {
+		return nil, err
+	}
+	p := &Params{sent: full, full: full, compiled: compiled}
+	if strict {
+		nulls := &nullPlan{}
+		if err := makeStrict(root, "", nulls); err != nil {
+			return nil, fmt.Errorf("schema cannot be made strict: %w", err)
+		}
+		sent, err := json.Marshal(root)
+		if err != nil {
+			return nil, err
+		}
+		// A schema that already fits the strict subset goes out byte for
+		// byte as its owner wrote it.
+		if !bytes.Equal(sent, full) {
+			p.sent = sent
+		}
+		if !nulls.empty() {
+			p.nulls = nulls
+		}
+	}
+	return p, nil
+}
+
+// compileSchema compiles a schema in isolation: remote references are
+// refused, so a schema that came from a model or a message can never make
+// the worker fetch a URL or read a file.
+func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.LoadURL = func(s string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("remote reference %q is not allowed", s)
+	}
+	const url = "mem://params.json"
+	if err := c.AddResource(url, bytes.NewReader(raw)); err != nil {
+		return nil, fmt.Errorf("schema is not usable: %w", err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("schema is not usable: %w", err)
+	}
+	return s, nil
+}
+
+// Sent is the schema as the provider sees it.
+func (p *Params) Sent() json.RawMessage { return p.sent }
+
+// Full is the schema arguments are validated against.
+func (p *Params) Full() json.RawMessage { return p.full }
+
+// inferred caches schemas derived from Go types. Inference is pure and
+// costly (reflection), so it runs once per type and mode for the life of
+// the process; the cache holds no other state.
+var inferred sync.Map // inferKey → inferResult
+
+type inferKey struct {
+	t      reflect.Type
+	strict bool
+}
+
+type inferResult struct {
+	p   *Params
+	err error
+}
+
+// For returns the compiled schema of T, inferred from its fields with
+// their json and jsonschema struct tags (description, minimum, maximum,
+// enum, pattern, format, …). Fields without omitempty are required.
+func For[T any](strict bool) (*Params, error) {
+	t := reflect.TypeFor[T]()
+	key := inferKey{t, strict}
+	if r, ok := inferred.Load(key); ok {
+		r := r.(inferResult)
+		return r.p, r.err
+	}
+	p, err := infer(t, strict)
+	inferred.Store(key, inferResult{p, err})
+	return p, err
+}
+
+func infer(t reflect.Type, strict bool) (*Params, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%w (parameters type %s is not a struct)", ErrNotObject, t)
+	}
+	r := &invopop.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true}
+	s := r.ReflectFromType(t)
+	s.Version = ""
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(raw, strict)
+}
+
+// Violation is one way the arguments break the schema.
+type Violation struct {
+	Pointer string `json:"pointer"` // JSON pointer into the arguments; "" is the root
+	Message string `json:"message"`
+}
+
+// ValidationError lists every violation found in one value.
+type ValidationError struct {
+	Violations []Violation
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	for i, v := range e.Violations {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		ptr := v.Pointer
+		if ptr == "" {
+			ptr = "(root)"
+		}
+		b.WriteString(ptr)
+		b.WriteString(": ")
+		b.WriteString(v.Message)
+	}
+	return b.String()
+}
+
+// Validate checks a decoded JSON value (as produced by a json.Decoder with
+// UseNumber) against the full schema.
+func (p *Params) Validate(v any) error {
+	err := p.compiled.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &ValidationError{Violations: []Violation{{Message: err.Error()}}}
+	}
+	return &ValidationError{Violations: violations(ve)}
+}
+
+// violations flattens the library's error tree into its leaves: the
+// intermediate nodes only say "doesn't validate with …".
+func violations(ve *jsonschema.ValidationError) []Violation {
+	var out []Violation
+	seen := map[Violation]bool{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			v := Violation{Pointer: e.InstanceLocation, Message: e.Message}
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return out
+}
+
+// Parsed is a call's arguments after repair, null stripping and validation.
+type Parsed struct {
+	// JSON is the validated arguments, ready to decode into the tool's type.
+	JSON []byte
+	// Repairs names the ladder rungs that made the arguments parse.
+	Repairs []string
+}
+
+// Parse turns the model's argument string into validated JSON: the repair
+// ladder if it does not parse, then (strict tools) nulls that stand for
+// absent optional fields removed, then validation against the full schema.
+func (p *Params) Parse(args string, opt RepairOptions) (Parsed, error) {
+	data, rungs, err := Repair(args, opt)
+	if err != nil {
+		return Parsed{Repairs: rungs}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return Parsed{Repairs: rungs}, fmt.Errorf("%w: %v", ErrUnparseable, err)
+	}
+	if p.nulls != nil && p.nulls.strip(v) {
+		if data, err = json.Marshal(v); err != nil {
+			return Parsed{Repairs: rungs}, err
+		}
+	}
+	if err := p.Validate(v); err != nil {
+		return Parsed{Repairs: rungs}, err
+	}
+	return Parsed{JSON: data, Repairs: rungs}, nil
+}

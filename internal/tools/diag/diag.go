@@ -1,0 +1,127 @@
+// Package diag provides the diagnostics category: small real tools for
+// smoke tests, load runs and fault drills (ping, sleep, mark, finish).
+// The category exists only when the worker enables it and the turn binds
+// "diagnostics".
+package diag
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Binding is the context binding that enables the category for a turn.
+const Binding = "diagnostics"
+
+// Config configures the category.
+type Config struct {
+	// MarkDir is where mark appends its lines; empty disables mark.
+	MarkDir string
+}
+
+// PingParams are ping's parameters.
+type PingParams struct {
+	Note string `json:"note,omitempty" jsonschema:"description=Any text; echoed back."`
+}
+
+// SleepParams are sleep's parameters.
+type SleepParams struct {
+	MS int `json:"ms" jsonschema:"description=How long to wait in milliseconds.,minimum=0,maximum=600000"`
+}
+
+// MarkParams are mark's parameters.
+type MarkParams struct {
+	Label string `json:"label" jsonschema:"description=The line to append.,pattern=^[A-Za-z0-9_.:-]{1\\,128}$"`
+	MS    int    `json:"ms,omitempty" jsonschema:"description=How long to wait after appending, in milliseconds.,minimum=0,maximum=600000"`
+}
+
+// FinishParams are finish's parameters.
+type FinishParams struct {
+	Summary string `json:"summary" jsonschema:"description=What the turn achieved."`
+}
+
+// Tools builds the category's tools once; the creator hands them to every
+// turn that binds the category.
+func Tools(cfg Config) []*tools.Tool {
+	ts := []*tools.Tool{
+		tools.Must(tools.Def[PingParams]{
+			Spec:     tools.Spec{Name: "ping", Description: "Answer pong at once. A no-op for health checks and load runs.", ReadOnly: true},
+			Activity: func(PingParams) string { return "Pinging" },
+			Execute: func(_ context.Context, p PingParams) (tools.Result, error) {
+				return tools.Result{Content: "pong " + p.Note}, nil
+			},
+		}),
+		tools.Must(tools.Def[SleepParams]{
+			Spec:     tools.Spec{Name: "sleep", Description: "Wait for the given number of milliseconds, then answer.", ReadOnly: true},
+			Activity: func(p SleepParams) string { return fmt.Sprintf("Waiting %d ms", p.MS) },
+			Execute: func(ctx context.Context, p SleepParams) (tools.Result, error) {
+				if err := wait(ctx, p.MS); err != nil {
+					return tools.Result{}, err
+				}
+				return tools.Result{Content: fmt.Sprintf("waited %d ms", p.MS)}, nil
+			},
+		}),
+		tools.Must(tools.Def[FinishParams]{
+			Spec:     tools.Spec{Name: "finish", Description: "End the turn with a summary.", ReadOnly: true},
+			Activity: func(FinishParams) string { return "Finishing" },
+			Execute: func(_ context.Context, p FinishParams) (tools.Result, error) {
+				return tools.Result{Content: p.Summary, EndTurn: true}, nil
+			},
+		}),
+	}
+	if cfg.MarkDir != "" {
+		var mu sync.Mutex
+		ts = append(ts, tools.Must(tools.Def[MarkParams]{
+			Spec: tools.Spec{Name: "mark", Description: "Append a line to this worker's mark file, then wait. Not read-only: each run leaves a trace.",
+				ExecutionMode: tools.Sequential},
+			Activity: func(p MarkParams) string { return "Marking " + p.Label },
+			Execute: func(ctx context.Context, p MarkParams) (tools.Result, error) {
+				mu.Lock()
+				f, err := os.OpenFile(filepath.Join(cfg.MarkDir, "marks.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+				if err == nil {
+					_, err = f.WriteString(p.Label + "\n")
+					if cerr := f.Close(); err == nil {
+						err = cerr
+					}
+				}
+				mu.Unlock()
+				if err != nil {
+					return tools.Result{}, err
+				}
+				if err := wait(ctx, p.MS); err != nil {
+					return tools.Result{}, err
+				}
+				return tools.Result{Content: "marked " + p.Label}, nil
+			},
+		}))
+	}
+	return ts
+}
+
+// Creator returns the category's creator.
+func Creator(cfg Config) turn.Creator {
+	ts := Tools(cfg)
+	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+		if !env.Context.Bound(Binding) {
+			return nil, nil, nil
+		}
+		return ts, nil, nil
+	}
+}
+
+func wait(ctx context.Context, ms int) error {
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,80 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentbull/toolruntime/internal/schema"
+)
+
+// Kind classifies why a call did not succeed. The values are the wire
+// protocol's error kinds.
+type Kind string
+
+const (
+	UnknownTool      Kind = "unknown_tool"
+	NotLoaded        Kind = "not_loaded"
+	InvalidArguments Kind = "invalid_arguments"
+	ToolError        Kind = "tool_error"
+	Timeout          Kind = "timeout"
+	Aborted          Kind = "aborted"
+	Interrupted      Kind = "interrupted"
+	Internal         Kind = "internal"
+)
+
+// Error is the one coded error of a call. Message is written for the model:
+// it says what went wrong and what to do about it.
+type Error struct {
+	Kind    Kind   `json:"kind"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
+
+// Errorf builds an *Error; tools return it to choose a kind other than
+// tool_error.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// maxShapeBytes bounds the schema quoted back to the model in an
+// invalid_arguments message.
+const maxShapeBytes = 4 << 10
+
+// argumentsError turns a parse or validation failure into the message the
+// model reads: every violation with its JSON pointer, and the expected
+// shape so that the next call can be right in one try.
+func (t *Tool) argumentsError(err error, repairs []string) *Error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The arguments for %s were rejected.\n", t.spec.Name)
+	var ve *schema.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		b.WriteString("Violations (JSON pointer: problem):\n")
+		for _, v := range ve.Violations {
+			ptr := v.Pointer
+			if ptr == "" {
+				ptr = "/"
+			}
+			fmt.Fprintf(&b, "- %s: %s\n", ptr, v.Message)
+		}
+	case errors.Is(err, schema.ErrArgumentsTooLarge):
+		fmt.Fprintf(&b, "They are not valid JSON and too large to repair: %v\n", err)
+	default:
+		fmt.Fprintf(&b, "They are not valid JSON: %v\n", err)
+		if t.spec.Destructive {
+			b.WriteString("This tool changes things irreversibly, so truncated or damaged arguments are never guessed at; send the complete call again.\n")
+		}
+	}
+	if len(repairs) > 0 {
+		fmt.Fprintf(&b, "(The arguments were repaired with %s before validation.)\n", strings.Join(repairs, ", "))
+	}
+	shape := t.params.Sent()
+	if len(shape) > maxShapeBytes {
+		fmt.Fprintf(&b, "Send a JSON object that matches the tool's parameters schema (%d bytes, see the tool definition).", len(shape))
+	} else {
+		fmt.Fprintf(&b, "Expected a JSON object matching this schema: %s", shape)
+	}
+	return &Error{Kind: InvalidArguments, Message: b.String()}
+}

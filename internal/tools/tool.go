@@ -1,0 +1,263 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/schema"
+)
+
+// Mode says whether a call may run beside the other calls of its step.
+type Mode string
+
+const (
+	// Parallel calls that stand next to each other in a step run at once.
+	Parallel Mode = "parallel"
+	// Sequential calls start after every earlier call of the step has
+	// ended, and no later call starts before they end.
+	Sequential Mode = "sequential"
+)
+
+// Spec is the part of a tool the runtime reads: what the provider is told
+// and how calls are scheduled. The zero value of each optional field works.
+type Spec struct {
+	// Name is what the model sees and calls: ^[a-zA-Z0-9_-]{1,64}$.
+	Name string
+	// Description is what the model reads to decide whether to call it.
+	Description string
+	// JSONSchema, when set, is the parameters schema sent as given instead
+	// of the one inferred from the parameter type; every keyword is kept.
+	JSONSchema json.RawMessage
+	// Strict asks the provider to hold the arguments to the schema. The
+	// worker validates against the full schema either way.
+	Strict bool
+	// Namespace groups related external tools into one provider namespace.
+	Namespace            string
+	NamespaceDescription string
+	// DeferLoading keeps the schema behind tool search until it is loaded.
+	DeferLoading bool
+	// ExecutionMode defaults to Parallel for read-only tools and to
+	// Sequential for every other tool.
+	ExecutionMode Mode
+	// ReadOnly tools change nothing: they may run again after a crash.
+	ReadOnly bool
+	// Destructive tools never take a repair rung that invents or drops
+	// content, and must be sequential.
+	Destructive bool
+	// Timeout bounds one call; zero means the dispatcher's default.
+	Timeout time.Duration
+}
+
+// Event is a presentation event a tool emits for user interfaces.
+type Event struct {
+	Type string `json:"type"`
+	Data any    `json:"data,omitempty"`
+}
+
+// Result is what a tool returns.
+type Result struct {
+	// Content is the text the model reads.
+	Content string
+	// Details is structured data for logs and user interfaces; it is never
+	// sent to the model. It must marshal to JSON.
+	Details any
+	// Events are the tool's presentation events.
+	Events []Event
+	// CompleteActorEvent marks the actor event the turn answers as done.
+	CompleteActorEvent bool
+	// EndTurn asks the loop to stop after this step.
+	EndTurn bool
+}
+
+// Def is a typed tool definition: the author writes Execute over decoded,
+// validated parameters and never touches raw JSON.
+type Def[P any] struct {
+	Spec
+	// Activity builds a short progress label from the parameters.
+	Activity func(P) string
+	// CompletedActivity, when set, replaces the label once the call ends.
+	CompletedActivity func(P, Result) string
+	// Execute does the work. ctx carries the abort signal and the call's
+	// identity (see CallFrom).
+	Execute func(ctx context.Context, p P) (Result, error)
+}
+
+// Tool is a defined tool, ready to be put in a turn's set. It is immutable
+// and shared by every turn that uses it.
+type Tool struct {
+	spec       Spec
+	params     *schema.Params
+	definition json.RawMessage
+	prepare    func(data []byte) (*Invocation, error)
+}
+
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// New defines a tool. The parameters schema comes from Spec.JSONSchema
+// when set, otherwise it is inferred from P once and cached. A definition
+// that a provider would refuse, or that could not run safely, is an error
+// naming the tool.
+func New[P any](d Def[P]) (*Tool, error) {
+	s := d.Spec
+	fail := func(format string, args ...any) (*Tool, error) {
+		return nil, fmt.Errorf("tool %q: %s", s.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !validName.MatchString(s.Name):
+		return fail("name must match %s", validName)
+	case s.Description == "":
+		return fail("description is empty")
+	case s.Namespace != "" && !validName.MatchString(s.Namespace):
+		return fail("namespace must match %s", validName)
+	case d.Execute == nil:
+		return fail("execute is nil")
+	case s.ReadOnly && s.Destructive:
+		return fail("a tool cannot be both read-only and destructive")
+	case s.Timeout < 0:
+		return fail("timeout is negative")
+	}
+	switch s.ExecutionMode {
+	case "":
+		s.ExecutionMode = Sequential
+		if s.ReadOnly {
+			s.ExecutionMode = Parallel
+		}
+	case Parallel:
+		if s.Destructive {
+			return fail("a destructive tool must be sequential")
+		}
+	case Sequential:
+	default:
+		return fail("execution mode %q is neither parallel nor sequential", s.ExecutionMode)
+	}
+	var (
+		params *schema.Params
+		err    error
+	)
+	if len(s.JSONSchema) > 0 {
+		params, err = schema.Compile(s.JSONSchema, s.Strict)
+	} else {
+		params, err = schema.For[P](s.Strict)
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	t := &Tool{spec: s, params: params}
+	t.definition = mustMarshal(functionDef{
+		Type: "function", Name: s.Name, Description: s.Description,
+		Parameters: params.Sent(), Strict: s.Strict,
+	})
+	t.prepare = func(data []byte) (*Invocation, error) {
+		var p P
+		if err := json.Unmarshal(data, &p); err != nil {
+			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
+		}
+		inv := &Invocation{Tool: t, run: func(ctx context.Context) (Result, error) { return d.Execute(ctx, p) }}
+		if d.Activity != nil {
+			inv.Activity = d.Activity(p)
+		}
+		if d.CompletedActivity != nil {
+			inv.completed = func(r Result) string { return d.CompletedActivity(p, r) }
+		}
+		return inv, nil
+	}
+	return t, nil
+}
+
+// Must is New for definitions fixed at compile time: a bad one panics.
+func Must[P any](d Def[P]) *Tool {
+	t, err := New(d)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Spec returns the tool's spec with defaults applied.
+func (t *Tool) Spec() Spec { return t.spec }
+
+// Name is the tool's name.
+func (t *Tool) Name() string { return t.spec.Name }
+
+// Params is the compiled parameters schema.
+func (t *Tool) Params() *schema.Params { return t.params }
+
+// Definition is the Responses API function definition, full (never the
+// deferred short form).
+func (t *Tool) Definition() json.RawMessage { return t.definition }
+
+type functionDef struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs of strings and valid JSON reach here
+	}
+	return b
+}
+
+// Invocation is one call of a tool with validated, decoded parameters.
+type Invocation struct {
+	Tool *Tool
+	// Repairs names the ladder rungs that made the arguments parse.
+	Repairs []string
+	// Activity is the progress label built from the parameters.
+	Activity  string
+	run       func(ctx context.Context) (Result, error)
+	completed func(Result) string
+}
+
+// Prepare validates (repairing where the tool allows it) and decodes the
+// model's argument string. The error is an *Error of kind
+// invalid_arguments whose message tells the model what to fix.
+func (t *Tool) Prepare(args string, opt schema.RepairOptions) (*Invocation, error) {
+	opt.Conservative = opt.Conservative || t.spec.Destructive
+	parsed, err := t.params.Parse(args, opt)
+	if err != nil {
+		return nil, t.argumentsError(err, parsed.Repairs)
+	}
+	inv, err := t.prepare(parsed.JSON)
+	if err != nil {
+		return nil, err
+	}
+	inv.Repairs = parsed.Repairs
+	return inv, nil
+}
+
+// Run executes the call. A panic in the tool becomes a tool_error, and an
+// error that is not an *Error becomes a tool_error with its text.
+func (inv *Invocation) Run(ctx context.Context) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = Result{Details: map[string]string{"panic": fmt.Sprint(r), "stack": string(debug.Stack())}}
+			err = &Error{Kind: ToolError, Message: fmt.Sprintf("the tool failed unexpectedly: %v", r)}
+		}
+	}()
+	res, err = inv.run(ctx)
+	if err != nil {
+		var te *Error
+		if !errors.As(err, &te) {
+			err = &Error{Kind: ToolError, Message: err.Error()}
+		}
+	}
+	return res, err
+}
+
+// CompletedActivity is the label to show once the call ended with r.
+func (inv *Invocation) CompletedActivity(r Result) string {
+	if inv.completed != nil {
+		return inv.completed(r)
+	}
+	return inv.Activity
+}

@@ -1,0 +1,446 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Defaults of a zero Dispatcher.
+const (
+	DefaultMaxParallel = 8
+	DefaultTimeout     = 2 * time.Minute
+	DefaultSearchLimit = 5
+)
+
+// ErrCancelled is the cause of a turn's context when the gateway cancelled
+// the turn.
+var ErrCancelled = errors.New("the turn was cancelled")
+
+// errCallTimeout is the cause of a call's context when its time ran out.
+var errCallTimeout = errors.New("call timed out")
+
+// ErrClaimed is returned by Journal.Claim when an earlier attempt claimed
+// the call and died before storing its outcome.
+var ErrClaimed = errors.New("call was claimed by an earlier attempt that did not finish")
+
+// Journal makes calls effectively-once across redelivery of a step. The
+// worker implements it on the TURN_STATE bucket.
+type Journal interface {
+	// Claim records that call is about to run, with a create-only write.
+	// It returns the stored outcome when an earlier attempt finished the
+	// call, and ErrClaimed when an earlier attempt claimed it but never
+	// stored an outcome.
+	Claim(ctx context.Context, ref CallRef) (*Outcome, error)
+	// Store records the outcome of a claimed call.
+	Store(ctx context.Context, ref CallRef, o *Outcome) error
+}
+
+// Observer is told of calls as they start and end. Its methods are called
+// from several goroutines at once.
+type Observer interface {
+	CallStarted(ref CallRef, c protocol.Call, label string)
+	CallEnded(ref CallRef, o *Outcome)
+}
+
+// CallRef identifies a call across the fleet.
+type CallRef struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	CallID  string
+}
+
+// Input is one step to dispatch.
+type Input struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	Calls   []protocol.Call
+	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
+	// loaded through tool search.
+	Loaded map[string]bool
+}
+
+// Outcome is how one call ended. It is stored in the journal and so
+// marshals to JSON.
+type Outcome struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
+	Err       *tools.Error    `json:"error,omitempty"`
+	Item      json.RawMessage `json:"item"`
+	Details   any             `json:"details,omitempty"`
+	Events    []tools.Event   `json:"events,omitempty"`
+	Repairs   []string        `json:"repairs,omitempty"`
+	Activity  string          `json:"activity,omitempty"`
+	Duration  time.Duration   `json:"duration"`
+	EndTurn   bool            `json:"end_turn,omitempty"`
+	Complete  bool            `json:"complete_actor_event,omitempty"`
+	// Loaded are the keys of deferred tools a tool search loaded.
+	Loaded []string `json:"loaded,omitempty"`
+	// Replayed is set when the outcome came from the journal.
+	Replayed bool `json:"-"`
+	// Ran is set when the tool ran in this attempt.
+	Ran bool `json:"-"`
+}
+
+// Status is "ok" or "error".
+func (o *Outcome) Status() string {
+	if o.Err != nil {
+		return protocol.StatusError
+	}
+	return protocol.StatusOK
+}
+
+// Result is how a step ended.
+type Result struct {
+	// Outcomes are in call order, one per call.
+	Outcomes           []*Outcome
+	EndTurn            bool
+	CompleteActorEvent bool
+	// Abandoned is set when ctx ended for a reason other than the turn's
+	// cancel (the worker is shutting down): the calls that were cut short
+	// were neither stored nor reported, and the step must be delivered
+	// again.
+	Abandoned bool
+}
+
+// Items returns the output items in call order.
+func (r *Result) Items() []json.RawMessage {
+	items := make([]json.RawMessage, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		items[i] = o.Item
+	}
+	return items
+}
+
+// Dispatcher runs the calls of a step against a turn's set. The zero
+// value works; it is safe for concurrent use by many steps.
+type Dispatcher struct {
+	// MaxParallel bounds the calls of one step running at once.
+	MaxParallel int
+	// Timeout is the default limit of one call.
+	Timeout time.Duration
+	// Repair tunes the argument repair ladder.
+	Repair schema.RepairOptions
+	// SearchLimit is how many deferred tools one tool search loads.
+	SearchLimit int
+	// Journal, when set, makes calls effectively-once across redelivery.
+	Journal Journal
+	// Observer, when set, is told of calls starting and ending.
+	Observer Observer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// pending is a call on its way through a step.
+type pending struct {
+	call     protocol.Call
+	ref      CallRef
+	inv      *tools.Invocation
+	search   bool
+	outcome  *Outcome // set early for calls that run nothing
+	parallel bool
+}
+
+// Run dispatches one step: every call is resolved and validated, then
+// consecutive parallel calls run together and each sequential call runs
+// alone, in call order. Every call gets an outcome, whatever happens:
+//
+//   - a tool result with EndTurn lets the calls running beside it finish,
+//     and the calls after its group are not run (kind aborted);
+//   - cancelling ctx (the turn's abort) ends running calls and skips the
+//     rest (kind aborted);
+//   - a call past its timeout ends with kind timeout, a panic with
+//     tool_error; neither stops the other calls.
+func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
+	res := &Result{Outcomes: make([]*Outcome, len(in.Calls))}
+	ps := make([]*pending, len(in.Calls))
+	for i, c := range in.Calls {
+		ps[i] = d.resolve(set, in, c)
+	}
+	var endedBy *Outcome
+	for i := 0; i < len(ps); {
+		j := i + 1
+		if ps[i].parallel {
+			for j < len(ps) && ps[j].parallel {
+				j++
+			}
+		}
+		group := ps[i:j]
+		if endedBy != nil {
+			for _, p := range group {
+				if p.outcome == nil {
+					p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted,
+						"Not run: call %s (%s) ended the turn before this call started.", endedBy.CallID, endedBy.Name))
+				}
+				d.ended(ctx, p)
+			}
+		} else {
+			d.runGroup(ctx, set, group)
+		}
+		for _, p := range group {
+			if p.outcome.EndTurn && endedBy == nil {
+				endedBy = p.outcome
+			}
+		}
+		i = j
+	}
+	for i, p := range ps {
+		res.Outcomes[i] = p.outcome
+		res.EndTurn = res.EndTurn || p.outcome.EndTurn
+		res.CompleteActorEvent = res.CompleteActorEvent || p.outcome.Complete
+	}
+	if ctx.Err() != nil {
+		res.Abandoned = abandoned(ctx)
+		res.EndTurn = true
+	}
+	return res
+}
+
+// resolve finds the call's tool and validates its arguments. Calls that
+// cannot run get their outcome here and count as parallel: they neither
+// wait for nor hold up anything.
+func (d *Dispatcher) resolve(set *Set, in Input, c protocol.Call) *pending {
+	p := &pending{call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
+	if c.Type == protocol.ItemToolSearchCall {
+		p.search = true
+		return p
+	}
+	t := set.Lookup(c.Namespace, c.Name)
+	if t == nil {
+		p.outcome = errorOutcome(c, tools.Errorf(tools.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
+		return p
+	}
+	sp := t.Spec()
+	if sp.DeferLoading && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
+		p.outcome = errorOutcome(c, tools.Errorf(tools.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
+		return p
+	}
+	inv, err := t.Prepare(c.Arguments, d.repairOptions())
+	if err != nil {
+		var te *tools.Error
+		if !errors.As(err, &te) {
+			te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
+		}
+		p.outcome = errorOutcome(c, te)
+		if inv != nil {
+			p.outcome.Repairs = inv.Repairs
+		}
+		return p
+	}
+	p.inv = inv
+	p.parallel = sp.ExecutionMode == tools.Parallel
+	return p
+}
+
+func (d *Dispatcher) repairOptions() schema.RepairOptions { return d.Repair }
+
+func (d *Dispatcher) runGroup(ctx context.Context, set *Set, group []*pending) {
+	limit := d.MaxParallel
+	if limit <= 0 {
+		limit = DefaultMaxParallel
+	}
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, p := range group {
+		if p.outcome != nil {
+			d.ended(ctx, p)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if p.search {
+				p.outcome = d.search(set, p.call)
+				d.ended(ctx, p)
+				return
+			}
+			d.execute(ctx, p)
+		})
+	}
+	wg.Wait()
+}
+
+// execute runs one validated call under the journal's claim.
+func (d *Dispatcher) execute(ctx context.Context, p *pending) {
+	if err := context.Cause(ctx); err != nil {
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
+		d.ended(ctx, p)
+		return
+	}
+	sp := p.inv.Tool.Spec()
+	if d.Journal != nil {
+		stored, err := d.Journal.Claim(ctx, p.ref)
+		switch {
+		case err == nil && stored != nil:
+			stored.Replayed = true
+			p.outcome = stored
+			d.ended(ctx, p)
+			return
+		case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
+			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Interrupted,
+				"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
+			d.store(ctx, p)
+			return
+		case errors.Is(err, ErrClaimed):
+			// A read-only tool changes nothing: running it again is safe.
+		case err != nil:
+			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Internal, "The call could not be recorded before running, so it was not run: %v", err))
+			d.ended(ctx, p)
+			return
+		}
+	}
+	if d.Observer != nil {
+		d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
+	}
+	p.outcome = d.invoke(ctx, p, sp)
+	d.store(ctx, p)
+}
+
+// abandoned reports whether ctx ended for a reason other than the turn's
+// cancel.
+func abandoned(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrCancelled)
+}
+
+// store records the outcome in the journal, then reports it. An outcome
+// cut short by an abandoned step is neither: the redelivery decides.
+func (d *Dispatcher) store(ctx context.Context, p *pending) {
+	if d.Journal != nil && !abandoned(ctx) {
+		// The outcome is stored even when the turn is being aborted: a
+		// redelivery must not run the call again.
+		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref, p.outcome); err != nil {
+			d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
+				"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+		}
+	}
+	d.ended(ctx, p)
+}
+
+func (d *Dispatcher) ended(ctx context.Context, p *pending) {
+	if d.Observer != nil && !abandoned(ctx) {
+		d.Observer.CallEnded(p.ref, p.outcome)
+	}
+}
+
+type runResult struct {
+	res tools.Result
+	err error
+}
+
+// invoke runs the tool with its time limit. A tool that ignores its
+// context is left behind when the limit passes: the call still ends on
+// time, and the tool's late result is dropped.
+func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec) *Outcome {
+	timeout := sp.Timeout
+	if timeout == 0 {
+		timeout = d.Timeout
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	callCtx = tools.WithCall(callCtx, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
+	start := time.Now()
+	done := make(chan runResult, 1)
+	go func() {
+		res, err := p.inv.Run(callCtx)
+		done <- runResult{res, err}
+	}()
+	var rr runResult
+	select {
+	case rr = <-done:
+	case <-callCtx.Done():
+		select {
+		case rr = <-done: // finished at the same moment: keep its answer
+		default:
+			rr.err = callCtx.Err()
+			d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+				"tool", sp.Name, "call_id", p.ref.CallID, "cause", context.Cause(callCtx))
+		}
+	}
+	o := &Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true}
+	o.Duration = time.Since(start)
+	o.Details, o.Events = rr.res.Details, rr.res.Events
+	if rr.err != nil {
+		o.Err = classify(rr.err, callCtx, ctx, timeout)
+		o.Item = functionOutput(p.call.CallID, failureText(o.Err, rr.res.Content))
+		o.Activity = p.inv.Activity
+		return o
+	}
+	o.EndTurn, o.Complete = rr.res.EndTurn, rr.res.CompleteActorEvent
+	o.Item = functionOutput(p.call.CallID, rr.res.Content)
+	o.Activity = p.inv.CompletedActivity(rr.res)
+	return o
+}
+
+// classify decides the error kind of a failed run: the clock and the
+// turn's abort take precedence over whatever the tool said about them.
+func classify(err error, callCtx, turnCtx context.Context, timeout time.Duration) *tools.Error {
+	if context.Cause(callCtx) == errCallTimeout && turnCtx.Err() == nil {
+		return tools.Errorf(tools.Timeout, "The call did not finish within %s and was stopped.", timeout)
+	}
+	if turnCtx.Err() != nil {
+		return tools.Errorf(tools.Aborted, "The call was aborted: %v.", context.Cause(turnCtx))
+	}
+	var te *tools.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return &tools.Error{Kind: tools.ToolError, Message: err.Error()}
+}
+
+func failureText(e *tools.Error, content string) string {
+	text := fmt.Sprintf("Error (%s): %s", e.Kind, e.Message)
+	if content != "" {
+		text += "\n" + content
+	}
+	return text
+}
+
+func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
+	o := &Outcome{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Err: e}
+	if c.Type == protocol.ItemToolSearchCall {
+		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
+	} else {
+		o.Item = functionOutput(c.CallID, failureText(e, ""))
+	}
+	return o
+}
+
+func functionOutput(callID, text string) json.RawMessage {
+	return mustJSON(protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: callID, Output: text})
+}
+
+func displayName(c protocol.Call) string {
+	if c.Namespace != "" {
+		return c.Namespace + "." + c.Name
+	}
+	return c.Name
+}
+
+// ToolKey names a tool in a turn's loaded set.
+func ToolKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "." + name
+}
+
+func (d *Dispatcher) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.Default()
+}

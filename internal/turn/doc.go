@@ -1,0 +1,17 @@
+// Package turn provides per-turn tool assembly and the dispatch of a
+// step's calls.
+//
+// An Assembler holds an explicit, ordered list of category creators; for
+// each turn it asks every creator for its tools given the turn's context
+// (a creator whose category is not bound returns none) and builds a Set,
+// refusing duplicate names. A Set renders the Responses API catalog
+// (namespaces grouped, deferred tools shortened, tool_search appended) and
+// its digest, byte-identical for the same inputs.
+//
+// A Dispatcher runs one step against a Set: each call is resolved and
+// validated, consecutive parallel calls run together (bounded) and each
+// sequential call runs alone, in call order; outcomes come back in call
+// order. A Journal (the worker's TURN_STATE bucket) makes calls
+// effectively-once across redelivery, and an Observer hears of calls as
+// they start and end so events can be published as soon as each ends.
+package turn

@@ -1,0 +1,220 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Emitter publishes a step's events. The worker implements it on NATS:
+// CallOutput and StepDone return once the event is stored in the outputs
+// stream; Activity is fire-and-forget.
+type Emitter interface {
+	CallOutput(ctx context.Context, ev *protocol.CallOutput) error
+	StepDone(ctx context.Context, ev *protocol.StepDone) error
+	Activity(agentID, turnID string, a protocol.Activity)
+}
+
+// State is the per-turn state a step reads and writes (TURN_STATE).
+type State interface {
+	// Cancelled reports whether the turn was cancelled, and why.
+	Cancelled(ctx context.Context, agentID, turnID string) (bool, string, error)
+	// Loaded returns the keys of the deferred tools the turn has loaded.
+	Loaded(ctx context.Context, agentID, turnID string) (map[string]bool, error)
+	// AddLoaded records more loaded deferred tools.
+	AddLoaded(ctx context.Context, agentID, turnID string, keys []string) error
+}
+
+// ErrAbandoned is returned by Runner.Run when the worker gave the step up
+// (shutdown) before it ended: nothing was reported, and the step must be
+// delivered again.
+var ErrAbandoned = errors.New("step abandoned before it ended")
+
+// Runner runs a main-turn step that came off the wire: the turn's set is
+// assembled from the step's context, the calls dispatched, each outcome
+// published as it ends, then step.done.
+type Runner struct {
+	Assembler  *Assembler
+	Dispatcher Dispatcher
+	Emitter    Emitter
+	State      State
+	// Cancels, when set, lets turn.cancel reach the step's running calls.
+	Cancels *Cancels
+}
+
+// Run runs one step. A nil error means every event is stored and the step
+// can be acknowledged; any error means it must be delivered again.
+func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
+	res, err := r.Dispatch(ctx, st, nil)
+	if err != nil {
+		return err
+	}
+	done := &protocol.StepDone{
+		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
+		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
+	}
+	return r.Emitter.StepDone(ctx, done)
+}
+
+// Dispatch assembles the set (from st's context, or set when given),
+// dispatches the calls and publishes every call.output, but not
+// step.done: task turns add their verdict to it.
+func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Result, error) {
+	// The step is tracked before the cancel mark is read, and a cancel
+	// message writes the mark before it aborts tracked steps: a step that
+	// starts while its turn is being cancelled sees one or the other.
+	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
+	defer release()
+	cancelled, reason, err := r.State.Cancelled(ctx, st.AgentID, st.TurnID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
+	}
+	if cancelled {
+		abort(cancelCause(reason))
+	}
+	if set == nil {
+		set, err = r.Assembler.Assemble(ctx, Env{AgentID: st.AgentID, TurnID: st.TurnID, Context: st.Context})
+		if err != nil {
+			return nil, fmt.Errorf("assembling the turn's tools: %w", err)
+		}
+	}
+	var loaded map[string]bool
+	if len(set.Deferred()) > 0 {
+		if loaded, err = r.State.Loaded(ctx, st.AgentID, st.TurnID); err != nil {
+			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
+		}
+	}
+	obs := &stepObserver{ctx: ctx, st: st, em: r.Emitter}
+	d := r.Dispatcher
+	d.Observer = obs
+	res := d.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, Loaded: loaded})
+	if res.Abandoned {
+		return nil, ErrAbandoned
+	}
+	if err := obs.err(); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, o := range res.Outcomes {
+		keys = append(keys, o.Loaded...)
+	}
+	if len(keys) > 0 {
+		if err := r.State.AddLoaded(ctx, st.AgentID, st.TurnID, keys); err != nil {
+			return nil, fmt.Errorf("recording loaded tools: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// stepObserver publishes activity and call.output events as calls end.
+type stepObserver struct {
+	ctx context.Context
+	st  *protocol.Step
+	em  Emitter
+
+	mu    sync.Mutex
+	first error
+}
+
+func (o *stepObserver) CallStarted(ref CallRef, c protocol.Call, label string) {
+	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+}
+
+func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
+	if out.Ran {
+		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
+	}
+	ev := &protocol.CallOutput{
+		Type: protocol.EventCallOutput, AgentID: o.st.AgentID, TurnID: o.st.TurnID, Step: o.st.Step,
+		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
+		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
+		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(),
+	}
+	if ev.Details == nil {
+		ev.Details = struct{}{}
+	}
+	if ev.Events == nil {
+		ev.Events = []tools.Event{}
+	}
+	if ev.Repairs == nil {
+		ev.Repairs = []string{}
+	}
+	// The event is published even while the turn is being aborted: the
+	// gateway is owed an output for every call.
+	if err := o.em.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
+		o.mu.Lock()
+		if o.first == nil {
+			o.first = fmt.Errorf("publishing call.output for %s: %w", out.CallID, err)
+		}
+		o.mu.Unlock()
+	}
+}
+
+func (o *stepObserver) err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.first
+}
+
+// Cancels tracks the running steps of this worker by turn, so that a
+// turn.cancel message can abort their calls. The zero value is not
+// usable; use NewCancels. A nil *Cancels tracks nothing.
+type Cancels struct {
+	mu      sync.Mutex
+	running map[string]map[*stepEntry]struct{}
+}
+
+type stepEntry struct{ cancel context.CancelCauseFunc }
+
+// NewCancels returns an empty tracker.
+func NewCancels() *Cancels {
+	return &Cancels{running: map[string]map[*stepEntry]struct{}{}}
+}
+
+func (c *Cancels) track(ctx context.Context, agentID, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if c == nil {
+		return ctx, cancel, func() { cancel(nil) }
+	}
+	k := agentID + "." + turnID
+	e := &stepEntry{cancel: cancel}
+	c.mu.Lock()
+	if c.running[k] == nil {
+		c.running[k] = map[*stepEntry]struct{}{}
+	}
+	c.running[k][e] = struct{}{}
+	c.mu.Unlock()
+	return ctx, cancel, func() {
+		c.mu.Lock()
+		delete(c.running[k], e)
+		if len(c.running[k]) == 0 {
+			delete(c.running, k)
+		}
+		c.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// Cancel aborts every running step of the turn on this worker.
+func (c *Cancels) Cancel(agentID, turnID, reason string) {
+	if c == nil {
+		return
+	}
+	cause := cancelCause(reason)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for e := range c.running[agentID+"."+turnID] {
+		e.cancel(cause)
+	}
+}
+
+func cancelCause(reason string) error {
+	if reason == "" {
+		return ErrCancelled
+	}
+	return fmt.Errorf("%w (%s)", ErrCancelled, reason)
+}

@@ -1,0 +1,252 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Config is how a worker runs. The zero value of each field takes the
+// default.
+type Config struct {
+	// Name identifies this worker in logs and call claims.
+	Name    string
+	Version string
+	// Topology of the streams, consumers and buckets.
+	Topology bus.Topology
+	// Concurrency bounds the main-turn steps handled at once (64).
+	Concurrency int
+	// TaskConcurrency bounds the task-turn steps handled at once (16); it
+	// is separate so neither kind of turn can starve the other.
+	TaskConcurrency int
+	// Grace is how long a stop waits for running steps (30 s).
+	Grace time.Duration
+	// MaxStepBytes is the largest step message processed (1 MiB).
+	MaxStepBytes int
+	// CallTimeout is the default time limit of one call (2 min).
+	CallTimeout time.Duration
+	// MaxParallel bounds the parallel calls of one step (8).
+	MaxParallel int
+	// RepairLimit is the size above which arguments are not repaired (1 MiB).
+	RepairLimit int
+}
+
+func (c Config) withDefaults() Config {
+	c.Topology = c.Topology.WithDefaults()
+	if c.Name == "" {
+		c.Name = "worker"
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 64
+	}
+	if c.TaskConcurrency == 0 {
+		c.TaskConcurrency = 16
+	}
+	if c.Grace == 0 {
+		c.Grace = 30 * time.Second
+	}
+	if c.MaxStepBytes == 0 {
+		c.MaxStepBytes = int(c.Topology.MaxMsgSize)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = turn.DefaultTimeout
+	}
+	if c.MaxParallel == 0 {
+		c.MaxParallel = turn.DefaultMaxParallel
+	}
+	if c.RepairLimit == 0 {
+		c.RepairLimit = schema.DefaultRepairLimit
+	}
+	return c
+}
+
+// Validate checks a configuration after defaults, with messages that say
+// which setting is wrong.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if err := c.Topology.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency must be at least 1, not %d", c.Concurrency))
+	}
+	if c.TaskConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("task concurrency must be at least 1, not %d", c.TaskConcurrency))
+	}
+	if c.Grace < 0 || c.CallTimeout < 0 {
+		errs = append(errs, errors.New("grace and call timeout must not be negative"))
+	}
+	if c.MaxParallel < 1 {
+		errs = append(errs, fmt.Errorf("max parallel calls must be at least 1, not %d", c.MaxParallel))
+	}
+	if c.RepairLimit < 0 {
+		errs = append(errs, fmt.Errorf("repair limit must not be negative, not %d", c.RepairLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// TaskTurns serves workflow task turns (package workflowtask).
+type TaskTurns interface {
+	// Catalog is the fixed catalog of a task turn.
+	Catalog(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error)
+	// Run runs one task-turn step; errors as for turn.Runner.Run.
+	Run(ctx context.Context, r *turn.Runner, st *protocol.Step) error
+}
+
+// Worker consumes steps and serves catalogs on one NATS connection.
+type Worker struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	log     *slog.Logger
+	state   *bus.TurnState
+	pub     *bus.Publisher
+	dead    *bus.DeadLetters
+	cancels *turn.Cancels
+	runner  *turn.Runner
+	tasks   TaskTurns
+}
+
+// New sets up the protocol's streams, consumers and buckets and returns a
+// worker over assembler (main turns) and tasks (task turns; nil serves
+// none).
+func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembler, tasks TaskTurns, log *slog.Logger) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := bus.Setup(ctx, js, cfg.Topology); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, nc: nc, js: js, log: log, tasks: tasks, cancels: turn.NewCancels()}
+	w.state = &bus.TurnState{KV: kv, Worker: cfg.Name}
+	w.pub = &bus.Publisher{JS: js, NC: nc, Logger: log}
+	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
+	w.runner = &turn.Runner{
+		Assembler: assembler,
+		Dispatcher: turn.Dispatcher{
+			MaxParallel: cfg.MaxParallel, Timeout: cfg.CallTimeout,
+			Repair:  schema.RepairOptions{Limit: cfg.RepairLimit},
+			Journal: w.state, Logger: log,
+		},
+		Emitter: w.pub, State: w.state, Cancels: w.cancels,
+	}
+	return w, nil
+}
+
+// JetStream is the worker's JetStream context, for packages it serves.
+func (w *Worker) JetStream() jetstream.JetStream { return w.js }
+
+// Publisher publishes events confirmed and retried.
+func (w *Worker) Publisher() *bus.Publisher { return w.pub }
+
+// Run serves until ctx ends, then stops gracefully: no more pulling,
+// prefetched steps handed back, running steps given the grace period.
+func (w *Worker) Run(ctx context.Context) error {
+	svc, err := bus.ServeCatalog(w.nc, w.cfg.Version, w.Catalog, w.log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	cancelSub, err := bus.SubscribeCancels(w.nc, w.onCancel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
+	consumers := []*bus.Consumer{{
+		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Handler: w.handleStep,
+		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, Grace: w.cfg.Grace,
+	}}
+	if w.tasks != nil {
+		consumers = append(consumers, &bus.Consumer{
+			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Handler: w.handleTaskStep,
+			Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace,
+		})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range consumers {
+		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		g.Go(func() error { return c.Run(gctx) })
+	}
+	w.log.Info("worker running", "name", w.cfg.Name, "concurrency", w.cfg.Concurrency, "task_concurrency", w.cfg.TaskConcurrency, "task_turns", w.tasks != nil)
+	err = g.Wait()
+	w.log.Info("worker stopped", "name", w.cfg.Name)
+	return err
+}
+
+func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
+	st, err := protocol.ParseStep(protocol.PrefixCall, msg.Subject(), msg.Data(), w.cfg.MaxStepBytes)
+	if err != nil {
+		return &bus.DeadLetter{Reason: err.Error()}
+	}
+	if st.Context.Kind != protocol.KindText {
+		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
+	}
+	return w.runner.Run(bus.ExtractTrace(ctx, msg.Headers()), st)
+}
+
+func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
+	st, err := protocol.ParseStep(protocol.PrefixTask, msg.Subject(), msg.Data(), w.cfg.MaxStepBytes)
+	if err != nil {
+		return &bus.DeadLetter{Reason: err.Error()}
+	}
+	if st.Context.Kind != protocol.KindWorkflowTask || st.Context.WorkflowID == "" || st.Context.TaskID == "" {
+		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: a task turn step needs context.kind %q with workflow_id and task_id", protocol.ErrMalformed, protocol.KindWorkflowTask)}
+	}
+	return w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.runner, st)
+}
+
+// Catalog answers a turn.tools request.
+func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
+	if req.Context.Kind == protocol.KindWorkflowTask {
+		if w.tasks == nil {
+			return nil, fmt.Errorf("%w: this worker serves no workflow task turns", bus.ErrBadRequest)
+		}
+		return w.tasks.Catalog(ctx, req)
+	}
+	set, err := w.runner.Assembler.Assemble(ctx, turn.Env{AgentID: req.AgentID, TurnID: req.TurnID, Context: req.Context})
+	if err != nil {
+		return nil, err
+	}
+	tools, digest := set.Catalog()
+	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes}, nil
+}
+
+func (w *Worker) onCancel(agentID, turnID, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The mark is written before running calls are aborted (see
+	// turn.Runner.Dispatch for why the order matters).
+	if err := w.state.MarkCancelled(ctx, agentID, turnID, reason); err != nil {
+		w.log.Error("recording a turn's cancel failed", "agent_id", agentID, "turn_id", turnID, "err", err)
+	}
+	w.cancels.Cancel(agentID, turnID, reason)
+	w.log.Info("turn cancelled", "agent_id", agentID, "turn_id", turnID, "reason", reason)
+}
