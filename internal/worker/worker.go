@@ -47,6 +47,9 @@ func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = "worker"
 	}
+	if c.Version == "" {
+		c.Version = "0.0.0" // the micro service needs a SemVer
+	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 64
 	}

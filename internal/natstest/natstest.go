@@ -1,0 +1,86 @@
+// Package natstest provides real NATS servers for tests: an embedded
+// server with JetStream on a free port and a temporary store, restartable
+// on the same store, and connections that are closed with the test.
+package natstest
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Server is an embedded NATS server with JetStream for one test.
+type Server struct {
+	*server.Server
+	t    testing.TB
+	opts server.Options
+}
+
+// Start starts a server on a free port with a fresh store directory. It
+// is shut down when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, opts: server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		ServerName: "natstest",
+	}}
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	ns, err := server.NewServer(&s.opts)
+	if err != nil {
+		s.t.Fatalf("nats server: %v", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		s.t.Fatal("nats server did not become ready")
+	}
+	s.Server = ns
+	// Keep the port across restarts so clients reconnect to it.
+	s.opts.Port = ns.Addr().(*net.TCPAddr).Port
+}
+
+// Stop shuts the server down and waits for it.
+func (s *Server) Stop() {
+	if s.Server != nil && s.Server.Running() {
+		s.Server.Shutdown()
+		s.Server.WaitForShutdown()
+	}
+}
+
+// Restart stops the server and starts it again on the same port and store.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.start()
+}
+
+// Connect returns a client connection that reconnects forever and is
+// closed when the test ends.
+func (s *Server) Connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream returns a JetStream context on a new connection.
+func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(s.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
