@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -114,7 +115,8 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	if err := dec.Decode(&w); err != nil {
 		return nil, malformed("not a JSON step object: %v", err)
 	}
-	if dec.More() {
+	// More would miss a stray ']' or '}': only the end of input will do.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, malformed("data after the JSON object")
 	}
 	switch {

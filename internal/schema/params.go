@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -47,12 +50,23 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 	if !ok || !isObjectSchema(root) {
 		return nil, ErrNotObject
 	}
+	if err := schemaNumbers(root, ""); err != nil {
+		return nil, fmt.Errorf("schema is not usable: %w", err)
+	}
 	compiled, err := compileSchema(full)
 	if err != nil {
 		return nil, err
 	}
 	p := &Params{sent: full, full: full, compiled: compiled}
 	if strict {
+		// The tree is marshalled before and after the rewrite: comparing
+		// the rewrite with the raw bytes would see a change in every
+		// string that marshals differently (\u00e9, \/, <), not only in
+		// what makeStrict changed.
+		given, err := json.Marshal(root)
+		if err != nil {
+			return nil, err
+		}
 		nulls := &nullPlan{}
 		if err := makeStrict(root, "", nulls); err != nil {
 			return nil, fmt.Errorf("schema cannot be made strict: %w", err)
@@ -63,7 +77,7 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 		}
 		// A schema that already fits the strict subset goes out byte for
 		// byte as its owner wrote it.
-		if !bytes.Equal(sent, full) {
+		if !bytes.Equal(sent, given) {
 			p.sent = sent
 		}
 		if !nulls.empty() {
@@ -124,8 +138,10 @@ func For[T any](strict bool) (*Params, error) {
 		return r.p, r.err
 	}
 	p, err := infer(t, strict)
-	inferred.Store(key, inferResult{p, err})
-	return p, err
+	// Two first calls may race; both get the result stored first, so a
+	// type always has exactly one *Params.
+	r, _ := inferred.LoadOrStore(key, inferResult{p, err})
+	return r.(inferResult).p, r.(inferResult).err
 }
 
 func infer(t reflect.Type, strict bool) (*Params, error) {
@@ -174,8 +190,12 @@ func (e *ValidationError) Error() string {
 }
 
 // Validate checks a decoded JSON value (as produced by a json.Decoder with
-// UseNumber) against the full schema.
+// UseNumber) against the full schema. Numbers outside the supported range
+// (see usableNumber) are violations.
 func (p *Params) Validate(v any) error {
+	if hasUnusableNumber(v) {
+		return &ValidationError{Violations: numberViolations(v, "", nil)}
+	}
 	err := p.compiled.Validate(v)
 	if err == nil {
 		return nil
@@ -232,13 +252,156 @@ func (p *Params) Parse(args string, opt RepairOptions) (Parsed, error) {
 	if err := dec.Decode(&v); err != nil {
 		return Parsed{Repairs: rungs}, fmt.Errorf("%w: %v", ErrUnparseable, err)
 	}
-	if p.nulls != nil && p.nulls.strip(v) {
+	changed := p.nulls != nil && p.nulls.strip(v)
+	if err := p.Validate(v); err != nil {
+		return Parsed{Repairs: rungs}, err
+	}
+	if integralNumbers(v) {
+		changed = true
+	}
+	if changed {
 		if data, err = json.Marshal(v); err != nil {
 			return Parsed{Repairs: rungs}, err
 		}
 	}
-	if err := p.Validate(v); err != nil {
-		return Parsed{Repairs: rungs}, err
-	}
 	return Parsed{JSON: data, Repairs: rungs}, nil
+}
+
+// Bounds of the numbers Validate accepts. The validator turns numbers into
+// exact big.Rat values: 1e999999 costs it 30 ms, and an exponent past a
+// million makes it panic. No Go number type holds such values anyway.
+const (
+	maxNumberChars    = 400
+	maxNumberExponent = 400
+)
+
+// usableNumber reports whether a JSON number literal is within the bounds
+// above and the range of a float64.
+func usableNumber(n string) bool {
+	if len(n) > maxNumberChars {
+		return false
+	}
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		e, err := strconv.Atoi(n[i+1:])
+		if err != nil || e < -maxNumberExponent || e > maxNumberExponent {
+			return false
+		}
+	}
+	_, err := strconv.ParseFloat(n, 64)
+	return err == nil
+}
+
+func hasUnusableNumber(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		return !usableNumber(string(v))
+	case map[string]any:
+		for _, e := range v {
+			if hasUnusableNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasUnusableNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// numberViolations lists the unusable numbers of v, in pointer order.
+func numberViolations(v any, ptr string, out []Violation) []Violation {
+	switch v := v.(type) {
+	case json.Number:
+		if !usableNumber(string(v)) {
+			out = append(out, Violation{Pointer: ptr, Message: "number is out of the supported range"})
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = numberViolations(v[k], ptr+"/"+escape(k), out)
+		}
+	case []any:
+		for i, e := range v {
+			out = numberViolations(e, ptr+"/"+strconv.Itoa(i), out)
+		}
+	}
+	return out
+}
+
+// schemaNumbers refuses a schema holding a number Validate would refuse:
+// the validator would hit the same limits comparing against it.
+func schemaNumbers(v any, path string) error {
+	switch v := v.(type) {
+	case json.Number:
+		if !usableNumber(string(v)) {
+			return fmt.Errorf("the number at #%s is out of the supported range", path)
+		}
+	case *object:
+		for _, k := range v.keys {
+			if err := schemaNumbers(v.vals[k], path+"/"+escape(k)); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if err := schemaNumbers(e, path+"/"+strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// integralNumbers rewrites, in place, integral numbers written with a
+// fraction or an exponent (1.0, 2e1) in plain integer form. JSON Schema
+// counts them as integers, but encoding/json refuses them for a Go integer
+// field. It reports whether it rewrote anything.
+func integralNumbers(v any) bool {
+	changed := false
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if n, ok := e.(json.Number); ok {
+				if i, ok := integerForm(n); ok {
+					v[k] = i
+					changed = true
+				}
+			} else if integralNumbers(e) {
+				changed = true
+			}
+		}
+	case []any:
+		for k, e := range v {
+			if n, ok := e.(json.Number); ok {
+				if i, ok := integerForm(n); ok {
+					v[k] = i
+					changed = true
+				}
+			} else if integralNumbers(e) {
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// integerForm returns n as a plain integer literal when n is integral,
+// fits 64 bits and is not written that way already.
+func integerForm(n json.Number) (json.Number, bool) {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		return n, false
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() || r.Num().BitLen() > 64 {
+		return n, false
+	}
+	return json.Number(r.Num().String()), true
 }

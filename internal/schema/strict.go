@@ -146,8 +146,9 @@ func nullable(s any) any {
 		return s
 	}
 	_, hasRef := o.get("$ref")
+	_, hasConst := o.get("const") // a const cannot be widened to take null
 	t, hasType := o.get("type")
-	if hasRef || !hasType {
+	if hasRef || hasConst || !hasType {
 		return &object{keys: []string{"anyOf"}, vals: map[string]any{
 			"anyOf": []any{s, &object{keys: []string{"type"}, vals: map[string]any{"type": "null"}}},
 		}}

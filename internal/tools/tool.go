@@ -145,7 +145,8 @@ func New[P any](d Def[P]) (*Tool, error) {
 		params, err = schema.For[P](s.Strict)
 	}
 	if err != nil {
-		return fail("%v", err)
+		// Wrapped, so that callers can match schema.ErrNotObject.
+		return nil, fmt.Errorf("tool %q: %w", s.Name, err)
 	}
 	t := &Tool{spec: s, params: params}
 	t.definition = mustMarshal(functionDef{

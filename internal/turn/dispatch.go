@@ -261,7 +261,13 @@ func (d *Dispatcher) runGroup(ctx context.Context, set *Set, group []*pending) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			if p.search {
-				p.outcome = d.search(set, p.call)
+				// A search loads tools into the turn: after the turn's
+				// abort it is answered like any other call, not run.
+				if err := context.Cause(ctx); err != nil {
+					p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
+				} else {
+					p.outcome = d.search(set, p.call)
+				}
 				d.ended(ctx, p)
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
@@ -143,7 +144,11 @@ func terms(text string) []string {
 
 func quoteLabel(s string) string {
 	if len(s) > 60 {
-		s = s[:60] + "…"
+		n := 60
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // never cut a character in half
+		}
+		s = s[:n] + "…"
 	}
 	return "“" + s + "”"
 }

@@ -149,11 +149,11 @@ func (g *gateway) sendStep(agent, turnID string, n int, calls ...call) {
 
 // event is any event on the outputs stream.
 type event struct {
-	Type    string            `json:"type"`
-	Step    int64             `json:"step"`
-	CallID  string            `json:"call_id"`
-	Name    string            `json:"name"`
-	Status  string            `json:"status"`
+	Type    string `json:"type"`
+	Step    int64  `json:"step"`
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Status  string `json:"status"`
 	Error   *struct{ Kind, Message string }
 	Item    json.RawMessage   `json:"item"`
 	Items   []json.RawMessage `json:"items"`
