@@ -26,6 +26,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -220,13 +221,19 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.nc, err = nats.Connect(url, opts...); err != nil {
 		return fmt.Errorf("connecting to %s: %w", url, err)
 	}
-	var creators []turn.Creator
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		return err
+	}
+	// Catalog order: workflow tools, then diagnostics.
+	workflows := workflowtask.New(js, workflowtask.Config{Logger: m.log})
+	creators := []turn.Creator{workflows.Creator()}
 	if m.Diagnostics {
 		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), nil, m.log)
+	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), workflows, m.log)
 	if err != nil {
 		return err
 	}

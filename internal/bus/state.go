@@ -141,15 +141,12 @@ func (s *TurnState) AddLoaded(ctx context.Context, agentID, turnID string, add [
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !isWrongSequence(err) {
+		// A lost compare-and-set: ErrKeyExists for Create, and for Update
+		// ErrKeyRevisionMismatch (which covers the codes single-node and
+		// replicated streams answer with).
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return err
 		}
 	}
 	return fmt.Errorf("recording loaded tools for %s.%s: too much contention", agentID, turnID)
-}
-
-// isWrongSequence reports a lost compare-and-set.
-func isWrongSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }

@@ -1,0 +1,266 @@
+// Command loadgen plays a gateway under load: it publishes N steps of
+// no-op diagnostics calls at a given concurrency and reports steps per
+// second and the latency from publish to step.done (p50, p90, p99).
+//
+// Against running workers (started with --diagnostics):
+//
+//	go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --steps 20000 --concurrency 256
+//
+// Self-contained, with an embedded server and in-process workers:
+//
+//	go run ./cmd/loadgen --workers 1 --steps 20000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+)
+
+type options struct {
+	url         string
+	steps       int
+	concurrency int
+	calls       int
+	workers     int
+	duration    time.Duration
+	storage     string
+	dataDir     string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.url, "nats-url", "nats://127.0.0.1:4222", "server the workers serve")
+	flag.IntVar(&o.steps, "steps", 10000, "steps to publish (ignored with --duration)")
+	flag.DurationVar(&o.duration, "duration", 0, "publish for this long instead of a fixed number of steps (soak)")
+	flag.IntVar(&o.concurrency, "concurrency", 256, "steps in flight at once")
+	flag.IntVar(&o.calls, "calls", 1, "ping calls per step")
+	flag.IntVar(&o.workers, "workers", 0, "start an embedded server and this many in-process workers instead of using --nats-url")
+	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
+	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 {
+		return errors.New("--steps and --concurrency must be at least 1, --calls at least 0")
+	}
+	url := o.url
+	if o.workers > 0 {
+		stopWorkers, u, err := startWorkers(ctx, o)
+		if err != nil {
+			return err
+		}
+		defer stopWorkers()
+		url = u
+	}
+	nc, err := nats.Connect(url, nats.Name("loadgen"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := js.Stream(ctx, protocol.StreamCalls); err != nil {
+		return fmt.Errorf("stream %s not found: is a worker running on %s? (%w)", protocol.StreamCalls, url, err)
+	}
+	return drive(ctx, nc, js, o)
+}
+
+// startWorkers starts an embedded server and in-process workers.
+func startWorkers(ctx context.Context, o options) (func(), string, error) {
+	dir := o.dataDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "loadgen-js-"); err != nil {
+			return nil, "", err
+		}
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: dir, NoMonitoring: true})
+	if err != nil {
+		return nil, "", err
+	}
+	storage := jetstream.FileStorage
+	if o.storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for i := range o.workers {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			cancel()
+			return nil, "", err
+		}
+		cfg := worker.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage, MaxAckPending: max(1000, 2*o.concurrency)}}
+		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
+		if err != nil {
+			cancel()
+			return nil, "", err
+		}
+		wg.Go(func() {
+			_ = w.Run(wctx)
+			nc.Close()
+		})
+	}
+	return func() {
+		cancel()
+		wg.Wait()
+		ns.Shutdown()
+		if o.dataDir == "" {
+			_ = os.RemoveAll(dir)
+		}
+	}, ns.ClientURL(), nil
+}
+
+func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options) error {
+	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
+	const agent = "load"
+	var (
+		mu      sync.Mutex
+		started = map[string]time.Time{}
+		lat     []time.Duration
+		errCnt  atomic.Int64
+	)
+	slots := make(chan struct{}, o.concurrency)
+	var doneCount atomic.Int64
+	sub, err := nc.Subscribe(protocol.PrefixOutput+"."+agent+".>", func(m *nats.Msg) {
+		var ev struct {
+			Type   string `json:"type"`
+			TurnID string `json:"turn_id"`
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(m.Data, &ev) != nil || !strings.HasPrefix(ev.TurnID, run) {
+			return
+		}
+		if ev.Type == protocol.EventCallOutput {
+			if ev.Status != protocol.StatusOK {
+				errCnt.Add(1)
+			}
+			return
+		}
+		mu.Lock()
+		t0, ok := started[ev.TurnID]
+		if ok {
+			delete(started, ev.TurnID)
+			lat = append(lat, time.Since(t0))
+		}
+		mu.Unlock()
+		if ok {
+			<-slots
+			doneCount.Add(1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+
+	calls := make([]any, o.calls)
+	for i := range calls {
+		calls[i] = map[string]any{"type": "function_call", "call_id": fmt.Sprintf("c%d", i), "name": "ping", "arguments": "{}"}
+	}
+	var memBefore runtime.MemStats
+	runtime.ReadMemStats(&memBefore)
+	begin := time.Now()
+	var published int
+	var stopAt time.Time
+	if o.duration > 0 {
+		stopAt = begin.Add(o.duration)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		for i := 0; ; i++ {
+			if o.duration > 0 && time.Now().After(stopAt) || o.duration == 0 && i >= o.steps {
+				return nil
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			turnID := fmt.Sprintf("%s-%d", run, i)
+			body, _ := json.Marshal(map[string]any{
+				"agent_id": agent, "turn_id": turnID, "step": 0,
+				"context": map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}},
+				"output":  calls,
+			})
+			m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
+			m.Data = body
+			m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
+			mu.Lock()
+			started[turnID] = time.Now()
+			mu.Unlock()
+			if _, err := js.PublishMsgAsync(m); err != nil {
+				return err
+			}
+			published = i + 1
+		}
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	<-js.PublishAsyncComplete()
+	for last, lastChange := int64(-1), time.Now(); doneCount.Load() < int64(published); {
+		if n := doneCount.Load(); n != last {
+			last, lastChange = n, time.Now()
+		} else if time.Since(lastChange) > time.Minute {
+			return fmt.Errorf("only %d of %d steps got step.done, none for a minute", n, published)
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	elapsed := time.Since(begin)
+	var memAfter runtime.MemStats
+	runtime.ReadMemStats(&memAfter)
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
+	fmt.Printf("steps=%d calls/step=%d concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
+	fmt.Printf("throughput=%.0f steps/s  latency p50=%s p90=%s p99=%s max=%s  call errors=%d\n",
+		float64(published)/elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
+		pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), errCnt.Load())
+	fmt.Printf("loadgen heap: before=%dMiB after=%dMiB (in-process workers included with --workers)\n", memBefore.HeapAlloc>>20, memAfter.HeapAlloc>>20)
+	return nil
+}
+
+func workersLabel(o options) string {
+	if o.workers > 0 {
+		return fmt.Sprintf("%d in-process", o.workers)
+	}
+	return "external"
+}

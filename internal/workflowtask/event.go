@@ -1,0 +1,136 @@
+package workflowtask
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event types on workflow.event.<workflow_id>.
+const (
+	EventWorkflowStarted   = "workflow.started"
+	EventTaskReady         = "task.ready"
+	EventTaskAccepted      = "task.accepted"
+	EventTaskFailed        = "task.failed"
+	EventWorkflowCompleted = "workflow.completed"
+	EventWorkflowCancelled = "workflow.cancelled"
+)
+
+// Event is every event on workflow.event.<workflow_id>; which fields are
+// set depends on Type (see docs_protocol_workflow.md). Times come from
+// the records, so a republished event is identical to the first.
+type Event struct {
+	Type       string `json:"type"`
+	WorkflowID string `json:"workflow_id"`
+	AgentID    string `json:"agent_id"`
+	// TurnID is the task turn's id in task.* events, and the main turn
+	// that started the workflow in workflow.* events.
+	TurnID       string          `json:"turn_id"`
+	TaskID       string          `json:"task_id,omitempty"`
+	Title        string          `json:"title,omitempty"`
+	Instructions string          `json:"instructions,omitempty"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	// Tasks are the workflow's tasks with their statuses (workflow.*).
+	Tasks []TaskRef `json:"tasks,omitempty"`
+	Time  time.Time `json:"time"`
+}
+
+// EventPublisher stores an event in its stream under a message id, and
+// returns once it is stored. *bus.Publisher implements it.
+type EventPublisher interface {
+	Event(ctx context.Context, subject, msgID string, v any) error
+}
+
+// publish sends ev on its workflow's subject. Every event has a fixed
+// message id, so publishing one again (a redelivered step finishing what
+// an earlier attempt began) is dropped by the stream's duplicate window.
+func (s *Service) publish(ctx context.Context, ev *Event) error {
+	var id string
+	switch ev.Type {
+	case EventTaskReady:
+		id = eventMsgID(ev.WorkflowID, ev.TaskID, "ready")
+	case EventTaskAccepted:
+		id = eventMsgID(ev.WorkflowID, ev.TaskID, "accepted")
+	case EventTaskFailed:
+		id = eventMsgID(ev.WorkflowID, ev.TaskID, "failed")
+	case EventWorkflowStarted:
+		id = eventMsgID(ev.WorkflowID, "started")
+	case EventWorkflowCompleted:
+		id = eventMsgID(ev.WorkflowID, "completed")
+	case EventWorkflowCancelled:
+		id = eventMsgID(ev.WorkflowID, "cancelled")
+	default:
+		return fmt.Errorf("unknown workflow event type %q", ev.Type)
+	}
+	if err := s.events.Event(ctx, subjectOf(ev.WorkflowID), id, ev); err != nil {
+		return fmt.Errorf("publishing %s of %s: %w", ev.Type, ev.WorkflowID, err)
+	}
+	return nil
+}
+
+// taskEvent is the task.accepted or task.failed event of an ended task.
+func taskEvent(t *Task) *Event {
+	ev := &Event{WorkflowID: t.WorkflowID, AgentID: t.AgentID, TurnID: t.TurnID, TaskID: t.TaskID}
+	if t.EndedAt != nil {
+		ev.Time = *t.EndedAt
+	}
+	switch t.Status {
+	case TaskAccepted:
+		ev.Type, ev.Result = EventTaskAccepted, t.Result
+	default:
+		ev.Type, ev.Reason = EventTaskFailed, t.Reason
+	}
+	return ev
+}
+
+// workflowEvent is a workflow.* event of wf.
+func workflowEvent(typ string, wf *Workflow) *Event {
+	ev := &Event{Type: typ, WorkflowID: wf.ID, AgentID: wf.AgentID, TurnID: wf.TurnID, Title: wf.Title, Tasks: wf.Tasks, Time: wf.CreatedAt}
+	if wf.EndedAt != nil && typ != EventWorkflowStarted {
+		ev.Time = *wf.EndedAt
+	}
+	if typ == EventWorkflowCancelled {
+		ev.Reason = wf.Reason
+	}
+	return ev
+}
+
+// settle reports a task that has ended: its task.accepted or task.failed
+// event, then its status in the workflow's ledger, then, when that made
+// the last open task end, workflow.completed. Each step is idempotent,
+// so a redelivered step calls settle again to finish what a crash cut
+// short.
+func (s *Service) settle(ctx context.Context, t *Task) error {
+	if err := s.publish(ctx, taskEvent(t)); err != nil {
+		return err
+	}
+	now := s.now()
+	wf, err := s.store.updateWorkflow(ctx, t.WorkflowID, func(wf *Workflow) (bool, error) {
+		changed := false
+		allEnded := true
+		for i := range wf.Tasks {
+			ref := &wf.Tasks[i]
+			if ref.TaskID == t.TaskID && ref.Status != t.Status {
+				ref.Status = t.Status
+				changed = true
+			}
+			if ref.Status != TaskAccepted && ref.Status != TaskFailed {
+				allEnded = false
+			}
+		}
+		if allEnded && wf.Status == WorkflowRunning {
+			wf.Status, wf.EndedAt = WorkflowCompleted, &now
+			changed = true
+		}
+		return changed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("recording the end of task %s in workflow %s: %w", t.TaskID, t.WorkflowID, err)
+	}
+	if wf.Status == WorkflowCompleted {
+		return s.publish(ctx, workflowEvent(EventWorkflowCompleted, wf))
+	}
+	return nil
+}
