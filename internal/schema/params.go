@@ -227,6 +227,14 @@ func violations(ve *jsonschema.ValidationError) []Violation {
 		}
 	}
 	walk(ve)
+	// The library walks properties in map order; sorting makes the
+	// message the model reads the same for the same arguments.
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Pointer != out[j].Pointer {
+			return out[i].Pointer < out[j].Pointer
+		}
+		return out[i].Message < out[j].Message
+	})
 	return out
 }
 

@@ -344,9 +344,14 @@ type runResult struct {
 	err error
 }
 
+// returnGrace is how long a tool has to return once its context ended. A
+// tool that honours its context returns within it, and its answer (often
+// the partial output of the work it stopped) is kept.
+const returnGrace = time.Second
+
 // invoke runs the tool with its time limit. A tool that ignores its
-// context is left behind when the limit passes: the call still ends on
-// time, and the tool's late result is dropped.
+// context is left behind when the limit and returnGrace pass: the call
+// still ends, and the tool's late result is dropped.
 func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec) *Outcome {
 	timeout := sp.Timeout
 	if timeout == 0 {
@@ -368,13 +373,15 @@ func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec) *Out
 	select {
 	case rr = <-done:
 	case <-callCtx.Done():
+		grace := time.NewTimer(returnGrace)
 		select {
-		case rr = <-done: // finished at the same moment: keep its answer
-		default:
+		case rr = <-done:
+		case <-grace.C:
 			rr.err = callCtx.Err()
 			d.logger().Warn("tool did not return after its context ended; its result will be dropped",
 				"tool", sp.Name, "call_id", p.ref.CallID, "cause", context.Cause(callCtx))
 		}
+		grace.Stop()
 	}
 	o := &Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true}
 	o.Duration = time.Since(start)

@@ -1,0 +1,34 @@
+package turn_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// BenchmarkDispatchParallel8 is the dispatcher's own cost: one step of
+// eight parallel calls of a no-op tool, no journal, no observer.
+func BenchmarkDispatchParallel8(b *testing.B) {
+	noop := newTool(b, "noop", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		return tools.Result{Content: "ok"}, nil
+	}, readOnly)
+	set := mustSet(b, noop)
+	calls := make([]protocol.Call, 8)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
+	}
+	in := turn.Input{AgentID: "a1", TurnID: "t1", Step: 0, Calls: calls}
+	d := &turn.Dispatcher{}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res := d.Run(ctx, set, in)
+		if res.Outcomes[7].Err != nil {
+			b.Fatal(res.Outcomes[7].Err)
+		}
+	}
+}

@@ -1,0 +1,653 @@
+package turn_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Consecutive parallel calls run at once: each waits at a barrier until
+// all have started, which only works if they really are concurrent.
+func TestParallelCallsRunConcurrently(t *testing.T) {
+	b := newBarrier(3)
+	set := mustSet(t,
+		newTool(t, "p1", tools.Parallel, atBarrier(b, "one")),
+		newTool(t, "p2", tools.Parallel, atBarrier(b, "two"), readOnly),
+		newTool(t, "p3", tools.Parallel, atBarrier(b, "three"), readOnly),
+	)
+	d := &turn.Dispatcher{}
+	res := dispatch(t, context.Background(), d, set, input(call("c1", "p1", `{}`), call("c2", "p2", `{}`), call("c3", "p3", `{}`)))
+	for i, want := range []string{"one", "two", "three"} {
+		if o := res.Outcomes[i]; o.Err != nil || output(t, o) != want {
+			t.Errorf("call %d: %+v %v", i, o.Err, output(t, o))
+		}
+	}
+}
+
+// A call that runs nothing (here, an unknown tool) does not split a
+// parallel group.
+func TestParallelGroupSpansCallsThatRunNothing(t *testing.T) {
+	b := newBarrier(2)
+	set := mustSet(t,
+		newTool(t, "p1", tools.Parallel, atBarrier(b, "one")),
+		newTool(t, "p2", tools.Parallel, atBarrier(b, "two")),
+	)
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
+		input(call("c1", "p1", `{}`), call("c2", "nope", `{}`), call("c3", "p2", `{"text":7}`), call("c4", "p2", `{}`)))
+	want := []tools.Kind{"", tools.UnknownTool, tools.InvalidArguments, ""}
+	for i, o := range res.Outcomes {
+		if kind(o) != want[i] {
+			t.Errorf("call %s: kind %q (%v), want %q", o.CallID, kind(o), o.Err, want[i])
+		}
+	}
+}
+
+func TestMaxParallelBoundsAGroup(t *testing.T) {
+	var inflight, peak atomic.Int32
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	body := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		n := inflight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		started <- struct{}{}
+		defer inflight.Add(-1)
+		select {
+		case <-release:
+			return tools.Result{Content: "ok"}, nil
+		case <-ctx.Done():
+			return tools.Result{}, ctx.Err()
+		}
+	}
+	set := mustSet(t, newTool(t, "p", tools.Parallel, body))
+	d := &turn.Dispatcher{MaxParallel: 2}
+	done := make(chan *turn.Result, 1)
+	in := input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``), call("c4", "p", ``))
+	go func() { done <- d.Run(context.Background(), set, in) }()
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(waitLimit):
+			t.Fatal("two calls did not start")
+		}
+	}
+	close(release)
+	res := <-done
+	if p := peak.Load(); p > 2 {
+		t.Errorf("%d calls ran at once, want at most MaxParallel 2", p)
+	}
+	for _, o := range res.Outcomes {
+		if o.Err != nil {
+			t.Errorf("call %s: %v", o.CallID, o.Err)
+		}
+	}
+}
+
+// A sequential call starts only after every earlier call has ended, and no
+// later call starts before it ends. The parallel neighbours wait for each
+// other at barriers so that they overlap for real.
+func TestSequentialCallRunsAlone(t *testing.T) {
+	var log eventLog
+	before, after := newBarrier(2), newBarrier(2)
+	set := mustSet(t,
+		newTool(t, "before", tools.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+			return tools.Result{}, before.wait(ctx)
+		})),
+		newTool(t, "seq", tools.Sequential, logged(&log, reply("seq"))),
+		newTool(t, "after", tools.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+			return tools.Result{}, after.wait(ctx)
+		})),
+	)
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(
+		call("p1", "before", ``), call("p2", "before", ``),
+		call("s3", "seq", ``),
+		call("s4", "seq", ``),
+		call("p5", "after", ``), call("p6", "after", ``),
+		call("s7", "seq", ``),
+	))
+	for _, o := range res.Outcomes {
+		if o.Err != nil {
+			t.Fatalf("call %s: %v", o.CallID, o.Err)
+		}
+	}
+	ev := log.snapshot()
+	assertBefore := func(a, b string) {
+		t.Helper()
+		if index(t, ev, a) > index(t, ev, b) {
+			t.Errorf("%q happened after %q: %v", a, b, ev)
+		}
+	}
+	// s3 after everything earlier ended; nothing later started before s3 ended.
+	assertBefore("end p1", "start s3")
+	assertBefore("end p2", "start s3")
+	assertBefore("end s3", "start s4")
+	assertBefore("end s4", "start p5")
+	assertBefore("end s4", "start p6")
+	assertBefore("end p5", "start s7")
+	assertBefore("end p6", "start s7")
+	// Each sequential call's start and end are adjacent: nothing else ran.
+	for _, s := range []string{"s3", "s4", "s7"} {
+		if index(t, ev, "end "+s) != index(t, ev, "start "+s)+1 {
+			t.Errorf("something ran during %s: %v", s, ev)
+		}
+	}
+}
+
+// Outcomes come back in call order, whatever order the calls ended in:
+// here each call waits until the call after it has ended.
+func TestOutcomesInCallOrder(t *testing.T) {
+	var log eventLog
+	ended := map[string]chan struct{}{"c1": make(chan struct{}), "c2": make(chan struct{}), "c3": make(chan struct{})}
+	next := map[string]string{"c1": "c2", "c2": "c3"}
+	body := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		c, _ := tools.CallFrom(ctx)
+		defer close(ended[c.CallID])
+		if n, ok := next[c.CallID]; ok {
+			select {
+			case <-ended[n]:
+			case <-time.After(waitLimit):
+				return tools.Result{}, errors.New("the later call never ended")
+			}
+		}
+		return tools.Result{Content: "out " + c.CallID}, nil
+	}
+	set := mustSet(t, newTool(t, "p", tools.Parallel, logged(&log, body)))
+	obs := newRecorder()
+	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set,
+		input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``)))
+	for i, o := range res.Outcomes {
+		if want := "out c" + string(rune('1'+i)); o.Err != nil || output(t, o) != want {
+			t.Errorf("outcome %d = %q, %v; want %q", i, output(t, o), o.Err, want)
+		}
+	}
+	items := res.Items()
+	for i, o := range res.Outcomes {
+		if string(items[i]) != string(o.Item) {
+			t.Errorf("Items()[%d] is not outcome %d's item", i, i)
+		}
+	}
+	if got := obs.endedIDs(); !slices.Equal(got, []string{"c1", "c2", "c3"}) {
+		t.Errorf("observer heard of %v", got)
+	}
+}
+
+func TestCallsThatCannotRun(t *testing.T) {
+	var runs atomic.Int32
+	count := func(ctx context.Context, p textArgs) (tools.Result, error) {
+		runs.Add(1)
+		return tools.Result{Content: "ran " + p.Text}, nil
+	}
+	set := mustSet(t,
+		newTool(t, "echo", tools.Parallel, count),
+		newTool(t, "lazy", tools.Parallel, count, deferred),
+		newTool(t, "issues", tools.Parallel, count, deferred, inNamespace("github", "GitHub.")),
+	)
+	in := input(
+		call("c1", "missing", `{}`),
+		call("c2", "echo", `{"text":5}`),
+		call("c3", "lazy", `{}`),
+		nsCall("c4", "github", "issues", `{}`),
+		call("c5", "issues", `{}`), // right name, wrong namespace
+		nsCall("c6", "other", "echo", `{}`),
+		call("c7", "echo", `{"text":"fine"}`),
+	)
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, in)
+	want := []struct {
+		kind tools.Kind
+		text string
+	}{
+		{tools.UnknownTool, "There is no tool missing"},
+		{tools.InvalidArguments, "- /text: "},
+		{tools.NotLoaded, "The tool lazy is deferred"},
+		{tools.NotLoaded, "The tool github.issues is deferred"},
+		{tools.UnknownTool, "There is no tool issues"},
+		{tools.UnknownTool, "There is no tool other.echo"},
+		{"", "ran fine"},
+	}
+	for i, o := range res.Outcomes {
+		if kind(o) != want[i].kind || !strings.Contains(output(t, o), want[i].text) {
+			t.Errorf("call %s: kind %q, output %q; want %q containing %q", o.CallID, kind(o), output(t, o), want[i].kind, want[i].text)
+		}
+		if o.Err != nil && !strings.HasPrefix(output(t, o), "Error ("+string(o.Err.Kind)+"): ") {
+			t.Errorf("call %s: output %q does not start with its error kind", o.CallID, output(t, o))
+		}
+		if o.Name != in.Calls[i].Name || o.Namespace != in.Calls[i].Namespace {
+			t.Errorf("call %s: outcome names %s.%s", o.CallID, o.Namespace, o.Name)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs, want only c7", runs.Load())
+	}
+
+	// Once tool search has loaded them, the deferred tools run.
+	in.Loaded = map[string]bool{turn.ToolKey("", "lazy"): true, turn.ToolKey("github", "issues"): true}
+	res = dispatch(t, context.Background(), &turn.Dispatcher{}, set, in)
+	if kind(res.Outcomes[2]) != "" || kind(res.Outcomes[3]) != "" {
+		t.Errorf("loaded deferred tools: %v, %v", res.Outcomes[2].Err, res.Outcomes[3].Err)
+	}
+}
+
+func TestRepairsReported(t *testing.T) {
+	set := mustSet(t, newTool(t, "echo", tools.Parallel, reply("ok")))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
+		input(call("c1", "echo", "```json\n{\"text\":\"a\"}\n```"), call("c2", "echo", `{"text":"a"}`)))
+	if got := res.Outcomes[0].Repairs; !slices.Equal(got, []string{"strip_fences"}) {
+		t.Errorf("repairs = %v", got)
+	}
+	if got := res.Outcomes[1].Repairs; got != nil {
+		t.Errorf("repairs of valid arguments = %v, want none", got)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	honest := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		<-ctx.Done()
+		return tools.Result{}, ctx.Err()
+	}
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	deaf := func(context.Context, textArgs) (tools.Result, error) {
+		<-stuck // ignores its context
+		return tools.Result{Content: "too late"}, nil
+	}
+	lying := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		<-ctx.Done()
+		return tools.Result{}, errors.New("connection reset")
+	}
+	set := mustSet(t,
+		newTool(t, "honest", tools.Parallel, honest, withTimeout(50*time.Millisecond)),
+		newTool(t, "deaf", tools.Parallel, deaf, withTimeout(50*time.Millisecond)),
+		newTool(t, "lying", tools.Parallel, lying, withTimeout(50*time.Millisecond)),
+		newTool(t, "dflt", tools.Parallel, honest), // the dispatcher's default
+		newTool(t, "quick", tools.Parallel, reply("quick")),
+	)
+	obs := newRecorder()
+	d := &turn.Dispatcher{Timeout: 80 * time.Millisecond, Observer: obs}
+	res := dispatch(t, context.Background(), d, set, input(
+		call("c1", "honest", ``), call("c2", "deaf", ``), call("c3", "lying", ``), call("c4", "dflt", ``), call("c5", "quick", ``)))
+	for i, limit := range []string{"50ms", "50ms", "50ms", "80ms"} {
+		o := res.Outcomes[i]
+		if kind(o) != tools.Timeout || !strings.Contains(o.Err.Message, limit) {
+			t.Errorf("call %s: %v, want a timeout after %s", o.CallID, o.Err, limit)
+		}
+		if !o.Ran {
+			t.Errorf("call %s: Ran is false", o.CallID)
+		}
+	}
+	if o := res.Outcomes[4]; o.Err != nil {
+		t.Errorf("quick call: %v", o.Err)
+	}
+	if res.EndTurn || res.Abandoned {
+		t.Errorf("EndTurn %v, Abandoned %v: a timeout ends only its call", res.EndTurn, res.Abandoned)
+	}
+	if got := obs.endedIDs(); len(got) != 5 {
+		t.Errorf("observer heard of %v", got)
+	}
+}
+
+// A tool that honours its context and returns what it had when stopped
+// gets that partial output to the model with the timeout.
+func TestTimeoutKeepsPartialOutput(t *testing.T) {
+	set := mustSet(t, newTool(t, "tail", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		<-ctx.Done()
+		return tools.Result{Content: "line 1\nline 2", Details: map[string]int{"lines": 2}}, ctx.Err()
+	}, withTimeout(50*time.Millisecond)))
+	for range 20 {
+		res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("c1", "tail", ``)))
+		o := res.Outcomes[0]
+		if kind(o) != tools.Timeout || output(t, o) != "Error (timeout): The call did not finish within 50ms and was stopped.\nline 1\nline 2" || o.Details == nil {
+			t.Fatalf("outcome %v, output %q, details %v", o.Err, output(t, o), o.Details)
+		}
+	}
+}
+
+func TestPanicIsToolError(t *testing.T) {
+	set := mustSet(t,
+		newTool(t, "boom", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) { panic("kaboom") }),
+		newTool(t, "fail", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+			return tools.Result{Content: "partial output"}, errors.New("exit status 2")
+		}),
+		newTool(t, "coded", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+			return tools.Result{}, tools.Errorf(tools.InvalidArguments, "no such branch")
+		}),
+		newTool(t, "fine", tools.Sequential, reply("fine")),
+	)
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
+		input(call("c1", "boom", ``), call("c2", "fail", ``), call("c3", "coded", ``), call("c4", "fine", ``)))
+	if o := res.Outcomes[0]; kind(o) != tools.ToolError || !strings.Contains(output(t, o), "kaboom") {
+		t.Errorf("panic: %v / %q", o.Err, output(t, o))
+	}
+	if d, _ := res.Outcomes[0].Details.(map[string]string); d["stack"] == "" {
+		t.Errorf("panic details %v, want the stack", res.Outcomes[0].Details)
+	}
+	if o := res.Outcomes[1]; kind(o) != tools.ToolError || output(t, o) != "Error (tool_error): exit status 2\npartial output" {
+		t.Errorf("error: %v / %q", o.Err, output(t, o))
+	}
+	if o := res.Outcomes[2]; kind(o) != tools.InvalidArguments {
+		t.Errorf("coded error: %v", o.Err)
+	}
+	if o := res.Outcomes[3]; o.Err != nil || output(t, o) != "fine" {
+		t.Errorf("the call after the failures: %v / %q", o.Err, output(t, o))
+	}
+}
+
+func TestActivityLabels(t *testing.T) {
+	set := mustSet(t, newTool(t, "echo", tools.Parallel, reply("x")),
+		newTool(t, "bad", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) { return tools.Result{}, errors.New("no") }))
+	obs := newRecorder()
+	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(call("c1", "echo", ``), call("c2", "bad", ``), call("c3", "nope", ``)))
+	if obs.labels["c1"] != "Running echo" || res.Outcomes[0].Activity != "Running echo" || res.Outcomes[1].Activity != "Running bad" {
+		t.Errorf("labels %v, outcome activities %q %q", obs.labels, res.Outcomes[0].Activity, res.Outcomes[1].Activity)
+	}
+	if _, ok := obs.labels["c3"]; ok {
+		t.Error("a call that never started was reported started")
+	}
+	if !res.Outcomes[0].Ran || res.Outcomes[2].Ran {
+		t.Errorf("Ran = %v, %v", res.Outcomes[0].Ran, res.Outcomes[2].Ran)
+	}
+}
+
+// A tool that ends the turn lets the calls of its parallel group finish;
+// the groups after it get aborted outcomes and never run.
+func TestEndTurnLetsItsParallelGroupFinishAndAbortsLaterGroups(t *testing.T) {
+	decided := make(chan struct{})
+	var laterRuns atomic.Int32
+	set := mustSet(t,
+		newTool(t, "finish", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+			close(decided)
+			return tools.Result{Content: "done", EndTurn: true, CompleteActorEvent: true}, nil
+		}),
+		newTool(t, "slow", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+			select { // still running after finish decided to end the turn
+			case <-decided:
+				return tools.Result{Content: "slow done"}, nil
+			case <-ctx.Done():
+				return tools.Result{}, ctx.Err()
+			}
+		}),
+		newTool(t, "later", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+			laterRuns.Add(1)
+			return tools.Result{}, nil
+		}),
+		newTool(t, "laterp", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+			laterRuns.Add(1)
+			return tools.Result{}, nil
+		}),
+	)
+	obs := newRecorder()
+	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(
+		call("c1", "slow", ``), call("c2", "finish", ``), call("c3", "later", ``), call("c4", "laterp", ``), call("c5", "nope", ``)))
+	if o := res.Outcomes[0]; o.Err != nil || output(t, o) != "slow done" {
+		t.Errorf("the group neighbour: %v %q", o.Err, output(t, o))
+	}
+	if o := res.Outcomes[1]; o.Err != nil || !o.EndTurn || !o.Complete {
+		t.Errorf("the ending call: %+v", o)
+	}
+	for _, o := range res.Outcomes[2:4] {
+		if kind(o) != tools.Aborted || !strings.Contains(output(t, o), "call c2 (finish) ended the turn") {
+			t.Errorf("call %s after the end: %v %q", o.CallID, o.Err, output(t, o))
+		}
+	}
+	if kind(res.Outcomes[4]) != tools.UnknownTool {
+		t.Errorf("an unknown tool keeps its own outcome: %v", res.Outcomes[4].Err)
+	}
+	if laterRuns.Load() != 0 {
+		t.Errorf("%d calls ran after the turn ended", laterRuns.Load())
+	}
+	if !res.EndTurn || !res.CompleteActorEvent || res.Abandoned {
+		t.Errorf("result EndTurn %v Complete %v Abandoned %v", res.EndTurn, res.CompleteActorEvent, res.Abandoned)
+	}
+	if got := obs.endedIDs(); len(got) != 5 {
+		t.Errorf("observer heard of %v, want every call", got)
+	}
+}
+
+func TestEndTurnFromASequentialCall(t *testing.T) {
+	set := mustSet(t,
+		newTool(t, "finish", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+			return tools.Result{EndTurn: true}, nil
+		}),
+		newTool(t, "p", tools.Parallel, reply("p")),
+	)
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("c1", "p", ``), call("c2", "finish", ``), call("c3", "p", ``)))
+	got := []tools.Kind{kind(res.Outcomes[0]), kind(res.Outcomes[1]), kind(res.Outcomes[2])}
+	if !slices.Equal(got, []tools.Kind{"", "", tools.Aborted}) || !res.EndTurn {
+		t.Errorf("kinds %v, EndTurn %v", got, res.EndTurn)
+	}
+}
+
+// The turn's abort (cause ErrCancelled) ends the running call and skips
+// the rest; every call still gets an outcome and is reported and stored.
+func TestTurnAbort(t *testing.T) {
+	started := make(chan struct{})
+	var laterRuns atomic.Int32
+	set := mustSet(t,
+		newTool(t, "first", tools.Parallel, reply("first")),
+		newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return tools.Result{}, context.Cause(ctx)
+		}),
+		newTool(t, "later", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+			laterRuns.Add(1)
+			return tools.Result{}, nil
+		}),
+		newTool(t, "laterp", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+			laterRuns.Add(1)
+			return tools.Result{}, nil
+		}, deferred),
+	)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-started:
+			cancel(turn.ErrCancelled)
+		case <-time.After(waitLimit):
+		}
+	}()
+	obs, j := newRecorder(), newJournal()
+	in := input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "laterp", ``), searchCall("c5", `{"query":"later"}`))
+	in.Loaded = map[string]bool{"laterp": true}
+	res := dispatch(t, ctx, &turn.Dispatcher{Observer: obs, Journal: j}, set, in)
+	want := []tools.Kind{"", tools.Aborted, tools.Aborted, tools.Aborted, tools.Aborted}
+	for i, o := range res.Outcomes {
+		if kind(o) != want[i] {
+			t.Errorf("call %s: kind %q (%v), want %q", o.CallID, kind(o), o.Err, want[i])
+		}
+	}
+	if !strings.Contains(res.Outcomes[1].Err.Message, "cancelled") {
+		t.Errorf("the running call's message %q does not say why", res.Outcomes[1].Err.Message)
+	}
+	if !strings.HasPrefix(res.Outcomes[2].Err.Message, "Not run") {
+		t.Errorf("a skipped call's message %q does not say it did not run", res.Outcomes[2].Err.Message)
+	}
+	if res.Outcomes[4].Loaded != nil {
+		t.Errorf("a tool search after the abort loaded %v", res.Outcomes[4].Loaded)
+	}
+	if laterRuns.Load() != 0 {
+		t.Errorf("%d calls started after the abort", laterRuns.Load())
+	}
+	if !res.EndTurn || res.Abandoned {
+		t.Errorf("EndTurn %v, Abandoned %v; want true, false", res.EndTurn, res.Abandoned)
+	}
+	if got := obs.endedIDs(); !slices.Equal(got, []string{"c1", "c2", "c3", "c4", "c5"}) {
+		t.Errorf("observer heard of %v, want every call", got)
+	}
+	// Both calls that ran are stored, so a redelivery does not run them again.
+	if got := j.storedIDs(); !slices.Equal(got, []string{"c1", "c2"}) {
+		t.Errorf("journal stored %v", got)
+	}
+}
+
+// A context that ends for another reason (the worker shutting down)
+// abandons the step: the cut-short calls are neither reported nor stored,
+// so that a redelivery decides their fate.
+func TestAbandonedStep(t *testing.T) {
+	started := make(chan struct{})
+	set := mustSet(t,
+		newTool(t, "first", tools.Sequential, reply("first")),
+		newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+			close(started)
+			<-ctx.Done()
+			return tools.Result{}, context.Cause(ctx)
+		}),
+		newTool(t, "later", tools.Parallel, reply("later")),
+	)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	shutdown := errors.New("worker shutting down")
+	go func() {
+		select {
+		case <-started:
+			cancel(shutdown)
+		case <-time.After(waitLimit):
+		}
+	}()
+	obs, j := newRecorder(), newJournal()
+	res := dispatch(t, ctx, &turn.Dispatcher{Observer: obs, Journal: j}, set,
+		input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "nope", ``)))
+	if !res.Abandoned || !res.EndTurn {
+		t.Errorf("Abandoned %v, EndTurn %v; want both", res.Abandoned, res.EndTurn)
+	}
+	// c4 (an unknown tool) is answered when its group is reached, after
+	// the shutdown: not reported either.
+	if got := obs.endedIDs(); !slices.Equal(got, []string{"c1"}) {
+		t.Errorf("observer heard of %v, want only c1, which ended before the shutdown", got)
+	}
+	if got := j.storedIDs(); !slices.Equal(got, []string{"c1"}) {
+		t.Errorf("journal stored %v, want only c1", got)
+	}
+	if kind(res.Outcomes[0]) != "" || kind(res.Outcomes[1]) != tools.Aborted || kind(res.Outcomes[2]) != tools.Aborted {
+		t.Errorf("kinds %q %q %q", kind(res.Outcomes[0]), kind(res.Outcomes[1]), kind(res.Outcomes[2]))
+	}
+}
+
+func TestJournal(t *testing.T) {
+	var runs sync.Map // tool name → *atomic.Int32
+	counted := func(name string) execFunc {
+		n, _ := runs.LoadOrStore(name, new(atomic.Int32))
+		return func(context.Context, textArgs) (tools.Result, error) {
+			n.(*atomic.Int32).Add(1)
+			return tools.Result{Content: "fresh " + name}, nil
+		}
+	}
+	runsOf := func(name string) int32 {
+		n, _ := runs.Load(name)
+		return n.(*atomic.Int32).Load()
+	}
+	set := mustSet(t,
+		newTool(t, "write", tools.Sequential, counted("write")),
+		newTool(t, "read", tools.Parallel, counted("read"), readOnly),
+	)
+
+	t.Run("stored outcome replayed without running", func(t *testing.T) {
+		j := newJournal()
+		j.stored["c1"] = &turn.Outcome{CallID: "c1", Name: "write", Item: []byte(`{"type":"function_call_output","call_id":"c1","output":"stored"}`), EndTurn: true}
+		obs := newRecorder()
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j, Observer: obs}, set, input(call("c1", "write", ``), call("c2", "read", ``)))
+		o := res.Outcomes[0]
+		if !o.Replayed || o.Ran || output(t, o) != "stored" {
+			t.Errorf("outcome %+v, want the stored one replayed", o)
+		}
+		if runsOf("write") != 0 {
+			t.Error("the stored call ran again")
+		}
+		// The replayed outcome keeps its meaning: it ended the turn.
+		if kind(res.Outcomes[1]) != tools.Aborted || !res.EndTurn {
+			t.Errorf("after a replayed end of turn: %v, EndTurn %v", res.Outcomes[1].Err, res.EndTurn)
+		}
+		if len(obs.started) != 0 || len(obs.ended) != 2 {
+			t.Errorf("observer: started %v, ended %v", obs.started, obs.endedIDs())
+		}
+	})
+	t.Run("claimed non-read-only is interrupted without running", func(t *testing.T) {
+		j := newJournal()
+		j.claimed["c1"] = true
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
+		o := res.Outcomes[0]
+		if kind(o) != tools.Interrupted || !strings.Contains(output(t, o), "not run again") {
+			t.Errorf("outcome %v %q, want interrupted", o.Err, output(t, o))
+		}
+		if runsOf("write") != 0 {
+			t.Error("an interrupted call ran again")
+		}
+		// Stored, so the next redelivery replays the same answer.
+		res = dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
+		if o := res.Outcomes[0]; !o.Replayed || kind(o) != tools.Interrupted {
+			t.Errorf("second redelivery: %+v", o)
+		}
+	})
+	t.Run("claimed read-only runs again", func(t *testing.T) {
+		j := newJournal()
+		j.claimed["c1"] = true
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "read", ``)))
+		if o := res.Outcomes[0]; o.Err != nil || !o.Ran || output(t, o) != "fresh read" {
+			t.Errorf("outcome %+v, want a fresh run", o)
+		}
+		if runsOf("read") != 1 {
+			t.Errorf("read ran %d times", runsOf("read"))
+		}
+	})
+	t.Run("first attempt claims, runs and stores", func(t *testing.T) {
+		j := newJournal()
+		before := runsOf("write")
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
+		if o := res.Outcomes[0]; o.Err != nil || !j.claimed["c1"] || j.stored["c1"] != o {
+			t.Errorf("outcome %+v, claimed %v, stored %v", o, j.claimed, j.stored)
+		}
+		if runsOf("write") != before+1 {
+			t.Error("write did not run once")
+		}
+	})
+	t.Run("claim failure is internal and runs nothing", func(t *testing.T) {
+		j := newJournal()
+		j.failing = errors.New("kv unavailable")
+		before := runsOf("write")
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
+		if o := res.Outcomes[0]; kind(o) != tools.Internal || !strings.Contains(o.Err.Message, "kv unavailable") {
+			t.Errorf("outcome %v", o.Err)
+		}
+		if runsOf("write") != before {
+			t.Error("the call ran without a claim")
+		}
+	})
+}
+
+func TestCallIdentityReachesTheTool(t *testing.T) {
+	var got tools.Call
+	set := mustSet(t, newTool(t, "who", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		got, _ = tools.CallFrom(ctx)
+		return tools.Result{}, nil
+	}))
+	dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("call-9", "who", ``)))
+	if want := (tools.Call{AgentID: "a1", TurnID: "t1", Step: 3, CallID: "call-9"}); got != want {
+		t.Errorf("CallFrom = %+v, want %+v", got, want)
+	}
+}
+
+func TestEmptyStep(t *testing.T) {
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, mustSet(t), input())
+	if len(res.Outcomes) != 0 || len(res.Items()) != 0 || res.EndTurn {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestOutcomeStatus(t *testing.T) {
+	if (&turn.Outcome{}).Status() != protocol.StatusOK || (&turn.Outcome{Err: &tools.Error{Kind: tools.Timeout}}).Status() != protocol.StatusError {
+		t.Error("Status does not follow Err")
+	}
+}

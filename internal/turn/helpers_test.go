@@ -1,0 +1,347 @@
+package turn_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run go test -update to accept):\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// waitLimit bounds every wait in these tests: a broken ordering shows up
+// as a failure after it, never as a hung test binary.
+const waitLimit = 10 * time.Second
+
+// textArgs is the parameter type of most test tools.
+type textArgs struct {
+	Text string `json:"text,omitempty"`
+}
+
+type execFunc func(ctx context.Context, p textArgs) (tools.Result, error)
+
+// newTool defines a test tool; opts adjust its spec.
+func newTool(t testing.TB, name string, mode tools.Mode, exec execFunc, opts ...func(*tools.Spec)) *tools.Tool {
+	t.Helper()
+	s := tools.Spec{Name: name, Description: "Test tool " + name + ".", ExecutionMode: mode}
+	for _, o := range opts {
+		o(&s)
+	}
+	tool, err := tools.New(tools.Def[textArgs]{
+		Spec:     s,
+		Activity: func(p textArgs) string { return "Running " + name },
+		Execute:  exec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool
+}
+
+func readOnly(s *tools.Spec) { s.ReadOnly = true }
+
+func deferred(s *tools.Spec) { s.DeferLoading = true }
+
+func inNamespace(ns, desc string) func(*tools.Spec) {
+	return func(s *tools.Spec) { s.Namespace, s.NamespaceDescription = ns, desc }
+}
+
+func withTimeout(d time.Duration) func(*tools.Spec) {
+	return func(s *tools.Spec) { s.Timeout = d }
+}
+
+func describe(d string) func(*tools.Spec) {
+	return func(s *tools.Spec) { s.Description = d }
+}
+
+func reply(text string) execFunc {
+	return func(context.Context, textArgs) (tools.Result, error) { return tools.Result{Content: text}, nil }
+}
+
+func call(id, name, args string) protocol.Call {
+	return protocol.Call{Type: protocol.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
+}
+
+func nsCall(id, ns, name, args string) protocol.Call {
+	c := call(id, name, args)
+	c.Namespace = ns
+	return c
+}
+
+func searchCall(id, args string) protocol.Call {
+	c := protocol.Call{Type: protocol.ItemToolSearchCall, CallID: id, Execution: "client"}
+	if args != "" {
+		c.Search = json.RawMessage(args)
+	}
+	return c
+}
+
+func mustSet(t testing.TB, ts ...*tools.Tool) *turn.Set {
+	t.Helper()
+	s, err := turn.NewSet(ts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func input(calls ...protocol.Call) turn.Input {
+	return turn.Input{AgentID: "a1", TurnID: "t1", Step: 3, Calls: calls}
+}
+
+// dispatch runs d over the step, failing the test if it does not return
+// within waitLimit.
+func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.Set, in turn.Input) *turn.Result {
+	t.Helper()
+	done := make(chan *turn.Result, 1)
+	go func() { done <- d.Run(ctx, set, in) }()
+	select {
+	case r := <-done:
+		if len(r.Outcomes) != len(in.Calls) {
+			t.Fatalf("%d outcomes for %d calls", len(r.Outcomes), len(in.Calls))
+		}
+		for i, o := range r.Outcomes {
+			if o == nil {
+				t.Fatalf("call %d has no outcome", i)
+			}
+			if o.CallID != in.Calls[i].CallID {
+				t.Fatalf("outcome %d is for call %s, want %s: outcomes are out of call order", i, o.CallID, in.Calls[i].CallID)
+			}
+		}
+		return r
+	case <-time.After(3 * waitLimit):
+		t.Fatal("Dispatcher.Run did not return")
+		return nil
+	}
+}
+
+// kind is the error kind of an outcome, "" when it succeeded.
+func kind(o *turn.Outcome) tools.Kind {
+	if o.Err == nil {
+		return ""
+	}
+	return o.Err.Kind
+}
+
+// output decodes a function_call_output item's text.
+func output(t *testing.T, o *turn.Outcome) string {
+	t.Helper()
+	var item protocol.FunctionCallOutput
+	if err := json.Unmarshal(o.Item, &item); err != nil {
+		t.Fatalf("item %s: %v", o.Item, err)
+	}
+	if item.Type != protocol.ItemFunctionCallOutput || item.CallID != o.CallID {
+		t.Fatalf("item %s does not answer call %s", o.Item, o.CallID)
+	}
+	return item.Output
+}
+
+// eventLog records start and end events from concurrent tools.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf(format, args...))
+}
+
+func (l *eventLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+// index returns where e is in the log, failing when it is missing.
+func index(t *testing.T, events []string, e string) int {
+	t.Helper()
+	i := slices.Index(events, e)
+	if i < 0 {
+		t.Fatalf("event %q missing from %v", e, events)
+	}
+	return i
+}
+
+// logged wraps a tool body with start and end events named by call id.
+func logged(l *eventLog, body execFunc) execFunc {
+	return func(ctx context.Context, p textArgs) (tools.Result, error) {
+		c, _ := tools.CallFrom(ctx)
+		l.add("start %s", c.CallID)
+		defer l.add("end %s", c.CallID)
+		return body(ctx, p)
+	}
+}
+
+// barrier lets n tools wait until all n have started.
+type barrier struct {
+	mu      sync.Mutex
+	n       int
+	arrived int
+	all     chan struct{}
+}
+
+func newBarrier(n int) *barrier { return &barrier{n: n, all: make(chan struct{})} }
+
+// wait returns once n callers have arrived, or an error after waitLimit
+// or when ctx ends: calls that were not run together fail instead of
+// hanging.
+func (b *barrier) wait(ctx context.Context) error {
+	b.mu.Lock()
+	b.arrived++
+	if b.arrived == b.n {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("barrier: %w", context.Cause(ctx))
+	case <-time.After(waitLimit):
+		return fmt.Errorf("barrier: only %d of %d calls ran together", b.count(), b.n)
+	}
+}
+
+func (b *barrier) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.arrived
+}
+
+func atBarrier(b *barrier, content string) execFunc {
+	return func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		if err := b.wait(ctx); err != nil {
+			return tools.Result{}, err
+		}
+		return tools.Result{Content: content}, nil
+	}
+}
+
+// recorder is an Observer that keeps what it was told.
+type recorder struct {
+	mu      sync.Mutex
+	started []string
+	labels  map[string]string
+	ended   map[string]*turn.Outcome
+	order   []string
+}
+
+func newRecorder() *recorder {
+	return &recorder{labels: map[string]string{}, ended: map[string]*turn.Outcome{}}
+}
+
+func (r *recorder) CallStarted(ref turn.CallRef, c protocol.Call, label string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = append(r.started, c.CallID)
+	r.labels[c.CallID] = label
+}
+
+func (r *recorder) CallEnded(ref turn.CallRef, o *turn.Outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.ended[ref.CallID]; dup {
+		panic("call ended twice: " + ref.CallID)
+	}
+	r.ended[ref.CallID] = o
+	r.order = append(r.order, ref.CallID)
+}
+
+func (r *recorder) endedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := slices.Clone(r.order)
+	slices.Sort(ids)
+	return ids
+}
+
+// memJournal is an in-memory Journal.
+type memJournal struct {
+	mu      sync.Mutex
+	stored  map[string]*turn.Outcome
+	claimed map[string]bool
+	failing error // returned by Claim when set
+	stores  []string
+}
+
+func newJournal() *memJournal {
+	return &memJournal{stored: map[string]*turn.Outcome{}, claimed: map[string]bool{}}
+}
+
+func (j *memJournal) Claim(_ context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failing != nil {
+		return nil, j.failing
+	}
+	if o, ok := j.stored[ref.CallID]; ok {
+		// What the worker reads back: a JSON round trip.
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		var back turn.Outcome
+		if err := json.Unmarshal(b, &back); err != nil {
+			return nil, err
+		}
+		return &back, nil
+	}
+	if j.claimed[ref.CallID] {
+		return nil, turn.ErrClaimed
+	}
+	j.claimed[ref.CallID] = true
+	return nil, nil
+}
+
+func (j *memJournal) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("store with a dead context: %w", ctx.Err())
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.stored[ref.CallID] = o
+	j.stores = append(j.stores, ref.CallID)
+	return nil
+}
+
+func (j *memJournal) storedIDs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ids := slices.Clone(j.stores)
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Measures the worker beside raw JetStream on the same server, in one run:
+# the load program against one worker process, then two, then
+# `nats bench js pub async` and `nats bench js consume` (natscli v0.5.0).
+# Usage: scripts/load-compare.sh [steps] [concurrency]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=${1:-20000}
+conc=${2:-256}
+dir=$(mktemp -d)
+url=nats://127.0.0.1:4333
+go build -o "$dir/worker" ./cmd/worker
+go build -o "$dir/loadgen" ./cmd/loadgen
+"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-64}" 2>"$dir/w1.log" &
+pids=($!)
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
+echo "== one worker"
+"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+"$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-64}" 2>"$dir/w2.log" &
+pids+=($!)
+sleep 2
+echo "== two workers"
+"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+echo "== nats bench js pub async (512 B, file storage)"
+nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress
+echo "== nats bench js consume"
+nats -s $url bench js consume --msgs 200000 --no-progress
