@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ type options struct {
 	duration    time.Duration
 	storage     string
 	dataDir     string
+	cpuProfile  string
 }
 
 func main() {
@@ -60,6 +62,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 0, "start an embedded server and this many in-process workers instead of using --nats-url")
 	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (server and workers included with --workers)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -72,6 +75,17 @@ func main() {
 func run(ctx context.Context, o options) error {
 	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 {
 		return errors.New("--steps and --concurrency must be at least 1, --calls at least 0")
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	url := o.url
 	if o.workers > 0 {

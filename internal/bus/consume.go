@@ -41,7 +41,7 @@ type Consumer struct {
 	Handler Handler
 	Dead    *DeadLetters
 	Logger  *slog.Logger
-	// Concurrency bounds the messages handled at once (default 64).
+	// Concurrency bounds the messages handled at once (default 256).
 	Concurrency int
 	// Grace is how long a stop waits for running handlers before it
 	// abandons them (their steps are delivered again).
@@ -63,7 +63,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	maxDeliver := cons.CachedInfo().Config.MaxDeliver
 	n := c.Concurrency
 	if n <= 0 {
-		n = 64
+		n = 256
 	}
 	// A small prefetch: messages buffered here wait without a lease.
 	it, err := cons.Messages(jetstream.PullMaxMessages(max(1, n/2)), jetstream.PullHeartbeat(5*time.Second))
@@ -117,8 +117,9 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 	var dl *DeadLetter
 	switch {
 	case err == nil:
-		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-			// The events are stored; a redelivery answers from the journal.
+		// Not waited for: the events are stored, and a lost ack only means
+		// a redelivery, which the journal answers without running anything.
+		if err := msg.Ack(); err != nil {
 			log.Warn("ack failed; the step will be delivered again and answered from the journal", "subject", msg.Subject(), "err", err)
 		}
 	case errors.As(err, &dl):

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -20,6 +23,12 @@ type TurnState struct {
 	KV jetstream.KeyValue
 	// Worker names this worker in claims, for operators reading the bucket.
 	Worker string
+
+	// cancelled mirrors the bucket's cancel marks once WatchCancels has
+	// loaded them, so that a step's cancel check costs no round trip.
+	mu        sync.RWMutex
+	cancelled map[string]string // "<agent>.<turn>" → reason
+	watching  bool
 }
 
 // callRecord is the value of a call key: a claim, then the outcome.
@@ -69,15 +78,81 @@ type cancelMark struct {
 	Reason string `json:"reason"`
 }
 
-// MarkCancelled records that the turn was cancelled.
+// MarkCancelled records that the turn was cancelled: at once in this
+// worker's mirror, then in the bucket for every other worker and for
+// steps that come later.
 func (s *TurnState) MarkCancelled(ctx context.Context, agentID, turnID, reason string) error {
+	s.remember(agentID+"."+turnID, reason)
 	data, _ := json.Marshal(cancelMark{Reason: reason})
 	_, err := s.KV.Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
 	return err
 }
 
+func (s *TurnState) remember(turn, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancelled == nil {
+		s.cancelled = map[string]string{}
+	}
+	s.cancelled[turn] = reason
+}
+
+// WatchCancels mirrors the bucket's cancel marks in memory until ctx
+// ends. Until the existing marks are loaded, Cancelled reads the bucket.
+// Marks leave the mirror with the bucket's TTL, as they leave the bucket.
+func (s *TurnState) WatchCancels(ctx context.Context, ttl time.Duration) error {
+	w, err := s.KV.Watch(ctx, "turn.*.*.cancel", jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("watching cancel marks: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	seen := map[string]time.Time{}
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-prune.C:
+			s.mu.Lock()
+			for k, at := range seen {
+				if time.Since(at) > ttl {
+					delete(seen, k)
+					delete(s.cancelled, k)
+				}
+			}
+			s.mu.Unlock()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil { // every existing mark is loaded
+				s.mu.Lock()
+				s.watching = true
+				s.mu.Unlock()
+				continue
+			}
+			t := strings.Split(e.Key(), ".")
+			if len(t) != 4 {
+				continue
+			}
+			var m cancelMark
+			_ = json.Unmarshal(e.Value(), &m)
+			s.remember(t[1]+"."+t[2], m.Reason)
+			seen[t[1]+"."+t[2]] = e.Created()
+		}
+	}
+}
+
 // Cancelled implements turn.State.
 func (s *TurnState) Cancelled(ctx context.Context, agentID, turnID string) (bool, string, error) {
+	s.mu.RLock()
+	reason, ok := s.cancelled[agentID+"."+turnID]
+	watching := s.watching
+	s.mu.RUnlock()
+	if ok || watching {
+		return ok, reason, nil
+	}
 	e, err := s.KV.Get(ctx, protocol.TurnKey(agentID, turnID, "cancel"))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, "", nil

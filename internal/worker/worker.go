@@ -25,7 +25,8 @@ type Config struct {
 	Version string
 	// Topology of the streams, consumers and buckets.
 	Topology bus.Topology
-	// Concurrency bounds the main-turn steps handled at once (64).
+	// Concurrency bounds the main-turn steps handled at once (256). A step
+	// spends most of its time waiting on the server, so this is high.
 	Concurrency int
 	// TaskConcurrency bounds the task-turn steps handled at once (16); it
 	// is separate so neither kind of turn can starve the other.
@@ -51,7 +52,7 @@ func (c Config) withDefaults() Config {
 		c.Version = "0.0.0" // the micro service needs a SemVer
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = 64
+		c.Concurrency = 256
 	}
 	if c.TaskConcurrency == 0 {
 		c.TaskConcurrency = 16
@@ -190,6 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		})
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.state.WatchCancels(gctx, w.cfg.Topology.StateTTL) })
 	for _, c := range consumers {
 		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.log)
 		if err != nil {
