@@ -103,6 +103,9 @@ func (s *TurnState) remember(turn, reason string) {
 func (s *TurnState) WatchCancels(ctx context.Context, ttl time.Duration) error {
 	w, err := s.KV.Watch(ctx, "turn.*.*.cancel", jetstream.IgnoreDeletes())
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("watching cancel marks: %w", err)
 	}
 	defer func() { _ = w.Stop() }()

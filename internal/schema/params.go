@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net/url"
 	"reflect"
 	"sort"
 	"strconv"
@@ -24,6 +25,7 @@ type Params struct {
 	sent     json.RawMessage
 	full     json.RawMessage
 	compiled *jsonschema.Schema
+	fast     *fastNode // nil when the schema uses keywords only the library knows
 	nulls    *nullPlan // strict only: nulls that mean "absent"
 }
 
@@ -57,7 +59,7 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Params{sent: full, full: full, compiled: compiled}
+	p := &Params{sent: full, full: full, compiled: compiled, fast: compileFast(root)}
 	if strict {
 		// The tree is marshalled before and after the rewrite: comparing
 		// the rewrite with the raw bytes would see a change in every
@@ -196,6 +198,19 @@ func (p *Params) Validate(v any) error {
 	if hasUnusableNumber(v) {
 		return &ValidationError{Violations: numberViolations(v, "", nil)}
 	}
+	if p.fast != nil {
+		out := p.fast.validate(v, &path{tokens: make([]pathToken, 0, 8)}, nil)
+		if out == nil {
+			return nil
+		}
+		sortViolations(out)
+		return &ValidationError{Violations: out}
+	}
+	return p.validateFull(v)
+}
+
+// validateFull validates with the general validator.
+func (p *Params) validateFull(v any) error {
 	err := p.compiled.Validate(v)
 	if err == nil {
 		return nil
@@ -215,7 +230,13 @@ func violations(ve *jsonschema.ValidationError) []Violation {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			v := Violation{Pointer: e.InstanceLocation, Message: e.Message}
+			// The library writes pointers as URI fragments ("/a%20b");
+			// the model reads plain JSON pointers ("/a b").
+			ptr := e.InstanceLocation
+			if u, err := url.PathUnescape(ptr); err == nil {
+				ptr = u
+			}
+			v := Violation{Pointer: ptr, Message: e.Message}
 			if !seen[v] {
 				seen[v] = true
 				out = append(out, v)
@@ -227,15 +248,20 @@ func violations(ve *jsonschema.ValidationError) []Violation {
 		}
 	}
 	walk(ve)
-	// The library walks properties in map order; sorting makes the
-	// message the model reads the same for the same arguments.
+	sortViolations(out)
+	return out
+}
+
+// sortViolations orders violations by pointer, then message: validators
+// walk properties in map order, and the message the model reads should be
+// the same for the same arguments.
+func sortViolations(out []Violation) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Pointer != out[j].Pointer {
 			return out[i].Pointer < out[j].Pointer
 		}
 		return out[i].Message < out[j].Message
 	})
-	return out
 }
 
 // Parsed is a call's arguments after repair, null stripping and validation.
@@ -250,15 +276,23 @@ type Parsed struct {
 // ladder if it does not parse, then (strict tools) nulls that stand for
 // absent optional fields removed, then validation against the full schema.
 func (p *Params) Parse(args string, opt RepairOptions) (Parsed, error) {
-	data, rungs, err := Repair(args, opt)
-	if err != nil {
-		return Parsed{Repairs: rungs}, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return Parsed{Repairs: rungs}, fmt.Errorf("%w: %v", ErrUnparseable, err)
+	var (
+		data  []byte
+		rungs []string
+	)
+	v, err := decodeAny(args)
+	switch {
+	case err == nil:
+		data = []byte(trimSpace(args))
+	case strings.TrimSpace(args) == "":
+		v, data = map[string]any{}, []byte("{}")
+	default:
+		if data, rungs, err = Repair(args, opt); err != nil {
+			return Parsed{Repairs: rungs}, err
+		}
+		if v, err = decodeAny(string(data)); err != nil {
+			return Parsed{Repairs: rungs}, fmt.Errorf("%w: %v", ErrUnparseable, err)
+		}
 	}
 	changed := p.nulls != nil && p.nulls.strip(v)
 	if err := p.Validate(v); err != nil {
@@ -413,3 +447,17 @@ func integerForm(n json.Number) (json.Number, bool) {
 	}
 	return json.Number(r.Num().String()), true
 }
+
+// trimSpace trims JSON white space.
+func trimSpace(s string) string {
+	i, j := 0, len(s)
+	for i < j && isSpace(s[i]) {
+		i++
+	}
+	for j > i && isSpace(s[j-1]) {
+		j--
+	}
+	return s[i:j]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

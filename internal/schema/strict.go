@@ -211,8 +211,14 @@ func (p *nullPlan) strip(v any) bool {
 	return changed
 }
 
+// pointerEscaper escapes a key as a JSON pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 func escape(k string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+	if !strings.ContainsAny(k, "~/") {
+		return k
+	}
+	return pointerEscaper.Replace(k)
 }
 
 func pathOrRoot(p string) string {

@@ -153,19 +153,18 @@ func New[P any](d Def[P]) (*Tool, error) {
 		Type: "function", Name: s.Name, Description: s.Description,
 		Parameters: params.Sent(), Strict: s.Strict,
 	})
+	def := &d
 	t.prepare = func(data []byte) (*Invocation, error) {
-		var p P
-		if err := json.Unmarshal(data, &p); err != nil {
+		// One allocation holds the invocation and its decoded parameters.
+		c := &typedCall[P]{def: def}
+		if err := json.Unmarshal(data, &c.p); err != nil {
 			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
 		}
-		inv := &Invocation{Tool: t, run: func(ctx context.Context) (Result, error) { return d.Execute(ctx, p) }}
+		c.inv = Invocation{Tool: t, call: c}
 		if d.Activity != nil {
-			inv.Activity = d.Activity(p)
+			c.inv.Activity = d.Activity(c.p)
 		}
-		if d.CompletedActivity != nil {
-			inv.completed = func(r Result) string { return d.CompletedActivity(p, r) }
-		}
-		return inv, nil
+		return &c.inv, nil
 	}
 	return t, nil
 }
@@ -214,9 +213,29 @@ type Invocation struct {
 	// Repairs names the ladder rungs that made the arguments parse.
 	Repairs []string
 	// Activity is the progress label built from the parameters.
-	Activity  string
-	run       func(ctx context.Context) (Result, error)
-	completed func(Result) string
+	Activity string
+	call     call
+}
+
+// call is the typed half of an invocation.
+type call interface {
+	run(ctx context.Context) (Result, error)
+	completed(Result) (string, bool)
+}
+
+type typedCall[P any] struct {
+	inv Invocation
+	def *Def[P]
+	p   P
+}
+
+func (c *typedCall[P]) run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
+
+func (c *typedCall[P]) completed(r Result) (string, bool) {
+	if c.def.CompletedActivity == nil {
+		return "", false
+	}
+	return c.def.CompletedActivity(c.p, r), true
 }
 
 // Prepare validates (repairing where the tool allows it) and decodes the
@@ -245,7 +264,7 @@ func (inv *Invocation) Run(ctx context.Context) (res Result, err error) {
 			err = &Error{Kind: ToolError, Message: fmt.Sprintf("the tool failed unexpectedly: %v", r)}
 		}
 	}()
-	res, err = inv.run(ctx)
+	res, err = inv.call.run(ctx)
 	if err != nil {
 		var te *Error
 		if !errors.As(err, &te) {
@@ -257,8 +276,8 @@ func (inv *Invocation) Run(ctx context.Context) (res Result, err error) {
 
 // CompletedActivity is the label to show once the call ended with r.
 func (inv *Invocation) CompletedActivity(r Result) string {
-	if inv.completed != nil {
-		return inv.completed(r)
+	if label, ok := inv.call.completed(r); ok {
+		return label
 	}
 	return inv.Activity
 }

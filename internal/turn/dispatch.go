@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
@@ -168,6 +169,8 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 	for i, c := range in.Calls {
 		ps[i] = d.resolve(set, in, c)
 	}
+	step := &inflight{}
+	defer context.AfterFunc(ctx, step.abort)()
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
 		j := i + 1
@@ -186,7 +189,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 				d.ended(ctx, p)
 			}
 		} else {
-			d.runGroup(ctx, set, group)
+			d.runGroup(ctx, set, group, step)
 		}
 		for _, p := range group {
 			if p.outcome.EndTurn && endedBy == nil {
@@ -245,43 +248,96 @@ func (d *Dispatcher) resolve(set *Set, in Input, c protocol.Call) *pending {
 
 func (d *Dispatcher) repairOptions() schema.RepairOptions { return d.Repair }
 
-func (d *Dispatcher) runGroup(ctx context.Context, set *Set, group []*pending) {
+func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for _, p := range group {
+	g := &group{sem: make(chan struct{}, limit), step: step}
+	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if p.search {
-				// A search loads tools into the turn: after the turn's
-				// abort it is answered like any other call, not run.
-				if err := context.Cause(ctx); err != nil {
-					p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
-				} else {
-					p.outcome = d.search(set, p.call)
-				}
-				d.ended(ctx, p)
-				return
-			}
-			d.execute(ctx, p)
-		})
+		g.sem <- struct{}{}
+		g.wg.Add(1)
+		go d.start(ctx, set, g, p)
 	}
-	wg.Wait()
+	g.wg.Wait()
+}
+
+// group bounds the calls of a group running at once and waits for them.
+type group struct {
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	step *inflight
+}
+
+// inflight tracks the calls of a step that are running, so that the
+// turn's abort can start their watchdogs: one registration on the turn's
+// context per step instead of one per call.
+type inflight struct {
+	mu      sync.Mutex
+	calls   map[*running]struct{}
+	aborted bool
+}
+
+func (f *inflight) add(c *running) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.calls == nil {
+		f.calls = map[*running]struct{}{}
+	}
+	f.calls[c] = struct{}{}
+	return !f.aborted
+}
+
+func (f *inflight) remove(c *running) {
+	f.mu.Lock()
+	delete(f.calls, c)
+	f.mu.Unlock()
+}
+
+// abort starts the watchdog of every running call.
+func (f *inflight) abort() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.aborted = true
+	for c := range f.calls {
+		go c.watchdog()
+	}
+}
+
+// release is called once a call's outcome is stored and reported, which
+// for a tool that ignores its context is before the goroutine running it
+// returns.
+func (g *group) release() {
+	<-g.sem
+	g.wg.Done()
+}
+
+func (d *Dispatcher) start(ctx context.Context, set *Set, g *group, p *pending) {
+	if !p.search {
+		d.execute(ctx, p, g)
+		return
+	}
+	// A search loads tools into the turn: after the turn's abort it is
+	// answered like any other call, not run.
+	if err := context.Cause(ctx); err != nil {
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
+	} else {
+		p.outcome = d.search(set, p.call)
+	}
+	d.ended(ctx, p)
+	g.release()
 }
 
 // execute runs one validated call under the journal's claim.
-func (d *Dispatcher) execute(ctx context.Context, p *pending) {
+func (d *Dispatcher) execute(ctx context.Context, p *pending, g *group) {
 	if err := context.Cause(ctx); err != nil {
 		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
 		d.ended(ctx, p)
+		g.release()
 		return
 	}
 	sp := p.inv.Tool.Spec()
@@ -292,25 +348,27 @@ func (d *Dispatcher) execute(ctx context.Context, p *pending) {
 			stored.Replayed = true
 			p.outcome = stored
 			d.ended(ctx, p)
+			g.release()
 			return
 		case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
 			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Interrupted,
 				"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
 			d.store(ctx, p)
+			g.release()
 			return
 		case errors.Is(err, ErrClaimed):
 			// A read-only tool changes nothing: running it again is safe.
 		case err != nil:
 			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Internal, "The call could not be recorded before running, so it was not run: %v", err))
 			d.ended(ctx, p)
+			g.release()
 			return
 		}
 	}
 	if d.Observer != nil {
 		d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
 	}
-	p.outcome = d.invoke(ctx, p, sp)
-	d.store(ctx, p)
+	d.invoke(ctx, p, sp, g)
 }
 
 // abandoned reports whether ctx ended for a reason other than the turn's
@@ -349,10 +407,13 @@ type runResult struct {
 // the partial output of the work it stopped) is kept.
 const returnGrace = time.Second
 
-// invoke runs the tool with its time limit. A tool that ignores its
-// context is left behind when the limit and returnGrace pass: the call
-// still ends, and the tool's late result is dropped.
-func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec) *Outcome {
+// invoke runs the tool, in the calling goroutine, with its time limit,
+// then stores and reports the outcome and releases the call's place in
+// its group, exactly once. A tool that ignores its context is left behind
+// when the limit and returnGrace pass: a watchdog finishes the call for
+// it, and the tool's late result is dropped. In the common case, a tool
+// that returns in time, the watchdog never starts.
+func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec, g *group) {
 	timeout := sp.Timeout
 	if timeout == 0 {
 		timeout = d.Timeout
@@ -361,30 +422,62 @@ func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec) *Out
 		timeout = DefaultTimeout
 	}
 	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
-	defer cancel()
-	callCtx = tools.WithCall(callCtx, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
-	start := time.Now()
-	done := make(chan runResult, 1)
-	go func() {
-		res, err := p.inv.Run(callCtx)
-		done <- runResult{res, err}
-	}()
-	var rr runResult
-	select {
-	case rr = <-done:
-	case <-callCtx.Done():
-		grace := time.NewTimer(returnGrace)
-		select {
-		case rr = <-done:
-		case <-grace.C:
-			rr.err = callCtx.Err()
-			d.logger().Warn("tool did not return after its context ended; its result will be dropped",
-				"tool", sp.Name, "call_id", p.ref.CallID, "cause", context.Cause(callCtx))
-		}
-		grace.Stop()
+	c := &running{d: d, p: p, g: g, name: sp.Name, turnCtx: ctx, cancel: cancel, timeout: timeout, start: time.Now()}
+	c.ctx = tools.WithCall(callCtx, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
+	// The watchdog starts when the time limit passes, or when the turn is
+	// aborted (inflight.abort); a call that returns in time stops both.
+	hung := time.AfterFunc(timeout, c.watchdog)
+	if !g.step.add(c) {
+		go c.watchdog() // the turn was aborted before the call registered
 	}
-	o := &Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true}
-	o.Duration = time.Since(start)
+	res, err := p.inv.Run(c.ctx)
+	hung.Stop()
+	g.step.remove(c)
+	c.end(runResult{res, err})
+}
+
+// running is one call in flight: one allocation holds what the call and
+// its watchdog share.
+type running struct {
+	d       *Dispatcher
+	p       *pending
+	g       *group
+	name    string
+	ctx     context.Context // the call's
+	turnCtx context.Context
+	cancel  context.CancelFunc
+	timeout time.Duration
+	start   time.Time
+	once    sync.Once
+}
+
+func (c *running) end(rr runResult) {
+	c.once.Do(func() {
+		c.p.outcome = c.d.outcome(c.p, rr, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
+		c.d.store(c.turnCtx, c.p)
+		c.g.release()
+		c.cancel()
+	})
+}
+
+// watchdog runs when the call's time limit passes or its turn is aborted
+// while the tool runs. A tool that returns within returnGrace has ended
+// the call itself by then, and the watchdog's end does nothing.
+func (c *running) watchdog() {
+	time.Sleep(returnGrace)
+	c.once.Do(func() {
+		c.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+			"tool", c.name, "call_id", c.p.ref.CallID, "cause", context.Cause(c.ctx))
+		c.p.outcome = c.d.outcome(c.p, runResult{err: c.ctx.Err()}, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
+		c.d.store(c.turnCtx, c.p)
+		c.g.release()
+		c.cancel()
+	})
+}
+
+// outcome builds the outcome of a call that ran.
+func (d *Dispatcher) outcome(p *pending, rr runResult, callCtx, ctx context.Context, timeout, took time.Duration) *Outcome {
+	o := &Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took}
 	o.Details, o.Events = rr.res.Details, rr.res.Events
 	if rr.err != nil {
 		o.Err = classify(rr.err, callCtx, ctx, timeout)
@@ -432,8 +525,73 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 	return o
 }
 
+// functionOutput is protocol.FunctionCallOutput marshalled by hand: it is
+// built for every call, and the encoder's reflection was a visible part of
+// the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
+// encoding/json's bytes.
 func functionOutput(callID, text string) json.RawMessage {
-	return mustJSON(protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: callID, Output: text})
+	b := make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8)
+	b = append(b, `{"type":"function_call_output","call_id":`...)
+	b = appendJSONString(b, callID)
+	b = append(b, `,"output":`...)
+	b = appendJSONString(b, text)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json
+// writes it: <, > and & escaped for HTML, U+2028 and U+2029 escaped, and
+// invalid UTF-8 replaced with U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 func displayName(c protocol.Call) string {

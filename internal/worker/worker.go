@@ -202,6 +202,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker running", "name", w.cfg.Name, "concurrency", w.cfg.Concurrency, "task_concurrency", w.cfg.TaskConcurrency, "task_turns", w.tasks != nil)
 	err = g.Wait()
+	// Acks are not waited for one by one; make sure the last ones left.
+	if ferr := w.nc.FlushTimeout(5 * time.Second); ferr != nil {
+		w.log.Warn("flushing the last acks failed; those steps will be delivered again and answered from the journal", "err", ferr)
+	}
 	w.log.Info("worker stopped", "name", w.cfg.Name)
 	return err
 }

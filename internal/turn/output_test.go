@@ -1,0 +1,25 @@
+package turn
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+func FuzzFunctionOutput(f *testing.F) {
+	for _, s := range []string{"", "plain", "quote \" backslash \\ slash /", "<b>&amp;</b>", "\x00\x01\x1f\x7f",
+		"tab\tnl\ncr\r", "é ü 日本 😀", "\u2028\u2029", "\xff\xfe bad", "\xe2\x80"} {
+		f.Add("call_1", s)
+	}
+	f.Fuzz(func(t *testing.T, callID, text string) {
+		want, err := json.Marshal(protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: callID, Output: text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := functionOutput(callID, text); !bytes.Equal(got, want) {
+			t.Fatalf("functionOutput(%q, %q)\n got %s\nwant %s", callID, text, got, want)
+		}
+	})
+}
