@@ -22,8 +22,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/telemetry"
+	"github.com/agentbull/toolruntime/internal/tools/brain"
 	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/tools/jobs"
+	"github.com/agentbull/toolruntime/internal/tools/schedule"
+	"github.com/agentbull/toolruntime/internal/tools/todo"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -68,12 +75,26 @@ type Main struct {
 	TLSCert     string
 	TLSKey      string
 	TLSCA       string
-	LogFormat   string
-	LogLevel    string
-	Diagnostics bool
-	MarkDir     string
-	Storage     string
-	Worker      worker.Config
+	// Telemetry: metrics and health port, span export.
+	HTTPAddr     string
+	OTLPEndpoint string
+	OTLPInsecure bool
+	LogFormat    string
+	LogLevel     string
+	Diagnostics  bool
+	MarkDir      string
+	Storage      string
+	Worker       worker.Config
+	// The categories with state in JetStream, each on unless switched off.
+	// Replicas and Storage of their buckets and streams come from Worker.
+	TodoOn      bool
+	Todo        todo.Config
+	BrainOn     bool
+	Brain       brain.Config
+	SchedulesOn bool
+	Schedules   schedule.Config
+	JobsOn      bool
+	Jobs        jobs.Config
 	log         *slog.Logger
 	server      *server.Server
 	nc          *nats.Conn
@@ -106,6 +127,9 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.TLSCert, "tls-cert", "", "TLS client certificate file")
 	fs.StringVar(&m.TLSKey, "tls-key", "", "TLS client key file")
 	fs.StringVar(&m.TLSCA, "tls-ca", "", "TLS CA certificate file")
+	fs.StringVar(&m.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
+	fs.StringVar(&m.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this endpoint (host:port or URL; also OTEL_EXPORTER_OTLP_ENDPOINT; empty: no export)")
+	fs.BoolVar(&m.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&m.Diagnostics, "diagnostics", false, "offer the diagnostics tools (ping, sleep, finish, mark) to turns that bind \"diagnostics\"")
@@ -126,6 +150,21 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&t.DuplicateWindow, "duplicate-window", 0, "duplicate window of the streams (default: the redelivery span, at least 2m)")
 	fs.DurationVar(&t.OutputsMaxAge, "outputs-max-age", 24*time.Hour, "how long TURN_OUTPUTS keeps events")
 	fs.DurationVar(&t.StateTTL, "state-ttl", 24*time.Hour, "how long TURN_STATE keeps per-turn state")
+	fs.BoolVar(&m.TodoOn, "todo", true, "offer todo_write and todo_read to every main turn (a context can switch them off with \"todo\": false)")
+	fs.DurationVar(&m.Todo.TTL, "todo-ttl", todo.DefaultTTL, "how long TODOS keeps a turn's list after its last write")
+	fs.BoolVar(&m.BrainOn, "brain", true, "offer the brain tools to turns that bind \"brain\" (task turns: recall and get_page)")
+	fs.IntVar(&m.Brain.MaxPageBytes, "brain-max-page-bytes", brain.DefaultMaxPageBytes, "largest brain page")
+	fs.IntVar(&m.Brain.MaxPages, "brain-max-pages", brain.DefaultMaxPages, "most brain pages of one agent")
+	fs.IntVar(&m.Brain.CacheBytes, "brain-cache-bytes", brain.DefaultCacheBytes, "memory for this worker's cache of search indexes")
+	fs.BoolVar(&m.SchedulesOn, "schedules", true, "offer the schedule tools to main turns that bind \"schedules\" (needs nats-server 2.12 or later)")
+	fs.DurationVar(&m.Schedules.MinInterval, "schedule-min-interval", schedule.DefaultMinInterval, "shortest interval a schedule may fire at (at least 1s)")
+	fs.IntVar(&m.Schedules.MaxPerAgent, "schedule-max-per-agent", schedule.DefaultMaxPerAgent, "most schedules of one agent")
+	fs.DurationVar(&m.Schedules.FireTTL, "schedule-fire-ttl", schedule.DefaultFireTTL, "how long SCHEDULES keeps a fired message for the gateway")
+	fs.BoolVar(&m.JobsOn, "background-jobs", true, "offer the background job tools to main turns that bind \"background_jobs\", and apply the job runner's reports")
+	fs.IntVar(&m.Jobs.MaxOpen, "jobs-max-open", jobs.DefaultMaxOpen, "most queued or running jobs of one agent")
+	fs.DurationVar(&m.Jobs.RecordTTL, "jobs-record-ttl", jobs.DefaultRecordTTL, "how long JOBS keeps a job after its last change")
+	fs.DurationVar(&m.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
+	fs.IntVar(&m.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -143,6 +182,9 @@ func (m *Main) ParseFlags(args []string) error {
 		v, ok := os.LookupEnv(env)
 		if !ok && f.Name == "nats-url" {
 			v, ok = os.LookupEnv("NATS_URL")
+		}
+		if !ok && f.Name == "otlp-endpoint" {
+			v, ok = os.LookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
 		}
 		if ok {
 			if err := f.Value.Set(v); err != nil {
@@ -189,6 +231,18 @@ func (m *Main) validate() error {
 	if m.MarkDir != "" && !m.Diagnostics {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
 	}
+	if m.Todo.TTL < time.Second {
+		errs = append(errs, fmt.Errorf("--todo-ttl must be at least 1s, not %s", m.Todo.TTL))
+	}
+	if m.Brain.MaxPageBytes < 1 || m.Brain.MaxPages < 1 || m.Brain.CacheBytes < 1 {
+		errs = append(errs, errors.New("--brain-max-page-bytes, --brain-max-pages and --brain-cache-bytes must be at least 1"))
+	}
+	if m.Schedules.MinInterval < schedule.ServerMinInterval || m.Schedules.FireTTL < time.Second || m.Schedules.MaxPerAgent < 1 {
+		errs = append(errs, errors.New("--schedule-min-interval and --schedule-fire-ttl must be at least 1s, --schedule-max-per-agent at least 1"))
+	}
+	if m.Jobs.MaxOpen < 1 || m.Jobs.MaxResultBytes < 1 || m.Jobs.RecordTTL < time.Second || m.Jobs.EventsMaxAge < time.Second {
+		errs = append(errs, errors.New("--jobs-max-open and --jobs-max-result-bytes must be at least 1, --jobs-record-ttl and --jobs-events-max-age at least 1s"))
+	}
 	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
 		errs = append(errs, fmt.Errorf("--monitor-port %d is not a port", m.MonitorPort))
 	}
@@ -225,20 +279,77 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Catalog order: workflow tools, then diagnostics.
-	workflows := workflowtask.New(js, workflowtask.Config{Logger: m.log})
-	creators := []turn.Creator{workflows.Creator()}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
+		Instance: m.Worker.Name, Version: version,
+		OTLPEndpoint: m.OTLPEndpoint, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr,
+	}, m.log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Close(ctx)
+	}()
+	m.Worker.Telemetry = tel
+	// Catalog order: todo, brain, schedules, background jobs, workflow
+	// tools, then diagnostics. Each category creates or updates its own
+	// bucket or stream here.
+	topo := m.Worker.Topology.WithDefaults()
+	var creators []turn.Creator
+	if m.TodoOn {
+		m.Todo.Replicas, m.Todo.Storage = topo.Replicas, topo.Storage
+		td, err := todo.New(setupCtx, js, m.Todo)
+		if err != nil {
+			return err
+		}
+		creators = append(creators, td.Creator())
+	}
+	var brainTools turn.Creator
+	if m.BrainOn {
+		m.Brain.Replicas, m.Brain.Storage = topo.Replicas, topo.Storage
+		br, err := brain.New(setupCtx, js, m.Brain)
+		if err != nil {
+			return err
+		}
+		brainTools = br.Creator()
+		creators = append(creators, brainTools)
+	}
+	if m.SchedulesOn {
+		m.Schedules.Replicas, m.Schedules.Storage = topo.Replicas, topo.Storage
+		sc, err := schedule.New(setupCtx, js, m.Schedules)
+		if err != nil {
+			return err
+		}
+		creators = append(creators, sc.Creator())
+	}
+	var jobService *jobs.Service
+	if m.JobsOn {
+		m.Jobs.Replicas, m.Jobs.Storage, m.Jobs.Logger = topo.Replicas, topo.Storage, m.log
+		if jobService, err = jobs.New(setupCtx, js, m.Jobs); err != nil {
+			return err
+		}
+		creators = append(creators, jobService.Creator())
+	}
+	workflows := workflowtask.New(js, workflowtask.Config{Brain: brainTools, Logger: m.log})
+	creators = append(creators, workflows.Creator())
 	if m.Diagnostics {
 		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), workflows, m.log)
 	if err != nil {
 		return err
 	}
 	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName())
-	return w.Run(ctx)
+	// The job report watcher lives and ends with the worker.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Run(gctx) })
+	if jobService != nil {
+		g.Go(func() error { return jobService.Watch(gctx) })
+	}
+	return g.Wait()
 }
 
 func (m *Main) monitorURL(host string) string {

@@ -46,6 +46,15 @@ type Consumer struct {
 	// Grace is how long a stop waits for running handlers before it
 	// abandons them (their steps are delivered again).
 	Grace time.Duration
+	// Meter, when set, counts steps by result.
+	Meter StepMeter
+}
+
+// StepMeter counts what became of steps (the worker implements it with
+// OpenTelemetry). Results: done, dead_letter, retry, abandoned.
+type StepMeter interface {
+	Step(stream, result string, attempt uint64)
+	DeadLetter(stream, reason string)
 }
 
 // Run consumes until ctx ends, then stops pulling, hands back what was
@@ -57,6 +66,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	cons, err := c.JS.Consumer(ctx, c.Stream, c.Durable)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started
+		}
 		return fmt.Errorf("consumer %s > %s: %w", c.Stream, c.Durable, err)
 	}
 	ackWait := cons.CachedInfo().Config.AckWait
@@ -114,7 +126,24 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 	stop := renewLease(msg, ackWait)
 	err := c.Handler(ctx, msg)
 	stop()
+	attempt := uint64(1)
+	if md, _ := msg.Metadata(); md != nil {
+		attempt = md.NumDelivered
+	}
 	var dl *DeadLetter
+	if c.Meter != nil {
+		result := "retry"
+		switch {
+		case err == nil:
+			result = "done"
+		case errors.As(err, &dl):
+			result = "dead_letter"
+			c.Meter.DeadLetter(c.Stream, dl.Reason)
+		case context.Cause(ctx) == ErrShutdown:
+			result = "abandoned"
+		}
+		c.Meter.Step(c.Stream, result, attempt)
+	}
 	switch {
 	case err == nil:
 		// Not waited for: the events are stored, and a lost ack only means
@@ -131,11 +160,6 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		_ = msg.TermWithReason(truncate(dl.Reason, 200))
 		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", dl.Reason)
 	default:
-		md, _ := msg.Metadata()
-		attempt := uint64(1)
-		if md != nil {
-			attempt = md.NumDelivered
-		}
 		delay := retryDelay(attempt)
 		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
 		_ = msg.NakWithDelay(delay)

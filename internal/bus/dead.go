@@ -75,7 +75,7 @@ type advisory struct {
 // the server's advisory that a step reached its consumer's delivery
 // limit, copies that step to the dead-letter stream and removes it from
 // the work queue, where it would otherwise stay forever.
-func (d *DeadLetters) WatchDeliveryLimit(nc *nats.Conn, stream, consumer string, log *slog.Logger) (*nats.Subscription, error) {
+func (d *DeadLetters) WatchDeliveryLimit(nc *nats.Conn, stream, consumer string, meter StepMeter, log *slog.Logger) (*nats.Subscription, error) {
 	subj := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", stream, consumer)
 	return nc.QueueSubscribe(subj, "turn-worker-dead", func(m *nats.Msg) {
 		var a advisory
@@ -102,6 +102,9 @@ func (d *DeadLetters) WatchDeliveryLimit(nc *nats.Conn, stream, consumer string,
 		if err := s.DeleteMsg(ctx, a.StreamSeq); err != nil {
 			log.Error("max-deliveries advisory: removing the step failed", "seq", a.StreamSeq, "err", err)
 			return
+		}
+		if meter != nil {
+			meter.DeadLetter(stream, reason)
 		}
 		log.Warn("step dead-lettered", "subject", raw.Subject, "reason", reason)
 	})

@@ -10,6 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
@@ -50,6 +54,14 @@ type Journal interface {
 type Observer interface {
 	CallStarted(ref CallRef, c protocol.Call, label string)
 	CallEnded(ref CallRef, o *Outcome)
+}
+
+// Meter is told of calls for metrics (the worker implements it with
+// OpenTelemetry). CallEnded is not told of outcomes replayed from the
+// journal; its methods are called from several goroutines at once.
+type Meter interface {
+	CallStarted(tool string)
+	CallEnded(o *Outcome)
 }
 
 // CallRef identifies a call across the fleet.
@@ -139,6 +151,11 @@ type Dispatcher struct {
 	Journal Journal
 	// Observer, when set, is told of calls starting and ending.
 	Observer Observer
+	// Tracer, when set, records a span per call with "validate" and
+	// "execute" children, under the span in the step's context.
+	Tracer trace.Tracer
+	// Meter, when set, is told of calls for metrics.
+	Meter Meter
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -151,6 +168,9 @@ type pending struct {
 	search   bool
 	outcome  *Outcome // set early for calls that run nothing
 	parallel bool
+	// With a Tracer: the call's span, and the context that carries it.
+	span    trace.Span
+	spanCtx context.Context
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -167,7 +187,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 	res := &Result{Outcomes: make([]*Outcome, len(in.Calls))}
 	ps := make([]*pending, len(in.Calls))
 	for i, c := range in.Calls {
-		ps[i] = d.resolve(set, in, c)
+		ps[i] = d.resolve(ctx, set, in, c)
 	}
 	step := &inflight{}
 	defer context.AfterFunc(ctx, step.abort)()
@@ -213,8 +233,12 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(set *Set, in Input, c protocol.Call) *pending {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
 	p := &pending{call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
+	if d.Tracer != nil {
+		p.spanCtx, p.span = d.Tracer.Start(ctx, "call "+displayName(c), trace.WithAttributes(
+			attribute.String("tool.name", displayName(c)), attribute.String("tool.call_id", c.CallID)))
+	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
 		return p
@@ -229,7 +253,20 @@ func (d *Dispatcher) resolve(set *Set, in Input, c protocol.Call) *pending {
 		p.outcome = errorOutcome(c, tools.Errorf(tools.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
 		return p
 	}
+	var vspan trace.Span
+	if p.span != nil {
+		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
+	}
 	inv, err := t.Prepare(c.Arguments, d.repairOptions())
+	if vspan != nil {
+		if inv != nil && len(inv.Repairs) > 0 {
+			vspan.SetAttributes(attribute.StringSlice("repairs", inv.Repairs))
+		}
+		if err != nil {
+			vspan.SetStatus(codes.Error, "invalid arguments")
+		}
+		vspan.End()
+	}
 	if err != nil {
 		var te *tools.Error
 		if !errors.As(err, &te) {
@@ -368,6 +405,9 @@ func (d *Dispatcher) execute(ctx context.Context, p *pending, g *group) {
 	if d.Observer != nil {
 		d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
 	}
+	if d.Meter != nil {
+		d.Meter.CallStarted(sp.Name)
+	}
 	d.invoke(ctx, p, sp, g)
 }
 
@@ -392,7 +432,20 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 }
 
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
-	if d.Observer != nil && !abandoned(ctx) {
+	if p.span != nil {
+		if p.outcome.Err != nil {
+			p.span.SetStatus(codes.Error, string(p.outcome.Err.Kind))
+			p.span.SetAttributes(attribute.String("error.kind", string(p.outcome.Err.Kind)))
+		}
+		p.span.End()
+	}
+	if abandoned(ctx) {
+		return
+	}
+	if d.Meter != nil && !p.outcome.Replayed {
+		d.Meter.CallEnded(p.outcome)
+	}
+	if d.Observer != nil {
 		d.Observer.CallEnded(p.ref, p.outcome)
 	}
 }
@@ -421,7 +474,14 @@ func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec, g *g
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	callCtx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	parent := ctx
+	var espan trace.Span
+	if p.span != nil {
+		// The tool's own spans nest under the call's "execute" span.
+		parent, espan = d.Tracer.Start(p.spanCtx, "execute")
+		defer espan.End()
+	}
+	callCtx, cancel := context.WithTimeoutCause(parent, timeout, errCallTimeout)
 	c := &running{d: d, p: p, g: g, name: sp.Name, turnCtx: ctx, cancel: cancel, timeout: timeout, start: time.Now()}
 	c.ctx = tools.WithCall(callCtx, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
 	// The watchdog starts when the time limit passes, or when the turn is

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
@@ -67,6 +70,13 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Re
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
+	if tr := r.Dispatcher.Tracer; tr != nil {
+		var span trace.Span
+		ctx, span = tr.Start(ctx, "step", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			attribute.String("agent_id", st.AgentID), attribute.String("turn_id", st.TurnID),
+			attribute.Int64("step", st.Step), attribute.Int("calls", len(st.Calls))))
+		defer span.End()
+	}
 	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
 	defer release()
 	cancelled, reason, err := r.State.Cancelled(ctx, st.AgentID, st.TurnID)

@@ -279,3 +279,14 @@ func must[T any](v T, err error) T {
 func newWorker(ctx context.Context, nc *nats.Conn, creators ...turn.Creator) (*worker.Worker, error) {
 	return worker.New(ctx, nc, testConfig(), turn.NewAssembler(creators...), nil, testLogger())
 }
+
+func natsMsg(t *testing.T, subject string, body any) *nats.Msg {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	return m
+}

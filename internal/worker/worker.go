@@ -14,6 +14,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
 
@@ -41,6 +42,8 @@ type Config struct {
 	MaxParallel int
 	// RepairLimit is the size above which arguments are not repaired (1 MiB).
 	RepairLimit int
+	// Telemetry, when set, gets spans, metrics and readiness.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() Config {
@@ -120,7 +123,10 @@ type Worker struct {
 	dead    *bus.DeadLetters
 	cancels *turn.Cancels
 	runner  *turn.Runner
-	tasks   TaskTurns
+	// taskRunner is runner with task verdicts counted.
+	taskRunner *turn.Runner
+	tasks      TaskTurns
+	meter      *telemetry.Metrics
 }
 
 // New sets up the protocol's streams, consumers and buckets and returns a
@@ -149,6 +155,11 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	w.state = &bus.TurnState{KV: kv, Worker: cfg.Name}
 	w.pub = &bus.Publisher{JS: js, NC: nc, Logger: log}
 	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
+	var meter *telemetry.Metrics
+	if cfg.Telemetry != nil {
+		meter = cfg.Telemetry.Metrics
+	}
+	w.meter = meter
 	w.runner = &turn.Runner{
 		Assembler: assembler,
 		Dispatcher: turn.Dispatcher{
@@ -157,6 +168,18 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			Journal: w.state, Logger: log,
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
+	}
+	if meter != nil {
+		w.runner.Dispatcher.Meter = meter
+	}
+	if cfg.Telemetry != nil {
+		w.runner.Dispatcher.Tracer = cfg.Telemetry.Tracer
+	}
+	w.taskRunner = w.runner
+	if meter != nil {
+		tr := *w.runner
+		tr.Emitter = taskMeter{Emitter: w.pub, m: meter}
+		w.taskRunner = &tr
 	}
 	return w, nil
 }
@@ -182,23 +205,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer func() { _ = cancelSub.Unsubscribe() }()
 	consumers := []*bus.Consumer{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Handler: w.handleStep,
-		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, Grace: w.cfg.Grace,
+		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
 	if w.tasks != nil {
 		consumers = append(consumers, &bus.Consumer{
 			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Handler: w.handleTaskStep,
-			Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace,
+			Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
 		})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.state.WatchCancels(gctx, w.cfg.Topology.StateTTL) })
 	for _, c := range consumers {
-		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.log)
+		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.stepMeter(), w.log)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
 		g.Go(func() error { return c.Run(gctx) })
+	}
+	if t := w.cfg.Telemetry; t != nil {
+		t.SetReady(true)
+		defer t.SetReady(false)
 	}
 	w.log.Info("worker running", "name", w.cfg.Name, "concurrency", w.cfg.Concurrency, "task_concurrency", w.cfg.TaskConcurrency, "task_turns", w.tasks != nil)
 	err = g.Wait()
@@ -209,6 +236,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker stopped", "name", w.cfg.Name)
 	return err
 }
+
+// stepMeter is the metrics hook of the consumers, or nil.
+func (w *Worker) stepMeter() bus.StepMeter {
+	if w.meter == nil {
+		return nil
+	}
+	return w.meter
+}
+
+// Metrics are the worker's instruments, or nil without telemetry.
+func (w *Worker) Metrics() *telemetry.Metrics { return w.meter }
 
 func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 	st, err := protocol.ParseStep(protocol.PrefixCall, msg.Subject(), msg.Data(), w.cfg.MaxStepBytes)
@@ -229,7 +267,21 @@ func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindWorkflowTask || st.Context.WorkflowID == "" || st.Context.TaskID == "" {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: a task turn step needs context.kind %q with workflow_id and task_id", protocol.ErrMalformed, protocol.KindWorkflowTask)}
 	}
-	return w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.runner, st)
+	return w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st)
+}
+
+// taskMeter counts task verdicts as their step.done is published.
+type taskMeter struct {
+	turn.Emitter
+	m *telemetry.Metrics
+}
+
+func (t taskMeter) StepDone(ctx context.Context, ev *protocol.StepDone) error {
+	err := t.Emitter.StepDone(ctx, ev)
+	if v, ok := ev.Task.(interface{ TaskStatus() string }); ok && err == nil {
+		t.m.TaskOutcome(v.TaskStatus())
+	}
+	return err
 }
 
 // Catalog answers a turn.tools request.

@@ -50,6 +50,9 @@ type Verdict struct {
 	Reason      string          `json:"reason,omitempty"`
 }
 
+// TaskStatus is the verdict's status, for metrics.
+func (v *Verdict) TaskStatus() string { return v.Status }
+
 // ends reports whether the verdict ends the task turn.
 func (v *Verdict) ends() bool { return v.Status == VerdictAccepted || v.Status == VerdictFailed }
 

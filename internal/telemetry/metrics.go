@@ -1,0 +1,115 @@
+package telemetry
+
+import (
+	"context"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Metrics are the worker's instruments. Every method is safe for
+// concurrent use; a nil *Metrics records nothing.
+type Metrics struct {
+	steps       metric.Int64Counter
+	calls       metric.Int64Counter
+	repairs     metric.Int64Counter
+	duration    metric.Float64Histogram
+	inFlight    metric.Int64UpDownCounter
+	redelivered metric.Int64Counter
+	dead        metric.Int64Counter
+	tasks       metric.Int64Counter
+}
+
+func newMetrics(m metric.Meter) (*Metrics, error) {
+	var (
+		x   Metrics
+		err error
+	)
+	must := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	x.steps, err = m.Int64Counter("turn_worker_steps", metric.WithDescription("Steps handled, by stream and result (done, dead_letter, retry, abandoned)."))
+	var e error
+	x.calls, e = m.Int64Counter("turn_worker_calls", metric.WithDescription("Calls ended, by tool, status and error kind."))
+	must(e)
+	x.repairs, e = m.Int64Counter("turn_worker_repairs", metric.WithDescription("Repair-ladder rungs that made arguments parse, by rung."))
+	must(e)
+	x.duration, e = m.Float64Histogram("turn_worker_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("How long tools ran, by tool."))
+	must(e)
+	x.inFlight, e = m.Int64UpDownCounter("turn_worker_calls_in_flight", metric.WithDescription("Calls whose tools are running now."))
+	must(e)
+	x.redelivered, e = m.Int64Counter("turn_worker_redeliveries", metric.WithDescription("Steps received again after an earlier delivery, by stream."))
+	must(e)
+	x.dead, e = m.Int64Counter("turn_worker_dead_letters", metric.WithDescription("Steps copied to TURN_DEAD, by stream and reason (malformed, delivery_limit)."))
+	must(e)
+	x.tasks, e = m.Int64Counter("turn_worker_task_outcomes", metric.WithDescription("Workflow task-turn verdicts, by status."))
+	must(e)
+	return &x, err
+}
+
+var bg = context.Background()
+
+// CallStarted implements turn.Meter.
+func (m *Metrics) CallStarted(tool string) {
+	if m == nil {
+		return
+	}
+	m.inFlight.Add(bg, 1)
+}
+
+// CallEnded implements turn.Meter.
+func (m *Metrics) CallEnded(o *turn.Outcome) {
+	if m == nil {
+		return
+	}
+	tool := turn.ToolKey(o.Namespace, o.Name)
+	kind := ""
+	if o.Err != nil {
+		kind = string(o.Err.Kind)
+	}
+	m.calls.Add(bg, 1, attrs(attribute.String("tool", tool), attribute.String("status", o.Status()), attribute.String("error_kind", kind)))
+	for _, r := range o.Repairs {
+		m.repairs.Add(bg, 1, attrs(attribute.String("rung", r)))
+	}
+	if o.Ran {
+		m.inFlight.Add(bg, -1)
+		m.duration.Record(bg, o.Duration.Seconds(), attrs(attribute.String("tool", tool)))
+	}
+}
+
+// Step implements bus.StepMeter: a step's result, and whether it was a
+// redelivery.
+func (m *Metrics) Step(stream, result string, attempt uint64) {
+	if m == nil {
+		return
+	}
+	m.steps.Add(bg, 1, attrs(attribute.String("stream", stream), attribute.String("result", result)))
+	if attempt > 1 {
+		m.redelivered.Add(bg, 1, attrs(attribute.String("stream", stream)))
+	}
+}
+
+// DeadLetter implements bus.StepMeter.
+func (m *Metrics) DeadLetter(stream, reason string) {
+	if m == nil {
+		return
+	}
+	class := "malformed"
+	if strings.HasPrefix(reason, "delivery limit") {
+		class = "delivery_limit"
+	}
+	m.dead.Add(bg, 1, attrs(attribute.String("stream", stream), attribute.String("reason", class)))
+}
+
+// TaskOutcome counts a task-turn verdict.
+func (m *Metrics) TaskOutcome(status string) {
+	if m == nil {
+		return
+	}
+	m.tasks.Add(bg, 1, attrs(attribute.String("status", status)))
+}

@@ -1,0 +1,164 @@
+// Package telemetry provides the worker's OpenTelemetry traces and
+// metrics, and the HTTP port that serves them: Prometheus metrics on
+// /metrics, liveness on /healthz and readiness on /readyz.
+//
+// Setup builds a tracer provider (exporting over OTLP/HTTP when an
+// endpoint is configured, otherwise recording nothing) and a meter
+// provider read by a Prometheus registry of its own. Metrics implements
+// the hooks the turn and bus packages call (turn.Meter, bus.StepMeter):
+// they only count; nothing here decides anything.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Config configures telemetry. The zero value exports no traces and
+// serves no HTTP port.
+type Config struct {
+	// ServiceName and Instance name the resource (turn-worker, the worker's name).
+	ServiceName string
+	Instance    string
+	Version     string
+	// OTLPEndpoint, when set, is where spans go over OTLP/HTTP
+	// (host:port, or a URL); OTLPInsecure sends them without TLS.
+	OTLPEndpoint string
+	OTLPInsecure bool
+	// HTTPAddr, when set, serves /metrics, /healthz and /readyz.
+	HTTPAddr string
+}
+
+// Telemetry is what Setup started.
+type Telemetry struct {
+	Tracer  trace.Tracer
+	Metrics *Metrics
+	ready   atomic.Bool
+	tp      *sdktrace.TracerProvider
+	mp      *sdkmetric.MeterProvider
+	srv     *http.Server
+	addr    net.Addr
+}
+
+// Setup starts telemetry as configured.
+func Setup(ctx context.Context, cfg Config, log *slog.Logger) (*Telemetry, error) {
+	t := &Telemetry{}
+	res := resource.NewSchemaless(
+		semconv.ServiceName(orDefault(cfg.ServiceName, "turn-worker")),
+		semconv.ServiceInstanceID(cfg.Instance),
+		semconv.ServiceVersion(cfg.Version),
+	)
+	if cfg.OTLPEndpoint != "" {
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpointURL(cfg.OTLPEndpoint, cfg.OTLPInsecure))}
+		exp, err := otlptracehttp.New(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		}
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		t.Tracer = t.tp.Tracer("github.com/agentbull/toolruntime")
+	} else {
+		t.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res),
+		sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Name: "turn_worker_call_duration_seconds"},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+				Boundaries: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+			}},
+		)))
+	if t.Metrics, err = newMetrics(t.mp.Meter("github.com/agentbull/toolruntime")); err != nil {
+		return nil, err
+	}
+	if cfg.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s for metrics and health: %w", cfg.HTTPAddr, err)
+		}
+		t.addr = ln.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !t.ready.Load() {
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready")
+		})
+		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := t.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics and health server stopped", "err", err)
+			}
+		}()
+		log.Info("metrics and health endpoints", "addr", "http://"+ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+	}
+	return t, nil
+}
+
+// Addr is the address the HTTP port listens on, or nil.
+func (t *Telemetry) Addr() net.Addr { return t.addr }
+
+// SetReady sets what /readyz answers.
+func (t *Telemetry) SetReady(ready bool) { t.ready.Store(ready) }
+
+// Close flushes spans and stops the HTTP port.
+func (t *Telemetry) Close(ctx context.Context) error {
+	var errs []error
+	if t.srv != nil {
+		errs = append(errs, t.srv.Shutdown(ctx))
+	}
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	}
+	if t.mp != nil {
+		errs = append(errs, t.mp.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func endpointURL(ep string, insecure bool) string {
+	if len(ep) > 7 && (ep[:7] == "http://" || len(ep) > 8 && ep[:8] == "https://") {
+		return ep
+	}
+	if insecure {
+		return "http://" + ep
+	}
+	return "https://" + ep
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// attrs is a small helper for metric attribute sets.
+func attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(kv...))
+}

@@ -1,0 +1,151 @@
+package jobs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Job statuses. Succeeded, failed and cancelled are final.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Final reports whether a status is an end.
+func Final(status string) bool {
+	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
+}
+
+// Job is the value of a job's key in JOBS.
+type Job struct {
+	JobID        string `json:"job_id"`
+	AgentID      string `json:"agent_id"`
+	Title        string `json:"title"`
+	Instructions string `json:"instructions"`
+	Status       string `json:"status"`
+	// Progress is the runner's last progress report.
+	Progress *Progress `json:"progress,omitempty"`
+	// Result is what the runner reported on success (clipped to the
+	// configured size); Error why it failed.
+	Result string `json:"result,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// CancelReason is cancel_job's reason, or the runner's when it
+	// reported cancelled itself.
+	CancelReason string `json:"cancel_reason,omitempty"`
+	// ReportSeq is the highest report seq applied.
+	ReportSeq int64      `json:"report_seq,omitempty"`
+	CreatedBy Ref        `json:"created_by"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+
+	revision uint64
+}
+
+// Ref names the call that started a job.
+type Ref struct {
+	TurnID string `json:"turn_id"`
+	Step   int    `json:"step"`
+	CallID string `json:"call_id"`
+}
+
+// Progress is how far a running job is.
+type Progress struct {
+	// Percent is 0-100 when the runner knows it.
+	Percent *float64 `json:"percent,omitempty"`
+	Message string   `json:"message,omitempty"`
+}
+
+// Report is what the job runner publishes on job.report.<agent_id>.<job_id>.
+type Report struct {
+	// Status is running, succeeded, failed or cancelled.
+	Status string `json:"status"`
+	// Seq orders the reports of one job (1, 2, …); a report whose seq is
+	// not above the last applied one is ignored. 0: unordered.
+	Seq      int64     `json:"seq,omitempty"`
+	Progress *Progress `json:"progress,omitempty"`
+	Result   string    `json:"result,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// check reports what is wrong with a report, if anything.
+func (r *Report) check() error {
+	switch r.Status {
+	case StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
+	default:
+		return fmt.Errorf("status %q is not running, succeeded, failed or cancelled", r.Status)
+	}
+	if r.Seq < 0 {
+		return fmt.Errorf("seq %d is negative", r.Seq)
+	}
+	if p := r.Progress; p != nil && p.Percent != nil && (*p.Percent < 0 || *p.Percent > 100) {
+		return fmt.Errorf("progress.percent %v is outside 0-100", *p.Percent)
+	}
+	return nil
+}
+
+// apply changes the job by a report (already checked). It returns false,
+// with the reason, when the report changes nothing: the job has ended, or
+// the report is stale.
+func (j *Job) apply(r *Report, now time.Time, maxResult int) (bool, string) {
+	if Final(j.Status) {
+		return false, "the job is already " + j.Status
+	}
+	if r.Seq > 0 && r.Seq <= j.ReportSeq {
+		return false, fmt.Sprintf("seq %d is not above %d, the last applied", r.Seq, j.ReportSeq)
+	}
+	j.ReportSeq = max(j.ReportSeq, r.Seq)
+	if r.Progress != nil {
+		p := *r.Progress
+		p.Message = clipBytes(p.Message, 1000)
+		j.Progress = &p
+	}
+	j.Status = r.Status
+	j.UpdatedAt = now
+	switch r.Status {
+	case StatusSucceeded:
+		j.Result = clipBytes(r.Result, maxResult)
+	case StatusFailed:
+		j.Error = clipBytes(r.Error, 4000)
+		if j.Error == "" {
+			j.Error = "the job runner reported a failure without a reason"
+		}
+	case StatusCancelled:
+		j.CancelReason = clipBytes(r.Error, 1000)
+		if j.CancelReason == "" {
+			j.CancelReason = "cancelled by the job runner"
+		}
+	}
+	if Final(j.Status) {
+		j.EndedAt = &now
+	}
+	return true, ""
+}
+
+// Key is the JOBS key of a job.
+func Key(agentID, jobID string) string { return "job." + agentID + "." + jobID }
+
+func newJobID(now time.Time) string {
+	var r [5]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails
+	return fmt.Sprintf("job_%012x%s", now.UnixMilli(), hex.EncodeToString(r[:]))
+}
+
+// clipBytes cuts s to at most n bytes on a rune boundary, marking the cut.
+func clipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "\n[… clipped]"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}

@@ -1,0 +1,109 @@
+package worker_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/telemetry"
+	"github.com/agentbull/toolruntime/internal/tools/diag"
+)
+
+// TestTraceAndMetrics: the gateway's traceparent parents the step's spans
+// and is carried on every event; the metrics and health endpoints answer.
+func TestTraceAndMetrics(t *testing.T) {
+	s := natstest.Start(t)
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Instance: "test", HTTPAddr: "127.0.0.1:0"}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Close(context.Background()) })
+	rec := tracetest.NewSpanRecorder()
+	tel.Tracer = trace.NewTracerProvider(trace.WithSpanProcessor(rec)).Tracer("test")
+	cfg := testConfig()
+	cfg.Telemetry = tel
+	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	base := "http://" + tel.Addr().String()
+	if body := get(t, base+"/readyz"); !strings.Contains(body, "ready") {
+		t.Errorf("/readyz: %q", body)
+	}
+
+	g := newGateway(t, s)
+	ev := g.watch("a1", "tr")
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	st := step("a1", "tr", 0, fc("c1", "ping", "```json\n{}\n```"), fc("c2", "nope", "{}"))
+	m := natsMsg(t, protocol.Subject(protocol.PrefixCall, "a1", "tr"), st)
+	m.Header.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
+	m.Header.Set("Nats-Msg-Id", protocol.StepMsgID("a1", "tr", 0))
+	if _, err := g.js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	outputs, done := ev.untilDone()
+	for _, e := range append([]event{done}, outputs["c1"], outputs["c2"]) {
+		if tp := e.Header.Get("traceparent"); !strings.Contains(tp, traceID) {
+			t.Errorf("event %s carries traceparent %q, want trace %s", e.Type, tp, traceID)
+		}
+	}
+	spans := map[string]trace.ReadOnlySpan{}
+	for _, sp := range rec.Ended() {
+		spans[sp.Name()] = sp
+		if sp.SpanContext().TraceID().String() != traceID {
+			t.Errorf("span %s in trace %s, want %s", sp.Name(), sp.SpanContext().TraceID(), traceID)
+		}
+	}
+	stepSpan, ok := spans["step"]
+	if !ok {
+		t.Fatalf("no step span; got %v", names(rec.Ended()))
+	}
+	if stepSpan.Parent().SpanID().String() != parentID {
+		t.Errorf("step span's parent %s, want the gateway's %s", stepSpan.Parent().SpanID(), parentID)
+	}
+	for _, name := range []string{"call ping", "validate", "execute", "call nope"} {
+		if _, ok := spans[name]; !ok {
+			t.Errorf("no %q span; got %v", name, names(rec.Ended()))
+		}
+	}
+	if spans["execute"].Parent().SpanID() != spans["call ping"].SpanContext().SpanID() {
+		t.Error("execute is not a child of its call's span")
+	}
+
+	metrics := get(t, base+"/metrics")
+	for _, want := range []string{
+		`turn_worker_calls_total{error_kind="",`, `tool="ping"`,
+		`turn_worker_calls_total{error_kind="unknown_tool",`,
+		`turn_worker_repairs_total{`, `rung="strip_fences"`,
+		`turn_worker_steps_total{`, `result="done"`,
+		`turn_worker_call_duration_seconds_bucket{`,
+		`turn_worker_calls_in_flight{`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func names(spans []trace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
