@@ -8,8 +8,15 @@ cd "$(dirname "$0")/.."
 data=$(mktemp -d)
 log=$(mktemp)
 go build -o "$data/worker" ./cmd/worker
-"$data/worker" --diagnostics --data-dir "$data/js" >"$log" 2>&1 &
+# A port of its own, so that another server on 4222 cannot answer instead;
+# the README's commands reach it through NATS_URL.
+# (Exported only after the worker starts: the worker reads NATS_URL too,
+# and would join that server instead of starting its own.)
+port=$((20000 + RANDOM % 20000))
+unset NATS_URL
+"$data/worker" --diagnostics --data-dir "$data/js" --listen 127.0.0.1:$port --monitor-port 0 >"$log" 2>&1 &
 pid=$!
+export NATS_URL=nats://127.0.0.1:$port
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
 for _ in $(seq 100); do
   nats micro ls >/dev/null 2>&1 && break

@@ -27,10 +27,12 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/tools/brain"
+	"github.com/agentbull/toolruntime/internal/tools/computer"
 	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/tools/jobs"
 	"github.com/agentbull/toolruntime/internal/tools/schedule"
 	"github.com/agentbull/toolruntime/internal/tools/todo"
+	"github.com/agentbull/toolruntime/internal/tools/web"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -95,9 +97,15 @@ type Main struct {
 	Schedules   schedule.Config
 	JobsOn      bool
 	Jobs        jobs.Config
-	log         *slog.Logger
-	server      *server.Server
-	nc          *nats.Conn
+	// The agent computer (on when ComputerRoot is set) and the web.
+	OutputBudget int
+	Computer     computer.Config
+	CommandEnv   string
+	Web          web.Config
+	WebAllow     string
+	log          *slog.Logger
+	server       *server.Server
+	nc           *nats.Conn
 }
 
 // NewMain returns a Main with defaults.
@@ -163,6 +171,20 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.JobsOn, "background-jobs", true, "offer the background job tools to main turns that bind \"background_jobs\", and apply the job runner's reports")
 	fs.IntVar(&m.Jobs.MaxOpen, "jobs-max-open", jobs.DefaultMaxOpen, "most queued or running jobs of one agent")
 	fs.DurationVar(&m.Jobs.RecordTTL, "jobs-record-ttl", jobs.DefaultRecordTTL, "how long JOBS keeps a job after its last change")
+	fs.IntVar(&m.OutputBudget, "output-budget", computer.DefaultOutputBudget, "bytes of one computer or web tool result the model reads; longer results keep their head (and tail) with a note")
+	fs.StringVar(&m.Computer.Root, "computer-root", "", "directory of the agent homes (<root>/<agent_id>); set it to offer the computer tools to main turns that bind \"computer\" (empty: off)")
+	fs.DurationVar(&m.Computer.CommandTimeout, "command-timeout", computer.DefaultCommandTimeout, "run_command's time limit when a call sets none")
+	fs.DurationVar(&m.Computer.MaxCommandTimeout, "max-command-timeout", computer.DefaultMaxCommandTimeout, "longest time limit a run_command call may ask for")
+	fs.Int64Var(&m.Computer.MaxLogBytes, "command-log-bytes", computer.DefaultMaxLogBytes, "output of one command kept in the home's .outputs directory")
+	fs.StringVar(&m.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
+	fs.StringVar(&m.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
+	fs.BoolVar(&m.Web.Fetch, "web-fetch", false, "offer web_fetch to turns that bind \"web\"")
+	fs.StringVar(&m.Web.SearchURL, "web-search-url", "", "base URL of a SearXNG instance with its JSON API on; offers web_search to turns that bind \"web\" (empty: no web_search)")
+	fs.StringVar(&m.WebAllow, "web-allow", "", "comma-separated ranges, addresses, host names or *.domains (each optionally :port) web_fetch may reach although they are not public")
+	fs.DurationVar(&m.Web.Timeout, "web-timeout", web.DefaultTimeout, "time limit of one fetch or search")
+	fs.Int64Var(&m.Web.MaxBytes, "web-max-bytes", web.DefaultMaxBytes, "body bytes web_fetch reads from one page")
+	fs.IntVar(&m.Web.MaxRedirects, "web-max-redirects", web.DefaultMaxRedirects, "redirects one fetch follows (negative: none)")
+	fs.StringVar(&m.Web.UserAgent, "web-user-agent", web.DefaultUserAgent, "User-Agent of fetches and searches")
 	fs.DurationVar(&m.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
 	fs.IntVar(&m.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
 	if err := fs.Parse(args); err != nil {
@@ -231,6 +253,11 @@ func (m *Main) validate() error {
 	if m.MarkDir != "" && !m.Diagnostics {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
 	}
+	if m.OutputBudget < computer.MinOutputBudget {
+		errs = append(errs, fmt.Errorf("--output-budget must be at least %d", computer.MinOutputBudget))
+	}
+	m.Computer.OutputBudget, m.Web.OutputBudget = m.OutputBudget, m.OutputBudget
+	m.Computer.Env, m.Web.Allow = splitList(m.CommandEnv), splitList(m.WebAllow)
 	if m.Todo.TTL < time.Second {
 		errs = append(errs, fmt.Errorf("--todo-ttl must be at least 1s, not %s", m.Todo.TTL))
 	}
@@ -294,8 +321,8 @@ func (m *Main) Run(ctx context.Context) error {
 		_ = tel.Close(ctx)
 	}()
 	m.Worker.Telemetry = tel
-	// Catalog order: todo, brain, schedules, background jobs, workflow
-	// tools, then diagnostics. Each category creates or updates its own
+	// Catalog order: todo, computer, web, brain, schedules, background
+	// jobs, workflow tools, then diagnostics. Each category creates or updates its own
 	// bucket or stream here.
 	topo := m.Worker.Topology.WithDefaults()
 	var creators []turn.Creator
@@ -306,6 +333,25 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		creators = append(creators, td.Creator())
+	}
+	if m.Computer.Root != "" {
+		cc, err := computer.New(m.Computer)
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		creators = append(creators, cc.Creator())
+		m.log.Info("computer tools on", "homes", cc.Root())
+	}
+	var webTools turn.Creator
+	if m.Web.Fetch || m.Web.SearchURL != "" {
+		wc, err := web.New(m.Web)
+		if err != nil {
+			return err
+		}
+		defer wc.Close()
+		webTools = wc.Creator()
+		creators = append(creators, webTools)
 	}
 	var brainTools turn.Creator
 	if m.BrainOn {
@@ -333,7 +379,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		creators = append(creators, jobService.Creator())
 	}
-	workflows := workflowtask.New(js, workflowtask.Config{Brain: brainTools, Logger: m.log})
+	workflows := workflowtask.New(js, workflowtask.Config{Web: webTools, Brain: brainTools, Logger: m.log})
 	creators = append(creators, workflows.Creator())
 	if m.Diagnostics {
 		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
@@ -423,4 +469,15 @@ func splitHostPort(s string) (string, int, error) {
 		return "", 0, fmt.Errorf("%q has no valid port", s)
 	}
 	return s[:i], port, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -1,0 +1,311 @@
+package computer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Directories in the home the worker uses itself.
+const (
+	outputsDir = ".outputs"
+	tmpDir     = ".tmp"
+)
+
+// waitDelay is how long a command's output may stay open after its shell
+// ended or was killed: a process that left the process group (setsid)
+// can hold the pipe, and the call must still end.
+const waitDelay = 500 * time.Millisecond
+
+// commandMargin is added to the longest command time limit to make the
+// tool's own limit: the command's timer fires first and reports what the
+// command printed.
+const commandMargin = 15 * time.Second
+
+// maxDetailCommand bounds the command quoted in the details.
+const maxDetailCommand = 4 << 10
+
+var errCommandTimeout = errors.New("the command's time limit passed")
+
+// CommandParams are run_command's parameters.
+type CommandParams struct {
+	Command        string `json:"command" jsonschema:"description=The shell command line (POSIX sh) to run in your home directory.,minLength=1"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"description=Time limit in seconds (default and maximum are set by the worker).,minimum=1,maximum=86400"`
+}
+
+func (c *Category) runCommand() *tools.Tool {
+	return tools.Must(tools.Def[CommandParams]{
+		Spec: tools.Spec{Name: RunCommandName, Destructive: true, Timeout: c.cfg.MaxCommandTimeout + commandMargin,
+			Description: fmt.Sprintf(
+				"Run a shell command (sh -c) in your home directory and get its combined output and exit status. "+
+					"The environment holds only %s; stdin is empty. "+
+					"Time limit %s by default, at most %s; the command and every process it started are killed when it ends, times out or is aborted, "+
+					"so nothing keeps running in the background. Output over %s keeps its head and tail; the full output is saved in %s/ in your home.",
+				envNames(c.cfg.Env), duration(c.cfg.CommandTimeout), duration(c.cfg.MaxCommandTimeout), byteCount(int64(c.cfg.OutputBudget)), outputsDir)},
+		Activity: func(p CommandParams) string { return "Running " + commandLabel(p.Command) },
+		CompletedActivity: func(p CommandParams, r tools.Result) string {
+			d, ok := r.Details.(*CommandDetails)
+			switch {
+			case !ok:
+				return "Ran " + commandLabel(p.Command)
+			case d.TimedOut:
+				return "Ran " + commandLabel(p.Command) + " (timed out)"
+			case d.Signal != "":
+				return "Ran " + commandLabel(p.Command) + " (" + d.Signal + ")"
+			}
+			return fmt.Sprintf("Ran %s (exit %d)", commandLabel(p.Command), d.ExitCode)
+		},
+		Execute: c.run,
+	})
+}
+
+// envNames lists the variables a command's environment holds.
+func envNames(extra []string) string {
+	names := []string{"PATH", "HOME", "LANG", "TMPDIR"}
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// duration writes d for people: "90 s", "2 min", "1 h".
+func duration(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
+}
+
+// commandLabel is the first line of a command, cut short, in backquotes.
+func commandLabel(cmd string) string {
+	first, _, more := strings.Cut(strings.TrimSpace(cmd), "\n")
+	first = short(first, 60)
+	if more {
+		first += " …"
+	}
+	return "`" + first + "`"
+}
+
+// CommandDetails are run_command's details.
+type CommandDetails struct {
+	Command    string `json:"command"`
+	ExitCode   int    `json:"exit_code"`
+	Signal     string `json:"signal,omitempty"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Aborted    bool   `json:"aborted,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	// OutputBytes counts all the output, kept or not.
+	OutputBytes int64 `json:"output_bytes"`
+	// Truncated: the model saw the head and the tail only.
+	Truncated bool `json:"truncated"`
+	// LogPath is the file in the home with the full output, relative to
+	// the home; empty when it could not be written.
+	LogPath      string `json:"log_path,omitempty"`
+	LogBytes     int64  `json:"log_bytes"`
+	LogTruncated bool   `json:"log_truncated,omitempty"`
+	LogError     string `json:"log_error,omitempty"`
+	// KilledLeftovers: processes the command left running were killed
+	// when it ended.
+	KilledLeftovers bool `json:"killed_leftovers,omitempty"`
+	// PipeHeld: a process that left the process group held the output
+	// open after the command ended; it may still be running.
+	PipeHeld bool `json:"pipe_held,omitempty"`
+}
+
+func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, error) {
+	if strings.TrimSpace(p.Command) == "" {
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command is empty.")
+	}
+	h, call, err := c.homeOf(ctx)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	defer h.close()
+
+	limit := c.cfg.CommandTimeout
+	var notes []string
+	if p.TimeoutSeconds > 0 {
+		limit = time.Duration(p.TimeoutSeconds) * time.Second
+		if limit > c.cfg.MaxCommandTimeout {
+			notes = append(notes, fmt.Sprintf("[the time limit was lowered from %d s to the worker's maximum of %s]", p.TimeoutSeconds, duration(c.cfg.MaxCommandTimeout)))
+			limit = c.cfg.MaxCommandTimeout
+		}
+	}
+
+	if err := h.root.MkdirAll(tmpDir, 0o700); err != nil {
+		return tools.Result{}, fileError("create", tmpDir, err)
+	}
+	half := (c.cfg.OutputBudget - noteReserve) / 2
+	out := &capture{headMax: half, tailMax: half, logMax: c.cfg.MaxLogBytes}
+	d := &CommandDetails{Command: headOf(p.Command, maxDetailCommand)}
+	logRel := filepath.Join(outputsDir, logName(call))
+	if f, err := openLog(h, logRel); err != nil {
+		d.LogError = err.Error()
+	} else {
+		defer f.Close()
+		out.log = f
+		d.LogPath = logRel
+	}
+
+	cmdCtx, cancel := context.WithTimeoutCause(ctx, limit, errCommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(cmdCtx, c.cfg.Shell, "-c", p.Command)
+	cmd.Dir = h.dir
+	cmd.Env = c.env(h)
+	cmd.Stdout, cmd.Stderr = out, out // one pipe: output interleaved as a terminal shows it
+	// A group of its own, so that one kill reaches everything the command
+	// started; and the shell dies with the worker should the worker die
+	// without killing it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		_, err := killGroup(cmd.Process.Pid)
+		return err
+	}
+	cmd.WaitDelay = waitDelay
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return tools.Result{Details: d}, fmt.Errorf("the command could not be started: %w", err)
+	}
+	waitErr := cmd.Wait()
+	// Whatever the command left running in its group goes with it.
+	leftovers, _ := killGroup(cmd.Process.Pid)
+	d.DurationMS = time.Since(start).Milliseconds()
+
+	switch {
+	case ctx.Err() != nil:
+		d.Aborted = true
+	case context.Cause(cmdCtx) == errCommandTimeout:
+		d.TimedOut = true
+	}
+	d.KilledLeftovers = leftovers && !d.TimedOut && !d.Aborted
+	d.PipeHeld = errors.Is(waitErr, exec.ErrWaitDelay) && !leftovers && !d.TimedOut && !d.Aborted
+	if cmd.ProcessState == nil {
+		return tools.Result{Details: d}, fmt.Errorf("waiting for the command failed: %w", waitErr)
+	}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		d.Signal = st.Signal().String()
+		d.ExitCode = -1
+	} else {
+		d.ExitCode = cmd.ProcessState.ExitCode()
+	}
+
+	where := ""
+	if d.LogPath != "" {
+		where = d.LogPath
+	}
+	text, truncated := out.text(where)
+	d.Truncated = truncated
+	d.OutputBytes = out.total
+	d.LogBytes, d.LogTruncated = out.logged, out.logCut
+	if out.logFailed != nil {
+		d.LogError = out.logFailed.Error()
+	}
+
+	var b strings.Builder
+	if text == "" {
+		b.WriteString("(no output)\n")
+	} else {
+		b.WriteString(text)
+		if !strings.HasSuffix(text, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	for _, n := range notes {
+		b.WriteString(n + "\n")
+	}
+	if d.LogTruncated {
+		fmt.Fprintf(&b, "[the saved output stops at %s; the rest was counted, not kept]\n", byteCount(d.LogBytes))
+	}
+	if d.KilledLeftovers {
+		b.WriteString("[processes the command left running in the background were killed]\n")
+	}
+	if d.PipeHeld {
+		b.WriteString("[a process that left the command's process group kept its output open; it may still be running]\n")
+	}
+	switch {
+	case d.Aborted:
+		b.WriteString("[aborted; the command and every process it started were killed]")
+		return tools.Result{Content: b.String(), Details: d},
+			tools.Errorf(tools.Aborted, "The command was aborted (%v); it and every process it started were killed.", context.Cause(ctx))
+	case d.TimedOut:
+		fmt.Fprintf(&b, "[timed out after %s; the command and every process it started were killed]", duration(limit))
+		return tools.Result{Content: b.String(), Details: d},
+			tools.Errorf(tools.Timeout, "The command did not finish within %s and was killed, with every process it started. Its output so far follows.", duration(limit))
+	case d.Signal != "":
+		fmt.Fprintf(&b, "[killed by signal %s]", d.Signal)
+	default:
+		fmt.Fprintf(&b, "[exit status %d]", d.ExitCode)
+	}
+	return tools.Result{Content: b.String(), Details: d}, nil
+}
+
+// env is a command's whole environment: nothing of the worker's own.
+func (c *Category) env(h *home) []string {
+	env := []string{
+		"PATH=" + c.cfg.Path,
+		"HOME=" + h.dir,
+		"LANG=" + c.cfg.Lang,
+		"TMPDIR=" + filepath.Join(h.dir, tmpDir),
+	}
+	return append(env, c.cfg.Env...)
+}
+
+// killGroup kills the process group led by pid and reports whether it
+// still had members. A group that is already gone is not an error.
+func killGroup(pid int) (bool, error) {
+	if pid <= 0 {
+		return false, nil
+	}
+	switch err := syscall.Kill(-pid, syscall.SIGKILL); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, syscall.ESRCH):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// openLog creates (or truncates) the file that keeps a command's full
+// output, through the home's root like every other path.
+func openLog(h *home, rel string) (*os.File, error) {
+	if err := h.root.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
+		return nil, err
+	}
+	return h.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+}
+
+var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+
+// logName names a call's output file: <turn_id>.<call_id>.log, the call
+// id replaced by a digest when it is not a plain file name.
+func logName(c tools.Call) string {
+	id := c.CallID
+	if !plainToken.MatchString(id) {
+		sum := sha256.Sum256([]byte(id))
+		id = "call-" + hex.EncodeToString(sum[:12])
+	}
+	turn := c.TurnID
+	if !plainToken.MatchString(turn) {
+		turn = "turn"
+	}
+	return turn + "." + id + ".log"
+}

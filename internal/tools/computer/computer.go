@@ -1,0 +1,197 @@
+package computer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Binding is the context binding that offers the category to a main turn.
+const Binding = "computer"
+
+// Tool names, in catalog order.
+const (
+	ListFilesName  = "list_files"
+	ReadFileName   = "read_file"
+	WriteFileName  = "write_file"
+	EditFileName   = "edit_file"
+	RunCommandName = "run_command"
+)
+
+// Defaults of a zero Config field.
+const (
+	DefaultOutputBudget      = 16 << 10
+	DefaultCommandTimeout    = 2 * time.Minute
+	DefaultMaxCommandTimeout = 10 * time.Minute
+	DefaultMaxLogBytes       = 64 << 20
+	DefaultMaxFileBytes      = 16 << 20
+	DefaultPath              = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	DefaultShell             = "/bin/sh"
+	DefaultLang              = "C.UTF-8"
+)
+
+// MinOutputBudget is the smallest OutputBudget New accepts: room for a
+// useful head and tail besides the notes.
+const MinOutputBudget = 2 << 10
+
+// Config configures the category. Root is required; the zero value of
+// every other field is its default.
+type Config struct {
+	// Root is the directory that holds the agent homes, <Root>/<agent_id>.
+	// New creates it (mode 0700) when it does not exist. All workers that
+	// may run an agent's turns must see the same Root (a shared volume),
+	// or the gateway must route an agent's turns to one worker.
+	Root string
+	// OutputBudget bounds the text of any one result the model reads, in
+	// bytes (16 KiB). Longer text keeps its head and tail.
+	OutputBudget int
+	// CommandTimeout is run_command's time limit when a call sets none
+	// (2 min).
+	CommandTimeout time.Duration
+	// MaxCommandTimeout bounds the time limit a call may ask for (10 min).
+	MaxCommandTimeout time.Duration
+	// MaxLogBytes bounds the output of one command kept in the home's
+	// .outputs directory (64 MiB); more is counted but not kept.
+	MaxLogBytes int64
+	// MaxFileBytes bounds the files edit_file rewrites and the content
+	// write_file writes (16 MiB).
+	MaxFileBytes int64
+	// Path is the PATH commands get (DefaultPath).
+	Path string
+	// Lang is the LANG commands get (C.UTF-8).
+	Lang string
+	// Env adds KEY=value entries to the environment of commands. Nothing
+	// of the worker's own environment reaches a command otherwise.
+	Env []string
+	// Shell runs a command as Shell -c <command> (/bin/sh).
+	Shell string
+}
+
+func (c Config) withDefaults() Config {
+	if c.OutputBudget == 0 {
+		c.OutputBudget = DefaultOutputBudget
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = DefaultCommandTimeout
+	}
+	if c.MaxCommandTimeout == 0 {
+		c.MaxCommandTimeout = max(DefaultMaxCommandTimeout, c.CommandTimeout)
+	}
+	if c.MaxLogBytes == 0 {
+		c.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if c.Path == "" {
+		c.Path = DefaultPath
+	}
+	if c.Lang == "" {
+		c.Lang = DefaultLang
+	}
+	if c.Shell == "" {
+		c.Shell = DefaultShell
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Root == "" {
+		errs = append(errs, errors.New("computer: the homes' root directory is not set"))
+	}
+	if c.OutputBudget < MinOutputBudget {
+		errs = append(errs, fmt.Errorf("computer: output budget %d is below the minimum of %d bytes", c.OutputBudget, MinOutputBudget))
+	}
+	if c.CommandTimeout < 0 || c.MaxCommandTimeout < c.CommandTimeout {
+		errs = append(errs, fmt.Errorf("computer: command timeout %s must be between 0 and the maximum %s", c.CommandTimeout, c.MaxCommandTimeout))
+	}
+	if c.MaxLogBytes < 0 || c.MaxFileBytes < 0 {
+		errs = append(errs, errors.New("computer: byte limits must not be negative"))
+	}
+	if !filepath.IsAbs(c.Shell) {
+		errs = append(errs, fmt.Errorf("computer: shell %q is not an absolute path", c.Shell))
+	}
+	for _, kv := range c.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00 ") {
+			errs = append(errs, fmt.Errorf("computer: environment entry %q is not KEY=value", kv))
+		}
+		switch k {
+		case "PATH", "HOME", "LANG", "TMPDIR":
+			errs = append(errs, fmt.Errorf("computer: environment entry %q sets %s, which the worker sets itself", kv, k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Category is the computer category: the homes and the tools, built once
+// and shared by every turn.
+type Category struct {
+	cfg   Config
+	homes *homes
+	tools []*tools.Tool
+}
+
+// New checks cfg, opens (creating it when missing) the homes' root and
+// builds the tools.
+func New(cfg Config) (*Category, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	// A worker image without a shell cannot run commands; say so at
+	// start rather than in every run_command.
+	if fi, err := os.Stat(cfg.Shell); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("computer: shell %s is not an executable file (run_command needs an image with a shell): %v", cfg.Shell, err)
+	}
+	h, err := openHomes(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Root = h.dir
+	c := &Category{cfg: cfg, homes: h}
+	c.tools = []*tools.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile(), c.runCommand()}
+	return c, nil
+}
+
+// Close releases the homes' root.
+func (c *Category) Close() error { return c.homes.close() }
+
+// Tools returns the category's tools, in catalog order.
+func (c *Category) Tools() []*tools.Tool { return c.tools }
+
+// Root is the absolute directory of the homes.
+func (c *Category) Root() string { return c.cfg.Root }
+
+// Creator returns the category's creator: its tools for a main turn that
+// binds "computer", nothing for any other turn.
+func (c *Category) Creator() turn.Creator {
+	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+		if env.Context.Kind != protocol.KindText || !env.Context.Bound(Binding) {
+			return nil, nil, nil
+		}
+		return c.tools, nil, nil
+	}
+}
+
+// homeOf opens the calling agent's home.
+func (c *Category) homeOf(ctx context.Context) (*home, tools.Call, error) {
+	call, ok := tools.CallFrom(ctx)
+	if !ok || !protocol.ValidID(call.AgentID) {
+		return nil, call, tools.Errorf(tools.Internal, "the call carries no agent identity, so there is no home to work in")
+	}
+	h, err := c.homes.open(call.AgentID)
+	if err != nil {
+		return nil, call, fmt.Errorf("the home directory could not be opened: %w", err)
+	}
+	return h, call, nil
+}

@@ -1,0 +1,35 @@
+// Package computer provides the agent computer category: each agent's
+// home directory on the worker and the tools that work in it, list_files,
+// read_file, write_file, edit_file and run_command.
+//
+// The category is built once from a Config (New) and contributes its
+// tools to main turns (context kind "text") that bind "computer"; task
+// turns never get it. A tool learns whose home to use from the call
+// (tools.CallFrom): the home of agent A is <Root>/A, created with mode
+// 0700 the first time A needs it.
+//
+// Data flows like this:
+//
+//  1. Every path a file tool is given is resolved beneath the agent's
+//     home through an os.Root opened on it, so no spelling of a path
+//     ("..", an absolute path, a symbolic link pointing out) reaches a
+//     file outside the home. An absolute path that names a place inside
+//     the home is taken as relative to it, and "~/" means the home.
+//  2. run_command runs "/bin/sh -c <command>" in the home, in a process
+//     group of its own, with an environment built from nothing (PATH,
+//     HOME, LANG, TMPDIR inside the home, and what Config.Env adds). Its
+//     combined output streams into .outputs/<turn_id>.<call_id>.log in
+//     the home (up to Config.MaxLogBytes) while the head and the tail are
+//     kept for the model. When the command ends, times out or is aborted,
+//     the whole process group is killed, so nothing it started is left.
+//  3. Every result the model reads is cut to Config.OutputBudget: the
+//     head and the tail are kept and a note says what was left out and
+//     where the full text is. Structured facts (exit status, sizes, the
+//     log's path) go in the result's details, never the full text.
+//
+// The file tools' confinement is a boundary; run_command's is not: a
+// command runs with the worker's user and can reach whatever that user
+// can. Run the worker as an unprivileged user in a container whose only
+// writable volume is the homes' root when agents must not reach each
+// other or the host.
+package computer

@@ -1,0 +1,181 @@
+package computer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// clip fits text into budget bytes, keeping its head and its tail and
+// putting a note in the middle that says how much was left out and, when
+// where is not empty, where the whole text is. It reports whether it cut.
+func clip(text string, budget int, where string) (string, bool) {
+	if len(text) <= budget {
+		return text, false
+	}
+	keep := max(budget-noteReserve, 0)
+	head := headOf(text, keep/2)
+	tail := tailOf(text, keep-len(head))
+	return head + elisionNote(int64(len(text)-len(head)-len(tail)), where) + tail, true
+}
+
+// noteReserve is the part of a budget kept for the elision note and the
+// lines a tool adds around the clipped text.
+const noteReserve = 512
+
+func elisionNote(elided int64, where string) string {
+	n := fmt.Sprintf("\n[… %s elided", byteCount(elided))
+	if where != "" {
+		n += "; the full text is in " + where + " (read it in ranges with read_file)"
+	}
+	return n + " …]\n"
+}
+
+// headOf is the longest prefix of s of at most n bytes that does not end
+// inside a UTF-8 sequence.
+func headOf(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tailOf is the longest suffix of s of at most n bytes that does not
+// start inside a UTF-8 sequence.
+func tailOf(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// byteCount writes a size for people: "812 bytes", "16.0 KiB", "47.7 MiB".
+func byteCount(n int64) string {
+	const unit = 1024
+	if n < unit {
+		if n == 1 {
+			return "1 byte"
+		}
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// capture is where a command's combined output goes: the first headMax
+// and the last tailMax bytes are kept in memory for the model, and
+// everything, up to logMax bytes, is copied to log. It counts every byte.
+// It never fails a write, so a command is never killed by SIGPIPE because
+// the log filled up: what cannot be kept is counted and dropped.
+type capture struct {
+	mu      sync.Mutex
+	headMax int
+	tailMax int
+	head    []byte
+	tail    []byte
+	total   int64
+
+	log       io.Writer // nil: no log
+	logMax    int64
+	logged    int64
+	logCut    bool  // the log stopped at logMax
+	logFailed error // the log stopped on a write error
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.total += int64(len(p))
+	rest := p
+	if room := c.headMax - len(c.head); room > 0 {
+		n := min(room, len(rest))
+		c.head = append(c.head, rest[:n]...)
+		rest = rest[n:]
+	}
+	if len(rest) > 0 && c.tailMax > 0 {
+		if len(rest) >= c.tailMax {
+			c.tail = append(c.tail[:0], rest[len(rest)-c.tailMax:]...)
+		} else {
+			c.tail = append(c.tail, rest...)
+			// Compact only when the slack is as large as the window, so
+			// each byte is moved a bounded number of times.
+			if len(c.tail) >= 2*c.tailMax {
+				c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.tailMax:]...)
+			}
+		}
+	}
+	c.writeLog(p)
+	return len(p), nil
+}
+
+func (c *capture) writeLog(p []byte) {
+	if c.log == nil || c.logCut || c.logFailed != nil {
+		return
+	}
+	if room := c.logMax - c.logged; int64(len(p)) > room {
+		p = p[:room]
+		c.logCut = true
+	}
+	n, err := c.log.Write(p)
+	c.logged += int64(n)
+	if err != nil {
+		c.logFailed = err
+	}
+}
+
+// text renders what was captured: all of it when it fit, otherwise the
+// head, a note naming where the full output is, and the tail. Invalid
+// UTF-8 (binary output) is replaced, so the model reads text.
+func (c *capture) text(where string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tail := c.tail
+	if len(tail) > c.tailMax {
+		tail = tail[len(tail)-c.tailMax:]
+	}
+	if c.total <= int64(len(c.head)+len(tail)) {
+		// Nothing was dropped: head and tail are the output, in order
+		// (the tail only begins where the head ended).
+		return strings.ToValidUTF8(string(c.head)+string(tail), "\uFFFD"), false
+	}
+	head := wholeRunesHead(c.head)
+	tailS := wholeRunesTail(tail)
+	elided := c.total - int64(len(head)) - int64(len(tailS))
+	return strings.ToValidUTF8(head, "\uFFFD") + elisionNote(elided, where) + strings.ToValidUTF8(tailS, "\uFFFD"), true
+}
+
+// wholeRunesHead drops an incomplete UTF-8 sequence at the end of b.
+func wholeRunesHead(b []byte) string {
+	s := string(b)
+	for j := len(s) - 1; j >= 0 && j >= len(s)-utf8.UTFMax; j-- {
+		if utf8.RuneStart(s[j]) {
+			if !utf8.FullRuneInString(s[j:]) {
+				return s[:j]
+			}
+			break
+		}
+	}
+	return s
+}
+
+// wholeRunesTail drops the continuation bytes at the start of b.
+func wholeRunesTail(b []byte) string {
+	i := 0
+	for i < len(b) && i < utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i++
+	}
+	return string(b[i:])
+}
