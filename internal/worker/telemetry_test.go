@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -74,18 +75,32 @@ func TestTraceAndMetrics(t *testing.T) {
 		t.Error("execute is not a child of its call's span")
 	}
 
-	metrics := get(t, base+"/metrics")
-	for _, want := range []string{
+	// step.done is published before the consumer counts the step: poll.
+	wants := []string{
 		`turn_worker_calls_total{error_kind="",`, `tool="ping"`,
 		`turn_worker_calls_total{error_kind="unknown_tool",`,
 		`turn_worker_repairs_total{`, `rung="strip_fences"`,
 		`turn_worker_steps_total{`, `result="done"`,
 		`turn_worker_call_duration_seconds_bucket{`,
 		`turn_worker_calls_in_flight{`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
+	}
+	var metrics string
+	missing := func() []string {
+		metrics = get(t, base+"/metrics")
+		var out []string
+		for _, w := range wants {
+			if !strings.Contains(metrics, w) {
+				out = append(out, w)
+			}
 		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(missing()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m := missing(); len(m) > 0 {
+		t.Errorf("/metrics lacks %v:\n%s", m, metrics)
 	}
 }
 
