@@ -275,38 +275,70 @@ type Parsed struct {
 // Parse turns the model's argument string into validated JSON: the repair
 // ladder if it does not parse, then (strict tools) nulls that stand for
 // absent optional fields removed, then validation against the full schema.
+// Arguments that needed no change come back as sent.
 func (p *Params) Parse(args string, opt RepairOptions) (Parsed, error) {
-	var (
-		data  []byte
-		rungs []string
-	)
-	v, err := decodeAny(args)
-	switch {
-	case err == nil:
-		data = []byte(trimSpace(args))
-	case strings.TrimSpace(args) == "":
-		v, data = map[string]any{}, []byte("{}")
-	default:
-		if data, rungs, err = Repair(args, opt); err != nil {
-			return Parsed{Repairs: rungs}, err
-		}
-		if v, err = decodeAny(string(data)); err != nil {
-			return Parsed{Repairs: rungs}, fmt.Errorf("%w: %v", ErrUnparseable, err)
-		}
-	}
-	changed := p.nulls != nil && p.nulls.strip(v)
-	if err := p.Validate(v); err != nil {
+	v, text, rungs, changed, err := p.parse(args, opt)
+	if err != nil {
 		return Parsed{Repairs: rungs}, err
 	}
-	if integralNumbers(v) {
-		changed = true
-	}
+	data := []byte(text)
 	if changed {
 		if data, err = json.Marshal(v); err != nil {
 			return Parsed{Repairs: rungs}, err
 		}
 	}
 	return Parsed{JSON: data, Repairs: rungs}, nil
+}
+
+// ParseValue is Parse without the final encoding: it returns the
+// validated value (the shapes a json.Decoder with UseNumber produces,
+// integral numbers in integer form), for Bind, and its JSON on demand.
+func (p *Params) ParseValue(args string, opt RepairOptions) (Value, []string, error) {
+	v, text, rungs, changed, err := p.parse(args, opt)
+	return Value{V: v, text: text, changed: changed}, rungs, err
+}
+
+// Value is a parsed, validated argument value.
+type Value struct {
+	V       any
+	text    string
+	changed bool
+}
+
+// JSON is the value as JSON text: the arguments as sent (trimmed) when
+// nothing had to change, so raw values keep their key order.
+func (v Value) JSON() ([]byte, error) {
+	if !v.changed {
+		return []byte(v.text), nil
+	}
+	return json.Marshal(v.V)
+}
+
+func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
+	v, err = decodeAny(args)
+	switch {
+	case err == nil:
+		text = trimSpace(args)
+	case strings.TrimSpace(args) == "":
+		v, text = map[string]any{}, "{}"
+	default:
+		var data []byte
+		if data, rungs, err = Repair(args, opt); err != nil {
+			return nil, "", rungs, false, err
+		}
+		text = string(data)
+		if v, err = decodeAny(text); err != nil {
+			return nil, "", rungs, false, fmt.Errorf("%w: %v", ErrUnparseable, err)
+		}
+	}
+	changed = p.nulls != nil && p.nulls.strip(v)
+	if err := p.Validate(v); err != nil {
+		return nil, "", rungs, false, err
+	}
+	if integralNumbers(v) {
+		changed = true
+	}
+	return v, text, rungs, changed, nil
 }
 
 // Bounds of the numbers Validate accepts. The validator turns numbers into

@@ -93,7 +93,7 @@ type Tool struct {
 	spec       Spec
 	params     *schema.Params
 	definition json.RawMessage
-	prepare    func(data []byte) (*Invocation, error)
+	prepare    func(v schema.Value) (*Invocation, error)
 }
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -154,10 +154,18 @@ func New[P any](d Def[P]) (*Tool, error) {
 		Parameters: params.Sent(), Strict: s.Strict,
 	})
 	def := &d
-	t.prepare = func(data []byte) (*Invocation, error) {
+	t.prepare = func(v schema.Value) (*Invocation, error) {
 		// One allocation holds the invocation and its decoded parameters.
 		c := &typedCall[P]{def: def}
-		if err := json.Unmarshal(data, &c.p); err != nil {
+		bound, err := schema.Bind(v.V, &c.p)
+		if !bound && err == nil {
+			// A type Bind does not cover: through the JSON text.
+			var data []byte
+			if data, err = v.JSON(); err == nil {
+				err = json.Unmarshal(data, &c.p)
+			}
+		}
+		if err != nil {
 			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
 		}
 		c.inv = Invocation{Tool: t, call: c}
@@ -243,15 +251,15 @@ func (c *typedCall[P]) completed(r Result) (string, bool) {
 // invalid_arguments whose message tells the model what to fix.
 func (t *Tool) Prepare(args string, opt schema.RepairOptions) (*Invocation, error) {
 	opt.Conservative = opt.Conservative || t.spec.Destructive
-	parsed, err := t.params.Parse(args, opt)
+	v, repairs, err := t.params.ParseValue(args, opt)
 	if err != nil {
-		return nil, t.argumentsError(err, parsed.Repairs)
+		return nil, t.argumentsError(err, repairs)
 	}
-	inv, err := t.prepare(parsed.JSON)
+	inv, err := t.prepare(v)
 	if err != nil {
 		return nil, err
 	}
-	inv.Repairs = parsed.Repairs
+	inv.Repairs = repairs
 	return inv, nil
 }
 

@@ -1,0 +1,268 @@
+package schema
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A binder stores a validated value (the shapes decodeAny produces) into a
+// Go value the way json.Unmarshal would, without parsing the text a second
+// time. Binders are compiled once per type, by reflection, at tool
+// definition; types they do not cover (custom unmarshalers, interfaces,
+// embedded structs, byte slices, ",string" fields) get none and keep
+// json.Unmarshal. FuzzBindAgrees holds binders to json.Unmarshal's results.
+type binder func(v any, dst reflect.Value) error
+
+var binders sync.Map // reflect.Type → binder (nil when not covered)
+
+// Bind stores v, a value returned by ParseValue, into *dst. It reports
+// false when T is not covered, and the caller unmarshals JSON instead.
+func Bind[T any](v any, dst *T) (bool, error) {
+	b := binderFor(reflect.TypeFor[T]())
+	if b == nil {
+		return false, nil
+	}
+	return true, b(v, reflect.ValueOf(dst).Elem())
+}
+
+func binderFor(t reflect.Type) binder {
+	if b, ok := binders.Load(t); ok {
+		return b.(binder)
+	}
+	b := compileBinder(t, map[reflect.Type]bool{})
+	binders.Store(t, b)
+	return b
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) ||
+		t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) {
+		return nil
+	}
+	if seen[t] {
+		return nil // recursive types keep json.Unmarshal
+	}
+	seen[t] = true
+	defer delete(seen, t)
+	switch t.Kind() {
+	case reflect.String:
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case string:
+				dst.SetString(v)
+				return nil
+			case nil:
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Bool:
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case bool:
+				dst.SetBool(v)
+				return nil
+			case nil:
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case json.Number:
+				n, err := strconv.ParseInt(string(v), 10, t.Bits())
+				if err != nil {
+					return typeError(v, t)
+				}
+				dst.SetInt(n)
+				return nil
+			case nil:
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case json.Number:
+				n, err := strconv.ParseUint(string(v), 10, t.Bits())
+				if err != nil {
+					return typeError(v, t)
+				}
+				dst.SetUint(n)
+				return nil
+			case nil:
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Float32, reflect.Float64:
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case json.Number:
+				f, err := strconv.ParseFloat(string(v), t.Bits())
+				if err != nil {
+					return typeError(v, t)
+				}
+				dst.SetFloat(f)
+				return nil
+			case nil:
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Pointer:
+		elem := compileBinder(t.Elem(), seen)
+		if elem == nil {
+			return nil
+		}
+		return func(v any, dst reflect.Value) error {
+			if v == nil {
+				dst.SetZero()
+				return nil
+			}
+			if dst.IsNil() {
+				dst.Set(reflect.New(t.Elem()))
+			}
+			return elem(v, dst.Elem())
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil // base64 text in JSON
+		}
+		elem := compileBinder(t.Elem(), seen)
+		if elem == nil {
+			return nil
+		}
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case nil:
+				dst.SetZero()
+				return nil
+			case []any:
+				s := reflect.MakeSlice(t, len(v), len(v))
+				for i, e := range v {
+					if err := elem(e, s.Index(i)); err != nil {
+						return err
+					}
+				}
+				dst.Set(s)
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String || t.Key() != reflect.TypeFor[string]() {
+			return nil
+		}
+		elem := compileBinder(t.Elem(), seen)
+		if elem == nil {
+			return nil
+		}
+		return func(v any, dst reflect.Value) error {
+			switch v := v.(type) {
+			case nil:
+				dst.SetZero()
+				return nil
+			case map[string]any:
+				if dst.IsNil() {
+					dst.Set(reflect.MakeMapWithSize(t, len(v)))
+				}
+				for k, e := range v {
+					ev := reflect.New(t.Elem()).Elem()
+					if err := elem(e, ev); err != nil {
+						return err
+					}
+					dst.SetMapIndex(reflect.ValueOf(k), ev)
+				}
+				return nil
+			}
+			return typeError(v, t)
+		}
+	case reflect.Struct:
+		return compileStruct(t, seen)
+	}
+	return nil
+}
+
+type fieldBinder struct {
+	name  string
+	index int
+	bind  binder
+}
+
+func compileStruct(t reflect.Type, seen map[reflect.Type]bool) binder {
+	var fields []fieldBinder
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			return nil // embedded fields follow json's promotion rules
+		}
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if strings.Contains(","+opts+",", ",string,") {
+			return nil
+		}
+		if name == "" {
+			name = f.Name
+		}
+		b := compileBinder(f.Type, seen)
+		if b == nil {
+			return nil
+		}
+		fields = append(fields, fieldBinder{name: name, index: i, bind: b})
+	}
+	byName := make(map[string]*fieldBinder, len(fields))
+	for i := range fields {
+		byName[fields[i].name] = &fields[i]
+	}
+	return func(v any, dst reflect.Value) error {
+		switch v := v.(type) {
+		case nil:
+			return nil
+		case map[string]any:
+			for k, e := range v {
+				f := byName[k]
+				if f == nil {
+					// json matches names case-insensitively when no
+					// field has the exact name.
+					for i := range fields {
+						if strings.EqualFold(fields[i].name, k) {
+							f = &fields[i]
+							break
+						}
+					}
+					if f == nil {
+						continue
+					}
+				}
+				if err := f.bind(e, dst.Field(f.index)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return typeError(v, t)
+	}
+}
+
+func typeError(v any, t reflect.Type) error {
+	return fmt.Errorf("cannot store %s %s in a Go value of type %s", jsonType(v), quoteJSON(v), t)
+}
