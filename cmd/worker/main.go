@@ -25,6 +25,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/mcp"
+	"github.com/agentbull/toolruntime/internal/skills"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/tools/brain"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
@@ -103,9 +105,14 @@ type Main struct {
 	CommandEnv   string
 	Web          web.Config
 	WebAllow     string
-	log          *slog.Logger
-	server       *server.Server
-	nc           *nats.Conn
+	// MCP servers and skills, each off unless its file or directory is given.
+	MCPConfig string
+	SkillsDir string
+	mcp       *mcp.Config
+	skills    *skills.Library
+	log       *slog.Logger
+	server    *server.Server
+	nc        *nats.Conn
 }
 
 // NewMain returns a Main with defaults.
@@ -140,6 +147,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&m.MCPConfig, "mcp-config", "", "JSON file naming the MCP servers turns may enable (empty: none)")
+	fs.StringVar(&m.SkillsDir, "skills-dir", "", "directory of skills, one folder with a SKILL.md each (empty: none)")
 	fs.BoolVar(&m.Diagnostics, "diagnostics", false, "offer the diagnostics tools (ping, sleep, finish, mark) to turns that bind \"diagnostics\"")
 	fs.StringVar(&m.MarkDir, "mark-dir", "", "directory where the diagnostics tool mark appends its lines (empty: no mark tool)")
 	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
@@ -252,6 +261,20 @@ func (m *Main) validate() error {
 	}
 	if m.MarkDir != "" && !m.Diagnostics {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
+	}
+	if m.MCPConfig != "" {
+		cfg, err := mcp.LoadConfig(m.MCPConfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mcp-config: %w", err))
+		}
+		m.mcp = &cfg
+	}
+	if m.SkillsDir != "" {
+		lib, err := skills.Load(m.SkillsDir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--skills-dir: %w", err))
+		}
+		m.skills = lib
 	}
 	if m.OutputBudget < computer.MinOutputBudget {
 		errs = append(errs, fmt.Errorf("--output-budget must be at least %d", computer.MinOutputBudget))
@@ -381,6 +404,23 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	workflows := workflowtask.New(js, workflowtask.Config{Web: webTools, Brain: brainTools, Logger: m.log})
 	creators = append(creators, workflows.Creator())
+	// Skills, then MCP servers (those the turn names and those its skills
+	// need): their namespaces come late, so the catalog's prefix is stable.
+	if m.skills != nil {
+		creators = append(creators, skills.Creator(m.skills))
+		m.log.Info("skills loaded", "dir", m.SkillsDir, "skills", m.skills.Names())
+	}
+	if m.mcp != nil {
+		mm, err := mcp.NewManager(*m.mcp, mcp.Options{Logger: m.log, Version: version})
+		if err != nil {
+			return err
+		}
+		// Runs after the worker stopped: running calls had their grace;
+		// then every session ends and every stdio server is reaped.
+		defer mm.Close()
+		creators = append(creators, mcp.Creator(mm, m.skills))
+		m.log.Info("mcp servers configured", "servers", mm.Servers())
+	}
 	if m.Diagnostics {
 		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
 	}

@@ -49,6 +49,10 @@ func TestRank(t *testing.T) {
 		{"crop_image", 1, []string{"resize_image"}},                           // snake_case split
 		{"create", 5, []string{"create_event", "github.create_pull_request"}}, // the shorter document wins
 		{"quantum chromodynamics", 5, nil},
+		{"send an email to the team", 5, []string{"send_email"}},      // stop words match nothing
+		{"currencies", 1, []string{"convert_currency"}},               // -ies folded
+		{"convertCurrency", 1, []string{"convert_currency"}},          // camelCase split
+		{"mailbox messages", 5, []string{"read_inbox", "send_email"}}, // both share "message"
 		{"", 5, nil},
 		{"  !!  ", 5, nil},
 	}
@@ -79,6 +83,37 @@ func TestRank(t *testing.T) {
 	}
 	if got := turn.Rank(nil, "email", 3); len(got) != 0 {
 		t.Errorf("empty corpus gave %v", names(got))
+	}
+}
+
+// A namespace with long instructions for its description still ranks its
+// tools by their own words, and weak matches are not loaded.
+func TestRankFields(t *testing.T) {
+	d := func(name, desc string, opts ...func(*tools.Spec)) *tools.Tool {
+		return newTool(t, name, "", reply(name), append([]func(*tools.Spec){deferred, describe(desc)}, opts...)...)
+	}
+	long := inNamespace("everything", "Instructions for agents: "+strings.Repeat("use the tools with care and read the docs first; ", 40)+"echo is for tests.")
+	short := inNamespace("go", "Echo text, add numbers.")
+	corpus := []*tools.Tool{
+		d("echo", "Echo the text back.", short),
+		d("add", "Add two whole numbers.", short),
+		d("echo", "Echoes back the input string.", long),
+		d("getTinyImage", "Returns a tiny image.", long),
+		d("gzip-file", "Compresses a file with gzip.", long),
+	}
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"echo a message", []string{"go.echo", "everything.echo"}}, // "echoes" folded; "a" ignored
+		{"tiny image", []string{"everything.getTinyImage"}},        // camelCase split
+		{"compress", []string{"everything.gzip-file"}},             // "compresses" folded
+		{"add numbers", []string{"go.add"}},                        // the namespace's words weigh less
+	}
+	for _, tt := range tests {
+		if got := names(turn.Rank(corpus, tt.query, 5)); !slices.Equal(got, tt.want) {
+			t.Errorf("Rank(%q) = %v, want %v", tt.query, got, tt.want)
+		}
 	}
 }
 

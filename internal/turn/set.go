@@ -128,7 +128,7 @@ type namespaceEntry struct {
 type deferredDef struct {
 	Type         string `json:"type"`
 	Name         string `json:"name"`
-	Description  string `json:"description"`
+	Description  string `json:"description,omitempty"`
 	DeferLoading bool   `json:"defer_loading"`
 }
 
@@ -138,8 +138,11 @@ var ToolSearchEntry = json.RawMessage(`{"type":"tool_search","execution":"client
 
 // buildCatalog lays the tools out in order; a namespace's tools are
 // grouped in one entry standing where its first tool stood. A deferred
-// tool is listed by name and description only: its parameters arrive
-// with the tool_search_output that loads it.
+// tool is listed without its parameters, which arrive with the
+// tool_search_output that loads it; inside a namespace it is listed by
+// name alone, because the provider shows a deferred namespace by its own
+// name and description until tool search loads its functions, so their
+// descriptions would be bytes no model reads.
 func buildCatalog(ts []*tools.Tool) json.RawMessage {
 	var entries []any
 	namespaces := map[string]*namespaceEntry{}
@@ -149,7 +152,11 @@ func buildCatalog(ts []*tools.Tool) json.RawMessage {
 		def := t.Definition()
 		if sp.DeferLoading {
 			deferred = true
-			def = mustJSON(deferredDef{Type: "function", Name: sp.Name, Description: sp.Description, DeferLoading: true})
+			short := deferredDef{Type: "function", Name: sp.Name, DeferLoading: true}
+			if sp.Namespace == "" {
+				short.Description = sp.Description
+			}
+			def = mustJSON(short)
 		}
 		if sp.Namespace == "" {
 			entries = append(entries, def)

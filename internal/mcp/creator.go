@@ -1,0 +1,77 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// SkillServers names the MCP servers a turn's skills need; those servers
+// are enabled for the turn as if its context named them. Package skills
+// provides one.
+type SkillServers interface {
+	ServersFor(skills []string) []string
+}
+
+// Creator returns the category creator of the MCP servers. For a main
+// turn it enables the servers the context names, plus those the turn's
+// skills need (skills may be nil), that this worker is configured with,
+// and returns their tools in server-name order, each server's in the
+// order the server lists them. Servers are asked at once. A server that
+// cannot be reached, or a name that is not configured, gives a note,
+// never an error.
+func Creator(m *Manager, skills SkillServers) turn.Creator {
+	return func(ctx context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+		if env.Context.Kind != protocol.KindText {
+			return nil, nil, nil
+		}
+		names, notes := m.enabled(env.Context, skills)
+		if len(names) == 0 {
+			return nil, notes, nil
+		}
+		got := make([]listing, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			wg.Go(func() { got[i] = m.servers[name].listing(ctx) })
+		}
+		wg.Wait()
+		var ts []*tools.Tool
+		for _, l := range got {
+			ts = append(ts, l.tools...)
+			notes = append(notes, l.notes...)
+		}
+		return ts, notes, nil
+	}
+}
+
+// enabled returns the configured servers the turn enables, sorted, and
+// notes on names that are not configured.
+func (m *Manager) enabled(c protocol.Context, skills SkillServers) ([]string, []string) {
+	want := map[string]string{} // server → who asked for it
+	for _, name := range c.MCPServers {
+		want[name] = "the turn's context"
+	}
+	if skills != nil && len(c.Skills) > 0 {
+		for _, name := range skills.ServersFor(c.Skills) {
+			if _, ok := want[name]; !ok {
+				want[name] = "a skill of the turn"
+			}
+		}
+	}
+	var names, notes []string
+	for name, by := range want {
+		if _, ok := m.servers[name]; ok {
+			names = append(names, name)
+		} else {
+			notes = append(notes, fmt.Sprintf("mcp server %q, named by %s, is not configured on this worker", name, by))
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(notes)
+	return names, notes
+}

@@ -1,0 +1,366 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Defaults of a zero Options.
+const (
+	DefaultMinBackoff     = time.Second
+	DefaultMaxBackoff     = 30 * time.Second
+	DefaultMaxResultBytes = 256 << 10
+)
+
+// ErrClosed is returned for servers of a Manager that was closed.
+var ErrClosed = errors.New("mcp manager closed")
+
+// Options tune a Manager. The zero value works.
+type Options struct {
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// MinBackoff and MaxBackoff space the attempts to start a session
+	// with a server that could not be reached: the wait doubles from
+	// MinBackoff after each failed attempt, up to MaxBackoff, and an
+	// attempt that succeeds resets it. While it lasts, the server's tools
+	// fail at once instead of trying again.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxResultBytes bounds the text one call gives the model; the rest
+	// is cut with a note saying how much was left out.
+	MaxResultBytes int
+	// Version is the client version sent to servers.
+	Version string
+}
+
+// Manager owns one client session per configured server. Sessions start
+// when a turn first needs the server, are shared by every turn on the
+// worker, and are started again after the server died. It is safe for
+// concurrent use.
+type Manager struct {
+	opts    Options
+	log     *slog.Logger
+	names   []string
+	servers map[string]*server
+	// bg tracks the goroutines that watch and close sessions, so that
+	// Close returns only once every child process is reaped.
+	bg      sync.WaitGroup
+	bgMu    sync.Mutex
+	closing bool
+	// dials counts the attempts to start a session under way.
+	dials sync.WaitGroup
+}
+
+// spawn runs f on a goroutine that Close waits for. Once Close has begun
+// it refuses (false) and f is not run.
+func (m *Manager) spawn(f func()) bool {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.bg.Go(f)
+	return true
+}
+
+// NewManager checks cfg and returns a Manager for it. Nothing is started
+// until a turn needs it.
+func NewManager(cfg Config, opts Options) (*Manager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	m := &Manager{opts: opts, log: opts.Logger, names: cfg.names(), servers: map[string]*server{}}
+	for _, name := range m.names {
+		s := &server{name: name, cfg: cfg.Servers[name], m: m, log: m.log.With("mcp_server", name)}
+		s.client = sdk.NewClient(&sdk.Implementation{Name: "turn-worker", Version: opts.Version}, &sdk.ClientOptions{
+			// No roots: a server keeps the directories it was configured
+			// with instead of asking the worker for its own.
+			Capabilities:           &sdk.ClientCapabilities{},
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.changes.Add(1) },
+			Logger:                 s.log,
+		})
+		m.servers[name] = s
+	}
+	return m, nil
+}
+
+// Servers returns the configured server names, sorted.
+func (m *Manager) Servers() []string { return m.names }
+
+// Close ends every session: each stdio child has its stdin closed, is
+// given time to exit, then terminated, and is reaped. Calls still running
+// fail. Close waits for all of it; later uses of the manager's tools fail
+// with ErrClosed.
+func (m *Manager) Close() error {
+	m.bgMu.Lock()
+	m.closing = true
+	m.bgMu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range m.servers {
+		wg.Go(s.close)
+	}
+	wg.Wait()
+	m.dials.Wait()
+	m.bg.Wait()
+	return nil
+}
+
+// server is one configured server and its current session.
+type server struct {
+	name   string
+	cfg    ServerConfig
+	m      *Manager
+	log    *slog.Logger
+	client *sdk.Client
+	// changes counts tools/list_changed notifications: a session's cached
+	// tool list is good while it has not moved.
+	changes atomic.Uint64
+
+	mu       sync.Mutex
+	conn     *conn
+	dialing  chan struct{} // closed when the running attempt to connect ends
+	failures int           // consecutive failed attempts
+	retryAt  time.Time     // no attempt before this
+	lastErr  error
+	closed   bool
+
+	buildMu sync.Mutex
+	built   *toolSet // the tools of the last list, kept while it is unchanged
+}
+
+// conn is one client session.
+type conn struct {
+	cs   *sdk.ClientSession
+	cmd  *exec.Cmd     // the child of a stdio server
+	done chan struct{} // closed when the session ended
+
+	mu      sync.Mutex
+	tools   *toolSet
+	version uint64 // server.changes when tools was listed
+}
+
+func (c *conn) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// DownError says that a server could not be reached and when the next
+// attempt will be made.
+type DownError struct {
+	Server  string
+	Err     error
+	RetryAt time.Time
+}
+
+func (e *DownError) Error() string {
+	wait := time.Until(e.RetryAt).Round(100 * time.Millisecond)
+	if wait > 0 {
+		return fmt.Sprintf("mcp server %q is unavailable (%v); next attempt in %s", e.Server, e.Err, wait)
+	}
+	return fmt.Sprintf("mcp server %q is unavailable (%v)", e.Server, e.Err)
+}
+
+func (e *DownError) Unwrap() error { return e.Err }
+
+// connection returns the live session, starting one when there is none
+// or the last one ended. One attempt runs at a time; others wait for it.
+func (s *server) connection(ctx context.Context) (*conn, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if c := s.conn; c != nil {
+			if !c.ended() {
+				s.mu.Unlock()
+				return c, nil
+			}
+			// The server went away between uses: reap it and start anew.
+			s.conn = nil
+			s.mu.Unlock()
+			s.log.Warn("mcp session ended; reconnecting")
+			s.retire(c)
+			continue
+		}
+		if ch := s.dialing; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		if time.Now().Before(s.retryAt) {
+			err := &DownError{Server: s.name, Err: s.lastErr, RetryAt: s.retryAt}
+			s.mu.Unlock()
+			return nil, err
+		}
+		ch := make(chan struct{})
+		s.dialing = ch
+		// Close waits for attempts under way (none start once it began:
+		// s.closed is checked above, under the same lock).
+		s.m.dials.Add(1)
+		s.mu.Unlock()
+		c, err := s.attempt(ctx, ch)
+		s.m.dials.Done()
+		return c, err
+	}
+}
+
+// attempt runs one attempt to start a session and records its outcome;
+// ch is closed when it is recorded.
+func (s *server) attempt(ctx context.Context, ch chan struct{}) (*conn, error) {
+	c, err := s.dial(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dialing = nil
+	defer close(ch)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up: that says nothing about the server.
+		return nil, context.Cause(ctx)
+	case errors.Is(err, ErrClosed):
+		return nil, err
+	case err != nil:
+		s.failures++
+		s.retryAt = time.Now().Add(s.backoff())
+		s.lastErr = err
+		s.log.Warn("mcp server unavailable", "err", err, "failures", s.failures)
+		return nil, &DownError{Server: s.name, Err: err, RetryAt: s.retryAt}
+	case s.closed:
+		// Close began while this attempt ran and does not know of c.
+		_ = c.cs.Close()
+		return nil, ErrClosed
+	}
+	s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+	s.conn = c
+	return c, nil
+}
+
+// backoff is the wait after the current run of failures; s.mu is held.
+func (s *server) backoff() time.Duration {
+	d := s.m.opts.MinBackoff
+	for i := 1; i < s.failures && d < s.m.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, s.m.opts.MaxBackoff)
+}
+
+// dial starts a session: the child process or HTTP session, then the MCP
+// initialization, within the connect timeout.
+func (s *server) dial(ctx context.Context) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout())
+	defer cancel()
+	t, cmd := s.transport()
+	cs, err := s.client.Connect(ctx, t, nil)
+	if err != nil {
+		if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
+			// Connect closes the session it could not initialize, which
+			// reaps the child; this is for a child it never got to.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		return nil, err
+	}
+	c := &conn{cs: cs, cmd: cmd, done: make(chan struct{})}
+	watching := s.m.spawn(func() {
+		err := cs.Wait()
+		close(c.done)
+		s.log.Debug("mcp session ended", "err", err)
+	})
+	if !watching {
+		_ = cs.Close()
+		return nil, ErrClosed
+	}
+	attrs := []any{"protocol", cs.InitializeResult().ProtocolVersion}
+	if cmd != nil {
+		attrs = append(attrs, "pid", cmd.Process.Pid)
+	}
+	s.log.Info("mcp session started", attrs...)
+	return c, nil
+}
+
+// drop forgets c after an error that says its connection is gone; the
+// next use starts a new session.
+func (s *server) drop(c *conn, err error) {
+	s.mu.Lock()
+	if s.conn == c {
+		s.conn = nil
+		s.log.Warn("mcp connection lost; the next use reconnects", "err", err)
+	}
+	s.mu.Unlock()
+	s.retire(c)
+}
+
+// retire closes c in the background (closing waits for a child to exit);
+// Manager.Close waits for it. Once Close has begun, c is closed at once.
+func (s *server) retire(c *conn) {
+	if !s.m.spawn(func() { _ = c.cs.Close() }) {
+		_ = c.cs.Close()
+	}
+}
+
+func (s *server) close() {
+	s.mu.Lock()
+	s.closed = true
+	c := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if c != nil {
+		_ = c.cs.Close()
+	}
+}
+
+// lost reports whether err means the session's connection is gone, as
+// opposed to the server answering with an error. Transport failures are
+// looked for first: the SDK wraps a failed HTTP request in a JSON-RPC
+// error ("rejected by transport") around the network error.
+func lost(c *conn, err error) bool {
+	if c.ended() {
+		return true
+	}
+	var ne net.Error
+	var errno syscall.Errno
+	if errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.As(err, &ne) || errors.As(err, &errno) {
+		return true
+	}
+	var we *jsonrpc.Error
+	return !errors.As(err, &we)
+}

@@ -1,0 +1,278 @@
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// toolSet is a server's tools as built from one tool list. Building
+// compiles every schema, so a set is reused for as long as the list (and
+// the namespace description) stays the same, across sessions.
+type toolSet struct {
+	hash  [sha256.Size]byte
+	tools []*tools.Tool
+	// notes name the tools that were left out, and why.
+	notes []string
+}
+
+// listing is what a turn gets of one server.
+type listing struct {
+	tools []*tools.Tool
+	notes []string
+}
+
+// listing returns the server's tools for a turn. A server that cannot be
+// reached gives a note instead of failing the turn: its tools are those
+// of the last list it gave (their calls fail until it is back), or none
+// if it never answered.
+func (s *server) listing(ctx context.Context) listing {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.connectTimeout())
+	defer cancel()
+	ts, err := s.toolSet(ctx)
+	if err == nil {
+		return listing{tools: ts.tools, notes: ts.notes}
+	}
+	s.buildMu.Lock()
+	last := s.built
+	s.buildMu.Unlock()
+	if last == nil {
+		return listing{notes: []string{fmt.Sprintf("%v; its tools are left out of this turn", noteError(s.name, err))}}
+	}
+	return listing{tools: last.tools, notes: []string{fmt.Sprintf(
+		"%v; its tools are those it listed last, and calls to them fail until it is back", noteError(s.name, err))}}
+}
+
+func noteError(name string, err error) error {
+	var de *DownError
+	if errors.As(err, &de) {
+		return de
+	}
+	return fmt.Errorf("mcp server %q is unavailable (%w)", name, err)
+}
+
+// toolSet lists the server's tools, from the session's cache while no
+// tools/list_changed notification came. A connection found dead is
+// replaced once.
+func (s *server) toolSet(ctx context.Context) (*toolSet, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := s.connection(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := s.list(ctx, c)
+		if err == nil {
+			return ts, nil
+		}
+		if ctx.Err() != nil || !lost(c, err) || attempt > 0 {
+			return nil, err
+		}
+		s.drop(c, err)
+	}
+}
+
+func (s *server) list(ctx context.Context, c *conn) (*toolSet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	version := s.changes.Load()
+	if c.tools != nil && c.version == version {
+		return c.tools, nil
+	}
+	var list []*sdk.Tool
+	for t, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("listing tools: %w", err)
+		}
+		list = append(list, t)
+	}
+	ts := s.build(list, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
+	c.tools, c.version = ts, version
+	return ts, nil
+}
+
+// build turns a tool list into tools, or returns the set built from the
+// same list before.
+func (s *server) build(list []*sdk.Tool, nsDesc string) *toolSet {
+	raw, err := json.Marshal(struct {
+		Tools     []*sdk.Tool
+		Namespace string
+	}{list, nsDesc})
+	if err != nil {
+		// The SDK decoded these from JSON; they encode again.
+		raw = fmt.Appendf(nil, "%p", list)
+	}
+	h := sha256.Sum256(raw)
+	s.buildMu.Lock()
+	defer s.buildMu.Unlock()
+	if s.built != nil && s.built.hash == h {
+		return s.built
+	}
+	ts := &toolSet{hash: h}
+	for _, t := range list {
+		if s.cfg.Tools[t.Name].Disabled {
+			continue
+		}
+		tool, err := s.newTool(t, nsDesc)
+		if err != nil {
+			ts.notes = append(ts.notes, fmt.Sprintf("mcp server %q: tool %q is left out: %v", s.name, t.Name, err))
+			continue
+		}
+		ts.tools = append(ts.tools, tool)
+	}
+	s.built = ts
+	return ts
+}
+
+// newTool maps one MCP tool onto the contract: its input schema sent and
+// enforced as the server gave it, its annotations as flags.
+func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tools.Tool, error) {
+	schema := json.RawMessage(`{"type":"object"}`)
+	if t.InputSchema != nil {
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		schema = b
+	}
+	readOnly, destructive := hints(t.Annotations)
+	name := t.Name
+	label := s.name + "." + name
+	return tools.New(tools.Def[json.RawMessage]{
+		Spec: tools.Spec{
+			Name:                 name,
+			Description:          toolDescription(s.name, t),
+			JSONSchema:           schema,
+			Namespace:            s.name,
+			NamespaceDescription: nsDesc,
+			DeferLoading:         s.cfg.deferred(name),
+			ReadOnly:             readOnly,
+			Destructive:          destructive,
+			Timeout:              s.cfg.timeout(name),
+		},
+		Activity: func(json.RawMessage) string { return "Calling " + label },
+		CompletedActivity: func(_ json.RawMessage, r tools.Result) string {
+			return "Called " + label
+		},
+		Execute: func(ctx context.Context, args json.RawMessage) (tools.Result, error) {
+			return s.call(ctx, name, args, readOnly)
+		},
+	})
+}
+
+// hints reads the annotations with the defaults of the MCP specification:
+// a tool is read-only only when it says so, and a tool that is not
+// read-only is destructive unless it says it is not.
+func hints(a *sdk.ToolAnnotations) (readOnly, destructive bool) {
+	if a == nil {
+		return false, true
+	}
+	if a.ReadOnlyHint {
+		return true, false
+	}
+	return false, a.DestructiveHint == nil || *a.DestructiveHint
+}
+
+func toolDescription(server string, t *sdk.Tool) string {
+	switch {
+	case strings.TrimSpace(t.Description) != "":
+		return t.Description
+	case t.Title != "":
+		return t.Title
+	case t.Annotations != nil && t.Annotations.Title != "":
+		return t.Annotations.Title
+	}
+	return fmt.Sprintf("The tool %s of the MCP server %s.", t.Name, server)
+}
+
+// MaxInstructionsDescription bounds a namespace description taken from a
+// server's instructions: it is in every catalog that enables the server,
+// deferred or not, and instructions can run to pages. A configured
+// description is used as written.
+const MaxInstructionsDescription = 512
+
+// namespaceDescription is the configured description, else the server's
+// instructions (cut to MaxInstructionsDescription), else its name and
+// version.
+func namespaceDescription(name string, cfg ServerConfig, init *sdk.InitializeResult) string {
+	if cfg.Description != "" {
+		return cfg.Description
+	}
+	if init != nil && strings.TrimSpace(init.Instructions) != "" {
+		return cut(strings.TrimSpace(init.Instructions), MaxInstructionsDescription)
+	}
+	if init != nil && init.ServerInfo != nil {
+		info := init.ServerInfo
+		title := info.Title
+		if title == "" {
+			title = info.Name
+		}
+		return strings.TrimSpace(fmt.Sprintf("Tools of the MCP server %s (%s %s).", name, title, info.Version))
+	}
+	return fmt.Sprintf("Tools of the MCP server %s.", name)
+}
+
+// call runs one tool call with the call's context: its deadline bounds
+// the request, and its cancellation makes the SDK send
+// notifications/cancelled to the server. A call that finds the connection
+// gone is sent again on a new session when it cannot have reached the
+// server, or when the tool is read-only; otherwise the model is told it
+// may have taken effect.
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool) (tools.Result, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := s.connection(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return tools.Result{}, context.Cause(ctx)
+			}
+			return tools.Result{}, tools.Errorf(tools.ToolError,
+				"%v, so %s was not run. Try again later, or do without it.", noteError(s.name, err), name)
+		}
+		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		if err == nil {
+			return s.result(res)
+		}
+		if ctx.Err() != nil {
+			// Timeout or abort: the dispatcher says which.
+			return tools.Result{}, context.Cause(ctx)
+		}
+		if !lost(c, err) {
+			return tools.Result{}, tools.Errorf(tools.ToolError, "The MCP server %s refused the call: %v", s.name, err)
+		}
+		s.drop(c, err)
+		notSent := errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing)
+		if attempt == 0 && (notSent || readOnly) {
+			continue
+		}
+		return tools.Result{}, tools.Errorf(tools.ToolError,
+			"The connection to the MCP server %s was lost while %s ran (%v), so it may or may not have taken effect. The next call reconnects; check the effect before calling it again.",
+			s.name, name, err)
+	}
+}
+
+// cut shortens text to at most limit bytes, at the end of a sentence or
+// line when one ends in the second half, else after a word, and marks the
+// cut with "…".
+func cut(text string, limit int) string {
+	if len(text) <= limit {
+		return text
+	}
+	head := text[:limit-len(" …")]
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	if i := max(strings.LastIndex(head, ". "), strings.LastIndex(head, "\n")); i > len(head)/2 {
+		return strings.TrimSpace(head[:i+1]) + " …"
+	}
+	if i := strings.LastIndexByte(head, ' '); i > 0 {
+		head = head[:i]
+	}
+	return strings.TrimSpace(head) + "…"
+}

@@ -1,0 +1,125 @@
+package mcp
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// inheritedEnv is what a stdio server gets of the worker's environment:
+// enough to find programs and a home, none of the worker's secrets.
+var inheritedEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR", "TZ"}
+
+// stdioWaitDelay bounds how long reaping a child waits for its stderr to
+// close once it exited (a grandchild may hold it open).
+const stdioWaitDelay = 2 * time.Second
+
+// transport builds a fresh transport for one session. For a stdio server
+// it also returns the command, whose process the session owns: closing
+// the session closes the child's stdin, waits for it to exit (SIGTERM,
+// then SIGKILL, if it does not) and reaps it.
+func (s *server) transport() (sdk.Transport, *exec.Cmd) {
+	cfg := s.cfg
+	if cfg.URL != "" {
+		client := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: expandAll(cfg.Headers)}}
+		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}, nil
+	}
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	cmd.Dir = cfg.Dir
+	cmd.Env = childEnv(cfg.Env)
+	cmd.Stderr = &lineLogger{log: s.log}
+	cmd.WaitDelay = stdioWaitDelay
+	detach(cmd)
+	return &sdk.CommandTransport{Command: cmd}, cmd
+}
+
+func childEnv(extra map[string]string) []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+expand(extra[k]))
+	}
+	return env
+}
+
+func expandAll(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = expand(v)
+	}
+	return out
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// lineLogger logs a stdio server's stderr, a line at a time, at debug
+// level: servers write their own logs there.
+type lineLogger struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte
+}
+
+// maxLogLine bounds one logged line; the rest of a longer line is dropped.
+const maxLogLine = 4 << 10
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > maxLogLine {
+		l.emit(l.buf)
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) emit(line []byte) {
+	line = bytes.TrimRight(line, "\r")
+	if len(line) == 0 {
+		return
+	}
+	if len(line) > maxLogLine {
+		line = line[:maxLogLine]
+	}
+	l.log.Debug("mcp server stderr", "line", string(line))
+}
