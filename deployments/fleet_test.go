@@ -1,0 +1,69 @@
+package deployments_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/tools/brain"
+	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/tools/jobs"
+	"github.com/agentbull/toolruntime/internal/tools/schedule"
+	"github.com/agentbull/toolruntime/internal/tools/todo"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/workflowtask"
+)
+
+// categories is what cmd/worker builds before the worker, with its default
+// flags (todo, brain, schedules and background jobs on), in its order.
+// Each category creates or updates its own bucket or stream.
+type categories struct {
+	creators  []turn.Creator
+	workflows *workflowtask.Service
+	jobs      *jobs.Service
+}
+
+// newCategories does what cmd/worker's Run does between connecting and
+// worker.New, with topo's replicas and storage.
+func newCategories(ctx context.Context, js jetstream.JetStream, topo bus.Topology, log *slog.Logger) (*categories, error) {
+	topo = topo.WithDefaults()
+	c := &categories{}
+	td, err := todo.New(ctx, js, todo.Config{Replicas: topo.Replicas, Storage: topo.Storage})
+	if err != nil {
+		return nil, fmt.Errorf("todo: %w", err)
+	}
+	br, err := brain.New(ctx, js, brain.Config{Replicas: topo.Replicas, Storage: topo.Storage})
+	if err != nil {
+		return nil, fmt.Errorf("brain: %w", err)
+	}
+	sc, err := schedule.New(ctx, js, schedule.Config{Replicas: topo.Replicas, Storage: topo.Storage})
+	if err != nil {
+		return nil, fmt.Errorf("schedules: %w", err)
+	}
+	if c.jobs, err = jobs.New(ctx, js, jobs.Config{Replicas: topo.Replicas, Storage: topo.Storage, Logger: log}); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	c.workflows = workflowtask.New(js, workflowtask.Config{Brain: br.Creator(), Logger: log})
+	c.creators = []turn.Creator{td.Creator(), br.Creator(), sc.Creator(), c.jobs.Creator(), c.workflows.Creator(), diag.Creator(diag.Config{})}
+	return c, nil
+}
+
+// setupAll creates or updates everything a worker creates at start: the
+// categories' buckets and streams, then the protocol's (bus.Setup, which
+// worker.New runs).
+func setupAll(ctx context.Context, js jetstream.JetStream, topo bus.Topology) error {
+	if _, err := newCategories(ctx, js, topo, testLogger()); err != nil {
+		return err
+	}
+	return bus.Setup(ctx, js, topo.WithDefaults())
+}
+
+// The category resources, for the JetStream definition files.
+var (
+	categoryStreams   = []string{schedule.Stream, jobs.Stream}
+	categoryBuckets   = []string{todo.Bucket, brain.Bucket, jobs.Bucket}
+	categoryConsumers = map[string]string{jobs.Stream: jobs.ConsumerReports}
+)
