@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
@@ -152,23 +153,48 @@ var ErrIncompatible = errors.New("incompatible existing configuration")
 // protocol. An existing one that differs in a way the server cannot change
 // (retention, storage, ack policy, …) stops it with an error saying what
 // differs.
+//
+// Workers of a fleet often start together and race to create the same
+// streams; on a fresh cluster a create can then time out while the meta
+// leader settles. Each step is retried with backoff (a few seconds per
+// attempt) until ctx ends; only an incompatible configuration stops at once.
 func Setup(ctx context.Context, js jetstream.JetStream, t Topology) error {
 	for _, want := range t.Streams() {
-		if err := ensureStream(ctx, js, want); err != nil {
+		if err := retrySetup(ctx, func(ctx context.Context) error { return ensureStream(ctx, js, want) }); err != nil {
 			return err
 		}
 	}
 	for stream, want := range t.Consumers() {
-		if err := ensureConsumer(ctx, js, stream, want); err != nil {
+		if err := retrySetup(ctx, func(ctx context.Context) error { return ensureConsumer(ctx, js, stream, want) }); err != nil {
 			return err
 		}
 	}
 	for _, want := range t.Buckets() {
-		if err := ensureBucket(ctx, js, want); err != nil {
+		if err := retrySetup(ctx, func(ctx context.Context) error { return ensureBucket(ctx, js, want) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func retrySetup(ctx context.Context, step func(context.Context) error) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 200*time.Millisecond, 3*time.Second, 0
+	var last error
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 8*time.Second)
+		err := step(attempt)
+		cancel()
+		if err == nil || errors.Is(err, ErrIncompatible) {
+			return err
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %v)", last, context.Cause(ctx))
+		case <-time.After(b.NextBackOff()):
+		}
+	}
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
@@ -202,7 +228,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		return nil
 	}
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
-		return fmt.Errorf("%w: updating stream %s: %v", ErrIncompatible, want.Name, err)
+		return refused(ctx, err, "updating stream "+want.Name)
 	}
 	return nil
 }
@@ -228,7 +254,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 		return fmt.Errorf("looking up consumer %s > %s: %w", stream, want.Durable, err)
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, stream, want); err != nil {
-		return fmt.Errorf("%w: consumer %s > %s: %v", ErrIncompatible, stream, want.Durable, err)
+		return refused(ctx, err, "consumer "+stream+" > "+want.Durable)
 	}
 	return nil
 }
@@ -248,9 +274,19 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		return fmt.Errorf("looking up bucket %s: %w", want.Bucket, err)
 	}
 	if _, err := js.CreateOrUpdateKeyValue(ctx, want); err != nil {
-		return fmt.Errorf("%w: bucket %s: %v", ErrIncompatible, want.Bucket, err)
+		return refused(ctx, err, "bucket "+want.Bucket)
 	}
 	return nil
+}
+
+// refused classifies a failed create or update: the server's refusal is
+// an incompatible configuration; running out of time is worth another try.
+func refused(ctx context.Context, err error, what string) error {
+	var apiErr *jetstream.APIError
+	if ctx.Err() != nil || !errors.As(err, &apiErr) || apiErr.Code == 503 || apiErr.Code == 408 {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrIncompatible, what, err)
 }
 
 func incompatible(kind, name string, diffs []string) error {

@@ -348,3 +348,16 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestIncompatibleStreamStopsTheStart(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamCalls, Subjects: []string{"turn.call.*.*"}, Retention: jetstream.LimitsPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newWorker(ctx, s.Connect(t))
+	if err == nil || !errors.Is(err, bus.ErrIncompatible) || !strings.Contains(err.Error(), "retention is Limits, the worker needs WorkQueue") {
+		t.Fatalf("worker.New: %v, want an incompatible-retention error", err)
+	}
+}
