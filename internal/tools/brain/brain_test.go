@@ -76,7 +76,7 @@ func TestTwoWorkersShareThePages(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
 	stopA := runWorker(t, s, "A", category(t))
-	outs := g.run("a1", "t1", 0, bound,
+	outs := g.Run("a1", "t1", 0, bound,
 		fc("w1", brain.WritePageName, args(map[string]string{"page": "Release process", "content": "How we ship a release: tag the commit, build the artifacts,\nwrite the release notes from merged pull requests,\nthen publish to the registry.\n"})),
 		fc("w2", brain.WritePageName, args(map[string]string{"page": "Coffee machine", "content": "The coffee machine on floor 3 needs descaling every month."})),
 		fc("w3", brain.WritePageName, args(map[string]string{"page": "Deploy checklist", "content": "Before a deploy: run the migrations.\nRollback: run the deploy tool with --previous."})),
@@ -90,7 +90,7 @@ func TestTwoWorkersShareThePages(t *testing.T) {
 	stopA()
 
 	runWorker(t, s, "B", category(t))
-	outs = g.run("a1", "t1", 1, bound,
+	outs = g.Run("a1", "t1", 1, bound,
 		fc("r1", brain.RecallName, `{"query":"how do we publish a release","limit":2}`),
 		fc("g1", brain.GetPageName, `{"page":"release PROCESS","offset":2,"limit":1}`),
 		fc("l1", brain.ListPagesName, `{}`),
@@ -109,7 +109,7 @@ func TestTwoWorkersShareThePages(t *testing.T) {
 	}
 
 	// Append, delete, and search again: the worker's index follows.
-	outs = g.run("a1", "t1", 2, bound,
+	outs = g.Run("a1", "t1", 2, bound,
 		fc("a1", brain.WritePageName, `{"page":"Coffee machine","content":"Use the blue descaler.","mode":"append"}`),
 		fc("d1", brain.DeletePageName, `{"page":"Deploy checklist"}`),
 		fc("r2", brain.RecallName, `{"query":"rollback migrations"}`),
@@ -133,7 +133,7 @@ func TestTwoWorkersShareThePages(t *testing.T) {
 		t.Errorf("get_page of a missing page: %s", o.Raw)
 	}
 	// Another agent sees none of it.
-	outs = g.run("a2", "t9", 0, bound, fc("r4", brain.RecallName, `{"query":"release"}`))
+	outs = g.Run("a2", "t9", 0, bound, fc("r4", brain.RecallName, `{"query":"release"}`))
 	if got := outs["r4"].Item.Output; !strings.HasPrefix(got, "No page matches") {
 		t.Errorf("another agent's recall: %s", got)
 	}
@@ -149,7 +149,7 @@ func TestLongPages(t *testing.T) {
 		fmt.Fprintf(&body, "line %d of the long page\n", i)
 	}
 	wide := strings.Repeat(strings.Repeat("w", 999)+"\n", 40)
-	outs := g.run("a1", "t1", 0, bound,
+	outs := g.Run("a1", "t1", 0, bound,
 		fc("w1", brain.WritePageName, args(map[string]string{"page": "Long", "content": body.String()})),
 		fc("w2", brain.WritePageName, args(map[string]string{"page": "Wide", "content": wide})),
 		fc("w3", brain.WritePageName, args(map[string]string{"page": "Huge", "content": strings.Repeat("x", 70_000)})),
@@ -298,7 +298,7 @@ func TestCatalog(t *testing.T) {
 		{"main turn, brain bound", protocol.Context{Kind: protocol.KindText, Bindings: bound}},
 		{"main turn, brain false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"brain": false, "web": true}}},
 	} {
-		ts, names := g.catalog(c.ctx)
+		ts, names := g.Catalog(c.ctx)
 		if len(names) == 5 {
 			defs = ts
 		}
@@ -311,7 +311,7 @@ func TestCatalog(t *testing.T) {
 		{"task turn (workflow service), everything bound", all},
 		{"task turn (workflow service), brain not bound", map[string]bool{"web": true}},
 	} {
-		_, names := g.catalogFor("a1", taskTurn, taskCtx(c.bindings))
+		_, names := g.CatalogFor("a1", taskTurn, taskCtx(c.bindings))
 		rows = append(rows, row{Case: c.name, Tools: names})
 	}
 	for _, c := range []struct {
@@ -338,7 +338,7 @@ func TestCatalog(t *testing.T) {
 	// The task turn runs recall against the agent's pages; write_page is
 	// not its to call.
 	must(invoke(t, tool(t, b.Creator(), mainEnv, brain.WritePageName), `{"page":"Answer","content":"The answer is 42."}`))
-	outs := g.runStep(protocol.PrefixTask, "a1", taskTurn, 0, taskCtx(all),
+	outs := g.RunStep(protocol.PrefixTask, "a1", taskTurn, 0, taskCtx(all),
 		fc("r1", brain.RecallName, `{"query":"answer"}`),
 		fc("w1", brain.WritePageName, `{"page":"x","content":"y"}`),
 	)

@@ -94,13 +94,13 @@ type runner struct {
 }
 
 func newRunner(t *testing.T, g *gateway) *runner {
-	c, err := g.js.OrderedConsumer(context.Background(), jobs.Stream, jetstream.OrderedConsumerConfig{
+	c, err := g.JS.OrderedConsumer(context.Background(), jobs.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{jobs.PrefixStart + ".>", jobs.PrefixCancel + ".>"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runner{t: t, js: g.js, c: c}
+	return &runner{t: t, js: g.JS, c: c}
 }
 
 func (r *runner) next() jetstream.Msg {
@@ -157,7 +157,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 	g := newGateway(t, s)
 	_, stopA := jobsWorker(t, s, "A", jobs.Config{})
 	r := newRunner(t, g)
-	outs := g.run("a1", "t1", 0, bound, fc("c1", jobs.StartName, `{"title":"Research","instructions":"Find three sources on BM25."}`))
+	outs := g.Run("a1", "t1", 0, bound, fc("c1", jobs.StartName, `{"title":"Research","instructions":"Find three sources on BM25."}`))
 	id := startedID(t, outs["c1"])
 
 	m := r.next()
@@ -175,7 +175,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 
 	svcB, _ := jobsWorker(t, s, "B", jobs.Config{})
 	waitFor(t, svcB, "a1", id, func(j *jobs.Job) bool { return j.Status == jobs.StatusRunning })
-	outs = g.run("a1", "t1", 1, bound, fc("s1", jobs.ShowName, `{"job_id":"`+id+`"}`), fc("l1", jobs.ListName, `{}`))
+	outs = g.Run("a1", "t1", 1, bound, fc("s1", jobs.ShowName, `{"job_id":"`+id+`"}`), fc("l1", jobs.ListName, `{}`))
 	if got := outs["s1"].Item.Output; !strings.HasPrefix(got, "Job "+id+` "Research": running, 40%: Read 2 of 5 sources`+"\nStarted ") {
 		t.Errorf("show_job:\n%s", got)
 	}
@@ -183,7 +183,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 		t.Errorf("list_jobs:\n%s", got)
 	}
 
-	outs = g.run("a1", "t1", 2, bound, fc("x1", jobs.CancelName, `{"job_id":"`+id+`","reason":"No longer needed"}`))
+	outs = g.Run("a1", "t1", 2, bound, fc("x1", jobs.CancelName, `{"job_id":"`+id+`","reason":"No longer needed"}`))
 	if got := outs["x1"].Item.Output; !strings.HasPrefix(got, "Cancelled job "+id) {
 		t.Fatalf("cancel_job: %s", outs["x1"].Raw)
 	}
@@ -199,7 +199,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 	r.report("a1", id, 2, `{"status":"succeeded","seq":2,"result":"three sources"}`)
 	r.report("a1", id, 3, `{"status":"cancelled","seq":3,"error":"stopped"}`)
 	time.Sleep(500 * time.Millisecond)
-	outs = g.run("a1", "t1", 3, bound,
+	outs = g.Run("a1", "t1", 3, bound,
 		fc("s2", jobs.ShowName, `{"job_id":"`+id+`"}`),
 		fc("x2", jobs.CancelName, `{"job_id":"`+id+`"}`),
 		fc("s3", jobs.ShowName, `{"job_id":"job_nope"}`),
@@ -226,7 +226,7 @@ func TestJobCompletes(t *testing.T) {
 	g := newGateway(t, s)
 	svc, _ := jobsWorker(t, s, "A", jobs.Config{MaxOpen: 1, MaxResultBytes: 100})
 	r := newRunner(t, g)
-	outs := g.run("a1", "t1", 0, bound,
+	outs := g.Run("a1", "t1", 0, bound,
 		fc("c1", jobs.StartName, `{"title":"Summarise","instructions":"Summarise the thread."}`),
 		fc("c2", jobs.StartName, `{"title":"Another","instructions":"More."}`),
 	)
@@ -247,7 +247,7 @@ func TestJobCompletes(t *testing.T) {
 	if j.Progress == nil || *j.Progress.Percent != 80 || j.EndedAt == nil || len(j.Result) > 100 || !strings.HasSuffix(j.Result, "[… clipped]") {
 		t.Errorf("record %+v", j)
 	}
-	outs = g.run("a1", "t1", 1, bound,
+	outs = g.Run("a1", "t1", 1, bound,
 		fc("s1", jobs.ShowName, `{"job_id":"`+id+`"}`),
 		fc("x1", jobs.CancelName, `{"job_id":"`+id+`"}`),
 		fc("l1", jobs.ListName, `{"status":"running"}`),
@@ -264,7 +264,7 @@ func TestJobCompletes(t *testing.T) {
 	}
 	startedID(t, outs["c3"])
 	// The bad reports were terminated, not left to be redelivered.
-	c, err := g.js.Consumer(context.Background(), jobs.Stream, jobs.ConsumerReports)
+	c, err := g.JS.Consumer(context.Background(), jobs.Stream, jobs.ConsumerReports)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestCatalog(t *testing.T) {
 		{"main turn, background_jobs bound", protocol.Context{Kind: protocol.KindText, Bindings: bound}},
 		{"main turn, background_jobs false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"background_jobs": false, "brain": true}}},
 	} {
-		ts, names := g.catalog(c.ctx)
+		ts, names := g.Catalog(c.ctx)
 		if len(names) > 0 {
 			defs = ts
 		}

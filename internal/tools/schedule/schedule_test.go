@@ -65,7 +65,7 @@ type fires struct {
 
 func watchFires(t *testing.T, g *gateway, agent, id string) *fires {
 	t.Helper()
-	c, err := g.js.OrderedConsumer(context.Background(), schedule.Stream, jetstream.OrderedConsumerConfig{
+	c, err := g.JS.OrderedConsumer(context.Background(), schedule.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{schedule.FireSubject(agent, id)},
 	})
 	if err != nil {
@@ -102,7 +102,7 @@ func TestScheduleFires(t *testing.T) {
 	g := newGateway(t, s)
 	stopA := runWorker(t, s, "A", category(t))
 	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
-	outs := g.run("a1", "t1", 0, bound,
+	outs := g.Run("a1", "t1", 0, bound,
 		fc("c1", schedule.CreateName, `{"name":"inbox","instructions":"Check the inbox and summarise it.","every":"1s"}`),
 		fc("c2", schedule.CreateName, `{"instructions":"Remind me of the call.","at":"`+at+`"}`),
 	)
@@ -160,7 +160,7 @@ func TestScheduleFires(t *testing.T) {
 
 	// Worker B lists what worker A created: the one-off is gone.
 	runWorker(t, s, "B", category(t))
-	outs = g.run("a1", "t1", 1, bound, fc("l1", schedule.ListName, `{}`))
+	outs = g.Run("a1", "t1", 1, bound, fc("l1", schedule.ListName, `{}`))
 	list := outs["l1"].Item.Output
 	t.Logf("list_schedules:\n%s", list)
 	if !strings.HasPrefix(list, "1 schedule:\n- "+every+` "inbox": every 1s; next `) || !strings.Contains(list, "; last fired ") ||
@@ -169,7 +169,7 @@ func TestScheduleFires(t *testing.T) {
 	}
 
 	// Deleting stops it: after what was in flight, nothing more.
-	outs = g.run("a1", "t1", 2, bound, fc("d1", schedule.DeleteName, `{"schedule_id":"`+every+`"}`))
+	outs = g.Run("a1", "t1", 2, bound, fc("d1", schedule.DeleteName, `{"schedule_id":"`+every+`"}`))
 	if got := outs["d1"].Item.Output; !strings.HasPrefix(got, "Deleted schedule "+every) {
 		t.Fatalf("delete: %s", outs["d1"].Raw)
 	}
@@ -183,7 +183,7 @@ func TestScheduleFires(t *testing.T) {
 		meta, _ := m.Metadata()
 		t.Fatalf("fired at %s, %s after the delete", meta.Timestamp, meta.Timestamp.Sub(deleted))
 	}
-	outs = g.run("a1", "t1", 3, bound,
+	outs = g.Run("a1", "t1", 3, bound,
 		fc("l2", schedule.ListName, `{}`),
 		fc("d2", schedule.DeleteName, `{"schedule_id":"`+every+`"}`),
 	)
@@ -222,14 +222,14 @@ func TestBadExpressionsRejected(t *testing.T) {
 	for id, c := range cases {
 		calls = append(calls, fc(id, schedule.CreateName, c.args))
 	}
-	outs := g.run("a1", "t1", 0, bound, calls...)
+	outs := g.Run("a1", "t1", 0, bound, calls...)
 	for id, c := range cases {
 		o := outs[id]
 		if o.Error == nil || o.Error.Kind != "invalid_arguments" || !strings.HasPrefix(o.Error.Message, "Nothing was scheduled: ") || !strings.Contains(o.Error.Message, c.want) {
 			t.Errorf("%s: %s\nwant invalid_arguments containing %q", id, o.Raw, c.want)
 		}
 	}
-	st, err := g.js.Stream(context.Background(), schedule.Stream)
+	st, err := g.JS.Stream(context.Background(), schedule.Stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestCatalog(t *testing.T) {
 		{"main turn, schedules bound", protocol.Context{Kind: protocol.KindText, Bindings: bound}},
 		{"main turn, schedules false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"schedules": false, "brain": true}}},
 	} {
-		ts, names := g.catalog(c.ctx)
+		ts, names := g.Catalog(c.ctx)
 		if len(names) > 0 {
 			defs = ts
 		}

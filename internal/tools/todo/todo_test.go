@@ -61,7 +61,7 @@ func TestTwoWorkersShareTheList(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
 	stopA := runWorker(t, s, "A", category(t))
-	outs := g.run("a1", "t1", 0, nil, fc("c1", todo.WriteName,
+	outs := g.Run("a1", "t1", 0, nil, fc("c1", todo.WriteName,
 		`{"items":[{"content":"Find the release","status":"completed"},{"content":"Draft the notes","status":"in_progress"},{"content":"Publish","status":"pending"}]}`))
 	o := outs["c1"]
 	if o.Status != "ok" || !strings.Contains(o.Item.Output, "1/3 done") {
@@ -73,18 +73,18 @@ func TestTwoWorkersShareTheList(t *testing.T) {
 	stopA()
 
 	runWorker(t, s, "B", category(t))
-	outs = g.run("a1", "t1", 1, nil, fc("c2", todo.ReadName, `{}`))
+	outs = g.Run("a1", "t1", 1, nil, fc("c2", todo.ReadName, `{}`))
 	want := "Todo list (1/3 done · Draft the notes):\n1. [x] Find the release\n2. [>] Draft the notes\n3. [ ] Publish"
 	if got := outs["c2"].Item.Output; got != want {
 		t.Errorf("todo_read on worker B:\n%s\nwant:\n%s", got, want)
 	}
 	// Another turn of the same agent has its own list.
-	outs = g.run("a1", "t2", 0, nil, fc("c3", todo.ReadName, `{}`))
+	outs = g.Run("a1", "t2", 0, nil, fc("c3", todo.ReadName, `{}`))
 	if got := outs["c3"].Item.Output; !strings.Contains(got, "empty") {
 		t.Errorf("another turn's list: %s", got)
 	}
 	// Writing replaces; an empty list clears.
-	outs = g.run("a1", "t1", 2, nil, fc("c4", todo.WriteName, `{"items":[]}`), fc("c5", todo.ReadName, `{}`))
+	outs = g.Run("a1", "t1", 2, nil, fc("c4", todo.WriteName, `{"items":[]}`), fc("c5", todo.ReadName, `{}`))
 	if got := outs["c5"].Item.Output; got != "The todo list is empty." {
 		t.Errorf("after clearing: %q", got)
 	}
@@ -94,7 +94,7 @@ func TestWriteRejects(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
 	runWorker(t, s, "A", category(t))
-	outs := g.run("a1", "t1", 0, nil,
+	outs := g.Run("a1", "t1", 0, nil,
 		fc("c1", todo.WriteName, `{"items":[{"content":"   ","status":"pending"}]}`),
 		fc("c2", todo.WriteName, `{"items":[{"content":"x","status":"done"}]}`),
 		fc("c3", todo.WriteName, `{"items":[`+strings.Repeat(`{"content":"x","status":"pending"},`, 100)+`{"content":"x","status":"pending"}]}`),
@@ -135,7 +135,7 @@ func TestCatalog(t *testing.T) {
 		{"main turn, other bindings", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"web": true}}},
 		{"main turn, todo false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"todo": false, "web": true}}},
 	} {
-		tools, names := g.catalog(c.ctx)
+		tools, names := g.Catalog(c.ctx)
 		if defs == nil {
 			defs = tools
 		}
