@@ -154,9 +154,34 @@ func TestScheduleInCluster(t *testing.T) {
 	if err := leader.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Let the restarted node catch up before the delete: a delete that a
+	// lagging replica has not seen yet could be followed by its fires.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := js.Stream(context.Background(), schedule.Stream)
+		if err == nil {
+			info, err := st.Info(context.Background())
+			if err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2 && allCurrent(info.Cluster.Replicas) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted node never caught up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	invoke(t, svc, schedule.DeleteName, `{"schedule_id":"`+id+`"}`)
 	time.Sleep(1500 * time.Millisecond)
 	if n := countFires(t, js, subject, 3*time.Second); n != 0 {
 		t.Fatalf("%d fires after the delete", n)
 	}
+}
+
+func allCurrent(rs []*jetstream.PeerInfo) bool {
+	for _, r := range rs {
+		if !r.Current || r.Offline {
+			return false
+		}
+	}
+	return true
 }
