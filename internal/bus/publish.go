@@ -25,6 +25,11 @@ type Publisher struct {
 	Logger *slog.Logger
 	// MaxElapsed bounds the retries of one publish (default 30 s).
 	MaxElapsed time.Duration
+	// AttemptTimeout bounds one attempt (default 5 s): an attempt whose
+	// acknowledgement is lost in a leader change or a reconnect is tried
+	// again, rather than waited for until ctx ends (a tool's ctx can have
+	// minutes left).
+	AttemptTimeout time.Duration
 }
 
 // CallOutput publishes a call.output event.
@@ -73,8 +78,14 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	if b.MaxElapsedTime == 0 {
 		b.MaxElapsedTime = 30 * time.Second
 	}
+	attempt := p.AttemptTimeout
+	if attempt <= 0 {
+		attempt = 5 * time.Second
+	}
 	return backoff.RetryNotify(func() error {
-		_, err := p.JS.PublishMsg(ctx, m)
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		defer cancel()
+		_, err := p.JS.PublishMsg(actx, m)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)
 		}
@@ -84,12 +95,18 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	})
 }
 
+// errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict
+// ("duplicate message id is in process").
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
 // transient reports whether a publish may succeed if tried again.
 func transient(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		// 503: no leader / JetStream temporarily unavailable.
-		return apiErr.Code == 503
+		// 503: no leader / JetStream temporarily unavailable. 10158: an
+		// earlier attempt of this very publish (same message id) is still
+		// being stored; once it is, a retry is answered as a duplicate.
+		return apiErr.Code == 503 || apiErr.ErrorCode == errCodeDuplicateInProcess
 	}
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||

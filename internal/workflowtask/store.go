@@ -47,8 +47,36 @@ func (s *store) bucket(ctx context.Context, name string, slot *jetstream.KeyValu
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 	}
-	*slot = kv
-	return kv, nil
+	*slot = boundedKV{kv}
+	return *slot, nil
+}
+
+// requestTimeout bounds one request to a bucket.
+const requestTimeout = 5 * time.Second
+
+// boundedKV bounds every read and write to requestTimeout. A request whose
+// answer is lost (sent as a stream leader steps down, or while the client
+// reconnects) must fail in seconds, not wait out the minutes a tool call
+// may have left: the JetStream client only applies its own default timeout
+// to a context without a deadline.
+type boundedKV struct{ jetstream.KeyValue }
+
+func (b boundedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return b.KeyValue.Get(ctx, key)
+}
+
+func (b boundedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return b.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (b boundedKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return b.KeyValue.Update(ctx, key, value, revision)
 }
 
 // workflows is the WORKFLOWS bucket.
@@ -108,7 +136,10 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 			rec.setRevision(rev)
 			return rec, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// A write whose answer was lost may have been stored: reading the
+		// record again tells, since change reports nothing more to write.
+		lost := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !lost {
 			return nil, fmt.Errorf("writing %s: %w", key, err)
 		}
 		if attempt == maxCAS {
