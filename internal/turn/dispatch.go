@@ -481,12 +481,16 @@ func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec, g *g
 		parent, espan = d.Tracer.Start(p.spanCtx, "execute")
 		defer espan.End()
 	}
-	callCtx, cancel := context.WithTimeoutCause(parent, timeout, errCallTimeout)
-	c := &running{d: d, p: p, g: g, name: sp.Name, turnCtx: ctx, cancel: cancel, timeout: timeout, start: time.Now()}
-	c.ctx = tools.WithCall(callCtx, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
+	// One timer per call serves as the call's deadline and its watchdog:
+	// when it fires it cancels the call (cause errCallTimeout) and starts
+	// the watchdog. The context still reports the deadline (deadlined).
+	callCtx, cancel := context.WithCancelCause(parent)
+	start := time.Now()
+	c := &running{d: d, p: p, g: g, name: sp.Name, turnCtx: ctx, cancel: cancel, timeout: timeout, start: start}
+	c.ctx = tools.WithCall(deadlined{callCtx, start.Add(timeout)}, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
 	// The watchdog starts when the time limit passes, or when the turn is
 	// aborted (inflight.abort); a call that returns in time stops both.
-	hung := time.AfterFunc(timeout, c.watchdog)
+	hung := time.AfterFunc(timeout, c.expire)
 	if !g.step.add(c) {
 		go c.watchdog() // the turn was aborted before the call registered
 	}
@@ -505,7 +509,7 @@ type running struct {
 	name    string
 	ctx     context.Context // the call's
 	turnCtx context.Context
-	cancel  context.CancelFunc
+	cancel  context.CancelCauseFunc
 	timeout time.Duration
 	start   time.Time
 	once    sync.Once
@@ -516,8 +520,32 @@ func (c *running) end(rr runResult) {
 		c.p.outcome = c.d.outcome(c.p, rr, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
 		c.d.store(c.turnCtx, c.p)
 		c.g.release()
-		c.cancel()
+		c.cancel(nil)
 	})
+}
+
+// expire ends the call's time: its context is cancelled with the timeout
+// cause, and the watchdog gives the tool returnGrace to return.
+func (c *running) expire() {
+	c.cancel(errCallTimeout)
+	c.watchdog()
+}
+
+// deadlined is a call's context: cancelled by the call's own timer, and
+// reporting that timer's deadline as a context with a timeout would, so
+// tools can pass it on (HTTP clients, MCP sessions).
+type deadlined struct {
+	context.Context
+	at time.Time
+}
+
+func (d deadlined) Deadline() (time.Time, bool) { return d.at, true }
+
+func (d deadlined) Err() error {
+	if context.Cause(d.Context) == errCallTimeout {
+		return context.DeadlineExceeded
+	}
+	return d.Context.Err()
 }
 
 // watchdog runs when the call's time limit passes or its turn is aborted
@@ -531,7 +559,7 @@ func (c *running) watchdog() {
 		c.p.outcome = c.d.outcome(c.p, runResult{err: c.ctx.Err()}, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
 		c.d.store(c.turnCtx, c.p)
 		c.g.release()
-		c.cancel()
+		c.cancel(nil)
 	})
 }
 
