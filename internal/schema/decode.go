@@ -22,22 +22,39 @@ const maxDepth = 10000
 // decoder's buffering, and FuzzDecodeAny holds it to encoding/json's
 // results.
 func decodeAny(s string) (any, error) {
+	v, _, err := decodeAnyNumbers(s)
+	return v, err
+}
+
+// numberKinds says what the numbers of a decoded value look like, so
+// that the walks over them can be skipped when there is nothing to find.
+type numberKinds struct {
+	// fractionOrExponent: some number has a '.', 'e' or 'E' (it may be
+	// an integral number not in integer form).
+	fractionOrExponent bool
+	// long: some number is long enough to be out of the supported range.
+	long bool
+}
+
+// decodeAnyNumbers is decodeAny that also reports its numbers' kinds.
+func decodeAnyNumbers(s string) (any, numberKinds, error) {
 	d := decoder{s: s}
 	d.space()
 	v, err := d.value(0)
 	if err != nil {
-		return nil, err
+		return nil, numberKinds{}, err
 	}
 	d.space()
 	if d.i != len(d.s) {
-		return nil, errSyntax
+		return nil, numberKinds{}, errSyntax
 	}
-	return v, nil
+	return v, d.kinds, nil
 }
 
 type decoder struct {
-	s string
-	i int
+	s     string
+	i     int
+	kinds numberKinds
 }
 
 func (d *decoder) space() {
@@ -280,12 +297,14 @@ func (d *decoder) number() (any, error) {
 		return nil, errSyntax
 	}
 	if d.i < len(d.s) && d.s[d.i] == '.' {
+		d.kinds.fractionOrExponent = true
 		d.i++
 		if d.digits() == 0 {
 			return nil, errSyntax
 		}
 	}
 	if d.i < len(d.s) && (d.s[d.i] == 'e' || d.s[d.i] == 'E') {
+		d.kinds.fractionOrExponent = true
 		d.i++
 		if d.i < len(d.s) && (d.s[d.i] == '+' || d.s[d.i] == '-') {
 			d.i++
@@ -293,6 +312,11 @@ func (d *decoder) number() (any, error) {
 		if d.digits() == 0 {
 			return nil, errSyntax
 		}
+	}
+	// A plain integer of up to 300 digits is always within range (see
+	// usableNumber); anything with an exponent or longer is checked.
+	if d.i-start > 300 {
+		d.kinds.long = true
 	}
 	return json.Number(d.s[start:d.i]), nil
 }

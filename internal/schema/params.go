@@ -195,7 +195,13 @@ func (e *ValidationError) Error() string {
 // UseNumber) against the full schema. Numbers outside the supported range
 // (see usableNumber) are violations.
 func (p *Params) Validate(v any) error {
-	if hasUnusableNumber(v) {
+	return p.validate(v, true)
+}
+
+// validate is Validate; checkNumbers false skips the walk for numbers out
+// of range, for a value the parser has already found none in.
+func (p *Params) validate(v any, checkNumbers bool) error {
+	if checkNumbers && hasUnusableNumber(v) {
 		return &ValidationError{Violations: numberViolations(v, "", nil)}
 	}
 	if p.fast != nil {
@@ -315,7 +321,8 @@ func (v Value) JSON() ([]byte, error) {
 }
 
 func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
-	v, err = decodeAny(args)
+	var kinds numberKinds
+	v, kinds, err = decodeAnyNumbers(args)
 	switch {
 	case err == nil:
 		text = trimSpace(args)
@@ -327,15 +334,16 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 			return nil, "", rungs, false, err
 		}
 		text = string(data)
-		if v, err = decodeAny(text); err != nil {
+		if v, kinds, err = decodeAnyNumbers(text); err != nil {
 			return nil, "", rungs, false, fmt.Errorf("%w: %v", ErrUnparseable, err)
 		}
 	}
 	changed = p.nulls != nil && p.nulls.strip(v)
-	if err := p.Validate(v); err != nil {
+	// An exponent can put a short number out of range too.
+	if err := p.validate(v, kinds.long || kinds.fractionOrExponent); err != nil {
 		return nil, "", rungs, false, err
 	}
-	if integralNumbers(v) {
+	if kinds.fractionOrExponent && integralNumbers(v) {
 		changed = true
 	}
 	return v, text, rungs, changed, nil
