@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
@@ -228,6 +229,9 @@ func (n *fastNode) setCount(k string, v any) bool {
 type path struct {
 	tokens []pathToken
 }
+
+// paths recycles the walk's path stacks: validation runs for every call.
+var paths = sync.Pool{New: func() any { return &path{tokens: make([]pathToken, 0, 8)} }}
 
 type pathToken struct {
 	key   string

@@ -205,7 +205,10 @@ func (p *Params) validate(v any, checkNumbers bool) error {
 		return &ValidationError{Violations: numberViolations(v, "", nil)}
 	}
 	if p.fast != nil {
-		out := p.fast.validate(v, &path{tokens: make([]pathToken, 0, 8)}, nil)
+		at := paths.Get().(*path)
+		out := p.fast.validate(v, at, nil)
+		at.tokens = at.tokens[:0]
+		paths.Put(at)
 		if out == nil {
 			return nil
 		}
