@@ -184,6 +184,21 @@ func (c *Category) Creator() turn.Creator {
 }
 
 // homeOf opens the calling agent's home.
+// open opens the calling agent's home and resolves path beneath it; the
+// caller closes the home.
+func (c *Category) open(ctx context.Context, path string) (*home, string, error) {
+	h, _, err := c.homeOf(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := h.rel(path)
+	if err != nil {
+		h.close()
+		return nil, "", err
+	}
+	return h, rel, nil
+}
+
 func (c *Category) homeOf(ctx context.Context) (*home, tools.Call, error) {
 	call, ok := tools.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) {

@@ -103,15 +103,11 @@ func short(s string, n int) string {
 }
 
 func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error) {
-	h, _, err := c.homeOf(ctx)
+	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}
 	defer h.close()
-	rel, err := h.rel(p.Path)
-	if err != nil {
-		return tools.Result{}, err
-	}
 	depth := max(p.Depth, 1)
 	fi, err := h.root.Stat(rel)
 	if err != nil {
@@ -206,15 +202,11 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 	case p.EndLine > 0 && p.StartLine > p.EndLine:
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "end_line %d is before start_line %d.", p.EndLine, p.StartLine)
 	}
-	h, _, err := c.homeOf(ctx)
+	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}
 	defer h.close()
-	rel, err := h.rel(p.Path)
-	if err != nil {
-		return tools.Result{}, err
-	}
 	f, err := h.root.Open(rel)
 	if err != nil {
 		return tools.Result{}, fileError("read", p.Path, err)
@@ -378,15 +370,11 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 	if int64(len(p.Content)) > c.cfg.MaxFileBytes {
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The content is %s, over the %s limit of write_file.", byteCount(int64(len(p.Content))), byteCount(c.cfg.MaxFileBytes))
 	}
-	h, _, err := c.homeOf(ctx)
+	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}
 	defer h.close()
-	rel, err := h.rel(p.Path)
-	if err != nil {
-		return tools.Result{}, err
-	}
 	if rel == "." {
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The path names your home directory itself; name a file in it.")
 	}
@@ -449,15 +437,11 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	if p.OldText == p.NewText {
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "old_text and new_text are the same: there is nothing to change.")
 	}
-	h, _, err := c.homeOf(ctx)
+	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
 		return tools.Result{}, err
 	}
 	defer h.close()
-	rel, err := h.rel(p.Path)
-	if err != nil {
-		return tools.Result{}, err
-	}
 	fi, err := h.root.Stat(rel)
 	if err != nil {
 		return tools.Result{}, fileError("edit", p.Path, err)
