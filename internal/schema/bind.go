@@ -56,72 +56,36 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 	defer delete(seen, t)
 	switch t.Kind() {
 	case reflect.String:
-		return func(v any, dst reflect.Value) error {
-			switch v := v.(type) {
-			case string:
-				dst.SetString(v)
-				return nil
-			case nil:
-				return nil
-			}
-			return typeError(v, t)
-		}
+		return scalar(t, func(v string, dst reflect.Value) bool { dst.SetString(v); return true })
 	case reflect.Bool:
-		return func(v any, dst reflect.Value) error {
-			switch v := v.(type) {
-			case bool:
-				dst.SetBool(v)
-				return nil
-			case nil:
-				return nil
-			}
-			return typeError(v, t)
-		}
+		return scalar(t, func(v bool, dst reflect.Value) bool { dst.SetBool(v); return true })
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return func(v any, dst reflect.Value) error {
-			switch v := v.(type) {
-			case json.Number:
-				n, err := strconv.ParseInt(string(v), 10, t.Bits())
-				if err != nil {
-					return typeError(v, t)
-				}
-				dst.SetInt(n)
-				return nil
-			case nil:
-				return nil
+		return scalar(t, func(v json.Number, dst reflect.Value) bool {
+			n, err := strconv.ParseInt(string(v), 10, t.Bits())
+			if err != nil {
+				return false
 			}
-			return typeError(v, t)
-		}
+			dst.SetInt(n)
+			return true
+		})
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return func(v any, dst reflect.Value) error {
-			switch v := v.(type) {
-			case json.Number:
-				n, err := strconv.ParseUint(string(v), 10, t.Bits())
-				if err != nil {
-					return typeError(v, t)
-				}
-				dst.SetUint(n)
-				return nil
-			case nil:
-				return nil
+		return scalar(t, func(v json.Number, dst reflect.Value) bool {
+			n, err := strconv.ParseUint(string(v), 10, t.Bits())
+			if err != nil {
+				return false
 			}
-			return typeError(v, t)
-		}
+			dst.SetUint(n)
+			return true
+		})
 	case reflect.Float32, reflect.Float64:
-		return func(v any, dst reflect.Value) error {
-			switch v := v.(type) {
-			case json.Number:
-				f, err := strconv.ParseFloat(string(v), t.Bits())
-				if err != nil {
-					return typeError(v, t)
-				}
-				dst.SetFloat(f)
-				return nil
-			case nil:
-				return nil
+		return scalar(t, func(v json.Number, dst reflect.Value) bool {
+			f, err := strconv.ParseFloat(string(v), t.Bits())
+			if err != nil {
+				return false
 			}
-			return typeError(v, t)
-		}
+			dst.SetFloat(f)
+			return true
+		})
 	case reflect.Pointer:
 		elem := compileBinder(t.Elem(), seen)
 		if elem == nil {
@@ -194,6 +158,21 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 		return compileStruct(t, seen)
 	}
 	return nil
+}
+
+// scalar binds a JSON value of type V with set, which reports false for a
+// value the Go type cannot hold; null leaves the destination as it is, as
+// json.Unmarshal does.
+func scalar[V any](t reflect.Type, set func(V, reflect.Value) bool) binder {
+	return func(v any, dst reflect.Value) error {
+		if v == nil {
+			return nil
+		}
+		if x, ok := v.(V); ok && set(x, dst) {
+			return nil
+		}
+		return typeError(v, t)
+	}
 }
 
 type fieldBinder struct {
