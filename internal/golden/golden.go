@@ -45,3 +45,14 @@ func JSON(t testing.TB, name string, v any) {
 	}
 	Bytes(t, name, append(got, '\n'))
 }
+
+// IndentedJSON is Bytes for raw JSON indented with two spaces.
+func IndentedJSON(t testing.TB, name string, raw []byte) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	b.WriteByte('\n')
+	Bytes(t, name, b.Bytes())
+}

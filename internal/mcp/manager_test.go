@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,34 +14,16 @@ import (
 	"testing"
 	"time"
 
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+
 	"github.com/agentbull/toolruntime/internal/mcp"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update to accept):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.Bytes
 
 func indent(t *testing.T, raw []byte) []byte {
 	t.Helper()

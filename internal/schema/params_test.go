@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,32 +11,13 @@ import (
 	"sync"
 	"testing"
 
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+
 	"github.com/agentbull/toolruntime/internal/schema"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-// golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update to accept):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.Bytes
 
 // pretty indents compact JSON for a golden file. Indenting keeps key order
 // and every byte of every token, so equal golden files mean byte-identical

@@ -4,20 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/skills"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestParse(t *testing.T) {
 	tests := []struct {
@@ -183,20 +182,5 @@ func TestCreator(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update to accept):\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.Bytes

@@ -1,41 +1,17 @@
 package workflowtask_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
-	"path/filepath"
 	"testing"
+
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got (JSON) with testdata/name, indented for reading.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	var b bytes.Buffer
-	if err := json.Indent(&b, got, "", "  "); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	b.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("%s differs from the golden file (run with -update if the change is intended):\n%s", name, b.Bytes())
-	}
-}
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.IndentedJSON
 
 // TestGoldenTaskCatalog pins the task catalog a gateway receives over
 // turn.tools, and submit_result's definition for a strict-ready schema

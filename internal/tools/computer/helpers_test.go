@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const agent = "a1"
 
@@ -171,26 +170,5 @@ func assertGone(t *testing.T, what string, pid int) {
 	waitFor(t, fmt.Sprintf("%s (pid %d) to be gone", what, pid), func() bool { return gone(pid) })
 }
 
-// golden compares got (JSON) with testdata/name, indented for reading.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	var b bytes.Buffer
-	if err := json.Indent(&b, got, "", "  "); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	b.WriteByte('\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(b.Bytes(), want) {
-		t.Errorf("%s differs from the golden file (run with -update if the change is intended):\n%s", name, b.Bytes())
-	}
-}
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.IndentedJSON
