@@ -13,9 +13,26 @@ type Call struct {
 
 type callKey struct{}
 
-// WithCall returns ctx carrying c; the dispatcher sets it for every call.
+// WithCall returns ctx carrying c.
 func WithCall(ctx context.Context, c Call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
+	return &CallContext{ctx, c}
+}
+
+// CallContext is a context carrying a Call. The dispatcher keeps one in
+// the record of every call, so that giving a tool its call costs no
+// allocation of its own.
+type CallContext struct {
+	context.Context
+	Call Call
+}
+
+// Value returns the call for CallFrom and asks the parent for anything
+// else.
+func (c *CallContext) Value(key any) any {
+	if key == (callKey{}) {
+		return c.Call
+	}
+	return c.Context.Value(key)
 }
 
 // CallFrom returns the call ctx carries.

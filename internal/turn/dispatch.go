@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -160,17 +161,34 @@ type Dispatcher struct {
 	Logger *slog.Logger
 }
 
-// pending is a call on its way through a step.
+// pending is one call on its way through a step: what resolving it
+// found and, once it runs, what the call and its watchdog share. One
+// allocation holds it all, the outcome of a call that ran included.
 type pending struct {
+	d        *Dispatcher
 	call     protocol.Call
 	ref      CallRef
 	inv      *tools.Invocation
+	timeout  time.Duration
 	search   bool
-	outcome  *Outcome // set early for calls that run nothing
 	parallel bool
+	outcome  *Outcome // set early for calls that run nothing
 	// With a Tracer: the call's span, and the context that carries it.
 	span    trace.Span
 	spanCtx context.Context
+
+	// Set when the call starts.
+	g       *group
+	set     *Set
+	turnCtx context.Context
+	ctx     callContext
+	cancel  context.CancelCauseFunc
+	began   time.Time
+	// finished is set by whichever ends the call first: the tool
+	// returning, or the watchdog.
+	finished atomic.Bool
+	expired  bool // guarded by the step's inflight.mu
+	out      Outcome
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -190,6 +208,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 		ps[i] = d.resolve(ctx, set, in, c)
 	}
 	step := &inflight{}
+	defer step.stop()
 	defer context.AfterFunc(ctx, step.abort)()
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
@@ -234,7 +253,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
-	p := &pending{call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
+	p := &pending{d: d, call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = d.Tracer.Start(ctx, "call "+displayName(c), trace.WithAttributes(
 			attribute.String("tool.name", displayName(c)), attribute.String("tool.call_id", c.CallID)))
@@ -280,59 +299,133 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 	p.inv = inv
 	p.parallel = sp.ExecutionMode == tools.Parallel
+	p.timeout = sp.Timeout
+	if p.timeout == 0 {
+		p.timeout = d.Timeout
+	}
+	if p.timeout == 0 {
+		p.timeout = DefaultTimeout
+	}
 	return p
 }
 
 func (d *Dispatcher) repairOptions() schema.RepairOptions { return d.Repair }
 
 func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
+	g := &group{step: step}
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
-	g := &group{sem: make(chan struct{}, limit), step: step}
+	if len(ps) > limit {
+		g.sem = make(chan struct{}, limit)
+	}
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
-		g.sem <- struct{}{}
-		g.wg.Add(1)
-		go d.start(ctx, set, g, p)
+		g.acquire()
+		p.g, p.set, p.turnCtx = g, set, ctx
+		go p.run()
 	}
 	g.wg.Wait()
 }
 
-// group bounds the calls of a group running at once and waits for them.
+// group bounds the calls of a group running at once (sem is nil when the
+// group is no larger than the bound) and waits for them.
 type group struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup
 	step *inflight
 }
 
-// inflight tracks the calls of a step that are running, so that the
-// turn's abort can start their watchdogs: one registration on the turn's
-// context per step instead of one per call.
-type inflight struct {
-	mu      sync.Mutex
-	calls   map[*running]struct{}
-	aborted bool
+func (g *group) acquire() {
+	if g.sem != nil {
+		g.sem <- struct{}{}
+	}
+	g.wg.Add(1)
 }
 
-func (f *inflight) add(c *running) bool {
+// release is called once a call's outcome is stored and reported, which
+// for a tool that ignores its context is before the goroutine running it
+// returns.
+func (g *group) release() {
+	if g.sem != nil {
+		<-g.sem
+	}
+	g.wg.Done()
+}
+
+// inflight tracks the calls of a step that are running. It holds the
+// step's one timer, which fires at the earliest deadline of its running
+// calls, and it lets the turn's abort start their watchdogs: one timer and
+// one registration on the turn's context per step instead of one per
+// call.
+type inflight struct {
+	mu      sync.Mutex
+	calls   []*pending
+	aborted bool
+	timer   *time.Timer
+	next    time.Time // when timer fires, if armed
+}
+
+// add registers a running call whose deadline is set. It reports false
+// when the turn was aborted before: the call's watchdog must start.
+func (f *inflight) add(p *pending) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.calls == nil {
-		f.calls = map[*running]struct{}{}
+	f.calls = append(f.calls, p)
+	if f.next.IsZero() || p.ctx.deadline.Before(f.next) {
+		f.arm(p.ctx.deadline)
 	}
-	f.calls[c] = struct{}{}
 	return !f.aborted
 }
 
-func (f *inflight) remove(c *running) {
+func (f *inflight) remove(p *pending) {
 	f.mu.Lock()
-	delete(f.calls, c)
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	for i, c := range f.calls {
+		if c == p {
+			last := len(f.calls) - 1
+			f.calls[i], f.calls[last] = f.calls[last], nil
+			f.calls = f.calls[:last]
+			return
+		}
+	}
+}
+
+// arm sets the timer to fire at t. The caller holds mu.
+func (f *inflight) arm(t time.Time) {
+	f.next = t
+	if f.timer == nil {
+		f.timer = time.AfterFunc(time.Until(t), f.expire)
+		return
+	}
+	f.timer.Reset(time.Until(t))
+}
+
+// expire ends the time of every running call past its deadline, and
+// arms the timer for the next deadline.
+func (f *inflight) expire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	f.next = time.Time{}
+	var next time.Time
+	for _, p := range f.calls {
+		switch {
+		case p.expired:
+		case !p.ctx.deadline.After(now):
+			p.expired = true
+			go p.expire()
+		case next.IsZero() || p.ctx.deadline.Before(next):
+			next = p.ctx.deadline
+		}
+	}
+	if !next.IsZero() {
+		f.arm(next)
+	}
 }
 
 // abort starts the watchdog of every running call.
@@ -340,75 +433,85 @@ func (f *inflight) abort() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.aborted = true
-	for c := range f.calls {
-		go c.watchdog()
+	for _, p := range f.calls {
+		go p.watchdog()
 	}
 }
 
-// release is called once a call's outcome is stored and reported, which
-// for a tool that ignores its context is before the goroutine running it
-// returns.
-func (g *group) release() {
-	<-g.sem
-	g.wg.Done()
+// stop stops the timer once the step is over.
+func (f *inflight) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.timer != nil {
+		f.timer.Stop()
+	}
 }
 
-func (d *Dispatcher) start(ctx context.Context, set *Set, g *group, p *pending) {
-	if !p.search {
-		d.execute(ctx, p, g)
+// run is the call's own goroutine. The common path, a validated call
+// that runs, stays in small stack frames: a goroutine starts with a small
+// stack, and growing it was a visible part of the dispatch cost.
+func (p *pending) run() {
+	if (p.search || p.d.Journal != nil || p.turnCtx.Err() != nil) && p.answered() {
+		p.g.release()
 		return
 	}
-	// A search loads tools into the turn: after the turn's abort it is
-	// answered like any other call, not run.
-	if err := context.Cause(ctx); err != nil {
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
-	} else {
-		p.outcome = d.search(set, p.call)
+	if p.d.Observer != nil || p.d.Meter != nil {
+		p.started()
 	}
-	d.ended(ctx, p)
-	g.release()
+	p.invoke()
 }
 
-// execute runs one validated call under the journal's claim.
-func (d *Dispatcher) execute(ctx context.Context, p *pending, g *group) {
+func (p *pending) started() {
+	if p.d.Observer != nil {
+		p.d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
+	}
+	if p.d.Meter != nil {
+		p.d.Meter.CallStarted(p.inv.Tool.Name())
+	}
+}
+
+// answered settles, off the common path, a call that comes after the
+// turn's abort, a tool search, and a call an earlier attempt settled (the
+// journal's claim). It reports whether the call has its outcome without
+// running.
+func (p *pending) answered() bool {
+	ctx, d := p.turnCtx, p.d
 	if err := context.Cause(ctx); err != nil {
+		// A search loads tools into the turn: after the turn's abort it is
+		// answered like any other call, not run.
 		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
 		d.ended(ctx, p)
-		g.release()
-		return
+		return true
 	}
+	if p.search {
+		p.outcome = d.search(p.set, p.call)
+		d.ended(ctx, p)
+		return true
+	}
+	if d.Journal == nil {
+		return false
+	}
+	stored, err := d.Journal.Claim(ctx, p.ref)
 	sp := p.inv.Tool.Spec()
-	if d.Journal != nil {
-		stored, err := d.Journal.Claim(ctx, p.ref)
-		switch {
-		case err == nil && stored != nil:
-			stored.Replayed = true
-			p.outcome = stored
-			d.ended(ctx, p)
-			g.release()
-			return
-		case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
-			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Interrupted,
-				"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
-			d.store(ctx, p)
-			g.release()
-			return
-		case errors.Is(err, ErrClaimed):
-			// A read-only tool changes nothing: running it again is safe.
-		case err != nil:
-			p.outcome = errorOutcome(p.call, tools.Errorf(tools.Internal, "The call could not be recorded before running, so it was not run: %v", err))
-			d.ended(ctx, p)
-			g.release()
-			return
-		}
+	switch {
+	case err == nil && stored != nil:
+		stored.Replayed = true
+		p.outcome = stored
+		d.ended(ctx, p)
+		return true
+	case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Interrupted,
+			"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
+		d.store(ctx, p)
+		return true
+	case errors.Is(err, ErrClaimed):
+		// A read-only tool changes nothing: running it again is safe.
+	case err != nil:
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Internal, "The call could not be recorded before running, so it was not run: %v", err))
+		d.ended(ctx, p)
+		return true
 	}
-	if d.Observer != nil {
-		d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
-	}
-	if d.Meter != nil {
-		d.Meter.CallStarted(sp.Name)
-	}
-	d.invoke(ctx, p, sp, g)
+	return false
 }
 
 // abandoned reports whether ctx ended for a reason other than the turn's
@@ -424,20 +527,20 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 		// The outcome is stored even when the turn is being aborted: a
 		// redelivery must not run the call again.
 		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref, p.outcome); err != nil {
-			d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
-				"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+			d.storeFailed(p, err)
 		}
 	}
 	d.ended(ctx, p)
 }
 
+func (d *Dispatcher) storeFailed(p *pending, err error) {
+	d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
+		"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+}
+
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if p.span != nil {
-		if p.outcome.Err != nil {
-			p.span.SetStatus(codes.Error, string(p.outcome.Err.Kind))
-			p.span.SetAttributes(attribute.String("error.kind", string(p.outcome.Err.Kind)))
-		}
-		p.span.End()
+		p.endSpan()
 	}
 	if abandoned(ctx) {
 		return
@@ -450,9 +553,12 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	}
 }
 
-type runResult struct {
-	res tools.Result
-	err error
+func (p *pending) endSpan() {
+	if p.outcome.Err != nil {
+		p.span.SetStatus(codes.Error, string(p.outcome.Err.Kind))
+		p.span.SetAttributes(attribute.String("error.kind", string(p.outcome.Err.Kind)))
+	}
+	p.span.End()
 }
 
 // returnGrace is how long a tool has to return once its context ended. A
@@ -460,122 +566,111 @@ type runResult struct {
 // the partial output of the work it stopped) is kept.
 const returnGrace = time.Second
 
-// invoke runs the tool, in the calling goroutine, with its time limit,
+// invoke runs the tool, in the call's goroutine, with its time limit,
 // then stores and reports the outcome and releases the call's place in
 // its group, exactly once. A tool that ignores its context is left behind
 // when the limit and returnGrace pass: a watchdog finishes the call for
 // it, and the tool's late result is dropped. In the common case, a tool
 // that returns in time, the watchdog never starts.
-func (d *Dispatcher) invoke(ctx context.Context, p *pending, sp tools.Spec, g *group) {
-	timeout := sp.Timeout
-	if timeout == 0 {
-		timeout = d.Timeout
-	}
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	parent := ctx
+func (p *pending) invoke() {
+	parent := p.turnCtx
 	var espan trace.Span
 	if p.span != nil {
-		// The tool's own spans nest under the call's "execute" span.
-		parent, espan = d.Tracer.Start(p.spanCtx, "execute")
-		defer espan.End()
+		parent, espan = p.executeSpan()
 	}
-	// One timer per call serves as the call's deadline and its watchdog:
-	// when it fires it cancels the call (cause errCallTimeout) and starts
-	// the watchdog. The context still reports the deadline (deadlined).
-	callCtx, cancel := context.WithCancelCause(parent)
-	start := time.Now()
-	c := &running{d: d, p: p, g: g, name: sp.Name, turnCtx: ctx, cancel: cancel, timeout: timeout, start: start}
-	c.ctx = tools.WithCall(deadlined{callCtx, start.Add(timeout)}, tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID})
-	// The watchdog starts when the time limit passes, or when the turn is
-	// aborted (inflight.abort); a call that returns in time stops both.
-	hung := time.AfterFunc(timeout, c.expire)
-	if !g.step.add(c) {
-		go c.watchdog() // the turn was aborted before the call registered
+	// The step's timer serves as the call's deadline and its watchdog:
+	// when the deadline passes it cancels the call (cause errCallTimeout)
+	// and starts the watchdog. The context still reports the deadline
+	// (callContext).
+	ctx, cancel := context.WithCancelCause(parent)
+	p.cancel = cancel
+	p.began = time.Now()
+	p.ctx.Context = ctx
+	p.ctx.Call = tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
+	p.ctx.deadline = p.began.Add(p.timeout)
+	// The watchdog starts when the time limit passes (inflight.expire), or
+	// when the turn is aborted (inflight.abort); neither happens to a call
+	// that returns in time.
+	if !p.g.step.add(p) {
+		go p.watchdog() // the turn was aborted before the call registered
 	}
-	res, err := p.inv.Run(c.ctx)
-	hung.Stop()
-	g.step.remove(c)
-	c.end(runResult{res, err})
+	res, err := p.inv.Run(&p.ctx)
+	p.g.step.remove(p)
+	if p.finished.CompareAndSwap(false, true) {
+		p.finish(res, err)
+	}
+	if espan != nil {
+		espan.End()
+	}
 }
 
-// running is one call in flight: one allocation holds what the call and
-// its watchdog share.
-type running struct {
-	d       *Dispatcher
-	p       *pending
-	g       *group
-	name    string
-	ctx     context.Context // the call's
-	turnCtx context.Context
-	cancel  context.CancelCauseFunc
-	timeout time.Duration
-	start   time.Time
-	once    sync.Once
+// executeSpan starts the call's "execute" span, under which the tool's
+// own spans nest.
+func (p *pending) executeSpan() (context.Context, trace.Span) {
+	return p.d.Tracer.Start(p.spanCtx, "execute")
 }
 
-func (c *running) end(rr runResult) {
-	c.once.Do(func() {
-		c.p.outcome = c.d.outcome(c.p, rr, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
-		c.d.store(c.turnCtx, c.p)
-		c.g.release()
-		c.cancel(nil)
-	})
+// finish stores and reports the outcome of a call that ran, and releases
+// its place in its group.
+func (p *pending) finish(res tools.Result, err error) {
+	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
+	p.d.store(p.turnCtx, p)
+	p.g.release()
+	p.cancel(nil)
 }
 
 // expire ends the call's time: its context is cancelled with the timeout
 // cause, and the watchdog gives the tool returnGrace to return.
-func (c *running) expire() {
-	c.cancel(errCallTimeout)
-	c.watchdog()
-}
-
-// deadlined is a call's context: cancelled by the call's own timer, and
-// reporting that timer's deadline as a context with a timeout would, so
-// tools can pass it on (HTTP clients, MCP sessions).
-type deadlined struct {
-	context.Context
-	at time.Time
-}
-
-func (d deadlined) Deadline() (time.Time, bool) { return d.at, true }
-
-func (d deadlined) Err() error {
-	if context.Cause(d.Context) == errCallTimeout {
-		return context.DeadlineExceeded
-	}
-	return d.Context.Err()
+func (p *pending) expire() {
+	p.cancel(errCallTimeout)
+	p.watchdog()
 }
 
 // watchdog runs when the call's time limit passes or its turn is aborted
 // while the tool runs. A tool that returns within returnGrace has ended
-// the call itself by then, and the watchdog's end does nothing.
-func (c *running) watchdog() {
+// the call itself by then, and the watchdog does nothing.
+func (p *pending) watchdog() {
 	time.Sleep(returnGrace)
-	c.once.Do(func() {
-		c.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
-			"tool", c.name, "call_id", c.p.ref.CallID, "cause", context.Cause(c.ctx))
-		c.p.outcome = c.d.outcome(c.p, runResult{err: c.ctx.Err()}, c.ctx, c.turnCtx, c.timeout, time.Since(c.start))
-		c.d.store(c.turnCtx, c.p)
-		c.g.release()
-		c.cancel(nil)
-	})
+	if !p.finished.CompareAndSwap(false, true) {
+		return
+	}
+	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.ctx))
+	p.finish(tools.Result{}, p.ctx.Err())
 }
 
-// outcome builds the outcome of a call that ran.
-func (d *Dispatcher) outcome(p *pending, rr runResult, callCtx, ctx context.Context, timeout, took time.Duration) *Outcome {
-	o := &Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took}
-	o.Details, o.Events = rr.res.Details, rr.res.Events
-	if rr.err != nil {
-		o.Err = classify(rr.err, callCtx, ctx, timeout)
-		o.Item = functionOutput(p.call.CallID, failureText(o.Err, rr.res.Content))
+// callContext is a call's context: cancelled by the call's own timer or
+// the turn's abort, reporting the timer's deadline as a context with a
+// timeout would (so tools can pass it on to HTTP clients and MCP
+// sessions), and carrying the call's identity.
+type callContext struct {
+	tools.CallContext
+	deadline time.Time
+}
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *callContext) Err() error {
+	if context.Cause(c.Context) == errCallTimeout {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+// outcome builds, in p's own storage, the outcome of a call that ran.
+func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.Duration) *Outcome {
+	o := &p.out
+	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
+		Details: res.Details, Events: res.Events}
+	if err != nil {
+		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
+		o.Item = functionOutput(p.call.CallID, failureText(o.Err, res.Content))
 		o.Activity = p.inv.Activity
 		return o
 	}
-	o.EndTurn, o.Complete = rr.res.EndTurn, rr.res.CompleteActorEvent
-	o.Item = functionOutput(p.call.CallID, rr.res.Content)
-	o.Activity = p.inv.CompletedActivity(rr.res)
+	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
+	o.Item = functionOutput(p.call.CallID, res.Content)
+	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
 

@@ -278,10 +278,14 @@ func TestTimeout(t *testing.T) {
 	d := &turn.Dispatcher{Timeout: 80 * time.Millisecond, Observer: obs}
 	res := dispatch(t, context.Background(), d, set, input(
 		call("c1", "honest", ``), call("c2", "deaf", ``), call("c3", "lying", ``), call("c4", "dflt", ``), call("c5", "quick", ``)))
-	for i, limit := range []string{"50ms", "50ms", "50ms", "80ms"} {
+	for i, limit := range []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 80 * time.Millisecond} {
 		o := res.Outcomes[i]
-		if kind(o) != tools.Timeout || !strings.Contains(o.Err.Message, limit) {
+		if kind(o) != tools.Timeout || !strings.Contains(o.Err.Message, limit.String()) {
 			t.Errorf("call %s: %v, want a timeout after %s", o.CallID, o.Err, limit)
+		}
+		// The step's one timer serves every deadline: none ends early.
+		if o.Duration < limit {
+			t.Errorf("call %s ended after %s, before its %s limit", o.CallID, o.Duration, limit)
 		}
 		if !o.Ran {
 			t.Errorf("call %s: Ran is false", o.CallID)
