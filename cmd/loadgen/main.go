@@ -50,6 +50,7 @@ type options struct {
 	storage     string
 	dataDir     string
 	cpuProfile  string
+	memProfile  string
 }
 
 func main() {
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (server and workers included with --workers)")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process at the end (server and workers included with --workers)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -86,6 +88,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.memProfile != "" {
+		defer writeHeapProfile(o.memProfile)
 	}
 	url := o.url
 	if o.workers > 0 {
@@ -277,4 +282,17 @@ func workersLabel(o options) string {
 		return fmt.Sprintf("%d in-process", o.workers)
 	}
 	return "external"
+}
+
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen: writing the allocation profile:", err)
+	}
 }

@@ -81,6 +81,7 @@ type Main struct {
 	TLSCA       string
 	// Telemetry: metrics and health port, span export.
 	HTTPAddr     string
+	Pprof        bool
 	OTLPEndpoint string
 	OTLPInsecure bool
 	LogFormat    string
@@ -143,6 +144,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.TLSKey, "tls-key", "", "TLS client key file")
 	fs.StringVar(&m.TLSCA, "tls-ca", "", "TLS CA certificate file")
 	fs.StringVar(&m.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
+	fs.BoolVar(&m.Pprof, "pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr")
 	fs.StringVar(&m.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this endpoint (host:port or URL; also OTEL_EXPORTER_OTLP_ENDPOINT; empty: no export)")
 	fs.BoolVar(&m.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
@@ -262,6 +264,9 @@ func (m *Main) validate() error {
 	if m.MarkDir != "" && !m.Diagnostics {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
 	}
+	if m.Pprof && m.HTTPAddr == "" {
+		errs = append(errs, errors.New("--pprof needs --http-addr"))
+	}
 	if m.MCPConfig != "" {
 		cfg, err := mcp.LoadConfig(m.MCPConfig)
 		if err != nil {
@@ -333,7 +338,7 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
 		Instance: m.Worker.Name, Version: version,
-		OTLPEndpoint: m.OTLPEndpoint, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr,
+		OTLPEndpoint: m.OTLPEndpoint, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
 	}, m.log)
 	if err != nil {
 		return err

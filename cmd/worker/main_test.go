@@ -36,6 +36,7 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 		{args: []string{"--duplicate-window", "10s"}, want: "shorter than the consumers' redelivery span"},
 		{args: []string{"--tls-cert", "c.pem"}, want: "--tls-cert and --tls-key go together"},
 		{args: []string{"--mark-dir", "/tmp"}, want: "--mark-dir needs --diagnostics"},
+		{args: []string{"--pprof"}, want: "--pprof needs --http-addr"},
 		{args: []string{"stray"}, want: "unexpected arguments"},
 		{env: [2]string{"WORKER_MAX_DELIVER", "many"}, want: "WORKER_MAX_DELIVER"},
 	} {

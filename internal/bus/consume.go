@@ -167,29 +167,33 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 }
 
 // renewLease tells the server the message is in progress every third of
-// the ack wait, so that a long call does not get its step redelivered.
+// the ack wait, so that a long call does not get its step redelivered. A
+// step that ends sooner (most do) costs one timer, which never fires.
 func renewLease(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
 	every := ackWait / 3
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	t := time.NewTicker(every)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-t.C:
-				_ = msg.InProgress()
-			case <-done:
-				return
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			_ = msg.InProgress()
+			t.Reset(every)
 		}
 	})
 	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
 		t.Stop()
-		close(done)
-		wg.Wait()
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -71,10 +71,20 @@ type Call struct {
 // after it is the dead-letter reason.
 var ErrMalformed = errors.New("malformed step")
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidID reports whether s is a valid agent, turn, workflow or task id.
-func ValidID(s string) bool { return idPattern.MatchString(s) }
+// ValidID reports whether s is a valid agent, turn, workflow or task id:
+// 1-64 characters of [A-Za-z0-9_-].
+func ValidID(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidCallID reports whether s is 1–256 printable characters.
 func ValidCallID(s string) bool {
@@ -100,24 +110,14 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	if maxBytes > 0 && len(data) > maxBytes {
 		return nil, malformed("message is %d bytes, over the %d byte limit", len(data), maxBytes)
 	}
-	tokens := strings.Split(subject, ".")
-	if len(tokens) != 4 || tokens[0]+"."+tokens[1] != prefix {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	agentID, turnID, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 || strings.Contains(turnID, ".") {
 		return nil, malformed("subject %q is not %s.<agent_id>.<turn_id>", subject, prefix)
 	}
-	var w struct {
-		AgentID string            `json:"agent_id"`
-		TurnID  string            `json:"turn_id"`
-		Step    *int64            `json:"step"`
-		Context *Context          `json:"context"`
-		Output  []json.RawMessage `json:"output"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&w); err != nil {
-		return nil, malformed("not a JSON step object: %v", err)
-	}
-	// More would miss a stray ']' or '}': only the end of input will do.
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed("data after the JSON object")
+	var w stepWire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, notAStep(data)
 	}
 	switch {
 	case w.Step == nil:
@@ -133,7 +133,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		return nil, malformed("turn_id %q is not 1-64 characters of [A-Za-z0-9_-]", s.TurnID)
 	case s.Step < 0:
 		return nil, malformed("step %d is negative", s.Step)
-	case tokens[2] != s.AgentID || tokens[3] != s.TurnID:
+	case agentID != s.AgentID || turnID != s.TurnID:
 		return nil, malformed("ids %s.%s disagree with subject %q", s.AgentID, s.TurnID, subject)
 	case s.Output == nil:
 		return nil, malformed("output is missing")
@@ -148,7 +148,6 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 			return nil, malformed("workflow or task id %q is not 1-64 characters of [A-Za-z0-9_-]", id)
 		}
 	}
-	seen := map[string]bool{}
 	for i, raw := range s.Output {
 		var item struct {
 			Type      string          `json:"type"`
@@ -175,10 +174,9 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		if !ValidCallID(item.CallID) {
 			return nil, malformed("output[%d]: call_id is not 1-256 printable characters", i)
 		}
-		if seen[item.CallID] {
+		if slices.ContainsFunc(s.Calls, func(c Call) bool { return c.CallID == item.CallID }) {
 			return nil, malformed("output[%d]: call_id %q appears twice", i, item.CallID)
 		}
-		seen[item.CallID] = true
 		c := Call{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
 		if item.Type == ItemFunctionCall {
 			if item.Name == "" {
@@ -195,6 +193,31 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		s.Calls = append(s.Calls, c)
 	}
 	return &s, nil
+}
+
+// notAStep says why data, which json.Unmarshal refused, is not a step.
+// It decodes again, off the common path, to tell a bad object from good
+// one followed by more data.
+func notAStep(data []byte) error {
+	var w stepWire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&w); err != nil {
+		return malformed("not a JSON step object: %v", err)
+	}
+	// More would miss a stray ']' or '}': only the end of input will do.
+	if _, err := dec.Token(); err != io.EOF {
+		return malformed("data after the JSON object")
+	}
+	return malformed("not a JSON step object")
+}
+
+// stepWire is the step message as it is decoded.
+type stepWire struct {
+	AgentID string            `json:"agent_id"`
+	TurnID  string            `json:"turn_id"`
+	Step    *int64            `json:"step"`
+	Context *Context          `json:"context"`
+	Output  []json.RawMessage `json:"output"`
 }
 
 // StepMsgID is the Nats-Msg-Id of a step message.

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Config configures telemetry. The zero value exports no traces and
@@ -46,10 +46,14 @@ type Config struct {
 	OTLPInsecure bool
 	// HTTPAddr, when set, serves /metrics, /healthz and /readyz.
 	HTTPAddr string
+	// Profiling adds Go's /debug/pprof/ endpoints to HTTPAddr.
+	Profiling bool
 }
 
 // Telemetry is what Setup started.
 type Telemetry struct {
+	// Tracer is nil when spans go nowhere: no span is made then, and the
+	// trace context of incoming steps still reaches outgoing events.
 	Tracer  trace.Tracer
 	Metrics *Metrics
 	ready   atomic.Bool
@@ -75,8 +79,6 @@ func Setup(ctx context.Context, cfg Config, log *slog.Logger) (*Telemetry, error
 		}
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		t.Tracer = t.tp.Tracer("github.com/agentbull/toolruntime")
-	} else {
-		t.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
@@ -109,13 +111,22 @@ func Setup(ctx context.Context, cfg Config, log *slog.Logger) (*Telemetry, error
 			}
 			fmt.Fprintln(w, "ready")
 		})
+		paths := "/metrics /healthz /readyz"
+		if cfg.Profiling {
+			mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+			paths += " /debug/pprof/"
+		}
 		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := t.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics and health server stopped", "err", err)
 			}
 		}()
-		log.Info("metrics and health endpoints", "addr", "http://"+ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+		log.Info("metrics and health endpoints", "addr", "http://"+ln.Addr().String(), "paths", paths)
 	}
 	return t, nil
 }

@@ -127,6 +127,35 @@ func TestStepMixedParallelAndSequential(t *testing.T) {
 	}
 }
 
+// A call that runs for several ack waits keeps its step's lease: the step
+// is not delivered again while it runs.
+func TestLongCallKeepsItsLease(t *testing.T) {
+	s := natstest.Start(t)
+	var log orderLog
+	var runs counter
+	cfg := testConfig()
+	cfg.Topology.AckWait = time.Second
+	startWorker(t, s, cfg, probeCreator(&log, &runs))
+	g := newGateway(t, s)
+	ev := g.watch("a1", "t1")
+	g.sendStep("a1", "t1", 0, fc("c1", "par", `{"label":"long","ms":3500}`))
+	outputs, _ := ev.untilDone()
+	if outputs["c1"].Status != "ok" {
+		t.Fatalf("c1: %s", outputs["c1"].Raw)
+	}
+	ev.quiet(1500 * time.Millisecond)
+	if n := runs.get("long"); n != 1 {
+		t.Errorf("the call ran %d times: its step was delivered again while it ran", n)
+	}
+	info, err := must(g.js.Consumer(context.Background(), protocol.StreamCalls, protocol.ConsumerCalls)).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 || info.NumAckPending != 0 {
+		t.Errorf("consumer: %d redelivered, %d pending acks", info.NumRedelivered, info.NumAckPending)
+	}
+}
+
 func TestEmptyStepEndsTurn(t *testing.T) {
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig())
