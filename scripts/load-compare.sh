@@ -11,13 +11,13 @@ dir=$(mktemp -d)
 url=nats://127.0.0.1:4333
 go build -o "$dir/worker" ./cmd/worker
 go build -o "$dir/loadgen" ./cmd/loadgen
-"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-64}" 2>"$dir/w1.log" &
+"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w1.log" &
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
 echo "== one worker"
 "$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
-"$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-64}" 2>"$dir/w2.log" &
+"$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w2.log" &
 pids+=($!)
 sleep 2
 echo "== two workers"

@@ -37,6 +37,7 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 		{args: []string{"--tls-cert", "c.pem"}, want: "--tls-cert and --tls-key go together"},
 		{args: []string{"--mark-dir", "/tmp"}, want: "--mark-dir needs --diagnostics"},
 		{args: []string{"--pprof"}, want: "--pprof needs --http-addr"},
+		{args: []string{"--gc-percent", "0"}, want: "--gc-percent must be at least 1"},
 		{args: []string{"stray"}, want: "unexpected arguments"},
 		{env: [2]string{"WORKER_MAX_DELIVER", "many"}, want: "WORKER_MAX_DELIVER"},
 	} {
