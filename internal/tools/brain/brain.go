@@ -165,14 +165,14 @@ func (b *Brain) build() []*tools.Tool {
 			Spec: tools.Spec{Name: RecallName, ReadOnly: true,
 				Description: "Search your brain (the pages you have kept across turns) by words, ranked by relevance, with the matching lines. " +
 					"Read a page found this way with get_page."},
-			Activity:          func(p RecallParams) string { return "Recalling " + clip(p.Query, 60) },
+			Activity:          func(p RecallParams) string { return "Recalling " + tools.Clip(p.Query, 60) },
 			CompletedActivity: func(p RecallParams, r tools.Result) string { return recallLabel(p, r) },
 			Execute:           b.recall,
 		}),
 		tools.Must(tools.Def[GetPageParams]{
 			Spec: tools.Spec{Name: GetPageName, ReadOnly: true,
 				Description: "Read a page of your brain by its title. Long pages come in ranges of lines: the answer says which lines it holds and where to go on."},
-			Activity: func(p GetPageParams) string { return "Reading page " + clip(p.Page, 60) },
+			Activity: func(p GetPageParams) string { return "Reading page " + tools.Clip(p.Page, 60) },
 			Execute:  b.getPage,
 		}),
 		tools.Must(tools.Def[ListPagesParams]{
@@ -184,12 +184,12 @@ func (b *Brain) build() []*tools.Tool {
 			Spec: tools.Spec{Name: WritePageName, ExecutionMode: tools.Sequential,
 				Description: "Write a page to your brain: what you want to know again in later turns (facts, decisions, notes, how-tos). " +
 					"One page per topic, titled so you will recognise it. Replaces the page with the same title, or appends to it."},
-			Activity: func(p WritePageParams) string { return "Writing page " + clip(p.Page, 60) },
+			Activity: func(p WritePageParams) string { return "Writing page " + tools.Clip(p.Page, 60) },
 			Execute:  b.writePage,
 		}),
 		tools.Must(tools.Def[DeletePageParams]{
 			Spec:     tools.Spec{Name: DeletePageName, Destructive: true, ExecutionMode: tools.Sequential, Description: "Delete a page of your brain. This cannot be undone."},
-			Activity: func(p DeletePageParams) string { return "Deleting page " + clip(p.Page, 60) },
+			Activity: func(p DeletePageParams) string { return "Deleting page " + tools.Clip(p.Page, 60) },
 			Execute:  b.deletePage,
 		}),
 	}
@@ -252,7 +252,7 @@ func (b *Brain) recall(ctx context.Context, p RecallParams) (tools.Result, error
 		return tools.Result{Content: fmt.Sprintf("No page matches %q. Try other words, or list_pages to see every title.", p.Query), Details: hits}, nil
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d page%s match %q, best first:", len(hits), plural(len(hits)), p.Query)
+	fmt.Fprintf(&sb, "%d page%s match %q, best first:", len(hits), tools.Plural(len(hits)), p.Query)
 	for i, h := range hits {
 		fmt.Fprintf(&sb, "\n%d. %q (%d lines, updated %s, score %.2f)", i+1, h.Title, h.Lines, h.UpdatedAt.Format(time.DateOnly), h.Score)
 		for _, s := range h.Snippets {
@@ -265,9 +265,9 @@ func (b *Brain) recall(ctx context.Context, p RecallParams) (tools.Result, error
 
 func recallLabel(p RecallParams, r tools.Result) string {
 	if hits, ok := r.Details.([]Hit); ok {
-		return fmt.Sprintf("Recalled %d page%s for %s", len(hits), plural(len(hits)), clip(p.Query, 60))
+		return fmt.Sprintf("Recalled %d page%s for %s", len(hits), tools.Plural(len(hits)), tools.Clip(p.Query, 60))
 	}
-	return "Recalling " + clip(p.Query, 60)
+	return "Recalling " + tools.Clip(p.Query, 60)
 }
 
 // load reads a page; nil when there is none with that exact title.
@@ -427,7 +427,7 @@ func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tools.Result,
 		return tools.Result{Content: fmt.Sprintf("No page title starts with %q (there are %d pages).", p.Prefix, total), Details: pages}, nil
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d of %d page%s", len(pages), matched, plural(matched))
+	fmt.Fprintf(&sb, "%d of %d page%s", len(pages), matched, tools.Plural(matched))
 	if prefix != "" {
 		fmt.Fprintf(&sb, " starting with %q", p.Prefix)
 	}
@@ -541,19 +541,4 @@ func (b *Brain) deletePage(ctx context.Context, p DeletePageParams) (tools.Resul
 		return tools.Result{}, fmt.Errorf("page %q could not be deleted: %w", t, err)
 	}
 	return tools.Result{Content: fmt.Sprintf("Deleted page %q.", t)}, nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

@@ -202,7 +202,7 @@ func (s *Service) build() []*tools.Tool {
 			Spec: tools.Spec{Name: StartName, ExecutionMode: tools.Sequential,
 				Description: "Start a background job: another agent works on the instructions while this conversation goes on. " +
 					"Returns the job id at once; show_job reports its progress and result."},
-			Activity: func(p StartParams) string { return "Starting job " + clip(p.Title, 60) },
+			Activity: func(p StartParams) string { return "Starting job " + tools.Clip(p.Title, 60) },
 			Execute:  s.start,
 		}),
 		tools.Must(tools.Def[ShowParams]{
@@ -471,7 +471,7 @@ func (s *Service) list(ctx context.Context, p ListParams) (tools.Result, error) 
 		return tools.Result{Content: "You have no jobs.", Details: jobs}, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d job%s, newest first:", len(jobs), matched, plural(matched))
+	fmt.Fprintf(&b, "%d of %d job%s, newest first:", len(jobs), matched, tools.Plural(matched))
 	for _, j := range jobs {
 		fmt.Fprintf(&b, "\n- %s %q: %s (started %s)", j.JobID, j.Title, statusLine(j), j.CreatedAt.Format(time.RFC3339))
 	}
@@ -516,19 +516,4 @@ func (s *Service) cancel(ctx context.Context, p CancelParams) (tools.Result, err
 		msg = fmt.Sprintf("Job %s (%q) was already cancelled (%s); the job runner has been told.", j.JobID, j.Title, j.CancelReason)
 	}
 	return tools.Result{Content: msg, Details: j}, nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

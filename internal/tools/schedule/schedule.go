@@ -420,7 +420,7 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tools.Result, error) 
 		return tools.Result{Content: "You have no schedules.", Details: infos}, nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d schedule%s:", len(infos), plural(len(infos)))
+	fmt.Fprintf(&b, "%d schedule%s:", len(infos), tools.Plural(len(infos)))
 	for _, in := range infos {
 		fmt.Fprintf(&b, "\n- %s", in.ScheduleID)
 		if in.Name != "" {
@@ -433,7 +433,7 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tools.Result, error) 
 		if in.LastFire != nil {
 			fmt.Fprintf(&b, "; last fired %s", in.LastFire.Format(time.RFC3339))
 		}
-		fmt.Fprintf(&b, "\n  instructions: %s", clip(in.Instructions, 200))
+		fmt.Fprintf(&b, "\n  instructions: %s", tools.Clip(in.Instructions, 200))
 	}
 	return tools.Result{Content: b.String(), Details: infos}, nil
 }
@@ -456,19 +456,4 @@ func (s *Service) delete(ctx context.Context, p DeleteParams) (tools.Result, err
 		return tools.Result{}, fmt.Errorf("schedule %s could not be deleted: %w", p.ScheduleID, err)
 	}
 	return tools.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(*sc)), Details: sc}, nil
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

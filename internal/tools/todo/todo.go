@@ -238,7 +238,7 @@ func Summary(items []Item) string {
 	}
 	s := fmt.Sprintf("%d/%d done", done, len(items))
 	if current != "" {
-		s += " · " + clip(strings.TrimSpace(current), 60)
+		s += " · " + tools.Clip(strings.TrimSpace(current), 60)
 	}
 	return s
 }
@@ -261,12 +261,4 @@ func Render(items []Item) string {
 		fmt.Fprintf(&b, "\n%d. %s %s", i+1, mark, it.Content)
 	}
 	return b.String()
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
