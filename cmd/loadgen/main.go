@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,7 @@ type options struct {
 	dataDir     string
 	cpuProfile  string
 	memProfile  string
+	out         io.Writer // the report
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (server and workers included with --workers)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process at the end (server and workers included with --workers)")
 	flag.Parse()
+	o.out = os.Stdout
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, o); err != nil {
@@ -174,25 +177,28 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	)
 	slots := make(chan struct{}, o.concurrency)
 	var doneCount atomic.Int64
-	sub, err := nc.Subscribe(protocol.PrefixOutput+"."+agent+".>", func(m *nats.Msg) {
-		var ev struct {
-			Type   string `json:"type"`
-			TurnID string `json:"turn_id"`
-			Status string `json:"status"`
-		}
-		if json.Unmarshal(m.Data, &ev) != nil || !strings.HasPrefix(ev.TurnID, run) {
+	// Events are told apart by their message ids (<agent>.<turn>.<step>.done
+	// or .<call_id>) and their turn by the subject, so that the load program
+	// parses only what it must: it shares the machine with what it measures.
+	outputs := protocol.PrefixOutput + "." + agent + "."
+	sub, err := nc.Subscribe(outputs+">", func(m *nats.Msg) {
+		turnID := strings.TrimPrefix(m.Subject, outputs)
+		if !strings.HasPrefix(turnID, run) {
 			return
 		}
-		if ev.Type == protocol.EventCallOutput {
-			if ev.Status != protocol.StatusOK {
+		if !strings.HasSuffix(m.Header.Get(jetstream.MsgIDHeader), ".done") {
+			var ev struct {
+				Status string `json:"status"`
+			}
+			if json.Unmarshal(m.Data, &ev) != nil || ev.Status != protocol.StatusOK {
 				errCnt.Add(1)
 			}
 			return
 		}
 		mu.Lock()
-		t0, ok := started[ev.TurnID]
+		t0, ok := started[turnID]
 		if ok {
-			delete(started, ev.TurnID)
+			delete(started, turnID)
 			lat = append(lat, time.Since(t0))
 		}
 		mu.Unlock()
@@ -211,6 +217,17 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	for i := range calls {
 		calls[i] = map[string]any{"type": "function_call", "call_id": fmt.Sprintf("c%d", i), "name": "ping", "arguments": "{}"}
 	}
+	// Every step is the same but for its turn id: built once, and the id
+	// spliced in.
+	template, err := json.Marshal(map[string]any{
+		"agent_id": agent, "turn_id": "TURN-ID", "step": 0,
+		"context": map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}},
+		"output":  calls,
+	})
+	if err != nil {
+		return err
+	}
+	head, tail, _ := bytes.Cut(template, []byte("TURN-ID"))
 	var memBefore runtime.MemStats
 	runtime.ReadMemStats(&memBefore)
 	begin := time.Now()
@@ -231,11 +248,7 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 				return gctx.Err()
 			}
 			turnID := fmt.Sprintf("%s-%d", run, i)
-			body, _ := json.Marshal(map[string]any{
-				"agent_id": agent, "turn_id": turnID, "step": 0,
-				"context": map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}},
-				"output":  calls,
-			})
+			body := slices.Concat(head, []byte(turnID), tail)
 			m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
 			m.Data = body
 			m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
@@ -269,11 +282,11 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	runtime.ReadMemStats(&memAfter)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	fmt.Printf("steps=%d calls/step=%d concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
-	fmt.Printf("throughput=%.0f steps/s  latency p50=%s p90=%s p99=%s max=%s  call errors=%d\n",
+	fmt.Fprintf(o.out, "steps=%d calls/step=%d concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(o.out, "throughput=%.0f steps/s  latency p50=%s p90=%s p99=%s max=%s  call errors=%d\n",
 		float64(published)/elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
 		pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), errCnt.Load())
-	fmt.Printf("loadgen heap: before=%dMiB after=%dMiB (in-process workers included with --workers)\n", memBefore.HeapAlloc>>20, memAfter.HeapAlloc>>20)
+	fmt.Fprintf(o.out, "loadgen heap: before=%dMiB after=%dMiB (in-process workers included with --workers)\n", memBefore.HeapAlloc>>20, memAfter.HeapAlloc>>20)
 	return nil
 }
 
