@@ -177,16 +177,16 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	)
 	slots := make(chan struct{}, o.concurrency)
 	var doneCount atomic.Int64
-	// Events are told apart by their message ids (<agent>.<turn>.<step>.done
-	// or .<call_id>) and their turn by the subject, so that the load program
+	// Events are told apart by their message ids (step.done's is
+	// <agent>.<turn>.<step>.done) and their turn by the subject, so that the load program
 	// parses only what it must: it shares the machine with what it measures.
 	outputs := protocol.PrefixOutput + "." + agent + "."
 	sub, err := nc.Subscribe(outputs+">", func(m *nats.Msg) {
 		turnID := strings.TrimPrefix(m.Subject, outputs)
-		if !strings.HasPrefix(turnID, run) {
+		if !strings.HasPrefix(turnID, run+"-") {
 			return
 		}
-		if !strings.HasSuffix(m.Header.Get(jetstream.MsgIDHeader), ".done") {
+		if m.Header.Get(jetstream.MsgIDHeader) != protocol.StepDoneMsgID(agent, turnID, 0) {
 			var ev struct {
 				Status string `json:"status"`
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/agentbull/toolruntime/internal/tools"
 )
@@ -126,8 +127,13 @@ func Subject(prefix, agentID, turnID string) string {
 	return prefix + "." + agentID + "." + turnID
 }
 
-// CallOutputMsgID is the Nats-Msg-Id of a call.output event.
+// CallOutputMsgID is the Nats-Msg-Id of a call.output event: the call id
+// as sent, except that a call id "done", or one that starts with "~", gets
+// a "~" in front, so that no call.output shares step.done's id.
 func CallOutputMsgID(agentID, turnID string, step int64, callID string) string {
+	if callID == "done" || strings.HasPrefix(callID, "~") {
+		callID = "~" + callID
+	}
 	return StepMsgID(agentID, turnID, step) + "." + callID
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -148,6 +147,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 			return nil, malformed("workflow or task id %q is not 1-64 characters of [A-Za-z0-9_-]", id)
 		}
 	}
+	seen := map[string]bool{}
 	for i, raw := range s.Output {
 		var item struct {
 			Type      string          `json:"type"`
@@ -174,9 +174,10 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		if !ValidCallID(item.CallID) {
 			return nil, malformed("output[%d]: call_id is not 1-256 printable characters", i)
 		}
-		if slices.ContainsFunc(s.Calls, func(c Call) bool { return c.CallID == item.CallID }) {
+		if seen[item.CallID] {
 			return nil, malformed("output[%d]: call_id %q appears twice", i, item.CallID)
 		}
+		seen[item.CallID] = true
 		c := Call{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
 		if item.Type == ItemFunctionCall {
 			if item.Name == "" {

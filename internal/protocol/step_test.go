@@ -220,6 +220,13 @@ func TestIDs(t *testing.T) {
 	if got := protocol.CallOutputMsgID("a1", "t1", 3, "c.1"); got != "a1.t1.3.c.1" {
 		t.Errorf("CallOutputMsgID = %q", got)
 	}
+	// A call named "done" must not share step.done's id: step.done would
+	// be dropped as its duplicate.
+	for callID, want := range map[string]string{"done": "a1.t1.3.~done", "~done": "a1.t1.3.~~done", "~": "a1.t1.3.~~", "done2": "a1.t1.3.done2"} {
+		if got := protocol.CallOutputMsgID("a1", "t1", 3, callID); got != want || got == protocol.StepDoneMsgID("a1", "t1", 3) {
+			t.Errorf("CallOutputMsgID(%q) = %q, want %q", callID, got, want)
+		}
+	}
 	if got := protocol.StepDoneMsgID("a1", "t1", 3); got != "a1.t1.3.done" {
 		t.Errorf("StepDoneMsgID = %q", got)
 	}

@@ -46,7 +46,9 @@ type Config struct {
 	OTLPInsecure bool
 	// HTTPAddr, when set, serves /metrics, /healthz and /readyz.
 	HTTPAddr string
-	// Profiling adds Go's /debug/pprof/ endpoints to HTTPAddr.
+	// Profiling adds Go's /debug/pprof/ endpoints to HTTPAddr (not
+	// cmdline: flags can carry credentials). They are not authenticated:
+	// serve them on a private address.
 	Profiling bool
 }
 
@@ -117,7 +119,6 @@ func Setup(ctx context.Context, cfg Config, log *slog.Logger) (*Telemetry, error
 			mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 			mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 			mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 			paths += " /debug/pprof/"
 		}
 		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -366,6 +366,7 @@ type inflight struct {
 	mu      sync.Mutex
 	calls   []*pending
 	aborted bool
+	stopped bool // the step is over: the timer stays stopped
 	timer   *time.Timer
 	next    time.Time // when timer fires, if armed
 }
@@ -397,6 +398,9 @@ func (f *inflight) remove(p *pending) {
 
 // arm sets the timer to fire at t. The caller holds mu.
 func (f *inflight) arm(t time.Time) {
+	if f.stopped {
+		return
+	}
 	f.next = t
 	if f.timer == nil {
 		f.timer = time.AfterFunc(time.Until(t), f.expire)
@@ -442,6 +446,7 @@ func (f *inflight) abort() {
 func (f *inflight) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.stopped = true
 	if f.timer != nil {
 		f.timer.Stop()
 	}

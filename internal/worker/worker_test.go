@@ -156,6 +156,26 @@ func TestLongCallKeepsItsLease(t *testing.T) {
 	}
 }
 
+// A call whose id is "done" still gets both events: its call.output's
+// message id must not be step.done's, or step.done would be dropped as a
+// duplicate.
+func TestCallIDDone(t *testing.T) {
+	s := natstest.Start(t)
+	var log orderLog
+	var runs counter
+	startWorker(t, s, testConfig(), probeCreator(&log, &runs))
+	g := newGateway(t, s)
+	ev := g.watch("a1", "t1")
+	g.sendStep("a1", "t1", 0, fc("done", "par", `{"label":"d","ms":1}`))
+	outputs, done := ev.untilDone()
+	if outputs["done"].Status != "ok" || len(done.Items) != 1 {
+		t.Fatalf("outputs %v, step.done %s", outputs, done.Raw)
+	}
+	if id := outputs["done"].Header.Get(jetstream.MsgIDHeader); id != "a1.t1.0.~done" {
+		t.Errorf("call.output msg id %q", id)
+	}
+}
+
 func TestEmptyStepEndsTurn(t *testing.T) {
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig())
