@@ -86,8 +86,18 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// cancels it (ErrShutdown) only when the grace period is over.
 	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abandon(nil)
-	sem := make(chan struct{}, n)
+	// n long-lived handlers take the messages: a step's goroutine keeps
+	// the stack that decoding and publishing grew, where a goroutine per
+	// step grew a fresh one every time.
+	msgs := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for msg := range msgs {
+				c.handle(work, log, msg, ackWait, maxDeliver)
+			}
+		})
+	}
 	stopped := context.AfterFunc(ctx, it.Drain)
 	defer stopped()
 	for {
@@ -104,12 +114,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			_ = msg.Nak()
 			continue
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c.handle(work, log, msg, ackWait, maxDeliver)
-		})
+		msgs <- msg
 	}
+	close(msgs)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
