@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -22,39 +23,42 @@ const maxDepth = 10000
 // decoder's buffering, and FuzzDecodeAny holds it to encoding/json's
 // results.
 func decodeAny(s string) (any, error) {
-	v, _, err := decodeAnyNumbers(s)
+	v, _, err := decodeAnyNotes(s)
 	return v, err
 }
 
-// numberKinds says what the numbers of a decoded value look like, so
-// that the walks over them can be skipped when there is nothing to find.
-type numberKinds struct {
+// decodeNotes says what the decoder saw that the walks over a decoded
+// value would otherwise have to look for.
+type decodeNotes struct {
 	// fractionOrExponent: some number has a '.', 'e' or 'E' (it may be
 	// an integral number not in integer form).
 	fractionOrExponent bool
 	// long: some number is long enough to be out of the supported range.
 	long bool
+	// duplicateKey: some object has a key twice. The value keeps the last,
+	// as encoding/json does, but the text still has both.
+	duplicateKey bool
 }
 
-// decodeAnyNumbers is decodeAny that also reports its numbers' kinds.
-func decodeAnyNumbers(s string) (any, numberKinds, error) {
+// decodeAnyNotes is decodeAny that also reports what it noticed.
+func decodeAnyNotes(s string) (any, decodeNotes, error) {
 	d := decoder{s: s}
 	d.space()
 	v, err := d.value(0)
 	if err != nil {
-		return nil, numberKinds{}, err
+		return nil, decodeNotes{}, err
 	}
 	d.space()
 	if d.i != len(d.s) {
-		return nil, numberKinds{}, errSyntax
+		return nil, decodeNotes{}, errSyntax
 	}
-	return v, d.kinds, nil
+	return v, d.notes, nil
 }
 
 type decoder struct {
 	s     string
 	i     int
-	kinds numberKinds
+	notes decodeNotes
 }
 
 func (d *decoder) space() {
@@ -124,7 +128,11 @@ func (d *decoder) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		n := len(m)
 		m[k] = v
+		if len(m) == n {
+			d.notes.duplicateKey = true
+		}
 		d.space()
 		if d.i >= len(d.s) {
 			return nil, errSyntax
@@ -297,14 +305,14 @@ func (d *decoder) number() (any, error) {
 		return nil, errSyntax
 	}
 	if d.i < len(d.s) && d.s[d.i] == '.' {
-		d.kinds.fractionOrExponent = true
+		d.notes.fractionOrExponent = true
 		d.i++
 		if d.digits() == 0 {
 			return nil, errSyntax
 		}
 	}
 	if d.i < len(d.s) && (d.s[d.i] == 'e' || d.s[d.i] == 'E') {
-		d.kinds.fractionOrExponent = true
+		d.notes.fractionOrExponent = true
 		d.i++
 		if d.i < len(d.s) && (d.s[d.i] == '+' || d.s[d.i] == '-') {
 			d.i++
@@ -316,7 +324,7 @@ func (d *decoder) number() (any, error) {
 	// A plain integer of up to 300 digits is always within range (see
 	// usableNumber); anything with an exponent or longer is checked.
 	if d.i-start > 300 {
-		d.kinds.long = true
+		d.notes.long = true
 	}
 	return json.Number(d.s[start:d.i]), nil
 }
@@ -328,4 +336,62 @@ func (d *decoder) digits() int {
 		n++
 	}
 	return n
+}
+
+// duplicateKey returns the JSON pointer of the first key that appears a
+// second time in its object, in text that decodes (or "" when none does).
+// It runs only when the decoder saw a duplicate, so it walks the text
+// again with encoding/json rather than slow the decoder down.
+func duplicateKey(text string) string {
+	dec := json.NewDecoder(strings.NewReader(text))
+	type frame struct {
+		path  string
+		keys  map[string]bool // nil for an array
+		next  int             // an array's next index
+		key   string          // an object's key whose value comes next
+		value bool            // an object's next token is that value
+	}
+	var stack []*frame
+	// child is the pointer of the value that comes next.
+	child := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		f := stack[len(stack)-1]
+		if f.keys != nil {
+			f.value = false
+			return f.path + "/" + escape(f.key)
+		}
+		f.next++
+		return f.path + "/" + strconv.Itoa(f.next-1)
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil && !stack[n-1].value {
+			f := stack[n-1]
+			k, ok := tok.(string)
+			if !ok { // the object's '}'
+				stack = stack[:n-1]
+				continue
+			}
+			if f.keys[k] {
+				return f.path + "/" + escape(k)
+			}
+			f.keys[k], f.key, f.value = true, k, true
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{path: child(), keys: map[string]bool{}})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: child()})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			child()
+		}
+	}
 }

@@ -324,8 +324,8 @@ func (v Value) JSON() ([]byte, error) {
 }
 
 func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
-	var kinds numberKinds
-	v, kinds, err = decodeAnyNumbers(args)
+	var notes decodeNotes
+	v, notes, err = decodeAnyNotes(args)
 	switch {
 	case err == nil:
 		text = trimSpace(args)
@@ -337,16 +337,22 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 			return nil, "", rungs, false, err
 		}
 		text = string(data)
-		if v, kinds, err = decodeAnyNumbers(text); err != nil {
+		if v, notes, err = decodeAnyNotes(text); err != nil {
 			return nil, "", rungs, false, fmt.Errorf("%w: %v", ErrUnparseable, err)
 		}
 	}
+	if notes.duplicateKey {
+		// Which of the two values counts is up to whoever reads the text:
+		// the model is asked to say once what it means.
+		return nil, "", rungs, false, &ValidationError{Violations: []Violation{{
+			Pointer: duplicateKey(text), Message: "this key appears more than once in its object; send each key once"}}}
+	}
 	changed = p.nulls != nil && p.nulls.strip(v)
 	// An exponent can put a short number out of range too.
-	if err := p.validate(v, kinds.long || kinds.fractionOrExponent); err != nil {
+	if err := p.validate(v, notes.long || notes.fractionOrExponent); err != nil {
 		return nil, "", rungs, false, err
 	}
-	if kinds.fractionOrExponent && integralNumbers(v) {
+	if notes.fractionOrExponent && integralNumbers(v) {
 		changed = true
 	}
 	return v, text, rungs, changed, nil

@@ -462,6 +462,14 @@ func TestViolationsListEveryPointer(t *testing.T) {
 			[]string{"/limit"}, []string{"out of the supported range"}},
 		{"long number", p, `{"query":"q","exact":true,"limit":1` + strings.Repeat("0", 400) + `}`,
 			[]string{"/limit"}, []string{"out of the supported range"}},
+		// Which of two values counts is up to whoever reads the text (a
+		// tool forwarding it may take the first): refused, not guessed.
+		{"duplicate key", p, `{"query":"q","exact":true,"limit":"x","limit":1}`,
+			[]string{"/limit"}, []string{"more than once"}},
+		{"duplicate key, nested", b, `{"items":[{"id":"a-1"},{"id":"a-2","id":"a-3"}]}`,
+			[]string{"/items/1/id"}, []string{"more than once"}},
+		{"duplicate key after repair", p, "```json\n{\"query\":\"q\",\"exact\":true,\"exact\":false}\n```",
+			[]string{"/exact"}, []string{"more than once"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
