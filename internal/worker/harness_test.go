@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,14 +17,8 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
-
-func testLogger() *slog.Logger {
-	if os.Getenv("WORKER_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 // testConfig is a worker configuration with short waits, for tests.
 func testConfig() worker.Config {
@@ -43,7 +34,7 @@ func startWorker(t *testing.T, s *natstest.Server, cfg worker.Config, creators .
 	t.Helper()
 	nc := s.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), nil, testLogger())
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), nil, workertest.Logger())
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
@@ -277,7 +268,7 @@ func must[T any](v T, err error) T {
 }
 
 func newWorker(ctx context.Context, nc *nats.Conn, creators ...turn.Creator) (*worker.Worker, error) {
-	return worker.New(ctx, nc, testConfig(), turn.NewAssembler(creators...), nil, testLogger())
+	return worker.New(ctx, nc, testConfig(), turn.NewAssembler(creators...), nil, workertest.Logger())
 }
 
 func natsMsg(t *testing.T, subject string, body any) *nats.Msg {

@@ -15,13 +15,14 @@ import (
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
 
 // TestTraceAndMetrics: the gateway's traceparent parents the step's spans
 // and is carried on every event; the metrics and health endpoints answer.
 func TestTraceAndMetrics(t *testing.T) {
 	s := natstest.Start(t)
-	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Instance: "test", HTTPAddr: "127.0.0.1:0"}, testLogger())
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Instance: "test", HTTPAddr: "127.0.0.1:0"}, workertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -22,6 +19,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
 
@@ -33,13 +31,6 @@ const (
 	mainTurn = "main1"
 	wait     = 15 * time.Second
 )
-
-func testLogger() *slog.Logger {
-	if os.Getenv("WORKER_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
 
 type queryParams struct {
 	Query string `json:"query" jsonschema:"description=What to look for."`
@@ -127,7 +118,7 @@ func (h *harness) startWorker() *workflowtask.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := testLogger()
+	log := workertest.Logger()
 	svc := workflowtask.New(js, workflowtask.Config{Web: h.web.creator(), Brain: h.brain.creator(), Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := worker.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}

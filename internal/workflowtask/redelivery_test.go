@@ -11,6 +11,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
 
@@ -59,7 +60,7 @@ func attempt(t *testing.T, h *harness, c protocol.Context, turnID string, step i
 	state := &bus.TurnState{KV: kv, Worker: "test"}
 	rec := &recorder{}
 	r := &turn.Runner{Dispatcher: turn.Dispatcher{Journal: state}, Emitter: rec, State: state}
-	svc := workflowtask.New(h.js, workflowtask.Config{Events: rec, Logger: testLogger()})
+	svc := workflowtask.New(h.js, workflowtask.Config{Events: rec, Logger: workertest.Logger()})
 	if output == nil {
 		output = []json.RawMessage{}
 	}
