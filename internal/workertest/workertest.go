@@ -224,3 +224,42 @@ func (g *Gateway) CatalogFor(agent, turnID string, c protocol.Context) (json.Raw
 	}
 	return reply.Tools, names
 }
+
+// CategoryCatalog is what a category's catalog golden file pins: the
+// main-turn catalog with no bindings, with binding bound, and with it
+// false beside another binding (the definitions of whichever case lists
+// tools), then the tools creator gives a task turn with every binding.
+func (g *Gateway) CategoryCatalog(binding string, creator turn.Creator) map[string]any {
+	g.T.Helper()
+	type row struct {
+		Case  string   `json:"case"`
+		Tools []string `json:"tools"`
+	}
+	var rows []row
+	var defs json.RawMessage
+	for _, c := range []struct {
+		name string
+		ctx  protocol.Context
+	}{
+		{"main turn, no bindings", protocol.Context{Kind: protocol.KindText}},
+		{"main turn, " + binding + " bound", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{binding: true}}},
+		{"main turn, " + binding + " false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{binding: false, "brain": true}}},
+	} {
+		ts, names := g.Catalog(c.ctx)
+		if len(names) > 0 {
+			defs = ts
+		}
+		rows = append(rows, row{Case: c.name, Tools: names})
+	}
+	all := map[string]bool{"brain": true, "web": true, "todo": true, "schedules": true, "background_jobs": true}
+	ts, _, err := creator(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindWorkflowTask, Bindings: all, WorkflowID: "wf", TaskID: "q"}})
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	names := []string{}
+	for _, tl := range ts {
+		names = append(names, tl.Name())
+	}
+	rows = append(rows, row{Case: "task turn, everything bound (creator)", Tools: names})
+	return map[string]any{"cases": rows, "definitions": defs}
+}

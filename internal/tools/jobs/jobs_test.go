@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools/jobs"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
@@ -262,35 +261,5 @@ func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
 	svc, _ := jobsWorker(t, s, "A", jobs.Config{})
-	type row struct {
-		Case  string   `json:"case"`
-		Tools []string `json:"tools"`
-	}
-	var rows []row
-	var defs json.RawMessage
-	for _, c := range []struct {
-		name string
-		ctx  protocol.Context
-	}{
-		{"main turn, no bindings", protocol.Context{Kind: protocol.KindText}},
-		{"main turn, background_jobs bound", protocol.Context{Kind: protocol.KindText, Bindings: bound}},
-		{"main turn, background_jobs false", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"background_jobs": false, "brain": true}}},
-	} {
-		ts, names := g.Catalog(c.ctx)
-		if len(names) > 0 {
-			defs = ts
-		}
-		rows = append(rows, row{Case: c.name, Tools: names})
-	}
-	all := map[string]bool{"brain": true, "web": true, "todo": true, "schedules": true, "background_jobs": true}
-	ts, _, err := svc.Creator()(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindWorkflowTask, Bindings: all, WorkflowID: "wf", TaskID: "q"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{}
-	for _, tl := range ts {
-		names = append(names, tl.Name())
-	}
-	rows = append(rows, row{Case: "task turn, everything bound (creator)", Tools: names})
-	golden(t, "catalog.json", map[string]any{"cases": rows, "definitions": defs})
+	golden(t, "catalog.json", g.CategoryCatalog(jobs.Binding, svc.Creator()))
 }
