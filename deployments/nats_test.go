@@ -321,7 +321,7 @@ func deliveryLimitDeadLetter(t *testing.T, ctx context.Context, admin, gw, wk *c
 	g := &gatewayClient{t: t, c: gw}
 	g.publish(protocol.Subject(protocol.PrefixCall, "a1", "limit"), "a1.limit.0", []byte(`{"step":"never processed"}`))
 
-	dead := &bus.DeadLetters{JS: wk.js, Pub: &bus.Publisher{JS: wk.js, NC: wk.nc, Logger: testLogger()}}
+	dead := &bus.DeadLetters{JS: wk.js, Pub: &bus.Publisher{JS: wk.js, Logger: testLogger()}}
 	sub, err := dead.WatchDeliveryLimit(wk.nc, protocol.StreamCalls, protocol.ConsumerCalls, nil, testLogger())
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -21,6 +23,8 @@ import (
 // effectively-once), cancel marks, and the deferred tools a turn loaded.
 type TurnState struct {
 	KV jetstream.KeyValue
+	// Pub writes call keys, with its retries and attempt timeout.
+	Pub *Publisher
 	// Worker names this worker in claims, for operators reading the bucket.
 	Worker string
 
@@ -35,13 +39,29 @@ type TurnState struct {
 type callRecord struct {
 	State   string        `json:"state"` // claimed | done
 	Worker  string        `json:"worker,omitempty"`
+	Claim   string        `json:"claim,omitempty"` // a claim's unique id
 	Outcome *turn.Outcome `json:"outcome,omitempty"`
 }
 
 // Claim implements turn.Journal with a create-only write.
 func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+	// The claim carries its own id: when a write is retried after its
+	// acknowledgement was lost, the key holds this very claim, which is
+	// not an earlier attempt's.
+	return s.claim(ctx, ref, nuid.Next())
+}
+
+func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker})
+	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id})
+	// The first attempt of a step finds no key (the common case): a write
+	// that expects the key's last sequence to be 0 claims it. Anything
+	// else goes to KV.Create, which also claims a key that was deleted.
+	m := s.msg(key, claim)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	if s.Pub.publish(ctx, m) == nil {
+		return nil, nil
+	}
 	_, err := s.KV.Create(ctx, key, claim)
 	if err == nil {
 		return nil, nil
@@ -60,6 +80,9 @@ func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome,
 	if rec.State == "done" && rec.Outcome != nil {
 		return rec.Outcome, nil
 	}
+	if rec.Claim == id {
+		return nil, nil
+	}
 	return nil, turn.ErrClaimed
 }
 
@@ -70,8 +93,15 @@ func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome
 	if err != nil {
 		return err
 	}
-	_, err = s.KV.Put(ctx, key, data)
-	return err
+	return s.Pub.publish(ctx, s.msg(key, data))
+}
+
+// msg is a write of a call key, as KV.Put makes it. Call keys are made
+// by protocol.CallKey from validated ids, so they are valid keys.
+func (s *TurnState) msg(key string, value []byte) *nats.Msg {
+	m := nats.NewMsg("$KV." + s.KV.Bucket() + "." + key)
+	m.Data = value
+	return m
 }
 
 type cancelMark struct {

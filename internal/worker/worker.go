@@ -152,8 +152,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, nc: nc, js: js, log: log, tasks: tasks, cancels: turn.NewCancels()}
-	w.state = &bus.TurnState{KV: kv, Worker: cfg.Name}
-	w.pub = &bus.Publisher{JS: js, NC: nc, Logger: log}
+	w.pub = &bus.Publisher{JS: js, Logger: log}
+	w.state = &bus.TurnState{KV: kv, Pub: w.pub, Worker: cfg.Name}
 	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
 	var meter *telemetry.Metrics
 	if cfg.Telemetry != nil {

@@ -57,7 +57,7 @@ func attempt(t *testing.T, h *harness, c protocol.Context, turnID string, step i
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := &bus.TurnState{KV: kv, Worker: "test"}
+	state := &bus.TurnState{KV: kv, Pub: &bus.Publisher{JS: h.js}, Worker: "test"}
 	rec := &recorder{}
 	r := &turn.Runner{Dispatcher: turn.Dispatcher{Journal: state}, Emitter: rec, State: state}
 	svc := workflowtask.New(h.js, workflowtask.Config{Events: rec, Logger: workertest.Logger()})

@@ -1,0 +1,147 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// TestStoreMsg checks the acknowledgements storeMsg reads without
+// decoding, and the errors it decodes, against a real server.
+func TestStoreMsg(t *testing.T) {
+	s := natstest.Start(t)
+	nc := s.Connect(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(subject, id, lastSubjSeq string) *nats.Msg {
+		m := nats.NewMsg(subject)
+		m.Data = []byte("x")
+		if id != "" {
+			m.Header.Set(jetstream.MsgIDHeader, id)
+		}
+		if lastSubjSeq != "" {
+			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, lastSubjSeq)
+		}
+		return m
+	}
+	if err := storeMsg(ctx, nc, msg("s.a", "one", "0")); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if err := storeMsg(ctx, nc, msg("s.a", "one", "")); err != nil {
+		t.Fatalf("duplicate of a stored message: %v", err)
+	}
+	err := storeMsg(ctx, nc, msg("s.a", "two", "0"))
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		t.Fatalf("create of an existing subject: got %v, want API error %d", err, jetstream.JSErrCodeStreamWrongLastSequence)
+	}
+	if err := storeMsg(ctx, nc, msg("nowhere", "", "")); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("publish to no stream: got %v, want no responders", err)
+	}
+	info, err := js.Stream(ctx, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("stream holds %d messages, want 1", n)
+	}
+}
+
+// TestJournal runs the claim and stored-outcome cycle of a call on a real
+// TURN_STATE bucket, including a claim of a key an operator deleted.
+func TestJournal(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &TurnState{KV: kv, Pub: &Publisher{JS: js}, Worker: "w1"}
+	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
+	if o, err := st.Claim(ctx, ref); o != nil || err != nil {
+		t.Fatalf("first claim: %v, %v", o, err)
+	}
+	if _, err := st.Claim(ctx, ref); !errors.Is(err, turn.ErrClaimed) {
+		t.Fatalf("second claim: got %v, want ErrClaimed", err)
+	}
+	out := &turn.Outcome{CallID: "c1", Name: "noop", Item: json.RawMessage(`{"type":"function_call_output"}`)}
+	if err := st.Store(ctx, ref, out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Claim(ctx, ref)
+	if err != nil || got == nil || got.Name != "noop" || string(got.Item) != string(out.Item) {
+		t.Fatalf("claim after the outcome was stored: %+v, %v", got, err)
+	}
+	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
+	e, err := kv.Get(ctx, key)
+	if err != nil || !strings.Contains(string(e.Value()), `"state":"done"`) {
+		t.Fatalf("stored record: %v, %v", e, err)
+	}
+	if err := kv.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := st.Claim(ctx, ref); o != nil || err != nil {
+		t.Fatalf("claim of a deleted key: %v, %v", o, err)
+	}
+	if _, err := st.Claim(ctx, ref); !errors.Is(err, turn.ErrClaimed) {
+		t.Fatalf("claim after reclaiming a deleted key: got %v, want ErrClaimed", err)
+	}
+	// A claim whose write landed but whose acknowledgement was lost finds
+	// its own claim when it tries again: that is not an earlier attempt.
+	ref.CallID = "c2"
+	if o, err := st.claim(ctx, ref, "first"); o != nil || err != nil {
+		t.Fatalf("claim: %v, %v", o, err)
+	}
+	if o, err := st.claim(ctx, ref, "first"); o != nil || err != nil {
+		t.Fatalf("the same claim again: %v, %v", o, err)
+	}
+	if _, err := st.claim(ctx, ref, "second"); !errors.Is(err, turn.ErrClaimed) {
+		t.Fatalf("another claim: got %v, want ErrClaimed", err)
+	}
+}
+
+// FuzzPubAckError: any answer is read as stored or as an error, never a
+// panic; and it is read as stored only when it says so.
+func FuzzPubAckError(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":"S", "domain":"", "seq":12}`,
+		`{"stream":"S","seq":3,"duplicate":true}`,
+		`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"},"stream":"S","seq":0}`,
+		`{"error":{"code":503,"description":"JetStream system temporarily unavailable"}}`,
+		`{"seq":1}`, `{}`, `not json`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := pubAckError(data)
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(string(data), `{"stream":`) {
+			return
+		}
+		var ack struct {
+			Error  json.RawMessage `json:"error"`
+			Stream string          `json:"stream"`
+		}
+		if json.Unmarshal(data, &ack) != nil || ack.Stream == "" || (len(ack.Error) > 0 && string(ack.Error) != "null") {
+			t.Fatalf("read %q as stored", data)
+		}
+	})
+}
