@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -21,6 +22,40 @@ type Metrics struct {
 	redelivered metric.Int64Counter
 	dead        metric.Int64Counter
 	tasks       metric.Int64Counter
+
+	sets setCache
+}
+
+// setCache keeps the attribute sets of the measurements every step makes:
+// building a set sorts and allocates, and was a twentieth of the worker's
+// CPU under load. It holds at most maxCachedSets; past that (a tool name
+// can come from the model), sets are built each time.
+type setCache struct {
+	mu   sync.RWMutex
+	sets map[setKey]metric.MeasurementOption
+}
+
+type setKey struct{ instrument, a, b, c string }
+
+const maxCachedSets = 1024
+
+func (c *setCache) get(k setKey, build func() attribute.Set) metric.MeasurementOption {
+	c.mu.RLock()
+	o, ok := c.sets[k]
+	c.mu.RUnlock()
+	if ok {
+		return o
+	}
+	o = metric.WithAttributeSet(build())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sets == nil {
+		c.sets = map[setKey]metric.MeasurementOption{}
+	}
+	if len(c.sets) < maxCachedSets {
+		c.sets[k] = o
+	}
+	return o
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
@@ -72,13 +107,18 @@ func (m *Metrics) CallEnded(o *turn.Outcome) {
 	if o.Err != nil {
 		kind = string(o.Err.Kind)
 	}
-	m.calls.Add(bg, 1, attrs(attribute.String("tool", tool), attribute.String("status", o.Status()), attribute.String("error_kind", kind)))
+	status := o.Status()
+	m.calls.Add(bg, 1, m.sets.get(setKey{"calls", tool, status, kind}, func() attribute.Set {
+		return attribute.NewSet(attribute.String("tool", tool), attribute.String("status", status), attribute.String("error_kind", kind))
+	}))
 	for _, r := range o.Repairs {
 		m.repairs.Add(bg, 1, attrs(attribute.String("rung", r)))
 	}
 	if o.Ran {
 		m.inFlight.Add(bg, -1)
-		m.duration.Record(bg, o.Duration.Seconds(), attrs(attribute.String("tool", tool)))
+		m.duration.Record(bg, o.Duration.Seconds(), m.sets.get(setKey{instrument: "duration", a: tool}, func() attribute.Set {
+			return attribute.NewSet(attribute.String("tool", tool))
+		}))
 	}
 }
 
@@ -88,7 +128,9 @@ func (m *Metrics) Step(stream, result string, attempt uint64) {
 	if m == nil {
 		return
 	}
-	m.steps.Add(bg, 1, attrs(attribute.String("stream", stream), attribute.String("result", result)))
+	m.steps.Add(bg, 1, m.sets.get(setKey{instrument: "steps", a: stream, b: result}, func() attribute.Set {
+		return attribute.NewSet(attribute.String("stream", stream), attribute.String("result", result))
+	}))
 	if attempt > 1 {
 		m.redelivered.Add(bg, 1, attrs(attribute.String("stream", stream)))
 	}
