@@ -166,6 +166,8 @@ func startWorkers(ctx context.Context, o options) (func(), string, error) {
 	}, ns.ClientURL(), nil
 }
 
+var statusOK = []byte(`"status":"` + protocol.StatusOK + `"`)
+
 func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options) error {
 	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
 	const agent = "load"
@@ -187,10 +189,10 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 			return
 		}
 		if m.Header.Get(jetstream.MsgIDHeader) != protocol.StepDoneMsgID(agent, turnID, 0) {
-			var ev struct {
-				Status string `json:"status"`
-			}
-			if json.Unmarshal(m.Data, &ev) != nil || ev.Status != protocol.StatusOK {
+			// Not decoded: the status is the only field with this text,
+			// since the output of ping does not hold it. Decoding was a
+			// quarter of this program's CPU.
+			if !bytes.Contains(m.Data, statusOK) {
 				errCnt.Add(1)
 			}
 			return
