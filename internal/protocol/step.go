@@ -36,11 +36,11 @@ type Step struct {
 	TurnID  string            `json:"turn_id"`
 	Step    int64             `json:"step"`
 	Context Context           `json:"context"`
-	Output  []json.RawMessage `json:"output"`
-
-	// Calls are the executable items of Output, in order.
+	// Items is how many items the model's output held.
+	Items int `json:"-"`
+	// Calls are the executable items of the output, in order.
 	Calls []Call `json:"-"`
-	// Prose reports whether Output holds a message with text.
+	// Prose reports whether the output holds a message with text.
 	Prose bool `json:"-"`
 }
 
@@ -124,7 +124,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	case w.Context == nil:
 		return nil, malformed("context is missing")
 	}
-	s := Step{AgentID: w.AgentID, TurnID: w.TurnID, Step: *w.Step, Context: *w.Context, Output: w.Output}
+	s := Step{AgentID: w.AgentID, TurnID: w.TurnID, Step: *w.Step, Context: *w.Context, Items: len(w.Output)}
 	switch {
 	case !ValidID(s.AgentID):
 		return nil, malformed("agent_id %q is not 1-64 characters of [A-Za-z0-9_-]", s.AgentID)
@@ -134,7 +134,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		return nil, malformed("step %d is negative", s.Step)
 	case agentID != s.AgentID || turnID != s.TurnID:
 		return nil, malformed("ids %s.%s disagree with subject %q", s.AgentID, s.TurnID, subject)
-	case s.Output == nil:
+	case w.Output == nil:
 		return nil, malformed("output is missing")
 	}
 	switch s.Context.Kind {
@@ -148,19 +148,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		}
 	}
 	seen := map[string]bool{}
-	for i, raw := range s.Output {
-		var item struct {
-			Type      string          `json:"type"`
-			CallID    string          `json:"call_id"`
-			Namespace string          `json:"namespace"`
-			Name      string          `json:"name"`
-			Execution string          `json:"execution"`
-			Arguments json.RawMessage `json:"arguments"`
-			Content   json.RawMessage `json:"content"`
-		}
-		if err := json.Unmarshal(raw, &item); err != nil {
-			return nil, malformed("output[%d]: %v", i, err)
-		}
+	for i, item := range w.Output {
 		switch item.Type {
 		case ItemFunctionCall, ItemToolSearchCall:
 		case ItemMessage:
@@ -198,9 +186,12 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 
 // notAStep says why data, which json.Unmarshal refused, is not a step.
 // It decodes again, off the common path, to tell a bad object from good
-// one followed by more data.
+// one followed by more data, and to name an output item that is not one.
 func notAStep(data []byte) error {
-	var w stepWire
+	var w struct {
+		stepWire
+		Output []json.RawMessage `json:"output"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&w); err != nil {
 		return malformed("not a JSON step object: %v", err)
@@ -209,16 +200,34 @@ func notAStep(data []byte) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return malformed("data after the JSON object")
 	}
+	for i, raw := range w.Output {
+		var item itemWire
+		if err := json.Unmarshal(raw, &item); err != nil {
+			return malformed("output[%d]: %v", i, err)
+		}
+	}
 	return malformed("not a JSON step object")
 }
 
-// stepWire is the step message as it is decoded.
+// stepWire is the step message as it is decoded: in one pass, items
+// included.
 type stepWire struct {
-	AgentID string            `json:"agent_id"`
-	TurnID  string            `json:"turn_id"`
-	Step    *int64            `json:"step"`
-	Context *Context          `json:"context"`
-	Output  []json.RawMessage `json:"output"`
+	AgentID string     `json:"agent_id"`
+	TurnID  string     `json:"turn_id"`
+	Step    *int64     `json:"step"`
+	Context *Context   `json:"context"`
+	Output  []itemWire `json:"output"`
+}
+
+// itemWire is an output item as it is decoded.
+type itemWire struct {
+	Type      string          `json:"type"`
+	CallID    string          `json:"call_id"`
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	Execution string          `json:"execution"`
+	Arguments json.RawMessage `json:"arguments"`
+	Content   json.RawMessage `json:"content"`
 }
 
 // StepMsgID is the Nats-Msg-Id of a step message.

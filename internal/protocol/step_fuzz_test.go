@@ -48,14 +48,14 @@ func FuzzParseStep(f *testing.F) {
 			if subject != prefix+"."+st.AgentID+"."+st.TurnID {
 				t.Fatalf("accepted subject %q for ids %s.%s", subject, st.AgentID, st.TurnID)
 			}
-			if !protocol.ValidID(st.AgentID) || !protocol.ValidID(st.TurnID) || st.Step < 0 || st.Output == nil {
+			if !protocol.ValidID(st.AgentID) || !protocol.ValidID(st.TurnID) || st.Step < 0 {
 				t.Fatalf("accepted step %+v", st)
 			}
 			if k := st.Context.Kind; k != protocol.KindText && k != protocol.KindWorkflowTask {
 				t.Fatalf("accepted context kind %q", k)
 			}
-			if len(st.Calls) > len(st.Output) {
-				t.Fatalf("%d calls from %d items", len(st.Calls), len(st.Output))
+			if len(st.Calls) > st.Items {
+				t.Fatalf("%d calls from %d items", len(st.Calls), st.Items)
 			}
 			seen := map[string]bool{}
 			for _, c := range st.Calls {

@@ -140,7 +140,7 @@ func TestParseStepProtocolExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.AgentID != "a1" || st.TurnID != "t1" || st.Step != 0 || len(st.Output) != 4 || !st.Prose {
+	if st.AgentID != "a1" || st.TurnID != "t1" || st.Step != 0 || st.Items != 4 || !st.Prose {
 		t.Errorf("step %+v", st)
 	}
 	c := st.Context
