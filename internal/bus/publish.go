@@ -29,7 +29,8 @@ type Publisher struct {
 	// AttemptTimeout bounds one attempt (default 5 s): an attempt whose
 	// acknowledgement is lost in a leader change or a reconnect is tried
 	// again, rather than waited for until ctx ends (a tool's ctx can have
-	// minutes left).
+	// minutes left). A cancel of ctx ends the retries, and does not cut
+	// short an attempt already waiting.
 	AttemptTimeout time.Duration
 }
 
@@ -84,9 +85,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 		attempt = 5 * time.Second
 	}
 	return backoff.RetryNotify(func() error {
-		actx, cancel := context.WithTimeout(ctx, attempt)
-		defer cancel()
-		err := storeMsg(actx, p.JS.Conn(), m)
+		err := storeMsg(ctx, p.JS.Conn(), m, attempt)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)
 		}
@@ -102,8 +101,21 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 // step waits for four acknowledgements, and decoding them with
 // encoding/json was a sixteenth of the worker's CPU. Errors are decoded
 // into the *jetstream.APIError that PublishMsg would return.
-func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg) error {
-	r, err := nc.RequestMsgWithContext(ctx, m)
+//
+// The wait is bounded by timeout, or by ctx's deadline when that is
+// sooner. A ctx cancelled without a deadline is seen before the message
+// is sent, not during the wait: a context per attempt, registered with
+// the one every handler shares, cost half as much as the publish.
+func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		if timeout = min(timeout, time.Until(d)); timeout <= 0 {
+			return context.DeadlineExceeded
+		}
+	}
+	r, err := nc.RequestMsg(m, timeout)
 	if err != nil {
 		return err
 	}

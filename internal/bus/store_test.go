@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,26 +37,39 @@ func TestStoreMsg(t *testing.T) {
 		}
 		return m
 	}
-	if err := storeMsg(ctx, nc, msg("s.a", "one", "0")); err != nil {
+	if err := storeMsg(ctx, nc, msg("s.a", "one", "0"), time.Second); err != nil {
 		t.Fatalf("first write: %v", err)
 	}
-	if err := storeMsg(ctx, nc, msg("s.a", "one", "")); err != nil {
+	if err := storeMsg(ctx, nc, msg("s.a", "one", ""), time.Second); err != nil {
 		t.Fatalf("duplicate of a stored message: %v", err)
 	}
-	err := storeMsg(ctx, nc, msg("s.a", "two", "0"))
+	err := storeMsg(ctx, nc, msg("s.a", "two", "0"), time.Second)
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 		t.Fatalf("create of an existing subject: got %v, want API error %d", err, jetstream.JSErrCodeStreamWrongLastSequence)
 	}
-	if err := storeMsg(ctx, nc, msg("nowhere", "", "")); !errors.Is(err, nats.ErrNoResponders) {
+	if err := storeMsg(ctx, nc, msg("nowhere", "", ""), time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("publish to no stream: got %v, want no responders", err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := storeMsg(cancelled, nc, msg("s.b", "", ""), time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: got %v", err)
+	}
+	past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	if err := storeMsg(context.WithoutCancel(past), nc, msg("s.b", "", ""), time.Second); err != nil {
+		t.Fatalf("a context without cancel: %v", err)
+	}
+	if err := storeMsg(past, nc, msg("s.b", "", ""), time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past deadline: got %v", err)
 	}
 	info, err := js.Stream(ctx, "S")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.CachedInfo().State.Msgs; n != 1 {
-		t.Fatalf("stream holds %d messages, want 1", n)
+	if n := info.CachedInfo().State.Msgs; n != 2 {
+		t.Fatalf("stream holds %d messages, want 2", n)
 	}
 }
 
