@@ -32,10 +32,10 @@ func (c Context) Bound(name string) bool { return c.Bindings[name] }
 
 // Step is one model response of a turn, as the gateway publishes it.
 type Step struct {
-	AgentID string            `json:"agent_id"`
-	TurnID  string            `json:"turn_id"`
-	Step    int64             `json:"step"`
-	Context Context           `json:"context"`
+	AgentID string  `json:"agent_id"`
+	TurnID  string  `json:"turn_id"`
+	Step    int64   `json:"step"`
+	Context Context `json:"context"`
 	// Items is how many items the model's output held.
 	Items int `json:"-"`
 	// Calls are the executable items of the output, in order.

@@ -79,4 +79,3 @@ func BenchmarkCallEnded(b *testing.B) {
 		m.Step("TURN_CALLS", "done", 1)
 	}
 }
-
