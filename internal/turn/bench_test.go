@@ -22,13 +22,20 @@ func BenchmarkDispatchParallel8(b *testing.B) {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}
 	in := turn.Input{AgentID: "a1", TurnID: "t1", Step: 0, Calls: calls}
-	d := &turn.Dispatcher{}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		res := d.Run(ctx, set, in)
-		if res.Outcomes[7].Err != nil {
-			b.Fatal(res.Outcomes[7].Err)
-		}
+	for _, bc := range []struct {
+		name string
+		pool *turn.Goroutines
+	}{{"go", nil}, {"kept", turn.NewGoroutines(8)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := &turn.Dispatcher{Goroutines: bc.pool}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				res := d.Run(ctx, set, in)
+				if res.Outcomes[7].Err != nil {
+					b.Fatal(res.Outcomes[7].Err)
+				}
+			}
+		})
 	}
 }

@@ -157,6 +157,9 @@ type Dispatcher struct {
 	Tracer trace.Tracer
 	// Meter, when set, is told of calls for metrics.
 	Meter Meter
+	// Goroutines, when set, runs calls on kept goroutines; otherwise each
+	// call starts one.
+	Goroutines *Goroutines
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -327,7 +330,7 @@ func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step
 		}
 		g.acquire()
 		p.g, p.set, p.turnCtx = g, set, ctx
-		go p.run()
+		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
 }

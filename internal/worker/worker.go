@@ -166,6 +166,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			MaxParallel: cfg.MaxParallel, Timeout: cfg.CallTimeout,
 			Repair:  schema.RepairOptions{Limit: cfg.RepairLimit},
 			Journal: w.state, Logger: log,
+			// Enough kept goroutines for every step in flight to run
+			// a few calls at once.
+			Goroutines: turn.NewGoroutines(4 * cfg.Concurrency),
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
 	}
