@@ -73,6 +73,16 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 }
 
 func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
+	attempt := p.AttemptTimeout
+	if attempt <= 0 {
+		attempt = 5 * time.Second
+	}
+	err := storeMsg(ctx, p.JS.Conn(), m, attempt)
+	if err == nil || !transient(err) {
+		return err
+	}
+	// Only a publish that must be tried again sets up the backoff; the
+	// failed attempt above is its first.
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 50 * time.Millisecond
 	b.MaxInterval = 2 * time.Second
@@ -80,11 +90,12 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	if b.MaxElapsedTime == 0 {
 		b.MaxElapsedTime = 30 * time.Second
 	}
-	attempt := p.AttemptTimeout
-	if attempt <= 0 {
-		attempt = 5 * time.Second
-	}
+	first := err
 	return backoff.RetryNotify(func() error {
+		if first != nil {
+			err, first = first, nil
+			return err
+		}
 		err := storeMsg(ctx, p.JS.Conn(), m, attempt)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)

@@ -159,3 +159,48 @@ func FuzzPubAckError(f *testing.F) {
 		}
 	})
 }
+
+// TestPublishRetries: a publish that finds no stream is tried again until
+// the stream is there; one the stream refuses is not.
+func TestPublishRetries(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	p := &Publisher{JS: js, MaxElapsed: 20 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- p.Event(ctx, "late.a", "id-1", map[string]int{"n": 1}) }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("publish returned %v before there was a stream", err)
+	default:
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LATE", Subjects: []string{"late.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("publish did not land once the stream was there")
+	}
+	m := nats.NewMsg("late.a")
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	began := time.Now()
+	var apiErr *jetstream.APIError
+	if err := p.publish(ctx, m); !errors.As(err, &apiErr) {
+		t.Fatalf("a refused publish: got %v, want the API error", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("a refused publish was retried for %s", took)
+	}
+	info, err := js.Stream(ctx, "LATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("stream holds %d messages, want 1", n)
+	}
+}
