@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -69,6 +70,11 @@ func main() {
 	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process at the end (server and workers included with --workers)")
 	flag.Parse()
 	o.out = os.Stdout
+	if os.Getenv("GOGC") == "" {
+		// As the worker does (its --gc-percent): this program shares the
+		// machine with what it measures, and its live heap is small.
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, o); err != nil {
