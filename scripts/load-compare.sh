@@ -2,6 +2,10 @@
 # Measures the worker beside raw JetStream on the same server, in one run:
 # the load program against one worker process, then two, then
 # `nats bench js pub async` and `nats bench js consume` (natscli v0.5.0).
+# Each worker count gets two loads: no-op calls (CPU-bound: the server,
+# the workers and the load program share the machine), and calls that
+# sleep SLEEP (default 200ms; tool-bound: a worker's --concurrency is the
+# limit, so a second worker adds its own).
 # Usage: scripts/load-compare.sh [steps] [concurrency]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +19,18 @@ go build -o "$dir/loadgen" ./cmd/loadgen
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
+sleepy() { "$dir/loadgen" --nats-url $url --steps "${SLEEP_STEPS:-6000}" --concurrency 1024 --sleep "${SLEEP:-200ms}"; }
 echo "== one worker"
 "$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+echo "== one worker, calls that sleep"
+sleepy
 "$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w2.log" &
 pids+=($!)
 sleep 2
 echo "== two workers"
 "$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+echo "== two workers, calls that sleep"
+sleepy
 echo "== nats bench js pub async (512 B, file storage)"
 nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress
 echo "== nats bench js consume"

@@ -1,5 +1,6 @@
 // Command loadgen plays a gateway under load: it publishes N steps of
-// no-op diagnostics calls at a given concurrency and reports steps per
+// no-op diagnostics calls (or, with --sleep, calls that take time) at a
+// given concurrency and reports steps per
 // second and the latency from publish to step.done (p50, p90, p99).
 //
 // Against running workers (started with --diagnostics):
@@ -47,6 +48,7 @@ type options struct {
 	steps       int
 	concurrency int
 	calls       int
+	sleep       time.Duration
 	workers     int
 	duration    time.Duration
 	storage     string
@@ -63,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 0, "publish for this long instead of a fixed number of steps (soak)")
 	flag.IntVar(&o.concurrency, "concurrency", 256, "steps in flight at once")
 	flag.IntVar(&o.calls, "calls", 1, "ping calls per step")
+	flag.DurationVar(&o.sleep, "sleep", 0, "call sleep for this long (whole milliseconds) instead of ping: tools that take time")
 	flag.IntVar(&o.workers, "workers", 0, "start an embedded server and this many in-process workers instead of using --nats-url")
 	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
@@ -84,8 +87,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 {
-		return errors.New("--steps and --concurrency must be at least 1, --calls at least 0")
+	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 || o.sleep < 0 {
+		return errors.New("--steps and --concurrency must be at least 1, --calls and --sleep at least 0")
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -196,7 +199,7 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 		}
 		if m.Header.Get(jetstream.MsgIDHeader) != protocol.StepDoneMsgID(agent, turnID, 0) {
 			// Not decoded: the status is the only field with this text,
-			// since the output of ping does not hold it. Decoding was a
+			// since the outputs of ping and sleep do not hold it. Decoding was a
 			// quarter of this program's CPU.
 			if !bytes.Contains(m.Data, statusOK) {
 				errCnt.Add(1)
@@ -221,9 +224,13 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 
+	name, args := "ping", "{}"
+	if o.sleep > 0 {
+		name, args = "sleep", fmt.Sprintf(`{"ms":%d}`, o.sleep.Milliseconds())
+	}
 	calls := make([]any, o.calls)
 	for i := range calls {
-		calls[i] = map[string]any{"type": "function_call", "call_id": fmt.Sprintf("c%d", i), "name": "ping", "arguments": "{}"}
+		calls[i] = map[string]any{"type": "function_call", "call_id": fmt.Sprintf("c%d", i), "name": name, "arguments": args}
 	}
 	// Every step is the same but for its turn id: built once, and the id
 	// spliced in.
@@ -290,7 +297,7 @@ func drive(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o options
 	runtime.ReadMemStats(&memAfter)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	fmt.Fprintf(o.out, "steps=%d calls/step=%d concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
+	fmt.Fprintf(o.out, "steps=%d calls/step=%d sleep=%s concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.sleep, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
 	fmt.Fprintf(o.out, "throughput=%.0f steps/s  latency p50=%s p90=%s p99=%s max=%s  call errors=%d\n",
 		float64(published)/elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
 		pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), errCnt.Load())

@@ -18,9 +18,28 @@ func TestLoadRun(t *testing.T) {
 	if err := run(ctx, o); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"steps=300 calls/step=2", "call errors=0", "throughput="} {
+	for _, want := range []string{"steps=300 calls/step=2 sleep=0s", "call errors=0", "throughput="} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// With --sleep the calls go to sleep: every step takes at least that long.
+func TestLoadRunSleep(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	o := options{steps: 40, concurrency: 8, calls: 1, sleep: 30 * time.Millisecond, workers: 1, storage: "memory", out: &out}
+	if err := run(ctx, o); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "sleep=30ms") || !strings.Contains(out.String(), "call errors=0") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+	_, after, _ := strings.Cut(out.String(), "p50=")
+	p50, err := time.ParseDuration(strings.Fields(after + " ")[0])
+	if err != nil || p50 < 30*time.Millisecond {
+		t.Fatalf("p50 %v (%v), want at least the 30ms the tool sleeps:\n%s", p50, err, out.String())
 	}
 }
