@@ -16,11 +16,11 @@ import (
 	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
-// Publisher publishes the worker's events. JetStream publishes are
-// confirmed by the server (the event is stored) and retried with
-// exponential backoff while the failure is transient (no leader, a
-// timeout, a reconnect); the message id makes a retry that did land
-// harmless.
+// Publisher publishes the worker's events, and TurnState's writes of call
+// keys. JetStream publishes are confirmed by the server (the message is
+// stored) and retried with exponential backoff while the failure is
+// transient (no leader, a timeout, a reconnect); an event's message id,
+// and a claim's own id, make a retry that did land harmless.
 type Publisher struct {
 	JS     jetstream.JetStream
 	Logger *slog.Logger
@@ -116,7 +116,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 // The wait is bounded by timeout, or by ctx's deadline when that is
 // sooner. A ctx cancelled without a deadline is seen before the message
 // is sent, not during the wait: a context per attempt, registered with
-// the one every handler shares, cost half as much as the publish.
+// the one every handler shares, added a third to the publish's cost.
 func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
