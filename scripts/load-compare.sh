@@ -21,17 +21,22 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$
 for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
 sleepy() { "$dir/loadgen" --nats-url $url --steps "${SLEEP_STEPS:-6000}" --concurrency 1024 --sleep "${SLEEP:-200ms}"; }
 echo "== one worker"
-"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/one"
 echo "== one worker, calls that sleep"
-sleepy
+sleepy | tee "$dir/one-sleep"
 "$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w2.log" &
 pids+=($!)
 sleep 2
 echo "== two workers"
-"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc"
+"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/two"
 echo "== two workers, calls that sleep"
-sleepy
+sleepy | tee "$dir/two-sleep"
 echo "== nats bench js pub async (512 B, file storage)"
 nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress
 echo "== nats bench js consume"
-nats -s $url bench js consume --msgs 200000 --no-progress
+nats -s $url bench js consume --msgs 200000 --no-progress | tee "$dir/consume"
+rate() { grep -o 'throughput=[0-9]*' "$dir/$1" | cut -d= -f2; }
+consume=$(grep -o '[0-9,]* msgs/sec' "$dir/consume" | tr -d , | cut -d' ' -f1)
+echo "== summary (steps/s)"
+echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s), two workers $(rate two)"
+echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
