@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
 // The load program against an embedded server and an in-process worker:
@@ -41,5 +46,24 @@ func TestLoadRunSleep(t *testing.T) {
 	p50, err := time.ParseDuration(strings.Fields(after + " ")[0])
 	if err != nil || p50 < 30*time.Millisecond {
 		t.Fatalf("p50 %v (%v), want at least the 30ms the tool sleeps:\n%s", p50, err, out.String())
+	}
+}
+
+// A step the stream refuses ends the run with the stream's answer, rather
+// than a wait for a step.done that cannot come.
+func TestLoadRunRefused(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: protocol.StreamCalls, Subjects: []string{protocol.PrefixCall + ".>"}, MaxMsgs: 2, Discard: jetstream.DiscardNew,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(ctx, options{url: s.ClientURL(), steps: 20, concurrency: 8, calls: 1, out: &out})
+	if err == nil || !strings.Contains(err.Error(), "not stored") || !strings.Contains(err.Error(), "maximum messages") {
+		t.Fatalf("run: %v, want the stream's refusal", err)
 	}
 }
