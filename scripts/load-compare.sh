@@ -32,11 +32,12 @@ echo "== two workers"
 echo "== two workers, calls that sleep"
 sleepy | tee "$dir/two-sleep"
 echo "== nats bench js pub async (512 B, file storage)"
-nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress
+nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress | tee "$dir/pub"
 echo "== nats bench js consume"
 nats -s $url bench js consume --msgs 200000 --no-progress | tee "$dir/consume"
 rate() { grep -o 'throughput=[0-9]*' "$dir/$1" | cut -d= -f2; }
-consume=$(grep -o '[0-9,]* msgs/sec' "$dir/consume" | tr -d , | cut -d' ' -f1)
+msgs() { grep -o '[0-9,]* msgs/sec' "$dir/$1" | tr -d , | cut -d' ' -f1; }
+consume=$(msgs consume)
 echo "== summary (steps/s)"
-echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s), two workers $(rate two)"
+echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s; pub async $(msgs pub) msgs/s), two workers $(rate two)"
 echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
