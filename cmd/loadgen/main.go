@@ -234,7 +234,7 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	// future for it: over a quarter of this program's CPU). A step the
 	// stream refuses ends the run; its place is given back so that the
 	// publishing loop, which stops at the next step, is not left waiting.
-	acks := nc.NewRespInbox()
+	acks := nc.NewInbox()
 	var refused atomic.Pointer[string]
 	ackSub, err := nc.Subscribe(acks, func(m *nats.Msg) {
 		if !bytes.HasPrefix(m.Data, []byte(`{"stream":`)) {

@@ -96,8 +96,11 @@ func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome
 	return s.Pub.publish(ctx, s.msg(key, data))
 }
 
-// msg is a write of a call key, as KV.Put makes it. Call keys are made
-// by protocol.CallKey from validated ids, so they are valid keys.
+// msg is a write of a call key, as KV.Put makes it for a bucket of this
+// server's own JetStream domain (the bucket the worker creates; not a
+// mirror, nor a bucket reached through another domain's API prefix).
+// Call keys are made by protocol.CallKey from validated ids, so they are
+// valid keys.
 func (s *TurnState) msg(key string, value []byte) *nats.Msg {
 	m := nats.NewMsg("$KV." + s.KV.Bucket() + "." + key)
 	m.Data = value

@@ -116,7 +116,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	}
 	var w stepWire
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, notAStep(data)
+		return nil, notAStep(data, err)
 	}
 	switch {
 	case w.Step == nil:
@@ -184,10 +184,11 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	return &s, nil
 }
 
-// notAStep says why data, which json.Unmarshal refused, is not a step.
-// It decodes again, off the common path, to tell a bad object from good
-// one followed by more data, and to name an output item that is not one.
-func notAStep(data []byte) error {
+// notAStep says why data, which json.Unmarshal refused with err, is not
+// a step. It decodes again, off the common path, to tell a bad object
+// from good one followed by more data, and to name an output item that is
+// not one.
+func notAStep(data []byte, err error) error {
 	var w struct {
 		stepWire
 		Output []json.RawMessage `json:"output"`
@@ -206,7 +207,8 @@ func notAStep(data []byte) error {
 			return malformed("output[%d]: %v", i, err)
 		}
 	}
-	return malformed("not a JSON step object")
+	// A value of the wrong type that a later duplicate key replaced.
+	return malformed("not a JSON step object: %v", err)
 }
 
 // stepWire is the step message as it is decoded: in one pass, items

@@ -108,6 +108,7 @@ func TestParseStepMalformed(t *testing.T) {
 		{name: "call id twice", data: withOutput(`{"type":"function_call","call_id":"c1","name":"f"}`, `{"type":"tool_search_call","call_id":"c1"}`), reason: `output[1]: call_id "c1" appears twice`},
 		{name: "function call without a name", data: withOutput(`{"type":"function_call","call_id":"c1","arguments":"{}"}`), reason: "output[0]: function_call without a name"},
 		{name: "arguments an object", data: withOutput(`{"type":"function_call","call_id":"c1","name":"f","arguments":{"a":1}}`), reason: "output[0]: arguments is not a string"},
+		{name: "a bad output replaced by a second one", data: `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text"},"output":[5],"output":[]}`, reason: "not a JSON step object: json: cannot unmarshal number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

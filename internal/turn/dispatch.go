@@ -502,6 +502,13 @@ func (p *pending) answered() bool {
 	stored, err := d.Journal.Claim(ctx, p.ref)
 	sp := p.inv.Tool.Spec()
 	switch {
+	case err == nil && stored == nil && context.Cause(ctx) != nil:
+		// The turn was aborted while the claim was on its way (a journal
+		// need not stop waiting for it): the call is claimed but not run,
+		// and its stored outcome says so to a redelivery.
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", context.Cause(ctx)))
+		d.store(ctx, p)
+		return true
 	case err == nil && stored != nil:
 		stored.Replayed = true
 		p.outcome = stored

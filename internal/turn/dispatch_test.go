@@ -655,3 +655,40 @@ func TestOutcomeStatus(t *testing.T) {
 		t.Error("Status does not follow Err")
 	}
 }
+
+// slowJournal holds every claim until the test lets it through.
+type slowJournal struct {
+	*memJournal
+	claiming, release chan struct{}
+}
+
+func (j *slowJournal) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+	close(j.claiming)
+	<-j.release
+	return j.memJournal.Claim(ctx, ref)
+}
+
+// TestCancelDuringClaim: a turn cancelled while a call's claim is on its
+// way does not run the call, which is answered aborted, and that outcome
+// is stored for a redelivery.
+func TestCancelDuringClaim(t *testing.T) {
+	var ran atomic.Bool
+	set := mustSet(t, newTool(t, "act", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+		ran.Store(true)
+		return tools.Result{Content: "did it"}, nil
+	}))
+	j := &slowJournal{memJournal: newJournal(), claiming: make(chan struct{}), release: make(chan struct{})}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		<-j.claiming
+		cancel(turn.ErrCancelled)
+		close(j.release)
+	}()
+	o := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, set, input(call("c1", "act", ``))).Outcomes[0]
+	if ran.Load() || kind(o) != tools.Aborted {
+		t.Fatalf("tool ran: %v; outcome %v, want aborted and not run", ran.Load(), o.Err)
+	}
+	if ids := j.storedIDs(); !slices.Equal(ids, []string{"c1"}) {
+		t.Fatalf("stored %v, want the aborted outcome of c1", ids)
+	}
+}
