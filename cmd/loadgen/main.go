@@ -229,22 +229,23 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 		name, args = "sleep", fmt.Sprintf(`{"ms":%d}`, o.sleep.Milliseconds())
 	}
 	// Steps are published with one reply subject for all their
-	// acknowledgements, which are read by their first bytes, as the worker
-	// reads its own (jetstream's PublishMsgAsync decoded each and kept a
+	// acknowledgements, which are read as the worker reads its own
+	// (bus.PubAckError; jetstream's PublishMsgAsync decoded each and kept a
 	// future for it: over a quarter of this program's CPU). A step the
 	// stream refuses ends the run; its place is given back so that the
 	// publishing loop, which stops at the next step, is not left waiting.
 	acks := nc.NewInbox()
-	var refused atomic.Pointer[string]
+	var refused atomic.Pointer[error]
 	ackSub, err := nc.Subscribe(acks, func(m *nats.Msg) {
-		if !bytes.HasPrefix(m.Data, []byte(`{"stream":`)) {
-			answer := string(m.Data)
-			if answer == "" { // no stream took it
-				answer = "status " + m.Header.Get("Status") + " " + m.Header.Get("Description")
-			}
-			refused.CompareAndSwap(nil, &answer)
-			<-slots
+		err := bus.PubAckError(m.Data)
+		if err == nil {
+			return
 		}
+		if len(m.Data) == 0 { // no stream took it
+			err = fmt.Errorf("status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+		}
+		refused.CompareAndSwap(nil, &err)
+		<-slots
 	})
 	if err != nil {
 		return err
@@ -286,8 +287,8 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			if answer := refused.Load(); answer != nil {
-				return fmt.Errorf("a step was not stored: %s", *answer)
+			if err := refused.Load(); err != nil {
+				return fmt.Errorf("a step was not stored: %w", *err)
 			}
 			turnID := fmt.Sprintf("%s-%d", run, i)
 			body := slices.Concat(head, []byte(turnID), tail)
@@ -308,8 +309,8 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 		return err
 	}
 	for last, lastChange := int64(-1), time.Now(); doneCount.Load() < int64(published); {
-		if answer := refused.Load(); answer != nil {
-			return fmt.Errorf("a step was not stored: %s", *answer)
+		if err := refused.Load(); err != nil {
+			return fmt.Errorf("a step was not stored: %w", *err)
 		}
 		if n := doneCount.Load(); n != last {
 			last, lastChange = n, time.Now()

@@ -130,16 +130,16 @@ func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Dura
 	if err != nil {
 		return err
 	}
-	return pubAckError(r.Data)
+	return PubAckError(r.Data)
 }
 
 // pubAckOK starts every successful acknowledgement: the server writes the
 // stream name first, and an error first of all (JSPubAckResponse).
 var pubAckOK = []byte(`{"stream":`)
 
-// pubAckError reads a stream's answer to a publish: nil when the message
+// PubAckError reads a stream's answer to a publish: nil when the message
 // was stored (or was a duplicate of a stored one).
-func pubAckError(data []byte) error {
+func PubAckError(data []byte) error {
 	if bytes.HasPrefix(data, pubAckOK) {
 		return nil
 	}

@@ -151,7 +151,7 @@ func FuzzPubAckError(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := pubAckError(data)
+		err := PubAckError(data)
 		if err != nil {
 			return
 		}
