@@ -487,7 +487,7 @@ func (p *pending) answered() bool {
 	if err := context.Cause(ctx); err != nil {
 		// A search loads tools into the turn: after the turn's abort it is
 		// answered like any other call, not run.
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", err))
+		p.outcome = notRun(p.call, err)
 		d.ended(ctx, p)
 		return true
 	}
@@ -506,7 +506,7 @@ func (p *pending) answered() bool {
 		// The turn was aborted while the claim was on its way (a journal
 		// need not stop waiting for it): the call is claimed but not run,
 		// and its stored outcome says so to a redelivery.
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted, "Not run: %v.", context.Cause(ctx)))
+		p.outcome = notRun(p.call, context.Cause(ctx))
 		d.store(ctx, p)
 		return true
 	case err == nil && stored != nil:
@@ -527,6 +527,12 @@ func (p *pending) answered() bool {
 		return true
 	}
 	return false
+}
+
+// notRun is the outcome of a call the turn's abort (cause) kept from
+// running.
+func notRun(c protocol.Call, cause error) *Outcome {
+	return errorOutcome(c, tools.Errorf(tools.Aborted, "Not run: %v.", cause))
 }
 
 // abandoned reports whether ctx ended for a reason other than the turn's
