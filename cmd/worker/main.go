@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/mcp"
+	"github.com/agentbull/toolruntime/internal/procguard"
 	"github.com/agentbull/toolruntime/internal/skills"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/tools/brain"
@@ -44,7 +45,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
+// secretEnv are the variables that may hold NATS credentials (a URL may
+// carry user:password@): forgotten once read, see internal/procguard.
+var secretEnv = []string{"WORKER_USER", "WORKER_PASSWORD", "WORKER_TOKEN", "WORKER_NKEY", "WORKER_CREDS", "WORKER_TLS_KEY", "WORKER_NATS_URL", "NATS_URL"}
+
 func main() {
+	procguard.Init(secretEnv...) // returns at once unless PID 1
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
@@ -53,6 +59,9 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(2)
+	}
+	if err := procguard.Harden(secretEnv...); err != nil {
+		m.log.Warn("the process is not fully hardened", "err", err)
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(m.GCPercent)
