@@ -202,6 +202,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.Computer.CommandTimeout, "command-timeout", computer.DefaultCommandTimeout, "run_command's time limit when a call sets none")
 	fs.DurationVar(&m.Computer.MaxCommandTimeout, "max-command-timeout", computer.DefaultMaxCommandTimeout, "longest time limit a run_command call may ask for")
 	fs.Int64Var(&m.Computer.MaxLogBytes, "command-log-bytes", computer.DefaultMaxLogBytes, "output of one command kept in the home's .outputs directory")
+	fs.Int64Var(&m.Computer.MaxFileBytes, "file-max-bytes", computer.DefaultMaxFileBytes, "largest content write_file writes and largest file edit_file reads or makes (read_file returns at most --output-budget per call)")
 	fs.StringVar(&m.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
 	fs.StringVar(&m.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
 	fs.BoolVar(&m.Web.Fetch, "web-fetch", false, "offer web_fetch to turns that bind \"web\"")
@@ -381,6 +382,7 @@ func (m *Main) Run(ctx context.Context) error {
 		creators = append(creators, td.Creator())
 	}
 	if m.Computer.Root != "" {
+		m.Computer.Logger = m.log
 		cc, err := computer.New(m.Computer)
 		if err != nil {
 			return err

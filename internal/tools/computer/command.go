@@ -285,12 +285,21 @@ func killGroup(pid int) (bool, error) {
 }
 
 // openLog creates (or truncates) the file that keeps a command's full
-// output, through the home's root like every other path.
+// output, through the home's root like every other path, and refuses a
+// FIFO or a hard link planted under the predictable name.
 func openLog(h *home, rel string) (*os.File, error) {
 	if err := h.root.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
 		return nil, err
 	}
-	return h.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, _, err := h.openFile("write", rel, rel, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,9 @@ type Config struct {
 	Env []string
 	// Shell runs a command as Shell -c <command> (/bin/sh).
 	Shell string
+	// Logger gets the repairs of the homes' root and of the homes (nil:
+	// nothing is logged).
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -99,6 +103,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Shell == "" {
 		c.Shell = DefaultShell
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -153,7 +160,7 @@ func New(cfg Config) (*Category, error) {
 	if fi, err := os.Stat(cfg.Shell); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("computer: shell %s is not an executable file (run_command needs an image with a shell): %v", cfg.Shell, err)
 	}
-	h, err := openHomes(cfg.Root)
+	h, err := openHomes(cfg.Root, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -113,62 +115,17 @@ func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error)
 	if err != nil {
 		return tools.Result{}, fileError("list", p.Path, err)
 	}
-	if !fi.IsDir() {
+	switch {
+	case fi.Mode().IsRegular():
 		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a file (%s). Read it with read_file.", displayPath(p.Path), byteCount(fi.Size()))
+	case !fi.IsDir():
+		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a %s, not a directory.", displayPath(p.Path), typeName(fi.Mode()))
 	}
-	start := filepath.ToSlash(rel)
-	var b strings.Builder
-	entries, cut := 0, false
-	walkErr := fs.WalkDir(h.root.FS(), start, func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if name == start {
-				return err
-			}
-			fmt.Fprintf(&b, "%s  (unreadable: %v)\n", relTo(start, name), errors.Unwrap(err))
-			return nil
-		}
-		if name == start {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if entries >= maxListEntries {
-			cut = true
-			return fs.SkipAll
-		}
-		entries++
-		shown := relTo(start, name)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := h.root.Readlink(name)
-			if err != nil {
-				target = "?"
-			}
-			fmt.Fprintf(&b, "%s -> %s\n", shown, target)
-		case d.IsDir():
-			fmt.Fprintf(&b, "%s/\n", shown)
-			if strings.Count(shown, "/")+1 >= depth {
-				return fs.SkipDir
-			}
-		default:
-			info, err := d.Info()
-			if err != nil {
-				fmt.Fprintf(&b, "%s\n", shown)
-				break
-			}
-			if d.Type().IsRegular() {
-				fmt.Fprintf(&b, "%s  (%s)\n", shown, byteCount(info.Size()))
-			} else {
-				fmt.Fprintf(&b, "%s  (%s)\n", shown, info.Mode().Type())
-			}
-		}
-		return nil
-	})
-	if walkErr != nil {
-		return tools.Result{}, fileError("list", p.Path, walkErr)
+	l := &lister{ctx: ctx, h: h, depth: depth}
+	if err := l.walk(rel, "", 1); err != nil {
+		return tools.Result{}, fileError("list", p.Path, err)
 	}
-	text := b.String()
+	text, entries, cut := l.b.String(), l.entries, l.cut
 	if entries == 0 {
 		text = "(empty directory)\n"
 	}
@@ -182,12 +139,71 @@ func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error)
 	}, nil
 }
 
-// relTo is name (a slash path in the home) as seen from start.
-func relTo(start, name string) string {
-	if start == "." {
-		return name
+// lister writes list_files' listing. It opens nothing but directories,
+// with O_DIRECTORY, and reads at most the entries it may still show from
+// each, so neither a FIFO nor a directory of millions of entries holds it.
+type lister struct {
+	ctx     context.Context
+	h       *home
+	depth   int
+	b       strings.Builder
+	entries int
+	cut     bool
+}
+
+// walk lists the directory rel, shown with prefix, in name order, and its
+// subdirectories down to the depth.
+func (l *lister) walk(rel, prefix string, level int) error {
+	f, err := l.h.openDir(rel)
+	if err != nil {
+		return err
 	}
-	return strings.TrimPrefix(name, start+"/")
+	ents, err := f.ReadDir(maxListEntries - l.entries + 1)
+	_ = f.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, d := range ents {
+		if err := l.ctx.Err(); err != nil {
+			return err
+		}
+		if l.entries >= maxListEntries {
+			l.cut = true
+			return nil
+		}
+		l.entries++
+		name, shown := filepath.Join(rel, d.Name()), prefix+d.Name()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := l.h.root.Readlink(name)
+			if err != nil {
+				target = "?"
+			}
+			fmt.Fprintf(&l.b, "%s -> %s\n", shown, target)
+		case d.IsDir():
+			fmt.Fprintf(&l.b, "%s/\n", shown)
+			if level >= l.depth {
+				continue
+			}
+			if err := l.walk(name, shown+"/", level+1); err != nil {
+				if l.ctx.Err() != nil {
+					return err
+				}
+				fmt.Fprintf(&l.b, "%s/  (unreadable: %v)\n", shown, errors.Unwrap(err))
+			}
+		case d.Type().IsRegular():
+			info, err := d.Info()
+			if err != nil {
+				fmt.Fprintf(&l.b, "%s\n", shown)
+				continue
+			}
+			fmt.Fprintf(&l.b, "%s  (%s)\n", shown, byteCount(info.Size()))
+		default:
+			fmt.Fprintf(&l.b, "%s  (%s)\n", shown, typeName(d.Type()))
+		}
+	}
+	return nil
 }
 
 // binarySniff is how much of a file is looked at to tell binary from text.
@@ -207,21 +223,11 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 		return tools.Result{}, err
 	}
 	defer h.close()
-	f, err := h.root.Open(rel)
+	f, fi, err := h.openFile("read", p.Path, rel, os.O_RDONLY, 0)
 	if err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tools.Result{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
-	}
-	if fi.IsDir() {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot read %s: it is a directory. List it with list_files.", p.Path)
-	}
-	if !fi.Mode().IsRegular() {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot read %s: it is not a regular file (%s).", p.Path, fi.Mode().Type())
-	}
 	sniff := make([]byte, binarySniff)
 	n, err := io.ReadFull(f, sniff)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
@@ -385,26 +391,29 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 	}
 	_, statErr := h.root.Stat(rel)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	verb := "Wrote"
+	flag, verb := os.O_WRONLY|os.O_CREATE, "Wrote"
 	if p.Append {
-		flag, verb = os.O_WRONLY|os.O_CREATE|os.O_APPEND, "Appended"
+		flag, verb = flag|os.O_APPEND, "Appended"
 	}
-	f, err := h.root.OpenFile(rel, flag, 0o644)
+	f, _, err := h.openFile("write", p.Path, rel, flag, 0o644)
 	if err != nil {
-		return tools.Result{}, fileError("write", p.Path, err)
+		return tools.Result{}, err
 	}
-	_, err = f.WriteString(p.Content)
+	if !p.Append { // only now: O_TRUNC would have cut a hard link's file before the checks
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		_, err = f.WriteString(p.Content)
+	}
+	size := int64(-1)
+	if fi, serr := f.Stat(); serr == nil {
+		size = fi.Size()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return tools.Result{}, fileError("write", p.Path, err)
-	}
-	fi, err := h.root.Stat(rel)
-	size := int64(-1)
-	if err == nil {
-		size = fi.Size()
 	}
 	what := "replaced"
 	switch {
@@ -442,40 +451,61 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 		return tools.Result{}, err
 	}
 	defer h.close()
-	fi, err := h.root.Stat(rel)
+	f, fi, err := h.openFile("edit", p.Path, rel, os.O_RDWR, 0)
 	if err != nil {
-		return tools.Result{}, fileError("edit", p.Path, err)
+		return tools.Result{}, err
 	}
-	if !fi.Mode().IsRegular() {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot edit %s: it is not a regular file.", p.Path)
+	defer f.Close()
+	tooBig := func(n int64) error {
+		return tools.Errorf(tools.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, byteCount(n), byteCount(c.cfg.MaxFileBytes))
 	}
 	if fi.Size() > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, byteCount(fi.Size()), byteCount(c.cfg.MaxFileBytes))
+		return tools.Result{}, tooBig(fi.Size())
 	}
-	data, err := h.root.ReadFile(rel)
+	// The limit again while reading: the file may have grown since fstat.
+	data, err := io.ReadAll(io.LimitReader(f, c.cfg.MaxFileBytes+1))
 	if err != nil {
 		return tools.Result{}, fileError("read", p.Path, err)
 	}
+	if int64(len(data)) > c.cfg.MaxFileBytes {
+		return tools.Result{}, tooBig(int64(len(data)))
+	}
 	text := string(data)
-	at := occurrences(text, p.OldText)
+	data = nil
+	count := strings.Count(text, p.OldText) // what strings.ReplaceAll replaces
 	switch {
-	case len(at) == 0:
+	case count == 0:
 		return tools.Result{}, tools.Errorf(tools.ToolError, "old_text was not found in %s; nothing was changed. %s", p.Path, missHint(text, p.OldText))
-	case len(at) > 1 && !p.ReplaceAll:
+	case count > 1 && !p.ReplaceAll:
 		return tools.Result{}, tools.Errorf(tools.ToolError,
 			"old_text occurs %d times in %s (at lines %s); nothing was changed. Include more of the surrounding text so that it occurs once, or set replace_all to replace every occurrence.",
-			len(at), p.Path, lineList(text, at))
+			count, p.Path, lineList(text, occurrences(text, p.OldText, maxListedOccurrences+1)))
 	}
+	// The result's size before the result: replace_all of a short text by
+	// a long one in a large file must not allocate gigabytes to find out.
+	size, ok := editedSize(len(text), count, len(p.OldText), len(p.NewText))
+	if !ok || size > c.cfg.MaxFileBytes {
+		shown := "more than 8 EiB"
+		if ok {
+			shown = byteCount(size)
+		}
+		return tools.Result{}, tools.Errorf(tools.ToolError, "The edit (%d replacements) would make %s %s, over the %s limit of edit_file; nothing was changed.", count, p.Path, shown, byteCount(c.cfg.MaxFileBytes))
+	}
+	at := occurrences(text, p.OldText, maxListedOccurrences+1)
 	var updated string
 	if p.ReplaceAll {
 		updated = strings.ReplaceAll(text, p.OldText, p.NewText)
 	} else {
 		updated = text[:at[0]] + p.NewText + text[at[0]+len(p.OldText):]
 	}
-	if int64(len(updated)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "The edit would make %s %s, over the %s limit; nothing was changed.", p.Path, byteCount(int64(len(updated))), byteCount(c.cfg.MaxFileBytes))
+	// In place, through the descriptor that was checked.
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return tools.Result{}, fileError("write", p.Path, err)
 	}
-	if err := h.root.WriteFile(rel, []byte(updated), fi.Mode().Perm()); err != nil {
+	if _, err := f.WriteString(updated); err != nil {
+		return tools.Result{}, fileError("write", p.Path, err)
+	}
+	if err := f.Truncate(int64(len(updated))); err != nil {
 		return tools.Result{}, fileError("write", p.Path, err)
 	}
 	lines := make([]int, 0, min(len(at), maxListedOccurrences))
@@ -483,27 +513,39 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 		lines = append(lines, strings.Count(text[:i], "\n")+1)
 	}
 	noun := "occurrence"
-	if len(at) > 1 {
+	if count > 1 {
 		noun = "occurrences"
 	}
 	return tools.Result{
-		Content: fmt.Sprintf("Replaced %d %s in %s (at lines %s); the file is now %s.", len(at), noun, rel, lineList(text, at), byteCount(int64(len(updated)))),
-		Details: map[string]any{"path": rel, "replacements": len(at), "lines": lines, "bytes_before": len(text), "bytes_after": len(updated)},
+		Content: fmt.Sprintf("Replaced %d %s in %s (at lines %s); the file is now %s.", count, noun, rel, lineList(text, at), byteCount(int64(len(updated)))),
+		Details: map[string]any{"path": rel, "replacements": count, "lines": lines, "bytes_before": len(text), "bytes_after": len(updated)},
 	}, nil
 }
 
-// occurrences are the byte offsets of the non-overlapping occurrences of
-// old in text, as strings.ReplaceAll would replace them.
-func occurrences(text, old string) []int {
+// editedSize is the size of a text of n bytes after count replacements of
+// oldLen bytes by newLen bytes; false when it does not fit in an int64.
+func editedSize(n, count, oldLen, newLen int) (int64, bool) {
+	delta := int64(newLen) - int64(oldLen)
+	if delta > 0 && int64(count) > (math.MaxInt64-int64(n))/delta {
+		return 0, false
+	}
+	return int64(n) + int64(count)*delta, true
+}
+
+// occurrences are the byte offsets of the first (at most limit)
+// non-overlapping occurrences of old in text, as strings.ReplaceAll would
+// replace them.
+func occurrences(text, old string, limit int) []int {
 	var at []int
-	for i := 0; ; {
+	for i := 0; len(at) < limit; {
 		j := strings.Index(text[i:], old)
 		if j < 0 {
-			return at
+			break
 		}
 		at = append(at, i+j)
 		i += j + len(old)
 	}
+	return at
 }
 
 func lineList(text string, at []int) string {

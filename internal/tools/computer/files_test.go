@@ -168,26 +168,6 @@ func TestPathsInsideTheHome(t *testing.T) {
 	}
 }
 
-// A home replaced by a symbolic link is refused rather than followed.
-func TestHomeReplacedByLink(t *testing.T) {
-	tmp := t.TempDir()
-	c := newCategory(t, computer.Config{Root: filepath.Join(tmp, "homes")})
-	writeFile(t, filepath.Join(tmp, "elsewhere", "x.txt"), "elsewhere\n")
-	if err := os.Symlink(filepath.Join(tmp, "elsewhere"), filepath.Join(tmp, "homes", "a1")); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{computer.ListFilesName, computer.RunCommandName} {
-		args := map[string]any{"command": "cat x.txt"}
-		if name == computer.ListFilesName {
-			args = map[string]any{}
-		}
-		res, err := run(t, c, name, args)
-		if err == nil || strings.Contains(res.Content, "x.txt") || strings.Contains(res.Content, "elsewhere") {
-			t.Errorf("%s in a home that is a link: %q, %v", name, res.Content, err)
-		}
-	}
-}
-
 func TestHomeCreatedPrivate(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	dir := home(t, c, "fresh")

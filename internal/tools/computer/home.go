@@ -4,26 +4,43 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Modes of the homes' root and of each home: the worker's alone. Commands
+// run sandboxed with their own home as the only writable place, so
+// nothing but the worker changes either; a home whose mode was changed
+// anyway (chmod 000 from inside) is set back when it is next opened.
+const (
+	rootMode = 0o700
+	homeMode = 0o700
 )
 
 // homes is the directory that holds the agent homes.
 type homes struct {
 	dir  string // absolute, cleaned
 	root *os.Root
+	log  *slog.Logger
+	// repair serializes moving things aside: two calls that both saw a
+	// link must not both rename, the second one the fresh home.
+	repair sync.Mutex
 }
 
-func openHomes(dir string) (*homes, error) {
+func openHomes(dir string, log *slog.Logger) (*homes, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("computer: homes' root %q: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o700); err != nil {
+	if err := os.MkdirAll(abs, rootMode); err != nil {
 		return nil, fmt.Errorf("computer: creating the homes' root: %w", err)
 	}
 	// The root itself may be reached through symbolic links (a mounted
@@ -35,33 +52,90 @@ func openHomes(dir string) (*homes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computer: opening the homes' root: %w", err)
 	}
-	return &homes{dir: abs, root: r}, nil
+	h := &homes{dir: abs, root: r, log: log}
+	h.tightenRoot()
+	return h, nil
+}
+
+// tightenRoot takes away what others may do in the homes' root: anyone
+// who can write it can put a link in place of a home. A volume the worker
+// does not own (a Kubernetes fsGroup volume is root's, group-writable for
+// the worker's group) keeps its mode, with a warning.
+func (h *homes) tightenRoot() {
+	fi, err := h.root.Stat(".")
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	if err := h.root.Chmod(".", rootMode); err != nil {
+		h.log.Warn("the homes' root is open to other users and its mode cannot be changed; keep it writable by the worker only",
+			"root", h.dir, "mode", fi.Mode().Perm().String(), "err", err)
+		return
+	}
+	h.log.Info("the homes' root was open to other users; its mode is now 0700", "root", h.dir, "was", fi.Mode().Perm().String())
 }
 
 func (h *homes) close() error { return h.root.Close() }
 
 // open returns agent's home, creating it with mode 0700 when it does not
-// exist. A home that is not a real directory (a symbolic link put in its
-// place) is refused.
+// exist. Something else in its place (a symbolic link, a file) is moved
+// aside to <agent_id>.moved-<time>, which no agent id can name, with a log
+// line, and a fresh home is made: an agent is never locked out of its
+// home for good, and nothing is followed out of the root.
 func (h *homes) open(agentID string) (*home, error) {
 	if !protocol.ValidID(agentID) {
 		return nil, fmt.Errorf("agent id %q cannot name a home", agentID)
 	}
-	if err := h.root.Mkdir(agentID, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, err
+	for range 3 { // another call of the same agent may repair it at the same time
+		if err := h.root.Mkdir(agentID, homeMode); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		fi, err := h.root.Lstat(agentID)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			if err := h.moveAside(agentID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if fi.Mode().Perm() != homeMode {
+			// Before opening: a home made 000 cannot be opened otherwise.
+			if err := h.root.Chmod(agentID, homeMode); err != nil {
+				return nil, fmt.Errorf("the home's mode is %v and cannot be set back to 0700: %w", fi.Mode().Perm(), err)
+			}
+			h.log.Info("an agent home's mode was changed; it is 0700 again", "agent", agentID, "was", fi.Mode().Perm().String())
+		}
+		r, err := h.root.OpenRoot(agentID)
+		if err != nil {
+			return nil, err
+		}
+		return &home{dir: filepath.Join(h.dir, agentID), root: r}, nil
 	}
+	return nil, fmt.Errorf("the home of %s keeps being replaced by something that is not a directory", agentID)
+}
+
+// moveAside renames what stands in the place of agentID's home, unless a
+// concurrent call did so first. (Workers sharing the root do not share the
+// lock; two of them repairing one home at the same instant is left to
+// chance.)
+func (h *homes) moveAside(agentID string) error {
+	h.repair.Lock()
+	defer h.repair.Unlock()
 	fi, err := h.root.Lstat(agentID)
-	if err != nil {
-		return nil, err
+	if err != nil || fi.IsDir() {
+		return nil // repaired meanwhile; the caller looks again
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is a %s, not a directory", agentID, fi.Mode().Type())
+	aside := agentID + ".moved-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if err := h.root.Rename(agentID, aside); err != nil {
+		return fmt.Errorf("the home is a %s, not a directory, and could not be moved aside: %w", typeName(fi.Mode()), err)
 	}
-	r, err := h.root.OpenRoot(agentID)
-	if err != nil {
-		return nil, err
-	}
-	return &home{dir: filepath.Join(h.dir, agentID), root: r}, nil
+	h.log.Warn("an agent home was not a directory; it was moved aside and a new home made",
+		"agent", agentID, "was", typeName(fi.Mode()), "moved_to", filepath.Join(h.dir, aside))
+	return nil
 }
 
 // home is one agent's home, open for one call.
@@ -100,6 +174,100 @@ func (h *home) rel(p string) (string, error) {
 	return clean, nil
 }
 
+// openFile opens the regular file rel for op (a verb for the messages:
+// "read", "write", "edit"), refusing anything else before a byte is read
+// or written:
+//
+//   - O_NONBLOCK on every open: a FIFO put in a file's place, even between
+//     the check and the open, opens at once (or fails with ENXIO) instead
+//     of pinning the worker's thread for ever;
+//   - fstat of what was opened decides: only a regular file passes;
+//   - a file with more than one name (a hard link) is refused: its other
+//     name may be in another agent's home, made before the sandbox
+//     existed or through a volume shared with other software.
+//
+// flag must not hold O_TRUNC, which would cut a shared file before the
+// checks; truncate the returned file instead.
+func (h *home) openFile(op, shown, rel string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	// A first look, so that a device is never opened at all.
+	if fi, err := h.root.Stat(rel); err == nil {
+		if err := regular(op, shown, fi); err != nil {
+			return nil, nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) || flag&os.O_CREATE == 0 {
+		return nil, nil, fileError(op, shown, err)
+	}
+	f, err := h.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, syscall.ENXIO) { // a FIFO with no reader, opened for writing
+		return nil, nil, notRegular(op, shown, fs.ModeNamedPipe)
+	}
+	if err != nil {
+		return nil, nil, fileError(op, shown, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regular(op, shown, fi)
+	} else {
+		err = fileError(op, shown, err)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// openDir opens the directory rel for listing; O_DIRECTORY makes the open
+// fail at once on anything else (a FIFO swapped in included).
+func (h *home) openDir(rel string) (*os.File, error) {
+	return h.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+}
+
+// regular says why fi is not a file the file tools work on, or nil.
+func regular(op, shown string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		hint := ""
+		if op == "read" || op == "edit" {
+			hint = " List it with list_files."
+		}
+		return tools.Errorf(tools.ToolError, "Cannot %s %s: it is a directory.%s", op, shown, hint)
+	case !fi.Mode().IsRegular():
+		return notRegular(op, shown, fi.Mode())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return tools.Errorf(tools.ToolError,
+			"Cannot %s %s: it is a hard link (the same file has %d names, which may lie outside your home), so the file tools do not %s it. Copy it first (run_command `cp %s %s.copy`) and work on the copy.",
+			op, shown, st.Nlink, op, shellQuote(shown), shellQuote(shown))
+	}
+	return nil
+}
+
+func notRegular(op, shown string, m fs.FileMode) error {
+	return tools.Errorf(tools.ToolError, "Cannot %s %s: it is a %s, not a regular file; the file tools work on regular files and directories only.", op, shown, typeName(m))
+}
+
+// typeName names a file type for people.
+func typeName(m fs.FileMode) string {
+	switch t := m.Type(); {
+	case t&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	case t.IsDir():
+		return "directory"
+	case t.IsRegular():
+		return "regular file"
+	}
+	return "special file"
+}
+
 func outside(p string) error {
 	return tools.Errorf(tools.InvalidArguments,
 		"The path %q is outside your home directory. Paths are relative to your home (the working directory of run_command); absolute paths must lie inside it.", p)
@@ -109,6 +277,10 @@ func outside(p string) error {
 // which path, and the system's reason (which says "path escapes from
 // parent" when a symbolic link leads out of the home).
 func fileError(op, p string, err error) error {
+	var te *tools.Error
+	if errors.As(err, &te) {
+		return err
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
