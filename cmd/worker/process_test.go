@@ -239,4 +239,3 @@ func TestWorkerAsPID1(t *testing.T) {
 		t.Errorf("exit %d after SIGTERM to the init", code)
 	}
 }
-
