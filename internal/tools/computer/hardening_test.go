@@ -157,7 +157,10 @@ func TestFIFOCallsFreeTheirThreads(t *testing.T) {
 			t.Fatalf("a call on the FIFO: %v, want it refused as a named pipe", err)
 		}
 	}
-	if after := threads(t); after > before+64 {
+	// A blocked open pins its thread for good: n calls, n threads. Calls
+	// that end may leave a few idle threads behind (the runtime keeps
+	// them), never one per call.
+	if after := threads(t); after > before+n/2 {
 		t.Errorf("threads grew from %d to %d over %d calls on a FIFO", before, after, n)
 	}
 }
