@@ -3,7 +3,9 @@ package procguard
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 
@@ -31,13 +33,20 @@ func runInit(forget []string) int {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
 	// /proc/self/exe, not os.Args[0]: the very binary, even when PATH or
-	// the file changed. Its own process group, so that a terminal's ^C
-	// reaches it once, through the init, not twice.
-	child, err := os.StartProcess("/proc/self/exe", os.Args, &os.ProcAttr{
+	// the file changed; os.Args[0] only without /proc. Its own process
+	// group, so that a terminal's ^C reaches it once, through the init,
+	// not twice.
+	attr := &os.ProcAttr{
 		Env:   os.Environ(),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
+	}
+	child, err := os.StartProcess("/proc/self/exe", os.Args, attr)
+	if errors.Is(err, fs.ErrNotExist) {
+		if path, lerr := exec.LookPath(os.Args[0]); lerr == nil {
+			child, err = os.StartProcess(path, os.Args, attr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "init: starting %s: %v\n", os.Args[0], err)
 		return 1
