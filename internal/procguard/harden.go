@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,12 @@ func Harden(forget ...string) error {
 // block into its own strings at start, so nothing reads it any more; the
 // kernel still shows it as /proc/<pid>/environ.
 func blankEnv(names []string) error {
+	// Only what is set: a process with none of them (a developer's
+	// "go run") has nothing to overwrite and no reason to open its memory.
+	names = slices.DeleteFunc(slices.Clone(names), func(n string) bool {
+		_, ok := os.LookupEnv(n)
+		return !ok
+	})
 	if len(names) == 0 {
 		return nil
 	}
