@@ -160,7 +160,9 @@ func TestFIFOCallsFreeTheirThreads(t *testing.T) {
 	// A blocked open pins its thread for good: n calls, n threads. Calls
 	// that end may leave a few idle threads behind (the runtime keeps
 	// them), never one per call.
-	if after := threads(t); after > before+n/2 {
+	after := threads(t)
+	t.Logf("threads: %d before, %d after %d calls", before, after, n)
+	if after > before+n/2 {
 		t.Errorf("threads grew from %d to %d over %d calls on a FIFO", before, after, n)
 	}
 }
