@@ -96,7 +96,7 @@ type Outcome struct {
 	Events    []tools.Event   `json:"events,omitempty"`
 	Repairs   []string        `json:"repairs,omitempty"`
 	Activity  string          `json:"activity,omitempty"`
-	Duration  time.Duration   `json:"duration"`
+	Duration  time.Duration   `json:"-"` // duration_ms in JSON (outcome_json.go)
 	EndTurn   bool            `json:"end_turn,omitempty"`
 	Complete  bool            `json:"complete_actor_event,omitempty"`
 	// Loaded are the keys of deferred tools a tool search loaded.
