@@ -45,10 +45,11 @@ type ServiceInfo struct {
 // request is answered by one worker and `nats micro stats turn-worker`
 // shows every instance.
 func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slog.Logger) (micro.Service, error) {
-	meta := map[string]string{"protocol": ProtocolVersion}
+	meta := map[string]string{}
 	for k, v := range info.Metadata {
 		meta[k] = v
 	}
+	meta["protocol"] = ProtocolVersion // what the code speaks, whatever the caller says
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        protocol.ServiceName,
 		Version:     info.Version,

@@ -54,6 +54,9 @@ func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
 // span in ctx (none without one). The span's name has the subject with
 // its agent and turn named, not their values: span names must stay few.
 func publishSpan(ctx context.Context, subject string) (context.Context, trace.Span) {
+	if span := trace.SpanFromContext(ctx); !span.IsRecording() {
+		return ctx, span // no tracing: not even the template is made
+	}
 	return spans.Publish(ctx, subject, subjectTemplate(subject))
 }
 
