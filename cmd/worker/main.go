@@ -233,7 +233,7 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(m.stdout())
-			fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); the connection flags also\nread the NATS CLI's variables (NATS_URL, NATS_CONTEXT, NATS_USER, NATS_PASSWORD,\nNATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA).\n\n")
+			fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); the connection flags also\nread the NATS CLI's variables (NATS_URL, NATS_CONTEXT, NATS_USER, NATS_PASSWORD,\nNATS_TOKEN, NATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA).\n\n")
 			fs.PrintDefaults()
 		}
 		return err
@@ -265,7 +265,7 @@ func (m *Main) ParseFlags(args []string) error {
 		return err
 	}
 	// As nats does, a user name from NATS_USER with no password is a token.
-	if m.User != "" && m.Password == "" && os.Getenv("NATS_USER") == m.User && !set["password"] && m.NATSContext == "" {
+	if m.User != "" && m.Password == "" && m.Token == "" && os.Getenv("NATS_USER") == m.User && !set["password"] && m.NATSContext == "" {
 		m.Token, m.User = m.User, ""
 	}
 	if err := m.applyNATSContext(set); err != nil {
@@ -287,7 +287,7 @@ func (m *Main) ParseFlags(args []string) error {
 // shares with it; WORKER_<FLAG> comes first, then these, then --context.
 var natsEnv = map[string]string{
 	"nats-url": "NATS_URL", "context": "NATS_CONTEXT",
-	"user": "NATS_USER", "password": "NATS_PASSWORD", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
+	"user": "NATS_USER", "password": "NATS_PASSWORD", "token": "NATS_TOKEN", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
 	"tls-cert": "NATS_CERT", "tls-key": "NATS_KEY", "tls-ca": "NATS_CA",
 }
 

@@ -91,7 +91,7 @@ func writeContext(t *testing.T, name string, c map[string]any) {
 // The connection settings come from the flags, then WORKER_* and the NATS
 // CLI's variables, then the NATS context: the precedence of nats itself.
 func TestConnectionSettingsPrecedence(t *testing.T) {
-	for _, v := range []string{"NATS_URL", "NATS_CONTEXT", "NATS_USER", "NATS_PASSWORD", "NATS_CREDS", "NATS_NKEY", "NATS_CERT", "NATS_KEY", "NATS_CA"} {
+	for _, v := range []string{"NATS_URL", "NATS_CONTEXT", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_NKEY", "NATS_CERT", "NATS_KEY", "NATS_CA"} {
 		t.Setenv(v, "")
 		os.Unsetenv(v)
 	}
@@ -132,6 +132,12 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	}
 	if m.Token != "s3cret-token" || m.User != "" {
 		t.Errorf("NATS_USER alone: token %q user %q, want it as the token", m.Token, m.User)
+	}
+
+	os.Unsetenv("NATS_USER")
+	t.Setenv("NATS_TOKEN", "tok")
+	if m = NewMain(); m.ParseFlags(nil) != nil || m.Token != "tok" {
+		t.Errorf("NATS_TOKEN: token %q", m.Token)
 	}
 
 	// The OTel variables are the exporter's to read: never the flag's URL.
