@@ -398,9 +398,10 @@ func (m *Main) validate() error {
 	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
 		errs = append(errs, fmt.Errorf("--monitor-port %d is not a port", m.MonitorPort))
 	}
-	// Zero is refused like a negative: it is no way to ask for the
-	// default (leave the flag out for that). Negatives are the library's
-	// to refuse.
+	// Zero is refused like a negative: the library reads it as "the
+	// default", which on the command line would be a silent surprise
+	// (leave the flag out for the default). Negatives are the library's
+	// to refuse. --duplicate-window 0 is the one documented default.
 	t := m.Worker.Topology
 	for _, z := range []struct {
 		flag string
@@ -409,9 +410,12 @@ func (m *Main) validate() error {
 		{"--concurrency", m.Worker.Concurrency == 0}, {"--task-concurrency", m.Worker.TaskConcurrency == 0},
 		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
 		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
+		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
+		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0},
+		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
 	} {
 		if z.zero {
-			errs = append(errs, fmt.Errorf("%s must be at least 1, not 0 (leave it out for the default)", z.flag))
+			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
 		}
 	}
 	if err := m.Worker.Validate(); err != nil {
