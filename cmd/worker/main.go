@@ -583,7 +583,11 @@ func (m *Main) Run(ctx context.Context) error {
 func (m *Main) stopping() string {
 	running := "running calls"
 	if tel := m.tel.Load(); tel != nil {
-		running = fmt.Sprintf("%d running calls", tel.Metrics.Running())
+		if n := tel.Metrics.Running(); n == 1 {
+			running = "1 running call"
+		} else {
+			running = fmt.Sprintf("%d running calls", n)
+		}
 	}
 	return fmt.Sprintf("stopping: waiting up to %s for %s to finish; press Ctrl-C again to quit at once (unfinished steps are delivered again)", m.Worker.Grace, running)
 }

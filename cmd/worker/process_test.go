@@ -365,3 +365,54 @@ func (c *collector) spans() (map[string]bool, string) {
 	}
 	return out, c.service
 }
+
+// The first signal says how many calls the stop waits for.
+func TestStopSaysWhatItWaitsFor(t *testing.T) {
+	addr, _ := freeAddr(t)
+	httpAddr, _ := freeAddr(t)
+	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--diagnostics",
+		"--storage", "memory", "--http-addr", httpAddr, "--grace", "1m")
+	p.waitFor(t, "worker running")
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":1500}"}]}`
+	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
+		t.Fatal(err)
+	}
+	// Running once the metrics say so: the count the message reads.
+	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the call never ran:\n%s", p.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "stopping: waiting up to 1m0s for 1 running call to finish") {
+		t.Errorf("the stop does not count the running call:\n%s", p.output())
+	}
+}
+
+func metrics(t *testing.T, addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
