@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
 
 	"golang.org/x/sync/errgroup"
 
@@ -473,6 +474,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	m.Worker.Telemetry = tel
 	m.tel.Store(tel)
+	// The SDK's own errors (a collector that refuses spans) would go to
+	// the standard logger; the process has one log. This is global by the
+	// SDK's design, so it is set here, in main's package.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.log.Warn("telemetry", "err", err) }))
 	// Catalog order: todo, computer, web, brain, schedules, background
 	// jobs, workflow tools, then diagnostics. Each category creates or updates its own
 	// bucket or stream here.
