@@ -29,6 +29,11 @@ func TestServiceMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
+	// The service's subscriptions reach the server with a flush, before
+	// another connection asks.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	client := s.Connect(t)
 	msg, err := client.Request("$SRV.INFO."+protocol.ServiceName, nil, 5*time.Second)
 	if err != nil {
