@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -259,9 +260,16 @@ func TestContextMicroInfoAndSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	msg, err := nc.Request("$SRV.INFO."+protocol.ServiceName, nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// "worker running" is logged as the service starts: ask until it answers.
+	var msg *nats.Msg
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if msg, err = nc.Request("$SRV.INFO."+protocol.ServiceName, nil, 5*time.Second); err == nil {
+			break
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var info micro.Info
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
