@@ -392,7 +392,7 @@ func TestStopSaysWhatItWaitsFor(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":1500}"}]}`
+	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":4000}"}]}`
 	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
 		t.Fatal(err)
 	}
