@@ -38,6 +38,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the worker binary the process tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func workerBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
