@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"go.yaml.in/yaml/v4"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 )

@@ -56,6 +56,7 @@ type options struct {
 	cpuProfile  string
 	memProfile  string
 	out         io.Writer // the report
+	onRetry     func()    // told of each publish retried after no responders (tests)
 }
 
 func main() {
@@ -181,10 +182,12 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
 	const agent = "load"
 	var (
-		mu      sync.Mutex
-		started = map[string]time.Time{}
-		lat     []time.Duration
-		errCnt  atomic.Int64
+		mu       sync.Mutex
+		started  = map[string]time.Time{}
+		lat      []time.Duration
+		errCnt   atomic.Int64
+		errs     = map[string]int64{} // by error kind, guarded by mu
+		firstErr string               // the first error's message, guarded by mu
 	)
 	slots := make(chan struct{}, o.concurrency)
 	var doneCount atomic.Int64
@@ -203,6 +206,22 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 			// "status":"ok", since the outputs of ping and sleep do not.
 			if !bytes.Contains(m.Data, statusOK) {
 				errCnt.Add(1)
+				// Failures are decoded: they are few, and what they say
+				// is the hint when every call fails.
+				var ev struct {
+					Error *struct{ Kind, Message string } `json:"error"`
+				}
+				_ = json.Unmarshal(m.Data, &ev)
+				kind, msg := "unknown", ""
+				if ev.Error != nil {
+					kind, msg = ev.Error.Kind, ev.Error.Message
+				}
+				mu.Lock()
+				errs[kind]++
+				if firstErr == "" {
+					firstErr = msg
+				}
+				mu.Unlock()
 			}
 			return
 		}
@@ -228,18 +247,42 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	if o.sleep > 0 {
 		name, args = "sleep", fmt.Sprintf(`{"ms":%d}`, o.sleep.Milliseconds())
 	}
-	// Steps are published with one reply subject for all their
-	// acknowledgements, which are read as the worker reads its own
+	// Steps are published with one reply subject per step under one
+	// inbox, whose acknowledgements are read as the worker reads its own
 	// (bus.PubAckError; jetstream's PublishMsgAsync decoded each and kept a
-	// future for it: over a quarter of this program's CPU). A step the
-	// stream refuses ends the run; its place is given back so that the
+	// future for it: over a quarter of this program's CPU). "No responders"
+	// (no stream listening for a moment: a leader change, a restart) is
+	// retried with backoff, as the worker's publishes are; a step the
+	// stream refuses ends the run, and its place is given back so that the
 	// publishing loop, which stops at the next step, is not left waiting.
 	acks := nc.NewInbox()
 	var refused atomic.Pointer[error]
-	ackSub, err := nc.Subscribe(acks, func(m *nats.Msg) {
+	var retries atomic.Int64
+	attempts := map[string]int{} // guarded by mu
+	var publish func(turnID string) error
+	ackSub, err := nc.Subscribe(acks+".*", func(m *nats.Msg) {
 		err := bus.PubAckError(m.Data)
 		if err == nil {
 			return
+		}
+		turnID := strings.TrimPrefix(m.Subject, acks+".")
+		if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+			mu.Lock()
+			attempts[turnID]++
+			n := attempts[turnID]
+			mu.Unlock()
+			if n <= maxNoResponders {
+				retries.Add(1)
+				if o.onRetry != nil {
+					o.onRetry()
+				}
+				time.AfterFunc(noRespondersDelay(n), func() {
+					if err := publish(turnID); err != nil {
+						refused.CompareAndSwap(nil, &err)
+					}
+				})
+				return
+			}
 		}
 		if len(m.Data) == 0 { // no stream took it
 			err = fmt.Errorf("status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
@@ -268,6 +311,13 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 		return err
 	}
 	head, tail, _ := bytes.Cut(template, []byte("TURN-ID"))
+	publish = func(turnID string) error {
+		m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
+		m.Data = slices.Concat(head, []byte(turnID), tail)
+		m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
+		m.Reply = acks + "." + turnID
+		return nc.PublishMsg(m)
+	}
 	var memBefore runtime.MemStats
 	runtime.ReadMemStats(&memBefore)
 	begin := time.Now()
@@ -291,15 +341,10 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 				return fmt.Errorf("a step was not stored: %w", *err)
 			}
 			turnID := fmt.Sprintf("%s-%d", run, i)
-			body := slices.Concat(head, []byte(turnID), tail)
-			m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
-			m.Data = body
-			m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
 			mu.Lock()
 			started[turnID] = time.Now()
 			mu.Unlock()
-			m.Reply = acks
-			if err := nc.PublishMsg(m); err != nil {
+			if err := publish(turnID); err != nil {
 				return err
 			}
 			published = i + 1
@@ -333,7 +378,36 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 		float64(published)/elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
 		pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), errCnt.Load())
 	fmt.Fprintf(o.out, "loadgen heap: before=%dMiB after=%dMiB (in-process workers included with --workers)\n", memBefore.HeapAlloc>>20, memAfter.HeapAlloc>>20)
+	if n := retries.Load(); n > 0 {
+		fmt.Fprintf(o.out, "publishes retried after no responders: %d\n", n)
+	}
+	if total := int64(published) * int64(o.calls); total > 0 && errCnt.Load() >= total {
+		return allFailed(errs, firstErr)
+	}
 	return nil
+}
+
+// maxNoResponders is how often one step is published again after "no
+// responders"; with noRespondersDelay that is about 30 s.
+const maxNoResponders = 20
+
+func noRespondersDelay(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt-1, 5), 2*time.Second)
+}
+
+// allFailed is the error of a run whose every call failed, with what to
+// do about it: a load that measures failures measures nothing.
+func allFailed(kinds map[string]int64, first string) error {
+	var parts []string
+	for k, n := range kinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+	}
+	slices.Sort(parts)
+	hint := "see the first error: " + first
+	if len(kinds) == 1 && kinds["unknown_tool"] > 0 {
+		hint = "the calls are to the diagnostics tools ping and sleep: start the worker with --diagnostics"
+	}
+	return fmt.Errorf("every call failed (%s): %s", strings.Join(parts, " "), hint)
 }
 
 func workersLabel(o options) string {

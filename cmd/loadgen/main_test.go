@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools/diag"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
 
 // The load program against an embedded server and an in-process worker:
@@ -65,5 +70,57 @@ func TestLoadRunRefused(t *testing.T) {
 	err := run(ctx, options{url: s.ClientURL(), steps: 20, concurrency: 8, calls: 1, out: &out})
 	if err == nil || !strings.Contains(err.Error(), "not stored") || !strings.Contains(err.Error(), "maximum messages") {
 		t.Fatalf("run: %v, want the stream's refusal", err)
+	}
+}
+
+// Against a worker without the diagnostics tools every call fails: the
+// run fails too, and says what to do.
+func TestLoadRunEveryCallFails(t *testing.T) {
+	s := natstest.Start(t)
+	stop := workertest.RunWorker(t, s, "plain", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return nil, nil
+	})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, options{url: s.ClientURL(), steps: 20, concurrency: 8, calls: 2, out: &out})
+	if err == nil || !strings.Contains(err.Error(), "every call failed (unknown_tool=40)") || !strings.Contains(err.Error(), "--diagnostics") {
+		t.Fatalf("run: %v, want every call failed with the --diagnostics hint\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "call errors=40") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}
+
+// A step published while no stream listens ("no responders": a restart,
+// a leader change) is published again until one does.
+func TestLoadRetriesNoResponders(t *testing.T) {
+	s := natstest.Start(t)
+	nc := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	retried := make(chan struct{})
+	var once sync.Once
+	var out bytes.Buffer
+	o := options{steps: 5, concurrency: 5, calls: 1, out: &out, onRetry: func() { once.Do(func() { close(retried) }) }}
+	errc := make(chan error, 1)
+	go func() { errc <- drive(ctx, nc, o) }()
+	select {
+	case <-retried:
+	case err := <-errc:
+		t.Fatalf("drive ended before any retry: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no publish was retried")
+	}
+	stop := workertest.RunWorker(t, s, "late", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{diag.Creator(diag.Config{})}, nil
+	})
+	defer stop()
+	if err := <-errc; err != nil {
+		t.Fatalf("drive: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "call errors=0") || !strings.Contains(out.String(), "publishes retried after no responders") {
+		t.Errorf("report:\n%s", out.String())
 	}
 }

@@ -10,18 +10,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
 
 	"golang.org/x/sync/errgroup"
 
@@ -58,6 +61,7 @@ func main() {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "worker:", err)
+		fmt.Fprintln(os.Stderr, "Run worker --help for the flags.")
 		os.Exit(2)
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {
@@ -69,6 +73,7 @@ func main() {
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal now ends the process at once
+		m.log.Info(m.stopping())
 	}()
 	err := m.Run(ctx)
 	m.Close()
@@ -81,6 +86,7 @@ func main() {
 // Main is the program: its configuration, and what it started.
 type Main struct {
 	NATSURL     string
+	NATSContext string
 	Listen      string
 	MonitorPort int
 	DataDir     string
@@ -98,6 +104,7 @@ type Main struct {
 	GCPercent    int
 	OTLPEndpoint string
 	OTLPInsecure bool
+	otlpFromEnv  bool
 	LogFormat    string
 	LogLevel     string
 	Diagnostics  bool
@@ -128,6 +135,16 @@ type Main struct {
 	log       *slog.Logger
 	server    *server.Server
 	nc        *nats.Conn
+
+	// From --context: the file read, and its tls_first.
+	contextPath string
+	tlsFirst    bool
+	// unlock releases the embedded store's lock; tel is set once
+	// telemetry runs (the signal handler reads it).
+	unlock func()
+	tel    atomic.Pointer[telemetry.Telemetry]
+	// helpOut is where --help writes (default stdout).
+	helpOut io.Writer
 }
 
 // NewMain returns a Main with defaults.
@@ -135,17 +152,27 @@ func NewMain() *Main {
 	return &Main{log: slog.Default()}
 }
 
+// stdout is where --help writes.
+func (m *Main) stdout() io.Writer {
+	if m.helpOut != nil {
+		return m.helpOut
+	}
+	return os.Stdout
+}
+
 // ParseFlags reads flags, then the environment for flags not given.
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); --nats-url also reads NATS_URL.\n\n")
-		fs.PrintDefaults()
-	}
+	// A mistyped flag is its error and a pointer to --help (main prints
+	// them), not the whole usage burying the one line that matters; the
+	// usage goes to stdout when asked for.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	host, _ := os.Hostname()
 	w := &m.Worker
 	t := &w.Topology
 	fs.StringVar(&m.NATSURL, "nats-url", "", "NATS server or cluster URLs (comma-separated); empty starts an embedded server")
+	fs.StringVar(&m.NATSContext, "context", "", "NATS CLI context (as nats context ls lists them) to connect with: its URL and credentials, under the flags and NATS_* variables given (also NATS_CONTEXT)")
 	fs.StringVar(&m.Listen, "listen", "127.0.0.1:4222", "embedded server: client address")
 	fs.IntVar(&m.MonitorPort, "monitor-port", 8222, "embedded server: monitoring port (0 turns it off)")
 	fs.StringVar(&m.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
@@ -160,7 +187,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
 	fs.IntVar(&m.GCPercent, "gc-percent", 400, "Go's GC target percentage, unless GOGC is set: a worker's live heap is small, and collecting less often saves CPU on every step")
 	fs.BoolVar(&m.Pprof, "pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr")
-	fs.StringVar(&m.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this endpoint (host:port or URL; also OTEL_EXPORTER_OTLP_ENDPOINT; empty: no export)")
+	fs.StringVar(&m.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this collector (host:port or URL; /v1/traces is added to a URL without a path; empty: where OTEL_EXPORTER_OTLP_ENDPOINT says, else no export)")
 	fs.BoolVar(&m.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -215,6 +242,11 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&m.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
 	fs.IntVar(&m.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(m.stdout())
+			fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); the connection flags also\nread the NATS CLI's variables (NATS_URL, NATS_CONTEXT, NATS_USER, NATS_PASSWORD,\nNATS_TOKEN, NATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA).\n\n")
+			fs.PrintDefaults()
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -229,13 +261,12 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 		env := "WORKER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		v, ok := os.LookupEnv(env)
-		if !ok && f.Name == "nats-url" {
-			v, ok = os.LookupEnv("NATS_URL")
-		}
-		if !ok && f.Name == "otlp-endpoint" {
-			v, ok = os.LookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
+		if nv := natsEnv[f.Name]; !ok && nv != "" {
+			env = nv
+			v, ok = os.LookupEnv(env)
 		}
 		if ok {
+			set[f.Name] = true
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
 			}
@@ -244,8 +275,66 @@ func (m *Main) ParseFlags(args []string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	// As nats does, a user name from NATS_USER with no password is a token.
+	if m.User != "" && m.Password == "" && m.Token == "" && os.Getenv("NATS_USER") == m.User && !set["password"] && m.NATSContext == "" {
+		m.Token, m.User = m.User, ""
+	}
+	if err := m.applyNATSContext(set); err != nil {
+		return err
+	}
+	// The exporter reads the OTEL_EXPORTER_OTLP_* variables itself; they
+	// are looked at here, with every other variable, so that the
+	// environment can be cleaned once the flags are parsed.
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if os.Getenv(v) != "" {
+			m.otlpFromEnv = true
+		}
+	}
 	w.Version = version
 	return m.validate()
+}
+
+// natsEnv are the variables the NATS CLI reads for the flags the worker
+// shares with it; WORKER_<FLAG> comes first, then these, then --context.
+var natsEnv = map[string]string{
+	"nats-url": "NATS_URL", "context": "NATS_CONTEXT",
+	"user": "NATS_USER", "password": "NATS_PASSWORD", "token": "NATS_TOKEN", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
+	"tls-cert": "NATS_CERT", "tls-key": "NATS_KEY", "tls-ca": "NATS_CA",
+}
+
+// applyNATSContext fills the connection settings that no flag or
+// variable set from the NATS CLI context named by --context.
+func (m *Main) applyNATSContext(set map[string]bool) error {
+	if m.NATSContext == "" {
+		return nil
+	}
+	c, path, err := loadNATSContext(m.NATSContext)
+	if err != nil {
+		return fmt.Errorf("--context: %w", err)
+	}
+	m.contextPath = path
+	for _, f := range []struct {
+		flag  string
+		dst   *string
+		value string
+	}{
+		{"nats-url", &m.NATSURL, c.URL}, {"user", &m.User, c.User}, {"password", &m.Password, c.Password},
+		{"token", &m.Token, c.Token}, {"creds", &m.Creds, c.Creds}, {"nkey", &m.NKeySeed, c.NKey},
+		{"tls-cert", &m.TLSCert, c.Cert}, {"tls-key", &m.TLSKey, c.Key}, {"tls-ca", &m.TLSCA, c.CA},
+	} {
+		if !set[f.flag] && f.value != "" {
+			*f.dst = f.value
+		}
+	}
+	// The CLI also takes a token as the user name with no password.
+	if m.Token == "" && m.User != "" && m.Password == "" && !set["user"] {
+		m.Token, m.User = m.User, ""
+	}
+	m.tlsFirst = c.TLSFirst
+	if m.NATSURL == "" {
+		return fmt.Errorf("--context: NATS context %s has no url", path)
+	}
+	return nil
 }
 
 func (m *Main) validate() error {
@@ -320,6 +409,26 @@ func (m *Main) validate() error {
 	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
 		errs = append(errs, fmt.Errorf("--monitor-port %d is not a port", m.MonitorPort))
 	}
+	// Zero is refused like a negative: the library reads it as "the
+	// default", which on the command line would be a silent surprise
+	// (leave the flag out for the default). Negatives are the library's
+	// to refuse. --duplicate-window 0 is the one documented default.
+	t := m.Worker.Topology
+	for _, z := range []struct {
+		flag string
+		zero bool
+	}{
+		{"--concurrency", m.Worker.Concurrency == 0}, {"--task-concurrency", m.Worker.TaskConcurrency == 0},
+		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
+		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
+		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
+		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0},
+		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
+	} {
+		if z.zero {
+			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
+		}
+	}
 	if err := m.Worker.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -335,9 +444,12 @@ func (m *Main) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)
 		}
+		if m.unlock, err = lockDataDir(m.DataDir); err != nil {
+			return err
+		}
 		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0}
 		if m.server, err = bus.StartEmbedded(eo); err != nil {
-			return err
+			return portHint(err)
 		}
 		url = m.server.ClientURL()
 		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", m.DataDir)
@@ -347,6 +459,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if m.nc, err = nats.Connect(url, opts...); err != nil {
+		if m.contextPath != "" {
+			return fmt.Errorf("connecting to %s (from NATS context %s): %w", url, m.contextPath, err)
+		}
 		return fmt.Errorf("connecting to %s: %w", url, err)
 	}
 	js, err := jetstream.New(m.nc)
@@ -357,7 +472,7 @@ func (m *Main) Run(ctx context.Context) error {
 	defer cancel()
 	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
 		Instance: m.Worker.Name, Version: version,
-		OTLPEndpoint: m.OTLPEndpoint, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
+		OTLPEndpoint: m.OTLPEndpoint, OTLPFromEnv: m.otlpFromEnv, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
 	}, m.log)
 	if err != nil {
 		return err
@@ -368,11 +483,17 @@ func (m *Main) Run(ctx context.Context) error {
 		_ = tel.Close(ctx)
 	}()
 	m.Worker.Telemetry = tel
+	m.tel.Store(tel)
+	// The SDK's own errors (a collector that refuses spans) would go to
+	// the standard logger; the process has one log. This is global by the
+	// SDK's design, so it is set here, in main's package.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.log.Warn("telemetry", "err", err) }))
 	// Catalog order: todo, computer, web, brain, schedules, background
 	// jobs, workflow tools, then diagnostics. Each category creates or updates its own
 	// bucket or stream here.
 	topo := m.Worker.Topology.WithDefaults()
 	var creators []turn.Creator
+	var categories []string // as bound in a turn's context
 	if m.TodoOn {
 		m.Todo.Replicas, m.Todo.Storage = topo.Replicas, topo.Storage
 		td, err := todo.New(setupCtx, js, m.Todo)
@@ -380,6 +501,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		creators = append(creators, td.Creator())
+		categories = append(categories, "todo")
 	}
 	if m.Computer.Root != "" {
 		m.Computer.Logger = m.log
@@ -389,6 +511,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		defer cc.Close()
 		creators = append(creators, cc.Creator())
+		categories = append(categories, "computer")
 		m.log.Info("computer tools on", "homes", cc.Root())
 	}
 	var webTools turn.Creator
@@ -400,6 +523,7 @@ func (m *Main) Run(ctx context.Context) error {
 		defer wc.Close()
 		webTools = wc.Creator()
 		creators = append(creators, webTools)
+		categories = append(categories, "web")
 	}
 	var brainTools turn.Creator
 	if m.BrainOn {
@@ -410,6 +534,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		brainTools = br.Creator()
 		creators = append(creators, brainTools)
+		categories = append(categories, "brain")
 	}
 	if m.SchedulesOn {
 		m.Schedules.Replicas, m.Schedules.Storage = topo.Replicas, topo.Storage
@@ -418,6 +543,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		creators = append(creators, sc.Creator())
+		categories = append(categories, "schedules")
 	}
 	var jobService *jobs.Service
 	if m.JobsOn {
@@ -426,13 +552,16 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		creators = append(creators, jobService.Creator())
+		categories = append(categories, "background_jobs")
 	}
 	workflows := workflowtask.New(js, workflowtask.Config{Web: webTools, Brain: brainTools, Logger: m.log})
 	creators = append(creators, workflows.Creator())
+	categories = append(categories, "workflows")
 	// Skills, then MCP servers (those the turn names and those its skills
 	// need): their namespaces come late, so the catalog's prefix is stable.
 	if m.skills != nil {
 		creators = append(creators, skills.Creator(m.skills))
+		categories = append(categories, "skills")
 		m.log.Info("skills loaded", "dir", m.SkillsDir, "skills", m.skills.Names())
 	}
 	if m.mcp != nil {
@@ -444,16 +573,19 @@ func (m *Main) Run(ctx context.Context) error {
 		// then every session ends and every stdio server is reaped.
 		defer mm.Close()
 		creators = append(creators, mcp.Creator(mm, m.skills))
+		categories = append(categories, "mcp")
 		m.log.Info("mcp servers configured", "servers", mm.Servers())
 	}
 	if m.Diagnostics {
 		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
+		categories = append(categories, "diagnostics")
 	}
+	m.Worker.Metadata = map[string]string{"worker_version": version, "categories": strings.Join(categories, ",")}
 	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), workflows, m.log)
 	if err != nil {
 		return err
 	}
-	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName())
+	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName(), "categories", strings.Join(categories, ","))
 	// The job report watcher lives and ends with the worker.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Run(gctx) })
@@ -461,6 +593,19 @@ func (m *Main) Run(ctx context.Context) error {
 		g.Go(func() error { return jobService.Watch(gctx) })
 	}
 	return g.Wait()
+}
+
+// stopping says what a stop waits for.
+func (m *Main) stopping() string {
+	running := "running calls"
+	if tel := m.tel.Load(); tel != nil {
+		if n := tel.Metrics.Running(); n == 1 {
+			running = "1 running call"
+		} else {
+			running = fmt.Sprintf("%d running calls", n)
+		}
+	}
+	return fmt.Sprintf("stopping: waiting up to %s for %s to finish; press Ctrl-C again to quit at once (unfinished steps are delivered again)", m.Worker.Grace, running)
 }
 
 func (m *Main) monitorURL(host string) string {
@@ -475,8 +620,28 @@ func (m *Main) natsOptions() ([]nats.Option, error) {
 		nats.Name("turn-worker " + m.Worker.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { m.log.Warn("disconnected from NATS", "err", err) }),
+		// A connection closed on purpose is disconnected with no error:
+		// that is the stop, not a warning.
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				m.log.Warn("disconnected from NATS; reconnecting", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { m.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				m.log.Error("NATS connection closed", "err", err)
+			}
+		}),
+		// Asynchronous errors (a permissions violation, a slow consumer)
+		// reach no caller: they are logged here, or nats.go prints them.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				m.log.Error("NATS error", "subject", sub.Subject, "err", err)
+				return
+			}
+			m.log.Error("NATS error", "err", err)
+		}),
 	}
 	if m.User != "" {
 		opts = append(opts, nats.UserInfo(m.User, m.Password))
@@ -500,6 +665,9 @@ func (m *Main) natsOptions() ([]nats.Option, error) {
 	if m.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(m.TLSCA))
 	}
+	if m.tlsFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
 	return opts, nil
 }
 
@@ -515,6 +683,21 @@ func (m *Main) Close() {
 		m.server.Shutdown()
 		m.server.WaitForShutdown()
 	}
+	if m.unlock != nil {
+		m.unlock()
+	}
+}
+
+// portHint adds the flags that fix a port of the embedded server in use.
+func portHint(err error) error {
+	var pe *bus.PortInUseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if pe.Port == "monitoring" {
+		return fmt.Errorf("%w: choose another with --monitor-port, or turn monitoring off with --monitor-port 0", err)
+	}
+	return fmt.Errorf("%w (another worker's embedded server?): join that server with --nats-url nats://%s, or give this one another address with --listen (and --monitor-port)", err, pe.Addr)
 }
 
 func defaultDataDir() string {

@@ -1,6 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,15 +44,136 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 		{args: []string{"--mark-dir", "/tmp"}, want: "--mark-dir needs --diagnostics"},
 		{args: []string{"--pprof"}, want: "--pprof needs --http-addr"},
 		{args: []string{"--gc-percent", "0"}, want: "--gc-percent must be at least 1"},
+		{args: []string{"--concurrency", "0"}, want: "--concurrency must be more than 0"},
+		{args: []string{"--task-concurrency", "0"}, want: "--task-concurrency must be more than 0"},
+		{args: []string{"--max-parallel", "0"}, want: "--max-parallel must be more than 0"},
+		{args: []string{"--ack-wait", "0s"}, want: "--ack-wait must be more than 0"},
+		{args: []string{"--max-deliver", "0"}, want: "--max-deliver must be more than 0"},
+		{args: []string{"--replicas", "0"}, want: "--replicas must be more than 0"},
+		{env: [2]string{"WORKER_CONCURRENCY", "0"}, want: "--concurrency must be more than 0"},
+		{args: []string{"--grace", "0s"}, want: "--grace must be more than 0"},
+		{args: []string{"--repair-limit", "0"}, want: "--repair-limit must be more than 0"},
+		{args: []string{"--state-ttl", "0s"}, want: "--state-ttl must be more than 0"},
+		{args: []string{"--concurency", "3"}, want: "flag provided but not defined: -concurency"},
+		{args: []string{"--context", "nosuch"}, want: `no NATS context "nosuch"`},
+		{args: []string{"--context", "../x"}, want: "is not a context name"},
 		{args: []string{"stray"}, want: "unexpected arguments"},
 		{env: [2]string{"WORKER_MAX_DELIVER", "many"}, want: "WORKER_MAX_DELIVER"},
 	} {
-		if c.env[0] != "" {
-			t.Setenv(c.env[0], c.env[1])
-		}
-		err := NewMain().ParseFlags(c.args)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v %v: error %v, want it to mention %q", c.args, c.env, err, c.want)
+		t.Run(strings.Join(c.args, " ")+c.env[0], func(t *testing.T) {
+			t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+			if c.env[0] != "" {
+				t.Setenv(c.env[0], c.env[1])
+			}
+			err := NewMain().ParseFlags(c.args)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v %v: error %v, want it to mention %q", c.args, c.env, err, c.want)
+			}
+		})
+	}
+}
+
+// writeContext saves a NATS CLI context as `nats context save` does, under
+// a fresh XDG_CONFIG_HOME.
+func writeContext(t *testing.T, name string, c map[string]any) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "nats", "context"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats", "context", name+".json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The connection settings come from the flags, then WORKER_* and the NATS
+// CLI's variables, then the NATS context: the precedence of nats itself.
+func TestConnectionSettingsPrecedence(t *testing.T) {
+	for _, v := range []string{"NATS_URL", "NATS_CONTEXT", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_CREDS", "NATS_NKEY", "NATS_CERT", "NATS_KEY", "NATS_CA"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	writeContext(t, "prod", map[string]any{
+		"url": "nats://ctx:4222", "user": "ctx-user", "password": "ctx-pass", "creds": "~/ctx.creds",
+		"ca": "/ctx/ca.pem", "cert": "/ctx/cert.pem", "key": "/ctx/key.pem", "tls_first": true, "color_scheme": "dark",
+	})
+	home, _ := os.UserHomeDir()
+
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--context", "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.NATSURL != "nats://ctx:4222" || m.User != "ctx-user" || m.Password != "ctx-pass" || m.TLSCA != "/ctx/ca.pem" ||
+		m.TLSCert != "/ctx/cert.pem" || m.TLSKey != "/ctx/key.pem" || !m.tlsFirst || m.Creds != filepath.Join(home, "ctx.creds") {
+		t.Errorf("from the context: %+v", m)
+	}
+
+	// NATS_CONTEXT names it too; the variables beat it, and a flag beats both.
+	t.Setenv("NATS_CONTEXT", "prod")
+	t.Setenv("NATS_URL", "nats://env:4222")
+	t.Setenv("NATS_CA", "/env/ca.pem")
+	t.Setenv("NATS_CREDS", "/env/user.creds")
+	m = NewMain()
+	if err := m.ParseFlags([]string{"--nats-url", "nats://flag:4222"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.NATSURL != "nats://flag:4222" || m.TLSCA != "/env/ca.pem" || m.Creds != "/env/user.creds" || m.User != "ctx-user" {
+		t.Errorf("flag > env > context: url %q ca %q creds %q user %q", m.NATSURL, m.TLSCA, m.Creds, m.User)
+	}
+
+	// As with nats, NATS_USER with no password is a token.
+	os.Unsetenv("NATS_CONTEXT")
+	t.Setenv("NATS_USER", "s3cret-token")
+	m = NewMain()
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.Token != "s3cret-token" || m.User != "" {
+		t.Errorf("NATS_USER alone: token %q user %q, want it as the token", m.Token, m.User)
+	}
+
+	os.Unsetenv("NATS_USER")
+	t.Setenv("NATS_TOKEN", "tok")
+	if m = NewMain(); m.ParseFlags(nil) != nil || m.Token != "tok" {
+		t.Errorf("NATS_TOKEN: token %q", m.Token)
+	}
+
+	// The OTel variables are the exporter's to read: never the flag's URL.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+	m = NewMain()
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.OTLPEndpoint != "" || !m.otlpFromEnv {
+		t.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: flag %q, from env %v", m.OTLPEndpoint, m.otlpFromEnv)
+	}
+}
+
+// A context with settings the worker cannot honour is refused by name,
+// not half used.
+func TestContextUnsupported(t *testing.T) {
+	writeContext(t, "ngs", map[string]any{"url": "tls://connect.ngs.global", "jetstream_domain": "hub"})
+	err := NewMain().ParseFlags([]string{"--context", "ngs"})
+	if err == nil || !strings.Contains(err.Error(), "jetstream_domain") {
+		t.Fatalf("error %v, want jetstream_domain refused", err)
+	}
+}
+
+func TestHelpGoesToStdout(t *testing.T) {
+	var out bytes.Buffer
+	m := NewMain()
+	m.helpOut = &out
+	if err := m.ParseFlags([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"Usage: worker", "-context", "-nats-url", "NATS_CREDS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q", want)
 		}
 	}
 }

@@ -1,241 +1,443 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
-// The credential the tests give the worker through its environment; the
-// embedded server has no authorization, so it connects with any token.
-const testToken = "tok-worker-5e1d9a7c"
+// These tests run the worker as a real process: ports, locks and signals
+// are the operating system's.
 
-// workerBinary builds cmd/worker into a directory every user may enter, so
-// that it also runs as an unprivileged user.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// TestMain removes the worker binary the process tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 func workerBinary(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "worker-bin")
-	if err != nil {
-		t.Fatal(err)
+	if testing.Short() {
+		t.Skip("builds and runs the worker")
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "turn-worker")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// workerProc is a worker process started by a test, with its log.
-type workerProc struct {
-	cmd  *exec.Cmd
-	logs chan string
-}
-
-// startWorker runs prefix + the worker on an embedded server with a
-// random port, WORKER_TOKEN in its environment, and waits until it logs
-// that it is connected.
-func startWorker(t *testing.T, bin string, prefix []string, cred *syscall.Credential) *workerProc {
-	t.Helper()
-	// Beside the binary: t.TempDir's parents are closed to other users.
-	data, err := os.MkdirTemp(filepath.Dir(bin), "data")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cred != nil {
-		if err := os.Chown(data, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatal(err)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "worker-bin-")
+		if err != nil {
+			buildErr = err
+			return
 		}
-	}
-	args := append(prefix, bin, "--listen", "127.0.0.1:-1", "--monitor-port", "0", "--data-dir", data,
-		"--todo=false", "--brain=false", "--schedules=false", "--background-jobs=false")
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "WORKER_TOKEN=" + testToken, "WORKER_LOG_LEVEL=info", "HOME=" + data}
-	cmd.Dir = filepath.Dir(bin)
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &workerProc{cmd: cmd, logs: make(chan string, 1024)}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.logs <- sc.Text()
+		// Every user may enter the directory: the hardening tests run the
+		// binary as an unprivileged user too.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
 		}
-		close(p.logs)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		binPath = filepath.Join(dir, "worker")
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		out, err := exec.Command(goTool, "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
 	})
-	p.waitLog(t, "msg=connected")
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is a worker process and what it wrote to stderr.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// startWorker starts the worker with args and a clean environment but
+// for env; it is killed when the test ends.
+func startWorker(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(workerBinary(t), args...), done: make(chan struct{})}
+	p.cmd.Env = append([]string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, env...)
+	p.cmd.Stderr, p.cmd.Stdout = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
 	return p
 }
 
-// waitLog reads the log until a line holds want.
-func (p *workerProc) waitLog(t *testing.T, want string) {
+// waitFor waits until the worker's output has want, or it exits.
+func (p *proc) waitFor(t *testing.T, want string) {
 	t.Helper()
-	var seen []string
-	deadline := time.After(time.Minute) // a hang guard, not a timing assertion
-	for {
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(p.output(), want) {
 		select {
-		case line, ok := <-p.logs:
-			if !ok {
-				t.Fatalf("the worker ended without logging %q:\n%s", want, strings.Join(seen, "\n"))
-			}
-			if strings.Contains(line, want) {
+		case <-p.done:
+			if strings.Contains(p.output(), want) {
 				return
 			}
-			seen = append(seen, line)
+			t.Fatalf("worker exited (%v) without %q:\n%s", p.err, want, p.output())
 		case <-deadline:
-			t.Fatalf("no %q in the worker's log:\n%s", want, strings.Join(seen, "\n"))
+			t.Fatalf("no %q from the worker:\n%s", want, p.output())
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// stop sends SIGTERM to pid and returns the worker's exit code.
-func (p *workerProc) stop(t *testing.T, pid int) int {
+// exit waits for the process to end and returns its exit code.
+func (p *proc) exit(t *testing.T) int {
 	t.Helper()
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker did not exit:\n%s", p.output())
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	t.Fatalf("worker: %v", p.err)
+	return -1
+}
+
+// freeAddr is a loopback address no one listens on now.
+func freeAddr(t *testing.T) (string, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for range p.logs { // keep the pipe flowing until the end
+	defer ln.Close()
+	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
+}
+
+// occupied listens on a free loopback port for the test's duration.
+func occupied(t *testing.T) (string, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String(), ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestMistypedFlagIsOneLineAndAHint(t *testing.T) {
+	p := startWorker(t, nil, "--concurency", "3")
+	if code := p.exit(t); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	out := strings.TrimSpace(p.output())
+	if lines := strings.Split(out, "\n"); len(lines) != 2 || !strings.Contains(lines[0], "-concurency") || !strings.Contains(lines[1], "--help") {
+		t.Errorf("output, want the error and a pointer to --help:\n%s", out)
+	}
+}
+
+// A port of the embedded server in use is named at once with the flags
+// that fix it; the client port, then the monitoring port.
+func TestPortInUse(t *testing.T) {
+	taken, _ := occupied(t)
+	_, freeMon := freeAddr(t)
+	p := startWorker(t, nil, "--listen", taken, "--monitor-port", fmt.Sprint(freeMon), "--data-dir", t.TempDir())
+	if code := p.exit(t); code == 0 {
+		t.Fatal("the worker started on a port in use")
+	}
+	for _, want := range []string{"client port " + taken + " is in use", "--nats-url nats://" + taken, "--listen"} {
+		if !strings.Contains(p.output(), want) {
+			t.Errorf("output lacks %q:\n%s", want, p.output())
 		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute): // a hang guard
-		t.Fatal("the worker did not stop on SIGTERM")
 	}
-	return p.cmd.ProcessState.ExitCode()
+
+	_, takenMon := occupied(t)
+	free, _ := freeAddr(t)
+	p = startWorker(t, nil, "--listen", free, "--monitor-port", fmt.Sprint(takenMon), "--data-dir", t.TempDir())
+	if code := p.exit(t); code == 0 {
+		t.Fatal("the worker started on a monitoring port in use")
+	}
+	for _, want := range []string{fmt.Sprintf("monitoring port 127.0.0.1:%d is in use", takenMon), "--monitor-port 0"} {
+		if !strings.Contains(p.output(), want) {
+			t.Errorf("output lacks %q:\n%s", want, p.output())
+		}
+	}
 }
 
-// environOf reads /proc/<pid>/environ as cred (nil: as this process).
-func environOf(pid int, cred *syscall.Credential) ([]byte, error) {
-	cmd := exec.Command("/bin/cat", fmt.Sprintf("/proc/%d/environ", pid))
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+// Two embedded workers on one data directory: the second is refused and
+// says why; the first stops cleanly on a signal, saying what it waits for.
+func TestDataDirLockAndCleanStop(t *testing.T) {
+	dir := t.TempDir()
+	addr1, _ := freeAddr(t)
+	a := startWorker(t, nil, "--listen", addr1, "--monitor-port", "0", "--data-dir", dir, "--diagnostics")
+	a.waitFor(t, "worker running")
+	if !strings.Contains(a.output(), "categories=todo,brain,schedules,background_jobs,workflows,diagnostics") {
+		t.Errorf("start log does not list the categories:\n%s", a.output())
 	}
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, errOut.String())
+
+	addr2, _ := freeAddr(t)
+	b := startWorker(t, nil, "--listen", addr2, "--monitor-port", "0", "--data-dir", dir)
+	if code := b.exit(t); code == 0 {
+		t.Fatal("a second worker started on the same data directory")
 	}
-	return out.Bytes(), nil
+	for _, want := range []string{"data directory " + dir + " is in use by another worker (pid " + fmt.Sprint(a.cmd.Process.Pid) + ")", "--data-dir"} {
+		if !strings.Contains(b.output(), want) {
+			t.Errorf("second worker's output lacks %q:\n%s", want, b.output())
+		}
+	}
+
+	if err := a.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.exit(t); code != 0 {
+		t.Errorf("exit %d after SIGINT:\n%s", code, a.output())
+	}
+	if !strings.Contains(a.output(), "stopping: waiting up to 30s for 0 running calls") || !strings.Contains(a.output(), "Ctrl-C again") {
+		t.Errorf("the stop does not say what it waits for:\n%s", a.output())
+	}
+	if strings.Contains(a.output(), "disconnected from NATS") || strings.Contains(a.output(), "WARN") {
+		t.Errorf("a clean stop warns:\n%s", a.output())
+	}
+	// The lock went with the process: the directory can be used again.
+	c := startWorker(t, nil, "--listen", addr2, "--monitor-port", "0", "--data-dir", dir)
+	c.waitFor(t, "worker running")
 }
 
-// TestWorkerHidesItsCredentials runs the real worker, as an unprivileged
-// user when the test is root, with its NATS token in its environment. A
-// process of the same user cannot read /proc/<pid>/environ (the worker is
-// not dumpable), and root, who can, finds the token blanked there.
-func TestWorkerHidesItsCredentials(t *testing.T) {
-	bin := workerBinary(t)
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+// The outside view: a worker started with --context connects to the
+// context's server, says the protocol version in its micro info, and
+// sends its spans, with the semantic conventions' names, to a collector
+// given as OTEL_EXPORTER_OTLP_ENDPOINT.
+func TestContextMicroInfoAndSpans(t *testing.T) {
+	s := natstest.Start(t)
+	cfg := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(cfg, "nats", "context"), 0o700); err != nil {
+		t.Fatal(err)
 	}
-	w := startWorker(t, bin, nil, cred)
-	pid := w.cmd.Process.Pid
-	if out, err := environOf(pid, cred); err == nil || !strings.Contains(err.Error(), "Permission denied") {
-		t.Errorf("a process of the worker's user read its environment: %q, %v", out, err)
+	ctxJSON, _ := json.Marshal(map[string]any{"url": s.ClientURL(), "description": "test"})
+	if err := os.WriteFile(filepath.Join(cfg, "nats", "context", "local.json"), ctxJSON, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	if os.Geteuid() == 0 {
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil {
+	collector := newCollector(t)
+	p := startWorker(t, []string{"XDG_CONFIG_HOME=" + cfg, "NATS_CONTEXT=local", "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL,
+		"OTEL_SERVICE_NAME=tools-test"}, "--diagnostics", "--storage", "memory")
+	p.waitFor(t, "worker running")
+
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// "worker running" is logged as the service starts: ask until it answers.
+	var msg *nats.Msg
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if msg, err = nc.Request("$SRV.INFO."+protocol.ServiceName, nil, 5*time.Second); err == nil {
+			break
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
 			t.Fatal(err)
 		}
-		if bytes.Contains(env, []byte(testToken)) || !bytes.Contains(env, []byte("WORKER_LOG_LEVEL=info")) {
-			t.Errorf("the worker's environment block: %q", env)
-		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if code := w.stop(t, pid); code != 0 {
-		t.Errorf("exit %d after SIGTERM", code)
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		t.Fatal(err)
 	}
-}
+	if info.Metadata["protocol"] != "1.1" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
+		t.Errorf("micro info metadata %v, want protocol 1.1, worker_version and the categories", info.Metadata)
+	}
 
-// childOf is the first child of pid (which of its threads forked it does
-// not matter: a Go program forks from any).
-func childOf(t *testing.T, pid int) int {
-	t.Helper()
-	var child int
-	deadline := time.Now().Add(30 * time.Second)
-	for child == 0 {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(task)
-			if f := strings.Fields(string(b)); len(f) > 0 && child == 0 {
-				child, _ = strconv.Atoi(f[0])
-			}
-		}
-		if child == 0 && time.Now().After(deadline) {
-			t.Fatalf("process %d has no child", pid)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return child
-}
-
-// TestWorkerAsPID1 runs the real worker as PID 1 of a new pid namespace,
-// as a container without an init would: it becomes its own init, the
-// worker runs as its child and connects, both hide the token, a SIGTERM
-// sent to PID 1 from outside reaches the worker, which stops gracefully,
-// and the init exits with its status.
-func TestWorkerAsPID1(t *testing.T) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("unshare (util-linux) is not installed")
-	}
-	prefix := []string{unshare, "--pid", "--fork", "--mount-proc"}
-	if os.Geteuid() != 0 {
-		prefix = []string{unshare, "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"}
-	}
-	if out, err := exec.Command(prefix[0], append(prefix[1:], "/bin/true")...).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a pid namespace here: %v: %s", err, out)
-	}
-	w := startWorker(t, workerBinary(t), prefix, nil)
-	init := childOf(t, w.cmd.Process.Pid)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", init))
+	// One step, its step.done, then a stop: the spans are flushed.
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(status), "NSpid:\t"+strconv.Itoa(init)+"\t1\n") {
-		t.Fatalf("process %d is not PID 1 of its namespace:\n%s", init, status)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := nc.SubscribeSync(protocol.Subject(protocol.PrefixOutput, "a1", "t1"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	worker := childOf(t, init)
-	if os.Geteuid() == 0 {
-		for _, pid := range []int{init, worker} {
-			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(env, []byte(testToken)) {
-				t.Errorf("process %d keeps the token in its environment block", pid)
-			}
+	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"ping","arguments":"{}"}]}`
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "a1", "t1"))
+	m.Data = []byte(step)
+	m.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := sub.NextMsg(20 * time.Second)
+		if err != nil {
+			t.Fatalf("no step.done: %v\n%s", err, p.output())
+		}
+		if strings.Contains(string(ev.Data), `"step.done"`) {
+			break
 		}
 	}
-	if code := w.stop(t, init); code != 0 {
-		t.Errorf("exit %d after SIGTERM to the init", code)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.output())
 	}
+	names, service := collector.spans()
+	for _, want := range []string{"process turn.call.{agent_id}.{turn_id}", "execute_tool ping", "publish turn.call.output.{agent_id}.{turn_id}"} {
+		if !names[want] {
+			t.Errorf("collector has no %q span; got %v", want, names)
+		}
+	}
+	if service != "tools-test" {
+		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", service)
+	}
+}
+
+// collector is an OTLP/HTTP trace receiver: POST /v1/traces, protobuf.
+type collector struct {
+	*httptest.Server
+	mu      sync.Mutex
+	names   map[string]bool
+	service string
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{names: map[string]bool{}}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, kv := range rs.Resource.GetAttributes() {
+				if kv.Key == "service.name" {
+					c.service = kv.Value.GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					c.names[sp.Name] = true
+				}
+			}
+		}
+		c.mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *collector) spans() (map[string]bool, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]bool{}
+	for k := range c.names {
+		out[k] = true
+	}
+	return out, c.service
+}
+
+// The first signal says how many calls the stop waits for.
+func TestStopSaysWhatItWaitsFor(t *testing.T) {
+	addr, _ := freeAddr(t)
+	httpAddr, _ := freeAddr(t)
+	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--diagnostics",
+		"--storage", "memory", "--http-addr", httpAddr, "--grace", "1m")
+	p.waitFor(t, "worker running")
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":4000}"}]}`
+	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
+		t.Fatal(err)
+	}
+	// Running once the metrics say so: the count the message reads.
+	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the call never ran:\n%s", p.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.output())
+	}
+	if !strings.Contains(p.output(), "stopping: waiting up to 1m0s for 1 running call to finish") {
+		t.Errorf("the stop does not count the running call:\n%s", p.output())
+	}
+}
+
+func metrics(t *testing.T, addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -1,7 +1,11 @@
 package bus
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -17,8 +21,24 @@ type EmbeddedOptions struct {
 	NoMonitoring bool
 }
 
+// PortInUseError is a port of the embedded server that something else
+// listens on. Port is "client" or "monitoring".
+type PortInUseError struct {
+	Port string
+	Addr string
+	Err  error
+}
+
+func (e *PortInUseError) Error() string {
+	return fmt.Sprintf("the embedded NATS server's %s port %s is in use by another program", e.Port, e.Addr)
+}
+
+func (e *PortInUseError) Unwrap() error { return e.Err }
+
 // StartEmbedded starts a NATS server with JetStream in this process and
-// waits until it accepts connections.
+// waits until it accepts connections. Its ports are tried first: a port
+// in use is a *PortInUseError at once, where the server would only fail
+// to become ready.
 func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "turn-worker-embedded",
@@ -42,6 +62,14 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if o.NoMonitoring {
 		opts.HTTPPort = 0
 	}
+	if err := portFree("client", opts.Host, opts.Port); err != nil {
+		return nil, err
+	}
+	if opts.HTTPPort > 0 {
+		if err := portFree("monitoring", opts.HTTPHost, opts.HTTPPort); err != nil {
+			return nil, err
+		}
+	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
@@ -52,4 +80,22 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded NATS server did not become ready on %s:%d", opts.Host, opts.Port)
 	}
 	return ns, nil
+}
+
+// portFree listens on host:port and lets go: what the server would do
+// first, with an error that names the port. A port of -1 (any free one)
+// is not tried.
+func portFree(name, host string, port int) error {
+	if port < 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return &PortInUseError{Port: name, Addr: addr, Err: err}
+		}
+		return fmt.Errorf("embedded NATS server: %s port %s: %w", name, addr, err)
+	}
+	return ln.Close()
 }

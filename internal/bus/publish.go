@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 )
 
 // Publisher publishes the worker's events, and TurnState's writes of call
@@ -68,8 +69,11 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 	m := nats.NewMsg(subject)
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	ctx, span := publishSpan(ctx, subject)
 	InjectTrace(ctx, m.Header)
-	return p.publish(ctx, m)
+	err = p.publish(ctx, m)
+	spans.End(span, err)
+	return err
 }
 
 func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 )
 
 // CatalogFunc builds the catalog for a turn.
@@ -22,15 +24,37 @@ type CatalogFunc func(ctx context.Context, req protocol.CatalogRequest) (*protoc
 // errors are the worker's own.
 var ErrBadRequest = errors.New("bad request")
 
+// ProtocolVersion is the version of the wire contract (docs/protocol.md)
+// this worker speaks; the micro service's metadata carries it as
+// "protocol", for a gateway to check before it sends a turn.
+const ProtocolVersion = "1.1"
+
+// ServiceInfo describes this worker in the micro service's info and
+// stats: its version (SemVer), and metadata that is added to "protocol"
+// (the worker sets "worker_version" and "categories").
+type ServiceInfo struct {
+	Version  string
+	Metadata map[string]string
+	// Tracer, when set, records a span per catalog request, under the
+	// trace context of the request's headers.
+	Tracer trace.Tracer
+}
+
 // ServeCatalog registers the NATS micro service turn-worker with its
 // endpoint tools on turn.tools, in the default queue group, so that each
 // request is answered by one worker and `nats micro stats turn-worker`
 // shows every instance.
-func ServeCatalog(nc *nats.Conn, version string, catalog CatalogFunc, log *slog.Logger) (micro.Service, error) {
+func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slog.Logger) (micro.Service, error) {
+	meta := map[string]string{}
+	for k, v := range info.Metadata {
+		meta[k] = v
+	}
+	meta["protocol"] = ProtocolVersion // what the code speaks, whatever the caller says
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        protocol.ServiceName,
-		Version:     version,
+		Version:     info.Version,
 		Description: "Tool runtime worker: per-turn tool catalogs",
+		Metadata:    meta,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)
@@ -43,6 +67,11 @@ func ServeCatalog(nc *nats.Conn, version string, catalog CatalogFunc, log *slog.
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if info.Tracer != nil {
+			var span trace.Span
+			ctx, span = spans.ProcessRequest(ExtractTrace(ctx, nats.Header(r.Headers())), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
+			defer span.End()
+		}
 		reply, err := catalog(ctx, *req)
 		if errors.Is(err, ErrBadRequest) {
 			_ = r.Error("400", err.Error(), nil)

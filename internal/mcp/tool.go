@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -87,12 +88,15 @@ func (s *server) list(ctx context.Context, c *conn) (*toolSet, error) {
 		return c.tools, nil
 	}
 	var list []*sdk.Tool
-	for t, err := range c.cs.Tools(ctx, nil) {
+	sctx, span := spans.MCP(ctx, s.name, "tools/list", "")
+	for t, err := range c.cs.Tools(sctx, nil) {
 		if err != nil {
+			spans.End(span, err)
 			return nil, fmt.Errorf("listing tools: %w", err)
 		}
 		list = append(list, t)
 	}
+	spans.End(span, nil)
 	ts := s.build(list, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
 	c.tools, c.version = ts, version
 	return ts, nil
@@ -235,7 +239,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 			return tools.Result{}, tools.Errorf(tools.ToolError,
 				"%v, so %s was not run. Try again later, or do without it.", noteError(s.name, err), name)
 		}
-		res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		sctx, span := spans.MCP(ctx, s.name, "tools/call", name)
+		res, err := c.cs.CallTool(sctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		spans.End(span, err)
 		if err == nil {
 			return s.result(res)
 		}

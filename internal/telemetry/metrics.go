@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -22,6 +23,7 @@ type Metrics struct {
 	redelivered metric.Int64Counter
 	dead        metric.Int64Counter
 	tasks       metric.Int64Counter
+	running     atomic.Int64 // the calls inFlight counts, for Running
 
 	sets setCache
 }
@@ -95,6 +97,15 @@ func (m *Metrics) CallStarted(tool string) {
 		return
 	}
 	m.inFlight.Add(bg, 1)
+	m.running.Add(1)
+}
+
+// Running is the number of calls whose tools are running now.
+func (m *Metrics) Running() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.running.Load()
 }
 
 // CallEnded implements turn.Meter.
@@ -109,6 +120,9 @@ func (m *Metrics) CallEnded(o *turn.Outcome) {
 	}
 	status := o.Status()
 	m.calls.Add(bg, 1, m.sets.get(setKey{"calls", tool, status, kind}, func() attribute.Set {
+		if kind == "" { // a success has no error kind, not an empty one
+			return attribute.NewSet(attribute.String("tool", tool), attribute.String("status", status))
+		}
 		return attribute.NewSet(attribute.String("tool", tool), attribute.String("status", status), attribute.String("error_kind", kind))
 	}))
 	for _, r := range o.Repairs {
@@ -116,6 +130,7 @@ func (m *Metrics) CallEnded(o *turn.Outcome) {
 	}
 	if o.Ran {
 		m.inFlight.Add(bg, -1)
+		m.running.Add(-1)
 		m.duration.Record(bg, o.Duration.Seconds(), m.sets.get(setKey{instrument: "duration", a: tool}, func() attribute.Set {
 			return attribute.NewSet(attribute.String("tool", tool))
 		}))

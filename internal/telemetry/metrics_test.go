@@ -51,7 +51,7 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]int64{
-		"turn_worker_calls error_kind= status=ok tool=a":              3,
+		"turn_worker_calls status=ok tool=a":                          3,
 		"turn_worker_calls error_kind=tool_error status=error tool=b": 1,
 		"turn_worker_calls error_kind=timeout status=error tool=a":    1,
 		"turn_worker_steps result=done stream=S":                      2,

@@ -17,10 +17,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -29,7 +32,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -40,9 +43,13 @@ type Config struct {
 	ServiceName string
 	Instance    string
 	Version     string
-	// OTLPEndpoint, when set, is where spans go over OTLP/HTTP
-	// (host:port, or a URL); OTLPInsecure sends them without TLS.
+	// OTLPEndpoint, when set, is where spans go over OTLP/HTTP (host:port,
+	// or a URL; /v1/traces is added to a URL without a path).
+	// OTLPFromEnv, without OTLPEndpoint, exports to where the
+	// OTEL_EXPORTER_OTLP_* variables say. OTLPInsecure sends spans without
+	// TLS.
 	OTLPEndpoint string
+	OTLPFromEnv  bool
 	OTLPInsecure bool
 	// HTTPAddr, when set, serves /metrics, /healthz and /readyz.
 	HTTPAddr string
@@ -68,22 +75,44 @@ type Telemetry struct {
 // Setup starts telemetry as configured.
 func Setup(ctx context.Context, cfg Config, log *slog.Logger) (*Telemetry, error) {
 	t := &Telemetry{}
-	res := resource.NewSchemaless(
-		semconv.ServiceName(orDefault(cfg.ServiceName, "turn-worker")),
-		semconv.ServiceInstanceID(cfg.Instance),
-		semconv.ServiceVersion(cfg.Version),
+	// The worker's own names come first: OTEL_SERVICE_NAME and
+	// OTEL_RESOURCE_ATTRIBUTES, read after them, win, as the OTel SDK
+	// specification has them.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(nonEmpty(
+			semconv.ServiceName(orDefault(cfg.ServiceName, "turn-worker")),
+			semconv.ServiceInstanceID(cfg.Instance),
+			semconv.ServiceVersion(cfg.Version),
+		)...),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
 	)
-	if cfg.OTLPEndpoint != "" {
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(endpointURL(cfg.OTLPEndpoint, cfg.OTLPInsecure))}
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	if cfg.OTLPEndpoint != "" || cfg.OTLPFromEnv {
+		// With no endpoint option the exporter reads the OTEL_EXPORTER_OTLP_*
+		// variables itself, and appends /v1/traces to a signal-less
+		// OTEL_EXPORTER_OTLP_ENDPOINT as the specification says; the
+		// flag's URL is used as given but for that same path.
+		var opts []otlptracehttp.Option
+		if cfg.OTLPEndpoint != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(endpointURL(cfg.OTLPEndpoint, cfg.OTLPInsecure)))
+		} else if cfg.OTLPInsecure {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
 		exp, err := otlptracehttp.New(ctx, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 		}
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-		t.Tracer = t.tp.Tracer("github.com/agentbull/toolruntime")
+		t.Tracer = t.tp.Tracer("github.com/agentbull/toolruntime", trace.WithSchemaURL(semconv.SchemaURL))
 	}
+	// Go runtime and process series beside the worker's own; no
+	// otel_scope_* labels: every instrument comes from one scope.
 	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
@@ -153,14 +182,37 @@ func (t *Telemetry) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// endpointURL makes the flag's endpoint a URL: a scheme when it has
+// none, and the traces path when it has no path (a collector's base
+// address, http://collector:4318, is what operators write).
 func endpointURL(ep string, insecure bool) string {
-	if len(ep) > 7 && (ep[:7] == "http://" || len(ep) > 8 && ep[:8] == "https://") {
-		return ep
+	if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+		if insecure {
+			ep = "http://" + ep
+		} else {
+			ep = "https://" + ep
+		}
 	}
-	if insecure {
-		return "http://" + ep
+	u, err := url.Parse(ep)
+	if err != nil {
+		return ep // the exporter reports it
 	}
-	return "https://" + ep
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String()
+}
+
+// nonEmpty drops the attributes with an empty value: an empty label is
+// noise on every series.
+func nonEmpty(kvs ...attribute.KeyValue) []attribute.KeyValue {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if kv.Value.Emit() != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func orDefault(s, d string) string {

@@ -11,12 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -96,7 +96,7 @@ type Outcome struct {
 	Events    []tools.Event   `json:"events,omitempty"`
 	Repairs   []string        `json:"repairs,omitempty"`
 	Activity  string          `json:"activity,omitempty"`
-	Duration  time.Duration   `json:"duration"`
+	Duration  time.Duration   `json:"-"` // duration_ms in JSON (outcome_json.go)
 	EndTurn   bool            `json:"end_turn,omitempty"`
 	Complete  bool            `json:"complete_actor_event,omitempty"`
 	// Loaded are the keys of deferred tools a tool search loaded.
@@ -258,8 +258,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
 	p := &pending{d: d, call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
 	if d.Tracer != nil {
-		p.spanCtx, p.span = d.Tracer.Start(ctx, "call "+displayName(c), trace.WithAttributes(
-			attribute.String("tool.name", displayName(c)), attribute.String("tool.call_id", c.CallID)))
+		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
@@ -282,7 +281,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	inv, err := t.Prepare(c.Arguments, d.repairOptions())
 	if vspan != nil {
 		if inv != nil && len(inv.Repairs) > 0 {
-			vspan.SetAttributes(attribute.StringSlice("repairs", inv.Repairs))
+			vspan.SetAttributes(spans.RepairsKey.StringSlice(inv.Repairs))
 		}
 		if err != nil {
 			vspan.SetStatus(codes.Error, "invalid arguments")
@@ -576,8 +575,7 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 
 func (p *pending) endSpan() {
 	if p.outcome.Err != nil {
-		p.span.SetStatus(codes.Error, string(p.outcome.Err.Kind))
-		p.span.SetAttributes(attribute.String("error.kind", string(p.outcome.Err.Kind)))
+		spans.Fail(p.span, string(p.outcome.Err.Kind))
 	}
 	p.span.End()
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sync"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -72,9 +72,7 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Re
 	// starts while its turn is being cancelled sees one or the other.
 	if tr := r.Dispatcher.Tracer; tr != nil {
 		var span trace.Span
-		ctx, span = tr.Start(ctx, "step", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-			attribute.String("agent_id", st.AgentID), attribute.String("turn_id", st.TurnID),
-			attribute.Int64("step", st.Step), attribute.Int("calls", len(st.Calls))))
+		ctx, span = spans.ProcessStep(ctx, tr, st)
 		defer span.End()
 	}
 	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)

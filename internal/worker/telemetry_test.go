@@ -55,35 +55,57 @@ func TestTraceAndMetrics(t *testing.T) {
 	}
 	spans := map[string]trace.ReadOnlySpan{}
 	for _, sp := range rec.Ended() {
+		if sp.Name() == "process turn.tools" {
+			continue // the catalog request of the service's readiness check
+		}
 		spans[sp.Name()] = sp
 		if sp.SpanContext().TraceID().String() != traceID {
 			t.Errorf("span %s in trace %s, want %s", sp.Name(), sp.SpanContext().TraceID(), traceID)
 		}
 	}
-	stepSpan, ok := spans["step"]
+	stepSpan, ok := spans["process turn.call.{agent_id}.{turn_id}"]
 	if !ok {
 		t.Fatalf("no step span; got %v", names(rec.Ended()))
 	}
 	if stepSpan.Parent().SpanID().String() != parentID {
 		t.Errorf("step span's parent %s, want the gateway's %s", stepSpan.Parent().SpanID(), parentID)
 	}
-	for _, name := range []string{"call ping", "validate", "execute", "call nope"} {
+	for _, name := range []string{"execute_tool ping", "validate", "execute", "execute_tool nope", "publish turn.call.output.{agent_id}.{turn_id}"} {
 		if _, ok := spans[name]; !ok {
 			t.Errorf("no %q span; got %v", name, names(rec.Ended()))
 		}
 	}
-	if spans["execute"].Parent().SpanID() != spans["call ping"].SpanContext().SpanID() {
+	wantAttrs := map[string]map[string]string{
+		"execute_tool ping": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ping", "gen_ai.tool.call.id": "c1", "gen_ai.tool.type": "function"},
+		"execute_tool nope": {"error.type": "unknown_tool"},
+		"process turn.call.{agent_id}.{turn_id}": {"messaging.system": "nats", "messaging.operation.type": "process",
+			"messaging.destination.name": "turn.call.a1.tr", "messaging.consumer.group.name": protocol.ConsumerCalls},
+		"publish turn.call.output.{agent_id}.{turn_id}": {"messaging.system": "nats", "messaging.destination.name": "turn.call.output.a1.tr"},
+	}
+	for name, want := range wantAttrs {
+		got := map[string]string{}
+		for _, kv := range spans[name].Attributes() {
+			got[string(kv.Key)] = kv.Value.Emit()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("span %q: %s=%q, want %q", name, k, got[k], v)
+			}
+		}
+	}
+	if spans["execute"].Parent().SpanID() != spans["execute_tool ping"].SpanContext().SpanID() {
 		t.Error("execute is not a child of its call's span")
 	}
 
 	// step.done is published before the consumer counts the step: poll.
 	wants := []string{
-		`turn_worker_calls_total{error_kind="",`, `tool="ping"`,
+		`turn_worker_calls_total{status="ok",tool="ping"}`,
 		`turn_worker_calls_total{error_kind="unknown_tool",`,
 		`turn_worker_repairs_total{`, `rung="strip_fences"`,
 		`turn_worker_steps_total{`, `result="done"`,
 		`turn_worker_call_duration_seconds_bucket{`,
-		`turn_worker_calls_in_flight{`,
+		"turn_worker_calls_in_flight ",
+		`go_goroutines `, `process_cpu_seconds_total `,
 	}
 	var metrics string
 	missing := func() []string {
@@ -102,6 +124,11 @@ func TestTraceAndMetrics(t *testing.T) {
 	}
 	if m := missing(); len(m) > 0 {
 		t.Errorf("/metrics lacks %v:\n%s", m, metrics)
+	}
+	for _, bad := range []string{"otel_scope_", `=""`} {
+		if strings.Contains(metrics, bad) {
+			t.Errorf("/metrics has %q:\n%s", bad, metrics)
+		}
 	}
 }
 

@@ -24,6 +24,9 @@ type Config struct {
 	// Name identifies this worker in logs and call claims.
 	Name    string
 	Version string
+	// Metadata is added to the micro service's (which also says the
+	// protocol version): cmd/worker sets worker_version and categories.
+	Metadata map[string]string
 	// Topology of the streams, consumers and buckets.
 	Topology bus.Topology
 	// Concurrency bounds the main-turn steps handled at once (256). A step
@@ -196,7 +199,7 @@ func (w *Worker) Publisher() *bus.Publisher { return w.pub }
 // Run serves until ctx ends, then stops gracefully: no more pulling,
 // prefetched steps handed back, running steps given the grace period.
 func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, w.cfg.Version, w.Catalog, w.log)
+	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer}, w.Catalog, w.log)
 	if err != nil {
 		return err
 	}

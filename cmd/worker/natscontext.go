@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// natsContext is the part of a NATS CLI context (`nats context save`) the
+// worker uses: ADR-21 documents the file, ~/.config/nats/context/<name>.json.
+// It is read here rather than with jsm.go's natscontext, which would bring
+// the JetStream management library and nats-server's certificate store
+// into the worker for a dozen JSON fields.
+type natsContext struct {
+	URL      string `json:"url"`
+	Token    string `json:"token"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+	Creds    string `json:"creds"`
+	NKey     string `json:"nkey"`
+	Cert     string `json:"cert"`
+	Key      string `json:"key"`
+	CA       string `json:"ca"`
+	TLSFirst bool   `json:"tls_first"`
+	// What the worker cannot honour: a context that sets any of these is
+	// refused rather than half used.
+	NSC         string `json:"nsc"`
+	UserJWT     string `json:"user_jwt"`
+	SocksProxy  string `json:"socks_proxy"`
+	JSDomain    string `json:"jetstream_domain"`
+	JSAPIPrefix string `json:"jetstream_api_prefix"`
+	InboxPrefix string `json:"inbox_prefix"`
+}
+
+// natsConfigDir is where the NATS CLI keeps its configuration:
+// $XDG_CONFIG_HOME/nats, else ~/.config/nats.
+func natsConfigDir() (string, error) {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "nats"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".config", "nats"), nil
+}
+
+// loadNATSContext reads the context name (a name in the CLI's context
+// directory, or the path of a .json file, as the CLI accepts) and returns
+// it with the file it came from.
+func loadNATSContext(name string) (*natsContext, string, error) {
+	path := name
+	if !strings.HasSuffix(name, ".json") || !strings.ContainsRune(name, os.PathSeparator) {
+		if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+			return nil, "", fmt.Errorf("%q is not a context name", name)
+		}
+		dir, err := natsConfigDir()
+		if err != nil {
+			return nil, "", fmt.Errorf("finding the NATS CLI contexts: %w", err)
+		}
+		path = filepath.Join(dir, "context", name+".json")
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, path, fmt.Errorf("no NATS context %q: %s does not exist (`nats context ls` lists them)", name, path)
+	}
+	if err != nil {
+		return nil, path, err
+	}
+	var c natsContext
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, path, fmt.Errorf("NATS context %s: %w", path, err)
+	}
+	var unsupported []string
+	for k, v := range map[string]string{"nsc": c.NSC, "user_jwt": c.UserJWT, "socks_proxy": c.SocksProxy,
+		"jetstream_domain": c.JSDomain, "jetstream_api_prefix": c.JSAPIPrefix, "inbox_prefix": c.InboxPrefix} {
+		if v != "" {
+			unsupported = append(unsupported, k)
+		}
+	}
+	if len(unsupported) > 0 {
+		return nil, path, fmt.Errorf("NATS context %s sets %s, which the worker does not support", path, strings.Join(unsupported, ", "))
+	}
+	for _, p := range []*string{&c.Creds, &c.NKey, &c.Cert, &c.Key, &c.CA} {
+		*p = expandHome(*p)
+	}
+	return &c, path, nil
+}
+
+// expandHome expands a leading ~/ as the CLI does for the files a context
+// names.
+func expandHome(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return p
+}
