@@ -49,8 +49,12 @@ import (
 var version = "0.1.0-dev"
 
 // secretEnv are the variables that may hold NATS credentials (a URL may
-// carry user:password@): forgotten once read, see internal/procguard.
-var secretEnv = []string{"WORKER_USER", "WORKER_PASSWORD", "WORKER_TOKEN", "WORKER_NKEY", "WORKER_CREDS", "WORKER_TLS_KEY", "WORKER_NATS_URL", "NATS_URL"}
+// carry user:password@), as the worker's own and as the NATS CLI's names:
+// forgotten once read, see internal/procguard.
+var secretEnv = []string{
+	"WORKER_USER", "WORKER_PASSWORD", "WORKER_TOKEN", "WORKER_NKEY", "WORKER_CREDS", "WORKER_TLS_KEY", "WORKER_NATS_URL",
+	"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_NKEY", "NATS_CREDS", "NATS_KEY",
+}
 
 func main() {
 	procguard.Init(secretEnv...) // returns at once unless PID 1
