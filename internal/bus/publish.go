@@ -36,50 +36,125 @@ type Publisher struct {
 
 // CallOutput publishes a call.output event.
 func (p *Publisher) CallOutput(ctx context.Context, ev *protocol.CallOutput) error {
-	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
-		protocol.CallOutputMsgID(ev.AgentID, ev.TurnID, ev.Step, ev.CallID), ev)
+	_, err := p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
+	return err
 }
 
-// StepDone publishes a step.done event.
+// StepDone publishes a step.done event. When its id is found taken while
+// a call of the step ran for the first time (ev.VersionIfTaken), the
+// stored step.done is another version's of this step number, and this one
+// is published again under its versioned id.
 func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
-	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
-		protocol.StepDoneMsgID(ev.AgentID, ev.TurnID, ev.Step), ev)
+	subject := protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID)
+	dup, err := p.publishJSON(ctx, subject, ev.MsgID(), ev)
+	if err != nil || !dup || ev.Version != "" || ev.VersionIfTaken == "" {
+		return err
+	}
+	ev.Version = ev.VersionIfTaken
+	p.logger().Warn("step re-sent with other calls: its step.done gets a versioned message id", "subject", subject, "msg_id", ev.MsgID())
+	_, err = p.publishJSON(ctx, subject, ev.MsgID(), ev)
+	return err
 }
 
-// Activity publishes a progress event on core NATS; losing one is harmless.
+// Activity publishes a progress event on core NATS; losing one is
+// harmless. A label too large for the connection is clipped.
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 	data, err := json.Marshal(a)
 	if err != nil {
 		return
 	}
+	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
+		a.Label, a.Name, a.CallID = protocol.ClipText(a.Label, budget/4), protocol.ClipText(a.Name, budget/4), protocol.ClipText(a.CallID, budget/4)
+		if data, err = json.Marshal(a); err != nil || len(data) > budget {
+			return
+		}
+	}
 	_ = p.JS.Conn().Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
 }
 
+// MaxPayload is the largest message the connection's server takes,
+// headers included. It is read from the connection every time: a
+// reconnect may reach a server with another limit.
+func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
+
+// fitter is an event that can clip itself to a budget
+// (protocol.CallOutput, protocol.StepDone, workflow events).
+type fitter interface{ Fit(budget int) error }
+
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
-	return p.publishJSON(ctx, subject, msgID, v)
+	_, err := p.publishJSON(ctx, subject, msgID, v)
+	return err
 }
 
-func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return backoff.Permanent(err)
-	}
+// publishJSON publishes v, clipped to fit the connection's max payload
+// when it can clip itself (fitter); an event that still does not fit is
+// refused with an error wrapping protocol.ErrTooLarge, before it is sent.
+func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) (duplicate bool, err error) {
 	m := nats.NewMsg(subject)
-	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	InjectTrace(ctx, m.Header)
-	return p.publish(ctx, m)
+	data, err := json.Marshal(v)
+	if err != nil {
+		return false, err
+	}
+	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
+	if len(data) > budget {
+		f, ok := v.(fitter)
+		if !ok {
+			return false, fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
+		}
+		if err := f.Fit(budget); err != nil {
+			return false, fmt.Errorf("%s: %w", subject, err)
+		}
+		if data, err = json.Marshal(v); err != nil {
+			return false, err
+		}
+		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
+	}
+	m.Data = data
+	return p.publishAck(ctx, m)
+}
+
+// headerLen is the length of h as the client writes it.
+func headerLen(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// TooLarge reports whether err is a publish refused for its size: by the
+// worker before sending (protocol.ErrTooLarge), by the client (max
+// payload) or by a stream (max message size). Such a publish fails the
+// same way every time.
+func TooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, protocol.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTooLarge
 }
 
 func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
+	_, err := p.publishAck(ctx, m)
+	return err
+}
+
+// publishAck publishes m and reports whether the stream answered that it
+// was a duplicate of a stored message.
+func (p *Publisher) publishAck(ctx context.Context, m *nats.Msg) (duplicate bool, err error) {
 	attempt := p.AttemptTimeout
 	if attempt <= 0 {
 		attempt = 5 * time.Second
 	}
-	err := storeMsg(ctx, p.JS.Conn(), m, attempt)
+	duplicate, err = storeMsg(ctx, p.JS.Conn(), m, attempt)
 	if err == nil || !transient(err) {
-		return err
+		return duplicate, err
 	}
 	// Only a publish that must be tried again sets up the backoff; the
 	// failed attempt above is its first.
@@ -91,12 +166,13 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 		b.MaxElapsedTime = 30 * time.Second
 	}
 	first := err
-	return backoff.RetryNotify(func() error {
+	err = backoff.RetryNotify(func() error {
 		if first != nil {
 			err, first = first, nil
 			return err
 		}
-		err := storeMsg(ctx, p.JS.Conn(), m, attempt)
+		var err error
+		duplicate, err = storeMsg(ctx, p.JS.Conn(), m, attempt)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)
 		}
@@ -104,6 +180,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	}, backoff.WithContext(b, ctx), func(err error, d time.Duration) {
 		p.logger().Warn("publish failed; retrying", "subject", m.Subject, "retry_in", d, "err", err)
 	})
+	return duplicate, err
 }
 
 // storeMsg publishes m to a stream and waits for the server to store it,
@@ -117,20 +194,30 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 // sooner. A ctx cancelled without a deadline is seen before the message
 // is sent, not during the wait: a context per attempt, registered with
 // the one every handler shares, added a third to the publish's cost.
-func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) error {
+func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (duplicate bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = min(timeout, time.Until(d)); timeout <= 0 {
-			return context.DeadlineExceeded
+			return false, context.DeadlineExceeded
 		}
 	}
 	r, err := nc.RequestMsg(m, timeout)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return PubAckError(r.Data)
+	if err := PubAckError(r.Data); err != nil {
+		return false, err
+	}
+	return ackDuplicate(r.Data), nil
+}
+
+// ackDuplicate reports whether a successful acknowledgement says the
+// message was a duplicate (the server writes `"duplicate": true`).
+func ackDuplicate(data []byte) bool {
+	_, rest, ok := bytes.Cut(data, []byte(`"duplicate":`))
+	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " "), []byte("true"))
 }
 
 // pubAckOK starts every successful acknowledgement: the server writes the
@@ -158,6 +245,10 @@ func PubAckError(data []byte) error {
 	}
 	return nil
 }
+
+// errCodeMessageTooLarge is the server's JSStreamMessageExceedsMaximumErr
+// ("message size exceeds maximum allowed").
+const errCodeMessageTooLarge jetstream.ErrorCode = 10054
 
 // errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict
 // ("duplicate message id is in process").

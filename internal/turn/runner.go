@@ -60,7 +60,27 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
 	}
+	res.Version(st, done)
 	return r.Emitter.StepDone(ctx, done)
+}
+
+// Version sets the message id version of a step's step.done
+// (docs/protocol.md, "Reused call ids"): a step that reused a call id for
+// a different call is another version of its step number, and so is one
+// with a call claimed for the first time should the step number's
+// step.done be stored already.
+func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
+	var reused, fresh bool
+	for _, o := range r.Outcomes {
+		reused = reused || o.Reused
+		fresh = fresh || o.Fresh
+	}
+	switch {
+	case reused:
+		done.Version = protocol.StepDigest(st)
+	case fresh:
+		done.VersionIfTaken = protocol.StepDigest(st)
+	}
 }
 
 // Dispatch assembles the set (from st's context, or set when given),
@@ -76,6 +96,12 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Re
 			attribute.String("agent_id", st.AgentID), attribute.String("turn_id", st.TurnID),
 			attribute.Int64("step", st.Step), attribute.Int("calls", len(st.Calls))))
 		defer span.End()
+	}
+	if budget := r.Dispatcher.MaxEventBytes; budget > 0 {
+		if need := protocol.MinStepDoneBytes(st); need > budget {
+			return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes even with every output clipped to a note, over the %d byte limit of one event; send fewer calls per step",
+				protocol.ErrMalformed, len(st.Calls), need, budget)
+		}
 	}
 	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
 	defer release()
@@ -143,6 +169,10 @@ func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
 		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
 		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
 		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(),
+	}
+	if out.Reused {
+		// The call id's own call.output holds its plain message id.
+		ev.Version = ref.Digest
 	}
 	if ev.Details == nil {
 		ev.Details = struct{}{}
@@ -222,9 +252,12 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) {
 	}
 }
 
+// cancelCause is the cause of a cancelled turn's context. The reason is
+// quoted into the output of every call the cancel reaches, so it is
+// bounded (a mark stored before reasons were bounded may be longer).
 func cancelCause(reason string) error {
 	if reason == "" {
 		return ErrCancelled
 	}
-	return fmt.Errorf("%w (%s)", ErrCancelled, reason)
+	return fmt.Errorf("%w (%s)", ErrCancelled, protocol.ClipReason(reason))
 }
