@@ -59,7 +59,7 @@ func ClipText(s string, n int) string {
 		return s
 	}
 	note := clipNote(len(s))
-	room := n - len(note) - 2 // the newlines around the note
+	room := n - len(note) - 4 // the newlines around the note, escaped
 	if room <= 0 {
 		return clipNote(len(s))
 	}
@@ -144,16 +144,13 @@ func prefixWithin(s string, n int) int {
 func suffixWithin(s string, n int) int {
 	used, j := 0, len(s)
 	for j > 0 {
-		start := j - 1
-		for start > 0 && j-start < utf8.UTFMax && !utf8.RuneStart(s[start]) {
-			start--
-		}
-		w, _ := runeEncodedLen(s[start:j])
+		_, size := utf8.DecodeLastRuneInString(s[:j])
+		w, _ := runeEncodedLen(s[j-size : j])
 		if used+w > n {
 			break
 		}
 		used += w
-		j = start
+		j -= size
 	}
 	return len(s) - j
 }
@@ -247,6 +244,9 @@ func (ev *StepDone) Fit(budget int) error {
 		return nil
 	}
 	items := ev.Items
+	if len(items) == 0 {
+		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", ErrTooLarge, size, budget)
+	}
 	ev.Items = []json.RawMessage{}
 	avail := budget - jsonLen(ev) - max(len(items)-1, 0)
 	ev.Items = items
@@ -266,28 +266,33 @@ func (ev *StepDone) Fit(budget int) error {
 	if total(0) > avail {
 		return fmt.Errorf("%w: step.done with %d items needs at least %d bytes, over %d", ErrTooLarge, len(items), total(0)+budget-avail, budget)
 	}
-	// The largest level at which everything fits.
-	lo, hi := 0, slices.Max(sizes)
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if total(mid) <= avail {
-			lo = mid
-		} else {
-			hi = mid - 1
+	// The largest level at which everything fits; clipping to it can
+	// land a few bytes over (a character is not cut), which the next
+	// round takes off the level.
+	for range 8 {
+		lo, hi := 0, slices.Max(sizes)
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if total(mid) <= avail {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
 		}
-	}
-	out := make([]json.RawMessage, len(items))
-	for i, it := range items {
-		out[i] = it
-		if sizes[i] > lo {
-			out[i] = clipItem(it, max(lo, floors[i]))
+		out := make([]json.RawMessage, len(items))
+		for i, it := range items {
+			out[i] = it
+			if sizes[i] > lo {
+				out[i] = clipItem(it, max(lo, floors[i]))
+			}
 		}
+		ev.Items = out
+		if size = jsonLen(ev); size <= budget {
+			return nil
+		}
+		avail -= size - budget
 	}
-	ev.Items = out
-	if size = jsonLen(ev); size > budget {
-		return fmt.Errorf("%w: step.done of %d bytes, over %d", ErrTooLarge, size, budget)
-	}
-	return nil
+	return fmt.Errorf("%w: step.done of %d bytes, over %d", ErrTooLarge, size, budget)
 }
 
 // MinStepDoneBytes is the smallest step.done st can have: every output
