@@ -418,4 +418,3 @@ func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 	g.publish(subject, "a.t.0.fourth", step("a", "t", 0, fc("c1", "ping", `{"note":"first"}`)))
 	evs.quiet(time.Second)
 }
-
