@@ -36,24 +36,12 @@ type Publisher struct {
 
 // CallOutput publishes a call.output event.
 func (p *Publisher) CallOutput(ctx context.Context, ev *protocol.CallOutput) error {
-	_, err := p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
-	return err
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
 }
 
-// StepDone publishes a step.done event. When its id is found taken while
-// a call of the step ran for the first time (ev.VersionIfTaken), the
-// stored step.done is another version's of this step number, and this one
-// is published again under its versioned id.
+// StepDone publishes a step.done event.
 func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
-	subject := protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID)
-	dup, err := p.publishJSON(ctx, subject, ev.MsgID(), ev)
-	if err != nil || !dup || ev.Version != "" || ev.VersionIfTaken == "" {
-		return err
-	}
-	ev.Version = ev.VersionIfTaken
-	p.logger().Warn("step re-sent with other calls: its step.done gets a versioned message id", "subject", subject, "msg_id", ev.MsgID())
-	_, err = p.publishJSON(ctx, subject, ev.MsgID(), ev)
-	return err
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
 }
 
 // Activity publishes a progress event on core NATS; losing one is
@@ -83,37 +71,36 @@ type fitter interface{ Fit(budget int) error }
 
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
-	_, err := p.publishJSON(ctx, subject, msgID, v)
-	return err
+	return p.publishJSON(ctx, subject, msgID, v)
 }
 
 // publishJSON publishes v, clipped to fit the connection's max payload
 // when it can clip itself (fitter); an event that still does not fit is
 // refused with an error wrapping protocol.ErrTooLarge, before it is sent.
-func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) (duplicate bool, err error) {
+func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	InjectTrace(ctx, m.Header)
 	data, err := json.Marshal(v)
 	if err != nil {
-		return false, err
+		return err
 	}
 	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
 	if len(data) > budget {
 		f, ok := v.(fitter)
 		if !ok {
-			return false, fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
+			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
 		}
 		if err := f.Fit(budget); err != nil {
-			return false, fmt.Errorf("%s: %w", subject, err)
+			return fmt.Errorf("%s: %w", subject, err)
 		}
 		if data, err = json.Marshal(v); err != nil {
-			return false, err
+			return err
 		}
 		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
 	}
 	m.Data = data
-	return p.publishAck(ctx, m)
+	return p.publish(ctx, m)
 }
 
 // headerLen is the length of h as the client writes it.
@@ -141,20 +128,13 @@ func TooLarge(err error) bool {
 }
 
 func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
-	_, err := p.publishAck(ctx, m)
-	return err
-}
-
-// publishAck publishes m and reports whether the stream answered that it
-// was a duplicate of a stored message.
-func (p *Publisher) publishAck(ctx context.Context, m *nats.Msg) (duplicate bool, err error) {
 	attempt := p.AttemptTimeout
 	if attempt <= 0 {
 		attempt = 5 * time.Second
 	}
-	duplicate, err = storeMsg(ctx, p.JS.Conn(), m, attempt)
+	err := storeMsg(ctx, p.JS.Conn(), m, attempt)
 	if err == nil || !transient(err) {
-		return duplicate, err
+		return err
 	}
 	// Only a publish that must be tried again sets up the backoff; the
 	// failed attempt above is its first.
@@ -166,13 +146,12 @@ func (p *Publisher) publishAck(ctx context.Context, m *nats.Msg) (duplicate bool
 		b.MaxElapsedTime = 30 * time.Second
 	}
 	first := err
-	err = backoff.RetryNotify(func() error {
+	return backoff.RetryNotify(func() error {
 		if first != nil {
 			err, first = first, nil
 			return err
 		}
-		var err error
-		duplicate, err = storeMsg(ctx, p.JS.Conn(), m, attempt)
+		err := storeMsg(ctx, p.JS.Conn(), m, attempt)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)
 		}
@@ -180,7 +159,6 @@ func (p *Publisher) publishAck(ctx context.Context, m *nats.Msg) (duplicate bool
 	}, backoff.WithContext(b, ctx), func(err error, d time.Duration) {
 		p.logger().Warn("publish failed; retrying", "subject", m.Subject, "retry_in", d, "err", err)
 	})
-	return duplicate, err
 }
 
 // storeMsg publishes m to a stream and waits for the server to store it,
@@ -194,30 +172,20 @@ func (p *Publisher) publishAck(ctx context.Context, m *nats.Msg) (duplicate bool
 // sooner. A ctx cancelled without a deadline is seen before the message
 // is sent, not during the wait: a context per attempt, registered with
 // the one every handler shares, added a third to the publish's cost.
-func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (duplicate bool, err error) {
+func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return err
 	}
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = min(timeout, time.Until(d)); timeout <= 0 {
-			return false, context.DeadlineExceeded
+			return context.DeadlineExceeded
 		}
 	}
 	r, err := nc.RequestMsg(m, timeout)
 	if err != nil {
-		return false, err
+		return err
 	}
-	if err := PubAckError(r.Data); err != nil {
-		return false, err
-	}
-	return ackDuplicate(r.Data), nil
-}
-
-// ackDuplicate reports whether a successful acknowledgement says the
-// message was a duplicate (the server writes `"duplicate": true`).
-func ackDuplicate(data []byte) bool {
-	_, rest, ok := bytes.Cut(data, []byte(`"duplicate":`))
-	return ok && bytes.HasPrefix(bytes.TrimLeft(rest, " "), []byte("true"))
+	return PubAckError(r.Data)
 }
 
 // pubAckOK starts every successful acknowledgement: the server writes the

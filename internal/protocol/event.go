@@ -56,11 +56,6 @@ type StepDone struct {
 	// Version, when set, versions the event's message id (MsgID): the
 	// step.done of a re-sent step with other calls.
 	Version string `json:"-"`
-	// VersionIfTaken is set when a call of the step ran for the first time
-	// in this attempt: should step.done's id be found taken, the stored
-	// one is another version's of this step number, and step.done is
-	// published again with this Version.
-	VersionIfTaken string `json:"-"`
 }
 
 // FunctionCallOutput is the Responses API item answering a function_call.

@@ -114,8 +114,6 @@ type Outcome struct {
 	Replayed bool `json:"-"`
 	// Ran is set when the tool ran in this attempt.
 	Ran bool `json:"-"`
-	// Fresh is set when this attempt claimed the call for the first time.
-	Fresh bool `json:"-"`
 	// Reused is set when the call id was the claim of a different call.
 	Reused bool `json:"-"`
 	// bounded is set once the outcome is clipped to the event budget.
@@ -212,7 +210,6 @@ type pending struct {
 	// returning, or the watchdog.
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
-	fresh    bool // this attempt claimed the call first
 	out      Outcome
 }
 
@@ -532,7 +529,6 @@ func (p *pending) answered() bool {
 		// need not stop waiting for it): the call is claimed but not run,
 		// and its stored outcome says so to a redelivery.
 		p.outcome = notRun(p.call, context.Cause(ctx))
-		p.outcome.Fresh = true
 		d.store(ctx, p)
 		return true
 	case errors.Is(err, ErrReused):
@@ -543,9 +539,6 @@ func (p *pending) answered() bool {
 		p.outcome.Reused = true
 		d.ended(ctx, p)
 		return true
-	case err == nil && stored == nil:
-		p.fresh = true
-		return false
 	case err == nil && stored != nil:
 		stored.Replayed = true
 		p.outcome = stored
@@ -749,7 +742,7 @@ func (c *callContext) Err() error {
 // outcome builds, in p's own storage, the outcome of a call that ran.
 func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.Duration) *Outcome {
 	o := &p.out
-	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Fresh: p.fresh, Duration: took,
+	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
 		Details: res.Details, Events: res.Events}
 	if err != nil {
 		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)

@@ -66,20 +66,16 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 
 // Version sets the message id version of a step's step.done
 // (docs/protocol.md, "Reused call ids"): a step that reused a call id for
-// a different call is another version of its step number, and so is one
-// with a call claimed for the first time should the step number's
-// step.done be stored already.
+// a different call is another version of its step number. Only the
+// journal can tell: two attempts of one step running at once (a lease
+// lost in a fault) both claim calls for the first time, so that is no
+// sign of another version.
 func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
-	var reused, fresh bool
 	for _, o := range r.Outcomes {
-		reused = reused || o.Reused
-		fresh = fresh || o.Fresh
-	}
-	switch {
-	case reused:
-		done.Version = protocol.StepDigest(st)
-	case fresh:
-		done.VersionIfTaken = protocol.StepDigest(st)
+		if o.Reused {
+			done.Version = protocol.StepDigest(st)
+			return
+		}
 	}
 }
 

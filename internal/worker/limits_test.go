@@ -401,16 +401,14 @@ func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 		t.Errorf("reused call's call.output id %q is not versioned", id)
 	}
 
-	// Step 0 once more with new call ids only: nothing is reused, but
-	// step 0's step.done is taken, so this version's is versioned.
+	// Step 0 once more with new call ids only: the new call runs and
+	// reports, but nothing tells this version from a redelivery, so its
+	// step.done is the one already stored (docs/protocol.md).
 	g.publish(subject, "a.t.0.third", step("a", "t", 0, fc("c3", "ping", `{"note":"third"}`)))
-	outputs, done = evs.untilDone()
-	if outputs["c3"].Status != protocol.StatusOK || len(done.Items) != 1 {
-		t.Errorf("third version: %v, %s", outputs, done.Raw)
+	if ev := evs.next(); ev.Type != protocol.EventCallOutput || ev.CallID != "c3" || ev.Status != protocol.StatusOK {
+		t.Errorf("third version: %s", ev.Raw)
 	}
-	if id := done.Header.Get("Nats-Msg-Id"); !strings.HasPrefix(id, "a.t.0~") {
-		t.Errorf("third version's step.done id %q", id)
-	}
+	evs.quiet(500 * time.Millisecond)
 
 	// The first version again (a redelivery, as far as the worker can
 	// tell): answered from the journal, so its events are the stored ones
