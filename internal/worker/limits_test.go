@@ -416,3 +416,41 @@ func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 	g.publish(subject, "a.t.0.fourth", step("a", "t", 0, fc("c1", "ping", `{"note":"first"}`)))
 	evs.quiet(time.Second)
 }
+
+func TestDeadLetterWaitsForItsStream(t *testing.T) {
+	s := natstest.Start(t)
+	cfg := testConfig()
+	startWorker(t, s, cfg)
+	g := newGateway(t, s)
+	ctx := context.Background()
+	// The dead-letter stream is gone (an operator's mistake, a stream
+	// being moved): the copy fails, is retried, and the step stays.
+	if err := g.js.DeleteStream(ctx, protocol.StreamDead); err != nil {
+		t.Fatal(err)
+	}
+	g.publish("turn.call.a.lost", "", "not a step")
+	waitFor(t, func() bool {
+		c := must(g.js.Consumer(ctx, protocol.StreamCalls, protocol.ConsumerCalls))
+		info := must(c.Info(ctx))
+		return info.Delivered.Consumer > 0
+	}, "the step to be delivered")
+	if info := must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx)); info.State.Msgs != 1 {
+		t.Fatalf("the step left the work queue without its dead letter: %d messages", info.State.Msgs)
+	}
+	for _, sc := range cfg.Topology.WithDefaults().Streams() {
+		if sc.Name == protocol.StreamDead {
+			if _, err := g.js.CreateStream(ctx, sc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
+	e := dead.next()
+	if string(e.Raw) != "not a step" || !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") {
+		t.Errorf("dead letter %q, reason %q", e.Raw, e.Header.Get(bus.HeaderDeadReason))
+	}
+	waitFor(t, func() bool {
+		info := must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx))
+		return info.State.Msgs == 0
+	}, "the work queue to empty")
+}
