@@ -196,3 +196,29 @@ func FuzzStepDoneFit(f *testing.F) {
 		}
 	})
 }
+
+func FuzzCallOutputFit(f *testing.F) {
+	f.Add("output text", "message", "details", 400)
+	f.Add(strings.Repeat("<>&\n", 500), strings.Repeat("m", 3000), strings.Repeat("d", 5000), 2000)
+	f.Fuzz(func(t *testing.T, text, message, details string, budget int) {
+		if budget < 0 || budget > 1<<20 {
+			return
+		}
+		ev := &protocol.CallOutput{
+			Type: protocol.EventCallOutput, AgentID: "a", TurnID: "t", CallID: "c", Name: "n",
+			Status: protocol.StatusError, Error: &tools.Error{Kind: tools.ToolError, Message: message},
+			Item: mustItem("c", text), Details: details, Events: []tools.Event{{Type: "e", Data: details}}, Repairs: []string{details},
+		}
+		if err := ev.Fit(budget); err != nil {
+			return
+		}
+		data, err := json.Marshal(ev)
+		if err != nil || len(data) > budget {
+			t.Fatalf("Fit(%d) left %d bytes (%v)", budget, len(data), err)
+		}
+		var item protocol.FunctionCallOutput
+		if err := json.Unmarshal(ev.Item, &item); err != nil || item.CallID != "c" {
+			t.Fatalf("item %s (%v)", ev.Item, err)
+		}
+	})
+}
