@@ -130,9 +130,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
+	// The lease is kept while a dead letter is stored too: its copy is
+	// retried, and the step must not go to another worker meanwhile.
 	stop := renewLease(msg, ackWait)
+	defer stop()
 	err := c.Handler(ctx, msg)
-	stop()
 	attempt := uint64(1)
 	if md, _ := msg.Metadata(); md != nil {
 		attempt = md.NumDelivered
@@ -160,12 +162,14 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		}
 	case errors.As(err, &dl):
 		if err := c.Dead.Copy(context.WithoutCancel(ctx), msg, dl.Reason); err != nil {
-			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", dl.Reason, "err", err)
+			// Not terminated: the step is delivered again and dead-lettered
+			// then, or by the delivery-limit advisory.
+			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", truncate(dl.Reason, 2<<10), "err", err)
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
 		_ = msg.TermWithReason(truncate(dl.Reason, 200))
-		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", dl.Reason)
+		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", truncate(dl.Reason, 2<<10))
 	default:
 		delay := retryDelay(attempt)
 		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)

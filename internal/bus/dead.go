@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,12 +23,28 @@ const (
 	HeaderDeadStreamSeq = "Dead-Stream-Seq"
 	HeaderDeadStream    = "Dead-Stream"
 	HeaderDeadSubject   = "Dead-Subject"
+	// HeaderDeadTruncated is "true" on a dead letter that holds only the
+	// head of the message: the whole did not fit the max payload with the
+	// dead-letter headers added. HeaderDeadSize is then the size of the
+	// original body, and HeaderDeadHeadersDropped set when the original
+	// headers were left out too.
+	HeaderDeadTruncated      = "Dead-Truncated"
+	HeaderDeadSize           = "Dead-Size"
+	HeaderDeadHeadersDropped = "Dead-Headers-Dropped"
 )
+
+// maxDeadReason bounds the Dead-Reason header.
+const maxDeadReason = 2 << 10
 
 // DeadLetters copies messages that cannot be processed to turn.dead.…
 type DeadLetters struct {
 	JS  jetstream.JetStream
 	Pub *Publisher
+	// Logger defaults to the publisher's.
+	Logger *slog.Logger
+	// MaxElapsed bounds the retries of one copy (default 30 s); the
+	// caller keeps the message until a copy is stored.
+	MaxElapsed time.Duration
 }
 
 // Copy publishes msg's data and headers to the dead-letter stream with the
@@ -37,20 +57,87 @@ func (d *DeadLetters) Copy(ctx context.Context, msg jetstream.Msg, reason string
 	return d.copy(ctx, msg.Subject(), msg.Headers(), msg.Data(), md.Stream, md.Sequence.Stream, reason)
 }
 
+// copy stores the dead letter, retrying every failure with backoff (a
+// dead letter must land: the caller does not let the message go before).
+// A message that does not fit whole is copied as its head (Dead-Truncated).
 func (d *DeadLetters) copy(ctx context.Context, subject string, h nats.Header, data []byte, stream string, seq uint64, reason string) error {
+	out := deadLetter(subject, h, data, stream, seq, reason, d.Pub.MaxPayload())
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.MaxInterval = 5 * time.Second
+	b.MaxElapsedTime = d.MaxElapsed
+	if b.MaxElapsedTime == 0 {
+		b.MaxElapsedTime = 30 * time.Second
+	}
+	return backoff.RetryNotify(func() error {
+		err := d.Pub.publish(ctx, out)
+		if TooLarge(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
+		d.logger().Warn("storing a dead letter failed; retrying", "subject", subject, "stream", stream, "seq", seq, "retry_in", wait, "err", err)
+	})
+}
+
+// deadLetter builds the dead letter of a message: its headers and body
+// with the dead-letter headers added, cut to fit maxPayload.
+func deadLetter(subject string, h nats.Header, data []byte, stream string, seq uint64, reason string, maxPayload int64) *nats.Msg {
 	out := nats.NewMsg(deadSubject(subject))
 	for k, vs := range h {
 		for _, v := range vs {
 			out.Header.Add(k, v)
 		}
 	}
-	out.Header.Set(HeaderDeadReason, reason)
-	out.Header.Set(HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
-	out.Header.Set(HeaderDeadStream, stream)
-	out.Header.Set(HeaderDeadSubject, subject)
-	out.Header.Set(jetstream.MsgIDHeader, "dead."+stream+"."+strconv.FormatUint(seq, 10))
+	set := func(m *nats.Msg) {
+		m.Header.Set(HeaderDeadReason, headerValue(reason, maxDeadReason))
+		m.Header.Set(HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
+		m.Header.Set(HeaderDeadStream, stream)
+		m.Header.Set(HeaderDeadSubject, subject)
+		m.Header.Set(jetstream.MsgIDHeader, "dead."+stream+"."+strconv.FormatUint(seq, 10))
+	}
+	set(out)
 	out.Data = data
-	return d.Pub.publish(ctx, out)
+	limit := int(maxPayload) - protocol.Margin
+	if headerLen(out.Header)+len(data) <= limit {
+		return out
+	}
+	// The head that fits, with the truncation headers (which the room is
+	// computed with).
+	out.Header.Set(HeaderDeadTruncated, "true")
+	out.Header.Set(HeaderDeadSize, strconv.Itoa(len(data)))
+	if headerLen(out.Header) > limit/2 {
+		// The original headers are most of it: only the worker's are kept.
+		dropped := headerLen(h)
+		out.Header = nats.Header{}
+		set(out)
+		out.Header.Set(HeaderDeadTruncated, "true")
+		out.Header.Set(HeaderDeadSize, strconv.Itoa(len(data)))
+		out.Header.Set(HeaderDeadHeadersDropped, strconv.Itoa(dropped))
+	}
+	out.Data = data[:max(0, min(len(data), limit-headerLen(out.Header)))]
+	return out
+}
+
+// headerValue makes s a header value: on one line, at most n bytes.
+func headerValue(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n-len("…")], "") + "…"
+	}
+	return s
+}
+
+func (d *DeadLetters) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return d.Pub.logger()
 }
 
 // deadSubject keeps the agent and turn tokens of the original subject
@@ -96,7 +183,8 @@ func (d *DeadLetters) WatchDeliveryLimit(nc *nats.Conn, stream, consumer string,
 		}
 		reason := fmt.Sprintf("delivery limit reached: delivered %d times to %s without success", a.Deliveries, consumer)
 		if err := d.copy(ctx, raw.Subject, raw.Header, raw.Data, stream, a.StreamSeq, reason); err != nil {
-			log.Error("max-deliveries advisory: dead-lettering failed", "seq", a.StreamSeq, "err", err)
+			// The step stays in the work queue, where an operator finds it.
+			log.Error("max-deliveries advisory: dead-lettering failed; the step stays in its stream", "stream", stream, "seq", a.StreamSeq, "err", err)
 			return
 		}
 		if err := s.DeleteMsg(ctx, a.StreamSeq); err != nil {

@@ -37,43 +37,107 @@ type Publisher struct {
 
 // CallOutput publishes a call.output event.
 func (p *Publisher) CallOutput(ctx context.Context, ev *protocol.CallOutput) error {
-	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
-		protocol.CallOutputMsgID(ev.AgentID, ev.TurnID, ev.Step, ev.CallID), ev)
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
 }
 
 // StepDone publishes a step.done event.
 func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
-	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID),
-		protocol.StepDoneMsgID(ev.AgentID, ev.TurnID, ev.Step), ev)
+	return p.publishJSON(ctx, protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev)
 }
 
-// Activity publishes a progress event on core NATS; losing one is harmless.
+// Activity publishes a progress event on core NATS; losing one is
+// harmless. A label too large for the connection is clipped.
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 	data, err := json.Marshal(a)
 	if err != nil {
 		return
 	}
+	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
+		a.Label, a.Name, a.CallID = protocol.ClipText(a.Label, budget/4), protocol.ClipText(a.Name, budget/4), protocol.ClipText(a.CallID, budget/4)
+		if data, err = json.Marshal(a); err != nil || len(data) > budget {
+			return
+		}
+	}
 	_ = p.JS.Conn().Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
 }
+
+// MaxPayload is the largest message the connection's server takes,
+// headers included. It is read from the connection every time: a
+// reconnect may reach a server with another limit.
+func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
+
+// fitter is an event that can clip itself to a budget
+// (protocol.CallOutput, protocol.StepDone, workflow events).
+type fitter interface{ Fit(budget int) error }
 
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
 	return p.publishJSON(ctx, subject, msgID, v)
 }
 
+// publishJSON publishes v, clipped to fit the connection's max payload
+// when it can clip itself (fitter); an event that still does not fit is
+// refused with an error wrapping protocol.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return backoff.Permanent(err)
-	}
 	m := nats.NewMsg(subject)
-	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	ctx, span := publishSpan(ctx, subject)
 	InjectTrace(ctx, m.Header)
-	err = p.publish(ctx, m)
+	err := p.encode(m, subject, msgID, v)
+	if err == nil {
+		err = p.publish(ctx, m)
+	}
 	spans.End(span, err)
 	return err
+}
+
+// encode sets m's data to v, clipped to fit the connection's max payload
+// when v can clip itself.
+func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
+	if len(data) > budget {
+		f, ok := v.(fitter)
+		if !ok {
+			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
+		}
+		if err := f.Fit(budget); err != nil {
+			return fmt.Errorf("%s: %w", subject, err)
+		}
+		if data, err = json.Marshal(v); err != nil {
+			return err
+		}
+		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
+	}
+	m.Data = data
+	return nil
+}
+
+// headerLen is the length of h as the client writes it.
+func headerLen(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// TooLarge reports whether err is a publish refused for its size: by the
+// worker before sending (protocol.ErrTooLarge), by the client (max
+// payload) or by a stream (max message size). Such a publish fails the
+// same way every time.
+func TooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, protocol.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTooLarge
 }
 
 func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
@@ -162,6 +226,10 @@ func PubAckError(data []byte) error {
 	}
 	return nil
 }
+
+// errCodeMessageTooLarge is the server's JSStreamMessageExceedsMaximumErr
+// ("message size exceeds maximum allowed").
+const errCodeMessageTooLarge jetstream.ErrorCode = 10054
 
 // errCodeDuplicateInProcess is the server's JSStreamDuplicateMessageConflict
 // ("duplicate message id is in process").

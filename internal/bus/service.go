@@ -62,7 +62,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	handler := func(r micro.Request) {
 		req, err := ParseCatalogRequest(r.Data())
 		if err != nil {
-			_ = r.Error("400", err.Error(), nil)
+			respondError(r, log, "400", err.Error())
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -74,21 +74,44 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		}
 		reply, err := catalog(ctx, *req)
 		if errors.Is(err, ErrBadRequest) {
-			_ = r.Error("400", err.Error(), nil)
+			respondError(r, log, "400", err.Error())
 			return
 		}
 		if err != nil {
 			log.Error("building a catalog failed", "agent_id", req.AgentID, "turn_id", req.TurnID, "err", err)
-			_ = r.Error("500", "building the catalog failed: "+err.Error(), nil)
+			respondError(r, log, "500", "building the catalog failed: "+err.Error())
 			return
 		}
-		_ = r.RespondJSON(reply)
+		reply.Notes = protocol.ClipList(reply.Notes, protocol.MaxNotes, protocol.MaxNoteBytes)
+		data, err := json.Marshal(reply)
+		if err != nil {
+			respondError(r, log, "500", "encoding the catalog failed: "+err.Error())
+			return
+		}
+		// A reply over the max payload would be refused by the client and
+		// the requester would wait for nothing: it is told instead.
+		if limit := int(nc.MaxPayload()) - protocol.HeaderRoom; len(data) > limit {
+			log.Error("a catalog is too large for one reply", "agent_id", req.AgentID, "turn_id", req.TurnID, "bytes", len(data), "limit", limit)
+			respondError(r, log, "413", fmt.Sprintf("the catalog is %d bytes, over the %d byte limit of one reply (the server's max payload less headers); bind fewer tools, skills or MCP servers", len(data), limit))
+			return
+		}
+		if err := r.Respond(data); err != nil {
+			log.Error("replying with a catalog failed", "agent_id", req.AgentID, "turn_id", req.TurnID, "bytes", len(data), "err", err)
+		}
 	}
 	if err := svc.AddEndpoint("tools", micro.HandlerFunc(handler), micro.WithEndpointSubject(protocol.SubjectTools)); err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("adding the tools endpoint: %w", err)
 	}
 	return svc, nil
+}
+
+// respondError sends a micro error reply, its description (a header)
+// on one line and bounded, and logs a reply that could not be sent.
+func respondError(r micro.Request, log *slog.Logger, code, description string) {
+	if err := r.Error(code, headerValue(description, protocol.MaxErrorBytes), nil); err != nil {
+		log.Error("sending an error reply failed", "code", code, "err", err)
+	}
 }
 
 // ParseCatalogRequest decodes and checks a turn.tools request body.
@@ -122,6 +145,8 @@ func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) 
 		}
 		var c protocol.Cancel
 		_ = json.Unmarshal(m.Data, &c) // the body is optional
-		fn(t[2], t[3], c.Reason)
+		// The reason is stored and quoted into the output of every call
+		// the cancel reaches: it is bounded here, once.
+		fn(t[2], t[3], protocol.ClipReason(c.Reason))
 	})
 }

@@ -41,6 +41,14 @@ type callRecord struct {
 	Worker  string        `json:"worker,omitempty"`
 	Claim   string        `json:"claim,omitempty"` // a claim's unique id
 	Outcome *turn.Outcome `json:"outcome,omitempty"`
+	// Digest is the claimed call's protocol.CallDigest ("" in records
+	// written before digests were kept, which match any call).
+	Digest string `json:"digest,omitempty"`
+}
+
+// reused reports whether rec is the claim of another call than ref's.
+func (rec *callRecord) reused(ref turn.CallRef) bool {
+	return rec.Digest != "" && ref.Digest != "" && rec.Digest != ref.Digest
 }
 
 // Claim implements turn.Journal with a create-only write.
@@ -53,7 +61,7 @@ func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome,
 
 func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id})
+	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest})
 	// The first attempt of a step finds no key (the common case): a write
 	// that expects the key's last sequence to be 0 claims it. Anything
 	// else goes to KV.Create, which also claims a key that was deleted.
@@ -77,6 +85,9 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		return nil, fmt.Errorf("call record %s is unreadable: %w", key, err)
 	}
+	if rec.reused(ref) {
+		return nil, turn.ErrReused
+	}
 	if rec.State == "done" && rec.Outcome != nil {
 		return rec.Outcome, nil
 	}
@@ -89,7 +100,7 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 // Store implements turn.Journal.
 func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	data, err := json.Marshal(callRecord{State: "done", Worker: s.Worker, Outcome: o})
+	data, err := json.Marshal(callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type CallOutput struct {
 	Repairs    []string        `json:"repairs"`
 	Activity   string          `json:"activity"`
 	DurationMS int64           `json:"duration_ms"`
+	// Version, when set, versions the event's message id (MsgID): the
+	// call.output of a call whose id a re-sent step reused.
+	Version string `json:"-"`
 }
 
 // StepDone is the one event that closes a step.
@@ -50,6 +53,9 @@ type StepDone struct {
 	EndTurn            bool              `json:"end_turn"`
 	CompleteActorEvent bool              `json:"complete_actor_event"`
 	Task               any               `json:"task"`
+	// Version, when set, versions the event's message id (MsgID): the
+	// step.done of a re-sent step with other calls.
+	Version string `json:"-"`
 }
 
 // FunctionCallOutput is the Responses API item answering a function_call.

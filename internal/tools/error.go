@@ -52,13 +52,7 @@ func (t *Tool) argumentsError(err error, repairs []string) *Error {
 	switch {
 	case errors.As(err, &ve):
 		b.WriteString("Violations (JSON pointer: problem):\n")
-		for _, v := range ve.Violations {
-			ptr := v.Pointer
-			if ptr == "" {
-				ptr = "/"
-			}
-			fmt.Fprintf(&b, "- %s: %s\n", ptr, v.Message)
-		}
+		WriteViolations(&b, ve.Violations)
 	case errors.Is(err, schema.ErrArgumentsTooLarge):
 		fmt.Fprintf(&b, "They are not valid JSON and too large to repair: %v\n", err)
 	default:
@@ -77,4 +71,29 @@ func (t *Tool) argumentsError(err error, repairs []string) *Error {
 		fmt.Fprintf(&b, "Expected a JSON object matching this schema: %s", shape)
 	}
 	return &Error{Kind: InvalidArguments, Message: b.String()}
+}
+
+// Bounds of a violation list the model reads: a model that sends 60,000
+// wrong items needs the first few and the count, not 3 MB of the same
+// line (which would not fit one event either).
+const (
+	MaxViolations     = 50
+	maxViolationBytes = 300
+)
+
+// WriteViolations writes the first MaxViolations of vs as "- pointer:
+// problem" lines, each clipped, and then how many more there are.
+func WriteViolations(b *strings.Builder, vs []schema.Violation) {
+	for i, v := range vs {
+		if i == MaxViolations {
+			fmt.Fprintf(b, "- … and %d more violation%s\n", len(vs)-i, Plural(len(vs)-i))
+			return
+		}
+		ptr := v.Pointer
+		if ptr == "" {
+			ptr = "/"
+		}
+		b.WriteString(Clip("- "+ptr+": "+v.Message, maxViolationBytes))
+		b.WriteByte('\n')
+	}
 }

@@ -23,11 +23,12 @@ func BenchmarkDispatchParallel8(b *testing.B) {
 	}
 	in := turn.Input{AgentID: "a1", TurnID: "t1", Step: 0, Calls: calls}
 	for _, bc := range []struct {
-		name string
-		pool *turn.Goroutines
-	}{{"go", nil}, {"kept", turn.NewGoroutines(8)}} {
+		name   string
+		pool   *turn.Goroutines
+		budget int
+	}{{"go", nil, 0}, {"kept", turn.NewGoroutines(8), 0}, {"kept+budget", turn.NewGoroutines(8), protocol.EventBudget(1 << 20)}} {
 		b.Run(bc.name, func(b *testing.B) {
-			d := &turn.Dispatcher{Goroutines: bc.pool}
+			d := &turn.Dispatcher{Goroutines: bc.pool, MaxEventBytes: bc.budget}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

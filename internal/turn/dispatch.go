@@ -38,13 +38,19 @@ var errCallTimeout = errors.New("call timed out")
 // the call and died before storing its outcome.
 var ErrClaimed = errors.New("call was claimed by an earlier attempt that did not finish")
 
+// ErrReused is returned by Journal.Claim when the call id was claimed
+// for a different call (another tool or other arguments: CallRef.Digest
+// differs): a gateway re-sent the step with other calls under used ids.
+var ErrReused = errors.New("call id was used for a different call")
+
 // Journal makes calls effectively-once across redelivery of a step. The
 // worker implements it on the TURN_STATE bucket.
 type Journal interface {
 	// Claim records that call is about to run, with a create-only write.
 	// It returns the stored outcome when an earlier attempt finished the
-	// call, and ErrClaimed when an earlier attempt claimed it but never
-	// stored an outcome.
+	// call, ErrClaimed when an earlier attempt claimed it but never
+	// stored an outcome, and ErrReused when the claim is of a call with
+	// another digest.
 	Claim(ctx context.Context, ref CallRef) (*Outcome, error)
 	// Store records the outcome of a claimed call.
 	Store(ctx context.Context, ref CallRef, o *Outcome) error
@@ -71,6 +77,9 @@ type CallRef struct {
 	TurnID  string
 	Step    int64
 	CallID  string
+	// Digest is protocol.CallDigest of the call: what it asks for, stored
+	// with its claim.
+	Digest string
 }
 
 // Input is one step to dispatch.
@@ -105,6 +114,10 @@ type Outcome struct {
 	Replayed bool `json:"-"`
 	// Ran is set when the tool ran in this attempt.
 	Ran bool `json:"-"`
+	// Reused is set when the call id was the claim of a different call.
+	Reused bool `json:"-"`
+	// bounded is set once the outcome is clipped to the event budget.
+	bounded bool
 }
 
 // Status is "ok" or "error".
@@ -162,6 +175,12 @@ type Dispatcher struct {
 	Goroutines *Goroutines
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxEventBytes, when set, bounds the encoding of one call's outcome
+	// (protocol.EventBudget of the connection's max payload): larger
+	// outcomes are clipped (protocol.CallOutput.Fit) before they are
+	// stored and reported, so that the journal record and the call.output
+	// event both fit.
+	MaxEventBytes int
 }
 
 // pending is one call on its way through a step: what resolving it
@@ -256,7 +275,10 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
-	p := &pending{d: d, call: c, parallel: true, ref: CallRef{in.AgentID, in.TurnID, in.Step, c.CallID}}
+	p := &pending{d: d, call: c, parallel: true, ref: CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}}
+	if d.Journal != nil {
+		p.ref.Digest = protocol.CallDigest(c)
+	}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
 	}
@@ -508,6 +530,14 @@ func (p *pending) answered() bool {
 		p.outcome = notRun(p.call, context.Cause(ctx))
 		d.store(ctx, p)
 		return true
+	case errors.Is(err, ErrReused):
+		// Not stored: the journal keeps the call that owns the id.
+		p.outcome = errorOutcome(p.call, tools.Errorf(tools.InvalidArguments,
+			"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
+			protocol.ClipText(p.call.CallID, 300), p.ref.Step))
+		p.outcome.Reused = true
+		d.ended(ctx, p)
+		return true
 	case err == nil && stored != nil:
 		stored.Replayed = true
 		p.outcome = stored
@@ -543,6 +573,7 @@ func abandoned(ctx context.Context) bool {
 // store records the outcome in the journal, then reports it. An outcome
 // cut short by an abandoned step is neither: the redelivery decides.
 func (d *Dispatcher) store(ctx context.Context, p *pending) {
+	d.bound(p)
 	if d.Journal != nil && !abandoned(ctx) {
 		// The outcome is stored even when the turn is being aborted: a
 		// redelivery must not run the call again.
@@ -559,6 +590,7 @@ func (d *Dispatcher) storeFailed(p *pending, err error) {
 }
 
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
+	d.bound(p)
 	if p.span != nil {
 		p.endSpan()
 	}
@@ -571,6 +603,35 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if d.Observer != nil {
 		d.Observer.CallEnded(p.ref, p.outcome)
 	}
+}
+
+// bound clips p's outcome to MaxEventBytes. Outcomes far below the
+// budget, the common case, are recognised without encoding them.
+func (d *Dispatcher) bound(p *pending) {
+	o, budget := p.outcome, d.MaxEventBytes
+	if budget <= 0 || o.bounded {
+		return
+	}
+	o.bounded = true
+	size := len(o.Item) + len(o.Activity) + len(o.Name) + len(o.Namespace) + len(o.CallID)
+	if o.Err != nil {
+		size += len(o.Err.Message)
+	}
+	for _, r := range o.Repairs {
+		size += len(r)
+	}
+	if size < budget/4 && o.Details == nil && o.Events == nil {
+		return
+	}
+	ev := &protocol.CallOutput{
+		Type: protocol.EventCallOutput, AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: o.Err,
+		Item: o.Item, Details: o.Details, Events: o.Events, Repairs: o.Repairs, Activity: o.Activity,
+	}
+	if err := ev.Fit(budget); err != nil {
+		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
+	}
+	o.Item, o.Err, o.Details, o.Events, o.Repairs, o.Activity = ev.Item, ev.Error, ev.Details, ev.Events, ev.Repairs, ev.Activity
 }
 
 func (p *pending) endSpan() {

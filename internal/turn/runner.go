@@ -60,7 +60,23 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
 	}
+	res.Version(st, done)
 	return r.Emitter.StepDone(ctx, done)
+}
+
+// Version sets the message id version of a step's step.done
+// (docs/protocol.md, "Reused call ids"): a step that reused a call id for
+// a different call is another version of its step number. Only the
+// journal can tell: two attempts of one step running at once (a lease
+// lost in a fault) both claim calls for the first time, so that is no
+// sign of another version.
+func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
+	for _, o := range r.Outcomes {
+		if o.Reused {
+			done.Version = protocol.StepDigest(st)
+			return
+		}
+	}
 }
 
 // Dispatch assembles the set (from st's context, or set when given),
@@ -74,6 +90,12 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Re
 		var span trace.Span
 		ctx, span = spans.ProcessStep(ctx, tr, st)
 		defer span.End()
+	}
+	if budget := r.Dispatcher.MaxEventBytes; budget > 0 {
+		if need := protocol.MinStepDoneBytes(st); need > budget {
+			return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes even with every output clipped to a note, over the %d byte limit of one event; send fewer calls per step",
+				protocol.ErrMalformed, len(st.Calls), need, budget)
+		}
 	}
 	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
 	defer release()
@@ -141,6 +163,10 @@ func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
 		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
 		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
 		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(),
+	}
+	if out.Reused {
+		// The call id's own call.output holds its plain message id.
+		ev.Version = ref.Digest
 	}
 	if ev.Details == nil {
 		ev.Details = struct{}{}
@@ -220,9 +246,12 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) {
 	}
 }
 
+// cancelCause is the cause of a cancelled turn's context. The reason is
+// quoted into the output of every call the cancel reaches, so it is
+// bounded (a mark stored before reasons were bounded may be longer).
 func cancelCause(reason string) error {
 	if reason == "" {
 		return ErrCancelled
 	}
-	return fmt.Errorf("%w (%s)", ErrCancelled, reason)
+	return fmt.Errorf("%w (%s)", ErrCancelled, protocol.ClipReason(reason))
 }

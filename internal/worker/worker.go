@@ -172,6 +172,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			// Enough kept goroutines for every step in flight to run
 			// a few calls at once.
 			Goroutines: turn.NewGoroutines(4 * cfg.Concurrency),
+			// Outcomes are clipped to what one event may hold on this
+			// connection (the publisher clips again, exactly, should a
+			// reconnect reach a server with a smaller limit).
+			MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
 	}
@@ -262,7 +266,23 @@ func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindText {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
 	}
-	return w.runner.Run(bus.ExtractTrace(ctx, msg.Headers()), st)
+	return stepError(w.runner.Run(bus.ExtractTrace(ctx, msg.Headers()), st))
+}
+
+// stepError turns the errors that would fail the same way on every
+// delivery into dead letters with their reason: a step refused as
+// malformed once it was parsed (too many calls for one step.done), and an
+// event refused for its size even clipped. Delivering those again would
+// only run the step again and fail again.
+func stepError(err error) error {
+	var dl *bus.DeadLetter
+	switch {
+	case err == nil || errors.As(err, &dl):
+		return err
+	case errors.Is(err, protocol.ErrMalformed) || bus.TooLarge(err):
+		return &bus.DeadLetter{Reason: err.Error()}
+	}
+	return err
 }
 
 func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
@@ -273,7 +293,7 @@ func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindWorkflowTask || st.Context.WorkflowID == "" || st.Context.TaskID == "" {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: a task turn step needs context.kind %q with workflow_id and task_id", protocol.ErrMalformed, protocol.KindWorkflowTask)}
 	}
-	return w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st)
+	return stepError(w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st))
 }
 
 // taskMeter counts task verdicts as their step.done is published.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
 // Event types on workflow.event.<workflow_id>.
@@ -131,6 +133,21 @@ func (s *Service) settle(ctx context.Context, t *Task) error {
 	}
 	if wf.Status == WorkflowCompleted {
 		return s.publish(ctx, workflowEvent(EventWorkflowCompleted, wf))
+	}
+	return nil
+}
+
+// Fit clips ev's texts until its encoding is at most budget bytes (the
+// publisher calls it for an event over the server's max payload): the
+// reason, the instructions and the title. A result is never clipped, as
+// its value is the task's answer; results are bounded when submitted
+// (Config.MaxResultBytes), well below any max payload.
+func (ev *Event) Fit(budget int) error {
+	ev.Reason = protocol.ClipReason(ev.Reason)
+	ev.Title = protocol.ClipText(ev.Title, 1<<10)
+	ev.Instructions = protocol.ClipText(ev.Instructions, budget/4)
+	if data, _ := json.Marshal(ev); len(data) > budget {
+		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", protocol.ErrTooLarge, ev.Type, ev.WorkflowID, len(data), budget)
 	}
 	return nil
 }

@@ -136,13 +136,7 @@ func (st *submitTool) validate(result json.RawMessage) error {
 func violationsText(ve *schema.ValidationError) string {
 	var b strings.Builder
 	b.WriteString("The result does not match the task's result schema and was not recorded.\nViolations (JSON pointer: problem):\n")
-	for _, v := range ve.Violations {
-		ptr := v.Pointer
-		if ptr == "" {
-			ptr = "/"
-		}
-		fmt.Fprintf(&b, "- %s: %s\n", ptr, v.Message)
-	}
+	tools.WriteViolations(&b, ve.Violations)
 	b.WriteString("Fix every violation and call submit_result again.")
 	return b.String()
 }

@@ -194,7 +194,7 @@ func (s *Service) Run(ctx context.Context, r *turn.Runner, st *protocol.Step) er
 	if err != nil {
 		return err
 	}
-	return s.stepDone(ctx, r, st, res.Items(), res.CompleteActorEvent, v)
+	return s.stepDone(ctx, r, st, res, res.Items(), res.CompleteActorEvent, v)
 }
 
 // committedAt reports whether a call of step st committed the task.
@@ -259,7 +259,7 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 		}
 		items[i] = ev.Item
 	}
-	return s.stepDone(ctx, r, st, items, false, verdictOf(t))
+	return s.stepDone(ctx, r, st, nil, items, false, verdictOf(t))
 }
 
 // notRun is the call.output of a call that was not run.
@@ -433,13 +433,19 @@ func repairInstruction(t *Task) string {
 		"Do not answer in prose: if the next response has no function call, the task fails."
 }
 
-// stepDone publishes the step's step.done with the verdict.
-func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, items []json.RawMessage, complete bool, v *Verdict) error {
+// stepDone publishes the step's step.done with the verdict; res, when
+// the step's calls were dispatched, versions its message id for a re-sent
+// step (turn.Result.Version).
+func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.Result, items []json.RawMessage, complete bool, v *Verdict) error {
 	if items == nil {
 		items = []json.RawMessage{}
 	}
-	return r.Emitter.StepDone(ctx, &protocol.StepDone{
+	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: items, EndTurn: v.ends(), CompleteActorEvent: complete, Task: v,
-	})
+	}
+	if res != nil {
+		res.Version(st, done)
+	}
+	return r.Emitter.StepDone(ctx, done)
 }

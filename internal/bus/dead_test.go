@@ -1,0 +1,54 @@
+package bus
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+)
+
+func TestDeadLetterFitsMaxPayload(t *testing.T) {
+	const limit = 1 << 20
+	small := nats.Header{"X-Trace": []string{"abc"}}
+	huge := nats.Header{"X-Big": []string{strings.Repeat("h", 700<<10)}}
+	cases := []struct {
+		name      string
+		h         nats.Header
+		data      []byte
+		truncated bool
+		dropped   bool
+	}{
+		{"fits whole", small, []byte("not json"), false, false},
+		{"body at the limit", small, []byte(strings.Repeat("b", limit-100)), true, false},
+		{"headers most of it", huge, []byte(strings.Repeat("b", 400<<10)), true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reason := "malformed step: line one\r\nline two " + strings.Repeat("r", 10<<10)
+			m := deadLetter("turn.call.a.t", c.h, c.data, "TURN_CALLS", 7, reason, limit)
+			if n := headerLen(m.Header) + len(m.Data); n > limit {
+				t.Fatalf("dead letter of %d bytes, over %d", n, limit)
+			}
+			if got := m.Header.Get(HeaderDeadTruncated) == "true"; got != c.truncated {
+				t.Errorf("truncated %v, want %v", got, c.truncated)
+			}
+			if got := m.Header.Get(HeaderDeadHeadersDropped) != ""; got != c.dropped {
+				t.Errorf("headers dropped %v, want %v", got, c.dropped)
+			}
+			if c.truncated && m.Header.Get(HeaderDeadSize) != strconv.Itoa(len(c.data)) {
+				t.Errorf("%s %q, want %d", HeaderDeadSize, m.Header.Get(HeaderDeadSize), len(c.data))
+			}
+			if !strings.HasPrefix(string(c.data), string(m.Data)) || len(m.Data) == 0 {
+				t.Errorf("body of %d bytes is not the head of the message", len(m.Data))
+			}
+			r := m.Header.Get(HeaderDeadReason)
+			if strings.ContainsAny(r, "\r\n") || len(r) > maxDeadReason || !strings.HasPrefix(r, "malformed step: line one") {
+				t.Errorf("reason header of %d bytes: %.80q", len(r), r)
+			}
+			if m.Header.Get(HeaderDeadStreamSeq) != "7" || m.Header.Get("Nats-Msg-Id") != "dead.TURN_CALLS.7" {
+				t.Errorf("headers %v", m.Header)
+			}
+		})
+	}
+}

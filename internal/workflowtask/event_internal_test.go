@@ -1,0 +1,34 @@
+package workflowtask
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// A workflow event over the budget keeps its result and clips its texts;
+// one whose result alone is over is refused as too large.
+func TestEventFit(t *testing.T) {
+	const budget = 64 << 10
+	ev := &Event{Type: EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
+		Instructions: strings.Repeat("i", 200<<10), Reason: strings.Repeat("r", 600<<10), Result: json.RawMessage(`{"ok":true}`)}
+	if err := ev.Fit(budget); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(ev)
+	if len(data) > budget || string(ev.Result) != `{"ok":true}` {
+		t.Errorf("%d bytes, result %s", len(data), ev.Result)
+	}
+	for _, s := range []string{ev.Title, ev.Instructions, ev.Reason} {
+		if !strings.Contains(s, "bytes left out") {
+			t.Errorf("not clipped with a note: %.80q", s)
+		}
+	}
+	big := &Event{Type: EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
+	if err := big.Fit(budget); !errors.Is(err, protocol.ErrTooLarge) {
+		t.Errorf("a result over the budget: %v", err)
+	}
+}
