@@ -326,6 +326,10 @@ func (v Value) JSON() ([]byte, error) {
 func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
 	var notes decodeNotes
 	v, notes, err = decodeAnyNotes(args)
+	if _, isString := v.(string); isString && err == nil {
+		// Perhaps a double-encoded object: the ladder decides.
+		err = errSyntax
+	}
 	switch {
 	case err == nil:
 		text = trimSpace(args)

@@ -46,8 +46,8 @@ type Spec struct {
 	ExecutionMode Mode
 	// ReadOnly tools change nothing: they may run again after a crash.
 	ReadOnly bool
-	// Destructive tools never take a repair rung that invents or drops
-	// content, and must be sequential.
+	// Destructive tools never take a guessing repair rung (every rung of
+	// today's ladder is lossless), and must be sequential.
 	Destructive bool
 	// Timeout bounds one call; zero means the dispatcher's default.
 	Timeout time.Duration
@@ -257,6 +257,10 @@ func (t *Tool) Prepare(args string, opt schema.RepairOptions) (*Invocation, erro
 	}
 	inv, err := t.prepare(v)
 	if err != nil {
+		var te *Error
+		if errors.As(err, &te) {
+			te.Repairs = repairs
+		}
 		return nil, err
 	}
 	inv.Repairs = repairs
