@@ -43,6 +43,7 @@ const (
 	RungPythonLiterals = "python_literals" // True, False, None
 	RungControlChars   = "control_chars"   // a raw newline or tab inside a string, escaped
 	RungInvalidEscapes = "invalid_escapes" // \d kept as a backslash and a d
+	RungUnicodeSpaces  = "unicode_spaces"  // a no-break or zero-width space between tokens
 )
 
 // Rung describes one rung of the ladder.
@@ -72,6 +73,7 @@ var rungs = [...]Rung{
 	{RungPythonLiterals, Lossless, uint32(fPythonLiterals)},
 	{RungControlChars, Lossless, uint32(fControlChars)},
 	{RungInvalidEscapes, Lossless, uint32(fInvalidEscapes)},
+	{RungUnicodeSpaces, Lossless, uint32(fUnicodeSpace)},
 }
 
 // Rungs returns the ladder's rungs in the order they are reported.
@@ -177,7 +179,7 @@ func Repair(args string, opt RepairOptions) ([]byte, []string, error) {
 			return nil, nil, tooLarge(args, limit)
 		}
 		var u uint32
-		out, u, err = read(args)
+		out, u, err = read(args, true)
 		used |= u
 	}
 	names := rungNames(used)
@@ -211,17 +213,19 @@ func rungNames(used uint32) []string {
 // to refuse.
 func doubleEncoded(b []byte) ([]byte, uint32, error) {
 	var inner string
-	if json.Unmarshal(b, &inner) != nil {
+	if json.Unmarshal(b, &inner) != nil || !strings.HasPrefix(trimJSONSpace(inner), "{") {
 		return b, 0, nil
 	}
-	t := trimJSONSpace(inner)
-	if !strings.HasPrefix(t, "{") {
-		return b, 0, nil
-	}
-	if json.Valid([]byte(t)) {
+	return readInner(inner)
+}
+
+// readInner reads the object held in a JSON string. Its own content is
+// never taken as a string holding an object again.
+func readInner(inner string) ([]byte, uint32, error) {
+	if t := trimJSONSpace(inner); json.Valid([]byte(t)) {
 		return []byte(t), usedDoubleEncoded, nil
 	}
-	out, used, err := read(inner)
+	out, used, err := read(inner, false)
 	used |= usedDoubleEncoded
 	var se *SyntaxError
 	if errors.As(err, &se) {
@@ -233,7 +237,9 @@ func doubleEncoded(b []byte) ([]byte, uint32, error) {
 }
 
 // read finds the one object in s and reads it with the tolerant reader.
-func read(s string) ([]byte, uint32, error) {
+// With outer, a string holding the object, followed by no other object
+// ("{\"a\":1}"<|call|>), is read as that object.
+func read(s string, outer bool) ([]byte, uint32, error) {
 	base := 0
 	var used uint32
 	if strings.HasPrefix(s, "\uFEFF") {
@@ -242,6 +248,18 @@ func read(s string) ([]byte, uint32, error) {
 	}
 	for base < len(s) && isJSONSpace(s[base]) {
 		base++
+	}
+	if outer && base < len(s) && (s[base] == '"' || s[base] == '\'') {
+		t := &tolerant{s: s, i: base}
+		var inner string
+		if t.str(s[base]) && !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
+			strings.HasPrefix(trimJSONSpace(inner), "{") {
+			if trimJSONSpace(s[t.i:]) != "" {
+				used |= usedStripFences
+			}
+			out, u, err := readInner(inner)
+			return out, used | uint32(t.used) | u, err
+		}
 	}
 
 	var (
@@ -331,7 +349,7 @@ func prefixAllows(p string) bool {
 	case ':':
 		// "Here are the arguments: {…}" is prose; `"a": {…}` is not.
 		q := trimJSONSpace(p[:len(p)-1])
-		return q != "" && isIdentStart(q[len(q)-1])
+		return q != "" && q[len(q)-1] != '"' && q[len(q)-1] != '\''
 	}
 	return true
 }

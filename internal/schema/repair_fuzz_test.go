@@ -1,7 +1,10 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"errors"
 	"slices"
 	"testing"
@@ -29,6 +32,15 @@ func FuzzRepair(f *testing.F) {
 	for _, s := range realisticArgs {
 		f.Add(s, false)
 		f.Add(s[:len(s)/2], false)
+	}
+	// A sample of the generated corpus, every class in it.
+	if data, err := os.ReadFile(filepath.Join("testdata", "repair", "cases.jsonl")); err == nil {
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			var c corpusCase
+			if i%20 == 0 && json.Unmarshal(line, &c) == nil {
+				f.Add(c.Args, i%40 == 0)
+			}
+		}
 	}
 	rank := map[string]int{}
 	for i, r := range Rungs() {

@@ -78,6 +78,8 @@ var repairCorpus = []repairCase{
 	{"invalid escape", `{"regex": "^\d{3}-\d{4}$"}`, `{"regex":"^\\d{3}-\\d{4}$"}`, r(RungInvalidEscapes)},
 	{"invalid unicode escape", `{"path": "C:\users\x"}`, `{"path":"C:\\users\\x"}`, r(RungInvalidEscapes)},
 
+	{"unicode spaces between tokens", "{\u00a0\"a\":\u200b1,\u3000\"b\": \"x\u00a0y\"}", `{"a":1,"b":"x\u00a0y"}`, r(RungUnicodeSpaces)},
+
 	// The issue's examples, whose escapes a library corrupted.
 	{"escaped quotes and a trailing comma", `{"html": "<div class=\"a\">…</div>",}`, `{"html":"<div class=\"a\">…</div>"}`, r(RungTrailingCommas)},
 	{"escapes and a missing comma", `{"message": "Line one\nLine two\tTabbed" "channel": "#ops"}`, `{"message":"Line one\nLine two\tTabbed","channel":"#ops"}`, r(RungMissingCommas)},
@@ -375,5 +377,23 @@ func TestRepairLargeInputs(t *testing.T) {
 			}
 			t.Logf("%v", elapsed)
 		})
+	}
+}
+
+func TestRepairDoubleEncodedPackaged(t *testing.T) {
+	for in, want := range map[string][]string{
+		`"{\"a\":1}"<|call|>`:             r(RungStripFences, RungDoubleEncoded),
+		`'{"a": 1}'`:                      r(RungDoubleEncoded, RungSingleQuotes),
+		"\"{\\\"a\\\":1}\"\n\nDone.":      r(RungStripFences, RungDoubleEncoded),
+		`"{'a': 1,}"` + "\n<|endoftext|>": r(RungStripFences, RungDoubleEncoded, RungTrailingCommas, RungSingleQuotes),
+	} {
+		got, rungs, err := Repair(in, RepairOptions{})
+		if err != nil || !reflect.DeepEqual(decode(t, got), decode(t, []byte(`{"a":1}`))) || !slices.Equal(rungs, want) {
+			t.Errorf("Repair(%q) = %s, %q, %v; want {\"a\":1} with %q", in, got, rungs, err, want)
+		}
+	}
+	// A string holding a string holding an object is not unwrapped twice.
+	if got, _, err := Repair(`"\"{\\\"a\\\":1}\""`, RepairOptions{}); err == nil && string(got) == `{"a":1}` {
+		t.Errorf("triple encoding unwrapped twice")
 	}
 }

@@ -23,7 +23,12 @@ const (
 	fControlChars                       // a raw newline or tab inside a string
 	fInvalidEscapes                     // \d kept as a backslash and a d
 	fMissingComma                       // {"a":1 "b":2} — white space between two members
+	fUnicodeSpace                       // a no-break, zero-width or other Unicode space between tokens
 )
+
+// unicodeSpaces are the spaces outside JSON's four that models and their
+// templates leave between tokens; outside a string they can mean nothing.
+var unicodeSpaces = [...]string{"\u00a0", "\ufeff", "\u200b", "\u2028", "\u2029", "\u202f", "\u3000"}
 
 // readError is where and why the tolerant reader stopped.
 type readError struct {
@@ -146,6 +151,15 @@ func (t *tolerant) space() (sp, ok bool) {
 				}
 				sp = true
 				continue
+			}
+		default:
+			if t.s[t.i] >= 0x80 {
+				if n := unicodeSpaceAt(t.s[t.i:]); n > 0 {
+					t.used |= fUnicodeSpace
+					t.i += n
+					sp = true
+					continue
+				}
 			}
 		}
 		return sp, true
@@ -587,6 +601,15 @@ func (t *tolerant) literal() bool {
 	}
 	t.i = j
 	return true
+}
+
+func unicodeSpaceAt(s string) int {
+	for _, u := range unicodeSpaces {
+		if strings.HasPrefix(s, u) {
+			return len(u)
+		}
+	}
+	return 0
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
