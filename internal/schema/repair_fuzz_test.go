@@ -3,9 +3,9 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
-	"errors"
 	"slices"
 	"testing"
 )
