@@ -532,3 +532,41 @@ func TestActivity(t *testing.T) {
 		}
 	}
 }
+
+// TestStrictByDefault: a schema inferred from a Go type is sent strict
+// unless NotStrict says why not; one the strict rewrite cannot express
+// needs that reason; a raw schema is sent as its owner says.
+func TestStrictByDefault(t *testing.T) {
+	strictOf := func(tl *tools.Tool) bool {
+		var def struct{ Strict bool }
+		if err := json.Unmarshal(tl.Definition(), &def); err != nil {
+			t.Fatal(err)
+		}
+		return def.Strict
+	}
+	inferred := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "a", Description: "d"}, Execute: okExec[pathArgs]})
+	if !strictOf(inferred) || !inferred.Spec().Strict {
+		t.Errorf("inferred schema sent %s", inferred.Definition())
+	}
+	loose := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "b", Description: "d", NotStrict: "a test of the loose path"}, Execute: okExec[pathArgs]})
+	if strictOf(loose) {
+		t.Errorf("NotStrict tool sent %s", loose.Definition())
+	}
+	type mapArgs struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if _, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d"}, Execute: okExec[mapArgs]}); err == nil ||
+		!strings.Contains(err.Error(), "NotStrict") {
+		t.Errorf("a map field without NotStrict: err = %v, want one asking for the reason", err)
+	}
+	if m, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d", NotStrict: "labels is a map, which strict mode cannot express"}, Execute: okExec[mapArgs]}); err != nil || strictOf(m) {
+		t.Errorf("a map field with NotStrict: %v", err)
+	}
+	raw := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+	if r := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "d", Description: "d", JSONSchema: raw}, Execute: okExec[pathArgs]}); strictOf(r) {
+		t.Errorf("raw schema sent strict without Strict: %s", r.Definition())
+	}
+	if _, err := tools.New(tools.Def[pathArgs]{Spec: tools.Spec{Name: "e", Description: "d", Strict: true, NotStrict: "x"}, Execute: okExec[pathArgs]}); err == nil {
+		t.Error("Strict and NotStrict at once accepted")
+	}
+}
