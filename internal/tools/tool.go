@@ -156,8 +156,11 @@ func New[P any](d Def[P]) (*Tool, error) {
 	} else {
 		s.Strict = s.NotStrict == ""
 		params, err = schema.For[P](s.Strict)
+		if err == nil && s.Strict && params.StrictInexact() != "" {
+			err = errors.New(params.StrictInexact())
+		}
 		if err != nil && s.Strict && !errors.Is(err, schema.ErrNotObject) {
-			return fail("%v; set Spec.NotStrict to say why the tool is sent without strict mode", err)
+			return fail("its schema cannot be sent strict as it is (%v); set Spec.NotStrict to say why the tool is sent without strict mode", err)
 		}
 	}
 	if err != nil {

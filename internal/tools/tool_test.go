@@ -562,6 +562,13 @@ func TestStrictByDefault(t *testing.T) {
 	if m, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d", NotStrict: "labels is a map, which strict mode cannot express"}, Execute: okExec[mapArgs]}); err != nil || strictOf(m) {
 		t.Errorf("a map field with NotStrict: %v", err)
 	}
+	type openArgs struct {
+		Schema json.RawMessage `json:"schema" jsonschema:"type=object"`
+	}
+	if _, err := tools.New(tools.Def[openArgs]{Spec: tools.Spec{Name: "o", Description: "d"}, Execute: okExec[openArgs]}); err == nil ||
+		!strings.Contains(err.Error(), "open object at #/properties/schema") {
+		t.Errorf("an open object field without NotStrict: err = %v, want one naming it", err)
+	}
 	raw := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
 	if r := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "d", Description: "d", JSONSchema: raw}, Execute: okExec[pathArgs]}); strictOf(r) {
 		t.Errorf("raw schema sent strict without Strict: %s", r.Definition())
