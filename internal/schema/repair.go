@@ -356,9 +356,9 @@ func prefixAllows(p string) bool {
 
 // refusal turns a reader error into the sentence the model reads.
 func refusal(s string, e *readError) *SyntaxError {
-	where := ""
+	where, in := "", ""
 	if e.ptr != "" {
-		where = " at " + e.ptr
+		where, in = " at "+e.ptr, "in "+e.ptr+", "
 	}
 	se := &SyntaxError{Offset: e.off, Pointer: e.ptr, kinds: []error{ErrUnparseable}}
 	switch {
@@ -368,11 +368,11 @@ func refusal(s string, e *readError) *SyntaxError {
 		se.msg = fmt.Sprintf("The arguments were cut off at byte %d, inside %s%s; they must be sent whole: send the complete JSON object again.",
 			e.off, e.what, where)
 	case e.ambiguous:
-		se.msg = fmt.Sprintf("The arguments cannot be read one way only at byte %d%s (near %q): %s.",
-			e.off, where, excerpt(s, e.off, 24), e.what)
+		se.msg = fmt.Sprintf("The arguments have two readings at byte %d (%snear %q): %s.",
+			e.off, in, excerpt(s, e.off, 24), e.what)
 	default:
-		se.msg = fmt.Sprintf("The arguments are not valid JSON at byte %d%s (near %q): %s; send one JSON object with double-quoted keys and strings.",
-			e.off, where, excerpt(s, e.off, 24), e.what)
+		se.msg = fmt.Sprintf("The arguments are not valid JSON at byte %d (%snear %q): %s; send one JSON object with double-quoted keys and strings.",
+			e.off, in, excerpt(s, e.off, 24), e.what)
 	}
 	return se
 }
@@ -412,7 +412,7 @@ var innerMessage = strings.NewReplacer(
 	"The arguments are ", "The object in the arguments' JSON string (offsets count in its content) is ",
 	"The arguments were ", "The object in the arguments' JSON string (offsets count in its content) was ",
 	"The arguments hold ", "The arguments' JSON string (offsets count in its content) holds ",
-	"The arguments cannot ", "The object in the arguments' JSON string (offsets count in its content) cannot ",
+	"The arguments have ", "The object in the arguments' JSON string (offsets count in its content) has ",
 )
 
 // trimJSONSpace trims the four whitespace bytes JSON allows. Other Unicode
