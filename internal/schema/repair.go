@@ -317,6 +317,12 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 			rest = k
 		}
 	}
+	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) {
+		// Text glued to the object's end is rarely prose: more often an
+		// unescaped quote ended a string, and with it the object, early.
+		return nil, used, refusal(s, &readError{off: rest,
+			what: "text follows the object without a space; if it belongs in a string, escape the string's quotes as \\\""})
+	}
 	for i, n := rest, 0; i < len(s) && n < maxCandidates; n++ {
 		j := strings.IndexByte(s[i:], '{')
 		if j < 0 {

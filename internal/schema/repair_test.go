@@ -145,6 +145,7 @@ var refusalCorpus = []refusalCase{
 	{"unescaped inner quotes", `{"html": "<div class="a">x</div>"}`, false, []string{"byte 22"}},
 	{"missing comma in an array", `{"a": ["x" "y"]}`, false, []string{"/a/0"}},
 	{"leading zero", `{"a": 012}`, false, []string{"leading zero"}},
+	{"text glued to the object", `{"cmd":"echo "}abc"}`, false, []string{"byte 15", `escape the string's quotes as \"`}},
 	{"a closer for the wrong container", `{"a":[1,2}`, false, []string{"/a"}},
 	{"an extra closer inside", `{"a":[1,2]],"b":3}`, false, nil},
 	{"double comma", `{"a":1,,"b":2}`, false, nil},
