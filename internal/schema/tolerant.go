@@ -227,7 +227,12 @@ func (t *tolerant) object(top bool) bool {
 	if !t.enter() {
 		return false
 	}
-	defer func() { t.depth-- }()
+	ok := t.objectBody(top)
+	t.depth--
+	return ok
+}
+
+func (t *tolerant) objectBody(top bool) bool {
 	t.i++ // '{'
 	if _, ok := t.space(); !ok {
 		return false
@@ -356,7 +361,12 @@ func (t *tolerant) array() bool {
 	if !t.enter() {
 		return false
 	}
-	defer func() { t.depth-- }()
+	ok := t.arrayBody()
+	t.depth--
+	return ok
+}
+
+func (t *tolerant) arrayBody() bool {
 	t.i++ // '['
 	t.out = append(t.out, '[')
 	t.path = append(t.path, pathTok{})
