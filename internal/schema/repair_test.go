@@ -168,6 +168,7 @@ var refusalCorpus = []refusalCase{
 	{"cut in an escape", `{"a":"x\`, true, nil},
 	{"cut in a unicode escape", `{"a":"caf\u00`, true, nil},
 	{"cut in a comment", `{"a":1 /* note`, true, []string{"comment"}},
+	{"cut in a comment's opening", "{\n  /", true, []string{"comment"}},
 	{"only an opening brace", `{`, true, nil},
 	{"cut in a fence", "```json\n{\"a\":\"hel\n```", true, nil},
 	{"cut wrapped", `{{"a":1}`, true, []string{"outer pair"}},

@@ -125,7 +125,10 @@ func (t *tolerant) space() (sp, ok bool) {
 			sp = true
 			continue
 		case '/':
-			if t.i+1 < len(t.s) && t.s[t.i+1] == '/' {
+			if t.endsAt(t.i + 1) {
+				return sp, t.eof("a comment")
+			}
+			if t.s[t.i+1] == '/' {
 				t.used |= fComments
 				t.i += 2
 				for t.i < len(t.s) && t.s[t.i] != '\n' {
@@ -134,7 +137,7 @@ func (t *tolerant) space() (sp, ok bool) {
 				sp = true
 				continue
 			}
-			if t.i+1 < len(t.s) && t.s[t.i+1] == '*' {
+			if t.s[t.i+1] == '*' {
 				t.used |= fComments
 				from := t.i
 				t.i += 2
