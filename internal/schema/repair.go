@@ -263,10 +263,11 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	}
 
 	var (
-		found    *tolerant
-		foundAt  int
-		end      int
-		firstErr *readError
+		found     *tolerant
+		foundAt   int
+		end       int
+		firstErr  *readError
+		firstUsed uint32
 	)
 	for i, tries := base, 0; i < len(s) && tries < maxCandidates; tries++ {
 		j := strings.IndexByte(s[i:], '{')
@@ -283,21 +284,28 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 			found, foundAt, end = t, at, e
 			break
 		}
-		if t.committed || t.err.truncated || t.err.ambiguous {
+		if t.committed || t.err.ambiguous {
 			// Evidently meant as the arguments: its error is the answer.
 			if at > base {
 				used |= usedStripFences
 			}
 			return nil, used | uint32(t.used), refusal(s, t.err)
 		}
-		if firstErr == nil {
-			firstErr = t.err
+		// Failed before a first key and ':' were read, so perhaps prose
+		// ("use '{' to open"): a later brace may still start the object,
+		// and if none does, the first failure (a cut first of all) is the
+		// answer.
+		if firstErr == nil || (t.err.truncated && !firstErr.truncated) {
+			firstErr, firstUsed = t.err, uint32(t.used)
+			if at > base {
+				firstUsed |= usedStripFences
+			}
 		}
 		i = at + 1
 	}
 	if found == nil {
 		if firstErr != nil {
-			return nil, used, refusal(s, firstErr)
+			return nil, used | firstUsed, refusal(s, firstErr)
 		}
 		return nil, used, &SyntaxError{kinds: []error{ErrUnparseable},
 			msg: "The arguments hold no JSON object; send the arguments as one JSON object."}

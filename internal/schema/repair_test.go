@@ -42,6 +42,7 @@ var repairCorpus = []repairCase{
 	{"prose with braces before a fence", "Call {tool} with:\n```json\n{\"a\":1}\n```\nThanks.", `{"a":1}`, r(RungStripFences)},
 	{"prose with a placeholder after", "```json\n{\"a\":1}\n```\nThis fills {name} in.", `{"a":1}`, r(RungStripFences)},
 	{"stray closing fence", "{\"a\":\"b\"}\n```", `{"a":"b"}`, r(RungStripFences)},
+	{"prose with a quoted brace before", `Use '{' to open an object: {"a":1}`, `{"a":1}`, r(RungStripFences)},
 	{"template token after", `{"a":1}<|call|>`, `{"a":1}`, r(RungStripFences)},
 	{"end of text token", "{\"a\":1}\n<|endoftext|>", `{"a":1}`, r(RungStripFences)},
 	{"harmony header", `<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"a":1}<|call|>`, `{"a":1}`, r(RungStripFences)},
