@@ -184,7 +184,14 @@ func (g *gen) tool(t toolDef, v obj) {
 
 	// Cut off at every kind of position, bare and packaged.
 	for _, b := range base {
-		for kind, ks := range cutPositions(b) {
+		cuts := cutPositions(b)
+		kinds := make([]string, 0, len(cuts))
+		for kind := range cuts {
+			kinds = append(kinds, kind)
+		}
+		sort.Strings(kinds) // map order would make the output differ per run
+		for _, kind := range kinds {
+			ks := cuts[kind]
 			g.rng.Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
 			for _, k := range ks[:1] {
 				cut := b[:k]
