@@ -27,6 +27,7 @@ type Params struct {
 	compiled *jsonschema.Schema
 	fast     *fastNode // nil when the schema uses keywords only the library knows
 	nulls    *nullPlan // strict only: nulls that mean "absent"
+	inexact  string    // strict only: why the sent schema accepts less than the full one
 }
 
 // ErrNotObject is wrapped by Compile when the root schema does not describe
@@ -69,6 +70,10 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 		if err != nil {
 			return nil, err
 		}
+		if open := openObjects(root, "", nil); len(open) > 0 {
+			p.inexact = "strict mode closes the open object at " + strings.Join(open, ", ") +
+				", which then accepts no property it does not list"
+		}
 		nulls := &nullPlan{}
 		if err := makeStrict(root, "", nulls); err != nil {
 			return nil, fmt.Errorf("schema cannot be made strict: %w", err)
@@ -110,6 +115,11 @@ func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 
 // Sent is the schema as the provider sees it.
 func (p *Params) Sent() json.RawMessage { return p.sent }
+
+// StrictInexact says, for a schema compiled strict, why the schema sent
+// accepts less than the full one (an object without additionalProperties
+// is closed); it is empty when strict mode expresses the schema exactly.
+func (p *Params) StrictInexact() string { return p.inexact }
 
 // Full is the schema arguments are validated against.
 func (p *Params) Full() json.RawMessage { return p.full }
@@ -326,6 +336,10 @@ func (v Value) JSON() ([]byte, error) {
 func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
 	var notes decodeNotes
 	v, notes, err = decodeAnyNotes(args)
+	if _, isString := v.(string); isString && err == nil {
+		// Perhaps a double-encoded object: the ladder decides.
+		err = errSyntax
+	}
 	switch {
 	case err == nil:
 		text = trimSpace(args)

@@ -537,12 +537,15 @@ func TestParse(t *testing.T) {
 		{name: "blank means {}", p: opt, args: " \t\n", want: `{}`, exact: true},
 		{name: "empty still validated", p: p, args: ``, errStr: "missing properties"},
 		{name: "fenced", p: p, args: "```json\n{\"query\":\"go\",\"exact\":true}\n```", want: `{"query":"go","exact":true}`, rungs: []string{schema.RungStripFences}},
-		{name: "truncated", p: p, args: `{"query":"go","exact":true,"tags":["a"`, want: `{"query":"go","exact":true,"tags":["a"]}`, rungs: []string{schema.RungCloseTruncated}},
+		{name: "truncated is refused", p: p, args: `{"query":"go","exact":true,"tags":["a"`, errStr: "cut off at byte 38"},
+		{name: "double encoded", p: p, args: `"{\"query\":\"go\",\"exact\":true}"`, want: `{"query":"go","exact":true}`, rungs: []string{schema.RungDoubleEncoded}},
+		{name: "a string is no object", p: p, args: `"go"`, errStr: "(root)"},
+		{name: "trailing comma", p: p, args: `{"query":"go","exact":true,}`, want: `{"query":"go","exact":true}`, rungs: []string{schema.RungTrailingCommas}},
 		{name: "integral numbers in integer form", p: opt, args: `{"limit":5.0,"ratio":1e0}`, want: `{"limit":5,"ratio":1}`, exact: true},
 		{name: "exponent integer", p: opt, args: `{"limit":2E1}`, want: `{"limit":20}`, exact: true},
 		{name: "fractions kept", p: opt, args: `{"ratio":2.50}`, want: `{"ratio":2.50}`, exact: true},
 		{name: "fraction for an integer", p: opt, args: `{"limit":2.5}`, errStr: "/limit"},
-		{name: "unparseable", p: p, args: `not json at all`, errStr: "not valid JSON"},
+		{name: "unparseable", p: p, args: `not json at all`, errStr: "no JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,16 +6,78 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/kaptinlin/jsonrepair"
 )
 
-// Rung names, reported to the gateway in the order applied.
+// RungClass says whether a rung can change what the arguments mean.
+type RungClass uint8
+
 const (
-	RungStripFences    = "strip_fences"    // rung 2
-	RungCloseTruncated = "close_truncated" // rung 3
-	RungJSONRepair     = "json_repair"     // rung 4
+	// Lossless rungs change syntax only: the value they yield is the one
+	// reading of the text, every string and number in it exactly as the
+	// model wrote it.
+	Lossless RungClass = iota + 1
+	// Guessing rungs would close a cut string, number, literal or
+	// container, drop content, or invent a value. The ladder has none:
+	// truncated arguments are refused on every tool (see Repair).
+	Guessing
 )
+
+func (c RungClass) String() string {
+	if c == Lossless {
+		return "lossless"
+	}
+	return "guessing"
+}
+
+// Rung names, reported to the gateway in the order below.
+const (
+	RungStripFences    = "strip_fences"    // BOM, fences, prose, template tokens, tool-call tags around the object
+	RungDoubleEncoded  = "double_encoded"  // "{\"a\":1}": a JSON string whose content is the object
+	RungWrappingBraces = "wrapping_braces" // {{"a":1}}: one redundant pair of braces
+	RungExtraCloser    = "extra_closer"    // {"a":1}}: stray closers after the complete object
+	RungComments       = "comments"        // // and /* */ comments
+	RungTrailingCommas = "trailing_commas" // {"a":[1,],}
+	RungMissingCommas  = "missing_commas"  // {"a":1 "b":2}: members separated by white space only
+	RungUnquotedKeys   = "unquoted_keys"   // {path: "x"}
+	RungSingleQuotes   = "single_quotes"   // {'a': 'b'}, no apostrophe inside
+	RungPythonLiterals = "python_literals" // True, False, None
+	RungControlChars   = "control_chars"   // a raw newline or tab inside a string, escaped
+	RungInvalidEscapes = "invalid_escapes" // \d kept as a backslash and a d
+	RungUnicodeSpaces  = "unicode_spaces"  // a no-break or zero-width space between tokens
+)
+
+// Rung describes one rung of the ladder.
+type Rung struct {
+	Name  string
+	Class RungClass
+	bit   uint32 // in the set of rungs used: the tolerant reader's feature bits, then the ladder's own
+}
+
+// The ladder's own rungs, above the reader's feature bits.
+const (
+	usedStripFences   uint32 = 1 << 16
+	usedDoubleEncoded uint32 = 1 << 17
+)
+
+// rungs is the ladder in reporting order.
+var rungs = [...]Rung{
+	{RungStripFences, Lossless, usedStripFences},
+	{RungDoubleEncoded, Lossless, usedDoubleEncoded},
+	{RungWrappingBraces, Lossless, uint32(fWrappingBraces)},
+	{RungExtraCloser, Lossless, uint32(fExtraCloser)},
+	{RungComments, Lossless, uint32(fComments)},
+	{RungTrailingCommas, Lossless, uint32(fTrailingComma)},
+	{RungMissingCommas, Lossless, uint32(fMissingComma)},
+	{RungUnquotedKeys, Lossless, uint32(fUnquotedKeys)},
+	{RungSingleQuotes, Lossless, uint32(fSingleQuotes)},
+	{RungPythonLiterals, Lossless, uint32(fPythonLiterals)},
+	{RungControlChars, Lossless, uint32(fControlChars)},
+	{RungInvalidEscapes, Lossless, uint32(fInvalidEscapes)},
+	{RungUnicodeSpaces, Lossless, uint32(fUnicodeSpace)},
+}
+
+// Rungs returns the ladder's rungs in the order they are reported.
+func Rungs() []Rung { return rungs[:] }
 
 // DefaultRepairLimit is the size above which nothing is repaired (1 MiB).
 const DefaultRepairLimit = 1 << 20
@@ -25,124 +87,347 @@ type RepairOptions struct {
 	// Limit is the size cap in bytes above which no rung beyond "as sent"
 	// is tried; 0 (or a negative value) means DefaultRepairLimit.
 	Limit int
-	// Conservative forbids the rungs that invent or drop content
-	// (close_truncated and json_repair). Destructive tools use it: a
-	// truncated `rm` command must not run.
+	// Conservative refuses every Guessing rung. Destructive tools use it.
+	// Every rung of today's ladder is Lossless, so it changes nothing: a
+	// destructive tool gets every repair any other tool gets.
 	Conservative bool
 }
 
-// Sentinel errors, matched with errors.Is. The error returned by Repair
-// wraps one of them and says, in English a model can act on, what was
-// wrong with the arguments.
+// Sentinel errors, matched with errors.Is. The error returned by Repair is
+// a *SyntaxError wrapping one or two of them.
 var (
 	ErrArgumentsTooLarge = errors.New("arguments exceed the repair size limit")
 	ErrUnparseable       = errors.New("arguments are not valid JSON")
+	// ErrTruncated is wrapped, beside ErrUnparseable or
+	// ErrArgumentsTooLarge, when the text ended before the object did.
+	ErrTruncated = errors.New("arguments were cut off")
 )
 
-const (
-	// maxNesting mirrors encoding/json's own nesting limit: json.Valid
-	// rejects anything deeper, so no rung can succeed beyond it and the
-	// recursive jsonrepair library is not worth risking on such input.
-	maxNesting = 10000
+// SyntaxError is a refusal of arguments that no lossless rung makes
+// readable. Its text is one sentence for the model: what is wrong, where,
+// and what to send instead.
+type SyntaxError struct {
+	// Offset is the byte offset in the arguments as sent, -1 when the
+	// problem is inside a double-encoded string's content.
+	Offset int
+	// Pointer is the JSON pointer of the value being read there ("" for
+	// the root or when unknown).
+	Pointer   string
+	Truncated bool
+	msg       string
+	kinds     []error
+}
 
-	// jsonRepairBudget bounds the work handed to the jsonrepair library,
-	// which rebuilds its whole output buffer at many repair sites (every
-	// object member, every missing comma, every stray quote) and is
-	// therefore quadratic. The cost estimate is (bytes outside
-	// double-quoted strings) × (total bytes): a large object whose bulk is
-	// string content is cheap, a large soup of tokens is not. 1<<27 keeps
-	// the worst cases measured at well under 100ms.
-	jsonRepairBudget = 1 << 27
+func (e *SyntaxError) Error() string   { return e.msg }
+func (e *SyntaxError) Unwrap() []error { return e.kinds }
+
+const (
+	// maxNesting mirrors encoding/json's own nesting limit.
+	maxNesting = 10000
+	// maxCandidates bounds the braces tried as the start of the object, so
+	// that prose full of braces costs a bounded number of linear reads.
+	maxCandidates = 16
 )
 
 // Repair returns valid JSON text for args, and the rungs that made it parse
-// (nil when it parsed as sent).
+// (nil when it parsed as sent). On a refusal it still returns the rungs
+// that ran, with a *SyntaxError.
 //
-// The ladder is ordered and cumulative: each rung runs on the previous
-// rung's output, only when that output does not parse, and is reported only
-// if it changed the text. A rung that changed nothing is skipped silently.
+// Every rung is Lossless (see Rungs): the text is read once by a tolerant
+// reader that accepts comments, trailing commas, unquoted keys, single
+// quotes, Python literals, raw control characters and undefined escapes
+// inside strings, members separated by white space only and one redundant
+// pair of braces; around the object it accepts a BOM, Markdown fences,
+// prose, template tokens and tool-call tags, and stray closers after it.
+// A JSON string whose content is an object is read as that object.
 //
-//  1. as sent: valid JSON (surrounding whitespace trimmed) is returned
-//     unchanged; empty or blank arguments mean {}.
-//  2. strip_fences: keep the one JSON object inside Markdown fences or
-//     surrounding prose.
-//  3. close_truncated: finish a document that was cut off (close strings,
-//     complete literals and numbers, drop an incomplete member, close
-//     containers) and balance mismatched or stray closing brackets.
-//  4. json_repair: the general-purpose jsonrepair library (comments,
-//     single quotes, trailing commas, unquoted keys, Python literals...),
-//     accepted only when it yields an object or array, and skipped for
-//     input too large for its quadratic repairs (see jsonRepairBudget).
+// Nothing is ever closed, completed or dropped: a text that ends inside a
+// string, number, literal or key, or before a container closes, is refused
+// as cut off at its last byte, on every tool. Even a missing final '}'
+// alone is not added: a text cut after a complete member reads the same,
+// and would run without the members that followed. A text with two
+// objects, or with an escape that has two readings (\' between double
+// quotes), is refused too.
 //
-// Rungs 3 and 4 make up or discard content, so opt.Conservative disables
-// them. Arguments longer than the limit are only checked as sent.
+// Arguments longer than the limit are only checked as sent.
 func Repair(args string, opt RepairOptions) ([]byte, []string, error) {
 	text := trimJSONSpace(args)
 	if text == "" {
 		return []byte("{}"), nil, nil
 	}
+	var used uint32
+	if t := trimJSONSpace(strings.TrimPrefix(text, "\uFEFF")); t != text {
+		used, text = usedStripFences, t
+	}
+	var (
+		out []byte
+		err error
+	)
 	if b := []byte(text); json.Valid(b) {
-		return b, nil, nil
-	}
-
-	limit := opt.Limit
-	if limit <= 0 {
-		limit = DefaultRepairLimit
-	}
-	if len(args) > limit {
-		return nil, nil, fmt.Errorf("%w (%d bytes, limit %d), so it was not repaired: %s",
-			ErrArgumentsTooLarge, len(args), limit, syntaxDetail(args))
-	}
-
-	cur := text
-	var rungs []string
-	// apply moves the ladder one rung up and reports whether the text now
-	// parses. An unchanged text is known not to parse, so it is neither
-	// reported nor re-validated.
-	apply := func(rung, next string) bool {
-		if next == cur {
-			return false
+		out = b
+		if text != "" && text[0] == '"' {
+			var u uint32
+			out, u, err = doubleEncoded(b)
+			used |= u
 		}
-		cur = next
-		rungs = append(rungs, rung)
-		return json.Valid([]byte(cur))
+	} else {
+		limit := opt.Limit
+		if limit <= 0 {
+			limit = DefaultRepairLimit
+		}
+		if len(args) > limit {
+			return nil, nil, tooLarge(args, limit)
+		}
+		var u uint32
+		out, u, err = read(args, true)
+		used |= u
 	}
-
-	if apply(RungStripFences, stripFences(cur)) {
-		return []byte(cur), rungs, nil
+	names := rungNames(used)
+	if err != nil {
+		return nil, names, err
 	}
 	if opt.Conservative {
-		return nil, nil, fmt.Errorf("%w: %s; this tool does not accept repaired arguments, resend the complete JSON object",
-			ErrUnparseable, syntaxDetail(args))
+		for _, r := range rungs {
+			if r.Class == Guessing && used&r.bit != 0 {
+				return nil, names, &SyntaxError{kinds: []error{ErrUnparseable},
+					msg: "The arguments need a guess to be read (" + r.Name + "), which this tool does not accept; send one complete, valid JSON object."}
+			}
+		}
 	}
-	if apply(RungCloseTruncated, closeTruncated(cur)) {
-		return []byte(cur), rungs, nil
-	}
-	if apply(RungJSONRepair, libraryRepair(cur)) {
-		return []byte(cur), rungs, nil
-	}
-	return nil, nil, fmt.Errorf("%w: %s", ErrUnparseable, syntaxDetail(args))
+	return out, names, nil
 }
 
-// syntaxDetail describes why encoding/json rejects s, with the byte offset
-// and a short excerpt, so that a model can locate and fix its mistake. The
-// offset refers to the arguments exactly as sent, not to a repaired text.
-func syntaxDetail(s string) string {
-	var v json.RawMessage
-	// Unmarshal validates the whole input before decoding anything, so an
-	// invalid document costs one scan up to the error.
-	err := json.Unmarshal([]byte(s), &v)
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		if err == nil {
-			return "no syntax error found"
+func rungNames(used uint32) []string {
+	var names []string
+	for _, r := range rungs {
+		if used&r.bit != 0 {
+			names = append(names, r.Name)
 		}
-		return err.Error()
+	}
+	return names
+}
+
+// doubleEncoded handles valid JSON that is a string: when its content is
+// an object (the schema of a function tool always wants one), that object
+// is the arguments. Any other string is returned as sent, for the schema
+// to refuse.
+func doubleEncoded(b []byte) ([]byte, uint32, error) {
+	var inner string
+	if json.Unmarshal(b, &inner) != nil || !strings.HasPrefix(trimJSONSpace(inner), "{") {
+		return b, 0, nil
+	}
+	return readInner(inner)
+}
+
+// readInner reads the object held in a JSON string. Its own content is
+// never taken as a string holding an object again.
+func readInner(inner string) ([]byte, uint32, error) {
+	if t := trimJSONSpace(inner); json.Valid([]byte(t)) {
+		return []byte(t), usedDoubleEncoded, nil
+	}
+	out, used, err := read(inner, false)
+	used |= usedDoubleEncoded
+	var se *SyntaxError
+	if errors.As(err, &se) {
+		// Offsets count in the string's content, not in the text sent.
+		se.msg = innerMessage.Replace(se.msg)
+		se.Offset = -1
+	}
+	return out, used, err
+}
+
+// read finds the one object in s and reads it with the tolerant reader.
+// With outer, a string holding the object, followed by no other object
+// ("{\"a\":1}"<|call|>), is read as that object.
+func read(s string, outer bool) ([]byte, uint32, error) {
+	base := 0
+	var used uint32
+	if strings.HasPrefix(s, "\uFEFF") {
+		base = len("\uFEFF")
+		used |= usedStripFences
+	}
+	for base < len(s) && isJSONSpace(s[base]) {
+		base++
+	}
+	if outer && base < len(s) && (s[base] == '"' || s[base] == '\'') {
+		t := &tolerant{s: s, i: base}
+		var inner string
+		if t.str(s[base]) && !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
+			strings.HasPrefix(trimJSONSpace(inner), "{") {
+			if trimJSONSpace(s[t.i:]) != "" {
+				used |= usedStripFences
+			}
+			out, u, err := readInner(inner)
+			return out, used | uint32(t.used) | u, err
+		}
+	}
+
+	var (
+		found     *tolerant
+		foundAt   int
+		end       int
+		firstErr  *readError
+		firstUsed uint32
+	)
+	for i, tries := base, 0; i < len(s) && tries < maxCandidates; tries++ {
+		j := strings.IndexByte(s[i:], '{')
+		if j < 0 {
+			break
+		}
+		at := i + j
+		t, e, ok := readObject(s, at)
+		if ok {
+			if !prefixAllows(s[base:at]) {
+				return nil, used, refusal(s, &readError{off: at,
+					what: "this object is part of a larger value that cannot be read, and taking it alone would drop the rest"})
+			}
+			found, foundAt, end = t, at, e
+			break
+		}
+		if t.committed || t.err.ambiguous {
+			// Evidently meant as the arguments: its error is the answer.
+			if at > base {
+				used |= usedStripFences
+			}
+			return nil, used | uint32(t.used), refusal(s, t.err)
+		}
+		// Failed before a first key and ':' were read, so perhaps prose
+		// ("use '{' to open"): a later brace may still start the object,
+		// and if none does, the first failure (a cut first of all) is the
+		// answer.
+		if firstErr == nil || (t.err.truncated && !firstErr.truncated) {
+			firstErr, firstUsed = t.err, uint32(t.used)
+			if at > base {
+				firstUsed |= usedStripFences
+			}
+		}
+		i = at + 1
+	}
+	if found == nil {
+		if firstErr != nil {
+			return nil, used | firstUsed, refusal(s, firstErr)
+		}
+		return nil, used, &SyntaxError{kinds: []error{ErrUnparseable},
+			msg: "The arguments hold no JSON object; send the arguments as one JSON object."}
+	}
+	used |= uint32(found.used)
+
+	// After the object: stray closers (when nothing opened before it),
+	// then anything that is not a second object.
+	rest := end
+	if trimJSONSpace(s[base:foundAt]) == "" {
+		k := rest
+		for k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])) {
+			k++
+		}
+		if strings.ContainsAny(s[rest:k], "}]") {
+			used |= uint32(fExtraCloser)
+			rest = k
+		}
+	}
+	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) {
+		// Text glued to the object's end is rarely prose: more often an
+		// unescaped quote ended a string, and with it the object, early.
+		return nil, used, refusal(s, &readError{off: rest,
+			what: "text follows the object without a space; if it belongs in a string, escape the string's quotes as \\\""})
+	}
+	for i, n := rest, 0; i < len(s) && n < maxCandidates; n++ {
+		j := strings.IndexByte(s[i:], '{')
+		if j < 0 {
+			break
+		}
+		at := i + j
+		if t, _, ok := readObject(s, at); ok || t.committed {
+			return nil, used, &SyntaxError{Offset: at, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
+				"The arguments hold more than one JSON object (a second one starts at byte %d); send exactly one JSON object.", at)}
+		}
+		i = at + 1
+	}
+	if foundAt > base || trimJSONSpace(s[rest:]) != "" {
+		used |= usedStripFences
+	}
+	return found.out, used, nil
+}
+
+// prefixAllows reports whether the text before the object can be prose:
+// an object right after '[', '{', ':', ',' or a quote is part of a larger
+// value.
+func prefixAllows(p string) bool {
+	p = trimJSONSpace(p)
+	if p == "" {
+		return true
+	}
+	switch p[len(p)-1] {
+	case '[', '{', ',', '"', '\'':
+		return false
+	case ':':
+		// "Here are the arguments: {…}" is prose; `"a": {…}` is not.
+		q := trimJSONSpace(p[:len(p)-1])
+		return q != "" && q[len(q)-1] != '"' && q[len(q)-1] != '\''
+	}
+	return true
+}
+
+// refusal turns a reader error into the sentence the model reads.
+func refusal(s string, e *readError) *SyntaxError {
+	where, in := "", ""
+	if e.ptr != "" {
+		where, in = " at "+e.ptr, "in "+e.ptr+", "
+	}
+	se := &SyntaxError{Offset: e.off, Pointer: e.ptr, kinds: []error{ErrUnparseable}}
+	switch {
+	case e.truncated:
+		se.Truncated = true
+		se.kinds = append(se.kinds, ErrTruncated)
+		se.msg = fmt.Sprintf("The arguments were cut off at byte %d, inside %s%s; they must be sent whole: send the complete JSON object again.",
+			e.off, e.what, where)
+	case e.ambiguous:
+		se.msg = fmt.Sprintf("The arguments have two readings at byte %d (%snear %q): %s.",
+			e.off, in, excerpt(s, e.off, 24), e.what)
+	default:
+		se.msg = fmt.Sprintf("The arguments are not valid JSON at byte %d (%snear %q): %s; send one JSON object with double-quoted keys and strings.",
+			e.off, in, excerpt(s, e.off, 24), e.what)
+	}
+	return se
+}
+
+// tooLarge refuses arguments over the repair limit, which are only checked
+// as sent; a cut is still called a cut.
+func tooLarge(args string, limit int) error {
+	var se *json.SyntaxError
+	err := json.Unmarshal([]byte(args), new(json.RawMessage))
+	if !errors.As(err, &se) || int(se.Offset) >= len(trimJSONSpace(args)) {
+		return &SyntaxError{Offset: len(args), Truncated: true, kinds: []error{ErrArgumentsTooLarge, ErrTruncated}, msg: fmt.Sprintf(
+			"The arguments were cut off at byte %d; they must be sent whole: send the complete JSON object again, as valid JSON (over the %d-byte repair limit nothing is repaired).",
+			len(args), limit)}
 	}
 	off := int(se.Offset)
-	lo, hi := max(off-20, 0), min(off+10, len(s))
-	return fmt.Sprintf("%s at byte offset %d (near %q)", se.Error(), se.Offset, s[lo:hi])
+	return &SyntaxError{Offset: off, kinds: []error{ErrArgumentsTooLarge}, msg: fmt.Sprintf(
+		"The arguments are not valid JSON at byte %d (near %q): %s; send valid JSON (at %d bytes they are over the %d-byte repair limit, so nothing is repaired).",
+		off, excerpt(args, off, 24), se.Error(), len(args), limit)}
 }
+
+// excerpt returns up to n bytes of s on either side of off, cut on UTF-8
+// character boundaries.
+func excerpt(s string, off, n int) string {
+	off = min(max(off, 0), len(s))
+	lo, hi := max(off-n, 0), min(off+n, len(s))
+	for lo < off && !utf8.RuneStart(s[lo]) {
+		lo++
+	}
+	for hi > off && hi < len(s) && !utf8.RuneStart(s[hi]) {
+		hi--
+	}
+	return s[lo:hi]
+}
+
+// innerMessage rewrites a refusal of a double-encoded object's text.
+var innerMessage = strings.NewReplacer(
+	"The arguments are ", "The object in the arguments' JSON string (offsets count in its content) is ",
+	"The arguments were ", "The object in the arguments' JSON string (offsets count in its content) was ",
+	"The arguments hold ", "The arguments' JSON string (offsets count in its content) holds ",
+	"The arguments have ", "The object in the arguments' JSON string (offsets count in its content) has ",
+)
 
 // trimJSONSpace trims the four whitespace bytes JSON allows. Other Unicode
 // spaces are left alone: removing them would be a silent repair.
@@ -152,647 +437,4 @@ func trimJSONSpace(s string) string {
 
 func isJSONSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n'
-}
-
-// ---------------------------------------------------------------------------
-// Rung 2: strip_fences
-
-// stripFences returns the single JSON object embedded in s: from its first
-// '{' to the matching '}', or, when the object never closes, to the end of
-// the text or of its Markdown fence, whichever comes first (rung 3 closes
-// it). Text without a '{' is returned unchanged.
-//
-// Closing brackets after the object are kept: they are an imbalance for
-// rung 3 to fix, not prose, and cutting them here would hide that.
-func stripFences(s string) string {
-	first := strings.IndexByte(s, '{')
-	if first < 0 {
-		return s
-	}
-	obj := extractObject(s, first)
-	// Prose before a fenced block may itself contain braces ("call {tool}
-	// with:\n```json\n{...}"). When the object at the first brace is not
-	// JSON and a fence opens after that brace, the object inside the fence
-	// is the better candidate, provided it parses. Both scans are linear.
-	if f := fenceIndex(s, first); f >= 0 {
-		if j := strings.IndexByte(s[f:], '{'); j >= 0 && !json.Valid([]byte(obj)) {
-			if alt := extractObject(s, f+j); json.Valid([]byte(alt)) {
-				return alt
-			}
-		}
-	}
-	return obj
-}
-
-// extractObject scans s from the '{' at start to its matching '}',
-// string-aware, and returns that span (plus any trailing run of closing
-// brackets). A Markdown fence ends the span early: backticks cannot occur
-// in JSON outside strings, and a fence at the start of a line cannot occur
-// inside a JSON string because raw newlines are not allowed there.
-func extractObject(s string, start int) string {
-	depth := 0
-	inStr, esc := false, false
-	for i := start; i < len(s); i++ {
-		c := s[i]
-		if c == '\n' && fenceAt(s, i+1) {
-			return trimJSONSpace(s[start:i])
-		}
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				end := i + 1
-				if onlyClosers(s[end:]) {
-					end = len(s)
-				}
-				return trimJSONSpace(s[start:end])
-			}
-		case '`':
-			if strings.HasPrefix(s[i:], "```") {
-				return trimJSONSpace(s[start:i])
-			}
-		}
-	}
-	return trimJSONSpace(s[start:])
-}
-
-// fenceAt reports whether a Markdown fence starts at s[i], allowing the
-// indentation Markdown allows.
-func fenceAt(s string, i int) bool {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	return strings.HasPrefix(s[i:], "```")
-}
-
-// fenceIndex returns the index of the first line-start fence at or after
-// from, or -1.
-func fenceIndex(s string, from int) int {
-	for i := from; i < len(s); i++ {
-		if s[i] == '\n' && fenceAt(s, i+1) {
-			return i + 1
-		}
-	}
-	return -1
-}
-
-func onlyClosers(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c != '}' && c != ']' && !isJSONSpace(c) {
-			return false
-		}
-	}
-	return true
-}
-
-// ---------------------------------------------------------------------------
-// Rung 3: close_truncated
-
-// closeTruncated finishes a JSON document that was cut off, and balances
-// its brackets. It is a single-pass JSON recognizer with a bracket stack, so
-// it is string-aware and linear, and it only touches text that is a prefix
-// of JSON up to bracket mistakes: on any other syntax error (single quotes,
-// comments, trailing commas...) it returns s unchanged and leaves the text
-// to rung 4, rather than guessing and making it worse.
-//
-// Repairs, in the order they can occur:
-//   - a closer that matches no open container is dropped ({"a":1}} → {"a":1});
-//   - a closer that matches an outer container first closes the inner ones
-//     ({"a":[1} → {"a":[1]});
-//   - at the end: an unterminated string is closed (a dangling escape, a
-//     partial \u escape, a lone high surrogate or a partial UTF-8 sequence
-//     is dropped first); a literal is completed (tr → true); a number is cut
-//     back to its last valid prefix (1.5e → 1.5); a member without a value
-//     is dropped together with its key and comma ({"a":1,"b": → {"a":1});
-//     a dangling comma is dropped; then open containers are closed
-//     innermost first.
-func closeTruncated(s string) string {
-	c := truncCloser{out: make([]byte, 0, len(s)+16)}
-	for i := 0; i < len(s); i++ {
-		if c.st == tsString {
-			// Copy ordinary string content in bulk; only quotes, escapes
-			// and control characters need the state machine.
-			j := i
-			for j < len(s) && s[j] != '"' && s[j] != '\\' && s[j] >= 0x20 {
-				j++
-			}
-			c.out = append(c.out, s[i:j]...)
-			if i = j; i == len(s) {
-				break
-			}
-		}
-		if !c.feed(s[i]) {
-			return s
-		}
-	}
-	if !c.finish() {
-		return s
-	}
-	return string(c.out)
-}
-
-// truncState is where the recognizer is in the JSON grammar.
-type truncState uint8
-
-const (
-	tsValue        truncState = iota // a value must follow: document start, after ':', after ',' in an array
-	tsValueOrClose                   // just after '[': a value or ']'
-	tsKeyOrClose                     // just after '{': a key or '}'
-	tsKey                            // after ',' in an object: a key
-	tsColon                          // after a key: ':'
-	tsComma                          // after a member: ',' or the container's closer
-	tsDone                           // the top-level value is complete
-	tsString                         // inside a string (key or value, see truncCloser.key)
-	tsEscape                         // after a backslash inside a string
-	tsUnicode                        // inside the hex digits of a \u escape
-	tsNumber                         // inside a number (see numState)
-	tsLiteral                        // inside true, false or null
-)
-
-// numState follows the JSON number grammar, so that a truncated number can
-// be cut back to its longest valid prefix.
-type numState uint8
-
-const (
-	numSign     numState = iota // after '-'
-	numZero                     // after a leading '0'
-	numInt                      // in integer digits
-	numDot                      // after '.'
-	numFrac                     // in fraction digits
-	numExp                      // after 'e' or 'E'
-	numExpSign                  // after the exponent's sign
-	numExpDigit                 // in exponent digits
-)
-
-// complete reports whether a number may end in state n.
-func (n numState) complete() bool {
-	return n == numZero || n == numInt || n == numFrac || n == numExpDigit
-}
-
-// next returns the number state after byte b, or false if b cannot
-// continue the number.
-func (n numState) next(b byte) (numState, bool) {
-	digit := b >= '0' && b <= '9'
-	switch n {
-	case numSign:
-		if b == '0' {
-			return numZero, true
-		}
-		if digit {
-			return numInt, true
-		}
-	case numZero, numInt, numFrac:
-		switch {
-		case digit && n != numZero:
-			return n, true
-		case b == '.' && n != numFrac:
-			return numDot, true
-		case b == 'e' || b == 'E':
-			return numExp, true
-		}
-	case numDot:
-		if digit {
-			return numFrac, true
-		}
-	case numExp:
-		if b == '+' || b == '-' {
-			return numExpSign, true
-		}
-		if digit {
-			return numExpDigit, true
-		}
-	case numExpSign, numExpDigit:
-		if digit {
-			return numExpDigit, true
-		}
-	}
-	return n, false
-}
-
-// frame is one open container.
-type frame struct {
-	open byte // '{' or '['
-	// cut is the output length to truncate to when the member being read
-	// turns out to be incomplete: just after the opener, or just before
-	// the comma that introduced the member.
-	cut int
-}
-
-type truncCloser struct {
-	out   []byte
-	stack []frame
-	// open counts the frames per opener ('{' and '['), so that a
-	// mismatched closer can be classified in O(1) rather than by
-	// searching the stack.
-	nObj, nArr int
-
-	st  truncState
-	key bool // the current string is an object key
-
-	num     numState
-	numGood int // output length at the number's last complete state, or -1
-
-	lit  string // the literal being matched
-	litN int    // bytes of lit matched so far
-
-	strStart int // output offset just after the current string's opening quote
-	escStart int // output offset of the backslash of the \u escape being read
-	hexLeft  int
-	uval     rune
-	lastU    rune // value of the last complete \u escape in the current string
-	lastUEnd int  // output offset just after it, or -1
-}
-
-// feed consumes one byte and reports whether the text is still a prefix of
-// JSON (modulo the bracket repairs).
-func (c *truncCloser) feed(b byte) bool {
-	switch c.st {
-	case tsString:
-		switch {
-		case b == '"':
-			c.out = append(c.out, b)
-			if c.key {
-				c.st = tsColon
-			} else {
-				c.valueDone()
-			}
-		case b == '\\':
-			c.out = append(c.out, b)
-			c.st = tsEscape
-		case b < 0x20:
-			return false
-		default:
-			c.out = append(c.out, b)
-		}
-		return true
-	case tsEscape:
-		switch b {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			c.st = tsString
-		case 'u':
-			c.st, c.hexLeft, c.uval = tsUnicode, 4, 0
-			c.escStart = len(c.out) - 1
-		default:
-			return false
-		}
-		c.out = append(c.out, b)
-		return true
-	case tsUnicode:
-		v, ok := hexValue(b)
-		if !ok {
-			return false
-		}
-		c.out = append(c.out, b)
-		c.uval = c.uval<<4 | v
-		if c.hexLeft--; c.hexLeft == 0 {
-			c.st, c.lastU, c.lastUEnd = tsString, c.uval, len(c.out)
-		}
-		return true
-	case tsNumber:
-		if n, ok := c.num.next(b); ok {
-			c.num = n
-			c.out = append(c.out, b)
-			if n.complete() {
-				c.numGood = len(c.out)
-			}
-			return true
-		}
-		if !c.num.complete() {
-			return false // "1.}" is malformed, not truncated
-		}
-		// b belongs to whatever follows the number.
-		c.valueDone()
-	case tsLiteral:
-		if b != c.lit[c.litN] {
-			return false
-		}
-		c.out = append(c.out, b)
-		if c.litN++; c.litN == len(c.lit) {
-			c.valueDone()
-		}
-		return true
-	}
-
-	// Between tokens.
-	switch b {
-	case ' ', '\t', '\n', '\r':
-		c.out = append(c.out, b)
-		return true
-	case '}', ']':
-		return c.closeWith(b)
-	}
-	switch c.st {
-	case tsValue, tsValueOrClose:
-		return c.startValue(b)
-	case tsKeyOrClose, tsKey:
-		if b != '"' {
-			return false
-		}
-		c.startString(true)
-		return true
-	case tsColon:
-		if b != ':' {
-			return false
-		}
-		c.out = append(c.out, b)
-		c.st = tsValue
-		return true
-	case tsComma:
-		if b != ',' {
-			return false
-		}
-		top := &c.stack[len(c.stack)-1]
-		top.cut = len(c.out)
-		c.out = append(c.out, b)
-		if top.open == '{' {
-			c.st = tsKey
-		} else {
-			c.st = tsValue
-		}
-		return true
-	}
-	return false // tsDone: only whitespace and stray closers may follow
-}
-
-// startValue begins the value whose first byte is b.
-func (c *truncCloser) startValue(b byte) bool {
-	switch {
-	case b == '{' || b == '[':
-		if len(c.stack) == maxNesting {
-			return false // json.Valid would reject the result anyway
-		}
-		c.out = append(c.out, b)
-		c.stack = append(c.stack, frame{open: b, cut: len(c.out)})
-		if b == '{' {
-			c.nObj++
-			c.st = tsKeyOrClose
-		} else {
-			c.nArr++
-			c.st = tsValueOrClose
-		}
-		return true
-	case b == '"':
-		c.startString(false)
-		return true
-	case b == '-' || (b >= '0' && b <= '9'):
-		c.out = append(c.out, b)
-		c.st, c.numGood = tsNumber, -1
-		switch b {
-		case '-':
-			c.num = numSign
-		case '0':
-			c.num = numZero
-		default:
-			c.num = numInt
-		}
-		if c.num.complete() {
-			c.numGood = len(c.out)
-		}
-		return true
-	case b == 't' || b == 'f' || b == 'n':
-		c.out = append(c.out, b)
-		c.st, c.litN = tsLiteral, 1
-		switch b {
-		case 't':
-			c.lit = "true"
-		case 'f':
-			c.lit = "false"
-		default:
-			c.lit = "null"
-		}
-		return true
-	}
-	return false
-}
-
-func (c *truncCloser) startString(key bool) {
-	c.out = append(c.out, '"')
-	c.st, c.key = tsString, key
-	c.strStart, c.lastUEnd = len(c.out), -1
-}
-
-// valueDone moves on after a complete value.
-func (c *truncCloser) valueDone() {
-	if len(c.stack) == 0 {
-		c.st = tsDone
-	} else {
-		c.st = tsComma
-	}
-}
-
-// closeWith handles the closer b between tokens.
-func (c *truncCloser) closeWith(b byte) bool {
-	open := c.nObj
-	if b == ']' {
-		open = c.nArr
-	}
-	if open == 0 {
-		// Nothing it could close: a stray closer, dropped.
-		return true
-	}
-	// b closes an open container, possibly an outer one: close the inner
-	// ones first, as the author evidently forgot them. A closer right after
-	// ',' or ':' is a different mistake (trailing comma, missing value)
-	// that this rung does not guess at.
-	for {
-		if c.st != tsComma && c.st != tsKeyOrClose && c.st != tsValueOrClose {
-			return false
-		}
-		if c.pop() == b {
-			return true
-		}
-	}
-}
-
-// pop closes the innermost container and returns the closer it wrote.
-func (c *truncCloser) pop() byte {
-	top := c.stack[len(c.stack)-1]
-	c.stack = c.stack[:len(c.stack)-1]
-	closer := byte(']')
-	if top.open == '{' {
-		closer = '}'
-		c.nObj--
-	} else {
-		c.nArr--
-	}
-	c.out = append(c.out, closer)
-	c.valueDone()
-	return closer
-}
-
-// dropMember discards the incomplete member of the innermost container,
-// with the comma before it. It fails at top level, where there is no
-// container to keep.
-func (c *truncCloser) dropMember() bool {
-	if len(c.stack) == 0 {
-		return false
-	}
-	c.out = c.out[:c.stack[len(c.stack)-1].cut]
-	c.st = tsComma
-	return true
-}
-
-// closeString terminates a string cut off in the middle, dropping a
-// partial trailing escape or character rather than inventing its rest.
-func (c *truncCloser) closeString() {
-	switch c.st {
-	case tsEscape:
-		c.out = c.out[:len(c.out)-1]
-	case tsUnicode:
-		c.out = c.out[:c.escStart]
-	}
-	// A high surrogate whose low half was cut off would decode as U+FFFD.
-	if c.lastUEnd == len(c.out) && c.lastU >= 0xD800 && c.lastU < 0xDC00 {
-		c.out = c.out[:len(c.out)-len(`\uXXXX`)]
-	}
-	// Likewise a multi-byte UTF-8 sequence cut in the middle.
-	for k := 1; k <= utf8.UTFMax && len(c.out)-k >= c.strStart; k++ {
-		if tail := c.out[len(c.out)-k:]; utf8.RuneStart(tail[0]) {
-			if !utf8.FullRune(tail) {
-				c.out = c.out[:len(c.out)-k]
-			}
-			break
-		}
-	}
-	c.out = append(c.out, '"')
-}
-
-// finish completes whatever the input was cut off in, then closes every
-// open container. It reports false when there is nothing sensible to
-// produce (e.g. a lone "-" or only stray closers).
-func (c *truncCloser) finish() bool {
-	switch c.st {
-	case tsString, tsEscape, tsUnicode:
-		if c.key {
-			// A key without its value is no member at all.
-			if !c.dropMember() {
-				return false
-			}
-		} else {
-			c.closeString()
-			c.valueDone()
-		}
-	case tsNumber:
-		switch {
-		case c.num.complete():
-			c.valueDone()
-		case c.numGood >= 0:
-			c.out = c.out[:c.numGood]
-			c.valueDone()
-		default:
-			if !c.dropMember() {
-				return false
-			}
-		}
-	case tsLiteral:
-		c.out = append(c.out, c.lit[c.litN:]...)
-		c.valueDone()
-	case tsColon, tsValue, tsKey:
-		// A key without ':', a ':' or ',' without what follows: drop the
-		// member (for a dangling ',' that is just the comma).
-		if !c.dropMember() {
-			return false
-		}
-	}
-	for len(c.stack) > 0 {
-		c.pop()
-	}
-	return c.st == tsDone
-}
-
-func hexValue(b byte) (rune, bool) {
-	switch {
-	case b >= '0' && b <= '9':
-		return rune(b - '0'), true
-	case b >= 'a' && b <= 'f':
-		return rune(b-'a') + 10, true
-	case b >= 'A' && b <= 'F':
-		return rune(b-'A') + 10, true
-	}
-	return 0, false
-}
-
-// ---------------------------------------------------------------------------
-// Rung 4: json_repair
-
-// libraryRepair runs the jsonrepair library on s and returns its output, or
-// s unchanged when the library fails, panics, or is not worth the risk:
-// input nested beyond what json.Valid accepts (the library recurses), or
-// large enough for the library's quadratic repairs to take too long.
-//
-// Only an object or array counts as a repair. The library turns any prose
-// into a JSON string ("I cannot do that" → "\"I cannot do that\"") and a
-// lone "-" into -0; accepting those would trade a precise syntax error for
-// a confusing schema error later.
-func libraryRepair(s string) (out string) {
-	if !repairAffordable(s) {
-		return s
-	}
-	defer func() {
-		if recover() != nil {
-			out = s // third-party bugs must not take the runtime down
-		}
-	}()
-	r, err := jsonrepair.Repair(s)
-	if err != nil {
-		return s
-	}
-	r = trimJSONSpace(r)
-	if r == "" || (r[0] != '{' && r[0] != '[') {
-		return s
-	}
-	return r
-}
-
-// repairAffordable estimates, in one pass, whether jsonrepair can handle s
-// quickly and safely; see jsonRepairBudget and maxNesting. Strings are
-// recognized by double quotes only, which is enough for an estimate.
-func repairAffordable(s string) bool {
-	depth, outside := 0, 0
-	inStr, esc := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-				outside++
-			}
-			continue
-		}
-		if isJSONSpace(c) {
-			continue
-		}
-		outside++
-		switch c {
-		case '"':
-			inStr = true
-		case '{', '[':
-			if depth++; depth > maxNesting {
-				return false
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return len(s) == 0 || outside <= jsonRepairBudget/len(s)
 }

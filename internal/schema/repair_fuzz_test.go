@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -10,32 +13,63 @@ import (
 // FuzzRepair checks the ladder's invariants on arbitrary input:
 //   - Repair never panics;
 //   - on success the output is valid JSON, and valid input comes back as
-//     sent with no rungs;
-//   - every error wraps exactly one of the sentinels;
-//   - conservative mode never reports close_truncated or json_repair, and
-//     whatever it accepts the full ladder accepts identically;
-//   - every proper prefix of a valid object repairs with close_truncated
-//     alone (checked for small inputs, as it is quadratic).
+//     sent with no rungs (a JSON string holding an object excepted);
+//   - the differential property: every string and number of a repaired
+//     value is in the text as the model wrote it;
+//   - every error is a *SyntaxError wrapping ErrUnparseable or
+//     ErrArgumentsTooLarge, and nothing but rungs comes with it;
+//   - rungs are known, in ladder order, each once; conservative mode gives
+//     the same answer as the full ladder (no rung is a guess);
+//   - every proper prefix of a valid object is refused as cut off (checked
+//     for small inputs, as it is quadratic).
 func FuzzRepair(f *testing.F) {
 	for _, tc := range repairCorpus {
 		f.Add(tc.in, false)
+	}
+	for _, tc := range refusalCorpus {
 		f.Add(tc.in, true)
 	}
 	for _, s := range realisticArgs {
 		f.Add(s, false)
 		f.Add(s[:len(s)/2], false)
 	}
+	// A sample of the generated corpus, every class in it.
+	if data, err := os.ReadFile(filepath.Join("testdata", "repair", "cases.jsonl")); err == nil {
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			var c corpusCase
+			if i%20 == 0 && json.Unmarshal(line, &c) == nil {
+				f.Add(c.Args, i%40 == 0)
+			}
+		}
+	}
+	rank := map[string]int{}
+	for i, r := range Rungs() {
+		rank[r.Name] = i
+	}
 
 	f.Fuzz(func(t *testing.T, args string, conservative bool) {
 		opt := RepairOptions{Conservative: conservative}
 		got, rungs, err := Repair(args, opt)
-		if err != nil {
-			tooLarge, unparseable := errors.Is(err, ErrArgumentsTooLarge), errors.Is(err, ErrUnparseable)
-			if tooLarge == unparseable {
-				t.Fatalf("Repair(%q): error %v wraps neither or both sentinels", args, err)
+		for _, r := range rungs {
+			if _, ok := rank[r]; !ok {
+				t.Fatalf("Repair(%q): unknown rung %q", args, r)
 			}
-			if got != nil || rungs != nil {
-				t.Fatalf("Repair(%q): results %q, %q alongside error", args, got, rungs)
+		}
+		if !slices.IsSortedFunc(rungs, func(a, b string) int { return rank[a] - rank[b] }) ||
+			len(slices.Compact(slices.Clone(rungs))) != len(rungs) {
+			t.Fatalf("Repair(%q): rungs %q out of order or repeated", args, rungs)
+		}
+		full, fullRungs, fullErr := Repair(args, RepairOptions{Conservative: !conservative})
+		if string(full) != string(got) || !slices.Equal(fullRungs, rungs) || (err == nil) != (fullErr == nil) {
+			t.Fatalf("Repair(%q): conservative and full ladders differ: %q %q %v / %q %q %v", args, got, rungs, err, full, fullRungs, fullErr)
+		}
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) || errors.Is(err, ErrArgumentsTooLarge) == errors.Is(err, ErrUnparseable) {
+				t.Fatalf("Repair(%q): error %v", args, err)
+			}
+			if got != nil {
+				t.Fatalf("Repair(%q): result %q alongside error", args, got)
 			}
 			return
 		}
@@ -43,46 +77,21 @@ func FuzzRepair(f *testing.F) {
 			t.Fatalf("Repair(%q) = %q: invalid JSON (rungs %q)", args, got, rungs)
 		}
 		trimmed := trimJSONSpace(args)
-		if json.Valid([]byte(trimmed)) && (rungs != nil || string(got) != trimmed) {
+		if json.Valid([]byte(trimmed)) && trimmed != "" && trimmed[0] != '"' && (rungs != nil || string(got) != trimmed) {
 			t.Fatalf("Repair(%q) = %q, %q: valid input was changed", args, got, rungs)
 		}
-		for _, r := range rungs {
-			if r != RungStripFences && r != RungCloseTruncated && r != RungJSONRepair {
-				t.Fatalf("Repair(%q): unknown rung %q", args, r)
-			}
-		}
-		if !slices.IsSortedFunc(rungs, func(a, b string) int { return rungRank(a) - rungRank(b) }) ||
-			len(slices.Compact(slices.Clone(rungs))) != len(rungs) {
-			t.Fatalf("Repair(%q): rungs %q out of order or repeated", args, rungs)
-		}
-		if conservative {
-			if slices.Contains(rungs, RungCloseTruncated) || slices.Contains(rungs, RungJSONRepair) {
-				t.Fatalf("Repair(%q) in conservative mode used %q", args, rungs)
-			}
-			full, fullRungs, err := Repair(args, RepairOptions{})
-			if err != nil || string(full) != string(got) || !slices.Equal(fullRungs, rungs) {
-				t.Fatalf("Repair(%q): conservative %q %q, full ladder %q %q %v", args, got, rungs, full, fullRungs, err)
-			}
+		if err := differential(args, got); err != nil {
+			t.Fatalf("Repair(%q) = %s (rungs %q): %v", args, got, rungs, err)
 		}
 
-		// Truncations of valid objects are rung 3's whole purpose.
-		if !conservative && rungs == nil && len(trimmed) <= 512 && trimmed != "" && trimmed[0] == '{' {
+		// Every proper prefix of a valid object is cut off.
+		if rungs == nil && len(trimmed) <= 512 && trimmed != "" && trimmed[0] == '{' {
 			for k := 1; k < len(trimmed); k++ {
-				out, r, err := Repair(trimmed[:k], RepairOptions{})
-				if err != nil || !json.Valid(out) || !slices.Equal(r, []string{RungCloseTruncated}) {
-					t.Fatalf("Repair(%q) (prefix of %q) = %q, %q, %v", trimmed[:k], trimmed, out, r, err)
+				out, _, err := Repair(trimmed[:k], RepairOptions{})
+				if !errors.Is(err, ErrTruncated) {
+					t.Fatalf("Repair(%q) (prefix of %q) = %q, %v; want a cut-off refusal", trimmed[:k], trimmed, out, err)
 				}
 			}
 		}
 	})
-}
-
-func rungRank(r string) int {
-	switch r {
-	case RungStripFences:
-		return 2
-	case RungCloseTruncated:
-		return 3
-	}
-	return 4
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"time"
 )
 
-// repairCase is one entry of the repair corpus. It doubles as the fuzz seed
+// repairCase is one input the ladder must read. It doubles as the fuzz seed
 // corpus (see FuzzRepair).
 type repairCase struct {
 	name  string
@@ -21,93 +20,82 @@ type repairCase struct {
 	rungs []string // expected rungs, nil when the input parses as sent
 }
 
-var (
-	fences = []string{RungStripFences}
-	closed = []string{RungCloseTruncated}
-	fixed  = []string{RungJSONRepair}
-)
+func r(names ...string) []string { return names }
 
 var repairCorpus = []repairCase{
-	// Rung 1: as sent.
+	// As sent.
 	{"valid", `{"path":"/tmp/x","n":1}`, `{"path":"/tmp/x","n":1}`, nil},
 	{"valid with surrounding whitespace", " \n\t{\"a\":[1,2]}\r\n", `{"a":[1,2]}`, nil},
 	{"valid non-object is left to the schema", `[1,2]`, `[1,2]`, nil},
+	{"valid string that is no object", `"ls -la"`, `"ls -la"`, nil},
 	{"empty", ``, `{}`, nil},
 	{"blank", " \n\t\r ", `{}`, nil},
 
-	// Rung 2: strip_fences.
-	{"fenced json", "```json\n{\"query\":\"golang\"}\n```", `{"query":"golang"}`, fences},
-	{"fenced without language", "```\n{\"a\":{\"b\":true}}\n```", `{"a":{"b":true}}`, fences},
-	{"indented fence", "  ```json\n  {\"a\":1}\n  ```", `{"a":1}`, fences},
-	{"prose before and after", "Sure! Here are the arguments: {\"q\":\"go\",\"limit\":5} Let me know if you need more.", `{"q":"go","limit":5}`, fences},
-	{"prose with braces in strings", `Calling: {"a":"}{ ` + "```" + ` \"}"} done`, `{"a":"}{ ` + "```" + ` \"}"}`, fences},
-	{"unterminated fence", "```json\n{\"a\":1}", `{"a":1}`, fences},
-	{"prose with braces before a fence", "Call {tool} with:\n```json\n{\"a\":1}\n```\nThanks.", `{"a":1}`, fences},
-	{"stray closing fence", "{\"a\":\"b\"}\n```", `{"a":"b"}`, fences},
+	// strip_fences: BOM, fences, prose, template tokens, tool-call tags.
+	{"bom", "\uFEFF{\"a\":1}", `{"a":1}`, r(RungStripFences)},
+	{"fenced json", "```json\n{\"query\":\"golang\"}\n```", `{"query":"golang"}`, r(RungStripFences)},
+	{"fenced without language", "```\n{\"a\":{\"b\":true}}\n```", `{"a":{"b":true}}`, r(RungStripFences)},
+	{"indented fence", "  ```json\n  {\"a\":1}\n  ```", `{"a":1}`, r(RungStripFences)},
+	{"prose before and after", "Sure! Here are the arguments: {\"q\":\"go\",\"limit\":5} Let me know if you need more.", `{"q":"go","limit":5}`, r(RungStripFences)},
+	{"prose with braces in strings", `Calling: {"a":"}{ ` + "```" + ` \"}"} done`, `{"a":"}{ ` + "```" + ` \"}"}`, r(RungStripFences)},
+	{"unterminated fence", "```json\n{\"a\":1}", `{"a":1}`, r(RungStripFences)},
+	{"prose with braces before a fence", "Call {tool} with:\n```json\n{\"a\":1}\n```\nThanks.", `{"a":1}`, r(RungStripFences)},
+	{"prose with a placeholder after", "```json\n{\"a\":1}\n```\nThis fills {name} in.", `{"a":1}`, r(RungStripFences)},
+	{"stray closing fence", "{\"a\":\"b\"}\n```", `{"a":"b"}`, r(RungStripFences)},
+	{"prose with a quoted brace before", `Use '{' to open an object: {"a":1}`, `{"a":1}`, r(RungStripFences)},
+	{"template token after", `{"a":1}<|call|>`, `{"a":1}`, r(RungStripFences)},
+	{"end of text token", "{\"a\":1}\n<|endoftext|>", `{"a":1}`, r(RungStripFences)},
+	{"harmony header", `<|channel|>commentary to=functions.run <|constrain|>json<|message|>{"a":1}<|call|>`, `{"a":1}`, r(RungStripFences)},
+	{"tool_call tags", "<tool_call>\n{\"a\":1}\n</tool_call>", `{"a":1}`, r(RungStripFences)},
+	{"fence inside a string is content", "{\"md\":\"```go\\nx\\n```\"}\n```", `{"md":"` + "```go\\nx\\n```" + `"}`, r(RungStripFences)},
 
-	// Rung 2 then 3: fenced and truncated.
-	{"unterminated fence, truncated", "```json\n{\"a\":\"hel", `{"a":"hel"}`, []string{RungStripFences, RungCloseTruncated}},
-	{"fence closes a truncated object", "```json\n{\"a\":[1,2\n```", `{"a":[1,2]}`, []string{RungStripFences, RungCloseTruncated}},
-	{"fence cuts a truncated string", "```json\n{\"a\":\"hel\n```", `{"a":"hel"}`, []string{RungStripFences, RungCloseTruncated}},
+	// double_encoded.
+	{"double encoded", `"{\"command\": \"ls -la\", \"timeout\": 30}"`, `{"command":"ls -la","timeout":30}`, r(RungDoubleEncoded)},
+	{"double encoded with escapes", `"{\"text\": \"a \\\"b\\\"\\n\"}"`, `{"text":"a \"b\"\n"}`, r(RungDoubleEncoded)},
+	{"double encoded and repaired", `"{'a': 1,}"`, `{"a":1}`, r(RungDoubleEncoded, RungTrailingCommas, RungSingleQuotes)},
+	{"double encoded after a bom", "\uFEFF\"{\\\"a\\\":1}\"", `{"a":1}`, r(RungStripFences, RungDoubleEncoded)},
 
-	// Rung 3: close_truncated.
-	{"truncated string", `{"path":"/tmp/fo`, `{"path":"/tmp/fo"}`, closed},
-	{"truncated after value", `{"a":1`, `{"a":1}`, closed},
-	{"only an opening brace", `{`, `{}`, closed},
-	{"truncated first key", `{"pa`, `{}`, closed},
-	{"truncated mid-key", `{"a":1,"pa`, `{"a":1}`, closed},
-	{"truncated after key", `{"a":1,"b"`, `{"a":1}`, closed},
-	{"truncated after colon", `{"a":1,"b":`, `{"a":1}`, closed},
-	{"truncated after colon and space", `{"a":1, "b": `, `{"a":1}`, closed},
-	{"truncated after comma", `{"a":1,`, `{"a":1}`, closed},
-	{"truncated in nested containers", `{"a":{"b":[1,{"c":"d`, `{"a":{"b":[1,{"c":"d"}]}}`, closed},
-	{"truncated after comma in array", `{"a":[1,2,`, `{"a":[1,2]}`, closed},
-	{"truncated after colon in nested object", `{"a":{"b":`, `{"a":{}}`, closed},
-	{"truncated pretty-printed", "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": \"x", `{"a":[1,2],"b":"x"}`, closed},
-	{"truncated mid-escape", `{"a":"x\`, `{"a":"x"}`, closed},
-	{"truncated after escaped quote", `{"a":"say \"hi\"`, `{"a":"say \"hi\""}`, closed},
-	{"truncated after escaped backslash", `{"a":"C:\\`, `{"a":"C:\\"}`, closed},
-	{"truncated mid-unicode escape", `{"a":"caf\u00`, `{"a":"caf"}`, closed},
-	{"truncated after high surrogate", `{"a":"smile \ud83d`, `{"a":"smile "}`, closed},
-	{"truncated in low surrogate", `{"a":"smile \ud83d\ude`, `{"a":"smile "}`, closed},
-	{"complete surrogate pair kept", `{"a":"smile \ud83d\ude00`, `{"a":"smile 😀"}`, closed},
-	{"truncated mid-UTF-8", "{\"a\":\"caf\xc3", `{"a":"caf"}`, closed},
-	{"truncated mid-true", `{"a":tr`, `{"a":true}`, closed},
-	{"truncated mid-false", `{"a":fals`, `{"a":false}`, closed},
-	{"truncated mid-null in array", `{"a":[nu`, `{"a":[null]}`, closed},
-	{"truncated after t", `{"a":t`, `{"a":true}`, closed},
-	{"truncated number", `{"a":12`, `{"a":12}`, closed},
-	{"truncated after minus", `{"a":1,"b":-`, `{"a":1}`, closed},
-	{"truncated after dot", `{"a":1.`, `{"a":1}`, closed},
-	{"truncated after exponent", `{"a":1e`, `{"a":1}`, closed},
-	{"truncated after exponent sign", `{"a":1.5e+`, `{"a":1.5}`, closed},
-	{"truncated minus in array", `{"a":[1,-`, `{"a":[1]}`, closed},
-	{"extra closer", `{"a":1}}`, `{"a":1}`, closed},
-	{"extra closers of both kinds", `{"a":1}]}`, `{"a":1}`, closed},
-	{"extra closer inside", `{"a":[1,2]],"b":3}`, `{"a":[1,2],"b":3}`, closed},
-	{"mismatched closer", `{"a":[1,2}`, `{"a":[1,2]}`, closed},
-	{"mismatched closer inside", `{"a":[{"b":1],"c":2}`, `{"a":[{"b":1}],"c":2}`, closed},
-	{"closer with nothing to close", `{"a":{"b":1]}`, `{"a":{"b":1}}`, closed},
-	{"braces inside strings", `{"a":"{[}]\"","b":"x`, `{"a":"{[}]\"","b":"x"}`, closed},
-	{"truncated top-level string", `"abc`, `"abc"`, closed},
+	// wrapping_braces, extra_closer.
+	{"wrapping braces", `{{"a":1,"b":"x"}}`, `{"a":1,"b":"x"}`, r(RungWrappingBraces)},
+	{"wrapping braces with space", "{ {\"a\":1} }", `{"a":1}`, r(RungWrappingBraces)},
+	{"extra closer", `{"a":1}}`, `{"a":1}`, r(RungExtraCloser)},
+	{"extra closers of both kinds", `{"a":1}]}`, `{"a":1}`, r(RungExtraCloser)},
 
-	// Rung 4: json_repair.
-	{"trailing comma", `{"a":1,}`, `{"a":1}`, fixed},
-	{"trailing commas nested", `{"a":[1,2,],"b":{"c":3,},}`, `{"a":[1,2],"b":{"c":3}}`, fixed},
-	{"single quotes", `{'a': 'b', 'c': ['d']}`, `{"a":"b","c":["d"]}`, fixed},
-	{"line comment", "{\n  // the path\n  \"a\": 1\n}", `{"a":1}`, fixed},
-	{"block comment", `{"a": 1 /* one */, "b": 2}`, `{"a":1,"b":2}`, fixed},
-	{"unquoted keys", `{a: 1, b: "x"}`, `{"a":1,"b":"x"}`, fixed},
-	{"python literals", `{"a": True, "b": False, "c": None}`, `{"a":true,"b":false,"c":null}`, fixed},
-	{"missing comma", `{"a":1 "b":2}`, `{"a":1,"b":2}`, fixed},
-	{"trailing comma and truncation", `{"a":[1,],"b":"x`, `{"a":[1],"b":"x"}`, fixed},
-	{"fenced single quotes", "```json\n{'a': 1}\n```", `{"a":1}`, []string{RungStripFences, RungJSONRepair}},
+	// Syntax rungs.
+	{"trailing comma", `{"a":1,}`, `{"a":1}`, r(RungTrailingCommas)},
+	{"trailing commas nested", `{"a":[1,2,],"b":{"c":3,},}`, `{"a":[1,2],"b":{"c":3}}`, r(RungTrailingCommas)},
+	{"line comment", "{\n  // the path\n  \"a\": 1\n}", `{"a":1}`, r(RungComments)},
+	{"block comment", `{"a": 1 /* one */, "b": 2}`, `{"a":1,"b":2}`, r(RungComments)},
+	{"comment markers in strings are content", `{"url": "http://x/*y*/", "b": 1,}`, `{"url":"http://x/*y*/","b":1}`, r(RungTrailingCommas)},
+	{"missing comma", `{"a":1 "b":2}`, `{"a":1,"b":2}`, r(RungMissingCommas)},
+	{"missing comma on a new line", "{\n \"a\": \"x\"\n \"b\": [1]\n}", `{"a":"x","b":[1]}`, r(RungMissingCommas)},
+	{"unquoted keys", `{a: 1, b_2: "x", max-bytes: 3}`, `{"a":1,"b_2":"x","max-bytes":3}`, r(RungUnquotedKeys)},
+	{"single quotes", `{'a': 'b', 'c': ['d'], 'q': 'say "hi"'}`, `{"a":"b","c":["d"],"q":"say \"hi\""}`, r(RungSingleQuotes)},
+	{"escaped apostrophe in single quotes", `{'a': 'it\'s'}`, `{"a":"it's"}`, r(RungSingleQuotes)},
+	{"python literals", `{"a": True, "b": False, "c": None}`, `{"a":true,"b":false,"c":null}`, r(RungPythonLiterals)},
+	{"python dict", `{'path': '/tmp/x', 'recursive': True, 'depth': None}`, `{"path":"/tmp/x","recursive":true,"depth":null}`, r(RungSingleQuotes, RungPythonLiterals)},
+	{"raw newline and tab", "{\"content\": \"line one\nline two\tend\"}", `{"content":"line one\nline two\tend"}`, r(RungControlChars)},
+	{"raw control character", "{\"a\": \"x\x01y\"}", `{"a":"x\u0001y"}`, r(RungControlChars)},
+	{"invalid escape", `{"regex": "^\d{3}-\d{4}$"}`, `{"regex":"^\\d{3}-\\d{4}$"}`, r(RungInvalidEscapes)},
+	{"invalid unicode escape", `{"path": "C:\users\x"}`, `{"path":"C:\\users\\x"}`, r(RungInvalidEscapes)},
+
+	{"unicode spaces between tokens", "{\u00a0\"a\":\u200b1,\u3000\"b\": \"x\u00a0y\"}", `{"a":1,"b":"x\u00a0y"}`, r(RungUnicodeSpaces)},
+
+	// The issue's examples, whose escapes a library corrupted.
+	{"escaped quotes and a trailing comma", `{"html": "<div class=\"a\">…</div>",}`, `{"html":"<div class=\"a\">…</div>"}`, r(RungTrailingCommas)},
+	{"escapes and a missing comma", `{"message": "Line one\nLine two\tTabbed" "channel": "#ops"}`, `{"message":"Line one\nLine two\tTabbed","channel":"#ops"}`, r(RungMissingCommas)},
+
+	// Several at once.
+	{"fenced python dict", "```python\n{'a': 1, 'b': True,}\n```", `{"a":1,"b":true}`, r(RungStripFences, RungTrailingCommas, RungSingleQuotes, RungPythonLiterals)},
+	{"json5-ish", "{\n  // c\n  a: 'x',\n  b: [1, 2,],\n}", `{"a":"x","b":[1,2]}`, r(RungComments, RungTrailingCommas, RungUnquotedKeys, RungSingleQuotes)},
 }
 
-func decode(t *testing.T, data []byte) any {
+func decode(t testing.TB, data []byte) any {
 	t.Helper()
 	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
 		t.Fatalf("decode %q: %v", data, err)
 	}
 	return v
@@ -115,57 +103,154 @@ func decode(t *testing.T, data []byte) any {
 
 func TestRepairCorpus(t *testing.T) {
 	for _, tc := range repairCorpus {
-		t.Run(tc.name, func(t *testing.T) {
-			got, rungs, err := Repair(tc.in, RepairOptions{})
+		for _, conservative := range []bool{false, true} {
+			got, rungs, err := Repair(tc.in, RepairOptions{Conservative: conservative})
 			if err != nil {
-				t.Fatalf("Repair(%q): %v", tc.in, err)
-			}
-			if !json.Valid(got) {
-				t.Fatalf("Repair(%q) = %q, not valid JSON", tc.in, got)
+				t.Errorf("%s: Repair(%q): %v", tc.name, tc.in, err)
+				continue
 			}
 			if g, w := decode(t, got), decode(t, []byte(tc.want)); !reflect.DeepEqual(g, w) {
-				t.Errorf("Repair(%q) = %s, want %s", tc.in, got, tc.want)
+				t.Errorf("%s: Repair(%q) = %s, want %s", tc.name, tc.in, got, tc.want)
 			}
 			if !slices.Equal(rungs, tc.rungs) {
-				t.Errorf("Repair(%q) rungs = %q, want %q", tc.in, rungs, tc.rungs)
+				t.Errorf("%s: Repair(%q) rungs = %q, want %q", tc.name, tc.in, rungs, tc.rungs)
 			}
-		})
+			if err := differential(tc.in, got); err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+		}
 	}
 }
 
-func TestRepairFailures(t *testing.T) {
-	for _, in := range []string{
-		"I cannot call this tool.", // the library would quote prose into a string
-		"-",
-		"}}",
-		"[1,2] and more",
-		strings.Repeat("[", maxNesting+1),
-	} {
+// refusalCase is an input with no single complete reading.
+type refusalCase struct {
+	name      string
+	in        string
+	truncated bool
+	mention   []string // the message names these
+}
+
+var refusalCorpus = []refusalCase{
+	{"prose only", "I cannot call this tool.", false, []string{"no JSON object"}},
+	{"lone minus", "-", false, nil},
+	{"only closers", "}}", false, nil},
+	{"object inside a broken array", `[{"a":1},`, false, []string{"byte 1"}},
+	{"object after a key", `{x "a": {"b":1}}`, false, nil},
+	{"two objects", `{"a":1} {"a":2}`, false, []string{"more than one", "byte 8"}},
+	{"a second attempt", `{"a":1}{"a":`, false, []string{"more than one"}},
+	{"nested too deep", strings.Repeat("[", maxNesting+1), false, nil},
+	{"object too deep", strings.Repeat(`{"a":`, maxNesting+1), false, []string{"nested too deeply"}},
+	{"unquoted value", `{"command": rm -rf /tmp/x}`, false, []string{"byte 12", `unquoted text "rm"`}},
+	{"apostrophe inside single quotes", `{'a': 'it's'}`, false, []string{"byte 10"}},
+	{"ambiguous apostrophe escape", `{"a": "it\'s"}`, false, []string{`\'`, "/a"}},
+	{"unescaped inner quotes", `{"html": "<div class="a">x</div>"}`, false, []string{"byte 22"}},
+	{"missing comma in an array", `{"a": ["x" "y"]}`, false, []string{"/a/0"}},
+	{"leading zero", `{"a": 012}`, false, []string{"leading zero"}},
+	{"text glued to the object", `{"cmd":"echo "}abc"}`, false, []string{"byte 15", `escape the string's quotes as \"`}},
+	{"a closer for the wrong container", `{"a":[1,2}`, false, []string{"/a"}},
+	{"an extra closer inside", `{"a":[1,2]],"b":3}`, false, nil},
+	{"double comma", `{"a":1,,"b":2}`, false, nil},
+	{"object in a broken value", `{"a": foo, "b": {"c": 1}}`, false, []string{"byte 6"}},
+
+	// Cut off: at every kind of position, refused on every tool.
+	{"cut in a string", `{"query":"SELECT * FROM us`, true, []string{"byte 26", "inside a string at /query"}},
+	{"cut in a number", `{"max_bytes":20`, true, []string{"byte 15", "a number at /max_bytes"}},
+	{"cut after a fraction point", `{"a":1.`, true, []string{"a number"}},
+	{"cut in a literal", `{"a":tr`, true, []string{"a literal"}},
+	{"cut in a python literal", `{"a":Tru`, true, []string{"a literal"}},
+	{"cut in a key", `{"a":1,"pa`, true, []string{"a key"}},
+	{"cut in an unquoted key", `{a:1, pa`, true, []string{"a key"}},
+	{"cut after a key", `{"a":1,"b"`, true, nil},
+	{"cut after a colon", `{"a":1,"b":`, true, []string{"a value at /b"}},
+	{"cut after a comma", `{"a":1,`, true, nil},
+	{"cut before the last brace", `{"a":1,"b":"x"`, true, []string{"before its closing '}'"}},
+	{"cut in an array", `{"a":[1,2`, true, []string{"/a/1"}},
+	{"cut after an array element", `{"a":["x","y"`, true, []string{"an array"}},
+	{"cut in an escape", `{"a":"x\`, true, nil},
+	{"cut in a unicode escape", `{"a":"caf\u00`, true, nil},
+	{"cut in a comment", `{"a":1 /* note`, true, []string{"comment"}},
+	{"cut in a comment's opening", "{\n  /", true, []string{"comment"}},
+	{"only an opening brace", `{`, true, nil},
+	{"cut in a fence", "```json\n{\"a\":\"hel\n```", true, nil},
+	{"cut wrapped", `{{"a":1}`, true, []string{"outer pair"}},
+	{"cut double encoded", `"{\"a\": \"x`, false, nil}, // not a JSON string at all
+	{"cut inside a double-encoded object", `"{\"a\": \"x"`, true, []string{"JSON string", "cut off"}},
+	{"cut mid-UTF-8", "{\"a\":\"caf\xc3", true, nil},
+}
+
+func TestRepairRefusals(t *testing.T) {
+	for _, tc := range refusalCorpus {
+		for _, conservative := range []bool{false, true} {
+			got, _, err := Repair(tc.in, RepairOptions{Conservative: conservative})
+			if err == nil {
+				t.Errorf("%s: Repair(%.60q) = %s, want a refusal", tc.name, tc.in, got)
+				continue
+			}
+			var se *SyntaxError
+			if !errors.As(err, &se) || !errors.Is(err, ErrUnparseable) {
+				t.Errorf("%s: error %v is not a *SyntaxError wrapping ErrUnparseable", tc.name, err)
+			}
+			if errors.Is(err, ErrTruncated) != tc.truncated {
+				t.Errorf("%s: truncated = %v, want %v: %v", tc.name, !tc.truncated, tc.truncated, err)
+			}
+			msg := err.Error()
+			if tc.truncated && !strings.Contains(msg, "cut off at byte") {
+				t.Errorf("%s: %q does not say where it was cut off", tc.name, msg)
+			}
+			for _, m := range tc.mention {
+				if !strings.Contains(msg, m) {
+					t.Errorf("%s: %q does not mention %q", tc.name, msg, m)
+				}
+			}
+			checkSentence(t, tc.name, msg)
+		}
+	}
+}
+
+// checkSentence holds a refusal to the form the model reads: one sentence,
+// no repetition, valid UTF-8.
+func checkSentence(t *testing.T, name, msg string) {
+	t.Helper()
+	if strings.Count(msg, "not valid JSON") > 1 || strings.Count(msg, "send") > 1 {
+		t.Errorf("%s: %q repeats itself", name, msg)
+	}
+	if !strings.HasSuffix(msg, ".") || strings.Contains(msg, "\n") {
+		t.Errorf("%s: %q is not one sentence", name, msg)
+	}
+	if !json.Valid(mustMarshal(t, msg)) || strings.ContainsRune(msg, '\uFFFD') {
+		t.Errorf("%s: %q is not clean UTF-8", name, msg)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRepairExcerptBoundaries checks that the "near" excerpt never cuts a
+// multi-byte character.
+func TestRepairExcerptBoundaries(t *testing.T) {
+	for pad := range 8 {
+		in := `{"a": "` + strings.Repeat("é", 10+pad) + `" x "ü` + strings.Repeat("☕", 12) + `"}`
 		_, _, err := Repair(in, RepairOptions{})
-		if !errors.Is(err, ErrUnparseable) {
-			t.Errorf("Repair(%.40q) error = %v, want ErrUnparseable", in, err)
+		if err == nil {
+			t.Fatalf("pad %d: repaired %q", pad, in)
+		}
+		checkSentence(t, "excerpt", err.Error())
+	}
+	for i := range 40 {
+		s := strings.Repeat("aé☕😀", 10)
+		if e := excerpt(s, i, 7); !utf8ValidString(e) {
+			t.Errorf("excerpt(%d) = %q", i, e)
 		}
 	}
 }
 
-// TestRepairErrorNamesOffset checks that the error gives a model what it
-// needs to fix its arguments: encoding/json's message and byte offset for
-// the text as sent.
-func TestRepairErrorNamesOffset(t *testing.T) {
-	in := `  {"command": rm -rf /tmp/x}`
-	var se *json.SyntaxError
-	if !errors.As(json.Unmarshal([]byte(in), new(any)), &se) {
-		t.Fatal("test input unexpectedly valid")
-	}
-	_, _, err := Repair(in, RepairOptions{Conservative: true})
-	if !errors.Is(err, ErrUnparseable) {
-		t.Fatalf("err = %v, want ErrUnparseable", err)
-	}
-	for _, want := range []string{se.Error(), fmt.Sprintf("byte offset %d", se.Offset), `near "`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
-	}
+func utf8ValidString(s string) bool {
+	return !strings.ContainsRune(strings.ToValidUTF8(s, "\uFFFD"), '\uFFFD')
 }
 
 // Realistic tool arguments: about six fields, nesting, escapes, non-ASCII
@@ -185,60 +270,23 @@ func indented(t testing.TB, s string) string {
 	return buf.String()
 }
 
-// TestRepairEveryTruncation cuts realistic arguments at every byte offset.
-// Every cut after the opening brace must repair with close_truncated alone,
-// keep every member it did not cut into, and invent no keys; in
-// conservative mode every cut must be refused.
+// TestRepairEveryTruncation cuts realistic arguments at every byte offset,
+// bare and inside a fence: every cut is refused as cut off, on every tool.
 func TestRepairEveryTruncation(t *testing.T) {
 	var docs []string
 	for _, s := range realisticArgs {
 		docs = append(docs, s, indented(t, s))
 	}
 	for d, doc := range docs {
-		var orig map[string]any
-		if err := json.Unmarshal([]byte(doc), &orig); err != nil {
-			t.Fatalf("doc %d: %v", d, err)
-		}
-		ok := 0
 		for k := 1; k < len(doc); k++ {
-			in := doc[:k]
-			got, rungs, err := Repair(in, RepairOptions{})
-			if err != nil {
-				t.Errorf("doc %d cut at %d (%q): %v", d, k, tail(in), err)
-				continue
-			}
-			if !json.Valid(got) {
-				t.Fatalf("doc %d cut at %d: invalid output %q", d, k, got)
-			}
-			if !slices.Equal(rungs, closed) {
-				t.Errorf("doc %d cut at %d (%q): rungs %q, want %q", d, k, tail(in), rungs, closed)
-			}
-			var m map[string]any
-			if err := json.Unmarshal(got, &m); err != nil {
-				t.Fatalf("doc %d cut at %d: output %q is not an object: %v", d, k, got, err)
-			}
-			// Only the member the cut fell into may differ from the original.
-			changed := 0
-			for key, v := range m {
-				ov, found := orig[key]
-				if !found {
-					t.Errorf("doc %d cut at %d: invented key %q in %s", d, k, key, got)
-				}
-				if !reflect.DeepEqual(v, ov) {
-					changed++
+			for _, in := range []string{doc[:k], "```json\n" + doc[:k] + "\n```"} {
+				for _, conservative := range []bool{false, true} {
+					got, _, err := Repair(in, RepairOptions{Conservative: conservative})
+					if !errors.Is(err, ErrTruncated) {
+						t.Fatalf("doc %d cut at %d (%q): got %s, %v; want a cut-off refusal", d, k, tail(in), got, err)
+					}
 				}
 			}
-			if changed > 1 {
-				t.Errorf("doc %d cut at %d: %d members differ from the original: %s", d, k, changed, got)
-			}
-			ok++
-
-			if _, _, err := Repair(in, RepairOptions{Conservative: true}); !errors.Is(err, ErrUnparseable) {
-				t.Errorf("doc %d cut at %d: conservative error = %v, want ErrUnparseable", d, k, err)
-			}
-		}
-		if want := len(doc) - 1; ok != want {
-			t.Errorf("doc %d: %d of %d truncations repaired", d, ok, want)
 		}
 	}
 }
@@ -250,53 +298,39 @@ func tail(s string) string {
 	return s
 }
 
-func TestRepairConservative(t *testing.T) {
-	opt := RepairOptions{Conservative: true}
-
-	_, _, err := Repair(`{"command":"rm -rf /tmp/x`, opt)
-	if !errors.Is(err, ErrUnparseable) {
-		t.Errorf("truncated rm: err = %v, want ErrUnparseable", err)
-	}
-
-	got, rungs, err := Repair("```json\n{\"command\":\"ls\"}\n```", opt)
-	if err != nil || string(got) != `{"command":"ls"}` || !slices.Equal(rungs, fences) {
-		t.Errorf("fenced: got %q, %q, %v; want the object via strip_fences", got, rungs, err)
-	}
-
-	got, rungs, err = Repair(`{"command":"ls"}`, opt)
-	if err != nil || string(got) != `{"command":"ls"}` || rungs != nil {
-		t.Errorf("valid: got %q, %q, %v", got, rungs, err)
-	}
-
-	// Nothing conservative mode forbids is ever used, whatever the input.
-	for _, tc := range repairCorpus {
-		_, rungs, err := Repair(tc.in, opt)
-		if slices.Contains(rungs, RungCloseTruncated) || slices.Contains(rungs, RungJSONRepair) {
-			t.Errorf("%s: conservative mode used %q", tc.name, rungs)
+func TestRungsAreClassified(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range Rungs() {
+		if r.Class != Lossless && r.Class != Guessing {
+			t.Errorf("rung %s has no class", r.Name)
 		}
-		if err == nil && slices.ContainsFunc(tc.rungs, func(r string) bool { return r != RungStripFences }) {
-			t.Errorf("%s: conservative mode repaired an input that needs %q", tc.name, tc.rungs)
+		if seen[r.Name] || r.bit == 0 || r.bit&(r.bit-1) != 0 {
+			t.Errorf("rung %s: duplicate or bad bit %b", r.Name, r.bit)
 		}
+		seen[r.Name] = true
 	}
 }
 
 func TestRepairSizeLimit(t *testing.T) {
-	malformed := `{"a":"` + strings.Repeat("x", 100)
-	valid := malformed + `"}`
+	truncated := `{"a":"` + strings.Repeat("x", 100)
+	malformed := truncated + `",}`
+	valid := truncated + `"}`
 
 	_, _, err := Repair(malformed, RepairOptions{Limit: 64})
-	if !errors.Is(err, ErrArgumentsTooLarge) || errors.Is(err, ErrUnparseable) {
-		t.Errorf("over-limit malformed: err = %v, want only ErrArgumentsTooLarge", err)
+	if !errors.Is(err, ErrArgumentsTooLarge) || errors.Is(err, ErrUnparseable) || !strings.Contains(err.Error(), "byte 109") {
+		t.Errorf("over-limit malformed: err = %v, want only ErrArgumentsTooLarge at byte 109", err)
+	}
+	_, _, err = Repair(truncated, RepairOptions{Limit: 64})
+	if !errors.Is(err, ErrArgumentsTooLarge) || !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "cut off at byte 106") {
+		t.Errorf("over-limit truncated: err = %v, want a cut off at byte 106", err)
 	}
 	got, rungs, err := Repair(valid, RepairOptions{Limit: 64})
 	if err != nil || string(got) != valid || rungs != nil {
 		t.Errorf("over-limit valid: got %.20q, %q, %v; want it as sent", got, rungs, err)
 	}
-	// At the limit exactly, repair still runs.
-	if _, rungs, err := Repair(malformed, RepairOptions{Limit: len(malformed)}); err != nil || !slices.Equal(rungs, closed) {
+	if _, rungs, err := Repair(malformed, RepairOptions{Limit: len(malformed)}); err != nil || !slices.Equal(rungs, r(RungTrailingCommas)) {
 		t.Errorf("at-limit malformed: %q, %v", rungs, err)
 	}
-	// The zero value means DefaultRepairLimit.
 	big := `{"a":"` + strings.Repeat("x", DefaultRepairLimit)
 	if _, _, err := Repair(big, RepairOptions{}); !errors.Is(err, ErrArgumentsTooLarge) {
 		t.Errorf("default limit: err = %v, want ErrArgumentsTooLarge", err)
@@ -304,8 +338,9 @@ func TestRepairSizeLimit(t *testing.T) {
 }
 
 // TestRepairLargeInputs guards against quadratic behaviour: each of these
-// 1 MiB inputs, the worst shapes for the respective rungs, must be handled
-// in a small fraction of a second. The bound is loose enough for -race.
+// 1 MiB inputs, the worst shapes for the reader and the candidate search,
+// must be handled in a small fraction of a second. The bound is loose
+// enough for -race.
 func TestRepairLargeInputs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large inputs")
@@ -319,16 +354,14 @@ func TestRepairLargeInputs(t *testing.T) {
 		in   string
 		ok   bool
 	}{
-		{"truncated many members", repeat(`{`, `"key":"value \"v\" é",`), true},
-		{"truncated big string", repeat(`{"content":"`, `line of text\n`), true},
-		{"truncated deep nesting", repeat(`{"a":`, `[`), false}, // beyond json's depth limit
-		{"single quotes, many members", repeat(`{`, `'k': 'v', `), false},
+		{"truncated many members", repeat(`{`, `"key":"value \"v\" é",`), false},
+		{"single quotes, many members", "{" + strings.Repeat(`'k': 'v', `, size/10) + "'k': 'v'}", true},
+		{"raw newlines", repeat(`{"a":"`, "line\n")[:size-2] + `"}`, true},
 		{"missing commas", repeat(`{"a":[`, `1 `), false},
-		{"unescaped quotes", repeat(`{'a': "`, `x "y" `), false},
-		// Strings are only recognized by double quotes when estimating the
-		// library's cost, so this one is refused for being too expensive.
-		{"single-quoted big string", repeat(`{'a': '`, `abcd `) + `'}`, false},
-		{"many fences", repeat(`{`, "\n```"), true},
+		{"braces everywhere", repeat(`x`, `{`), false},
+		{"keys with braces", repeat(`x`, `{"{{{{{{{{{{{{{{{{`), false},
+		{"truncated deep nesting", repeat(`{"a":`, `[`), false},
+		{"many fences", repeat(`{`, "\n```"), false},
 		{"stray closers", repeat(`{"a":1`, `}]`), true},
 	}
 	for _, tc := range cases {
@@ -337,7 +370,7 @@ func TestRepairLargeInputs(t *testing.T) {
 			got, _, err := Repair(tc.in, RepairOptions{})
 			elapsed := time.Since(start)
 			if (err == nil) != tc.ok {
-				t.Errorf("err = %v, want success %v", err, tc.ok)
+				t.Errorf("err = %.200v, want success %v", err, tc.ok)
 			}
 			if err == nil && !json.Valid(got) {
 				t.Errorf("invalid output")
@@ -350,37 +383,20 @@ func TestRepairLargeInputs(t *testing.T) {
 	}
 }
 
-// benchArgs is a ~4 KiB write_file-style argument object.
-func benchArgs() string {
-	var b strings.Builder
-	b.WriteString(`{"path":"src/handlers/user_profile.go","mode":420,"create_dirs":true,"tags":["go","handler",{"owner":"team-α","reviewed":false}],"content":"`)
-	line := `\tif err := s.store.Update(ctx, \"users\", id, fields); err != nil {\n\t\treturn fmt.Errorf(\"update user %q: %w\", id, err)\n\t}\n`
-	for b.Len() < 4000 {
-		b.WriteString(line)
-	}
-	b.WriteString(`","note":"générée automatiquement ✓"}`)
-	return b.String()
-}
-
-func BenchmarkRepairTruncated4KiB(b *testing.B) {
-	full := benchArgs()
-	in := full[:len(full)-30] // cut inside the final note
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := Repair(in, RepairOptions{}); err != nil {
-			b.Fatal(err)
+func TestRepairDoubleEncodedPackaged(t *testing.T) {
+	for in, want := range map[string][]string{
+		`"{\"a\":1}"<|call|>`:             r(RungStripFences, RungDoubleEncoded),
+		`'{"a": 1}'`:                      r(RungDoubleEncoded, RungSingleQuotes),
+		"\"{\\\"a\\\":1}\"\n\nDone.":      r(RungStripFences, RungDoubleEncoded),
+		`"{'a': 1,}"` + "\n<|endoftext|>": r(RungStripFences, RungDoubleEncoded, RungTrailingCommas, RungSingleQuotes),
+	} {
+		got, rungs, err := Repair(in, RepairOptions{})
+		if err != nil || !reflect.DeepEqual(decode(t, got), decode(t, []byte(`{"a":1}`))) || !slices.Equal(rungs, want) {
+			t.Errorf("Repair(%q) = %s, %q, %v; want {\"a\":1} with %q", in, got, rungs, err, want)
 		}
 	}
-}
-
-func BenchmarkRepairValid(b *testing.B) {
-	in := benchArgs()
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := Repair(in, RepairOptions{}); err != nil {
-			b.Fatal(err)
-		}
+	// A string holding a string holding an object is not unwrapped twice.
+	if got, _, err := Repair(`"\"{\\\"a\\\":1}\""`, RepairOptions{}); err == nil && string(got) == `{"a":1}` {
+		t.Errorf("triple encoding unwrapped twice")
 	}
 }

@@ -112,6 +112,50 @@ func makeStrict(node any, path string, nulls *nullPlan) error {
 	return nil
 }
 
+// openObjects lists, before makeStrict, the object schemas it would close
+// that were open (no additionalProperties): for those the strict schema
+// accepts less than the full one, so strict mode does not express the
+// schema exactly. It walks where makeStrict does.
+func openObjects(node any, path string, out []string) []string {
+	o, ok := node.(*object)
+	if !ok {
+		return out
+	}
+	for _, defs := range []string{"$defs", "definitions"} {
+		if d, ok := o.get(defs); ok {
+			if do, ok := d.(*object); ok {
+				for _, k := range do.keys {
+					out = openObjects(do.vals[k], path+"/"+defs+"/"+escape(k), out)
+				}
+			}
+		}
+	}
+	if items, ok := o.get("items"); ok {
+		out = openObjects(items, path+"/items", out)
+	}
+	if anyOf, ok := o.get("anyOf"); ok {
+		if arr, ok := anyOf.([]any); ok {
+			for i, s := range arr {
+				out = openObjects(s, fmt.Sprintf("%s/anyOf/%d", path, i), out)
+			}
+		}
+	}
+	if !isObjectSchema(o) {
+		return out
+	}
+	if _, has := o.get("additionalProperties"); !has {
+		out = append(out, pathOrRoot(path))
+	}
+	if props, ok := o.get("properties"); ok {
+		if po, ok := props.(*object); ok {
+			for _, k := range po.keys {
+				out = openObjects(po.vals[k], path+"/properties/"+escape(k), out)
+			}
+		}
+	}
+	return out
+}
+
 func isObjectSchema(o *object) bool {
 	t, _ := o.get("type")
 	if t == "object" {

@@ -287,3 +287,23 @@ func TestStrictInferredNulls(t *testing.T) {
 		t.Errorf("strict inferred schema lost its maximum: violations at %v", ps)
 	}
 }
+
+// TestStrictInexact: closing an open object changes what the schema
+// accepts, so strict mode does not express it exactly.
+func TestStrictInexact(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"type":"object","properties":{"a":{"type":"string"}},"additionalProperties":false}`:                                          "",
+		`{"type":"object","properties":{"a":{"type":"string"}}}`:                                                                       "the root schema",
+		`{"type":"object","properties":{"r":{"type":"object"}},"additionalProperties":false}`:                                          "#/properties/r",
+		`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{}}}},"additionalProperties":false}`: "#/properties/l/items",
+	} {
+		p, err := schema.Compile(json.RawMessage(raw), true)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		got := p.StrictInexact()
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("StrictInexact(%s) = %q, want one naming %q", raw, got, want)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func (l *Library) readTool(enabled []*Skill) (*tools.Tool, error) {
 		return nil, err
 	}
 	t, err := tools.New(tools.Def[ReadParams]{
-		Spec: tools.Spec{Name: ToolName, Description: desc.String(), JSONSchema: schema, ReadOnly: true},
+		Spec: tools.Spec{Name: ToolName, Description: desc.String(), JSONSchema: schema, ReadOnly: true, Strict: true},
 		Activity: func(p ReadParams) string {
 			return "Reading the skill " + p.Name
 		},

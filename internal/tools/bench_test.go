@@ -29,8 +29,12 @@ const benchArgs = `{"query":"golang structured concurrency patterns","limit":20,
 
 func benchTool(b *testing.B, strict bool) *tools.Tool {
 	b.Helper()
+	notStrict := ""
+	if !strict {
+		notStrict = "the benchmark of the path without null handling"
+	}
 	return tools.Must(tools.Def[benchParams]{
-		Spec: tools.Spec{Name: "search", Description: "Search.", ReadOnly: true, Strict: strict},
+		Spec: tools.Spec{Name: "search", Description: "Search.", ReadOnly: true, NotStrict: notStrict},
 		Execute: func(context.Context, benchParams) (tools.Result, error) {
 			return tools.Result{}, nil
 		},

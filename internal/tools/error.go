@@ -28,6 +28,9 @@ const (
 type Error struct {
 	Kind    Kind   `json:"kind"`
 	Message string `json:"message"`
+	// Repairs names the repair-ladder rungs that ran on arguments that were
+	// then refused (invalid_arguments only); the outcome reports them.
+	Repairs []string `json:"-"`
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
@@ -53,16 +56,14 @@ func (t *Tool) argumentsError(err error, repairs []string) *Error {
 	case errors.As(err, &ve):
 		b.WriteString("Violations (JSON pointer: problem):\n")
 		WriteViolations(&b, ve.Violations)
-	case errors.Is(err, schema.ErrArgumentsTooLarge):
-		fmt.Fprintf(&b, "They are not valid JSON and too large to repair: %v\n", err)
 	default:
-		fmt.Fprintf(&b, "They are not valid JSON: %v\n", err)
-		if t.spec.Destructive {
-			b.WriteString("This tool changes things irreversibly, so truncated or damaged arguments are never guessed at; send the complete call again.\n")
-		}
+		// A *schema.SyntaxError is one sentence saying what is wrong,
+		// where, and what to send instead.
+		b.WriteString(err.Error())
+		b.WriteByte('\n')
 	}
 	if len(repairs) > 0 {
-		fmt.Fprintf(&b, "(The arguments were repaired with %s before validation.)\n", strings.Join(repairs, ", "))
+		fmt.Fprintf(&b, "(Repairs applied before this check: %s.)\n", strings.Join(repairs, ", "))
 	}
 	shape := t.params.Sent()
 	if len(shape) > maxShapeBytes {
@@ -70,7 +71,7 @@ func (t *Tool) argumentsError(err error, repairs []string) *Error {
 	} else {
 		fmt.Fprintf(&b, "Expected a JSON object matching this schema: %s", shape)
 	}
-	return &Error{Kind: InvalidArguments, Message: b.String()}
+	return &Error{Kind: InvalidArguments, Message: b.String(), Repairs: repairs}
 }
 
 // Bounds of a violation list the model reads: a model that sends 60,000

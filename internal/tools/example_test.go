@@ -52,7 +52,7 @@ func ExampleNew() {
 		fmt.Println(strings.Split(te.Message, "\n")[2])
 	}
 	// Output:
-	// {"type":"function","name":"greet","description":"Greet someone.","parameters":{"properties":{"name":{"type":"string","description":"Who to greet."},"times":{"type":"integer","maximum":3,"minimum":1,"description":"How many times."}},"additionalProperties":false,"type":"object","required":["name"]},"strict":false}
+	// {"type":"function","name":"greet","description":"Greet someone.","parameters":{"properties":{"name":{"type":"string","description":"Who to greet."},"times":{"type":["integer","null"],"maximum":3,"minimum":1,"description":"How many times."}},"additionalProperties":false,"type":"object","required":["name","times"]},"strict":true}
 	// parallel
 	// Greeting Ada
 	// Hello, Ada! Hello, Ada! <nil>

@@ -33,9 +33,18 @@ type Spec struct {
 	// JSONSchema, when set, is the parameters schema sent as given instead
 	// of the one inferred from the parameter type; every keyword is kept.
 	JSONSchema json.RawMessage
-	// Strict asks the provider to hold the arguments to the schema. The
-	// worker validates against the full schema either way.
+	// Strict asks the provider to hold the arguments to the schema (the
+	// Responses API's strict mode); the worker validates against the full
+	// schema either way. A raw JSONSchema is sent strict only when Strict
+	// is set: its owner (an MCP server, a skill library) decides. A schema
+	// inferred from the parameter type is always sent strict, since strict
+	// tools get fewer malformed calls, unless NotStrict says why not.
 	Strict bool
+	// NotStrict, for a tool whose schema is inferred, is why it is sent
+	// without strict mode: required when the strict rewrite cannot express
+	// the schema exactly (a map field, a keyword strict mode lacks), in
+	// which case New fails without it.
+	NotStrict string
 	// Namespace groups related external tools into one provider namespace.
 	Namespace            string
 	NamespaceDescription string
@@ -46,8 +55,8 @@ type Spec struct {
 	ExecutionMode Mode
 	// ReadOnly tools change nothing: they may run again after a crash.
 	ReadOnly bool
-	// Destructive tools never take a repair rung that invents or drops
-	// content, and must be sequential.
+	// Destructive tools never take a guessing repair rung (every rung of
+	// today's ladder is lossless), and must be sequential.
 	Destructive bool
 	// Timeout bounds one call; zero means the dispatcher's default.
 	Timeout time.Duration
@@ -135,6 +144,9 @@ func New[P any](d Def[P]) (*Tool, error) {
 	default:
 		return fail("execution mode %q is neither parallel nor sequential", s.ExecutionMode)
 	}
+	if s.Strict && s.NotStrict != "" {
+		return fail("strict and not strict (%s) at once", s.NotStrict)
+	}
 	var (
 		params *schema.Params
 		err    error
@@ -142,7 +154,14 @@ func New[P any](d Def[P]) (*Tool, error) {
 	if len(s.JSONSchema) > 0 {
 		params, err = schema.Compile(s.JSONSchema, s.Strict)
 	} else {
+		s.Strict = s.NotStrict == ""
 		params, err = schema.For[P](s.Strict)
+		if err == nil && s.Strict && params.StrictInexact() != "" {
+			err = errors.New(params.StrictInexact())
+		}
+		if err != nil && s.Strict && !errors.Is(err, schema.ErrNotObject) {
+			return fail("its schema cannot be sent strict as it is (%v); set Spec.NotStrict to say why the tool is sent without strict mode", err)
+		}
 	}
 	if err != nil {
 		// Wrapped, so that callers can match schema.ErrNotObject.
@@ -257,6 +276,10 @@ func (t *Tool) Prepare(args string, opt schema.RepairOptions) (*Invocation, erro
 	}
 	inv, err := t.prepare(v)
 	if err != nil {
+		var te *Error
+		if errors.As(err, &te) {
+			te.Repairs = repairs
+		}
 		return nil, err
 	}
 	inv.Repairs = repairs

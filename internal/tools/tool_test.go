@@ -272,19 +272,23 @@ func TestPrepare(t *testing.T) {
 			errHas: []string{"- /: missing properties: 'query'"}},
 		{name: "fenced arguments repaired", tool: search, args: "```json\n{\"query\":\"go\"}\n```", content: "go/0//[]",
 			repairs: []string{schema.RungStripFences}},
-		{name: "truncated arguments repaired", tool: search, args: `{"query":"go","sites":["a","b`, content: "go/0//[a b]",
-			repairs: []string{schema.RungCloseTruncated}},
+		{name: "truncated arguments refused", tool: search, args: `{"query":"go","sites":["a","b`,
+			errHas: []string{"cut off at byte 29, inside a string at /sites/1", "sent whole"}},
+		{name: "lossless repairs taken", tool: search, args: `{query: 'go', sites: ['a',],}`, content: "go/0//[a]",
+			repairs: []string{schema.RungTrailingCommas, schema.RungUnquotedKeys, schema.RungSingleQuotes}},
 		{name: "destructive truncated refused", tool: del, args: `{"path":"/tmp/important`,
-			errHas: []string{"not valid JSON", "irreversibly", "send the complete call again"}},
+			errHas: []string{"cut off at byte 23", "send the complete JSON object again"}},
+		{name: "destructive lossless repairs taken", tool: del, args: `{"path": "/tmp/x",} // the file`, content: "deleted /tmp/x",
+			repairs: []string{schema.RungStripFences, schema.RungTrailingCommas}},
 		{name: "destructive fenced repaired", tool: del, args: "```\n{\"path\":\"/tmp/x\"}\n```", content: "deleted /tmp/x",
 			repairs: []string{schema.RungStripFences}},
 		{name: "conservative option refuses truncation", tool: search, args: `{"query":"go`, opt: schema.RepairOptions{Conservative: true},
-			errHas: []string{"not valid JSON"}},
+			errHas: []string{"cut off at byte 12"}},
 		{name: "every violation with its pointer", tool: search, args: `{"query":"","limit":50,"sort":"size","sites":[1]}`,
 			errHas: []string{"Violations (JSON pointer: problem):", "- /query: ", "- /limit: ", "- /sort: ", "- /sites/0: "}},
 		{name: "repairs named on a refusal", tool: search, args: "```json\n{\"limit\":0}\n```",
-			errHas: []string{"repaired with strip_fences", "- /limit: "}},
-		{name: "too large", tool: search, args: `{"query":` + strings.Repeat(" ", 2<<20), errHas: []string{"too large to repair"}},
+			errHas: []string{"Repairs applied before this check: strip_fences.", "- /limit: "}},
+		{name: "too large", tool: search, args: `{"query":` + strings.Repeat(" ", 2<<20), errHas: []string{"cut off at byte 2097161", "repair limit"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -526,5 +530,50 @@ func TestActivity(t *testing.T) {
 			t.Errorf("%s: Activity = %q, CompletedActivity = %q; want %q, %q",
 				tt.tool.Name(), inv.Activity, inv.CompletedActivity(res), tt.started, tt.ended)
 		}
+	}
+}
+
+// TestStrictByDefault: a schema inferred from a Go type is sent strict
+// unless NotStrict says why not; one the strict rewrite cannot express
+// needs that reason; a raw schema is sent as its owner says.
+func TestStrictByDefault(t *testing.T) {
+	strictOf := func(tl *tools.Tool) bool {
+		var def struct{ Strict bool }
+		if err := json.Unmarshal(tl.Definition(), &def); err != nil {
+			t.Fatal(err)
+		}
+		return def.Strict
+	}
+	inferred := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "a", Description: "d"}, Execute: okExec[pathArgs]})
+	if !strictOf(inferred) || !inferred.Spec().Strict {
+		t.Errorf("inferred schema sent %s", inferred.Definition())
+	}
+	loose := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "b", Description: "d", NotStrict: "a test of the loose path"}, Execute: okExec[pathArgs]})
+	if strictOf(loose) {
+		t.Errorf("NotStrict tool sent %s", loose.Definition())
+	}
+	type mapArgs struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if _, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d"}, Execute: okExec[mapArgs]}); err == nil ||
+		!strings.Contains(err.Error(), "NotStrict") {
+		t.Errorf("a map field without NotStrict: err = %v, want one asking for the reason", err)
+	}
+	if m, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d", NotStrict: "labels is a map, which strict mode cannot express"}, Execute: okExec[mapArgs]}); err != nil || strictOf(m) {
+		t.Errorf("a map field with NotStrict: %v", err)
+	}
+	type openArgs struct {
+		Schema json.RawMessage `json:"schema" jsonschema:"type=object"`
+	}
+	if _, err := tools.New(tools.Def[openArgs]{Spec: tools.Spec{Name: "o", Description: "d"}, Execute: okExec[openArgs]}); err == nil ||
+		!strings.Contains(err.Error(), "open object at #/properties/schema") {
+		t.Errorf("an open object field without NotStrict: err = %v, want one naming it", err)
+	}
+	raw := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+	if r := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "d", Description: "d", JSONSchema: raw}, Execute: okExec[pathArgs]}); strictOf(r) {
+		t.Errorf("raw schema sent strict without Strict: %s", r.Definition())
+	}
+	if _, err := tools.New(tools.Def[pathArgs]{Spec: tools.Spec{Name: "e", Description: "d", Strict: true, NotStrict: "x"}, Execute: okExec[pathArgs]}); err == nil {
+		t.Error("Strict and NotStrict at once accepted")
 	}
 }

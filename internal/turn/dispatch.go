@@ -301,9 +301,20 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
 	inv, err := t.Prepare(c.Arguments, d.repairOptions())
+	var te *tools.Error
+	if err != nil && !errors.As(err, &te) {
+		te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
+	}
+	// The rungs that ran are reported on a refusal too.
+	var repairs []string
+	if inv != nil {
+		repairs = inv.Repairs
+	} else if te != nil {
+		repairs = te.Repairs
+	}
 	if vspan != nil {
-		if inv != nil && len(inv.Repairs) > 0 {
-			vspan.SetAttributes(spans.RepairsKey.StringSlice(inv.Repairs))
+		if len(repairs) > 0 {
+			vspan.SetAttributes(spans.RepairsKey.StringSlice(repairs))
 		}
 		if err != nil {
 			vspan.SetStatus(codes.Error, "invalid arguments")
@@ -311,14 +322,8 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		vspan.End()
 	}
 	if err != nil {
-		var te *tools.Error
-		if !errors.As(err, &te) {
-			te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
-		}
 		p.outcome = errorOutcome(c, te)
-		if inv != nil {
-			p.outcome.Repairs = inv.Repairs
-		}
+		p.outcome.Repairs = repairs
 		return p
 	}
 	p.inv = inv

@@ -250,6 +250,16 @@ func TestRepairsReported(t *testing.T) {
 	if got := res.Outcomes[1].Repairs; got != nil {
 		t.Errorf("repairs of valid arguments = %v, want none", got)
 	}
+
+	// A refusal names the rungs that ran before it, too.
+	res = dispatch(t, context.Background(), &turn.Dispatcher{}, set,
+		input(call("c3", "echo", "```json\n{'text': 'a',\n```"), call("c4", "echo", `{"text": 3,}`)))
+	if o := res.Outcomes[0]; kind(o) != tools.InvalidArguments || !slices.Equal(o.Repairs, []string{"strip_fences", "single_quotes"}) {
+		t.Errorf("cut-off refusal: %v, repairs %v", o.Err, o.Repairs)
+	}
+	if o := res.Outcomes[1]; kind(o) != tools.InvalidArguments || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
+		t.Errorf("schema refusal: %v, repairs %v", o.Err, o.Repairs)
+	}
 }
 
 func TestTimeout(t *testing.T) {

@@ -68,6 +68,7 @@ func (s *Service) mainTools() []*tools.Tool {
 	return []*tools.Tool{
 		tools.Must(tools.Def[StartParams]{
 			Spec: tools.Spec{Name: StartWorkflowName,
+				NotStrict: "each task's result_schema is any JSON Schema object: strict mode would close it to {}",
 				Description: "Start a workflow of tasks that run in parallel, each in its own isolated turn with only web and read-only memory tools. " +
 					"Each task gets its instructions and must submit a result matching its result schema. " +
 					"Returns the workflow id at once; the results arrive as the tasks finish (see show_workflow)."},

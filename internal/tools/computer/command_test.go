@@ -239,8 +239,8 @@ func TestRunCommandFlood(t *testing.T) {
 	}
 }
 
-// The destructive rule of the repair ladder: a truncated command is never
-// completed by guessing, so it never runs.
+// The repair ladder's rule: a truncated command is never completed by
+// guessing, so it never runs; lossless repairs apply to it as to any tool.
 func TestTruncatedCommandNeverRuns(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
@@ -250,14 +250,14 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 		`{"command":"touch ran`,
 		`{"command":"touch ran"`,
 		`{"command":"touch ran",`,
-		`{command:"touch ran"}`,
+		`{command:"touch ran", timeout_seconds: 1`,
 	} {
 		inv, err := rc.Prepare(args, schema.RepairOptions{})
 		if inv != nil || kindOf(err) != tools.InvalidArguments {
 			t.Errorf("Prepare(%s) = %v, %v; want no invocation and invalid_arguments", args, inv, err)
 			continue
 		}
-		if !strings.Contains(err.Error(), "never guessed at") {
+		if !strings.Contains(err.Error(), "cut off at byte") || !strings.Contains(err.Error(), "sent whole") {
 			t.Errorf("Prepare(%s): the message does not say why: %v", args, err)
 		}
 	}
@@ -268,6 +268,10 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 	inv, err := rc.Prepare("```json\n{\"command\":\"touch ran\"}\n```", schema.RepairOptions{})
 	if err != nil || !equalStrings(inv.Repairs, []string{schema.RungStripFences}) {
 		t.Fatalf("fenced: %v, %v", inv, err)
+	}
+	inv, err = rc.Prepare(`{command: 'touch ran',}`, schema.RepairOptions{})
+	if err != nil || !equalStrings(inv.Repairs, []string{schema.RungTrailingCommas, schema.RungUnquotedKeys, schema.RungSingleQuotes}) {
+		t.Fatalf("lossless repairs: %v, %v", inv, err)
 	}
 }
 
