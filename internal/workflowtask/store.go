@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
@@ -29,8 +30,17 @@ const maxCAS = 16
 // The buckets are bound on first use rather than at construction: the
 // worker creates them (bus.Setup) after the creators and task turns it
 // serves have been built.
+//
+// Every read and write goes through retry: each attempt is bounded by its
+// own short timeout (a request whose answer is lost as a stream leader
+// steps down, or while the client reconnects, must fail in seconds, not
+// wait out the minutes a tool call may have left) and transient failures
+// are tried again; a create or update retried after a lost answer
+// recognises its own write (records carry their workflow's random id and
+// times).
 type store struct {
-	js jetstream.JetStream
+	js    jetstream.JetStream
+	retry bus.Retry
 
 	mu    sync.Mutex
 	wf    jetstream.KeyValue
@@ -43,40 +53,16 @@ func (s *store) bucket(ctx context.Context, name string, slot *jetstream.KeyValu
 	if *slot != nil {
 		return *slot, nil
 	}
-	kv, err := s.js.KeyValue(ctx, name)
+	var kv jetstream.KeyValue
+	err := s.retry.Do(ctx, "opening bucket "+name, func(ctx context.Context) (err error) {
+		kv, err = s.js.KeyValue(ctx, name)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 	}
-	*slot = boundedKV{kv}
+	*slot = s.retry.KV(kv)
 	return *slot, nil
-}
-
-// requestTimeout bounds one request to a bucket.
-const requestTimeout = 5 * time.Second
-
-// boundedKV bounds every read and write to requestTimeout. A request whose
-// answer is lost (sent as a stream leader steps down, or while the client
-// reconnects) must fail in seconds, not wait out the minutes a tool call
-// may have left: the JetStream client only applies its own default timeout
-// to a context without a deadline.
-type boundedKV struct{ jetstream.KeyValue }
-
-func (b boundedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Get(ctx, key)
-}
-
-func (b boundedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Create(ctx, key, value, opts...)
-}
-
-func (b boundedKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Update(ctx, key, value, revision)
 }
 
 // workflows is the WORKFLOWS bucket.
@@ -136,10 +122,7 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 			rec.setRevision(rev)
 			return rec, nil
 		}
-		// A write whose answer was lost may have been stored: reading the
-		// record again tells, since change reports nothing more to write.
-		lost := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !lost {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil, fmt.Errorf("writing %s: %w", key, err)
 		}
 		if attempt == maxCAS {
@@ -275,19 +258,18 @@ func (s *store) agentWorkflows(ctx context.Context, agentID string) ([]string, e
 		return nil, err
 	}
 	prefix := "agent." + agentID + "."
-	lister, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	var ids []string
+	err = s.retry.Watch(ctx, "listing workflows", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		ids = ids[:0] // an attempt lists from the start
+		return kv.Watch(ctx, prefix+"*", jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	}, func(e jetstream.KeyValueEntry) error {
+		ids = append(ids, strings.TrimPrefix(e.Key(), prefix))
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing workflows: %w", err)
 	}
-	var ids []string
-	for k := range lister.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, prefix))
-	}
-	_ = lister.Stop()
-	if err := ctx.Err(); err != nil {
-		return nil, err // the listing was cut short
-	}
-	// The lister may report a key twice while the bucket is written to.
+	// A watch may report a key twice while the bucket is written to.
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	slices.Reverse(ids)
