@@ -103,9 +103,30 @@ func get[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key 
 // somebody did. change reports whether there is anything to write; an
 // error from it ends the loop with the record as read. The returned
 // record is what is stored now, with its revision.
-func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key string, change func(P) (bool, error)) (P, error) {
+//
+// from, when not nil, is the record as this worker wrote it last (with
+// its revision), taken for the first read: the write that follows a
+// create must not depend on reading it back, since a read may be
+// answered by a replica that does not have it yet. For the same reason a
+// record that a conflict has shown to exist, and that a read then
+// misses, is read again.
+func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key string, from P, change func(P) (bool, error)) (P, error) {
 	for attempt := 1; ; attempt++ {
-		rec, err := get[T, P](ctx, kv, key)
+		var rec P
+		var err error
+		if from != nil {
+			rec = P(new(T))
+			*rec = *from // a copy: change edits it
+			from = nil
+		} else {
+			rec, err = get[T, P](ctx, kv, key)
+		}
+		if errors.Is(err, ErrNotFound) && attempt > 1 && attempt < maxCAS {
+			if err := pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -147,15 +168,17 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+// put creates a record and returns its revision.
+func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := kv.Create(ctx, key, data); err != nil {
-		return fmt.Errorf("creating %s: %w", key, err)
+	rev, err := kv.Create(ctx, key, data)
+	if err != nil {
+		return 0, fmt.Errorf("creating %s: %w", key, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // workflow reads a workflow record.
@@ -198,14 +221,15 @@ func (s *store) create(ctx context.Context, wf *Workflow, tasks []*Task) error {
 		return err
 	}
 	for _, t := range tasks {
-		if err := put(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t); err != nil {
+		if t.Revision, err = put(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t); err != nil {
 			return err
 		}
 	}
-	if err := put(ctx, kv, WorkflowKey(wf.ID), wf); err != nil {
+	if wf.Revision, err = put(ctx, kv, WorkflowKey(wf.ID), wf); err != nil {
 		return err
 	}
-	return put(ctx, kv, agentKey(wf.AgentID, wf.ID), struct{}{})
+	_, err = put(ctx, kv, agentKey(wf.AgentID, wf.ID), struct{}{})
+	return err
 }
 
 // updateWorkflow is update on a workflow record.
@@ -214,7 +238,7 @@ func (s *store) updateWorkflow(ctx context.Context, id string, change func(*Work
 	if err != nil {
 		return nil, err
 	}
-	return update(ctx, kv, WorkflowKey(id), change)
+	return update(ctx, kv, WorkflowKey(id), nil, change)
 }
 
 // updateTask is update on a task record.
@@ -223,7 +247,7 @@ func (s *store) updateTask(ctx context.Context, workflowID, taskID string, chang
 	if err != nil {
 		return nil, err
 	}
-	return update(ctx, kv, TaskKey(workflowID, taskID), change)
+	return update(ctx, kv, TaskKey(workflowID, taskID), nil, change)
 }
 
 // failTask ends an open task as failed. It returns the record as stored;
@@ -238,9 +262,14 @@ func (s *store) failTask(ctx context.Context, workflowID, taskID, reason string,
 	})
 }
 
-// markReady records that a task's task.ready event is stored.
-func (s *store) markReady(ctx context.Context, workflowID, taskID string) error {
-	_, err := s.updateTask(ctx, workflowID, taskID, func(t *Task) (bool, error) {
+// markReady records that a task's task.ready event is stored. t is the
+// task as create stored it.
+func (s *store) markReady(ctx context.Context, t *Task) error {
+	kv, err := s.workflows(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = update(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t, func(t *Task) (bool, error) {
 		if t.Status != TaskPending {
 			return false, nil
 		}
