@@ -3,12 +3,14 @@ package bus
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -117,33 +119,108 @@ func (r Retry) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// KV returns kv with every read and write made under r. A create, update
-// or delete whose earlier attempt failed in a way that may have hidden
-// its success (its answer lost) and that then conflicts, checks whether
-// the key holds what it wrote (or, for a delete, nothing): if so, that
-// earlier attempt succeeded and the write reports success. The values
-// written must therefore tell one write from another (the records of the
-// tools carry times and ids). Watches, listings and the rest are kv's
-// own; Watch reads one to its end under r.
-func (r Retry) KV(kv jetstream.KeyValue) jetstream.KeyValue {
+// KV returns kv, a bucket of js's own JetStream domain, with every read
+// and write made under r.
+//
+// A read that finds no key asks the leader of the bucket's stream again:
+// reads are direct gets, which any replica answers, and a replica that is
+// behind (catching up after a restart, in a leader change) misses a
+// record that was written and acknowledged moments ago, by this worker or
+// another. The leader has every write it acknowledged.
+//
+// A create, update or delete whose earlier attempt failed in a way that
+// may have hidden its success (its answer lost) and that then conflicts,
+// checks whether the key holds what it wrote (or, for a delete, nothing):
+// if so, that earlier attempt succeeded and the write reports success.
+// The values written must therefore tell one write from another (the
+// records of the tools carry times and ids). Watches, listings and the
+// rest are kv's own; Watch reads one to its end under r.
+func (r Retry) KV(js jetstream.JetStream, kv jetstream.KeyValue) jetstream.KeyValue {
 	if k, ok := kv.(retryKV); ok {
 		kv = k.KeyValue
 	}
-	return retryKV{KeyValue: kv, r: r}
+	return retryKV{KeyValue: kv, nc: js.Conn(), r: r}
 }
 
 type retryKV struct {
 	jetstream.KeyValue
-	r Retry
+	nc *nats.Conn
+	r  Retry
 }
 
 func (k retryKV) Get(ctx context.Context, key string) (e jetstream.KeyValueEntry, err error) {
 	err = k.r.Do(ctx, "reading "+key, func(ctx context.Context) (err error) {
 		e, err = k.KeyValue.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			e, err = k.leaderGet(ctx, key)
+		}
 		return err
 	})
 	return e, err
 }
+
+// leaderGet reads the last value of key from the stream's leader (the
+// stream message API, which only the leader answers), as KV.Get would
+// without direct gets.
+func (k retryKV) leaderGet(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{"$KV." + k.Bucket() + "." + key})
+	if err != nil {
+		return nil, err
+	}
+	m, err := k.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+k.Bucket(), req)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Data   []byte    `json:"data"`
+			Time   time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, fmt.Errorf("%w: %v", jetstream.ErrInvalidJSAck, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrKeyNotFound
+		}
+		return nil, resp.Error
+	}
+	if resp.Message == nil {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	if len(resp.Message.Header) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+		if err != nil {
+			return nil, err
+		}
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return nil, jetstream.ErrKeyNotFound
+		}
+	}
+	return leaderEntry{bucket: k.Bucket(), key: key, value: resp.Message.Data, rev: resp.Message.Seq, created: resp.Message.Time}, nil
+}
+
+// leaderEntry is a value read by leaderGet.
+type leaderEntry struct {
+	bucket, key string
+	value       []byte
+	rev         uint64
+	created     time.Time
+}
+
+func (e leaderEntry) Bucket() string                  { return e.bucket }
+func (e leaderEntry) Key() string                     { return e.key }
+func (e leaderEntry) Value() []byte                   { return e.value }
+func (e leaderEntry) Revision() uint64                { return e.rev }
+func (e leaderEntry) Created() time.Time              { return e.created }
+func (e leaderEntry) Delta() uint64                   { return 0 }
+func (e leaderEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 func (k retryKV) GetRevision(ctx context.Context, key string, revision uint64) (e jetstream.KeyValueEntry, err error) {
 	err = k.r.Do(ctx, "reading "+key, func(ctx context.Context) (err error) {
@@ -205,7 +282,7 @@ func (k retryKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDel
 		if retried && errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			// Only a delete with an expected revision conflicts: the
 			// earlier attempt deleted the key when it holds nothing now.
-			if _, gerr := k.KeyValue.Get(ctx, key); errors.Is(gerr, jetstream.ErrKeyDeleted) || errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			if _, gerr := k.leaderGet(ctx, key); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				return nil
 			}
 		}
@@ -220,23 +297,18 @@ func (k retryKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDele
 	})
 }
 
-// holds reports whether key's value is value, and at which revision. The
-// server has just said the key exists, so a read that misses it was
-// answered by a replica that is behind: it is read again, a few times.
+// holds reports whether key's value is value, and at which revision.
+// The server has just said the key exists, so a read that misses it was
+// answered by a replica that is behind: the leader is asked.
 func (k retryKV) holds(ctx context.Context, key string, value []byte) (uint64, bool) {
-	for i := range 4 {
-		e, err := k.KeyValue.Get(ctx, key)
-		if err == nil {
-			if bytes.Equal(e.Value(), value) {
-				return e.Revision(), true
-			}
-			return 0, false
-		}
-		if !errors.Is(err, jetstream.ErrKeyNotFound) || pause(ctx, time.Duration(i+1)*20*time.Millisecond) != nil {
-			return 0, false
-		}
+	e, err := k.KeyValue.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		e, err = k.leaderGet(ctx, key)
 	}
-	return 0, false
+	if err != nil || !bytes.Equal(e.Value(), value) {
+		return 0, false
+	}
+	return e.Revision(), true
 }
 
 func pause(ctx context.Context, d time.Duration) error {

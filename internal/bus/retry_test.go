@@ -132,7 +132,7 @@ func TestRetryKV(t *testing.T) {
 	real := newBucket(t, js, "B")
 	var log syncBuffer
 	l := &lossy{KeyValue: real}
-	kv := Retry{Logger: slog.New(slog.NewTextHandler(&log, nil))}.KV(l)
+	kv := Retry{Logger: slog.New(slog.NewTextHandler(&log, nil))}.KV(js, l)
 	wantAt := func(key, value string, rev uint64) {
 		t.Helper()
 		e, err := real.Get(ctx, key)
@@ -181,8 +181,23 @@ func TestRetryKV(t *testing.T) {
 	if _, err := real.Get(ctx, "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("after the delete: %v", err)
 	}
-	if _, err := kv.Get(ctx, "nothing"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Fatalf("a missing key: got %v, want ErrKeyNotFound at once", err)
+	// A read that misses asks the leader, which knows deleted and
+	// missing keys, and has every value written.
+	for _, key := range []string{"k", "nothing"} {
+		if _, err := kv.Get(ctx, key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("%s: got %v, want ErrKeyNotFound at once", key, err)
+		}
+	}
+	rev, err := real.Put(ctx, "k2", []byte("there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.misses = 1
+	if e, err := kv.Get(ctx, "k2"); err != nil || string(e.Value()) != "there" || e.Revision() != rev || e.Key() != "k2" {
+		t.Fatalf("a read a replica missed: %v, %v; want %q at revision %d", e, err, "there", rev)
+	}
+	if n := strings.Count(log.String(), "retrying"); n != 5 {
+		t.Fatalf("%d retries logged, want one for each of the 5 lost answers:\n%s", n, log.String())
 	}
 }
 
@@ -194,7 +209,7 @@ func TestRetryRestart(t *testing.T) {
 	ctx := context.Background()
 	real := newBucket(t, js, "R")
 	var log syncBuffer
-	kv := Retry{AttemptTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))}.KV(real)
+	kv := Retry{AttemptTimeout: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))}.KV(js, real)
 	s.Stop()
 	done := make(chan error, 1)
 	go func() {
@@ -283,9 +298,12 @@ func TestClaimReadBehind(t *testing.T) {
 	if _, err := st.claim(ctx, ref, "theirs"); !errors.Is(err, turn.ErrClaimed) {
 		t.Fatalf("another claim, its first read missing the key: got %v, want ErrClaimed", err)
 	}
-	// A key that never reads is an error in the end, not a claim.
-	l.misses = claimAttempts
-	if _, err := st.claim(ctx, ref, "mine"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Fatalf("a key that never reads: got %v", err)
+	// However far behind the replicas are, the leader has the claim.
+	l.misses = 1 << 30
+	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {
+		t.Fatalf("the claim again, no replica having the key: %v, %v", o, err)
+	}
+	if _, err := st.claim(ctx, ref, "theirs"); !errors.Is(err, turn.ErrClaimed) {
+		t.Fatalf("another claim, no replica having the key: got %v, want ErrClaimed", err)
 	}
 }

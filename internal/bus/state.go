@@ -66,7 +66,7 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 	if s.Pub.publish(ctx, m) == nil {
 		return nil, nil
 	}
-	kv := s.Pub.retry().KV(s.KV)
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
 	var e jetstream.KeyValueEntry
 	for attempt := 1; ; attempt++ {
 		_, err := kv.Create(ctx, key, claim)

@@ -61,7 +61,7 @@ func (s *store) bucket(ctx context.Context, name string, slot *jetstream.KeyValu
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 	}
-	*slot = s.retry.KV(kv)
+	*slot = s.retry.KV(s.js, kv)
 	return *slot, nil
 }
 

@@ -46,7 +46,7 @@ func TestMarkReadyReadBehind(t *testing.T) {
 	}
 	s := New(js, Config{Events: nopEvents{}})
 	b := &behind{KeyValue: real}
-	s.store.wf = bus.Retry{}.KV(b)
+	s.store.wf = bus.Retry{}.KV(js, b)
 	now := time.Now().UTC()
 	wf := &Workflow{ID: newWorkflowID(now), AgentID: "a", TurnID: "main", Status: WorkflowRunning, CreatedAt: now}
 	var tasks []*Task

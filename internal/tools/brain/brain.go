@@ -102,7 +102,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Brain, error
 	// a lost answer is recognised by its value (it carries its time and
 	// call).
 	r := bus.Retry{}
-	kv = r.KV(kv)
+	kv = r.KV(js, kv)
 	b := &Brain{cfg: cfg, kv: kv, cache: newCache(kv, r, cfg.CacheBytes)}
 	b.all = b.build()
 	b.readOnly = b.all[:2]

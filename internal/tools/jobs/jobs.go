@@ -140,7 +140,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 		return nil, fmt.Errorf("consumer %s > %s: %w", Stream, ConsumerReports, err)
 	}
 	r := bus.Retry{Logger: cfg.Logger}
-	s := &Service{cfg: cfg, js: js, kv: r.KV(kv), retry: r, log: cfg.Logger}
+	s := &Service{cfg: cfg, js: js, kv: r.KV(js, kv), retry: r, log: cfg.Logger}
 	s.tools = s.build()
 	return s, nil
 }

@@ -82,7 +82,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Category, er
 	// Every read and write has a short attempt timeout, not the call's,
 	// and transient failures are tried again; a Put tried again writes
 	// the same list.
-	c := &Category{cfg: cfg, kv: bus.Retry{}.KV(kv)}
+	c := &Category{cfg: cfg, kv: bus.Retry{}.KV(js, kv)}
 	c.tools = c.build()
 	return c, nil
 }
