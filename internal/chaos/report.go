@@ -150,7 +150,7 @@ func (r *Report) String() string {
 			}
 		}
 	} else {
-		b.WriteString("OK: no step lost or doubled, no tool body run twice, no committed result lost\n")
+		b.WriteString("OK: no step lost or doubled, no tool body run twice, no committed result lost, no workflow write failed\n")
 	}
 	if r.LogDir != "" {
 		fmt.Fprintf(&b, "worker logs      %s\n", r.LogDir)
