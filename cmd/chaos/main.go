@@ -7,9 +7,9 @@
 // every server restarted one by one. At the end it reads back what is
 // stored, prints the figures and exits 1 when any step was lost or
 // doubled, a non-read-only tool body ran twice, a committed result is
-// missing or a workflow tool failed to write (a start_workflow or a
-// submit_result that ended in an error other than interrupted or a
-// rejected value; see package internal/chaos).
+// missing or a workflow write failed (a start_workflow that ended in an
+// error other than interrupted, a submit_result whose value could not be
+// recorded; see package internal/chaos).
 //
 //	go run ./cmd/chaos --duration 2m --workers 2 --fault-every 10s
 package main
