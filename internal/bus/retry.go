@@ -60,8 +60,9 @@ func (r Retry) Do(ctx context.Context, what string, op func(ctx context.Context)
 	last, first := err, err
 	err = backoff.RetryNotify(func() error {
 		if first != nil {
-			err, first = first, nil
-			return err
+			e := first
+			first = nil
+			return e
 		}
 		err := attempt()
 		if err != nil {
@@ -297,14 +298,11 @@ func (k retryKV) Purge(ctx context.Context, key string, opts ...jetstream.KVDele
 	})
 }
 
-// holds reports whether key's value is value, and at which revision.
-// The server has just said the key exists, so a read that misses it was
-// answered by a replica that is behind: the leader is asked.
+// holds reports whether key's value is value, and at which revision. The
+// leader is asked: a replica that is behind would answer with an older
+// value, or none, and a write that landed would be taken for a conflict.
 func (k retryKV) holds(ctx context.Context, key string, value []byte) (uint64, bool) {
-	e, err := k.KeyValue.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		e, err = k.leaderGet(ctx, key)
-	}
+	e, err := k.leaderGet(ctx, key)
 	if err != nil || !bytes.Equal(e.Value(), value) {
 		return 0, false
 	}
