@@ -106,10 +106,7 @@ func get[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key 
 //
 // from, when not nil, is the record as this worker wrote it last (with
 // its revision), taken for the first read: the write that follows a
-// create must not depend on reading it back, since a read may be
-// answered by a replica that does not have it yet. For the same reason a
-// record that a conflict has shown to exist, and that a read then
-// misses, is read again.
+// create need not read it back.
 func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key string, from P, change func(P) (bool, error)) (P, error) {
 	for attempt := 1; ; attempt++ {
 		var rec P
@@ -120,12 +117,6 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 			from = nil
 		} else {
 			rec, err = get[T, P](ctx, kv, key)
-		}
-		if errors.Is(err, ErrNotFound) && attempt > 1 && attempt < maxCAS {
-			if err := pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
-				return nil, err
-			}
-			continue
 		}
 		if err != nil {
 			return nil, err

@@ -30,9 +30,10 @@ func (b *behind) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 
 // TestMarkReadyReadBehind: marking the tasks of a workflow just created
 // ready does not depend on reading them back, and a task another writer
-// changed meanwhile, which a read then misses, is read again: in a
-// cluster any replica answers a read, and one may not have the record
-// yet (start_workflow failed as "stored but could not be announced").
+// changed meanwhile, which a read then misses, is read from the leader:
+// in a cluster any replica answers a read, and one may not have the
+// record yet (start_workflow failed as "stored but could not be
+// announced").
 func TestMarkReadyReadBehind(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx := context.Background()
