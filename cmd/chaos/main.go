@@ -6,8 +6,10 @@
 // TURN_STATE stopped and restarted, a worker SIGKILLed and replaced,
 // every server restarted one by one. At the end it reads back what is
 // stored, prints the figures and exits 1 when any step was lost or
-// doubled, a non-read-only tool body ran twice or a committed result is
-// missing (see package internal/chaos).
+// doubled, a non-read-only tool body ran twice, a committed result is
+// missing or a workflow write failed (a start_workflow that ended in an
+// error other than interrupted, a submit_result whose value could not be
+// recorded; see package internal/chaos).
 //
 //	go run ./cmd/chaos --duration 2m --workers 2 --fault-every 10s
 package main

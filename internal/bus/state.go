@@ -59,6 +59,10 @@ func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome,
 	return s.claim(ctx, ref, nuid.Next())
 }
 
+// claimAttempts bounds the claims of one call that find its key taken
+// and then cannot read it.
+const claimAttempts = 5
+
 func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest})
@@ -70,16 +74,30 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 	if s.Pub.publish(ctx, m) == nil {
 		return nil, nil
 	}
-	_, err := s.KV.Create(ctx, key, claim)
-	if err == nil {
-		return nil, nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, err
-	}
-	e, err := s.KV.Get(ctx, key)
-	if err != nil {
-		return nil, err
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	var e jetstream.KeyValueEntry
+	for attempt := 1; ; attempt++ {
+		_, err := kv.Create(ctx, key, claim)
+		if err == nil {
+			return nil, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, err
+		}
+		e, err = kv.Get(ctx, key)
+		if err == nil {
+			break
+		}
+		// The server has just said the key exists, and a read misses it:
+		// the read was answered by a replica that is behind (reads are
+		// direct gets, which any replica answers), around a leader change.
+		// Claim again: the key is found, or it is claimed now.
+		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
+			return nil, err
+		}
+		if err := pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+			return nil, err
+		}
 	}
 	var rec callRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {

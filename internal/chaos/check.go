@@ -13,21 +13,25 @@ import (
 
 // outputEvent is an event read back from TURN_OUTPUTS.
 type outputEvent struct {
-	Type   string `json:"type"`
-	TurnID string `json:"turn_id"`
-	Step   int64  `json:"step"`
-	CallID string `json:"call_id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-	Error  *struct {
-		Kind string `json:"kind"`
-	} `json:"error"`
-	Task *struct {
+	Type   string     `json:"type"`
+	TurnID string     `json:"turn_id"`
+	Step   int64      `json:"step"`
+	CallID string     `json:"call_id"`
+	Name   string     `json:"name"`
+	Status string     `json:"status"`
+	Error  *callError `json:"error"`
+	Task   *struct {
 		WorkflowID string          `json:"workflow_id"`
 		TaskID     string          `json:"task_id"`
 		Status     string          `json:"status"`
 		Result     json.RawMessage `json:"result"`
 	} `json:"task"`
+}
+
+// callError is the error of a call.output.
+type callError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }
 
 // taskRecord is what WORKFLOWS holds for a task (Found false: no record).
@@ -173,6 +177,13 @@ func check(ev *evidence, r *Report) {
 					r.CallErrors = map[string]int{}
 				}
 				r.CallErrors[c.Name+":"+o.Error.Kind]++
+				what := fmt.Sprintf("%s %s/%s: %s: %s", c.Name, key, c.ID, o.Error.Kind, clip(o.Error.Message, 300))
+				if failedWrite(c.Name, o.Error.Kind) {
+					r.WorkflowWritesFailed++
+					example("failed workflow writes", "%s", what)
+				} else if len(r.CallErrorExamples) < maxExamples {
+					r.CallErrorExamples = append(r.CallErrorExamples, what)
+				}
 			}
 			switch c.Name {
 			case "mark":
@@ -277,6 +288,28 @@ func check(ev *evidence, r *Report) {
 	if r.Leftover > 0 {
 		example("left in the work queues", "%d steps are still in TURN_CALLS or TURN_TASKS", r.Leftover)
 	}
+}
+
+// failedWrite reports whether a call of the workflow tools that ended in
+// an error of kind failed to write what it was for. An interrupted call
+// is not one: its worker was killed while it ran, and the model is told
+// it may have taken effect in part. A rejected submission is the
+// gateway's doing; one that could not be recorded is a failed write.
+func failedWrite(tool, kind string) bool {
+	switch tool {
+	case workflowtask.StartWorkflowName:
+		return kind != "interrupted"
+	case workflowtask.SubmitResultName:
+		return kind == "internal"
+	}
+	return false
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func sameJSON(a, b json.RawMessage) bool {

@@ -135,6 +135,12 @@ func TestCheckFindsViolations(t *testing.T) {
 		{"task turn never ended", func(w *world) {
 			w.drop(func(e outputEvent) bool { return e.TurnID == "task_wf1_k0" && e.Type == protocol.EventStepDone })
 		}, "never ended", func(r *Report) int { return r.TasksUnfinished }},
+		{"start_workflow failed", func(w *world) {
+			w.fail("t3", "w", "tool_error")
+		}, "failed to write", func(r *Report) int { return r.WorkflowWritesFailed }},
+		{"submission not recorded", func(w *world) {
+			w.fail("task_wf1_k0", "s0", "internal")
+		}, "failed to write", func(r *Report) int { return r.WorkflowWritesFailed }},
 		{"dead letter", func(w *world) {
 			w.ev.dead = []stepKey{{Turn: "t1"}}
 		}, "dead-lettered", func(r *Report) int { return r.DeadLetters }},
@@ -169,9 +175,7 @@ func TestCheckInterruptedIsNotAViolation(t *testing.T) {
 		for i, e := range w.ev.outputs {
 			if e.TurnID == "t1" && e.CallID == "m" {
 				w.ev.outputs[i].Status = protocol.StatusError
-				w.ev.outputs[i].Error = &struct {
-					Kind string `json:"kind"`
-				}{Kind: "interrupted"}
+				w.ev.outputs[i].Error = &callError{Kind: "interrupted"}
 			}
 		}
 		if !ran {
@@ -181,6 +185,31 @@ func TestCheckInterruptedIsNotAViolation(t *testing.T) {
 		if !r.OK() || r.MarksInterrupted != 1 || r.CallErrors["mark:interrupted"] != 1 {
 			t.Errorf("ran=%v: %v, interrupted %d, errors %v", ran, r.Problems(), r.MarksInterrupted, r.CallErrors)
 		}
+	}
+}
+
+// fail makes a call's output an error of kind.
+func (w *world) fail(turn, callID, kind string) {
+	for i, e := range w.ev.outputs {
+		if e.TurnID == turn && e.CallID == callID {
+			w.ev.outputs[i].Status = protocol.StatusError
+			w.ev.outputs[i].Error = &callError{Kind: kind, Message: "it went wrong"}
+		}
+	}
+}
+
+// TestCheckWorkflowCallErrors: a start_workflow cut short by a kill, or a
+// submission the checks rejected, is counted and is not a failed write.
+func TestCheckWorkflowCallErrors(t *testing.T) {
+	w := newWorld()
+	w.fail("t3", "w", "interrupted")
+	w.fail("task_wf1_k0", "s0", "invalid_arguments")
+	r := w.check(t)
+	if !r.OK() || r.WorkflowWritesFailed != 0 || r.CallErrors["start_workflow:interrupted"] != 1 || r.CallErrors["submit_result:invalid_arguments"] != 1 {
+		t.Fatalf("%v, %d failed writes, errors %v", r.Problems(), r.WorkflowWritesFailed, r.CallErrors)
+	}
+	if len(r.CallErrorExamples) != 2 || !strings.Contains(r.String(), "it went wrong") {
+		t.Fatalf("examples %q, report:\n%s", r.CallErrorExamples, r)
 	}
 }
 

@@ -29,6 +29,9 @@
 //   - every task whose submit_result got an accepted step.done has its
 //     result committed in WORKFLOWS (the task record) and a task.accepted
 //     event carrying it;
+//   - no workflow write failed (a start_workflow that ended in an error
+//     other than interrupted, a submit_result whose value could not be
+//     recorded): the workflow writes survive the faults;
 //   - nothing was dead-lettered and the work queues are empty.
 //
 // The figures and every violation found are in the Report.

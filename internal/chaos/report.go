@@ -42,6 +42,14 @@ type Report struct {
 	// store its workflow while a leader was down, …): the model is told,
 	// nothing is lost or doubled.
 	CallErrors map[string]int
+	// WorkflowWritesFailed counts the calls of the workflow tools that
+	// could not write what they were for (a start_workflow that ended in
+	// an error other than interrupted, a submit_result that could not be
+	// recorded): every such write must survive the faults.
+	WorkflowWritesFailed int
+	// CallErrorExamples are a few of the other call errors, with their
+	// messages.
+	CallErrorExamples []string
 	// Faults injected, by kind.
 	Faults map[Fault]int
 	// WorkerExits counts worker processes that exited on their own (each
@@ -77,6 +85,7 @@ func (r *Report) Problems() []string {
 	add(r.WorkflowsDoubled, "start_workflow calls that started more than one workflow")
 	add(r.WorkflowsMissing, "start_workflow calls reported ok without a workflow")
 	add(r.TasksMissing, "start_workflow calls reported ok without a task.ready for every task")
+	add(r.WorkflowWritesFailed, "workflow tool calls that failed to write (start_workflow, submit_result)")
 	add(r.ResultsLost, "accepted task results lost")
 	add(r.TasksUnfinished, "announced tasks whose turn never ended")
 	add(r.DeadLetters, "steps dead-lettered")
@@ -114,7 +123,10 @@ func (r *Report) String() string {
 	if len(errs) == 0 {
 		errs = []string{"none"}
 	}
-	fmt.Fprintf(&b, "call errors      %s\n", strings.Join(errs, " "))
+	fmt.Fprintf(&b, "call errors      %s; %d failed workflow writes\n", strings.Join(errs, " "), r.WorkflowWritesFailed)
+	for _, e := range r.CallErrorExamples {
+		fmt.Fprintf(&b, "  e.g. %s\n", e)
+	}
 	var kinds []string
 	for k, n := range r.Faults {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
@@ -138,7 +150,7 @@ func (r *Report) String() string {
 			}
 		}
 	} else {
-		b.WriteString("OK: no step lost or doubled, no tool body run twice, no committed result lost\n")
+		b.WriteString("OK: no step lost or doubled, no tool body run twice, no committed result lost, no workflow write failed\n")
 	}
 	if r.LogDir != "" {
 		fmt.Fprintf(&b, "worker logs      %s\n", r.LogDir)

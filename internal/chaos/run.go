@@ -351,10 +351,12 @@ func readTask(ctx context.Context, kv jetstream.KeyValue, workflow, task string)
 
 // readAll reads every message of a stream on filter, in order. On a
 // failure it starts again from the beginning (after reset), so a
-// restart of the consumer cannot skip or repeat a message.
+// restart of the consumer cannot skip or repeat a message. It keeps
+// trying for two minutes: on a busy machine a stream that a fault left
+// without a leader can take that long to elect one.
 func readAll(ctx context.Context, js jetstream.JetStream, stream, filter string, fn func([]byte) error, reset func()) error {
 	var last error
-	for attempt := range 10 {
+	for attempt, deadline := 0, time.Now().Add(2*time.Minute); attempt == 0 || time.Now().Before(deadline); attempt++ {
 		if attempt > 0 {
 			reset()
 			sleep(ctx, time.Second)

@@ -14,42 +14,48 @@ import (
 func TestGoroutines(t *testing.T) {
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
-	set := mustSet(t,
-		newTool(t, "quick", tools.Parallel, reply("ok")),
-		newTool(t, "deaf", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-			<-stuck // ignores its context
-			return tools.Result{}, nil
-		}, withTimeout(20*time.Millisecond)),
-	)
+	deaf := newTool(t, "deaf", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		<-stuck // ignores its context
+		return tools.Result{}, nil
+	}, withTimeout(20*time.Millisecond))
+	quick := newTool(t, "quick", tools.Parallel, reply("ok"))
 	pool := turn.NewGoroutines(2)
 	d := &turn.Dispatcher{Goroutines: pool}
-	idle := func(want int) {
+	// settled waits until the pool has live goroutines, idle of them:
+	// a goroutine goes idle (or ends) after its call's outcome is
+	// reported, so after the step has returned.
+	settled := func(idle, live int) {
 		t.Helper()
-		for deadline := time.Now().Add(waitLimit); pool.Idle() != want; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(waitLimit); pool.Idle() != idle || pool.Live() != live; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d idle goroutines, want %d", pool.Idle(), want)
+				t.Fatalf("%d idle goroutines of %d, want %d of %d", pool.Idle(), pool.Live(), idle, live)
 			}
 		}
 	}
-	five := input(call("c1", "quick", ``), call("c2", "quick", ``), call("c3", "quick", ``), call("c4", "quick", ``), call("c5", "quick", ``))
+	five := input(call("c1", "together", ``), call("c2", "together", ``), call("c3", "together", ``), call("c4", "together", ``), call("c5", "together", ``))
 	for range 3 {
+		// The five wait for each other, so they run at once, on five
+		// goroutines.
+		set := mustSet(t, newTool(t, "together", tools.Parallel, atBarrier(newBarrier(5), "ok")))
 		for _, o := range dispatch(t, context.Background(), d, set, five).Outcomes {
 			if o.Err != nil || output(t, o) != "ok" {
 				t.Fatalf("call %s: %v", o.CallID, o.Err)
 			}
 		}
-		idle(2) // five ran at once; two are kept
+		settled(2, 2) // two are kept, three end
 	}
-	// Two hung tools hold both kept goroutines; the next step still runs.
+	// Two hung tools take both kept goroutines; the next step still runs,
+	// on a new one.
+	set := mustSet(t, quick, deaf)
 	res := dispatch(t, context.Background(), d, set, input(call("c1", "deaf", ``), call("c2", "deaf", ``)))
 	for _, o := range res.Outcomes {
 		if kind(o) != tools.Timeout {
 			t.Fatalf("call %s: %v, want a timeout", o.CallID, o.Err)
 		}
 	}
-	idle(0)
+	settled(0, 2)
 	if o := dispatch(t, context.Background(), d, set, input(call("c1", "quick", ``))).Outcomes[0]; o.Err != nil {
 		t.Fatalf("after the hung calls: %v", o.Err)
 	}
-	idle(1)
+	settled(1, 3)
 }

@@ -204,7 +204,7 @@ func (s *Service) announce(ctx context.Context, wf *Workflow, tasks []*Task) err
 		if err := s.publish(ctx, ev); err != nil {
 			return err
 		}
-		if err := s.store.markReady(ctx, t.WorkflowID, t.TaskID); err != nil {
+		if err := s.store.markReady(ctx, t); err != nil {
 			return err
 		}
 	}

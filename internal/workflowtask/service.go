@@ -67,10 +67,11 @@ func New(js jetstream.JetStream, cfg Config) *Service {
 	if cfg.MaxResultBytes <= 0 {
 		cfg.MaxResultBytes = DefaultMaxResultBytes
 	}
-	s := &Service{cfg: cfg, store: &store{js: js}, events: cfg.Events, log: cfg.Logger}
+	s := &Service{cfg: cfg, events: cfg.Events, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.store = &store{js: js, retry: bus.Retry{Logger: s.log}}
 	if s.events == nil {
 		s.events = &bus.Publisher{JS: js, Logger: s.log}
 	}

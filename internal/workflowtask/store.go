@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
@@ -29,8 +30,17 @@ const maxCAS = 16
 // The buckets are bound on first use rather than at construction: the
 // worker creates them (bus.Setup) after the creators and task turns it
 // serves have been built.
+//
+// Every read and write goes through retry: each attempt is bounded by its
+// own short timeout (a request whose answer is lost as a stream leader
+// steps down, or while the client reconnects, must fail in seconds, not
+// wait out the minutes a tool call may have left) and transient failures
+// are tried again; a create or update retried after a lost answer
+// recognises its own write (records carry their workflow's random id and
+// times).
 type store struct {
-	js jetstream.JetStream
+	js    jetstream.JetStream
+	retry bus.Retry
 
 	mu    sync.Mutex
 	wf    jetstream.KeyValue
@@ -43,40 +53,16 @@ func (s *store) bucket(ctx context.Context, name string, slot *jetstream.KeyValu
 	if *slot != nil {
 		return *slot, nil
 	}
-	kv, err := s.js.KeyValue(ctx, name)
+	var kv jetstream.KeyValue
+	err := s.retry.Do(ctx, "opening bucket "+name, func(ctx context.Context) (err error) {
+		kv, err = s.js.KeyValue(ctx, name)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening bucket %s: %w", name, err)
 	}
-	*slot = boundedKV{kv}
+	*slot = s.retry.KV(s.js, kv)
 	return *slot, nil
-}
-
-// requestTimeout bounds one request to a bucket.
-const requestTimeout = 5 * time.Second
-
-// boundedKV bounds every read and write to requestTimeout. A request whose
-// answer is lost (sent as a stream leader steps down, or while the client
-// reconnects) must fail in seconds, not wait out the minutes a tool call
-// may have left: the JetStream client only applies its own default timeout
-// to a context without a deadline.
-type boundedKV struct{ jetstream.KeyValue }
-
-func (b boundedKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Get(ctx, key)
-}
-
-func (b boundedKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Create(ctx, key, value, opts...)
-}
-
-func (b boundedKV) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	return b.KeyValue.Update(ctx, key, value, revision)
 }
 
 // workflows is the WORKFLOWS bucket.
@@ -117,9 +103,21 @@ func get[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key 
 // somebody did. change reports whether there is anything to write; an
 // error from it ends the loop with the record as read. The returned
 // record is what is stored now, with its revision.
-func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key string, change func(P) (bool, error)) (P, error) {
+//
+// from, when not nil, is the record as this worker wrote it last (with
+// its revision), taken for the first read: the write that follows a
+// create need not read it back.
+func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, key string, from P, change func(P) (bool, error)) (P, error) {
 	for attempt := 1; ; attempt++ {
-		rec, err := get[T, P](ctx, kv, key)
+		var rec P
+		var err error
+		if from != nil {
+			rec = P(new(T))
+			*rec = *from // a copy: change edits it
+			from = nil
+		} else {
+			rec, err = get[T, P](ctx, kv, key)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -136,10 +134,7 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 			rec.setRevision(rev)
 			return rec, nil
 		}
-		// A write whose answer was lost may have been stored: reading the
-		// record again tells, since change reports nothing more to write.
-		lost := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !lost {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return nil, fmt.Errorf("writing %s: %w", key, err)
 		}
 		if attempt == maxCAS {
@@ -164,15 +159,17 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) error {
+// put creates a record and returns its revision.
+func put(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := kv.Create(ctx, key, data); err != nil {
-		return fmt.Errorf("creating %s: %w", key, err)
+	rev, err := kv.Create(ctx, key, data)
+	if err != nil {
+		return 0, fmt.Errorf("creating %s: %w", key, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // workflow reads a workflow record.
@@ -215,14 +212,15 @@ func (s *store) create(ctx context.Context, wf *Workflow, tasks []*Task) error {
 		return err
 	}
 	for _, t := range tasks {
-		if err := put(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t); err != nil {
+		if t.Revision, err = put(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t); err != nil {
 			return err
 		}
 	}
-	if err := put(ctx, kv, WorkflowKey(wf.ID), wf); err != nil {
+	if wf.Revision, err = put(ctx, kv, WorkflowKey(wf.ID), wf); err != nil {
 		return err
 	}
-	return put(ctx, kv, agentKey(wf.AgentID, wf.ID), struct{}{})
+	_, err = put(ctx, kv, agentKey(wf.AgentID, wf.ID), struct{}{})
+	return err
 }
 
 // updateWorkflow is update on a workflow record.
@@ -231,7 +229,7 @@ func (s *store) updateWorkflow(ctx context.Context, id string, change func(*Work
 	if err != nil {
 		return nil, err
 	}
-	return update(ctx, kv, WorkflowKey(id), change)
+	return update(ctx, kv, WorkflowKey(id), nil, change)
 }
 
 // updateTask is update on a task record.
@@ -240,7 +238,7 @@ func (s *store) updateTask(ctx context.Context, workflowID, taskID string, chang
 	if err != nil {
 		return nil, err
 	}
-	return update(ctx, kv, TaskKey(workflowID, taskID), change)
+	return update(ctx, kv, TaskKey(workflowID, taskID), nil, change)
 }
 
 // failTask ends an open task as failed. It returns the record as stored;
@@ -255,9 +253,14 @@ func (s *store) failTask(ctx context.Context, workflowID, taskID, reason string,
 	})
 }
 
-// markReady records that a task's task.ready event is stored.
-func (s *store) markReady(ctx context.Context, workflowID, taskID string) error {
-	_, err := s.updateTask(ctx, workflowID, taskID, func(t *Task) (bool, error) {
+// markReady records that a task's task.ready event is stored. t is the
+// task as create stored it.
+func (s *store) markReady(ctx context.Context, t *Task) error {
+	kv, err := s.workflows(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = update(ctx, kv, TaskKey(t.WorkflowID, t.TaskID), t, func(t *Task) (bool, error) {
 		if t.Status != TaskPending {
 			return false, nil
 		}
@@ -275,19 +278,18 @@ func (s *store) agentWorkflows(ctx context.Context, agentID string) ([]string, e
 		return nil, err
 	}
 	prefix := "agent." + agentID + "."
-	lister, err := kv.ListKeysFiltered(ctx, prefix+"*")
+	var ids []string
+	err = s.retry.Watch(ctx, "listing workflows", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		ids = ids[:0] // an attempt lists from the start
+		return kv.Watch(ctx, prefix+"*", jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	}, func(e jetstream.KeyValueEntry) error {
+		ids = append(ids, strings.TrimPrefix(e.Key(), prefix))
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing workflows: %w", err)
 	}
-	var ids []string
-	for k := range lister.Keys() {
-		ids = append(ids, strings.TrimPrefix(k, prefix))
-	}
-	_ = lister.Stop()
-	if err := ctx.Err(); err != nil {
-		return nil, err // the listing was cut short
-	}
-	// The lister may report a key twice while the bucket is written to.
+	// A watch may report a key twice while the bucket is written to.
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	slices.Reverse(ids)

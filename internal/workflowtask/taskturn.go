@@ -203,23 +203,14 @@ func committedAt(t *Task, st *protocol.Step) bool {
 }
 
 // stepTask reads the task a step names and checks that the step is of its
-// turn. A missing task is read again briefly before the step is given up,
-// because a replica serving the read may not have the record yet.
+// turn. A task that is not found is not there: a read that a replica
+// behind misses is asked of the stream's leader (bus.Retry.KV).
 func (s *Service) stepTask(ctx context.Context, st *protocol.Step) (*Task, error) {
 	c := st.Context
 	if !protocol.ValidID(c.WorkflowID) || !protocol.ValidID(c.TaskID) {
 		return nil, &bus.DeadLetter{Reason: "a task turn step needs context.workflow_id and context.task_id"}
 	}
-	var t *Task
-	var err error
-	for attempt := range 4 {
-		if t, err = s.store.task(ctx, c.WorkflowID, c.TaskID); !errors.Is(err, ErrNotFound) {
-			break
-		}
-		if perr := pause(ctx, time.Duration(attempt+1)*100*time.Millisecond); perr != nil {
-			return nil, perr
-		}
-	}
+	t, err := s.store.task(ctx, c.WorkflowID, c.TaskID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, &bus.DeadLetter{Reason: fmt.Sprintf("workflow %s has no task %s", c.WorkflowID, c.TaskID)}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -96,7 +97,13 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Brain, error
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", Bucket, err)
 	}
-	b := &Brain{cfg: cfg, kv: kv, cache: newCache(kv, cfg.CacheBytes)}
+	// Every read and write has a short attempt timeout, not the call's,
+	// and transient failures are tried again; a page written again after
+	// a lost answer is recognised by its value (it carries its time and
+	// call).
+	r := bus.Retry{}
+	kv = r.KV(js, kv)
+	b := &Brain{cfg: cfg, kv: kv, cache: newCache(kv, r, cfg.CacheBytes)}
 	b.all = b.build()
 	b.readOnly = b.all[:2]
 	return b, nil

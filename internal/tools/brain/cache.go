@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/bus"
 )
 
 // index is one agent's corpus and the bucket revision it reflects. Its
@@ -24,30 +26,23 @@ type index struct {
 // after the revision seen last (the bucket keeps one value per key, so
 // these are the current values and delete markers of changed pages).
 // Call with ix.mu held.
-func (ix *index) refresh(ctx context.Context, kv jetstream.KeyValue) error {
-	var opts []jetstream.WatchOpt
-	if ix.rev > 0 {
-		opts = append(opts, jetstream.IncludeHistory(), jetstream.ResumeFromRevision(ix.rev+1))
-	}
-	w, err := kv.Watch(ctx, agentFilter(ix.agent), opts...)
+func (ix *index) refresh(ctx context.Context, r bus.Retry, kv jetstream.KeyValue) error {
+	// A watch that stalls or ends early is started again from the
+	// revision reached.
+	err := r.Watch(ctx, "reading the brain", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		var opts []jetstream.WatchOpt
+		if ix.rev > 0 {
+			opts = append(opts, jetstream.IncludeHistory(), jetstream.ResumeFromRevision(ix.rev+1))
+		}
+		return kv.Watch(ctx, agentFilter(ix.agent), opts...)
+	}, func(e jetstream.KeyValueEntry) error {
+		ix.apply(e)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("reading the brain: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("reading the brain: the watch ended early")
-			}
-			if e == nil {
-				return nil
-			}
-			ix.apply(e)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
+	return nil
 }
 
 func (ix *index) apply(e jetstream.KeyValueEntry) {
@@ -69,6 +64,7 @@ func (ix *index) apply(e jetstream.KeyValueEntry) {
 // evicting the least recently used beyond a byte budget.
 type cache struct {
 	kv     jetstream.KeyValue
+	retry  bus.Retry
 	budget int
 
 	mu    sync.Mutex
@@ -82,8 +78,8 @@ type cacheEntry struct {
 	bytes int
 }
 
-func newCache(kv jetstream.KeyValue, budget int) *cache {
-	return &cache{kv: kv, budget: budget, lru: list.New(), agent: map[string]*list.Element{}}
+func newCache(kv jetstream.KeyValue, r bus.Retry, budget int) *cache {
+	return &cache{kv: kv, retry: r, budget: budget, lru: list.New(), agent: map[string]*list.Element{}}
 }
 
 // with runs f on the agent's up-to-date corpus, holding its lock.
@@ -101,7 +97,7 @@ func (c *cache) with(ctx context.Context, agent string, f func(*corpus) error) e
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if err := ix.refresh(ctx, c.kv); err != nil {
+	if err := ix.refresh(ctx, c.retry, c.kv); err != nil {
 		// A partial refresh leaves a corpus that is behind its revision:
 		// start over next time.
 		ix.rev, ix.corpus = 0, newCorpus()

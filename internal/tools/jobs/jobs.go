@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -80,9 +81,13 @@ type Config struct {
 // Service is the background job category. It is safe for concurrent use;
 // every worker of a fleet has its own over one bucket and stream.
 type Service struct {
-	cfg   Config
-	js    jetstream.JetStream
+	cfg Config
+	js  jetstream.JetStream
+	// kv is JOBS under retry, which makes every request to the bucket
+	// and the stream: a short attempt timeout, not the call's, and
+	// transient failures tried again.
 	kv    jetstream.KeyValue
+	retry bus.Retry
 	log   *slog.Logger
 	tools []*tools.Tool
 }
@@ -134,7 +139,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	}); err != nil {
 		return nil, fmt.Errorf("consumer %s > %s: %w", Stream, ConsumerReports, err)
 	}
-	s := &Service{cfg: cfg, js: js, kv: kv, log: cfg.Logger}
+	r := bus.Retry{Logger: cfg.Logger}
+	s := &Service{cfg: cfg, js: js, kv: r.KV(js, kv), retry: r, log: cfg.Logger}
 	s.tools = s.build()
 	return s, nil
 }
@@ -300,9 +306,13 @@ func (s *Service) publish(ctx context.Context, subject, msgID string, v any) err
 	}
 	m := nats.NewMsg(subject)
 	m.Data = data
+	// The message id makes a publish retried after a lost answer a
+	// duplicate.
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
-	_, err = s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(Stream))
-	return err
+	return s.retry.Do(ctx, "publishing "+msgID, func(ctx context.Context) error {
+		_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(Stream))
+		return err
+	})
 }
 
 // ErrNotFound is returned for a job that does not exist (or is another
@@ -368,32 +378,24 @@ func (s *Service) update(ctx context.Context, agentID, jobID string, change func
 
 // Jobs reads every job record of an agent, newest first.
 func (s *Service) Jobs(ctx context.Context, agentID string) ([]*Job, error) {
-	w, err := s.kv.Watch(ctx, "job."+agentID+".*", jetstream.IgnoreDeletes())
+	var out []*Job
+	err := s.retry.Watch(ctx, "reading jobs", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		out = out[:0] // an attempt reads from the start
+		return s.kv.Watch(ctx, "job."+agentID+".*", jetstream.IgnoreDeletes())
+	}, func(e jetstream.KeyValueEntry) error {
+		j, err := decode(e)
+		if err != nil {
+			s.log.Warn("skipping an unreadable job record", "key", e.Key(), "err", err)
+			return nil
+		}
+		out = append(out, j)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading jobs: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	var out []*Job
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("reading jobs: the watch ended early")
-			}
-			if e == nil {
-				sort.Slice(out, func(i, k int) bool { return out[i].JobID > out[k].JobID })
-				return out, nil
-			}
-			j, err := decode(e)
-			if err != nil {
-				s.log.Warn("skipping an unreadable job record", "key", e.Key(), "err", err)
-				continue
-			}
-			out = append(out, j)
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
+	sort.Slice(out, func(i, k int) bool { return out[i].JobID > out[k].JobID })
+	return out, nil
 }
 
 func (s *Service) show(ctx context.Context, p ShowParams) (tools.Result, error) {

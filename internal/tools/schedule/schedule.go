@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -74,7 +75,10 @@ type Service struct {
 	cfg    Config
 	js     jetstream.JetStream
 	stream jetstream.Stream
-	tools  []*tools.Tool
+	// retry makes every request to the stream: a short attempt timeout,
+	// not the call's, and transient failures tried again.
+	retry bus.Retry
+	tools []*tools.Tool
 }
 
 // StreamConfig is the SCHEDULES stream: schedule definitions and the
@@ -271,8 +275,14 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tools.Result, err
 	if plan.TimeZone != "" {
 		m.Header.Set(HeaderTimeZone, plan.TimeZone)
 	}
+	// The message id makes a publish retried after a lost answer a
+	// duplicate, not a second schedule.
 	m.Header.Set(jetstream.MsgIDHeader, sc.ScheduleID)
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(Stream)); err != nil {
+	err = s.retry.Do(ctx, "storing schedule "+sc.ScheduleID, func(ctx context.Context) error {
+		_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(Stream))
+		return err
+	})
+	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.Code == 400 {
 			// The checks above should have caught it; the server's word.
@@ -305,7 +315,11 @@ func describe(sc Schedule) string {
 
 // ids are the schedule ids of an agent, sorted (so by creation time).
 func (s *Service) ids(ctx context.Context, agentID string) ([]string, error) {
-	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(DefSubject(agentID, "*")))
+	var info *jetstream.StreamInfo
+	err := s.retry.Do(ctx, "reading the schedules", func(ctx context.Context) (err error) {
+		info, err = s.stream.Info(ctx, jetstream.WithSubjectFilter(DefSubject(agentID, "*")))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the schedules: %w", err)
 	}
@@ -320,7 +334,7 @@ func (s *Service) ids(ctx context.Context, agentID string) ([]string, error) {
 // Get reads a schedule; jetstream.ErrMsgNotFound when there is none (or
 // it was deleted, or it was a one-off that has fired).
 func (s *Service) Get(ctx context.Context, agentID, scheduleID string) (*Schedule, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, DefSubject(agentID, scheduleID))
+	m, err := s.last(ctx, DefSubject(agentID, scheduleID))
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +343,16 @@ func (s *Service) Get(ctx context.Context, agentID, scheduleID string) (*Schedul
 		return nil, fmt.Errorf("schedule %s is unreadable: %w", scheduleID, err)
 	}
 	return &sc, nil
+}
+
+// last reads the last message on subject; jetstream.ErrMsgNotFound when
+// there is none.
+func (s *Service) last(ctx context.Context, subject string) (m *jetstream.RawStreamMsg, err error) {
+	err = s.retry.Do(ctx, "reading "+subject, func(ctx context.Context) (err error) {
+		m, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		return err
+	})
+	return m, err
 }
 
 // Info is a schedule as list_schedules shows it.
@@ -357,7 +381,7 @@ func (s *Service) List(ctx context.Context, agentID string) ([]Info, error) {
 		}
 		info := Info{Schedule: *sc}
 		var nextHdr string
-		if m, err := s.stream.GetLastMsgForSubject(ctx, FireSubject(agentID, id)); err == nil {
+		if m, err := s.last(ctx, FireSubject(agentID, id)); err == nil {
 			t := m.Time.UTC()
 			info.LastFire = &t
 			nextHdr = m.Header.Get(HeaderScheduleNext)
@@ -452,7 +476,10 @@ func (s *Service) delete(ctx context.Context, p DeleteParams) (tools.Result, err
 	}
 	// Purging the definition's subject takes it off the server's
 	// scheduler: it never fires again.
-	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(DefSubject(call.AgentID, p.ScheduleID))); err != nil {
+	err = s.retry.Do(ctx, "deleting schedule "+p.ScheduleID, func(ctx context.Context) error {
+		return s.stream.Purge(ctx, jetstream.WithPurgeSubject(DefSubject(call.AgentID, p.ScheduleID)))
+	})
+	if err != nil {
 		return tools.Result{}, fmt.Errorf("schedule %s could not be deleted: %w", p.ScheduleID, err)
 	}
 	return tools.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(*sc)), Details: sc}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -78,7 +79,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Category, er
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", Bucket, err)
 	}
-	c := &Category{cfg: cfg, kv: kv}
+	// Every read and write has a short attempt timeout, not the call's,
+	// and transient failures are tried again; a Put tried again writes
+	// the same list.
+	c := &Category{cfg: cfg, kv: bus.Retry{}.KV(js, kv)}
 	c.tools = c.build()
 	return c, nil
 }
