@@ -242,6 +242,12 @@ var etc = []string{
 // fsArgs are the mounts every sandbox has, in order.
 func fsArgs(extra []string, tmpBytes int64) []string {
 	a := []string{"--ro-bind", "/usr", "/usr"}
+	made := map[string]bool{"/": true, "/usr": true}
+	bind := func(flag, p string) {
+		a = parents(a, made, p)
+		a = append(a, flag, p, p)
+		made[p] = true
+	}
 	// Merged /usr makes these symbolic links; older systems have them
 	// as directories of their own.
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
@@ -253,17 +259,17 @@ func fsArgs(extra []string, tmpBytes int64) []string {
 				a = append(a, "--symlink", target, d)
 			}
 		case fi.IsDir():
-			a = append(a, "--ro-bind", d, d)
+			bind("--ro-bind", d)
 		}
 	}
 	for _, e := range etc {
 		p := "/etc/" + e
 		if _, err := os.Stat(p); err == nil {
-			a = append(a, "--ro-bind", p, p)
+			bind("--ro-bind", p)
 		}
 	}
 	for _, p := range extra {
-		a = append(a, "--ro-bind-try", p, p)
+		bind("--ro-bind-try", filepath.Clean(p))
 	}
 	size := strconv.FormatInt(tmpBytes, 10)
 	a = append(a,
@@ -273,6 +279,21 @@ func fsArgs(extra []string, tmpBytes int64) []string {
 		"--remount-ro", "/dev",
 		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
 	)
+	return a
+}
+
+// parents adds to a the directories above p that made does not hold yet,
+// top down, as plain 0755 directories: bwrap would otherwise give them
+// the host's modes (a 0700 homes' root) or none a command may enter.
+func parents(a []string, made map[string]bool, p string) []string {
+	var up []string
+	for d := filepath.Dir(p); !made[d]; d = filepath.Dir(d) {
+		up = append(up, d)
+		made[d] = true
+	}
+	for i := len(up) - 1; i >= 0; i-- {
+		a = append(a, "--perms", "0755", "--dir", up[i])
+	}
 	return a
 }
 
@@ -347,22 +368,12 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	}
 	a = append(a, "--hostname", "sandbox")
 	a = append(a, s.fsArgs...)
-	// bwrap copies the host's modes onto the parents it creates (the
-	// homes' root is 0700): make them plain empty directories.
-	var parents []string
-	for d := filepath.Dir(home); d != "/"; d = filepath.Dir(d) {
-		parents = append(parents, d)
-	}
-	for i := len(parents) - 1; i >= 0; i-- {
-		if parents[i] != "/tmp" {
-			a = append(a, "--perms", "0755", "--dir", parents[i])
-		}
-	}
+	a = parents(a, map[string]bool{"/": true, "/tmp": true, "/usr": true, "/etc": true}, home)
 	a = append(a, "--bind", home, home)
 	env := spec.Env
 	var bridge []string
 	if s.proxy != nil {
-		a = append(a, "--bind", s.proxy.path, proxySocket)
+		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", s.proxy.path, proxySocket)
 		url := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
 		env = append(env[:len(env):len(env)],
 			"HTTP_PROXY="+url, "HTTPS_PROXY="+url, "http_proxy="+url, "https_proxy="+url,
@@ -376,7 +387,10 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		// every sandbox running as the same user.
 		a = append(a, s.setpriv, "--reuid="+strconv.Itoa(s.cfg.UID), "--regid="+strconv.Itoa(s.cfg.GID),
 			"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--",
-			s.unshare, "--user", "--map-current-user", "--")
+			s.unshare, "--user", "--map-current-user", "--keep-caps", "--",
+			// The new namespace came with every capability in it: none
+			// is left for the command.
+			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
 	}
 	l := s.cfg.Limits
 	a = append(a, s.prlimit,

@@ -122,6 +122,18 @@ func TestInWorker(t *testing.T) {
 		assertNoProcess(t, "a sleep of the cancelled command", m)
 	})
 
+	t.Run("a sandboxed command over NATS", func(t *testing.T) {
+		publish("t-escape", map[string]any{"id": "c1", "name": "run_command",
+			"args": `{"command":"tr '\\0' '\\n' < /proc/$PPID/environ; ps -eo args; ls -a ..; touch /usr/x; grep NoNewPrivs /proc/self/status"}`})
+		evs := events("t-escape", 2)
+		out := evs[0].Item.Output
+		self, _ := os.Executable()
+		if evs[0].Status != protocol.StatusOK || strings.Contains(out, self) || strings.Contains(out, "NATS") ||
+			!strings.Contains(out, "NoNewPrivs:\t1") || !strings.Contains(out, "Read-only file system") {
+			t.Errorf("call.output %+v", evs[0])
+		}
+	})
+
 	t.Run("a truncated command never runs", func(t *testing.T) {
 		publish("t-trunc",
 			map[string]any{"id": "c1", "name": "run_command", "args": `{"command":"touch truncated-ran`},
