@@ -43,6 +43,9 @@ func (c *commandSandbox) validate() error {
 	default:
 		return fmt.Errorf("--command-sandbox must be bwrap or none, not %q", c.Mode)
 	}
+	if err := c.Config.Limits.Validate(); err != nil {
+		return err
+	}
 	if c.Config.UID < 1 {
 		return fmt.Errorf("--command-uid must be an unprivileged user, not %d", c.Config.UID)
 	}

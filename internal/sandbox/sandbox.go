@@ -93,7 +93,10 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-func (l Limits) validate() error {
+// Validate says which limits are too low to run anything; a zero field
+// is its default.
+func (l Limits) Validate() error {
+	l = l.withDefaults()
 	var errs []error
 	if l.Processes < 8 {
 		errs = append(errs, fmt.Errorf("sandbox: process limit %d is below 8 (the sandbox's own init, shell and bridge count)", l.Processes))
@@ -148,7 +151,7 @@ type Sandbox struct {
 // egress proxy. It does not try the sandbox: Check does.
 func New(cfg Config) (*Sandbox, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
-	if err := cfg.Limits.validate(); err != nil {
+	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.UID == 0 {

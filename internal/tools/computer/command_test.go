@@ -283,3 +283,35 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 func equalStrings(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
+
+// Without a sandbox run_command is not offered (the worker's start check
+// failed), unless the operator asked for commands unconfined; the file
+// tools are there either way.
+func TestRunCommandNeedsASandbox(t *testing.T) {
+	names := func(c *computer.Category) string {
+		var n []string
+		for _, tl := range c.Tools() {
+			n = append(n, tl.Name())
+		}
+		return strings.Join(n, ",")
+	}
+	root := filepath.Join(t.TempDir(), "homes")
+	off, err := computer.New(computer.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if got := names(off); got != "list_files,read_file,write_file,edit_file" {
+		t.Errorf("without a sandbox: %s", got)
+	}
+	c := newCategory(t, computer.Config{Unconfined: true})
+	if got := names(c); got != "list_files,read_file,write_file,edit_file,run_command" {
+		t.Errorf("unconfined: %s", got)
+	}
+	if res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "echo unconfined"}); err != nil || !strings.Contains(res.Content, "unconfined\n[exit status 0]") {
+		t.Errorf("%q %v", res.Content, err)
+	}
+	if strings.Contains(tool(t, c, computer.RunCommandName).Spec().Description, "sandbox") {
+		t.Error("an unconfined run_command claims a sandbox")
+	}
+}
