@@ -344,7 +344,9 @@ for p in /proc/[0-9]*; do
   n=${p#/proc/}
   case $n in 1|$$|"$px") continue;; esac
   read -r st <"$p/stat" 2>/dev/null || continue
-  case ${st##*") "} in Z*|X*) continue;; esac
+  set -- ${st##*") "}
+  case $1 in Z*|X*) continue;; esac
+  [ -n "$px" ] && [ "$2" = "$px" ] && continue
   echo left >&3
   break
 done

@@ -267,7 +267,9 @@ func TestNetworkThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	open := sandboxed(t, sandbox.Config{Network: true, Guard: netguard.New(allow, nil)})
-	if out := probe(t, open, fmt.Sprintf(viaProxy, target, target)); !strings.Contains(out, "host-loopback-reached") {
+	// The bridge (socat) and its connections are the sandbox's, not
+	// processes the command left behind.
+	if out := probe(t, open, fmt.Sprintf(viaProxy, target, target)); !strings.Contains(out, "host-loopback-reached") || strings.Contains(out, "left running") {
 		t.Errorf("forward to an allowed target:\n%s", out)
 	}
 	if out := probe(t, open, fmt.Sprintf(viaConnect, target, target)); !strings.Contains(out, "200 Connection Established") {
