@@ -82,7 +82,7 @@ func (c *Category) commandDescription() string {
 		} else {
 			b.WriteString("there is no network. ")
 		}
-		fmt.Fprintf(&b, "Limits: %d processes, %s of memory, %d s of CPU and %s per file, per process.",
+		fmt.Fprintf(&b, "Limits: at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
 			l.Processes, byteCount(l.MemoryBytes), l.CPUSeconds, byteCount(l.FileBytes))
 	}
 	return b.String()
