@@ -129,6 +129,7 @@ type Main struct {
 	OutputBudget int
 	Computer     computer.Config
 	CommandEnv   string
+	Sandbox      commandSandbox
 	Web          web.Config
 	WebAllow     string
 	// MCP servers and skills, each off unless its file or directory is given.
@@ -236,6 +237,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Int64Var(&m.Computer.MaxFileBytes, "file-max-bytes", computer.DefaultMaxFileBytes, "largest content write_file writes and largest file edit_file reads or makes (read_file returns at most --output-budget per call)")
 	fs.StringVar(&m.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
 	fs.StringVar(&m.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
+	m.Sandbox.flags(fs)
 	fs.BoolVar(&m.Web.Fetch, "web-fetch", false, "offer web_fetch to turns that bind \"web\"")
 	fs.StringVar(&m.Web.SearchURL, "web-search-url", "", "base URL of a SearXNG instance with its JSON API on; offers web_search to turns that bind \"web\" (empty: no web_search)")
 	fs.StringVar(&m.WebAllow, "web-allow", "", "comma-separated ranges, addresses, host names or *.domains (each optionally :port) web_fetch may reach although they are not public")
@@ -433,6 +435,9 @@ func (m *Main) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
 		}
 	}
+	if err := m.Sandbox.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := m.Worker.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -509,6 +514,14 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.Computer.Root != "" {
 		m.Computer.Logger = m.log
+		sb, err := m.Sandbox.start(ctx, m.log, m.WebAllow)
+		if err != nil {
+			return err
+		}
+		if sb != nil {
+			defer sb.Close()
+		}
+		m.Computer.Sandbox, m.Computer.Unconfined = sb, m.Sandbox.Mode == "none"
 		cc, err := computer.New(m.Computer)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 // The catalogs a main assembler of the two categories builds: the
 // computer only in main turns that bind it, the web wherever it is bound.
 func TestGoldenCatalogs(t *testing.T) {
+	needSandbox(t)
 	comp := newCategory(t, computer.Config{})
 	wc, err := web.New(web.Config{Fetch: true, SearchURL: "http://searxng.internal:8080"})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -47,12 +49,7 @@ type CommandParams struct {
 func (c *Category) runCommand() *tools.Tool {
 	return tools.Must(tools.Def[CommandParams]{
 		Spec: tools.Spec{Name: RunCommandName, Destructive: true, Timeout: c.cfg.MaxCommandTimeout + commandMargin,
-			Description: fmt.Sprintf(
-				"Run a shell command (sh -c) in your home directory and get its combined output and exit status. "+
-					"The environment holds only %s; stdin is empty. "+
-					"Time limit %s by default, at most %s; the command and every process it started are killed when it ends, times out or is aborted, "+
-					"so nothing keeps running in the background. Output over %s keeps its head and tail; the full output is saved in %s/ in your home.",
-				envNames(c.cfg.Env), duration(c.cfg.CommandTimeout), duration(c.cfg.MaxCommandTimeout), byteCount(int64(c.cfg.OutputBudget)), outputsDir)},
+			Description: c.commandDescription()},
 		Activity: func(p CommandParams) string { return "Running " + commandLabel(p.Command) },
 		CompletedActivity: func(p CommandParams, r tools.Result) string {
 			d, ok := r.Details.(*CommandDetails)
@@ -70,9 +67,33 @@ func (c *Category) runCommand() *tools.Tool {
 	})
 }
 
+func (c *Category) commandDescription() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run a shell command (sh -c) in your home directory and get its combined output and exit status. "+
+		"The environment holds only %s; stdin is empty. "+
+		"Time limit %s by default, at most %s; the command and every process it started are killed when it ends, times out or is aborted, "+
+		"so nothing keeps running in the background. Output over %s keeps its head and tail; the full output is saved in %s/ in your home.",
+		envNames(c.cfg.Env, c.cfg.Sandbox != nil && c.cfg.Sandbox.Network()), duration(c.cfg.CommandTimeout), duration(c.cfg.MaxCommandTimeout), byteCount(int64(c.cfg.OutputBudget)), outputsDir)
+	if s := c.cfg.Sandbox; s != nil {
+		l := s.Limits()
+		fmt.Fprintf(&b, " It runs in a sandbox: your home and a private /tmp (%s) are the only writable places, the system is read-only, other processes are invisible; ", byteCount(l.TmpBytes))
+		if s.Network() {
+			b.WriteString("the network is reached only through an HTTP(S) proxy (set in the environment) to public internet addresses. ")
+		} else {
+			b.WriteString("there is no network. ")
+		}
+		fmt.Fprintf(&b, "Limits: at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
+			l.Processes, byteCount(l.MemoryBytes), l.CPUSeconds, byteCount(l.FileBytes))
+	}
+	return b.String()
+}
+
 // envNames lists the variables a command's environment holds.
-func envNames(extra []string) string {
+func envNames(extra []string, proxy bool) string {
 	names := []string{"PATH", "HOME", "LANG", "TMPDIR"}
+	if proxy {
+		names = append(names, "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY (and their lower-case forms)")
+	}
 	for _, kv := range extra {
 		k, _, _ := strings.Cut(kv, "=")
 		names = append(names, k)
@@ -166,27 +187,16 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 
 	cmdCtx, cancel := context.WithTimeoutCause(ctx, limit, errCommandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(cmdCtx, c.cfg.Shell, "-c", p.Command)
-	cmd.Dir = h.dir
-	cmd.Env = c.env(h)
-	cmd.Stdout, cmd.Stderr = out, out // one pipe: output interleaved as a terminal shows it
-	// A group of its own, so that one kill reaches everything the command
-	// started; and the shell dies with the worker should the worker die
-	// without killing it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error {
-		_, err := killGroup(cmd.Process.Pid)
-		return err
-	}
-	cmd.WaitDelay = waitDelay
-
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return tools.Result{Details: d}, fmt.Errorf("the command could not be started: %w", err)
+	var st commandStatus
+	if c.cfg.Sandbox != nil {
+		st, err = c.runSandboxed(cmdCtx, h, p.Command, out)
+	} else {
+		st, err = c.runUnconfined(cmdCtx, h, p.Command, out)
 	}
-	waitErr := cmd.Wait()
-	// Whatever the command left running in its group goes with it.
-	leftovers, _ := killGroup(cmd.Process.Pid)
+	if err != nil {
+		return tools.Result{Details: d}, err
+	}
 	d.DurationMS = time.Since(start).Milliseconds()
 
 	switch {
@@ -195,16 +205,11 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	case context.Cause(cmdCtx) == errCommandTimeout:
 		d.TimedOut = true
 	}
-	d.KilledLeftovers = leftovers && !d.TimedOut && !d.Aborted
-	d.PipeHeld = errors.Is(waitErr, exec.ErrWaitDelay) && !leftovers && !d.TimedOut && !d.Aborted
-	if cmd.ProcessState == nil {
-		return tools.Result{Details: d}, fmt.Errorf("waiting for the command failed: %w", waitErr)
-	}
-	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-		d.Signal = st.Signal().String()
-		d.ExitCode = -1
-	} else {
-		d.ExitCode = cmd.ProcessState.ExitCode()
+	d.KilledLeftovers = st.leftovers && !d.TimedOut && !d.Aborted
+	d.PipeHeld = st.pipeHeld && !st.leftovers && !d.TimedOut && !d.Aborted
+	d.ExitCode, d.Signal = st.code, st.signal
+	if !d.TimedOut && !d.Aborted {
+		notes = append(notes, st.notes...)
 	}
 
 	where := ""
@@ -249,12 +254,108 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		fmt.Fprintf(&b, "[timed out after %s; the command and every process it started were killed]", duration(limit))
 		return tools.Result{Content: b.String(), Details: d},
 			tools.Errorf(tools.Timeout, "The command did not finish within %s and was killed, with every process it started. Its output so far follows.", duration(limit))
+	case d.Signal != "" && d.ExitCode > 0:
+		// The sandbox reports a signal as 128+n, as shells do.
+		fmt.Fprintf(&b, "[killed by signal %s (exit status %d)]", d.Signal, d.ExitCode)
 	case d.Signal != "":
 		fmt.Fprintf(&b, "[killed by signal %s]", d.Signal)
 	default:
 		fmt.Fprintf(&b, "[exit status %d]", d.ExitCode)
 	}
 	return tools.Result{Content: b.String(), Details: d}, nil
+}
+
+// commandStatus is how a command ended.
+type commandStatus struct {
+	code      int
+	signal    string
+	leftovers bool     // processes it left were killed
+	pipeHeld  bool     // unconfined only: a process outside the group held the output
+	notes     []string // the limits that stopped it
+}
+
+// runSandboxed runs command in a sandbox of its own, the home its only
+// writable place besides a private /tmp. When the sandbox ends (the
+// shell exits, the time limit passes, the call is aborted, the worker
+// dies) the kernel kills everything in it.
+func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture) (commandStatus, error) {
+	if uid, gid, ok := c.cfg.Sandbox.Owner(); ok {
+		adopt(h, uid, gid)
+	}
+	w := &sandbox.Watch{W: out}
+	r, err := c.cfg.Sandbox.Start(ctx, sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}, w, waitDelay)
+	if err != nil {
+		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
+	}
+	waitErr := r.Cmd.Wait()
+	st := commandStatus{leftovers: r.Leftovers()}
+	if r.Cmd.ProcessState == nil {
+		return st, fmt.Errorf("waiting for the command failed: %w", waitErr)
+	}
+	code, sig := sandbox.Status(r.Cmd.ProcessState)
+	st.code = code
+	if sig != 0 {
+		st.signal = sig.String()
+	}
+	st.notes = c.cfg.Sandbox.Notes(sig, w)
+	return st, nil
+}
+
+// runUnconfined runs command as a process of the worker's own user, in a
+// process group of its own (--command-sandbox none).
+func (c *Category) runUnconfined(ctx context.Context, h *home, command string, out *capture) (commandStatus, error) {
+	cmd := exec.CommandContext(ctx, c.cfg.Shell, "-c", command)
+	cmd.Dir = h.dir
+	cmd.Env = c.env(h)
+	cmd.Stdout, cmd.Stderr = out, out // one pipe: output interleaved as a terminal shows it
+	// A group of its own, so that one kill reaches everything the command
+	// started; and the shell dies with the worker should the worker die
+	// without killing it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		_, err := killGroup(cmd.Process.Pid)
+		return err
+	}
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return commandStatus{}, fmt.Errorf("the command could not be started: %w", err)
+	}
+	waitErr := cmd.Wait()
+	// Whatever the command left running in its group goes with it.
+	leftovers, _ := killGroup(cmd.Process.Pid)
+	st := commandStatus{leftovers: leftovers, pipeHeld: errors.Is(waitErr, exec.ErrWaitDelay)}
+	if cmd.ProcessState == nil {
+		return st, fmt.Errorf("waiting for the command failed: %w", waitErr)
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		st.signal = ws.Signal().String()
+		st.code = -1
+	} else {
+		st.code = cmd.ProcessState.ExitCode()
+	}
+	return st, nil
+}
+
+// adopt gives the sandbox's user what the worker (root) made in the home,
+// so that a command can change the files the file tools wrote. A file
+// with more than one link is left alone: the other name may be outside
+// the home.
+func adopt(h *home, uid, gid int) {
+	_ = fs.WalkDir(h.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || int(st.Uid) == uid && int(st.Gid) == gid || !e.IsDir() && st.Nlink > 1 {
+			return nil
+		}
+		_ = h.root.Lchown(p, uid, gid)
+		return nil
+	})
 }
 
 // env is a command's whole environment: nothing of the worker's own.

@@ -3,6 +3,7 @@ package computer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ func details(t *testing.T, res tools.Result) *computer.CommandDetails {
 }
 
 func TestRunCommand(t *testing.T) {
+	needSandbox(t)
 	t.Setenv("WORKER_SECRET", "do-not-leak")
 	c := newCategory(t, computer.Config{Env: []string{"EXTRA=1"}})
 	h := home(t, c, agent)
@@ -45,7 +47,7 @@ func TestRunCommand(t *testing.T) {
 			absent: []string{"WORKER_SECRET", "do-not-leak", "GOPATH", "GOFLAGS"}},
 		{name: "TMPDIR exists", command: `test -d "$TMPDIR" && echo tmp ok`, want: []string{"tmp ok"}},
 		{name: "stdin is empty", command: "cat; echo read all", want: []string{"read all"}},
-		{name: "killed by a signal", command: "kill -KILL $$", want: []string{"[killed by signal killed]"}, exit: -1, signal: "killed"},
+		{name: "killed by a signal", command: "kill -KILL $$", want: []string{"[killed by signal killed (exit status 137)]"}, exit: 137, signal: "killed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +78,7 @@ func TestRunCommand(t *testing.T) {
 
 // The full output is kept in the home and its path is in the details.
 func TestRunCommandKeepsTheLog(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
 	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "echo kept"})
@@ -103,10 +106,11 @@ func TestRunCommandKeepsTheLog(t *testing.T) {
 // A command that hangs ends at its time limit with kind timeout, and
 // neither it nor what it started is left running.
 func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{CommandTimeout: time.Second})
-	h := home(t, c, agent)
+	m := marker()
 	res, err := run(t, c, computer.RunCommandName, map[string]any{
-		"command": `echo $$ > shell.pid; sleep 1000 & echo $! > child.pid; echo started; wait`,
+		"command": `sleep ` + m + ` & echo started; setsid sleep ` + m + ` & wait`,
 	})
 	if kindOf(err) != tools.Timeout {
 		t.Fatalf("err = %v, want kind timeout", err)
@@ -115,8 +119,7 @@ func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
 	if !d.TimedOut || !strings.Contains(res.Content, "started\n") || !strings.Contains(res.Content, "[timed out after 1 s") {
 		t.Errorf("result %q, details %+v", res.Content, d)
 	}
-	assertGone(t, "the shell", readPID(t, filepath.Join(h, "shell.pid")))
-	assertGone(t, "the background sleep", readPID(t, filepath.Join(h, "child.pid")))
+	assertNoProcess(t, "a sleep of the timed out command", m)
 	inv, _ := tool(t, c, computer.RunCommandName).Prepare(`{"command":"sleep 1000"}`, schemaOpts)
 	if got := inv.CompletedActivity(res); got != "Ran `sleep 1000` (timed out)" {
 		t.Errorf("completed activity %q", got)
@@ -125,6 +128,7 @@ func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
 
 // The call's own time limit asks for less than the default.
 func TestRunCommandTimeoutParameter(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{CommandTimeout: time.Hour, MaxCommandTimeout: time.Hour})
 	_, err := run(t, c, computer.RunCommandName, map[string]any{"command": "sleep 1000", "timeout_seconds": 1})
 	if kindOf(err) != tools.Timeout || !strings.Contains(err.Error(), "within 1 s") {
@@ -141,8 +145,9 @@ func TestRunCommandTimeoutParameter(t *testing.T) {
 // Aborting the call (the turn's cancel) kills the command and everything
 // it started, at once.
 func TestRunCommandAbort(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{})
-	h := home(t, c, agent)
+	m := marker()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	type outcome struct {
@@ -152,8 +157,7 @@ func TestRunCommandAbort(t *testing.T) {
 	done := make(chan outcome, 1)
 	rc := tool(t, c, computer.RunCommandName)
 	go func() {
-		inv, err := rc.Prepare(
-			`{"command":"sleep 1000 & echo $! > child.pid; echo $$ > shell.pid; wait"}`, schemaOpts)
+		inv, err := rc.Prepare(`{"command":"sleep `+m+` & nohup sleep `+m+` >/dev/null 2>&1 & wait"}`, schemaOpts)
 		if err != nil {
 			done <- outcome{err: err}
 			return
@@ -161,10 +165,7 @@ func TestRunCommandAbort(t *testing.T) {
 		res, err := inv.Run(callCtx(ctx, agent, "abort"))
 		done <- outcome{res, err}
 	}()
-	waitFor(t, "the command to start its child", func() bool {
-		return pidWritten(filepath.Join(h, "shell.pid")) && pidWritten(filepath.Join(h, "child.pid"))
-	})
-	shell, child := readPID(t, filepath.Join(h, "shell.pid")), readPID(t, filepath.Join(h, "child.pid"))
+	waitFor(t, "the command to start its children", func() bool { return len(hostProcs(m)) == 2 })
 	cancel(errors.New("turn cancelled"))
 	o := <-done
 	if kindOf(o.err) != tools.Aborted || !strings.Contains(o.err.Error(), "turn cancelled") {
@@ -173,33 +174,40 @@ func TestRunCommandAbort(t *testing.T) {
 	if d := details(t, o.res); !d.Aborted {
 		t.Errorf("details %+v", d)
 	}
-	assertGone(t, "the shell", shell)
-	assertGone(t, "the background sleep", child)
+	assertNoProcess(t, "a sleep of the aborted command", m)
 }
 
 // A command that ends but leaves a background process behind: the
-// process is killed with the group, whether or not it holds the output.
+// process is killed with the sandbox, however it hid (its own session,
+// nohup, a double fork, output detached or not), and the answer says so.
 func TestRunCommandLeavesNothingBehind(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{})
-	h := home(t, c, agent)
 	for _, command := range []string{
-		`sleep 1000 > /dev/null 2>&1 & echo $! > child.pid`, // output detached
-		`sleep 1000 & echo $! > child.pid`,                  // holds the output pipe open
+		`sleep %s > /dev/null 2>&1 &`,              // output detached
+		`sleep %s &`,                               // holds the output pipe open
+		`setsid sleep %s > /dev/null 2>&1 &`,       // a session of its own
+		`nohup setsid sleep %s > /dev/null 2>&1 &`, // the issue's probe
+		`(sleep %s > /dev/null 2>&1 &) &`,          // double fork: reparented
+		`sh -c 'trap "" HUP TERM; exec sleep %s' > /dev/null 2>&1 &`,
 	} {
+		m := marker()
+		command = fmt.Sprintf(command, m) + ` sleep 0; while ! ps -eo args | grep -q "^sleep ` + m + `"; do :; done; echo up`
 		res, err := run(t, c, computer.RunCommandName, map[string]any{"command": command})
 		if err != nil {
 			t.Fatalf("%s: %v", command, err)
 		}
 		if d := details(t, res); d.ExitCode != 0 || !d.KilledLeftovers || d.PipeHeld || !strings.Contains(res.Content, "left running in the background were killed") {
-			t.Errorf("%s: %+v", command, d)
+			t.Errorf("%s: %+v\n%s", command, d, res.Content)
 		}
-		assertGone(t, "the background sleep of "+command, readPID(t, filepath.Join(h, "child.pid")))
+		assertNoProcess(t, "the background sleep of "+command, m)
 	}
 }
 
 // A flood of output reaches the model as head and tail within the budget;
 // the log keeps what it may and counts the rest.
 func TestRunCommandFlood(t *testing.T) {
+	needSandbox(t)
 	const budget = 4 << 10
 	c := newCategory(t, computer.Config{OutputBudget: budget, MaxLogBytes: 1 << 20})
 	h := home(t, c, agent)
@@ -242,6 +250,7 @@ func TestRunCommandFlood(t *testing.T) {
 // The repair ladder's rule: a truncated command is never completed by
 // guessing, so it never runs; lossless repairs apply to it as to any tool.
 func TestTruncatedCommandNeverRuns(t *testing.T) {
+	needSandbox(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
 	rc := tool(t, c, computer.RunCommandName)
@@ -277,4 +286,36 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 
 func equalStrings(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
+}
+
+// Without a sandbox run_command is not offered (the worker's start check
+// failed), unless the operator asked for commands unconfined; the file
+// tools are there either way.
+func TestRunCommandNeedsASandbox(t *testing.T) {
+	names := func(c *computer.Category) string {
+		var n []string
+		for _, tl := range c.Tools() {
+			n = append(n, tl.Name())
+		}
+		return strings.Join(n, ",")
+	}
+	root := filepath.Join(t.TempDir(), "homes")
+	off, err := computer.New(computer.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	if got := names(off); got != "list_files,read_file,write_file,edit_file" {
+		t.Errorf("without a sandbox: %s", got)
+	}
+	c := newCategory(t, computer.Config{Unconfined: true})
+	if got := names(c); got != "list_files,read_file,write_file,edit_file,run_command" {
+		t.Errorf("unconfined: %s", got)
+	}
+	if res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "echo unconfined"}); err != nil || !strings.Contains(res.Content, "unconfined\n[exit status 0]") {
+		t.Errorf("%q %v", res.Content, err)
+	}
+	if strings.Contains(tool(t, c, computer.RunCommandName).Spec().Description, "sandbox") {
+		t.Error("an unconfined run_command claims a sandbox")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -77,6 +78,13 @@ type Config struct {
 	// Logger gets the repairs of the homes' root and of the homes (nil:
 	// nothing is logged).
 	Logger *slog.Logger
+	// Sandbox runs every command (see internal/sandbox). Without it
+	// run_command is not offered, unless Unconfined is set.
+	Sandbox *sandbox.Sandbox
+	// Unconfined offers run_command without a sandbox: commands run as
+	// the worker's user and reach whatever it can (the operator's
+	// explicit --command-sandbox none).
+	Unconfined bool
 }
 
 func (c Config) withDefaults() Config {
@@ -155,6 +163,7 @@ func New(cfg Config) (*Category, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	commands := cfg.Sandbox != nil || cfg.Unconfined
 	// A worker image without a shell cannot run commands; say so at
 	// start rather than in every run_command.
 	if fi, err := os.Stat(cfg.Shell); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
@@ -166,7 +175,10 @@ func New(cfg Config) (*Category, error) {
 	}
 	cfg.Root = h.dir
 	c := &Category{cfg: cfg, homes: h}
-	c.tools = []*tools.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile(), c.runCommand()}
+	c.tools = []*tools.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile()}
+	if commands {
+		c.tools = append(c.tools, c.runCommand())
+	}
 	return c, nil
 }
 

@@ -15,21 +15,24 @@
 //     ("..", an absolute path, a symbolic link pointing out) reaches a
 //     file outside the home. An absolute path that names a place inside
 //     the home is taken as relative to it, and "~/" means the home.
-//  2. run_command runs "/bin/sh -c <command>" in the home, in a process
-//     group of its own, with an environment built from nothing (PATH,
-//     HOME, LANG, TMPDIR inside the home, and what Config.Env adds). Its
+//  2. run_command runs "/bin/sh -c <command>" in the home, in a sandbox
+//     of its own (Config.Sandbox, internal/sandbox), with an environment
+//     built from nothing (PATH, HOME, LANG, TMPDIR inside the home, and
+//     what Config.Env adds). Its
 //     combined output streams into .outputs/<turn_id>.<call_id>.log in
 //     the home (up to Config.MaxLogBytes) while the head and the tail are
 //     kept for the model. When the command ends, times out or is aborted,
-//     the whole process group is killed, so nothing it started is left.
+//     the sandbox dies and the kernel kills everything in it.
 //  3. Every result the model reads is cut to Config.OutputBudget: the
 //     head and the tail are kept and a note says what was left out and
 //     where the full text is. Structured facts (exit status, sizes, the
 //     log's path) go in the result's details, never the full text.
 //
-// The file tools' confinement is a boundary; run_command's is not: a
-// command runs with the worker's user and can reach whatever that user
-// can. Run the worker as an unprivileged user in a container whose only
-// writable volume is the homes' root when agents must not reach each
-// other or the host.
+// Both confinements are boundaries: the file tools' through os.Root, a
+// command's through the sandbox, where only its own home and a private
+// /tmp exist writable and nothing of the worker, other homes or the
+// network does. Without a sandbox run_command is not offered, unless
+// Config.Unconfined says so (the operator's --command-sandbox none):
+// then a command runs in a process group of its own with the worker's
+// user and reaches whatever that user can.
 package computer

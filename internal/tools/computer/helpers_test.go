@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
+	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
@@ -32,12 +34,37 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 	if cfg.Root == "" {
 		cfg.Root = filepath.Join(t.TempDir(), "homes")
 	}
+	// Commands run sandboxed, as the worker runs them, wherever bwrap is
+	// (CI always); elsewhere run_command is not offered and its tests
+	// skip (needSandbox).
+	if cfg.Sandbox == nil && !cfg.Unconfined && hasBwrap() {
+		sb, err := sandbox.New(sandbox.Config{})
+		if err != nil {
+			t.Fatalf("sandbox.New: %v", err)
+		}
+		t.Cleanup(func() { _ = sb.Close() })
+		cfg.Sandbox = sb
+	}
 	c, err := computer.New(cfg)
 	if err != nil {
 		t.Fatalf("computer.New: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+func hasBwrap() bool {
+	_, err := exec.LookPath("bwrap")
+	return err == nil
+}
+
+// needSandbox skips t, loudly, where bwrap is not installed: run_command
+// is not offered without it. CI installs it, so there nothing skips.
+func needSandbox(t testing.TB) {
+	t.Helper()
+	if !hasBwrap() {
+		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap socat); run_command and its sandbox are NOT tested on this machine")
+	}
 }
 
 func tool(t *testing.T, c *computer.Category, name string) *tools.Tool {

@@ -39,6 +39,7 @@ type event struct {
 // aborts a running command and leaves no process behind, and a
 // truncated command is refused without running.
 func TestInWorker(t *testing.T) {
+	needSandbox(t)
 	srv := natstest.Start(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
@@ -103,12 +104,10 @@ func TestInWorker(t *testing.T) {
 	}
 
 	t.Run("cancel aborts a running command", func(t *testing.T) {
+		m := marker()
 		publish("t-cancel", map[string]any{"id": "c1", "name": "run_command",
-			"args": `{"command":"sleep 1000 & echo $! > child.pid; echo $$ > shell.pid; wait"}`})
-		waitFor(t, "the command to start", func() bool {
-			return pidWritten(filepath.Join(h, "shell.pid")) && pidWritten(filepath.Join(h, "child.pid"))
-		})
-		shell, child := readPID(t, filepath.Join(h, "shell.pid")), readPID(t, filepath.Join(h, "child.pid"))
+			"args": `{"command":"sleep ` + m + ` & setsid sleep ` + m + ` & wait"}`})
+		waitFor(t, "the command to start", func() bool { return len(hostProcs(m)) == 2 })
 		if err := gw.Publish(protocol.Subject(protocol.PrefixCancel, agent, "t-cancel"), []byte(`{"reason":"user pressed stop"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -120,10 +119,19 @@ func TestInWorker(t *testing.T) {
 		if stepDone.Type != protocol.EventStepDone || !stepDone.EndTurn || len(stepDone.Items) != 1 {
 			t.Errorf("step.done %+v", stepDone)
 		}
-		assertGone(t, "the shell", shell)
-		assertGone(t, "the background sleep", child)
-		os.Remove(filepath.Join(h, "shell.pid"))
-		os.Remove(filepath.Join(h, "child.pid"))
+		assertNoProcess(t, "a sleep of the cancelled command", m)
+	})
+
+	t.Run("a sandboxed command over NATS", func(t *testing.T) {
+		publish("t-escape", map[string]any{"id": "c1", "name": "run_command",
+			"args": `{"command":"tr '\\0' '\\n' < /proc/$PPID/environ; ps -eo args; ls -a ..; touch /usr/x; grep NoNewPrivs /proc/self/status"}`})
+		evs := events("t-escape", 2)
+		out := evs[0].Item.Output
+		self, _ := os.Executable()
+		if evs[0].Status != protocol.StatusOK || strings.Contains(out, self) || strings.Contains(out, "NATS") ||
+			!strings.Contains(out, "NoNewPrivs:\t1") || !strings.Contains(out, "Read-only file system") {
+			t.Errorf("call.output %+v", evs[0])
+		}
 	})
 
 	t.Run("a truncated command never runs", func(t *testing.T) {

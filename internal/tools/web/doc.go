@@ -9,7 +9,7 @@
 // category contributes nothing.
 //
 // web_fetch is safe against server-side request forgery by construction:
-// its client dials through a guard that resolves the host itself, refuses
+// its client dials through a guard (internal/netguard) that resolves the host itself, refuses
 // the whole name when any address it resolves to is loopback, private
 // (RFC 1918, RFC 4193), link-local (169.254.0.0/16 with the cloud
 // metadata address, fe80::/10), multicast, unspecified, CGNAT

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/net/html/charset"
 
+	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -64,7 +65,7 @@ type redirectsKey struct{}
 // newClient is web_fetch's client: every connection, redirects included,
 // is dialed through the guard; no proxy from the environment is used (it
 // would be dialed instead of the checked address).
-func newClient(cfg Config, g *guard) *http.Client {
+func newClient(cfg Config, g *netguard.Guard) *http.Client {
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            g.DialContext,
@@ -330,7 +331,7 @@ var textual = map[string]bool{
 // fetchError words a failed fetch for the model. ctx is the call's,
 // fctx the fetch's own (with its time limit).
 func (c *Category) fetchError(ctx, fctx context.Context, u *url.URL, err error) error {
-	var blocked *BlockedError
+	var blocked *netguard.BlockedError
 	var dnsErr *net.DNSError
 	switch {
 	case ctx.Err() != nil:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 
+	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -57,7 +58,7 @@ type Config struct {
 	// or unspecified is refused, after name resolution, at dial time.
 	Allow []string
 	// Resolver resolves host names for web_fetch (net.DefaultResolver).
-	Resolver Resolver
+	Resolver netguard.Resolver
 	// Timeout bounds one fetch or search, redirects and body included
 	// (30 s).
 	Timeout time.Duration
@@ -114,9 +115,9 @@ func New(cfg Config) (*Category, error) {
 	if cfg.OutputBudget < MinOutputBudget {
 		errs = append(errs, fmt.Errorf("web: output budget %d is below the minimum of %d bytes", cfg.OutputBudget, MinOutputBudget))
 	}
-	allow, err := parseAllow(cfg.Allow)
+	allow, err := netguard.ParseAllow(cfg.Allow)
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("web: %w", err))
 	}
 	provider := cfg.Search
 	if provider == nil && cfg.SearchURL != "" {
@@ -134,7 +135,7 @@ func New(cfg Config) (*Category, error) {
 		c.tools = append(c.tools, c.searchTool(provider))
 	}
 	if cfg.Fetch {
-		c.client = newClient(cfg, newGuard(allow, cfg.Resolver))
+		c.client = newClient(cfg, netguard.New(allow, cfg.Resolver))
 		c.md = newMarkdown()
 		c.tools = append(c.tools, c.fetchTool())
 	}

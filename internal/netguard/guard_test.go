@@ -1,4 +1,4 @@
-package web
+package netguard
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestBlockedReason(t *testing.T) {
 		{"2002:808:808::", ""},
 	}
 	for _, tt := range tests {
-		got := blockedReason(netip.MustParseAddr(tt.addr))
+		got := BlockedReason(netip.MustParseAddr(tt.addr))
 		if tt.reason == "" && got != "" || tt.reason != "" && !strings.Contains(got, tt.reason) {
 			t.Errorf("%s: %q, want one containing %q", tt.addr, got, tt.reason)
 		}
@@ -69,11 +69,11 @@ func TestBlockedReason(t *testing.T) {
 }
 
 func TestAllowList(t *testing.T) {
-	allow, err := parseAllow([]string{"10.1.0.0/16", "127.0.0.1:8080", "[::1]:9090", "fd00::5", "intranet.example", "*.corp.example:8443", " ", "Wiki.Example."})
+	allow, err := ParseAllow([]string{"10.1.0.0/16", "127.0.0.1:8080", "[::1]:9090", "fd00::5", "intranet.example", "*.corp.example:8443", " ", "Wiki.Example."})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newGuard(allow, nil)
+	g := New(allow, nil)
 	tests := []struct {
 		host string
 		addr string
@@ -98,7 +98,7 @@ func TestAllowList(t *testing.T) {
 		{"public.example", "8.8.8.8", 80, true},
 	}
 	for _, tt := range tests {
-		err := g.check(tt.host, netip.MustParseAddr(tt.addr), tt.port)
+		err := g.Check(tt.host, netip.MustParseAddr(tt.addr), tt.port)
 		if (err == nil) != tt.ok {
 			t.Errorf("%s (%s) port %d: %v, want allowed=%v", tt.host, tt.addr, tt.port, err, tt.ok)
 		}
@@ -107,8 +107,8 @@ func TestAllowList(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"10.0.0.0/33", "host:0", "host:http", "a/b", "*."} {
-		if _, err := parseAllow([]string{bad}); err == nil {
-			t.Errorf("parseAllow(%q) accepted it", bad)
+		if _, err := ParseAllow([]string{bad}); err == nil {
+			t.Errorf("ParseAllow(%q) accepted it", bad)
 		}
 	}
 }
@@ -126,7 +126,7 @@ func (f fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Ad
 // A name with any forbidden address is refused before anything is
 // dialed, whatever else it resolves to.
 func TestDialRefusesBeforeConnecting(t *testing.T) {
-	g := newGuard(nil, fakeResolver{
+	g := New(nil, fakeResolver{
 		"rebind.example": {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("127.0.0.1")},
 		"meta.example":   {netip.MustParseAddr("169.254.169.254")},
 		"mapped.example": {netip.MustParseAddr("::ffff:10.0.0.1")},
@@ -143,4 +143,19 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 			t.Errorf("dial %s: %v, want ErrBlocked", addr, err)
 		}
 	}
+}
+
+func FuzzAllowEntry(f *testing.F) {
+	for _, s := range []string{"10.0.0.0/8", "127.0.0.1:8080", "[::1]:9", "*.corp.example", "host", "a:b:c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := parseEntry(s)
+		if err != nil {
+			return
+		}
+		if !e.prefix.IsValid() && e.host == "" {
+			t.Errorf("%q parsed to an entry that matches nothing", s)
+		}
+	})
 }

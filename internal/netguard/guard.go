@@ -1,4 +1,4 @@
-package web
+package netguard
 
 import (
 	"context"
@@ -63,10 +63,10 @@ var (
 	sixTo4 = netip.MustParsePrefix("2002::/16")
 )
 
-// blockedReason says why a is not a public internet address, or "" when
+// BlockedReason says why a is not a public internet address, or "" when
 // it is one. IPv6 forms that embed an IPv4 address (IPv4-mapped, NAT64,
 // 6to4) are judged by the address they embed.
-func blockedReason(a netip.Addr) string {
+func BlockedReason(a netip.Addr) string {
 	a = a.Unmap().WithZone("")
 	switch {
 	case !a.IsValid():
@@ -95,13 +95,13 @@ func blockedReason(a netip.Addr) string {
 		b := a.As16()
 		for _, p := range nat64 {
 			if p.Contains(a) {
-				if r := blockedReason(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); r != "" {
+				if r := BlockedReason(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})); r != "" {
 					return r + " (through NAT64)"
 				}
 			}
 		}
 		if sixTo4.Contains(a) {
-			if r := blockedReason(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})); r != "" {
+			if r := BlockedReason(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})); r != "" {
 				return r + " (through 6to4)"
 			}
 		}
@@ -109,27 +109,27 @@ func blockedReason(a netip.Addr) string {
 	return ""
 }
 
-// allowEntry is one entry of the operator's allow-list.
-type allowEntry struct {
+// entry is one entry of the operator's allow-list.
+type entry struct {
 	prefix netip.Prefix // an address range, or
 	host   string       // a host name, lower case; "*.x" matches below x
 	port   uint16       // 0: any port
 }
 
-// parseAllow reads allow-list entries: "10.0.0.0/8", "127.0.0.1",
+// ParseAllow reads allow-list entries: "10.0.0.0/8", "127.0.0.1",
 // "[::1]", "intranet.example", "*.corp.example", each optionally with
 // ":port" ("127.0.0.1:8080", "[::1]:8080", "intranet.example:8443").
-func parseAllow(entries []string) ([]allowEntry, error) {
-	var out []allowEntry
+func ParseAllow(entries []string) (Allow, error) {
+	var out []entry
 	var errs []error
 	for _, raw := range entries {
 		s := strings.TrimSpace(raw)
 		if s == "" {
 			continue
 		}
-		e, err := parseAllowEntry(s)
+		e, err := parseEntry(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("web: allow-list entry %q: %w", raw, err))
+			errs = append(errs, fmt.Errorf("allow-list entry %q: %w", raw, err))
 			continue
 		}
 		out = append(out, e)
@@ -137,8 +137,8 @@ func parseAllow(entries []string) ([]allowEntry, error) {
 	return out, errors.Join(errs...)
 }
 
-func parseAllowEntry(s string) (allowEntry, error) {
-	var e allowEntry
+func parseEntry(s string) (entry, error) {
+	var e entry
 	if p, err := netip.ParsePrefix(s); err == nil {
 		e.prefix = p.Masked()
 		return e, nil
@@ -168,24 +168,30 @@ func parseAllowEntry(s string) (allowEntry, error) {
 	return e, nil
 }
 
-// guard dials only public addresses, or those the allow-list names. It
+// Allow is a parsed allow-list: the addresses beyond the public internet
+// a Guard may dial.
+type Allow []entry
+
+// Guard dials only public addresses, or those the allow-list names. It
 // resolves a name itself and dials the address it checked, so what is
 // checked is what is connected to (no second lookup to rebind).
-type guard struct {
-	allow    []allowEntry
+type Guard struct {
+	allow    Allow
 	resolver Resolver
 	dialer   *net.Dialer
 }
 
-func newGuard(allow []allowEntry, r Resolver) *guard {
+// New returns a guard over allow that resolves names with r
+// (net.DefaultResolver when nil).
+func New(allow Allow, r Resolver) *Guard {
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	return &guard{allow: allow, resolver: r, dialer: &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
+	return &Guard{allow: allow, resolver: r, dialer: &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
 }
 
 // hostAllowed reports whether the allow-list names host (with port).
-func (g *guard) hostAllowed(host string, port uint16) bool {
+func (g *Guard) hostAllowed(host string, port uint16) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, e := range g.allow {
 		if e.host == "" || e.port != 0 && e.port != port {
@@ -203,7 +209,7 @@ func (g *guard) hostAllowed(host string, port uint16) bool {
 }
 
 // addrAllowed reports whether the allow-list covers a (with port).
-func (g *guard) addrAllowed(a netip.Addr, port uint16) bool {
+func (g *Guard) addrAllowed(a netip.Addr, port uint16) bool {
 	a = a.Unmap().WithZone("")
 	for _, e := range g.allow {
 		if e.prefix.IsValid() && e.prefix.Contains(a) && (e.port == 0 || e.port == port) {
@@ -213,21 +219,21 @@ func (g *guard) addrAllowed(a netip.Addr, port uint16) bool {
 	return false
 }
 
-// check returns nil when host:port at a may be dialed.
-func (g *guard) check(host string, a netip.Addr, port uint16) error {
+// Check returns nil when host:port at a may be dialed.
+func (g *Guard) Check(host string, a netip.Addr, port uint16) error {
 	if g.hostAllowed(host, port) || g.addrAllowed(a, port) {
 		return nil
 	}
-	if r := blockedReason(a); r != "" {
+	if r := BlockedReason(a); r != "" {
 		return &BlockedError{Host: host, Addr: a.Unmap().WithZone(""), Reason: r}
 	}
 	return nil
 }
 
-// DialContext is the transport's dialer: it resolves addr's host, refuses
+// DialContext is a transport's dialer: it resolves addr's host, refuses
 // every address the policy forbids before any connection is tried, and
 // dials the allowed ones in turn.
-func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, portS, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -255,7 +261,7 @@ func (g *guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 	var refused error
 	var allowed []netip.Addr
 	for _, a := range addrs {
-		if err := g.check(host, a, port); err != nil {
+		if err := g.Check(host, a, port); err != nil {
 			if refused == nil {
 				refused = err
 			}

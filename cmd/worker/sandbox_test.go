@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestSandboxFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--command-sandbox", "chroot"}, "--command-sandbox must be bwrap or none"},
+		{[]string{"--command-sandbox", "none", "--command-network"}, "--command-network needs --command-sandbox bwrap"},
+		{[]string{"--command-max-procs", "2"}, "process limit 2 is below 8"},
+		{[]string{"--command-uid", "0"}, "--command-uid must be an unprivileged user"},
+	} {
+		if err := NewMain().ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--command-network", "--command-ro-bind", "/opt, /srv"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Sandbox.Mode != "bwrap" || !m.Sandbox.Network || strings.Join(m.Sandbox.Config.ReadOnly, ",") != "/opt,/srv" {
+		t.Errorf("%+v", m.Sandbox)
+	}
+}
+
+// A machine without bubblewrap still runs the worker: the sandbox is
+// reported missing in one line with the way to install it, and
+// run_command is not offered.
+func TestSandboxMissing(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	flags := func(args ...string) commandSandbox {
+		t.Helper()
+		m := NewMain()
+		if err := m.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return m.Sandbox
+	}
+	c := flags()
+	c.Config.Bwrap = "/nonexistent/bwrap"
+	sb, err := c.start(context.Background(), log, "")
+	if err != nil || sb != nil {
+		t.Fatalf("start: %v, %v", sb, err)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "run_command is not offered") || !strings.Contains(logs.String(), "apt-get install -y bubblewrap") {
+		t.Errorf("%d lines: %s", n, logs.String())
+	}
+	// none says, at every start, that commands are not confined.
+	logs.Reset()
+	c = flags("--command-sandbox", "none")
+	if sb, err := c.start(context.Background(), log, ""); sb != nil || err != nil || !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("none: %v %v %s", sb, err, logs.String())
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("SKIPPING the working sandbox: bwrap is not installed (apt-get install -y bubblewrap)")
+	}
+	logs.Reset()
+	c = flags("--command-network")
+	sb, err = c.start(context.Background(), log, "")
+	if err != nil || sb == nil {
+		t.Fatalf("start: %v %v %s", sb, err, logs.String())
+	}
+	sb.Close()
+}

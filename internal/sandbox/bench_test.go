@@ -1,0 +1,63 @@
+package sandbox_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/sandbox"
+)
+
+// BenchmarkTrue is the sandbox's cost per command: `true` run by the
+// shell in a sandbox, against the same shell run directly. It reports
+// the median and the 99th percentile of the wall time of one command,
+// and the median CPU time (user and system) the command and everything
+// it started used: on a loaded machine the wall time measures the load,
+// the CPU time the sandbox.
+func BenchmarkTrue(b *testing.B) {
+	report := func(b *testing.B, d, cpu []time.Duration) {
+		slices.Sort(d)
+		slices.Sort(cpu)
+		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(d[len(d)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(cpu[len(cpu)/2].Microseconds())/1000, "cpu-p50-ms")
+	}
+	cpuOf := func(ps *os.ProcessState) time.Duration { return ps.UserTime() + ps.SystemTime() }
+	b.Run("sandbox", func(b *testing.B) {
+		s := newSandbox(b, sandbox.Config{})
+		h := homeDir(b, s)
+		var d, cpu []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			r, err := s.Start(context.Background(), sandbox.Spec{Home: h, Shell: "/bin/sh", Command: "true", Env: []string{"PATH=/usr/bin:/bin"}}, io.Discard, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			r.Leftovers()
+			d = append(d, time.Since(start))
+			cpu = append(cpu, cpuOf(r.Cmd.ProcessState))
+		}
+		report(b, d, cpu)
+	})
+	b.Run("none", func(b *testing.B) {
+		var d, cpu []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			cmd := exec.Command("/bin/sh", "-c", "true")
+			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+			d = append(d, time.Since(start))
+			cpu = append(cpu, cpuOf(cmd.ProcessState))
+		}
+		report(b, d, cpu)
+	})
+}

@@ -1,0 +1,43 @@
+// Package sandbox provides the jail run_command's commands run in: one
+// shell command per bubblewrap (bwrap) sandbox, with limits, no network
+// by default and, when the operator opts in, egress only through a proxy
+// in the worker that applies the public-address policy of
+// internal/netguard.
+//
+// Inside a sandbox:
+//
+//   - the file system is a fresh tmpfs root with /usr (and /bin, /sbin,
+//     /lib* as the host has them) and an allowlist of /etc entries bound
+//     read-only, plus the operator's extra read-only paths; the agent's
+//     home is bound read-write at its own absolute path (its parents are
+//     empty directories), /tmp and /dev/shm are private tmpfs of bounded
+//     size, /dev holds only null, zero, full, random, urandom and tty, and
+//     /proc is the sandbox's own. No other home, no homes' root, nothing
+//     of the worker's files or credentials exists there;
+//   - every namespace is new (user, pid, ipc, uts, net, cgroup); the
+//     hostname is "sandbox"; all capabilities are dropped, NoNewPrivs is
+//     set, nested user namespaces are refused;
+//   - the environment is only what the caller gives;
+//   - limits are rlimits set inside the sandbox, after its user namespace
+//     exists, so the process limit counts the sandbox's own processes
+//     (kernel ucounts, 5.14 and later); see Limits for what each bounds;
+//   - the sandbox's pid 1 is bwrap's init: when the command's shell ends,
+//     init exits and the kernel kills every process left in the pid
+//     namespace. Killing the outer bwrap (timeout, cancel) kills init
+//     (--die-with-parent), and the outer bwrap dies with the worker
+//     (parent-death signal), so nothing survives the call.
+//
+// When the worker runs as root, bwrap runs privileged (no user
+// namespace) and the command drops to an unprivileged user (Config.UID)
+// with setpriv before it starts: the kernel never applies RLIMIT_NPROC to
+// root, so a root command could not be held to a process limit.
+//
+// With Config.Network, the worker serves an HTTP proxy (forward and
+// CONNECT) on a unix socket bound into the sandbox; socat inside listens
+// on 127.0.0.1:3128 and forwards to it (the way Anthropic's
+// sandbox-runtime bridges a net-less Linux sandbox), and HTTP_PROXY and
+// its kin point there. The sandbox still has no network interface but
+// loopback, so a direct connection has no route; the proxy refuses
+// loopback, private, link-local (metadata) and other non-public targets
+// unless the allow-list names them.
+package sandbox

@@ -1,0 +1,492 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/netguard"
+)
+
+// Defaults of a zero Limits field.
+const (
+	DefaultProcesses   = 256
+	DefaultMemoryBytes = 4 << 30
+	DefaultCPUSeconds  = 600
+	DefaultFileBytes   = 1 << 30
+	DefaultOpenFiles   = 1024
+	DefaultTmpBytes    = 256 << 20
+)
+
+// DefaultUID is the user a command runs as when the worker runs as root
+// (nobody).
+const DefaultUID = 65534
+
+// ProxyPort is where a command finds the egress proxy, on the sandbox's
+// own loopback.
+const ProxyPort = 3128
+
+// proxySocket is where the proxy's unix socket is bound in the sandbox.
+const proxySocket = "/run/toolruntime/proxy.sock"
+
+// Install is the hint a missing sandbox is reported with.
+const Install = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap; for --command-network also socat) " +
+	"and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 or user.max_user_namespaces > 0; " +
+	"in a container: a seccomp/AppArmor profile that permits unshare and mount, e.g. securityContext seccompProfile Unconfined " +
+	"and appArmorProfile Unconfined, or run it privileged)"
+
+// Limits bound each command. They are rlimits, set inside the sandbox
+// before the shell starts; without delegated cgroups no limit bounds the
+// sum over a command's processes except Processes.
+type Limits struct {
+	// Processes bounds RLIMIT_NPROC: the processes and threads of the
+	// command's user inside its own user namespace, that is the
+	// sandbox's processes only (256). fork fails with EAGAIN beyond it.
+	Processes int
+	// MemoryBytes bounds RLIMIT_AS: the address space of each process
+	// (4 GiB), so the sum is up to Processes times it. Allocations beyond
+	// it fail with ENOMEM.
+	MemoryBytes int64
+	// CPUSeconds bounds RLIMIT_CPU: the CPU time of each process (600 s);
+	// SIGXCPU at the limit, SIGKILL a second later.
+	CPUSeconds int
+	// FileBytes bounds RLIMIT_FSIZE: the size any process may grow a file
+	// to (1 GiB); SIGXFSZ beyond it. It bounds each file, not the disk the
+	// home uses.
+	FileBytes int64
+	// OpenFiles bounds RLIMIT_NOFILE: open descriptors of each process
+	// (1024).
+	OpenFiles int
+	// TmpBytes is the size of /tmp and of /dev/shm, each a private tmpfs
+	// (256 MiB each), which lives in memory.
+	TmpBytes int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Processes == 0 {
+		l.Processes = DefaultProcesses
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = DefaultCPUSeconds
+	}
+	if l.FileBytes == 0 {
+		l.FileBytes = DefaultFileBytes
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	if l.TmpBytes == 0 {
+		l.TmpBytes = DefaultTmpBytes
+	}
+	return l
+}
+
+// Validate says which limits are too low to run anything; a zero field
+// is its default.
+func (l Limits) Validate() error {
+	l = l.withDefaults()
+	var errs []error
+	if l.Processes < 8 {
+		errs = append(errs, fmt.Errorf("sandbox: process limit %d is below 8 (the sandbox's own init, shell and bridge count)", l.Processes))
+	}
+	if l.MemoryBytes < 64<<20 {
+		errs = append(errs, fmt.Errorf("sandbox: memory limit %d is below 64 MiB", l.MemoryBytes))
+	}
+	if l.CPUSeconds < 1 || l.FileBytes < 1<<20 || l.OpenFiles < 16 || l.TmpBytes < 1<<20 {
+		errs = append(errs, errors.New("sandbox: the CPU limit must be at least 1 s, the file size and /tmp limits 1 MiB, the open files limit 16"))
+	}
+	return errors.Join(errs...)
+}
+
+// Config configures the sandbox. The zero value of every field is its
+// default.
+type Config struct {
+	// Bwrap is bubblewrap's path ("bwrap" looked up in PATH).
+	Bwrap string
+	// ReadOnly are more host paths bound read-only at the same place
+	// (e.g. /opt); paths that do not exist are skipped.
+	ReadOnly []string
+	// Limits bound each command.
+	Limits Limits
+	// UID and GID are the user a command runs as when the worker runs as
+	// root (65534, nobody); otherwise it runs as the worker's user.
+	UID, GID int
+	// Network lets commands reach the network through the egress proxy,
+	// which dials through Guard.
+	Network bool
+	// Guard is the proxy's policy (netguard.New(nil, nil): public
+	// addresses only).
+	Guard *netguard.Guard
+	// Logger logs the proxy's refusals at debug level.
+	Logger *slog.Logger
+}
+
+// Sandbox runs commands in bubblewrap sandboxes; it is safe for
+// concurrent use.
+type Sandbox struct {
+	cfg     Config
+	bwrap   string
+	prlimit string
+	setpriv string // set when the worker is root, with unshare
+	unshare string
+	socat   string // set with Network
+	root    bool
+	fsArgs  []string
+	proxy   *proxy
+}
+
+// New finds the tools a sandbox needs and, with Network, starts the
+// egress proxy. It does not try the sandbox: Check does.
+func New(cfg Config) (*Sandbox, error) {
+	cfg.Limits = cfg.Limits.withDefaults()
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.UID == 0 {
+		cfg.UID = DefaultUID
+	}
+	if cfg.GID == 0 {
+		cfg.GID = DefaultUID
+	}
+	if cfg.Bwrap == "" {
+		cfg.Bwrap = "bwrap"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0}
+	var errs []error
+	look := func(name, why string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s not found (%s)", name, why))
+			return ""
+		}
+		abs, _ := filepath.Abs(p)
+		return abs
+	}
+	s.bwrap = look(cfg.Bwrap, "bubblewrap makes the sandbox")
+	s.prlimit = look("prlimit", "util-linux: sets the limits")
+	if s.root {
+		s.setpriv = look("setpriv", "util-linux: drops root")
+		s.unshare = look("unshare", "util-linux: gives the command a user namespace of its own")
+	}
+	if cfg.Network {
+		s.socat = look("socat", "bridges the sandbox's loopback to the proxy")
+	}
+	for _, p := range cfg.ReadOnly {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("read-only path %q is not absolute", p))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sandbox: %w; %s", err, Install)
+	}
+	s.fsArgs = fsArgs(cfg.ReadOnly, cfg.Limits.TmpBytes)
+	if cfg.Network {
+		g := cfg.Guard
+		if g == nil {
+			g = netguard.New(nil, nil)
+		}
+		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.proxy = p
+	}
+	return s, nil
+}
+
+// Close stops the egress proxy.
+func (s *Sandbox) Close() error {
+	if s.proxy != nil {
+		return s.proxy.close()
+	}
+	return nil
+}
+
+// Limits are the limits each command gets.
+func (s *Sandbox) Limits() Limits { return s.cfg.Limits }
+
+// Network reports whether commands reach the network through the proxy.
+func (s *Sandbox) Network() bool { return s.proxy != nil }
+
+// Owner is the user and group a command's files belong to: the sandbox's
+// user when the worker is root, else the worker's own (ok false: nothing
+// to change).
+func (s *Sandbox) Owner() (uid, gid int, ok bool) {
+	return s.cfg.UID, s.cfg.GID, s.root
+}
+
+// etc are the entries of /etc a shell and common tools need. The rest of
+// /etc stays out: a container mounts secrets there.
+var etc = []string{
+	"passwd", "group", "hosts", "host.conf", "resolv.conf", "nsswitch.conf", "gai.conf",
+	"services", "protocols", "networks", "ethertypes",
+	"ssl", "ca-certificates", "ca-certificates.conf", "pki", "crypto-policies",
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "zoneinfo",
+	"alternatives", "mime.types", "magic", "magic.mime", "os-release", "debian_version", "lsb-release",
+	"profile", "profile.d", "bash.bashrc", "inputrc", "environment", "locale.alias", "locale.conf",
+	"gitconfig", "pip.conf", "npmrc", "python3", "perl", "java-17-openjdk", "java-21-openjdk", "fonts", "manpath.config",
+}
+
+// fsArgs are the mounts every sandbox has, in order.
+func fsArgs(extra []string, tmpBytes int64) []string {
+	a := []string{"--ro-bind", "/usr", "/usr"}
+	made := map[string]bool{"/": true, "/usr": true}
+	bind := func(flag, p string) {
+		a = parents(a, made, p)
+		a = append(a, flag, p, p)
+		made[p] = true
+	}
+	// Merged /usr makes these symbolic links; older systems have them
+	// as directories of their own.
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				a = append(a, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			bind("--ro-bind", d)
+		}
+	}
+	for _, e := range etc {
+		p := "/etc/" + e
+		if _, err := os.Stat(p); err == nil {
+			bind("--ro-bind", p)
+		}
+	}
+	for _, p := range extra {
+		bind("--ro-bind-try", filepath.Clean(p))
+	}
+	size := strconv.FormatInt(tmpBytes, 10)
+	a = append(a,
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+		"--remount-ro", "/dev",
+		"--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+	)
+	return a
+}
+
+// parents adds to a the directories above p that made does not hold yet,
+// top down, as plain 0755 directories: bwrap would otherwise give them
+// the host's modes (a 0700 homes' root) or none a command may enter.
+func parents(a []string, made map[string]bool, p string) []string {
+	var up []string
+	for d := filepath.Dir(p); !made[d]; d = filepath.Dir(d) {
+		up = append(up, d)
+		made[d] = true
+	}
+	for i := len(up) - 1; i >= 0; i-- {
+		a = append(a, "--perms", "0755", "--dir", up[i])
+	}
+	return a
+}
+
+// Spec is one command.
+type Spec struct {
+	// Home is the absolute directory bound read-write at the same path:
+	// the only writable place besides /tmp, and the working directory.
+	Home string
+	// Shell runs the command as Shell -c Command.
+	Shell   string
+	Command string
+	// Env is the command's whole environment; with the network on, the
+	// proxy's variables are added.
+	Env []string
+}
+
+// Run is a started command.
+type Run struct {
+	Cmd  *exec.Cmd
+	left *os.File
+}
+
+// wrapper is the sandbox's first shell: it enters the home ($3; bwrap
+// cannot, having dropped its capabilities before the command's user
+// exists), starts the network bridge when asked ($4: port, $5: socket,
+// $6: the listening address as /proc/net/tcp spells it) and waits until
+// it listens, runs the command ($1 -c $2) with nothing on fd 3, and then says on fd 3 whether the
+// command left processes running, which die with the sandbox when it
+// exits.
+const wrapper = `cd "$3" || exit 126
+px=
+ready() { while read -r _ l _ st _; do [ "$l" = "$1" ] && [ "$st" = 0A ] && return 0; done </proc/net/tcp; return 1; }
+if [ -n "$4" ]; then
+  socat TCP-LISTEN:"$4",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$5" </dev/null >/dev/null 2>&1 3>&- &
+  px=$!
+  i=0
+  until ready "$6"; do
+    i=$((i+1))
+    if [ $i -ge 200000 ]; then echo "sandbox: the network bridge did not start" >&2; break; fi
+  done
+fi
+"$1" -c "$2" 3>&-
+s=$?
+for p in /proc/[0-9]*; do
+  n=${p#/proc/}
+  case $n in 1|$$|"$px") continue;; esac
+  read -r st <"$p/stat" 2>/dev/null || continue
+  set -- ${st##*") "}
+  case $1 in Z*|X*) continue;; esac
+  [ -n "$px" ] && [ "$2" = "$px" ] && continue
+  echo left >&3
+  break
+done
+exit $s
+`
+
+// Start starts spec's command in a new sandbox. The caller sets Stdout
+// and Stderr on nothing: Start takes them from out; it waits with
+// r.Cmd.Wait and then asks r.Leftovers. ctx's end kills the sandbox.
+func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay time.Duration) (*Run, error) {
+	home := filepath.Clean(spec.Home)
+	if !filepath.IsAbs(home) || home == "/" {
+		return nil, fmt.Errorf("sandbox: home %q is not an absolute directory", spec.Home)
+	}
+	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL"}
+	if s.root {
+		// Privileged bwrap, no user namespace: the command then drops to
+		// an unprivileged user, whom RLIMIT_NPROC binds (root it never
+		// does). setpriv needs these three, and drops them.
+		a = append(a, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+			"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else {
+		a = append(a, "--unshare-all", "--unshare-user", "--disable-userns")
+	}
+	a = append(a, "--hostname", "sandbox")
+	a = append(a, s.fsArgs...)
+	a = parents(a, map[string]bool{"/": true, "/tmp": true, "/usr": true, "/etc": true}, home)
+	a = append(a, "--bind", home, home)
+	env := spec.Env
+	var bridge []string
+	if s.proxy != nil {
+		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", s.proxy.path, proxySocket)
+		url := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
+		env = append(env[:len(env):len(env)],
+			"HTTP_PROXY="+url, "HTTPS_PROXY="+url, "http_proxy="+url, "https_proxy="+url,
+			"ALL_PROXY="+url, "all_proxy="+url, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+		bridge = []string{strconv.Itoa(ProxyPort), proxySocket, fmt.Sprintf("0100007F:%04X", ProxyPort)}
+	}
+	a = append(a, "--")
+	if s.root {
+		// A user namespace of its own, made after root is gone, so that
+		// RLIMIT_NPROC counts this sandbox's processes, not those of
+		// every sandbox running as the same user.
+		a = append(a, s.setpriv, "--reuid="+strconv.Itoa(s.cfg.UID), "--regid="+strconv.Itoa(s.cfg.GID),
+			"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--",
+			s.unshare, "--user", "--map-current-user", "--keep-caps", "--",
+			// The new namespace came with every capability in it: none
+			// is left for the command.
+			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
+	}
+	l := s.cfg.Limits
+	a = append(a, s.prlimit,
+		"--nproc="+strconv.Itoa(l.Processes),
+		"--as="+strconv.FormatInt(l.MemoryBytes, 10),
+		fmt.Sprintf("--cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+1),
+		"--fsize="+strconv.FormatInt(l.FileBytes, 10),
+		"--nofile="+strconv.Itoa(l.OpenFiles),
+		"--core=0",
+		"--", "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, spec.Command, home)
+	a = append(a, bridge...)
+
+	cmd := exec.CommandContext(ctx, s.bwrap, a...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = out, out
+	// The outer bwrap dies with the worker; the sandbox's init dies with
+	// the outer bwrap (--die-with-parent), and every process of the
+	// sandbox with its init.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = waitDelay
+	lr, lw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{lw}
+	err = cmd.Start()
+	lw.Close()
+	if err != nil {
+		lr.Close()
+		return nil, err
+	}
+	return &Run{Cmd: cmd, left: lr}, nil
+}
+
+// Leftovers reports, after Wait, whether the command left processes
+// running (they were killed with the sandbox).
+func (r *Run) Leftovers() bool {
+	defer r.left.Close()
+	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 8)
+	n, _ := io.ReadFull(r.left, b[:4])
+	return n == 4 && string(b[:4]) == "left"
+}
+
+// Status reads a finished command's status: bwrap reports a command killed
+// by signal n as exit status 128+n, as shells do, so such a status is
+// read as that signal (sig 0: none).
+func Status(ps *os.ProcessState) (code int, sig syscall.Signal) {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, ws.Signal()
+	}
+	code = ps.ExitCode()
+	if code > 128 && code < 128+65 {
+		return code, syscall.Signal(code - 128)
+	}
+	return code, 0
+}
+
+// Check runs a trivial command in a sandbox and says what is missing
+// when it fails.
+func (s *Sandbox) Check(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "sandbox-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if s.root {
+		if err := os.Chown(dir, s.cfg.UID, s.cfg.GID); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	probe := `test -w . && echo sandbox-ok`
+	if s.proxy != nil {
+		probe = `test -S ` + proxySocket + ` && ` + probe
+	}
+	r, err := s.Start(ctx, Spec{Home: dir, Shell: "/bin/sh", Command: probe, Env: []string{"PATH=/usr/bin:/bin"}}, &out, time.Second)
+	if err != nil {
+		return fmt.Errorf("sandbox: starting %s: %w; %s", s.bwrap, err, Install)
+	}
+	werr := r.Cmd.Wait()
+	r.Leftovers()
+	if werr != nil || !strings.Contains(out.String(), "sandbox-ok") {
+		msg := strings.TrimSpace(out.String())
+		if len(msg) > 500 {
+			msg = msg[:500]
+		}
+		return fmt.Errorf("sandbox: %s cannot make a sandbox (%v: %q); %s", s.bwrap, werr, msg, Install)
+	}
+	return nil
+}

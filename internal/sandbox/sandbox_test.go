@@ -1,0 +1,146 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/sandbox"
+)
+
+// need skips t, loudly, on a machine without bubblewrap. CI always has
+// it (.ci/run installs it), so there the tests run.
+func need(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap socat); the sandbox is NOT tested on this machine")
+	}
+}
+
+func newSandbox(t testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
+	t.Helper()
+	need(t)
+	s, err := sandbox.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// homeDir is a home as the computer category makes it, in a 0700 root
+// of homes, owned by the user commands run as.
+func homeDir(t testing.TB, s *sandbox.Sandbox) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "homes")
+	h := filepath.Join(root, "a1")
+	if err := os.MkdirAll(h, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if uid, gid, ok := s.Owner(); ok {
+		if err := os.Chown(h, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+type result struct {
+	out    string
+	code   int
+	sig    syscall.Signal
+	left   bool
+	notes  []string
+	waited error
+}
+
+func run(t testing.TB, ctx context.Context, s *sandbox.Sandbox, home, command string) result {
+	t.Helper()
+	var out strings.Builder
+	w := &sandbox.Watch{W: &out}
+	r, err := s.Start(ctx, sandbox.Spec{Home: home, Shell: "/bin/sh", Command: command, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}}, w, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	werr := r.Cmd.Wait()
+	res := result{out: out.String(), left: r.Leftovers(), waited: werr}
+	res.code, res.sig = sandbox.Status(r.Cmd.ProcessState)
+	res.notes = s.Notes(res.sig, w)
+	return res
+}
+
+func TestCheck(t *testing.T) {
+	s := newSandbox(t, sandbox.Config{})
+	if err := s.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// A bwrap that is not there is reported with the way to install it.
+	if _, err := sandbox.New(sandbox.Config{Bwrap: "/nonexistent/bwrap"}); err == nil || !strings.Contains(err.Error(), "apt-get install -y bubblewrap") {
+		t.Errorf("New with no bwrap: %v", err)
+	}
+}
+
+func TestBasics(t *testing.T) {
+	s := newSandbox(t, sandbox.Config{})
+	h := homeDir(t, s)
+	res := run(t, context.Background(), s, h, `echo hi; pwd; hostname; echo x > f && cat f; exit 3`)
+	if res.out != "hi\n"+h+"\nsandbox\nx\n" || res.code != 3 || res.sig != 0 || res.left {
+		t.Errorf("%+v", res)
+	}
+	res = run(t, context.Background(), s, h, `sleep 1000 & echo started`)
+	if !res.left || res.code != 0 {
+		t.Errorf("leftovers not seen: %+v", res)
+	}
+	res = run(t, context.Background(), s, h, `kill -KILL $$`)
+	if res.sig != syscall.SIGKILL {
+		t.Errorf("signal: %+v", res)
+	}
+}
+
+// RLIMIT_NPROC set inside the sandbox counts the sandbox's processes
+// only (kernel ucounts: the count is per user namespace, or per
+// sandbox when the worker is root and commands drop to one user):
+// two sandboxes at once each hold more than half the limit.
+func TestProcessLimitIsPerSandbox(t *testing.T) {
+	const limit = 64
+	s := newSandbox(t, sandbox.Config{Limits: sandbox.Limits{Processes: limit}})
+	h := homeDir(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	results := make([]result, 2)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each holds 40 sleeps until both hold them: 80 > 64.
+			results[i] = run(t, ctx, s, h, fmt.Sprintf(`
+				for i in $(seq 40); do sleep 1000 & done
+				touch held%d
+				while ! test -e held0 || ! test -e held1; do sleep 0.01; done
+				echo held all`, i))
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if !strings.Contains(r.out, "held all") || strings.Contains(r.out, "fork") {
+			t.Errorf("sandbox %d: %+v", i, r)
+		}
+	}
+	// And one sandbox is held to it.
+	res := run(t, context.Background(), s, h, `( for i in $(seq 2000); do sleep 1000 & done ) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo "started $n"`)
+	var procs int
+	if _, err := fmt.Sscanf(res.out[max(0, strings.Index(res.out, "started")):], "started %d", &procs); err != nil || procs > limit || procs < limit/2 {
+		t.Errorf("processes in the sandbox: %d (%v), want at most %d: %q", procs, err, limit, res.out)
+	}
+}
