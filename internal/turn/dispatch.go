@@ -680,12 +680,14 @@ func (p *pending) invoke() {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
 	res, err := p.inv.Run(&p.ctx)
+	// Ended before the outcome is published: once step.done is out, every
+	// span of the step's calls has ended.
+	if espan != nil {
+		espan.End()
+	}
 	p.g.step.remove(p)
 	if p.finished.CompareAndSwap(false, true) {
 		p.finish(res, err)
-	}
-	if espan != nil {
-		espan.End()
 	}
 }
 
