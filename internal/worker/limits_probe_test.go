@@ -434,3 +434,31 @@ func TestProbeDeadLetterStreamFull(t *testing.T) {
 	waitFor(t, func() bool { return must(must(g.js.Stream(ctx, protocol.StreamDead)).Info(ctx)).State.Msgs == 2 }, "the second dead letter")
 	waitFor(t, func() bool { return must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx)).State.Msgs == 0 }, "the work queue to empty")
 }
+
+func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
+	s := natstest.Start(t)
+	startWorker(t, s, testConfig())
+	g := newGateway(t, s)
+	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
+	ctx := context.Background()
+	// Headers that the server acts on when the gateway publishes the
+	// step: on the dead letter's own publish they would refuse it.
+	m := nats.NewMsg("turn.call.a.hdr")
+	m.Data = []byte("not a step")
+	m.Header.Set("Nats-Expected-Stream", protocol.StreamCalls)
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
+	m.Header.Set("Nats-Msg-Id", "gateway-id")
+	if _, err := g.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	e := dead.next()
+	if !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") || string(e.Raw) != "not a step" {
+		t.Errorf("dead letter %q with headers %v", e.Raw, e.Header)
+	}
+	if got := e.Header.Get("Dead-Nats-Expected-Stream"); got != protocol.StreamCalls {
+		t.Errorf("the original's Nats-Expected-Stream is not kept as Dead-Nats-Expected-Stream: %v", e.Header)
+	}
+	waitFor(t, func() bool {
+		return must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx)).State.Msgs == 0
+	}, "the work queue to empty")
+}
