@@ -462,3 +462,33 @@ func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
 		return must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx)).State.Msgs == 0
 	}, "the work queue to empty")
 }
+
+func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
+	s := natstest.Start(t)
+	var ts []*tools.Tool
+	for i := range 6 {
+		size := 300 << 10
+		if i == 5 {
+			size = 1 << 10
+		}
+		ts = append(ts, tools.Must(tools.Def[struct{}]{
+			Spec: tools.Spec{Name: fmt.Sprintf("widget_%d", i), Description: "widget tool " + strings.Repeat("w ", size/2), DeferLoading: true, ReadOnly: true},
+			Execute: func(context.Context, struct{}) (tools.Result, error) { return tools.Result{Content: "ok"}, nil },
+		}))
+	}
+	deferred := func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return ts, nil, nil }
+	startWorker(t, s, testConfig(), deferred)
+	g := newGateway(t, s)
+	evs := g.watch("a", "t")
+	st := step("a", "t", 0)
+	st["output"] = append(st["output"].([]any), map[string]any{"type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": map[string]any{"query": "widget"}})
+	g.publish(protocol.Subject(protocol.PrefixCall, "a", "t"), "a.t.0", st)
+	outputs, done := evs.untilDone()
+	checkEvent(t, done, maxPayload(t, g))
+	ev := outputs["s1"]
+	checkEvent(t, ev, maxPayload(t, g))
+	var item protocol.ToolSearchOutput
+	if err := json.Unmarshal(ev.Item, &item); err != nil || len(item.Tools) == 0 {
+		t.Fatalf("tool search output %.300s: %v", ev.Item, err)
+	}
+}
