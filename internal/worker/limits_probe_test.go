@@ -472,7 +472,7 @@ func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
 			size = 1 << 10
 		}
 		ts = append(ts, tools.Must(tools.Def[struct{}]{
-			Spec: tools.Spec{Name: fmt.Sprintf("widget_%d", i), Description: "widget tool " + strings.Repeat("w ", size/2), DeferLoading: true, ReadOnly: true},
+			Spec:    tools.Spec{Name: fmt.Sprintf("widget_%d", i), Description: "widget tool " + strings.Repeat("w ", size/2), DeferLoading: true, ReadOnly: true},
 			Execute: func(context.Context, struct{}) (tools.Result, error) { return tools.Result{Content: "ok"}, nil },
 		}))
 	}
@@ -491,4 +491,22 @@ func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
 	if err := json.Unmarshal(ev.Item, &item); err != nil || len(item.Tools) == 0 {
 		t.Fatalf("tool search output %.300s: %v", ev.Item, err)
 	}
+}
+
+func TestProbeSmallMaxPayloadWithDefaultTopology(t *testing.T) {
+	const limit = 64 << 10
+	s := smallServer(t, limit)
+	startWorker(t, s, testConfig(), sizeCreator())
+	g := newGateway(t, s)
+	evs := g.watch("a", "t")
+	var calls []call
+	for i := range 8 {
+		calls = append(calls, fc(fmt.Sprintf("b%d", i), "big", `{"kb":40}`))
+	}
+	g.sendStep("a", "t", 0, calls...)
+	outputs, done := evs.untilDone()
+	if len(outputs) != 8 || len(done.Items) != 8 {
+		t.Fatalf("%d outputs, %d items", len(outputs), len(done.Items))
+	}
+	checkEvent(t, done, limit)
 }
