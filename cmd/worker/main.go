@@ -141,9 +141,11 @@ type Main struct {
 	server    *server.Server
 	nc        *nats.Conn
 
-	// From --context: the file read, and its tls_first.
-	contextPath string
-	tlsFirst    bool
+	// From --context: the file read, and its tls_first; urlFromContext
+	// when the URL is the context's (no flag or NATS_URL beat it).
+	contextPath    string
+	tlsFirst       bool
+	urlFromContext bool
 	// unlock releases the embedded store's lock; tel is set once
 	// telemetry runs (the signal handler reads it).
 	unlock func()
@@ -330,6 +332,7 @@ func (m *Main) applyNATSContext(set map[string]bool) error {
 	} {
 		if !set[f.flag] && f.value != "" {
 			*f.dst = f.value
+			m.urlFromContext = m.urlFromContext || f.flag == "nats-url"
 		}
 	}
 	// The CLI also takes a token as the user name with no password.
@@ -341,6 +344,18 @@ func (m *Main) applyNATSContext(set map[string]bool) error {
 		return fmt.Errorf("--context: NATS context %s has no url", path)
 	}
 	return nil
+}
+
+// urlSource says, for an error, where the URL came from when a NATS
+// context was read: the context's own, or a flag or NATS_URL over it.
+func (m *Main) urlSource() string {
+	switch {
+	case m.contextPath == "":
+		return ""
+	case m.urlFromContext:
+		return " (from NATS context " + m.contextPath + ")"
+	}
+	return " (--nats-url or NATS_URL, over NATS context " + m.contextPath + ")"
 }
 
 func (m *Main) validate() error {
@@ -468,10 +483,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if m.nc, err = nats.Connect(url, opts...); err != nil {
-		if m.contextPath != "" {
-			return fmt.Errorf("connecting to %s (from NATS context %s): %w", url, m.contextPath, err)
-		}
-		return fmt.Errorf("connecting to %s: %w", url, err)
+		return fmt.Errorf("connecting to %s%s: %w", url, m.urlSource(), err)
 	}
 	js, err := jetstream.New(m.nc)
 	if err != nil {

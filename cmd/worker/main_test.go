@@ -125,6 +125,10 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	if m.NATSURL != "nats://flag:4222" || m.TLSCA != "/env/ca.pem" || m.Creds != "/env/user.creds" || m.User != "ctx-user" {
 		t.Errorf("flag > env > context: url %q ca %q creds %q user %q", m.NATSURL, m.TLSCA, m.Creds, m.User)
 	}
+	// A connection error names where the URL came from: not the context.
+	if src := m.urlSource(); !strings.Contains(src, "--nats-url or NATS_URL") {
+		t.Errorf("the URL's source is said to be %q", src)
+	}
 
 	// As with nats, NATS_USER with no password is a token.
 	os.Unsetenv("NATS_CONTEXT")

@@ -33,6 +33,13 @@ const (
 	HeaderDeadHeadersDropped = "Dead-Headers-Dropped"
 )
 
+// natsHeaderPrefix starts the headers the server acts on; a dead letter
+// keeps the original's as deadHeaderPrefix + name.
+const (
+	natsHeaderPrefix = "Nats-"
+	deadHeaderPrefix = "Dead-"
+)
+
 // maxDeadReason bounds the Dead-Reason header.
 const maxDeadReason = 2 << 10
 
@@ -85,6 +92,13 @@ func (d *DeadLetters) copy(ctx context.Context, subject string, h nats.Header, d
 func deadLetter(subject string, h nats.Header, data []byte, stream string, seq uint64, reason string, maxPayload int64) *nats.Msg {
 	out := nats.NewMsg(deadSubject(subject))
 	for k, vs := range h {
+		// The server acts on its own headers (Nats-Expected-Stream,
+		// Nats-Expected-Last-Sequence, Nats-TTL, Nats-Rollup, …): on the
+		// copy's publish they would refuse it every time, or change what
+		// it is. They are kept under another name.
+		if len(k) >= len(natsHeaderPrefix) && strings.EqualFold(k[:len(natsHeaderPrefix)], natsHeaderPrefix) {
+			k = deadHeaderPrefix + k
+		}
 		for _, v := range vs {
 			out.Header.Add(k, v)
 		}

@@ -24,10 +24,18 @@ type Server struct {
 // is shut down when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, func(*server.Options) {})
+}
+
+// StartWith is Start with the server's options changed by configure
+// first (a small max payload, say).
+func StartWith(t testing.TB, configure func(*server.Options)) *Server {
+	t.Helper()
 	s := &Server{t: t, opts: server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		ServerName: "natstest",
 	}}
+	configure(&s.opts)
 	s.start()
 	t.Cleanup(s.Stop)
 	return s

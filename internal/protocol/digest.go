@@ -52,11 +52,7 @@ func (ev *CallOutput) MsgID() string {
 	if ev.Version == "" {
 		return CallOutputMsgID(ev.AgentID, ev.TurnID, ev.Step, ev.CallID)
 	}
-	callID := ev.CallID
-	if callID == "done" || len(callID) > 0 && callID[0] == '~' {
-		callID = "~" + callID
-	}
-	return versioned(ev.AgentID, ev.TurnID, ev.Step, ev.Version) + "." + callID
+	return versioned(ev.AgentID, ev.TurnID, ev.Step, ev.Version) + "." + callToken(ev.CallID)
 }
 
 // MsgID is the event's Nats-Msg-Id: StepDoneMsgID, with the step token

@@ -133,14 +133,28 @@ func Subject(prefix, agentID, turnID string) string {
 	return prefix + "." + agentID + "." + turnID
 }
 
-// CallOutputMsgID is the Nats-Msg-Id of a call.output event: the call id
-// as sent, except that a call id "done", or one that starts with "~", gets
-// a "~" in front, so that no call.output shares step.done's id.
+// CallOutputMsgID is the Nats-Msg-Id of a call.output event: the step's
+// id and the call's token (callToken).
 func CallOutputMsgID(agentID, turnID string, step int64, callID string) string {
-	if callID == "done" || strings.HasPrefix(callID, "~") {
-		callID = "~" + callID
+	return StepMsgID(agentID, turnID, step) + "." + callToken(callID)
+}
+
+// callToken is a call id as the last token of its call.output's message
+// id: the id as sent, except that "done", or an id that starts with "~",
+// gets a "~" in front, so that no call.output shares step.done's id; and
+// an id that ends with a space is "~" and its unpadded base64url, because
+// the client trims a header value's spaces and "c1 " would otherwise
+// share the id of "c1" (and be dropped as its duplicate). No id as sent
+// or with "~~" in front can be such an encoding: base64url has no "~",
+// and the only encoding "done" is of bytes that do not end with a space.
+func callToken(callID string) string {
+	switch {
+	case strings.HasSuffix(callID, " "):
+		return "~" + KeyToken(callID)
+	case callID == "done" || strings.HasPrefix(callID, "~"):
+		return "~" + callID
 	}
-	return StepMsgID(agentID, turnID, step) + "." + callID
+	return callID
 }
 
 // StepDoneMsgID is the Nats-Msg-Id of a step.done event.

@@ -228,6 +228,11 @@ func TestIDs(t *testing.T) {
 			t.Errorf("CallOutputMsgID(%q) = %q, want %q", callID, got, want)
 		}
 	}
+	// The client trims a header value's spaces: an id that ends with one
+	// is encoded, so that "c1 " and "c1" keep two ids.
+	if got := protocol.CallOutputMsgID("a1", "t1", 3, "c1 "); got != "a1.t1.3.~"+protocol.KeyToken("c1 ") || got == protocol.CallOutputMsgID("a1", "t1", 3, "c1") {
+		t.Errorf("CallOutputMsgID(%q) = %q", "c1 ", got)
+	}
 	if got := protocol.StepDoneMsgID("a1", "t1", 3); got != "a1.t1.3.done" {
 		t.Errorf("StepDoneMsgID = %q", got)
 	}

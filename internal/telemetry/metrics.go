@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
 
@@ -108,6 +109,10 @@ func (m *Metrics) Running() int64 {
 	return m.running.Load()
 }
 
+// UnknownToolLabel is the tool label of calls to a tool the turn does
+// not have.
+const UnknownToolLabel = "(unknown)"
+
 // CallEnded implements turn.Meter.
 func (m *Metrics) CallEnded(o *turn.Outcome) {
 	if m == nil {
@@ -117,6 +122,11 @@ func (m *Metrics) CallEnded(o *turn.Outcome) {
 	kind := ""
 	if o.Err != nil {
 		kind = string(o.Err.Kind)
+		if o.Err.Kind == tools.UnknownTool {
+			// The name is the model's, any text of any size: one series
+			// per made-up name would grow without bound.
+			tool = UnknownToolLabel
+		}
 	}
 	status := o.Status()
 	m.calls.Add(bg, 1, m.sets.get(setKey{"calls", tool, status, kind}, func() attribute.Set {

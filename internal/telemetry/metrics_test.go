@@ -24,6 +24,10 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 	}
 	m.CallEnded(&turn.Outcome{Name: "b", Err: tools.Errorf(tools.ToolError, "no")})
 	m.CallEnded(&turn.Outcome{Name: "a", Err: tools.Errorf(tools.Timeout, "slow")})
+	// Names the model made up share one label.
+	for i := range 3 {
+		m.CallEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tools.Errorf(tools.UnknownTool, "no such tool")})
+	}
 	for i := range maxCachedSets + 10 {
 		m.Step("S", string(rune('a'+i%26))+string(rune('a'+i/26)), 1)
 	}
@@ -51,12 +55,14 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]int64{
-		"turn_worker_calls status=ok tool=a":                          3,
-		"turn_worker_calls error_kind=tool_error status=error tool=b": 1,
-		"turn_worker_calls error_kind=timeout status=error tool=a":    1,
-		"turn_worker_steps result=done stream=S":                      2,
-		"turn_worker_steps result=aa stream=S":                        1,
-		"turn_worker_steps result=jn stream=S":                        1, // past the cache's size
+		"turn_worker_calls status=ok tool=a":                                    3,
+		"turn_worker_calls error_kind=tool_error status=error tool=b":           1,
+		"turn_worker_calls error_kind=timeout status=error tool=a":              1,
+		"turn_worker_calls error_kind=unknown_tool status=error tool=(unknown)": 3,
+		"turn_worker_calls error_kind=unknown_tool status=error tool=x":         0,
+		"turn_worker_steps result=done stream=S":                                2,
+		"turn_worker_steps result=aa stream=S":                                  1,
+		"turn_worker_steps result=jn stream=S":                                  1, // past the cache's size
 	} {
 		if got[key] != want {
 			t.Errorf("%s: %d, want %d", key, got[key], want)

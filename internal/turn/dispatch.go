@@ -56,6 +56,15 @@ type Journal interface {
 	Store(ctx context.Context, ref CallRef, o *Outcome) error
 }
 
+// ReuseChecker is implemented by a Journal that can tell which of the
+// calls of one step that failed before running (unknown tool, invalid
+// arguments: never claimed) use a call id the journal holds for another
+// call, so that a re-sent step is not answered under the first version's
+// message ids (docs/protocol.md, "Reused call ids").
+type ReuseChecker interface {
+	ReusedIDs(ctx context.Context, refs []CallRef) (map[string]bool, error)
+}
+
 // Observer is told of calls as they start and end. Its methods are called
 // from several goroutines at once.
 type Observer interface {
@@ -229,6 +238,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 	for i, c := range in.Calls {
 		ps[i] = d.resolve(ctx, set, in, c)
 	}
+	d.checkReuse(ctx, ps)
 	step := &inflight{}
 	defer step.stop()
 	defer context.AfterFunc(ctx, step.abort)()
@@ -537,10 +547,7 @@ func (p *pending) answered() bool {
 		return true
 	case errors.Is(err, ErrReused):
 		// Not stored: the journal keeps the call that owns the id.
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.InvalidArguments,
-			"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
-			protocol.ClipText(p.call.CallID, 300), p.ref.Step))
-		p.outcome.Reused = true
+		p.outcome = reusedOutcome(p.call, p.ref.Step)
 		d.ended(ctx, p)
 		return true
 	case err == nil && stored != nil:
@@ -561,6 +568,46 @@ func (p *pending) answered() bool {
 		return true
 	}
 	return false
+}
+
+// checkReuse answers as reused the calls that failed before running
+// whose ids the journal holds for another call: their own outcome would
+// go out under the first version's message id and be dropped as its
+// duplicate, leaving the gateway the old outcome.
+func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
+	rc, ok := d.Journal.(ReuseChecker)
+	if !ok {
+		return
+	}
+	var refs []CallRef
+	for _, p := range ps {
+		if p.outcome != nil {
+			refs = append(refs, p.ref)
+		}
+	}
+	if len(refs) == 0 {
+		return
+	}
+	reused, err := rc.ReusedIDs(ctx, refs)
+	if err != nil {
+		d.logger().Warn("checking a step's failed calls for reused call ids failed", "agent_id", refs[0].AgentID, "turn_id", refs[0].TurnID, "step", refs[0].Step, "err", err)
+		return
+	}
+	for _, p := range ps {
+		if p.outcome != nil && reused[p.call.CallID] {
+			p.outcome = reusedOutcome(p.call, p.ref.Step)
+		}
+	}
+}
+
+// reusedOutcome answers a call whose id an earlier version of its step
+// used for another call.
+func reusedOutcome(c protocol.Call, step int64) *Outcome {
+	o := errorOutcome(c, tools.Errorf(tools.InvalidArguments,
+		"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
+		protocol.ClipText(c.CallID, 300), step))
+	o.Reused = true
+	return o
 }
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
@@ -864,12 +911,20 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// displayName is the call's tool as the model named it, for messages and
+// span names. A model can send any name, of any size: a name longer than
+// any tool's (the tools' names are at most 64 bytes) is quoted clipped,
+// so that an unknown tool's output does not echo a megabyte.
 func displayName(c protocol.Call) string {
+	name := c.Name
 	if c.Namespace != "" {
-		return c.Namespace + "." + c.Name
+		name = c.Namespace + "." + c.Name
 	}
-	return c.Name
+	return protocol.ClipText(name, maxNameQuote)
 }
+
+// maxNameQuote bounds a tool name quoted into a message or a span name.
+const maxNameQuote = 256
 
 // ToolKey names a tool in a turn's loaded set.
 func ToolKey(namespace, name string) string {

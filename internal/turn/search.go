@@ -37,11 +37,26 @@ func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
 	var entries []json.RawMessage
 	namespaces := map[string]*namespaceEntry{}
 	var order []string
+	// The definitions go whole into the output item, which no clipping
+	// can shorten: a tool whose definition would take the item past an
+	// eighth of an event (an MCP tool with a huge schema) is left out,
+	// and not loaded, rather than making the step's events too large.
+	room, leftOut := d.MaxEventBytes/8, 0
 	for _, t := range found {
 		sp := t.Spec()
+		def := t.Definition()
+		size := len(def)
+		if _, ok := namespaces[sp.Namespace]; !ok && sp.Namespace != "" {
+			size += len(sp.Namespace) + len(sp.NamespaceDescription) + 64
+		}
+		if d.MaxEventBytes > 0 && size > room {
+			leftOut++
+			continue
+		}
+		room -= size
 		o.Loaded = append(o.Loaded, ToolKey(sp.Namespace, sp.Name))
 		if sp.Namespace == "" {
-			entries = append(entries, t.Definition())
+			entries = append(entries, def)
 			continue
 		}
 		ns, ok := namespaces[sp.Namespace]
@@ -50,7 +65,7 @@ func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
 			namespaces[sp.Namespace] = ns
 			order = append(order, sp.Namespace)
 		}
-		ns.Tools = append(ns.Tools, t.Definition())
+		ns.Tools = append(ns.Tools, def)
 	}
 	for _, name := range order {
 		entries = append(entries, mustJSON(namespaces[name]))
@@ -61,6 +76,9 @@ func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
 	o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: entries})
 	o.Activity = "Searched tools for " + quoteLabel(args.Query)
 	o.Details = map[string]any{"query": args.Query, "loaded": o.Loaded}
+	if leftOut > 0 {
+		o.Details.(map[string]any)["left_out_too_large"] = leftOut
+	}
 	return o
 }
 
