@@ -249,16 +249,25 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	for base < len(s) && isJSONSpace(s[base]) {
 		base++
 	}
-	if outer && base < len(s) && (s[base] == '"' || s[base] == '\'') {
-		t := &tolerant{s: s, i: base}
+	if q := quotedStart(s, base); outer && q >= 0 {
+		t := &tolerant{s: s, i: q}
 		var inner string
-		if t.str(s[base]) && !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
-			strings.HasPrefix(trimJSONSpace(inner), "{") {
-			if trimJSONSpace(s[t.i:]) != "" {
+		switch {
+		case t.str(s[q]):
+			if !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
+				strings.HasPrefix(trimJSONSpace(inner), "{") {
+				if q > base || trimJSONSpace(s[t.i:]) != "" {
+					used |= usedStripFences
+				}
+				out, u, err := readInner(inner)
+				return out, used | uint32(t.used) | u, err
+			}
+		case t.err.truncated && strings.HasPrefix(trimJSONSpace(string(t.out[1:])), "{"):
+			// "{\"a\": 1 — a double-encoded object cut off with its string.
+			if q > base {
 				used |= usedStripFences
 			}
-			out, u, err := readInner(inner)
-			return out, used | uint32(t.used) | u, err
+			return nil, used | uint32(t.used), refusal(s, t.err)
 		}
 	}
 
@@ -277,7 +286,7 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		at := i + j
 		t, e, ok := readObject(s, at)
 		if ok {
-			if !prefixAllows(s[base:at]) {
+			if !prefixAllows(s[base:at]) || insideLarger(s[base:at], s[e:]) {
 				return nil, used, refusal(s, &readError{off: at,
 					what: "this object is part of a larger value that cannot be read, and taking it alone would drop the rest"})
 			}
@@ -316,13 +325,17 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	// then anything that is not a second object.
 	rest := end
 	if trimJSONSpace(s[base:foundAt]) == "" {
-		k := rest
-		for k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])) {
-			k++
+		last := rest
+		for k := rest; k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])); k++ {
+			if s[k] == '}' || s[k] == ']' {
+				last = k + 1
+			}
 		}
-		if strings.ContainsAny(s[rest:k], "}]") {
+		if last > rest {
+			// Only the closers: the white space after them may still
+			// separate prose ({"a":1}}\nDone.).
 			used |= uint32(fExtraCloser)
-			rest = k
+			rest = last
 		}
 	}
 	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) {
@@ -337,7 +350,12 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 			break
 		}
 		at := i + j
-		if t, _, ok := readObject(s, at); ok || t.committed {
+		t, _, ok := readObject(s, at)
+		if !ok && !t.committed && t.err.truncated && t.i > at+1 {
+			// A second object, or the start of one, cut off: {"a":1}{"b"
+			return nil, used, refusal(s, t.err)
+		}
+		if ok || t.committed {
 			return nil, used, &SyntaxError{Offset: at, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
 				"The arguments hold more than one JSON object (a second one starts at byte %d); send exactly one JSON object.", at)}
 		}
@@ -366,6 +384,61 @@ func prefixAllows(p string) bool {
 		return q != "" && q[len(q)-1] != '"' && q[len(q)-1] != '\''
 	}
 	return true
+}
+
+// quotedStart returns the offset of the quote that opens a string holding
+// the arguments (a double-encoded object), at base or after a fence's
+// opening line or a template token or tag ("<|message|>"), or -1.
+func quotedStart(s string, base int) int {
+	i := base
+	if strings.HasPrefix(s[i:], "```") {
+		j := i + 3
+		for j < len(s) && (isIdentChar(s[j]) || s[j] == '.') {
+			j++
+		}
+		i = j
+	} else if strings.HasPrefix(s[i:], "<") {
+		j := strings.LastIndexByte(s[i:min(len(s), i+256)], '>')
+		if j < 0 || strings.ContainsAny(s[i:i+j], "{\"'") {
+			return -1
+		}
+		i += j + 1
+	}
+	for i < len(s) && isJSONSpace(s[i]) {
+		i++
+	}
+	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
+		return i
+	}
+	return -1
+}
+
+// insideLarger reports whether the object between before and after is a
+// value inside a larger one that does not parse: an opener before it that
+// a closer after it closes ({ "a" = "x", "b" = {…} }), or a call's
+// keyword argument (f(a=1, b={…})).
+func insideLarger(before, after string) bool {
+	var open [3]int // { [ (
+	for i := 0; i < len(before); i++ {
+		switch before[i] {
+		case '{':
+			open[0]++
+		case '[':
+			open[1]++
+		case '(':
+			open[2]++
+		case '}':
+			open[0] = max(open[0]-1, 0)
+		case ']':
+			open[1] = max(open[1]-1, 0)
+		case ')':
+			open[2] = max(open[2]-1, 0)
+		}
+	}
+	p := trimJSONSpace(before)
+	return open[0] > 0 && strings.Contains(after, "}") ||
+		open[1] > 0 && strings.Contains(after, "]") ||
+		open[2] > 0 && strings.HasSuffix(p, "=")
 }
 
 // refusal turns a reader error into the sentence the model reads.

@@ -173,7 +173,8 @@ var refusalCorpus = []refusalCase{
 	{"only an opening brace", `{`, true, nil},
 	{"cut in a fence", "```json\n{\"a\":\"hel\n```", true, nil},
 	{"cut wrapped", `{{"a":1}`, true, []string{"outer pair"}},
-	{"cut double encoded", `"{\"a\": \"x`, false, nil}, // not a JSON string at all
+	// The text ends inside the string that holds the object: cut off.
+	{"cut double encoded", `"{\"a\": \"x`, true, nil},
 	{"cut inside a double-encoded object", `"{\"a\": \"x"`, true, []string{"JSON string", "cut off"}},
 	{"cut mid-UTF-8", "{\"a\":\"caf\xc3", true, nil},
 }
