@@ -344,6 +344,12 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		return nil, used, refusal(s, &readError{off: rest,
 			what: "text follows the object without a space; if it belongs in a string, escape the string's quotes as \\\""})
 	}
+	if after := trimJSONSpace(s[rest:]); after != "" && (after[0] == ',' || after[0] == ':') || unopenedCloser(s[rest:]) {
+		// {"a": {"b": 1}}, "c": 2}: a '}' too many closed the object
+		// early, and the members after it would be dropped.
+		return nil, used, refusal(s, &readError{off: rest,
+			what: "the object closes here but the text after it goes on as part of it; remove the '}' that closes it early"})
+	}
 	for i, n := rest, 0; i < len(s) && n < maxCandidates; n++ {
 		j := strings.IndexByte(s[i:], '{')
 		if j < 0 {
@@ -439,6 +445,29 @@ func insideLarger(before, after string) bool {
 	return open[0] > 0 && strings.Contains(after, "}") ||
 		open[1] > 0 && strings.Contains(after, "]") ||
 		open[2] > 0 && strings.HasSuffix(p, "=")
+}
+
+// unopenedCloser reports whether s has a '}' or ']' that nothing in s
+// opened: text after the object that closes a value it is part of.
+func unopenedCloser(s string) bool {
+	var braces, brackets int
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '{':
+			braces++
+		case '[':
+			brackets++
+		case '}':
+			if braces--; braces < 0 {
+				return true
+			}
+		case ']':
+			if brackets--; brackets < 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // refusal turns a reader error into the sentence the model reads.

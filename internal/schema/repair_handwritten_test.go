@@ -128,6 +128,14 @@ var handCases = []handCase{
 	{"extra_closer", "{\"a\":1}}<|call|>", `{"a":1}`, false},
 	{"extra_closer", "{\"a\": 1}}\n\nLet me know if that works.", `{"a":1}`, false},
 	{"extra_closer", `{"a": 1}} Done.`, `{"a":1}`, false},
+	// A '}' too many in the middle closes the object early: the members
+	// after it must not be dropped.
+	refuse("extra_closer", `{"query": {"term": "x"}}, "size": 10}`),
+	refuse("extra_closer", `{"a": 1}, "b": 2}`),
+	refuse("extra_closer", `{"a": {"b": 1}}}, "c": 2}`),
+	refuse("extra_closer", `{"a": 1} "b": 2}`),
+	refuse("extra_closer", "{\"a\": 1}\n  \"b\": [2]\n}"),
+	refuse("extra_closer", `{"a": 1}: 2`),
 	{"wrapping_braces", `{{"a":1}}`, `{"a":1}`, false},
 	{"wrapping_braces", "{\n  {\"a\": {\"b\": 2}}\n}", `{"a":{"b":2}}`, false},
 	{"wrapping_braces", `{{'a': True,}}`, `{"a":true}`, false},
