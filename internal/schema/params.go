@@ -75,8 +75,16 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 				", which then accepts no property it does not list"
 		}
 		nulls := &nullPlan{}
-		if err := makeStrict(root, "", nulls); err != nil {
+		var lost []string
+		if err := makeStrict(root, "", nulls, &lost); err != nil {
 			return nil, fmt.Errorf("schema cannot be made strict: %w", err)
+		}
+		if len(lost) > 0 {
+			if p.inexact != "" {
+				p.inexact += "; "
+			}
+			p.inexact += "strict mode makes the optional property at " + strings.Join(lost, ", ") +
+				" required and nullable, and the null the model must then send is refused by the full schema"
 		}
 		sent, err := json.Marshal(root)
 		if err != nil {
