@@ -372,7 +372,16 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 	changed = p.nulls != nil && p.nulls.strip(v)
 	// An exponent can put a short number out of range too.
 	if err := p.validate(v, notes.long || notes.fractionOrExponent); err != nil {
-		return nil, "", rungs, false, err
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, "", rungs, false, err
+		}
+		nv, inner, ok := p.decodeNested(v, ve)
+		if !ok {
+			return nil, "", rungs, false, err
+		}
+		v, changed, rungs = nv, true, withRung(rungs, RungDoubleEncoded)
+		notes.fractionOrExponent = notes.fractionOrExponent || inner.fractionOrExponent
 	}
 	if notes.fractionOrExponent && integralNumbers(v) {
 		changed = true

@@ -32,7 +32,7 @@ func (c RungClass) String() string {
 // Rung names, reported to the gateway in the order below.
 const (
 	RungStripFences    = "strip_fences"    // BOM, fences, prose, template tokens, tool-call tags around the object
-	RungDoubleEncoded  = "double_encoded"  // "{\"a\":1}": a JSON string whose content is the object
+	RungDoubleEncoded  = "double_encoded"  // "{\"a\":1}": a JSON string whose content is the object (or, inside it, a value the schema wants as an object or array)
 	RungWrappingBraces = "wrapping_braces" // {{"a":1}}: one redundant pair of braces
 	RungExtraCloser    = "extra_closer"    // {"a":1}}: stray closers after the complete object
 	RungComments       = "comments"        // // and /* */ comments

@@ -282,6 +282,17 @@ func TestRepairHandwritten(t *testing.T) {
 						t.Errorf("%s: %v", name, err)
 					}
 				}
+				// Cut anywhere, the text either runs the same value (the
+				// cut fell in what follows the object) or is refused. (A
+				// blank text is no arguments: {} by design.)
+				for k := 1; k < len(c.args); k++ {
+					if trimJSONSpace(c.args[:k]) == "" {
+						continue
+					}
+					if pv, _, err := p.ParseValue(c.args[:k], RepairOptions{Conservative: destructive}); err == nil && !sameValue(pv.V, v.V) {
+						t.Errorf("%s: cut to %q it ran %v", name, c.args[:k], pv.V)
+					}
+				}
 			}
 		}
 	}
@@ -297,4 +308,51 @@ func TestRepairHandwritten(t *testing.T) {
 		fmt.Fprintf(&b, "%-18s %5d %9d %7d %5d %4d\n", c, r.n, r.recovered, r.refused, r.wrong, r.cut)
 	}
 	t.Logf("hand-written cases:\n%s", b.String())
+}
+
+// TestRepairNestedDoubleEncoded: a string where the schema wants an object
+// or an array, holding exactly one, is read as that value (some providers
+// send nested values so); a string the schema accepts stays a string, and
+// a string that does not hold a valid value is refused as sent.
+func TestRepairNestedDoubleEncoded(t *testing.T) {
+	p, err := Compile([]byte(`{"type":"object","properties":{
+		"todos":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"}},"required":["content"]}},
+		"opts":{"type":"object"},
+		"name":{"type":"string"}},"additionalProperties":false}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args, want string
+		rungs      []string
+	}{
+		{`{"todos": "[{\"content\": \"a \\\"b\\\" \\u00e9\"}]", "name": "n"}`, `{"todos":[{"content":"a \"b\" é"}],"name":"n"}`, []string{RungDoubleEncoded}},
+		{`{"opts": "{\"a\": 1.50}"}`, `{"opts":{"a":1.5}}`, []string{RungDoubleEncoded}},
+		{`{"name": "{\"a\": 1}"}`, `{"name":"{\"a\": 1}"}`, nil},
+		{`{"opts": " {\"a\": [1]} ",}`, `{"opts":{"a":[1]}}`, []string{RungDoubleEncoded, RungTrailingCommas}},
+		{`"{\"todos\": \"[]\"}"`, `{"todos":[]}`, []string{RungDoubleEncoded}},
+		{`{"opts": "{bad}"}`, "", nil},
+		{`{"opts": "{\"a\": 1} x"}`, "", nil},
+		{`{"opts": "{\"a\": 1, \"a\": 2}"}`, "", nil},
+		{`{"todos": "[{\"content\": 1}]"}`, "", nil},
+		{`{"todos": "[{\"content\": \"x\"}]", "name": 5}`, "", nil},
+		{`{"opts": "[1]"}`, "", nil},
+	} {
+		for _, destructive := range []bool{false, true} {
+			v, rungs, err := p.ParseValue(c.args, RepairOptions{Conservative: destructive})
+			switch {
+			case c.want == "" && err == nil:
+				t.Errorf("%s: ran %v, want a refusal", c.args, v.V)
+			case c.want == "":
+			case err != nil:
+				t.Errorf("%s: %v", c.args, err)
+			case !sameValue(v.V, decodeNumbers(t, []byte(c.want))) || strings.Join(rungs, ",") != strings.Join(c.rungs, ","):
+				t.Errorf("%s: ran %v with %q, want %s with %q", c.args, v.V, rungs, c.want, c.rungs)
+			default:
+				if data, err := v.JSON(); err != nil || !sameValue(decodeNumbers(t, data), v.V) {
+					t.Errorf("%s: JSON %s, %v", c.args, data, err)
+				}
+			}
+		}
+	}
 }
