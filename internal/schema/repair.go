@@ -393,30 +393,29 @@ func prefixAllows(p string) bool {
 }
 
 // quotedStart returns the offset of the quote that opens a string holding
-// the arguments (a double-encoded object), at base or after a fence's
-// opening line or a template token or tag ("<|message|>"), or -1.
+// the arguments (a double-encoded object): at base, or after a fence's
+// opening line or template tokens and tags ("<|message|>", "<tool_call>");
+// -1 if there is none.
 func quotedStart(s string, base int) int {
-	i := base
-	if strings.HasPrefix(s[i:], "```") {
-		j := i + 3
-		for j < len(s) && (isIdentChar(s[j]) || s[j] == '.') {
-			j++
+	j := strings.IndexAny(s[base:], "\"'")
+	if j < 0 || j > 256 {
+		return -1
+	}
+	q := base + j
+	p := trimJSONSpace(s[base:q])
+	switch {
+	case p == "":
+	case strings.HasPrefix(p, "```"):
+		for k := 3; k < len(p); k++ {
+			if !isIdentChar(p[k]) && p[k] != '.' {
+				return -1
+			}
 		}
-		i = j
-	} else if strings.HasPrefix(s[i:], "<") {
-		j := strings.LastIndexByte(s[i:min(len(s), i+256)], '>')
-		if j < 0 || strings.ContainsAny(s[i:i+j], "{\"'") {
-			return -1
-		}
-		i += j + 1
+	case p[0] == '<' && p[len(p)-1] == '>' && !strings.Contains(p, "{"):
+	default:
+		return -1
 	}
-	for i < len(s) && isJSONSpace(s[i]) {
-		i++
-	}
-	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
-		return i
-	}
-	return -1
+	return q
 }
 
 // insideLarger reports whether the object between before and after is a

@@ -149,6 +149,8 @@ var handCases = []handCase{
 	{"double_encoded", `"{\"a\": 1}"<|call|>`, `{"a":1}`, false},
 	{"double_encoded", fence + "json\n\"{\\\"a\\\": 1}\"\n" + fence, `{"a":1}`, false},
 	refuse("double_encoded", `"{\"a\": 1} {\"b\": 2}"`),
+	{"double_encoded", `<tool_call>"{\"a\": 1}"</tool_call>`, `{"a":1}`, false},
+	{"double_encoded", `<|channel|>commentary to=functions.f <|constrain|>json<|message|>"{\"a\": 1}"<|call|>`, `{"a":1}`, false},
 
 	// Raw control characters.
 	{"control_chars", "{\"content\": \"line 1\nline 2\n\"}", `{"content":"line 1\nline 2\n"}`, false},
