@@ -321,10 +321,11 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	}
 	used |= uint32(found.used)
 
-	// After the object: stray closers (when nothing opened before it),
-	// then anything that is not a second object.
+	// After the object: stray closers (nothing before it is left open
+	// for them to close: insideLarger refused that), then anything that
+	// is not a second object.
 	rest := end
-	if trimJSONSpace(s[base:foundAt]) == "" {
+	{
 		last := rest
 		for k := rest; k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])); k++ {
 			if s[k] == '}' || s[k] == ']' {

@@ -177,7 +177,10 @@ var handCases = []handCase{
 	// Combinations.
 	{"combined", fence + "json\n{\n  // search\n  query: 'golang generics',\n  'limit': 5,\n  safe: True,\n}\n" + fence, `{"query":"golang generics","limit":5,"safe":true}`, false},
 	{"combined", "<tool_call>\n{{\"path\": \"C:\\temp\\new\", \"n\": 2,}}\n</tool_call>", `{"path":"C:\temp\new","n":2}`, false},
-	{"combined", "\ufeffHere:\n{\"a\": \"x\ny\" \"b\": None}}", "", false},
+	{"combined", "\ufeffHere:\n{\"a\": \"x\ny\" \"b\": None}}", `{"a":"x\ny","b":null}`, false},
+	{"combined", "Sure, calling it now:\n" + fence + "json\n{\"a\": 1}}\n" + fence, `{"a":1}`, false},
+	refuse("combined", `Use {x = {"a": 1}}`),
+	refuse("combined", `Use [x, {"a": 1}]]`),
 
 	// Unicode and big values.
 	{"unicode", `{"t": "日本語 🎉 \ud83d\ude00 \u00e9",}`, `{"t":"日本語 🎉 😀 é"}`, false},
