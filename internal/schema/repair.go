@@ -339,7 +339,8 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 			rest = last
 		}
 	}
-	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) {
+	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) &&
+		unicodeSpaceAt(s[rest:]) == 0 && !bracketToken(s[rest:]) {
 		// Text glued to the object's end is rarely prose: more often an
 		// unescaped quote ended a string, and with it the object, early.
 		return nil, used, refusal(s, &readError{off: rest,
@@ -358,9 +359,14 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		}
 		at := i + j
 		t, _, ok := readObject(s, at)
-		if !ok && !t.committed && t.err.truncated && t.i > at+1 {
+		if !ok && t.err.truncated {
 			// A second object, or the start of one, cut off: {"a":1}{"b"
-			return nil, used, refusal(s, t.err)
+			// or {"a":1}{ (parallel calls' arguments run together).
+			if t.i <= at+1 && !t.committed {
+				return nil, used, refusal(s, t.err)
+			}
+			return nil, used, &SyntaxError{Offset: t.err.off, Truncated: true, kinds: []error{ErrUnparseable, ErrTruncated}, msg: fmt.Sprintf(
+				"The arguments hold more than one JSON object (a second one starts at byte %d and is cut off at byte %d); send exactly one complete JSON object.", at, t.err.off)}
 		}
 		if ok || t.committed {
 			return nil, used, &SyntaxError{Offset: at, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
@@ -445,6 +451,23 @@ func insideLarger(before, after string) bool {
 	return open[0] > 0 && strings.Contains(after, "}") ||
 		open[1] > 0 && strings.Contains(after, "]") ||
 		open[2] > 0 && strings.HasSuffix(p, "=")
+}
+
+// bracketToken reports whether s starts with a template token in square
+// brackets, as Mistral's are ([TOOL_CALLS], [/TOOL_RESULTS]).
+func bracketToken(s string) bool {
+	i := 1
+	if len(s) > 1 && s[1] == '/' {
+		i = 2
+	}
+	if len(s) <= i || s[0] != '[' {
+		return false
+	}
+	j := i
+	for j < len(s) && (s[j] == '_' || s[j] >= 'A' && s[j] <= 'Z') {
+		j++
+	}
+	return j > i && j < len(s) && s[j] == ']'
 }
 
 // unopenedCloser reports whether s has a '}' or ']' that nothing in s

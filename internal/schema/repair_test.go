@@ -137,7 +137,7 @@ var refusalCorpus = []refusalCase{
 	{"object inside a broken array", `[{"a":1},`, false, []string{"byte 1"}},
 	{"object after a key", `{x "a": {"b":1}}`, false, nil},
 	{"two objects", `{"a":1} {"a":2}`, false, []string{"more than one", "byte 8"}},
-	{"a second attempt", `{"a":1}{"a":`, false, []string{"more than one"}},
+	{"a second attempt", `{"a":1}{"a":`, true, []string{"more than one"}},
 	{"nested too deep", strings.Repeat("[", maxNesting+1), false, nil},
 	{"object too deep", strings.Repeat(`{"a":`, maxNesting+1), false, []string{"nested too deeply"}},
 	{"unquoted value", `{"command": rm -rf /tmp/x}`, false, []string{"byte 12", `unquoted text "rm"`}},
