@@ -75,8 +75,16 @@ func Compile(raw json.RawMessage, strict bool) (*Params, error) {
 				", which then accepts no property it does not list"
 		}
 		nulls := &nullPlan{}
-		if err := makeStrict(root, "", nulls); err != nil {
+		var lost []string
+		if err := makeStrict(root, "", nulls, &lost); err != nil {
 			return nil, fmt.Errorf("schema cannot be made strict: %w", err)
+		}
+		if len(lost) > 0 {
+			if p.inexact != "" {
+				p.inexact += "; "
+			}
+			p.inexact += "strict mode makes the optional property at " + strings.Join(lost, ", ") +
+				" required and nullable, and the null the model must then send is refused by the full schema"
 		}
 		sent, err := json.Marshal(root)
 		if err != nil {
@@ -364,7 +372,16 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 	changed = p.nulls != nil && p.nulls.strip(v)
 	// An exponent can put a short number out of range too.
 	if err := p.validate(v, notes.long || notes.fractionOrExponent); err != nil {
-		return nil, "", rungs, false, err
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			return nil, "", rungs, false, err
+		}
+		nv, inner, ok := p.decodeNested(v, ve)
+		if !ok {
+			return nil, "", rungs, false, err
+		}
+		v, changed, rungs = nv, true, withRung(rungs, RungDoubleEncoded)
+		notes.fractionOrExponent = notes.fractionOrExponent || inner.fractionOrExponent
 	}
 	if notes.fractionOrExponent && integralNumbers(v) {
 		changed = true

@@ -32,7 +32,7 @@ func (c RungClass) String() string {
 // Rung names, reported to the gateway in the order below.
 const (
 	RungStripFences    = "strip_fences"    // BOM, fences, prose, template tokens, tool-call tags around the object
-	RungDoubleEncoded  = "double_encoded"  // "{\"a\":1}": a JSON string whose content is the object
+	RungDoubleEncoded  = "double_encoded"  // "{\"a\":1}": a JSON string whose content is the object (or, inside it, a value the schema wants as an object or array)
 	RungWrappingBraces = "wrapping_braces" // {{"a":1}}: one redundant pair of braces
 	RungExtraCloser    = "extra_closer"    // {"a":1}}: stray closers after the complete object
 	RungComments       = "comments"        // // and /* */ comments
@@ -249,16 +249,25 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	for base < len(s) && isJSONSpace(s[base]) {
 		base++
 	}
-	if outer && base < len(s) && (s[base] == '"' || s[base] == '\'') {
-		t := &tolerant{s: s, i: base}
+	if q := quotedStart(s, base); outer && q >= 0 {
+		t := &tolerant{s: s, i: q}
 		var inner string
-		if t.str(s[base]) && !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
-			strings.HasPrefix(trimJSONSpace(inner), "{") {
-			if trimJSONSpace(s[t.i:]) != "" {
+		switch {
+		case t.str(s[q]):
+			if !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
+				strings.HasPrefix(trimJSONSpace(inner), "{") {
+				if q > base || trimJSONSpace(s[t.i:]) != "" {
+					used |= usedStripFences
+				}
+				out, u, err := readInner(inner)
+				return out, used | uint32(t.used) | u, err
+			}
+		case t.err.truncated && strings.HasPrefix(trimJSONSpace(string(t.out[1:])), "{"):
+			// "{\"a\": 1 — a double-encoded object cut off with its string.
+			if q > base {
 				used |= usedStripFences
 			}
-			out, u, err := readInner(inner)
-			return out, used | uint32(t.used) | u, err
+			return nil, used | uint32(t.used), refusal(s, t.err)
 		}
 	}
 
@@ -277,7 +286,7 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		at := i + j
 		t, e, ok := readObject(s, at)
 		if ok {
-			if !prefixAllows(s[base:at]) {
+			if !prefixAllows(s[base:at]) || insideLarger(s[base:at], s[e:]) {
 				return nil, used, refusal(s, &readError{off: at,
 					what: "this object is part of a larger value that cannot be read, and taking it alone would drop the rest"})
 			}
@@ -312,24 +321,36 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	}
 	used |= uint32(found.used)
 
-	// After the object: stray closers (when nothing opened before it),
-	// then anything that is not a second object.
+	// After the object: stray closers (nothing before it is left open
+	// for them to close: insideLarger refused that), then anything that
+	// is not a second object.
 	rest := end
-	if trimJSONSpace(s[base:foundAt]) == "" {
-		k := rest
-		for k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])) {
-			k++
+	{
+		last := rest
+		for k := rest; k < len(s) && (s[k] == '}' || s[k] == ']' || isJSONSpace(s[k])); k++ {
+			if s[k] == '}' || s[k] == ']' {
+				last = k + 1
+			}
 		}
-		if strings.ContainsAny(s[rest:k], "}]") {
+		if last > rest {
+			// Only the closers: the white space after them may still
+			// separate prose ({"a":1}}\nDone.).
 			used |= uint32(fExtraCloser)
-			rest = k
+			rest = last
 		}
 	}
-	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) {
+	if rest < len(s) && !strings.ContainsRune(" \t\r\n<`.,;:!?){", rune(s[rest])) &&
+		unicodeSpaceAt(s[rest:]) == 0 && !bracketToken(s[rest:]) {
 		// Text glued to the object's end is rarely prose: more often an
 		// unescaped quote ended a string, and with it the object, early.
 		return nil, used, refusal(s, &readError{off: rest,
 			what: "text follows the object without a space; if it belongs in a string, escape the string's quotes as \\\""})
+	}
+	if after := trimJSONSpace(s[rest:]); after != "" && (after[0] == ',' || after[0] == ':') || unopenedCloser(s[rest:]) {
+		// {"a": {"b": 1}}, "c": 2}: a '}' too many closed the object
+		// early, and the members after it would be dropped.
+		return nil, used, refusal(s, &readError{off: rest,
+			what: "the object closes here but the text after it goes on as part of it; remove the '}' that closes it early"})
 	}
 	for i, n := rest, 0; i < len(s) && n < maxCandidates; n++ {
 		j := strings.IndexByte(s[i:], '{')
@@ -337,7 +358,17 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 			break
 		}
 		at := i + j
-		if t, _, ok := readObject(s, at); ok || t.committed {
+		t, _, ok := readObject(s, at)
+		if !ok && t.err.truncated {
+			// A second object, or the start of one, cut off: {"a":1}{"b"
+			// or {"a":1}{ (parallel calls' arguments run together).
+			if t.i <= at+1 && !t.committed {
+				return nil, used, refusal(s, t.err)
+			}
+			return nil, used, &SyntaxError{Offset: t.err.off, Truncated: true, kinds: []error{ErrUnparseable, ErrTruncated}, msg: fmt.Sprintf(
+				"The arguments hold more than one JSON object (a second one starts at byte %d and is cut off at byte %d); send exactly one complete JSON object.", at, t.err.off)}
+		}
+		if ok || t.committed {
 			return nil, used, &SyntaxError{Offset: at, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
 				"The arguments hold more than one JSON object (a second one starts at byte %d); send exactly one JSON object.", at)}
 		}
@@ -366,6 +397,100 @@ func prefixAllows(p string) bool {
 		return q != "" && q[len(q)-1] != '"' && q[len(q)-1] != '\''
 	}
 	return true
+}
+
+// quotedStart returns the offset of the quote that opens a string holding
+// the arguments (a double-encoded object): at base, or after a fence's
+// opening line or template tokens and tags ("<|message|>", "<tool_call>");
+// -1 if there is none.
+func quotedStart(s string, base int) int {
+	j := strings.IndexAny(s[base:], "\"'")
+	if j < 0 || j > 256 {
+		return -1
+	}
+	q := base + j
+	p := trimJSONSpace(s[base:q])
+	switch {
+	case p == "":
+	case strings.HasPrefix(p, "```"):
+		for k := 3; k < len(p); k++ {
+			if !isIdentChar(p[k]) && p[k] != '.' {
+				return -1
+			}
+		}
+	case p[0] == '<' && p[len(p)-1] == '>' && !strings.Contains(p, "{"):
+	default:
+		return -1
+	}
+	return q
+}
+
+// insideLarger reports whether the object between before and after is a
+// value inside a larger one that does not parse: an opener before it that
+// a closer after it closes ({ "a" = "x", "b" = {…} }), or a call's
+// keyword argument (f(a=1, b={…})).
+func insideLarger(before, after string) bool {
+	var open [3]int // { [ (
+	for i := 0; i < len(before); i++ {
+		switch before[i] {
+		case '{':
+			open[0]++
+		case '[':
+			open[1]++
+		case '(':
+			open[2]++
+		case '}':
+			open[0] = max(open[0]-1, 0)
+		case ']':
+			open[1] = max(open[1]-1, 0)
+		case ')':
+			open[2] = max(open[2]-1, 0)
+		}
+	}
+	p := trimJSONSpace(before)
+	return open[0] > 0 && strings.Contains(after, "}") ||
+		open[1] > 0 && strings.Contains(after, "]") ||
+		open[2] > 0 && strings.HasSuffix(p, "=")
+}
+
+// bracketToken reports whether s starts with a template token in square
+// brackets, as Mistral's are ([TOOL_CALLS], [/TOOL_RESULTS]).
+func bracketToken(s string) bool {
+	i := 1
+	if len(s) > 1 && s[1] == '/' {
+		i = 2
+	}
+	if len(s) <= i || s[0] != '[' {
+		return false
+	}
+	j := i
+	for j < len(s) && (s[j] == '_' || s[j] >= 'A' && s[j] <= 'Z') {
+		j++
+	}
+	return j > i && j < len(s) && s[j] == ']'
+}
+
+// unopenedCloser reports whether s has a '}' or ']' that nothing in s
+// opened: text after the object that closes a value it is part of.
+func unopenedCloser(s string) bool {
+	var braces, brackets int
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '{':
+			braces++
+		case '[':
+			brackets++
+		case '}':
+			if braces--; braces < 0 {
+				return true
+			}
+		case ']':
+			if brackets--; brackets < 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // refusal turns a reader error into the sentence the model reads.

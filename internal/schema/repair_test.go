@@ -137,7 +137,7 @@ var refusalCorpus = []refusalCase{
 	{"object inside a broken array", `[{"a":1},`, false, []string{"byte 1"}},
 	{"object after a key", `{x "a": {"b":1}}`, false, nil},
 	{"two objects", `{"a":1} {"a":2}`, false, []string{"more than one", "byte 8"}},
-	{"a second attempt", `{"a":1}{"a":`, false, []string{"more than one"}},
+	{"a second attempt", `{"a":1}{"a":`, true, []string{"more than one"}},
 	{"nested too deep", strings.Repeat("[", maxNesting+1), false, nil},
 	{"object too deep", strings.Repeat(`{"a":`, maxNesting+1), false, []string{"nested too deeply"}},
 	{"unquoted value", `{"command": rm -rf /tmp/x}`, false, []string{"byte 12", `unquoted text "rm"`}},
@@ -173,7 +173,8 @@ var refusalCorpus = []refusalCase{
 	{"only an opening brace", `{`, true, nil},
 	{"cut in a fence", "```json\n{\"a\":\"hel\n```", true, nil},
 	{"cut wrapped", `{{"a":1}`, true, []string{"outer pair"}},
-	{"cut double encoded", `"{\"a\": \"x`, false, nil}, // not a JSON string at all
+	// The text ends inside the string that holds the object: cut off.
+	{"cut double encoded", `"{\"a\": \"x`, true, nil},
 	{"cut inside a double-encoded object", `"{\"a\": \"x"`, true, []string{"JSON string", "cut off"}},
 	{"cut mid-UTF-8", "{\"a\":\"caf\xc3", true, nil},
 }

@@ -17,8 +17,11 @@ var strictUnsupported = []string{
 // makeStrict rewrites a schema tree in place into the strict subset:
 // every object closes its properties (additionalProperties: false) and
 // lists all of them in required; a property that was optional becomes
-// nullable, and nulls records where a null now means "absent".
-func makeStrict(node any, path string, nulls *nullPlan) error {
+// nullable, and nulls records where a null now means "absent". Where no
+// plan can follow ($defs, anyOf branches: nulls is nil), such a property's
+// path is added to lost: the model must send null there, and the full
+// schema, which validates the call, refuses it.
+func makeStrict(node any, path string, nulls *nullPlan, lost *[]string) error {
 	o, ok := node.(*object)
 	if !ok {
 		return nil
@@ -34,7 +37,7 @@ func makeStrict(node any, path string, nulls *nullPlan) error {
 				for _, k := range do.keys {
 					// Definitions reached through $ref get no null plan:
 					// a null inside one is validated as sent.
-					if err := makeStrict(do.vals[k], path+"/"+defs+"/"+escape(k), nil); err != nil {
+					if err := makeStrict(do.vals[k], path+"/"+defs+"/"+escape(k), nil, lost); err != nil {
 						return err
 					}
 				}
@@ -46,7 +49,7 @@ func makeStrict(node any, path string, nulls *nullPlan) error {
 		if nulls != nil {
 			sub = &nullPlan{}
 		}
-		if err := makeStrict(items, path+"/items", sub); err != nil {
+		if err := makeStrict(items, path+"/items", sub, lost); err != nil {
 			return err
 		}
 		if nulls != nil && !sub.empty() {
@@ -56,7 +59,7 @@ func makeStrict(node any, path string, nulls *nullPlan) error {
 	if anyOf, ok := o.get("anyOf"); ok {
 		if arr, ok := anyOf.([]any); ok {
 			for i, s := range arr {
-				if err := makeStrict(s, fmt.Sprintf("%s/anyOf/%d", path, i), nil); err != nil {
+				if err := makeStrict(s, fmt.Sprintf("%s/anyOf/%d", path, i), nil, lost); err != nil {
 					return err
 				}
 			}
@@ -91,13 +94,15 @@ func makeStrict(node any, path string, nulls *nullPlan) error {
 		if nulls != nil {
 			sub = &nullPlan{}
 		}
-		if err := makeStrict(po.vals[k], path+"/properties/"+escape(k), sub); err != nil {
+		if err := makeStrict(po.vals[k], path+"/properties/"+escape(k), sub, lost); err != nil {
 			return err
 		}
 		if !required[k] && !acceptsNull(po.vals[k]) {
 			po.vals[k] = nullable(po.vals[k])
 			if nulls != nil {
 				sub.absentIfNull = true
+			} else {
+				*lost = append(*lost, "#"+path+"/properties/"+escape(k))
 			}
 		}
 		if nulls != nil && !sub.empty() {

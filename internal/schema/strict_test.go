@@ -296,6 +296,11 @@ func TestStrictInexact(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string"}}}`:                                                                       "the root schema",
 		`{"type":"object","properties":{"r":{"type":"object"}},"additionalProperties":false}`:                                          "#/properties/r",
 		`{"type":"object","properties":{"l":{"type":"array","items":{"type":"object","properties":{}}}},"additionalProperties":false}`: "#/properties/l/items",
+		// An optional property where no null plan reaches: strict makes it
+		// required and nullable, and the full schema refuses the null.
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"required":["a"],"additionalProperties":false,"$defs":{"x":{"type":"object","properties":{"y":{"type":"string"}},"additionalProperties":false}}}`: "#/$defs/x/properties/y",
+		`{"type":"object","properties":{"a":{"anyOf":[{"type":"object","properties":{"y":{"type":"string"}},"additionalProperties":false},{"type":"string"}]}},"required":["a"],"additionalProperties":false}`:      "#/properties/a/anyOf/0/properties/y",
+		`{"type":"object","properties":{"a":{"anyOf":[{"type":"object","properties":{"y":{"type":"string"}},"required":["y"],"additionalProperties":false},{"type":"null"}]}},"additionalProperties":false}`:        "",
 	} {
 		p, err := schema.Compile(json.RawMessage(raw), true)
 		if err != nil {

@@ -182,7 +182,9 @@ func (t *tolerant) atEnd() bool {
 	case '`':
 		return strings.HasPrefix(t.s[t.i:], "```")
 	case '<':
-		return strings.HasPrefix(t.s[t.i:], "<|") || strings.HasPrefix(t.s[t.i:], "</")
+		// <｜ (U+FF5C) opens DeepSeek's template tokens.
+		return strings.HasPrefix(t.s[t.i:], "<|") || strings.HasPrefix(t.s[t.i:], "</") ||
+			strings.HasPrefix(t.s[t.i:], "<\uff5c")
 	}
 	return false
 }
