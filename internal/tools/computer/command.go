@@ -170,7 +170,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		}
 	}
 
-	if err := h.root.MkdirAll(tmpDir, 0o700); err != nil {
+	if err := h.workDir(tmpDir); err != nil {
 		return tools.Result{}, fileError("create", tmpDir, err)
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
@@ -389,7 +389,7 @@ func killGroup(pid int) (bool, error) {
 // output, through the home's root like every other path, and refuses a
 // FIFO or a hard link planted under the predictable name.
 func openLog(h *home, rel string) (*os.File, error) {
-	if err := h.root.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
+	if err := h.workDir(filepath.Dir(rel)); err != nil {
 		return nil, err
 	}
 	f, _, err := h.openFile("write", rel, rel, os.O_WRONLY|os.O_CREATE, 0o600)

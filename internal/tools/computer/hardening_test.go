@@ -544,3 +544,41 @@ func TestHomeRepairRace(t *testing.T) {
 		t.Errorf("the home has %d of the 20 files", len(files))
 	}
 }
+
+// A command cannot lock run_command out of its home by putting something
+// else in the place of the directories the worker uses there (.tmp, the
+// TMPDIR of commands; .outputs, where full outputs are saved): the next
+// call moves it aside and runs, and its output is saved again.
+func TestWorkDirsRepaired(t *testing.T) {
+	needSandbox(t)
+	for _, plant := range []string{
+		"rm -rf .tmp && echo x > .tmp",
+		"rm -rf .tmp && ln -s /etc .tmp",
+		"rm -rf .outputs && echo x > .outputs",
+		"rm -rf .outputs && ln -s /etc .outputs",
+		"rm -rf .outputs && ln -s ../a2 .outputs",
+	} {
+		t.Run(plant, func(t *testing.T) {
+			c := newCategory(t, computer.Config{})
+			home(t, c, "a2")
+			if out := probe(t, c, plant+" && echo planted"); !strings.Contains(out, "planted") {
+				t.Fatalf("planting: %s", out)
+			}
+			res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "test -d $TMPDIR && echo fine"})
+			if err != nil || !strings.Contains(res.Content, "fine") {
+				t.Fatalf("the next command: %q, %v", res.Content, err)
+			}
+			d := res.Details.(*computer.CommandDetails)
+			if d.LogPath == "" || d.LogError != "" {
+				t.Fatalf("the output was not saved: %+v", d)
+			}
+			if got := readFile(t, filepath.Join(c.Root(), agent, d.LogPath)); !strings.Contains(got, "fine") {
+				t.Errorf("saved output %q", got)
+			}
+			aside, _ := filepath.Glob(filepath.Join(c.Root(), agent, ".*.moved-*"))
+			if len(aside) != 1 {
+				t.Errorf("moved aside: %v", aside)
+			}
+		})
+	}
+}

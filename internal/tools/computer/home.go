@@ -146,6 +146,34 @@ type home struct {
 
 func (h *home) close() { _ = h.root.Close() }
 
+// workDir makes sure name, a directory of the home's top the worker uses
+// itself (.tmp, .outputs), is a directory. Whatever a command put in its
+// place (a file, a link to /etc) is moved aside to name.moved-<time>: a
+// command must not lock run_command out of its home for good.
+func (h *home) workDir(name string) error {
+	for range 3 {
+		err := h.root.Mkdir(name, 0o700)
+		if err == nil || !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err := h.root.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return nil
+		}
+		aside := name + ".moved-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		if err := h.root.Rename(name, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s keeps being replaced by something that is not a directory", name)
+}
+
 // rel turns a path the model gave into a path relative to the home, or
 // says why it cannot be one. Lexical escapes are refused here with a
 // message for the model; the os.Root that every access goes through
