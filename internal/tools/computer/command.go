@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,9 +278,6 @@ type commandStatus struct {
 // shell exits, the time limit passes, the call is aborted, the worker
 // dies) the kernel kills everything in it.
 func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture) (commandStatus, error) {
-	if uid, gid, ok := c.cfg.Sandbox.Owner(); ok {
-		adopt(h, uid, gid)
-	}
 	w := &sandbox.Watch{W: out}
 	r, err := c.cfg.Sandbox.Start(ctx, sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}, w, waitDelay)
 	if err != nil {
@@ -334,28 +330,6 @@ func (c *Category) runUnconfined(ctx context.Context, h *home, command string, o
 		st.code = cmd.ProcessState.ExitCode()
 	}
 	return st, nil
-}
-
-// adopt gives the sandbox's user what the worker (root) made in the home,
-// so that a command can change the files the file tools wrote. A file
-// with more than one link is left alone: the other name may be outside
-// the home.
-func adopt(h *home, uid, gid int) {
-	_ = fs.WalkDir(h.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) == uid && int(st.Gid) == gid || !e.IsDir() && st.Nlink > 1 {
-			return nil
-		}
-		_ = h.root.Lchown(p, uid, gid)
-		return nil
-	})
 }
 
 // env is a command's whole environment: nothing of the worker's own.

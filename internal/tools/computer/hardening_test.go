@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
 )
 
@@ -580,5 +581,52 @@ func TestWorkDirsRepaired(t *testing.T) {
 				t.Errorf("moved aside: %v", aside)
 			}
 		})
+	}
+}
+
+// A root worker gives what the file tools make to the sandbox's user when
+// it makes it, so a command can change it; a home from before (root's
+// files in it) is walked once, not before every command.
+func TestOwnedAtCreation(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the worker is not root: files are the worker's own, which is the command's user")
+	}
+	root := filepath.Join(t.TempDir(), "homes")
+	old := filepath.Join(root, agent)
+	writeFile(t, filepath.Join(old, "old", "f.txt"), "from before\n")
+	c := newCategory(t, computer.Config{Root: root})
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "d/e/new.txt", "content": "new\n"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".", "old", "old/f.txt", "d", "d/e", "d/e/new.txt"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(old, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != sandbox.DefaultUID || st.Gid != sandbox.DefaultUID {
+			t.Errorf("%s belongs to %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+	out := probe(t, c, `echo more >> d/e/new.txt && echo more >> old/f.txt && mkdir d/e/sub && rm -r d && echo changed`)
+	if !strings.Contains(out, "changed") {
+		t.Fatalf("the command cannot change what the file tools made: %s", out)
+	}
+	// The home was walked once: a root file put there by hand now stays
+	// root's (the walk it would take costs every command of a big home).
+	writeFile(t, filepath.Join(old, "by-hand.txt"), "root's\n")
+	probe(t, c, `true`)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(old, "by-hand.txt"), &st); err != nil || st.Uid != 0 {
+		t.Errorf("the home was walked again: %d, %v", st.Uid, err)
+	}
+	// A home made anew (moved aside) is walked again.
+	if err := os.Rename(old, filepath.Join(root, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(old, "again.txt"), "root's\n")
+	probe(t, c, `true`)
+	if err := syscall.Lstat(filepath.Join(old, "again.txt"), &st); err != nil || st.Uid != sandbox.DefaultUID {
+		t.Errorf("a new home was not walked: %d, %v", st.Uid, err)
 	}
 }
