@@ -34,6 +34,10 @@ const waitDelay = 500 * time.Millisecond
 // command printed.
 const commandMargin = 15 * time.Second
 
+// maxCommandBytes is the longest command: the shell gets it as one
+// argument, which Linux bounds to 128 KiB with its NUL (MAX_ARG_STRLEN).
+const maxCommandBytes = 128<<10 - 1
+
 // maxDetailCommand bounds the command quoted in the details.
 const maxDetailCommand = 4 << 10
 
@@ -150,8 +154,16 @@ type CommandDetails struct {
 }
 
 func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, error) {
-	if strings.TrimSpace(p.Command) == "" {
+	switch {
+	case strings.TrimSpace(p.Command) == "":
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command is empty.")
+	case strings.IndexByte(p.Command, 0) >= 0:
+		// No program can be given a NUL byte in an argument.
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command contains a NUL byte, which a shell command line cannot hold; write such bytes with printf '\\000'.")
+	case len(p.Command) > maxCommandBytes:
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments,
+			"The command is %s, over the %s the system lets a command line be. Put long content in a file with write_file and run a short command on it (e.g. sh script.sh).",
+			byteCount(int64(len(p.Command))), byteCount(maxCommandBytes))
 	}
 	h, call, err := c.homeOf(ctx)
 	if err != nil {
