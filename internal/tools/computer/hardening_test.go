@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/sandbox"
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
 )
 
