@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -628,5 +629,55 @@ func TestOwnedAtCreation(t *testing.T) {
 	probe(t, c, `true`)
 	if err := syscall.Lstat(filepath.Join(old, "again.txt"), &st); err != nil || st.Uid != sandbox.DefaultUID {
 		t.Errorf("a new home was not walked: %d, %v", st.Uid, err)
+	}
+}
+
+// A root worker's chowns never reach outside the home: a command of the
+// same agent swaps the directories the file tools create into for links
+// to a host directory while write_file creates files and directories in
+// them, and a new home is walked while links in it point out.
+func TestOwnershipRace(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the worker is not root: it changes no owner")
+	}
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "f.txt"), "root's\n")
+	c := newCategory(t, computer.Config{})
+	home(t, c, agent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		probe(t, c, `i=0; while [ $i -lt 200 ]; do mkdir -p d/e; mv d d2; ln -s `+outside+` d; rm d; ln -s ../../.. d; rm d; rm -rf d2; i=$((i+1)); done; echo swapped`)
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+		default:
+			_, _ = run(t, c, computer.WriteFileName, map[string]any{"path": fmt.Sprintf("d/e/n%d/f.txt", i%7), "content": "x"})
+			_, _ = run(t, c, computer.WriteFileName, map[string]any{"path": "d/f.txt", "content": "x"})
+			continue
+		}
+		break
+	}
+	err := filepath.WalkDir(outside, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		if st.Uid != 0 {
+			t.Errorf("%s outside the home was given to %d", p, st.Uid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/etc/passwd", &st); err != nil || st.Uid != 0 {
+		t.Errorf("/etc/passwd: %d, %v", st.Uid, err)
 	}
 }

@@ -223,7 +223,11 @@ func (h *home) mkdirAll(rel string, perm fs.FileMode) error {
 		return h.own(rel)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		if fi, serr := h.root.Stat(rel); serr == nil && fi.IsDir() {
+		fi, serr := h.root.Stat(rel)
+		switch {
+		case serr != nil:
+			return serr // a link that leads out says so
+		case fi.IsDir():
 			return nil
 		}
 	}
