@@ -681,3 +681,30 @@ func TestOwnershipRace(t *testing.T) {
 		t.Errorf("/etc/passwd: %d, %v", st.Uid, err)
 	}
 }
+
+// A path thousands of directories deep is refused before any is made:
+// each component costs a lookup of every one above it, so making them
+// held the worker's CPU for a time that grows with the square of the
+// depth (18 s for 4,000), and no deadline stopped it.
+func TestDeepPathRefused(t *testing.T) {
+	c := newCategory(t, computer.Config{})
+	h := home(t, c, agent)
+	for _, p := range []string{strings.Repeat("a/", 4000) + "f", strings.Repeat("b", 5000)} {
+		for _, name := range []string{computer.WriteFileName, computer.ReadFileName, computer.ListFilesName} {
+			args := map[string]any{"path": p}
+			if name == computer.WriteFileName {
+				args["content"] = "x"
+			}
+			_, err := run(t, c, name, args)
+			if kindOf(err) != tools.InvalidArguments || !strings.Contains(err.Error(), "longer than the file tools take") {
+				t.Errorf("%s of a %d-byte path: %v", name, len(p), err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h, "a")); !os.IsNotExist(err) {
+		t.Errorf("a directory was made: %v", err)
+	}
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": strings.Repeat("a/", 200) + "f", "content": "x"}); err != nil {
+		t.Errorf("a path 200 deep: %v", err)
+	}
+}

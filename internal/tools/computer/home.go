@@ -281,19 +281,30 @@ func (h *home) rel(p string) (string, error) {
 	case strings.HasPrefix(p, "~/"):
 		p = p[2:]
 	}
+	clean := filepath.Clean(p)
 	if filepath.IsAbs(p) {
-		r, err := filepath.Rel(h.dir, filepath.Clean(p))
+		r, err := filepath.Rel(h.dir, clean)
 		if err != nil || !filepath.IsLocal(r) && r != "." {
 			return "", outside(p)
 		}
-		return r, nil
-	}
-	clean := filepath.Clean(p)
-	if clean != "." && !filepath.IsLocal(clean) {
+		clean = r
+	} else if clean != "." && !filepath.IsLocal(clean) {
 		return "", outside(p)
+	}
+	// Each component costs a lookup of every one above it: a path of
+	// thousands of directories would hold the worker's CPU for minutes.
+	if len(clean) > maxPathBytes || strings.Count(clean, "/") >= maxPathDepth {
+		return "", tools.Errorf(tools.InvalidArguments, "The path is longer than the file tools take (%d bytes, %d directories deep at most).", maxPathBytes, maxPathDepth)
 	}
 	return clean, nil
 }
+
+// The longest path beneath a home the file tools take: Linux's PATH_MAX,
+// and a depth no project reaches.
+const (
+	maxPathBytes = 4095
+	maxPathDepth = 256
+)
 
 // openFile opens the regular file rel for op (a verb for the messages:
 // "read", "write", "edit"), refusing anything else before a byte is read
