@@ -257,6 +257,9 @@ func (h *home) workDir(name string) error {
 			return err
 		}
 		if fi.IsDir() {
+			if fi.Mode().Perm() != 0o700 { // chmod 000 .outputs would lose every log of a non-root worker
+				return h.root.Chmod(name, 0o700)
+			}
 			return nil
 		}
 		aside := name + ".moved-" + time.Now().UTC().Format("20060102T150405.000000000Z")
