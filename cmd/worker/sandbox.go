@@ -43,7 +43,27 @@ func (c *commandSandbox) validate() error {
 	default:
 		return fmt.Errorf("--command-sandbox must be bwrap or none, not %q", c.Mode)
 	}
-	if err := c.Config.Limits.Validate(); err != nil {
+	// Zero is refused as the other flags refuse it: the library reads a
+	// zero limit as "the default", which on the command line would be a
+	// silent surprise (--command-max-procs 0 meaning 256).
+	l := c.Config.Limits
+	var errs []error
+	for _, z := range []struct {
+		flag string
+		zero bool
+	}{
+		{"--command-max-procs", l.Processes == 0}, {"--command-max-memory", l.MemoryBytes == 0},
+		{"--command-max-cpu", l.CPUSeconds == 0}, {"--command-max-file-bytes", l.FileBytes == 0},
+		{"--command-max-open-files", l.OpenFiles == 0}, {"--command-tmp-bytes", l.TmpBytes == 0},
+	} {
+		if z.zero {
+			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := l.Validate(); err != nil {
 		return err
 	}
 	if c.Config.UID < 1 {

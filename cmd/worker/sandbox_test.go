@@ -18,6 +18,14 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--command-sandbox", "none", "--command-network"}, "--command-network needs --command-sandbox bwrap"},
 		{[]string{"--command-max-procs", "2"}, "process limit 2 is below 8"},
 		{[]string{"--command-uid", "0"}, "--command-uid must be an unprivileged user"},
+		// Zero is not read as the default, as with every other flag.
+		{[]string{"--command-max-procs", "0"}, "--command-max-procs must be more than 0"},
+		{[]string{"--command-max-memory", "0"}, "--command-max-memory must be more than 0"},
+		{[]string{"--command-max-cpu", "0"}, "--command-max-cpu must be more than 0"},
+		{[]string{"--command-max-file-bytes", "0"}, "--command-max-file-bytes must be more than 0"},
+		{[]string{"--command-max-open-files", "0"}, "--command-max-open-files must be more than 0"},
+		{[]string{"--command-tmp-bytes", "0"}, "--command-tmp-bytes must be more than 0"},
+		{[]string{"--command-max-cpu", "-1"}, "the CPU limit must be at least 1 s"},
 	} {
 		if err := NewMain().ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)

@@ -39,7 +39,9 @@ func TestWorkerCrash(t *testing.T) {
 	need(t)
 	m := fmt.Sprintf("1000.%d", time.Now().UnixNano()%1e9)
 	helper := exec.Command(os.Args[0], "-test.run", "^TestHelperWorker$", "-test.v")
-	helper.Env = append(os.Environ(), "SANDBOX_CRASH_MARKER="+m)
+	// What the killed helper cannot remove (its copy of /etc, its
+	// homes) is made beneath this test's directory, which is.
+	helper.Env = append(os.Environ(), "SANDBOX_CRASH_MARKER="+m, "TMPDIR="+t.TempDir())
 	var out bytes.Buffer
 	helper.Stdout, helper.Stderr = &out, &out
 	if err := helper.Start(); err != nil {

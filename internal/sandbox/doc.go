@@ -7,7 +7,8 @@
 // Inside a sandbox:
 //
 //   - the file system is a fresh tmpfs root with /usr (and /bin, /sbin,
-//     /lib* as the host has them) and an allowlist of /etc entries bound
+//     /lib* as the host has them) and a copy of an allowlist of /etc
+//     entries made at New (one mount, not one per entry) bound
 //     read-only, plus the operator's extra read-only paths; the agent's
 //     home is bound read-write at its own absolute path (its parents are
 //     empty directories), /tmp and /dev/shm are private tmpfs of bounded
@@ -16,7 +17,9 @@
 //     of the worker's files or credentials exists there;
 //   - every namespace is new (user, pid, ipc, uts, net, cgroup); the
 //     hostname is "sandbox"; all capabilities are dropped, NoNewPrivs is
-//     set, nested user namespaces are refused;
+//     set, nested user namespaces are refused (by a non-root worker's
+//     bwrap; a root worker's commands can make them, gaining nothing
+//     outside them);
 //   - the environment is only what the caller gives;
 //   - limits are rlimits set inside the sandbox, after its user namespace
 //     exists, so the process limit counts the sandbox's own processes
@@ -29,8 +32,11 @@
 //
 // When the worker runs as root, bwrap runs privileged (no user
 // namespace) and the command drops to an unprivileged user (Config.UID)
-// with setpriv before it starts: the kernel never applies RLIMIT_NPROC to
-// root, so a root command could not be held to a process limit.
+// with setpriv before it starts, in a user namespace of its own made by
+// unshare: the kernel never applies RLIMIT_NPROC to root, so a root
+// command could not be held to a process limit. (bwrap cannot be started
+// as that user instead: it resolves the home's path as its caller, and
+// the root worker's homes' root and its parents are root's alone.)
 //
 // With Config.Network, the worker serves an HTTP proxy (forward and
 // CONNECT) on a unix socket bound into the sandbox; socat inside listens

@@ -144,3 +144,37 @@ func TestProcessLimitIsPerSandbox(t *testing.T) {
 		t.Errorf("processes in the sandbox: %d (%v), want at most %d: %q", procs, err, limit, res.out)
 	}
 }
+
+// /etc is one copy of the allowlist made at New, read-only: what is not
+// in it (shadow, a mounted secret) is absent, a --command-ro-bind path
+// beneath /etc is added to it, and Close removes the copy.
+func TestEtcCopy(t *testing.T) {
+	need(t)
+	s, err := sandbox.New(sandbox.Config{ReadOnly: []string{"/etc/shells"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := homeDir(t, s)
+	r := run(t, context.Background(), s, h, `cat /etc/shells >/dev/null && echo shells; test -e /etc/shadow || echo no-shadow; test -s /etc/passwd && echo passwd; echo x >/etc/passwd || echo read-only; grep -c ' /etc ' /proc/self/mountinfo; grep ' /etc ' /proc/self/mountinfo`)
+	for _, w := range []string{"shells\n", "no-shadow\n", "passwd\n", "read-only\n", "\n1\n"} {
+		if !strings.Contains(r.out, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.out)
+		}
+	}
+	// The mount's root names the copy (field 4 of mountinfo).
+	_, line, _ := strings.Cut(r.out, "\n1\n")
+	f := strings.Fields(line)
+	if len(f) < 4 || !strings.HasPrefix(filepath.Base(f[3]), "toolruntime-etc-") {
+		t.Fatalf("no copy of /etc is mounted: %q", line)
+	}
+	copyDir := filepath.Join(os.TempDir(), filepath.Base(f[3]))
+	if _, err := os.Stat(copyDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(copyDir); !os.IsNotExist(err) {
+		t.Errorf("Close left the copy of /etc: %v", err)
+	}
+}

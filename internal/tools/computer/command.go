@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +33,10 @@ const waitDelay = 500 * time.Millisecond
 // tool's own limit: the command's timer fires first and reports what the
 // command printed.
 const commandMargin = 15 * time.Second
+
+// maxCommandBytes is the longest command: the shell gets it as one
+// argument, which Linux bounds to 128 KiB with its NUL (MAX_ARG_STRLEN).
+const maxCommandBytes = 128<<10 - 1
 
 // maxDetailCommand bounds the command quoted in the details.
 const maxDetailCommand = 4 << 10
@@ -151,8 +154,16 @@ type CommandDetails struct {
 }
 
 func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, error) {
-	if strings.TrimSpace(p.Command) == "" {
+	switch {
+	case strings.TrimSpace(p.Command) == "":
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command is empty.")
+	case strings.IndexByte(p.Command, 0) >= 0:
+		// No program can be given a NUL byte in an argument.
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command contains a NUL byte, which a shell command line cannot hold; write such bytes with printf '\\000'.")
+	case len(p.Command) > maxCommandBytes:
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments,
+			"The command is %s, over the %s the system lets a command line be. Put long content in a file with write_file and run a short command on it (e.g. sh script.sh).",
+			byteCount(int64(len(p.Command))), byteCount(maxCommandBytes))
 	}
 	h, call, err := c.homeOf(ctx)
 	if err != nil {
@@ -170,7 +181,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		}
 	}
 
-	if err := h.root.MkdirAll(tmpDir, 0o700); err != nil {
+	if err := h.workDir(tmpDir); err != nil {
 		return tools.Result{}, fileError("create", tmpDir, err)
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
@@ -279,9 +290,6 @@ type commandStatus struct {
 // shell exits, the time limit passes, the call is aborted, the worker
 // dies) the kernel kills everything in it.
 func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture) (commandStatus, error) {
-	if uid, gid, ok := c.cfg.Sandbox.Owner(); ok {
-		adopt(h, uid, gid)
-	}
 	w := &sandbox.Watch{W: out}
 	r, err := c.cfg.Sandbox.Start(ctx, sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}, w, waitDelay)
 	if err != nil {
@@ -336,28 +344,6 @@ func (c *Category) runUnconfined(ctx context.Context, h *home, command string, o
 	return st, nil
 }
 
-// adopt gives the sandbox's user what the worker (root) made in the home,
-// so that a command can change the files the file tools wrote. A file
-// with more than one link is left alone: the other name may be outside
-// the home.
-func adopt(h *home, uid, gid int) {
-	_ = fs.WalkDir(h.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		fi, err := e.Info()
-		if err != nil {
-			return nil
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok || int(st.Uid) == uid && int(st.Gid) == gid || !e.IsDir() && st.Nlink > 1 {
-			return nil
-		}
-		_ = h.root.Lchown(p, uid, gid)
-		return nil
-	})
-}
-
 // env is a command's whole environment: nothing of the worker's own.
 func (c *Category) env(h *home) []string {
 	env := []string{
@@ -389,7 +375,7 @@ func killGroup(pid int) (bool, error) {
 // output, through the home's root like every other path, and refuses a
 // FIFO or a hard link planted under the predictable name.
 func openLog(h *home, rel string) (*os.File, error) {
-	if err := h.root.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
+	if err := h.workDir(filepath.Dir(rel)); err != nil {
 		return nil, err
 	}
 	f, _, err := h.openFile("write", rel, rel, os.O_WRONLY|os.O_CREATE, 0o600)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,5 +318,30 @@ func TestRunCommandNeedsASandbox(t *testing.T) {
 	}
 	if strings.Contains(tool(t, c, computer.RunCommandName).Spec().Description, "sandbox") {
 		t.Error("an unconfined run_command claims a sandbox")
+	}
+}
+
+// A command no program could be given (a NUL byte; longer than Linux
+// lets one argument be) is refused with what to do instead, and the
+// longest that fits runs.
+func TestRunCommandUnpassable(t *testing.T) {
+	needSandbox(t)
+	c := newCategory(t, computer.Config{})
+	for _, tt := range []struct {
+		args any
+		want string
+	}{
+		{`{"command":"echo a\u0000b"}`, "NUL byte"},
+		{map[string]any{"command": "echo " + strings.Repeat("x", 128<<10)}, "write_file"},
+	} {
+		_, err := run(t, c, computer.RunCommandName, tt.args)
+		if kindOf(err) != tools.InvalidArguments || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%.40v: %v, want invalid_arguments saying %q", tt.args, err, tt.want)
+		}
+	}
+	cmd := "printf %s " + strings.Repeat("x", 128<<10-1-len("printf %s ")-len(" | wc -c")) + " | wc -c"
+	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": cmd})
+	if err != nil || !strings.Contains(res.Content, strconv.Itoa(128<<10-1-len("printf %s ")-len(" | wc -c"))) {
+		t.Errorf("the longest command: %.200q, %v", res.Content, err)
 	}
 }

@@ -169,7 +169,13 @@ func New(cfg Config) (*Category, error) {
 	if fi, err := os.Stat(cfg.Shell); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 		return nil, fmt.Errorf("computer: shell %s is not an executable file (run_command needs an image with a shell): %v", cfg.Shell, err)
 	}
-	h, err := openHomes(cfg.Root, cfg.Logger)
+	var o *owner
+	if cfg.Sandbox != nil {
+		if uid, gid, ok := cfg.Sandbox.Owner(); ok {
+			o = &owner{uid: uid, gid: gid}
+		}
+	}
+	h, err := openHomes(cfg.Root, cfg.Logger, o)
 	if err != nil {
 		return nil, err
 	}

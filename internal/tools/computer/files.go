@@ -385,7 +385,7 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The path names your home directory itself; name a file in it.")
 	}
 	if dir := filepath.Dir(rel); dir != "." {
-		if err := h.root.MkdirAll(dir, 0o755); err != nil {
+		if err := h.mkdirAll(dir, 0o755); err != nil {
 			return tools.Result{}, fileError("create the directory for", p.Path, err)
 		}
 	}

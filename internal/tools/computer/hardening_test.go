@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/tools/computer"
 )
@@ -542,5 +544,173 @@ func TestHomeRepairRace(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(c.Root(), "a1", "f*")); len(files) != 20 {
 		t.Errorf("the home has %d of the 20 files", len(files))
+	}
+}
+
+// A command cannot lock run_command out of its home by putting something
+// else in the place of the directories the worker uses there (.tmp, the
+// TMPDIR of commands; .outputs, where full outputs are saved): the next
+// call moves it aside and runs, and its output is saved again.
+func TestWorkDirsRepaired(t *testing.T) {
+	needSandbox(t)
+	for _, plant := range []string{
+		"rm -rf .tmp && echo x > .tmp",
+		"rm -rf .tmp && ln -s /etc .tmp",
+		"rm -rf .outputs && echo x > .outputs",
+		"rm -rf .outputs && ln -s /etc .outputs",
+		"rm -rf .outputs && ln -s ../a2 .outputs",
+		"chmod 000 .outputs",
+		"chmod 000 .tmp",
+	} {
+		t.Run(plant, func(t *testing.T) {
+			c := newCategory(t, computer.Config{})
+			home(t, c, "a2")
+			if out := probe(t, c, plant+" && echo planted"); !strings.Contains(out, "planted") {
+				t.Fatalf("planting: %s", out)
+			}
+			res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "test -d $TMPDIR && echo fine"})
+			if err != nil || !strings.Contains(res.Content, "fine") {
+				t.Fatalf("the next command: %q, %v", res.Content, err)
+			}
+			d := res.Details.(*computer.CommandDetails)
+			if d.LogPath == "" || d.LogError != "" {
+				t.Fatalf("the output was not saved: %+v", d)
+			}
+			if got := readFile(t, filepath.Join(c.Root(), agent, d.LogPath)); !strings.Contains(got, "fine") {
+				t.Errorf("saved output %q", got)
+			}
+			aside, _ := filepath.Glob(filepath.Join(c.Root(), agent, ".*.moved-*"))
+			want := 1 // what was planted, moved aside
+			if strings.HasPrefix(plant, "chmod") {
+				want = 0 // a directory: its mode is set back
+			}
+			if len(aside) != want {
+				t.Errorf("moved aside: %v", aside)
+			}
+		})
+	}
+}
+
+// A root worker gives what the file tools make to the sandbox's user when
+// it makes it, so a command can change it; a home from before (root's
+// files in it) is walked once, not before every command.
+func TestOwnedAtCreation(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the worker is not root: files are the worker's own, which is the command's user")
+	}
+	root := filepath.Join(t.TempDir(), "homes")
+	old := filepath.Join(root, agent)
+	writeFile(t, filepath.Join(old, "old", "f.txt"), "from before\n")
+	c := newCategory(t, computer.Config{Root: root})
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "d/e/new.txt", "content": "new\n"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".", "old", "old/f.txt", "d", "d/e", "d/e/new.txt"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(old, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != sandbox.DefaultUID || st.Gid != sandbox.DefaultUID {
+			t.Errorf("%s belongs to %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+	out := probe(t, c, `echo more >> d/e/new.txt && echo more >> old/f.txt && mkdir d/e/sub && rm -r d && echo changed`)
+	if !strings.Contains(out, "changed") {
+		t.Fatalf("the command cannot change what the file tools made: %s", out)
+	}
+	// The home was walked once: a root file put there by hand now stays
+	// root's (the walk it would take costs every command of a big home).
+	writeFile(t, filepath.Join(old, "by-hand.txt"), "root's\n")
+	probe(t, c, `true`)
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(old, "by-hand.txt"), &st); err != nil || st.Uid != 0 {
+		t.Errorf("the home was walked again: %d, %v", st.Uid, err)
+	}
+	// A home made anew (moved aside) is walked again.
+	if err := os.Rename(old, filepath.Join(root, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(old, "again.txt"), "root's\n")
+	probe(t, c, `true`)
+	if err := syscall.Lstat(filepath.Join(old, "again.txt"), &st); err != nil || st.Uid != sandbox.DefaultUID {
+		t.Errorf("a new home was not walked: %d, %v", st.Uid, err)
+	}
+}
+
+// A root worker's chowns never reach outside the home: a command of the
+// same agent swaps the directories the file tools create into for links
+// to a host directory while write_file creates files and directories in
+// them, and a new home is walked while links in it point out.
+func TestOwnershipRace(t *testing.T) {
+	needSandbox(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the worker is not root: it changes no owner")
+	}
+	outside := t.TempDir()
+	writeFile(t, filepath.Join(outside, "f.txt"), "root's\n")
+	c := newCategory(t, computer.Config{})
+	home(t, c, agent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		probe(t, c, `i=0; while [ $i -lt 200 ]; do mkdir -p d/e; mv d d2; ln -s `+outside+` d; rm d; ln -s ../../.. d; rm d; rm -rf d2; i=$((i+1)); done; echo swapped`)
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+		default:
+			_, _ = run(t, c, computer.WriteFileName, map[string]any{"path": fmt.Sprintf("d/e/n%d/f.txt", i%7), "content": "x"})
+			_, _ = run(t, c, computer.WriteFileName, map[string]any{"path": "d/f.txt", "content": "x"})
+			continue
+		}
+		break
+	}
+	err := filepath.WalkDir(outside, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			return err
+		}
+		if st.Uid != 0 {
+			t.Errorf("%s outside the home was given to %d", p, st.Uid)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/etc/passwd", &st); err != nil || st.Uid != 0 {
+		t.Errorf("/etc/passwd: %d, %v", st.Uid, err)
+	}
+}
+
+// A path thousands of directories deep is refused before any is made:
+// each component costs a lookup of every one above it, so making them
+// held the worker's CPU for a time that grows with the square of the
+// depth (18 s for 4,000), and no deadline stopped it.
+func TestDeepPathRefused(t *testing.T) {
+	c := newCategory(t, computer.Config{})
+	h := home(t, c, agent)
+	for _, p := range []string{strings.Repeat("a/", 4000) + "f", strings.Repeat("b", 5000)} {
+		for _, name := range []string{computer.WriteFileName, computer.ReadFileName, computer.ListFilesName} {
+			args := map[string]any{"path": p}
+			if name == computer.WriteFileName {
+				args["content"] = "x"
+			}
+			_, err := run(t, c, name, args)
+			if kindOf(err) != tools.InvalidArguments || !strings.Contains(err.Error(), "longer than the file tools take") {
+				t.Errorf("%s of a %d-byte path: %v", name, len(p), err)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h, "a")); !os.IsNotExist(err) {
+		t.Errorf("a directory was made: %v", err)
+	}
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": strings.Repeat("a/", 200) + "f", "content": "x"}); err != nil {
+		t.Errorf("a path 200 deep: %v", err)
 	}
 }

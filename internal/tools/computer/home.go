@@ -33,9 +33,16 @@ type homes struct {
 	// repair serializes moving things aside: two calls that both saw a
 	// link must not both rename, the second one the fresh home.
 	repair sync.Mutex
+	// owner, when set, is the user commands run as (the worker is root):
+	// what the worker makes in a home is given to it at creation, so that
+	// a command can change the files the file tools wrote.
+	owner *owner
 }
 
-func openHomes(dir string, log *slog.Logger) (*homes, error) {
+// owner is a user and group files are given to.
+type owner struct{ uid, gid int }
+
+func openHomes(dir string, log *slog.Logger, o *owner) (*homes, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("computer: homes' root %q: %w", dir, err)
@@ -52,7 +59,7 @@ func openHomes(dir string, log *slog.Logger) (*homes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computer: opening the homes' root: %w", err)
 	}
-	h := &homes{dir: abs, root: r, log: log}
+	h := &homes{dir: abs, root: r, log: log, owner: o}
 	h.tightenRoot()
 	return h, nil
 }
@@ -113,7 +120,9 @@ func (h *homes) open(agentID string) (*home, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &home{dir: filepath.Join(h.dir, agentID), root: r}, nil
+		hm := &home{dir: filepath.Join(h.dir, agentID), root: r, owner: h.owner}
+		h.adopt(agentID, hm)
+		return hm, nil
 	}
 	return nil, fmt.Errorf("the home of %s keeps being replaced by something that is not a directory", agentID)
 }
@@ -138,13 +147,128 @@ func (h *homes) moveAside(agentID string) error {
 	return nil
 }
 
+// adopt gives the sandbox's user, once per home, what is in a home made
+// before the worker gave it what it creates (by an older worker, or with
+// another --command-uid): a walk of the home, recorded in
+// <agent_id>.owned in the homes' root (no agent id can name it, no
+// command can reach it) with the home's inode and the owner, so that a
+// home moved aside and made anew is walked again. A file with more than
+// one link is left alone: its other name may be outside the home.
+func (h *homes) adopt(agentID string, hm *home) {
+	o := h.owner
+	if o == nil {
+		return
+	}
+	fi, err := hm.root.Stat(".")
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	marker := agentID + ".owned"
+	want := fmt.Sprintf("%d %d %d\n", st.Ino, o.uid, o.gid)
+	if b, err := h.root.ReadFile(marker); err == nil && string(b) == want {
+		return
+	}
+	walkErr := fs.WalkDir(hm.root.FS(), ".", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || int(st.Uid) == o.uid && int(st.Gid) == o.gid || !e.IsDir() && st.Nlink > 1 {
+			return nil
+		}
+		_ = hm.root.Lchown(p, o.uid, o.gid)
+		return nil
+	})
+	if walkErr == nil {
+		if err := h.root.WriteFile(marker, []byte(want), 0o600); err != nil {
+			h.log.Warn("the record that an agent home was given to the sandbox's user could not be written; it is walked again next call", "agent", agentID, "err", err)
+		}
+	}
+}
+
 // home is one agent's home, open for one call.
 type home struct {
-	dir  string // absolute
-	root *os.Root
+	dir   string // absolute
+	root  *os.Root
+	owner *owner // see homes.owner
+}
+
+// own gives rel, just made by the worker, to the sandbox's user.
+func (h *home) own(rel string) error {
+	if h.owner == nil {
+		return nil
+	}
+	return h.root.Lchown(rel, h.owner.uid, h.owner.gid)
+}
+
+// mkdirAll makes the directory rel and its missing parents, each given
+// to the sandbox's user.
+func (h *home) mkdirAll(rel string, perm fs.FileMode) error {
+	if rel == "." {
+		return nil
+	}
+	if err := h.mkdirAll(filepath.Dir(rel), perm); err != nil {
+		return err
+	}
+	err := h.root.Mkdir(rel, perm)
+	if err == nil {
+		return h.own(rel)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		fi, serr := h.root.Stat(rel)
+		switch {
+		case serr != nil:
+			return serr // a link that leads out says so
+		case fi.IsDir():
+			return nil
+		}
+	}
+	return err
 }
 
 func (h *home) close() { _ = h.root.Close() }
+
+// workDir makes sure name, a directory of the home's top the worker uses
+// itself (.tmp, .outputs), is a directory. Whatever a command put in its
+// place (a file, a link to /etc) is moved aside to name.moved-<time>: a
+// command must not lock run_command out of its home for good.
+func (h *home) workDir(name string) error {
+	for range 3 {
+		err := h.root.Mkdir(name, 0o700)
+		if err == nil {
+			return h.own(name)
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err := h.root.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			if fi.Mode().Perm() != 0o700 { // chmod 000 .outputs would lose every log of a non-root worker
+				return h.root.Chmod(name, 0o700)
+			}
+			return nil
+		}
+		aside := name + ".moved-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		if err := h.root.Rename(name, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s keeps being replaced by something that is not a directory", name)
+}
 
 // rel turns a path the model gave into a path relative to the home, or
 // says why it cannot be one. Lexical escapes are refused here with a
@@ -160,19 +284,30 @@ func (h *home) rel(p string) (string, error) {
 	case strings.HasPrefix(p, "~/"):
 		p = p[2:]
 	}
+	clean := filepath.Clean(p)
 	if filepath.IsAbs(p) {
-		r, err := filepath.Rel(h.dir, filepath.Clean(p))
+		r, err := filepath.Rel(h.dir, clean)
 		if err != nil || !filepath.IsLocal(r) && r != "." {
 			return "", outside(p)
 		}
-		return r, nil
-	}
-	clean := filepath.Clean(p)
-	if clean != "." && !filepath.IsLocal(clean) {
+		clean = r
+	} else if clean != "." && !filepath.IsLocal(clean) {
 		return "", outside(p)
+	}
+	// Each component costs a lookup of every one above it: a path of
+	// thousands of directories would hold the worker's CPU for minutes.
+	if len(clean) > maxPathBytes || strings.Count(clean, "/") >= maxPathDepth {
+		return "", tools.Errorf(tools.InvalidArguments, "The path is longer than the file tools take (%d bytes, %d directories deep at most).", maxPathBytes, maxPathDepth)
 	}
 	return clean, nil
 }
+
+// The longest path beneath a home the file tools take: Linux's PATH_MAX,
+// and a depth no project reaches.
+const (
+	maxPathBytes = 4095
+	maxPathDepth = 256
+)
 
 // openFile opens the regular file rel for op (a verb for the messages:
 // "read", "write", "edit"), refusing anything else before a byte is read
@@ -209,6 +344,15 @@ func (h *home) openFile(op, shown, rel string, flag int, perm fs.FileMode) (*os.
 		err = regular(op, shown, fi)
 	} else {
 		err = fileError(op, shown, err)
+	}
+	if err == nil && h.owner != nil && flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+		// The descriptor, not the name: what is changed is what the
+		// checks saw.
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != h.owner.uid || int(st.Gid) != h.owner.gid) {
+			if cerr := f.Chown(h.owner.uid, h.owner.gid); cerr != nil {
+				err = fileError(op, shown, cerr)
+			}
+		}
 	}
 	if err != nil {
 		_ = f.Close()
