@@ -74,12 +74,17 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(m.GCPercent)
 	}
+	// The worker stops only once the stop is announced, so that the
+	// message comes before the worker's own "stopped".
+	runCtx, cancelRun := context.WithCancel(context.Background())
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal now ends the process at once
 		m.log.Info(m.stopping())
+		cancelRun()
 	}()
-	err := m.Run(ctx)
+	err := m.Run(runCtx)
+	cancelRun()
 	m.Close()
 	if err != nil {
 		m.log.Error("worker failed", "err", err)
