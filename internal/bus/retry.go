@@ -309,7 +309,9 @@ func (k retryKV) holds(ctx context.Context, key string, value []byte) (uint64, b
 	return e.Revision(), true
 }
 
-func pause(ctx context.Context, d time.Duration) error {
+// Pause waits d, or until ctx ends (then it returns ctx's cause): the
+// pause between two tries of a conflicting write.
+func Pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -95,7 +95,7 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
 			return nil, err
 		}
-		if err := pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+		if err := Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

@@ -142,20 +142,9 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 		}
 		// A short random pause lets the other writer's update become
 		// visible (reads may be served by a replica that is behind).
-		if err := pause(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
+		if err := bus.Pause(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
 			return nil, err
 		}
-	}
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
 }
 
