@@ -8,11 +8,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/tools/brain"
-	"github.com/agentbull/toolruntime/internal/tools/diag"
-	"github.com/agentbull/toolruntime/internal/tools/jobs"
-	"github.com/agentbull/toolruntime/internal/tools/schedule"
-	"github.com/agentbull/toolruntime/internal/tools/todo"
+	"github.com/agentbull/toolruntime/internal/category/brain"
+	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/jobs"
+	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )

@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
 

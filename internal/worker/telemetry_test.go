@@ -11,10 +11,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/telemetry"
-	"github.com/agentbull/toolruntime/internal/tools/diag"
 	"github.com/agentbull/toolruntime/internal/workertest"
 )
 

@@ -1,0 +1,201 @@
+package computer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+
+	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/sandbox"
+	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+const agent = "a1"
+
+var schemaOpts = schema.RepairOptions{}
+
+// newCategory builds the category over a fresh root (unless cfg names one)
+// and closes it with the test.
+func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
+	t.Helper()
+	if cfg.Root == "" {
+		cfg.Root = filepath.Join(t.TempDir(), "homes")
+	}
+	// Commands run sandboxed, as the worker runs them, wherever bwrap is
+	// (CI always); elsewhere run_command is not offered and its tests
+	// skip (needSandbox).
+	if cfg.Sandbox == nil && !cfg.Unconfined && hasBwrap() {
+		sb, err := sandbox.New(sandbox.Config{})
+		if err != nil {
+			t.Fatalf("sandbox.New: %v", err)
+		}
+		t.Cleanup(func() { _ = sb.Close() })
+		cfg.Sandbox = sb
+	}
+	c, err := computer.New(cfg)
+	if err != nil {
+		t.Fatalf("computer.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func hasBwrap() bool {
+	_, err := exec.LookPath("bwrap")
+	return err == nil
+}
+
+// needSandbox skips t, loudly, where bwrap is not installed: run_command
+// is not offered without it. CI installs it, so there nothing skips.
+func needSandbox(t testing.TB) {
+	t.Helper()
+	if !hasBwrap() {
+		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap socat); run_command and its sandbox are NOT tested on this machine")
+	}
+}
+
+func tool(t *testing.T, c *computer.Category, name string) *tools.Tool {
+	t.Helper()
+	for _, tl := range c.Tools() {
+		if tl.Name() == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
+}
+
+// callCtx is the context the dispatcher gives a call of agent's turn t1.
+func callCtx(ctx context.Context, agentID, callID string) context.Context {
+	return tools.WithCall(ctx, tools.Call{AgentID: agentID, TurnID: "t1", Step: 0, CallID: callID})
+}
+
+// run prepares and runs one call of agent a1 as the dispatcher would.
+func run(t *testing.T, c *computer.Category, name string, args any) (tools.Result, error) {
+	t.Helper()
+	return runCtx(t, context.Background(), c, agent, name, args)
+}
+
+func runCtx(t *testing.T, ctx context.Context, c *computer.Category, agentID, name string, args any) (tools.Result, error) {
+	t.Helper()
+	s, ok := args.(string)
+	if !ok {
+		b, err := json.Marshal(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = string(b)
+	}
+	inv, err := tool(t, c, name).Prepare(s, schema.RepairOptions{})
+	if err != nil {
+		return tools.Result{}, err
+	}
+	return inv.Run(callCtx(ctx, agentID, "call_"+name))
+}
+
+func kindOf(err error) tools.Kind {
+	var te *tools.Error
+	if errors.As(err, &te) {
+		return te.Kind
+	}
+	return ""
+}
+
+// home is agent's home under c, created as a call would create it.
+func home(t *testing.T, c *computer.Category, agentID string) string {
+	t.Helper()
+	if _, err := runCtx(t, context.Background(), c, agentID, computer.ListFilesName, `{}`); err != nil {
+		t.Fatalf("opening the home of %s: %v", agentID, err)
+	}
+	return filepath.Join(c.Root(), agentID)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// readPID reads a pid a command wrote to a file in its home.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the command did not write %s: %v", filepath.Base(path), err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pid
+}
+
+// pidWritten reports whether a command has finished writing a pid file
+// (the shell creates the file before it writes the line).
+func pidWritten(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && strings.HasSuffix(string(b), "\n")
+}
+
+// waitFor polls cond until it holds or the deadline passes: it waits for
+// a state, never for a guessed duration.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// gone reports whether process pid no longer runs: kill(pid, 0) finds
+// nothing (ESRCH), or finds a zombie, a dead process that waits for its
+// parent (an orphan's reaper may be slow to collect it).
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	fields := strings.Fields(string(b[i+1:]))
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
+}
+
+func assertGone(t *testing.T, what string, pid int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s (pid %d) to be gone", what, pid), func() bool { return gone(pid) })
+}
+
+// golden compares got with testdata/name (see internal/golden).
+var golden = goldenfile.IndentedJSON

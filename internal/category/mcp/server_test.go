@@ -1,0 +1,262 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/internal/category/mcp"
+)
+
+// The test binary doubles as the Go MCP server of the stdio tests: run
+// with serverEnv set, it serves the test server on stdin/stdout.
+const (
+	serverEnv = "MCP_TEST_SERVER"
+	marksEnv  = "MCP_TEST_MARKS"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) == "stdio" {
+		srv := newTestServer(os.Getenv(marksEnv))
+		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "test server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type textIn struct {
+	Text string `json:"text" jsonschema:"the text"`
+}
+
+type sumIn struct {
+	A int `json:"a" jsonschema:"the first number"`
+	B int `json:"b" jsonschema:"the second number"`
+}
+
+type sumOut struct {
+	Sum int `json:"sum"`
+}
+
+type slowIn struct {
+	MS  int    `json:"ms" jsonschema:"how long to work, in milliseconds"`
+	Tag string `json:"tag" jsonschema:"a label recorded in the marks file"`
+}
+
+type empty struct{}
+
+func yes() *bool { return new(true) }
+func no() *bool  { return new(false) }
+
+var readOnly = &sdk.ToolAnnotations{ReadOnlyHint: true}
+
+// newTestServer is the Go MCP server the tests talk to, over streamable
+// HTTP in process and over stdio as a child process. marks is a
+// directory where tools record what happened to them (calls, cancels).
+func newTestServer(marks string) *sdk.Server {
+	mark := func(line string) {
+		if marks == "" {
+			return
+		}
+		f, err := os.OpenFile(filepath.Join(marks, "marks.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, line)
+			_ = f.Close()
+		}
+	}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "gotest", Title: "Go test server", Version: "1.0.0"}, &sdk.ServerOptions{
+		Instructions: "A small server for tests: echo text, add numbers, wait, fail, draw and take notes.",
+	})
+	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echo the text back.", Annotations: readOnly},
+		func(_ context.Context, _ *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Text}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "add", Description: "Add two whole numbers.", Annotations: readOnly},
+		func(_ context.Context, _ *sdk.CallToolRequest, in sumIn) (*sdk.CallToolResult, sumOut, error) {
+			return nil, sumOut{Sum: in.A + in.B}, nil
+		})
+	slow := func(ctx context.Context, _ *sdk.CallToolRequest, in slowIn) (*sdk.CallToolResult, any, error) {
+		mark("start " + in.Tag)
+		select {
+		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+			mark("done " + in.Tag)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "worked " + in.Tag}}}, nil, nil
+		case <-ctx.Done():
+			mark("cancelled " + in.Tag)
+			return nil, nil, ctx.Err()
+		}
+	}
+	sdk.AddTool(srv, &sdk.Tool{Name: "slow", Description: "Work for a while, then answer; stops when cancelled.", Annotations: readOnly}, slow)
+	sdk.AddTool(srv, &sdk.Tool{Name: "slow_write", Description: "Write for a while, then answer; stops when cancelled.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: no()}}, slow)
+	sdk.AddTool(srv, &sdk.Tool{Name: "fail", Description: "Always fails.", Annotations: readOnly},
+		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "it failed on purpose"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "draw", Description: "Draw a picture and caption it.", Annotations: readOnly},
+		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.TextContent{Text: "a picture:"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 12<<10)},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "note://1", MIMEType: "text/plain", Text: "the caption"}},
+			}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "write_note", Description: "Write a note, replacing the last one.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: yes()}},
+		func(_ context.Context, _ *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+			mark("note " + in.Text)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "noted"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "append_note", Description: "Append to the notes.",
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: no()}},
+		func(_ context.Context, _ *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+			mark("append " + in.Text)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "appended"}}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "pid", Description: "The server's process id.", Annotations: readOnly},
+		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(os.Getpid())}}}, nil, nil
+		})
+	// Tools the worker must leave out, each with a note: a name outside
+	// the provider's alphabet and a schema that does not compile.
+	raw := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{}, nil
+	}
+	srv.AddTool(&sdk.Tool{Name: "notes.read", Description: "A dotted name.", InputSchema: json.RawMessage(`{"type":"object"}`)}, raw)
+	srv.AddTool(&sdk.Tool{Name: "broken", Description: "A schema that does not compile.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"strnig"}}}`)}, raw)
+	// grow adds a tool at run time, which sends tools/list_changed.
+	sdk.AddTool(srv, &sdk.Tool{Name: "grow", Description: "Add the tool extra to this server."},
+		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+			sdk.AddTool(srv, &sdk.Tool{Name: "extra", Description: "Added at run time.", Annotations: readOnly},
+				func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+					return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "extra"}}}, nil, nil
+				})
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil, nil
+		})
+	return srv
+}
+
+// httpServer serves a fresh test server over streamable HTTP. kill drops
+// every session and connection, as a server restart would.
+type httpServer struct {
+	*httptest.Server
+	handler atomic.Pointer[http.Handler]
+	marks   string
+}
+
+func startHTTPServer(t *testing.T) *httpServer {
+	t.Helper()
+	hs := &httpServer{marks: t.TempDir()}
+	hs.reset()
+	hs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*hs.handler.Load()).ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func (hs *httpServer) reset() {
+	srv := newTestServer(hs.marks)
+	var h http.Handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	hs.handler.Store(&h)
+}
+
+// kill forgets every session and cuts every connection.
+func (hs *httpServer) kill() {
+	hs.reset()
+	hs.CloseClientConnections()
+}
+
+func (hs *httpServer) config() mcp.ServerConfig {
+	return mcp.ServerConfig{URL: hs.URL}
+}
+
+// stdioConfig runs this test binary as the Go server over stdio; the
+// returned directory collects its marks.
+func stdioConfig(t *testing.T) (mcp.ServerConfig, string) {
+	t.Helper()
+	marks := t.TempDir()
+	return mcp.ServerConfig{
+		Command: os.Args[0],
+		Args:    []string{"-test.run=^$"},
+		Env:     map[string]string{serverEnv: "stdio", marksEnv: marks},
+	}, marks
+}
+
+// readMarks returns the marks a server recorded.
+func readMarks(dir string) []string {
+	b, _ := os.ReadFile(filepath.Join(dir, "marks.log"))
+	return strings.Fields(strings.ReplaceAll(string(b), " ", "_"))
+}
+
+// waitMark waits until the server recorded line.
+func waitMark(t *testing.T, dir, line string) {
+	t.Helper()
+	want := strings.ReplaceAll(line, " ", "_")
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range readMarks(dir) {
+			if m == want {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the server never recorded %q; it recorded %q", line, readMarks(dir))
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("MCP_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// newManager starts a manager for servers, closed when the test ends.
+func newManager(t *testing.T, servers map[string]mcp.ServerConfig) *mcp.Manager {
+	t.Helper()
+	m, err := mcp.NewManager(mcp.Config{Servers: servers}, mcp.Options{
+		Logger: testLogger(t), MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, Version: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// npmDir is where .ci/run installs the reference servers from npm.
+func npmDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MCP_NPM_DIR")
+	if dir == "" {
+		t.Skip("MCP_NPM_DIR is not set: install the reference servers with " +
+			"`npm install --prefix /tmp/mcp-npm @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem` " +
+			"and set MCP_NPM_DIR=/tmp/mcp-npm")
+	}
+	return dir
+}
+
+func npmBin(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(npmDir(t), "node_modules", ".bin", name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("MCP_NPM_DIR has no %s: %v", name, err)
+	}
+	return path
+}
