@@ -79,8 +79,10 @@ type ToolSearchOutput struct {
 type Activity struct {
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
-	State  string `json:"state"` // started | completed
+	State  string `json:"state"` // started | completed | progress
 	Label  string `json:"label"`
+	// Progress is set when State is "progress" (protocol 1.1).
+	Progress *Progress `json:"progress,omitempty"`
 }
 
 // Cancel is the optional body of turn.cancel.<agent_id>.<turn_id>.
@@ -102,6 +104,11 @@ type CatalogReply struct {
 	// Notes tell the gateway about sources that could not contribute
 	// (an MCP server that is down); the catalog is still usable.
 	Notes []string `json:"notes,omitempty"`
+	// Approval names the tools of the catalog whose calls wait for a
+	// person's approval under the worker's configuration and this
+	// context ("name", or "namespace.name"); it sits beside the tool
+	// definitions, which keep only the Responses API's fields.
+	Approval []string `json:"approval,omitempty"`
 }
 
 // Subject, stream, consumer and bucket names of the protocol.

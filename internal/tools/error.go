@@ -20,6 +20,7 @@ const (
 	Timeout          Kind = "timeout"
 	Aborted          Kind = "aborted"
 	Interrupted      Kind = "interrupted"
+	Rejected         Kind = "rejected"
 	Internal         Kind = "internal"
 )
 

@@ -72,6 +72,9 @@ type Event struct {
 type Result struct {
 	// Content is the text the model reads.
 	Content string
+	// Media are images and files the model also reads (protocol 1.1),
+	// after Content; the runtime fits them to the output budget.
+	Media []Media
 	// Details is structured data for logs and user interfaces; it is never
 	// sent to the model. It must marshal to JSON.
 	Details any
