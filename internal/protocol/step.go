@@ -25,6 +25,9 @@ type Context struct {
 	MCPServers []string        `json:"mcp_servers,omitempty"`
 	WorkflowID string          `json:"workflow_id,omitempty"`
 	TaskID     string          `json:"task_id,omitempty"`
+	// Approval (protocol 1.1) adds to the calls the worker holds for a
+	// person's approval: "destructive", "all" or a list of names.
+	Approval ApprovalScope `json:"approval,omitzero"`
 }
 
 // Bound reports whether the context binds name (web, brain, …).

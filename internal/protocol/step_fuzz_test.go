@@ -17,6 +17,11 @@ func FuzzParseStep(f *testing.F) {
 		stepWith("step", "1"),
 		stepWith("step", "-1"),
 		stepWith("context", `{"kind":"workflow_task","workflow_id":"w1","task_id":"t1"}`),
+		stepWith("context", `{"kind":"text","approval":"destructive"}`),
+		stepWith("context", `{"kind":"text","approval":["run_command","github.*","github.delete_issue"]}`),
+		stepWith("context", `{"kind":"text","approval":"none"}`),
+		stepWith("context", `{"kind":"text","approval":true}`),
+		stepWith("context", `{"kind":"text","approval":["a.b.c",1]}`),
 		withOutput(`{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}`, `{"type":"function_call","call_id":"c1","name":"g"}`),
 		withOutput(`{"type":"function_call","call_id":"c1","name":"f","arguments":{"a":1}}`),
 		withOutput(`{"type":"tool_search_call","call_id":"s1","arguments":"not an object"}`),
@@ -53,6 +58,14 @@ func FuzzParseStep(f *testing.F) {
 			}
 			if k := st.Context.Kind; k != protocol.KindText && k != protocol.KindWorkflowTask {
 				t.Fatalf("accepted context kind %q", k)
+			}
+			if ap := st.Context.Approval; ap.Level != "" && ap.Level != protocol.ApprovalDestructive && ap.Level != protocol.ApprovalAll {
+				t.Fatalf("accepted approval level %q", ap.Level)
+			}
+			for _, n := range st.Context.Approval.Names {
+				if !protocol.ValidApprovalName(n) {
+					t.Fatalf("accepted approval name %q", n)
+				}
 			}
 			if len(st.Calls) > st.Items {
 				t.Fatalf("%d calls from %d items", len(st.Calls), st.Items)
