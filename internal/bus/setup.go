@@ -34,7 +34,8 @@ type Topology struct {
 	MaxDeliver int
 	// MaxAckPending bounds the steps out with the fleet at once.
 	MaxAckPending int
-	// StateTTL is how long per-turn state lives in TURN_STATE (24 h).
+	// StateTTL is how long per-turn state lives in TURN_STATE (25 h: a
+	// step pending approval waits there, 24 h by default).
 	StateTTL time.Duration
 }
 
@@ -62,7 +63,7 @@ func (t Topology) WithDefaults() Topology {
 		t.MaxAckPending = 1000
 	}
 	if t.StateTTL == 0 {
-		t.StateTTL = 24 * time.Hour
+		t.StateTTL = 25 * time.Hour
 	}
 	if t.DuplicateWindow == 0 {
 		t.DuplicateWindow = max(2*time.Minute, t.RedeliverySpan())
@@ -119,7 +120,14 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 	dead.Description = "Steps that could not be processed, with Dead-Reason"
 	events := base(protocol.StreamWorkflows, protocol.PrefixWFEvt+".*")
 	events.Description = "Workflow lifecycle events"
-	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events}
+	// Answers, and the timers of pending steps: the server fires a timer
+	// only into a subject of its own stream.
+	approvals := base(protocol.StreamApprovals, protocol.PrefixApproval+".>")
+	approvals.Retention = jetstream.WorkQueuePolicy
+	approvals.MaxMsgSize = t.MaxMsgSize
+	approvals.AllowMsgSchedules = true
+	approvals.Description = "Approval answers for pending steps, from the gateway to the workers, and the steps' timeout timers"
+	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events, approvals}
 }
 
 // Consumers returns the work consumers, by stream.
@@ -131,10 +139,21 @@ func (t Topology) Consumers() map[string]jetstream.ConsumerConfig {
 			Replicas: t.Replicas, MemoryStorage: t.Storage == jetstream.MemoryStorage,
 		}
 	}
+	// Everything of TURN_APPROVALS but the timers, which the work queue
+	// keeps until they fire onto the timeout subject.
+	approvals := c(protocol.ConsumerApprovals)
+	approvals.FilterSubjects = ApprovalSubjects()
 	return map[string]jetstream.ConsumerConfig{
-		protocol.StreamCalls: c(protocol.ConsumerCalls),
-		protocol.StreamTasks: c(protocol.ConsumerTasks),
+		protocol.StreamCalls:     c(protocol.ConsumerCalls),
+		protocol.StreamTasks:     c(protocol.ConsumerTasks),
+		protocol.StreamApprovals: approvals,
 	}
+}
+
+// ApprovalSubjects are the subjects of TURN_APPROVALS that workers
+// consume: the gateway's answers, fired timers, and cancels of turns.
+func ApprovalSubjects() []string {
+	return []string{protocol.PrefixApproval + ".*.*", protocol.PrefixApprovalTimeout + ".*.*.*", protocol.PrefixApprovalCancel + ".*.*"}
 }
 
 // Buckets returns the key-value bucket configurations.
@@ -223,8 +242,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	upd := have
 	upd.Subjects, upd.Replicas, upd.Duplicates, upd.MaxMsgSize, upd.MaxAge, upd.Description =
 		want.Subjects, want.Replicas, want.Duplicates, want.MaxMsgSize, want.MaxAge, want.Description
+	// Message scheduling can be switched on, never off.
+	upd.AllowMsgSchedules = have.AllowMsgSchedules || want.AllowMsgSchedules
 	if slices.Equal(have.Subjects, upd.Subjects) && have.Replicas == upd.Replicas && have.Duplicates == upd.Duplicates &&
-		have.MaxMsgSize == upd.MaxMsgSize && have.MaxAge == upd.MaxAge && have.Description == upd.Description {
+		have.MaxMsgSize == upd.MaxMsgSize && have.MaxAge == upd.MaxAge && have.Description == upd.Description &&
+		have.AllowMsgSchedules == upd.AllowMsgSchedules {
 		return nil
 	}
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
@@ -244,7 +266,12 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 		if have.DeliverSubject != "" {
 			diffs = append(diffs, "it is a push consumer, the worker needs a pull consumer")
 		}
-		if have.FilterSubject != "" || len(have.FilterSubjects) > 0 {
+		switch {
+		case len(want.FilterSubjects) > 0:
+			if have.FilterSubject != "" || !slices.Equal(have.FilterSubjects, want.FilterSubjects) {
+				diffs = append(diffs, fmt.Sprintf("it filters on %q%v, the worker needs %v", have.FilterSubject, have.FilterSubjects, want.FilterSubjects))
+			}
+		case have.FilterSubject != "" || len(have.FilterSubjects) > 0:
 			diffs = append(diffs, fmt.Sprintf("it filters on %q%v, the worker consumes the whole stream", have.FilterSubject, have.FilterSubjects))
 		}
 		if len(diffs) > 0 {

@@ -100,6 +100,12 @@ type Input struct {
 	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
 	// loaded through tool search.
 	Loaded map[string]bool
+	// Approval, when set, holds the step (Result.Held) if any call whose
+	// arguments are valid needs approval under it.
+	Approval *Policy
+	// Stored are the calls of a decided pending step, by call id: each
+	// runs with its stored arguments, or is answered with its outcome.
+	Stored map[string]*HeldCall
 }
 
 // Outcome is how one call ended. It is stored in the journal and so
@@ -148,6 +154,8 @@ type Result struct {
 	// were neither stored nor reported, and the step must be delivered
 	// again.
 	Abandoned bool
+	// Held, when set, is a step held for approval: nothing ran.
+	Held []HeldCall
 }
 
 // Items returns the output items in call order.
@@ -239,6 +247,11 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 		ps[i] = d.resolve(ctx, set, in, c)
 	}
 	d.checkReuse(ctx, ps)
+	if in.Approval != nil && ctx.Err() == nil {
+		if held := d.hold(ps, in.Approval); held != nil {
+			return &Result{Held: held}
+		}
+	}
 	step := &inflight{}
 	defer step.stop()
 	defer context.AfterFunc(ctx, step.abort)()
@@ -296,6 +309,16 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		p.search = true
 		return p
 	}
+	held := in.Stored[c.CallID]
+	if held != nil {
+		if held.Outcome != nil {
+			p.outcome = held.Outcome
+			return p
+		}
+		// Approved: the value validated when the step was held runs, not
+		// the model's text again.
+		c.Arguments = string(held.Valid)
+	}
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
 		p.outcome = errorOutcome(c, tools.Errorf(tools.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
@@ -337,6 +360,9 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		return p
 	}
 	p.inv = inv
+	if held != nil {
+		inv.Repairs = held.Repairs
+	}
 	p.parallel = sp.ExecutionMode == tools.Parallel
 	p.timeout = sp.Timeout
 	if p.timeout == 0 {

@@ -47,14 +47,25 @@ type Runner struct {
 	State      State
 	// Cancels, when set, lets turn.cancel reach the step's running calls.
 	Cancels *Cancels
+	// Approval is the worker's approval policy for main turns, and
+	// Approvals keeps the steps it holds (approval.go).
+	Approval  Policy
+	Approvals Approvals
 }
 
 // Run runs one step. A nil error means every event is stored and the step
 // can be acknowledged; any error means it must be delivered again.
 func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
-	res, err := r.Dispatch(ctx, st, nil)
+	var gate *Policy
+	if policy := r.Approval.With(st.Context.Approval); policy.Destructive || policy.All || len(policy.Names) > 0 {
+		gate = &policy
+	}
+	res, err := r.dispatch(ctx, st, nil, gate, nil)
 	if err != nil {
 		return err
+	}
+	if res.Held != nil {
+		return r.holdStep(ctx, st, res.Held)
 	}
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
@@ -83,6 +94,13 @@ func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
 // dispatches the calls and publishes every call.output, but not
 // step.done: task turns add their verdict to it.
 func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Result, error) {
+	return r.dispatch(ctx, st, set, nil, nil)
+}
+
+// dispatch is Dispatch, with a main turn's approval gate (a step held
+// comes back with Result.Held, nothing run nor published), or with the
+// stored calls of a decided pending step.
+func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*Result, error) {
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
@@ -121,7 +139,10 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Re
 	obs := &stepObserver{ctx: ctx, st: st, em: r.Emitter}
 	d := r.Dispatcher
 	d.Observer = obs
-	res := d.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, Loaded: loaded})
+	res := d.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, Loaded: loaded, Approval: gate, Stored: stored})
+	if res.Held != nil {
+		return res, nil
+	}
 	if res.Abandoned {
 		return nil, ErrAbandoned
 	}

@@ -47,6 +47,10 @@ type Config struct {
 	RepairLimit int
 	// Telemetry, when set, gets spans, metrics and readiness.
 	Telemetry *telemetry.Telemetry
+	// Approval says which calls of main turns wait for a person's
+	// approval, and for how long (turn.DefaultApprovalTimeout); a step's
+	// context.approval adds to it. Task turns are never held.
+	Approval turn.Policy
 }
 
 func (c Config) withDefaults() Config {
@@ -78,6 +82,9 @@ func (c Config) withDefaults() Config {
 	if c.RepairLimit == 0 {
 		c.RepairLimit = schema.DefaultRepairLimit
 	}
+	if c.Approval.Timeout == 0 {
+		c.Approval.Timeout = turn.DefaultApprovalTimeout
+	}
 	return c
 }
 
@@ -103,6 +110,11 @@ func (c Config) Validate() error {
 	}
 	if c.RepairLimit < 0 {
 		errs = append(errs, fmt.Errorf("repair limit must not be negative, not %d", c.RepairLimit))
+	}
+	if c.Approval.Timeout < time.Second || c.Approval.Timeout >= c.Topology.StateTTL {
+		// The record of a pending step lives in TURN_STATE until its
+		// timer fires: it must outlive the wait.
+		errs = append(errs, fmt.Errorf("approval timeout must be at least 1s and shorter than the state TTL %s (a pending step is kept in TURN_STATE until it is decided), not %s", c.Topology.StateTTL, c.Approval.Timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -178,6 +190,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
+		Approval: cfg.Approval, Approvals: w.state,
 	}
 	if meter != nil {
 		w.runner.Dispatcher.Meter = meter
@@ -217,6 +230,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Handler: w.handleStep,
 		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
+	// Answers are few; as many are handled at once as task steps.
+	consumers = append(consumers, &bus.Consumer{
+		JS: w.js, Stream: protocol.StreamApprovals, Durable: protocol.ConsumerApprovals, Handler: w.handleApproval,
+		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
+	})
 	if w.tasks != nil {
 		consumers = append(consumers, &bus.Consumer{
 			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Handler: w.handleTaskStep,
@@ -323,7 +341,7 @@ func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*pro
 		return nil, err
 	}
 	tools, digest := set.Catalog()
-	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes}, nil
+	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set)}, nil
 }
 
 func (w *Worker) onCancel(agentID, turnID, reason string) {
@@ -335,5 +353,10 @@ func (w *Worker) onCancel(agentID, turnID, reason string) {
 		w.log.Error("recording a turn's cancel failed", "agent_id", agentID, "turn_id", turnID, "err", err)
 	}
 	w.cancels.Cancel(agentID, turnID, reason)
+	// Steps of the turn that wait for approval run nowhere: the note has
+	// one worker finish them.
+	if err := w.state.NoteCancel(ctx, agentID, turnID, reason); err != nil {
+		w.log.Error("noting a turn's cancel for its pending steps failed; they end at their answer or timeout", "agent_id", agentID, "turn_id", turnID, "err", err)
+	}
 	w.log.Info("turn cancelled", "agent_id", agentID, "turn_id", turnID, "reason", reason)
 }

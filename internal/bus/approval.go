@@ -1,0 +1,148 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/turn"
+)
+
+// Header names of JetStream message scheduling (nats-server 2.12 and
+// later), as package schedule uses them.
+const (
+	headerSchedule       = "Nats-Schedule"
+	headerScheduleTarget = "Nats-Schedule-Target"
+)
+
+// ErrChanged is returned by UpdatePending when the record changed since
+// it was read: another message decided the step first.
+var ErrChanged = errors.New("the pending step changed since it was read")
+
+// PendingKey is the TURN_STATE key of a pending step's record.
+func PendingKey(agentID, turnID string, step int64) string {
+	return "approval." + agentID + "." + turnID + "." + strconv.FormatInt(step, 10)
+}
+
+// Hold implements turn.Approvals with a create-only write.
+func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.PendingStep, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if budget := int(s.Pub.MaxPayload()) - protocol.Margin; len(data) > budget {
+		// The same on every delivery: the step is dead-lettered.
+		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes, over the %d bytes one message may hold; send fewer or smaller calls per step",
+			protocol.ErrMalformed, len(data), budget)
+	}
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	_, err = kv.Create(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data)
+	if err == nil {
+		return nil, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, err
+	}
+	// A redelivered step, or a retried create whose first attempt landed
+	// (its record is this one, still pending).
+	had, _, err := s.PendingStep(ctx, p.AgentID, p.TurnID, p.Step)
+	if err == nil && had == nil {
+		return nil, fmt.Errorf("the record of pending step %d vanished between its create and its read", p.Step)
+	}
+	return had, err
+}
+
+// Announce implements turn.Approvals: the step's timer, then its
+// step.pending event, each with its message id, so that announcing again
+// stores nothing new.
+func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
+	m := nats.NewMsg(protocol.ApprovalTimerSubject(p.AgentID, p.TurnID, p.Step))
+	m.Header.Set(headerSchedule, "@at "+p.ExpiresAt.UTC().Format(time.RFC3339))
+	m.Header.Set(headerScheduleTarget, protocol.ApprovalTimeoutSubject(p.AgentID, p.TurnID, p.Step))
+	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".timer")
+	m.Data = []byte(`{}`)
+	if err := s.Pub.publish(ctx, m); err != nil {
+		return fmt.Errorf("scheduling the pending step's timeout: %w", err)
+	}
+	ev := p.Event()
+	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev)
+}
+
+// PendingStep reads a pending step's record and its revision; nil when
+// there is none.
+func (s *TurnState) PendingStep(ctx context.Context, agentID, turnID string, step int64) (*turn.PendingStep, uint64, error) {
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	e, err := kv.Get(ctx, PendingKey(agentID, turnID, step))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var p turn.PendingStep
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return nil, 0, fmt.Errorf("pending step record %s is unreadable: %w", e.Key(), err)
+	}
+	return &p, e.Revision(), nil
+}
+
+// UpdatePending writes p over the revision rev was read at, and returns
+// the new revision; ErrChanged when the record changed meanwhile.
+func (s *TurnState) UpdatePending(ctx context.Context, p *turn.PendingStep, rev uint64) (uint64, error) {
+	data, err := json.Marshal(p)
+	if err != nil {
+		return 0, err
+	}
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	next, err := kv.Update(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// A retried write whose first attempt landed reads as a conflict
+		// too; the caller reads again and finds its own verdict.
+		return 0, ErrChanged
+	}
+	return next, err
+}
+
+// PendingSteps lists the steps of a turn that have a pending-step record
+// (in any state).
+func (s *TurnState) PendingSteps(ctx context.Context, agentID, turnID string) ([]int64, error) {
+	lister, err := s.KV.ListKeysFiltered(ctx, "approval."+agentID+"."+turnID+".*")
+	if err != nil {
+		return nil, err
+	}
+	var steps []int64
+	for k := range lister.Keys() {
+		if n, err := strconv.ParseInt(k[strings.LastIndexByte(k, '.')+1:], 10, 64); err == nil {
+			steps = append(steps, n)
+		}
+	}
+	_ = lister.Stop()
+	return steps, ctx.Err()
+}
+
+// StopTimer removes a decided step's timer, so that it does not fire. A
+// timer that fires anyway finds the step decided and is ignored.
+func (s *TurnState) StopTimer(ctx context.Context, p *turn.PendingStep) error {
+	st, err := s.Pub.JS.Stream(ctx, protocol.StreamApprovals)
+	if err != nil {
+		return err
+	}
+	return st.Purge(ctx, jetstream.WithPurgeSubject(protocol.ApprovalTimerSubject(p.AgentID, p.TurnID, p.Step)))
+}
+
+// NoteCancel tells the fleet, through TURN_APPROVALS, that a turn was
+// cancelled, so that one worker finishes its pending steps (aborted)
+// although no worker runs them. Every worker that hears the cancel
+// publishes the same message id: one note is stored.
+func (s *TurnState) NoteCancel(ctx context.Context, agentID, turnID, reason string) error {
+	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, agentID, turnID),
+		agentID+"."+turnID+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
+}
