@@ -140,6 +140,8 @@ type Main struct {
 	// MCP servers and skills, each off unless its file or directory is given.
 	MCPConfig string
 	SkillsDir string
+	// Approval is the --approval policy, read into Worker.Approval.
+	Approval string
 	mcp       *mcp.Config
 	skills    *skills.Library
 	log       *slog.Logger
@@ -204,6 +206,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&m.MCPConfig, "mcp-config", "", "JSON file naming the MCP servers turns may enable (empty: none)")
+	fs.StringVar(&m.Approval, "approval", "none", "calls of main turns that wait for a person's approval: none, destructive, all, or a comma-separated list of tool names and namespace.* (an MCP config's \"approval\" adds to it)")
+	fs.DurationVar(&w.Approval.Timeout, "approval-timeout", turn.DefaultApprovalTimeout, "how long a step waits for approval before its calls are answered rejected (shorter than --state-ttl)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", "", "directory of skills, one folder with a SKILL.md each (empty: none)")
 	fs.BoolVar(&m.Diagnostics, "diagnostics", false, "offer the diagnostics tools (ping, sleep, finish, mark) to turns that bind \"diagnostics\"")
 	fs.StringVar(&m.MarkDir, "mark-dir", "", "directory where the diagnostics tool mark appends its lines (empty: no mark tool)")
@@ -222,7 +226,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&t.MaxAckPending, "max-ack-pending", 1000, "steps out with the fleet at once, per consumer")
 	fs.DurationVar(&t.DuplicateWindow, "duplicate-window", 0, "duplicate window of the streams (default: the redelivery span, at least 2m)")
 	fs.DurationVar(&t.OutputsMaxAge, "outputs-max-age", 24*time.Hour, "how long TURN_OUTPUTS keeps events")
-	fs.DurationVar(&t.StateTTL, "state-ttl", 24*time.Hour, "how long TURN_STATE keeps per-turn state")
+	fs.DurationVar(&t.StateTTL, "state-ttl", 25*time.Hour, "how long TURN_STATE keeps per-turn state (steps pending approval included)")
 	fs.BoolVar(&m.TodoOn, "todo", true, "offer todo_write and todo_read to every main turn (a context can switch them off with \"todo\": false)")
 	fs.DurationVar(&m.Todo.TTL, "todo-ttl", todo.DefaultTTL, "how long TODOS keeps a turn's list after its last write")
 	fs.BoolVar(&m.BrainOn, "brain", true, "offer the brain tools to turns that bind \"brain\" (task turns: recall and get_page)")
@@ -408,6 +412,15 @@ func (m *Main) validate() error {
 		}
 		m.mcp = &cfg
 	}
+	policy, err := turn.ParsePolicy(m.Approval)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--approval: %w", err))
+	}
+	if m.mcp != nil {
+		policy.Names = append(policy.Names, m.mcp.ApprovalNames()...)
+	}
+	policy.Timeout = m.Worker.Approval.Timeout
+	m.Worker.Approval = policy
 	if m.SkillsDir != "" {
 		lib, err := skills.Load(m.SkillsDir)
 		if err != nil {
@@ -450,6 +463,7 @@ func (m *Main) validate() error {
 		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
 		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0},
 		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
+		{"--approval-timeout", m.Worker.Approval.Timeout == 0},
 	} {
 		if z.zero {
 			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))

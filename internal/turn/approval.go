@@ -47,7 +47,7 @@ func ParsePolicy(s string) (Policy, error) {
 			p.All = true
 		default:
 			if !protocol.ValidApprovalName(f) {
-				return Policy{}, fmt.Errorf("approval: %q is neither none, destructive, all, nor a tool name (name, namespace.name, namespace.*)", f)
+				return Policy{}, fmt.Errorf("%q is neither none, destructive, all, nor a tool name (name, namespace.name, namespace.*)", f)
 			}
 			p.Names = append(p.Names, f)
 		}

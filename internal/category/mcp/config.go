@@ -20,7 +20,8 @@ import (
 //	  "files":  {"command": "mcp-server-filesystem", "args": ["/srv/data"], "env": {"LOG": "1"}},
 //	  "github": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"},
 //	             "description": "GitHub issues and pull requests.", "timeout": "30s",
-//	             "tools": {"search_issues": {"defer": false}, "delete_repo": {"disabled": true}}}
+//	             "tools": {"search_issues": {"defer": false}, "delete_repo": {"disabled": true},
+//	                       "delete_issue": {"approval": true}}}
 //	}}
 type Config struct {
 	Servers map[string]ServerConfig `json:"servers"`
@@ -57,6 +58,9 @@ type ServerConfig struct {
 	ConnectTimeout Duration `json:"connect_timeout,omitzero"`
 	// Tools adjusts single tools, by their MCP name.
 	Tools map[string]ToolConfig `json:"tools,omitempty"`
+	// Approval has every call of the server's tools wait for a person's
+	// approval (protocol 1.1).
+	Approval bool `json:"approval,omitempty"`
 }
 
 // ToolConfig adjusts one tool of a server.
@@ -67,6 +71,31 @@ type ToolConfig struct {
 	Timeout Duration `json:"timeout,omitzero"`
 	// Disabled leaves the tool out of every turn.
 	Disabled bool `json:"disabled,omitempty"`
+	// Approval has the tool's calls wait for a person's approval.
+	Approval bool `json:"approval,omitempty"`
+}
+
+// ApprovalNames are the tools the configuration holds for approval, in
+// the form of the worker's approval policy: "server.*" for a whole
+// server, "server.tool" for one tool.
+func (c Config) ApprovalNames() []string {
+	var out []string
+	for _, name := range c.names() {
+		s := c.Servers[name]
+		if s.Approval {
+			out = append(out, name+".*")
+			continue
+		}
+		tools := make([]string, 0, len(s.Tools))
+		for tool, tc := range s.Tools {
+			if tc.Approval {
+				tools = append(tools, name+"."+tool)
+			}
+		}
+		slices.Sort(tools)
+		out = append(out, tools...)
+	}
+	return out
 }
 
 // Duration is a time.Duration written as a Go duration string ("30s").
