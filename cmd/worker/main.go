@@ -142,11 +142,11 @@ type Main struct {
 	SkillsDir string
 	// Approval is the --approval policy, read into Worker.Approval.
 	Approval string
-	mcp       *mcp.Config
-	skills    *skills.Library
-	log       *slog.Logger
-	server    *server.Server
-	nc        *nats.Conn
+	mcp      *mcp.Config
+	skills   *skills.Library
+	log      *slog.Logger
+	server   *server.Server
+	nc       *nats.Conn
 
 	// From --context: the file read, and its tls_first; urlFromContext
 	// when the URL is the context's (no flag or NATS_URL beat it).

@@ -125,7 +125,9 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 	approvals := base(protocol.StreamApprovals, protocol.PrefixApproval+".>")
 	approvals.Retention = jetstream.WorkQueuePolicy
 	approvals.MaxMsgSize = t.MaxMsgSize
-	approvals.AllowMsgSchedules = true
+	// The server switches rollups on for a stream with scheduling; asking
+	// for them keeps the worker's definition equal to the server's.
+	approvals.AllowMsgSchedules, approvals.AllowRollup = true, true
 	approvals.Description = "Approval answers for pending steps, from the gateway to the workers, and the steps' timeout timers"
 	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events, approvals}
 }
