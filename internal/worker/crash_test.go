@@ -39,11 +39,11 @@ type process struct {
 	markDir string
 }
 
-func startProcess(t *testing.T, bin, url, name string) *process {
+func startProcess(t *testing.T, bin, url, name string, extra ...string) *process {
 	t.Helper()
 	p := &process{name: name, markDir: t.TempDir()}
-	p.cmd = exec.Command(bin, "--nats-url", url, "--name", name, "--diagnostics", "--mark-dir", p.markDir,
-		"--ack-wait", "2s", "--max-deliver", "5", "--grace", "2s", "--log-format", "json")
+	p.cmd = exec.Command(bin, append([]string{"--nats-url", url, "--name", name, "--diagnostics", "--mark-dir", p.markDir,
+		"--ack-wait", "2s", "--max-deliver", "5", "--grace", "2s", "--log-format", "json"}, extra...)...)
 	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
 	if err != nil {
 		t.Fatal(err)
