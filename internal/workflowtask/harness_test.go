@@ -95,6 +95,8 @@ type harness struct {
 	brain   *fakeCategory
 	markDir string
 	outputs map[string]*turnOutputs
+	// approval is the workers' approval policy (none by default).
+	approval turn.Policy
 }
 
 func newHarness(t *testing.T) *harness {
@@ -121,7 +123,7 @@ func (h *harness) startWorker() *workflowtask.Service {
 	log := workertest.Logger()
 	svc := workflowtask.New(js, workflowtask.Config{Web: h.web.creator(), Brain: h.brain.creator(), Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+	cfg := worker.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: h.approval}
 	assembler := turn.NewAssembler(svc.Creator(), diag.Creator(diag.Config{MarkDir: h.markDir}))
 	w, err := worker.New(ctx, nc, cfg, assembler, svc, log)
 	if err != nil {
