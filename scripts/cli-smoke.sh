@@ -14,7 +14,8 @@ go build -o "$data/worker" ./cmd/worker
 # and would join that server instead of starting its own.)
 port=$((20000 + RANDOM % 20000))
 unset NATS_URL
-"$data/worker" --diagnostics --data-dir "$data/js" --listen 127.0.0.1:$port --monitor-port 0 >"$log" 2>&1 &
+mkdir -p "$data/marks"
+"$data/worker" --diagnostics --mark-dir "$data/marks" --approval mark --data-dir "$data/js" --listen 127.0.0.1:$port --monitor-port 0 >"$log" 2>&1 &
 pid=$!
 export NATS_URL=nats://127.0.0.1:$port
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
@@ -63,4 +64,25 @@ nats pub --jetstream turn.call.a1.t2 'this is not a step' >/dev/null 2>&1
 sleep 1
 out=$(nats stream get TURN_DEAD --last-for turn.dead.a1.t2)
 expect "dead letters" "Dead-Reason: malformed step: not a JSON step object" "$out"
+out=$(nats pub --jetstream turn.call.a1.t3 -H Nats-Msg-Id:a1.t3.0 '{"agent_id":"a1","turn_id":"t3","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"call_1","name":"mark","arguments":"{\"label\":\"deploy\"}"}]}' 2>&1)
+expect "publish a step needing approval" "TURN_CALLS" "$out"
+out=$(nats sub --stream TURN_OUTPUTS 'turn.call.output.a1.t3' --all --count 1 --raw)
+expect "step.pending" '"type":"step.pending"' "$out"
+expect "step.pending" '"arguments":{"label":"deploy"}' "$out"
+expect "step.pending" '"expires_at"' "$out"
+if [ -s "$data/marks/marks.log" ]; then
+  echo "cli-smoke: a call held for approval ran before it was approved" >&2
+  exit 1
+fi
+out=$(nats pub --jetstream turn.approval.a1.t3 -H Nats-Msg-Id:a1.t3.0.approval '{"agent_id":"a1","turn_id":"t3","step":0,"decisions":[{"call_id":"call_1","approved":true}]}' 2>&1)
+expect "publish an approval" "TURN_APPROVALS" "$out"
+out=$(nats sub --stream TURN_OUTPUTS 'turn.call.output.a1.t3' --all --count 3 --raw)
+expect "approved outputs" '"type":"call.output"' "$out"
+expect "approved outputs" 'marked deploy' "$out"
+expect "approved outputs" '"type":"step.done"' "$out"
+out=$(cat "$data/marks/marks.log")
+expect "the approved call ran once" "^deploy$" "$out"
+[ "$(wc -l <"$data/marks/marks.log")" -eq 1 ] || { echo "cli-smoke: the approved call ran more than once" >&2; exit 1; }
+out=$(nats kv get TURN_STATE approval.a1.t3.0 --raw)
+expect "pending step record" '"state":"done"' "$out"
 echo "cli-smoke: all README commands ran"
