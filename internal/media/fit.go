@@ -44,6 +44,12 @@ type Part struct {
 	Note string
 }
 
+// DefaultBudget is the media budget of one output (the bytes of its data
+// URLs, base64 included): a quarter of NATS's default max payload of
+// 1 MiB, so that one output fits an event with room for its text and
+// details, and a step.done holds three such outputs whole.
+const DefaultBudget = 256 << 10
+
 // DefaultFilename names a PDF that came without a name: the Responses
 // API needs one with file_data.
 const DefaultFilename = "document.pdf"
@@ -88,8 +94,9 @@ func fitOne(it Item, share, budget int, opts Options) Part {
 	case IsImage(mime):
 		return fitImage(it, mime, share, budget, opts)
 	case mime == PDF:
-		name := it.Filename
-		if name == "" {
+		// The name alone: a path would tell the provider nothing more.
+		name := path.Base(it.Filename)
+		if it.Filename == "" || name == "/" || name == "." {
 			name = DefaultFilename
 		}
 		if n := DataURLLen(PDF, len(it.Data)); n > share {
@@ -147,11 +154,11 @@ func Note(it Item, mime string, size int, reason string) string {
 	return b.String()
 }
 
-// StepNote is the note of an item that was fitted but left out of its
-// step's step.done, whose outputs together were over the limit of one
-// event.
+// StepNote is the note of an item that was fitted but left out later,
+// because the outputs of its step (in step.done, or its own call.output)
+// were over the size limit of one event.
 func StepNote(it Item, mime string, size int) string {
-	return Note(it, mime, size, "the outputs of this step together were over the size limit of one event")
+	return Note(it, mime, size, "the step's outputs were over the size limit of one event")
 }
 
 // describe names an item for a note: "a image/png image", "the

@@ -83,27 +83,43 @@ func decode(data []byte, maxPixels int) (image.Image, Info, error) {
 	if int64(info.Width)*int64(info.Height) > int64(maxPixels) {
 		return nil, info, fmt.Errorf("%w: %d×%d is over %d", ErrTooManyPixels, info.Width, info.Height, maxPixels)
 	}
-	var img image.Image
-	r := bytes.NewReader(data)
-	switch info.MIMEType {
-	case PNG:
-		img, err = png.Decode(r)
-	case JPEG:
-		img, err = jpeg.Decode(r)
-	case GIF:
-		img, err = gif.Decode(r)
-	case WebP:
-		img, err = webp.Decode(r)
-	}
+	img, err := decodePixels(info.MIMEType, data)
 	if err != nil {
 		return nil, info, fmt.Errorf("%w: %v", ErrNotImage, err)
 	}
-	if b := img.Bounds(); b.Dx() != info.Width || b.Dy() != info.Height {
-		// A decoder that disagrees with its own header: refuse rather
-		// than trust either.
+	// A decoder that disagrees with its own header: refuse rather than
+	// trust either. A GIF's first frame may cover part of its screen.
+	b, screen := img.Bounds(), image.Rect(0, 0, info.Width, info.Height)
+	if info.MIMEType == GIF && !b.Empty() && b.In(screen) {
+		b = screen
+	}
+	if b.Dx() != info.Width || b.Dy() != info.Height {
 		return nil, info, fmt.Errorf("%w: its header says %d×%d, its pixels %d×%d", ErrNotImage, info.Width, info.Height, b.Dx(), b.Dy())
 	}
 	return img, info, nil
+}
+
+// decodePixels runs the decoder of mime. A decoder that panics on hostile
+// bytes (a bug, but in code that reads anything a server sends) is an
+// error, not a crashed worker.
+func decodePixels(mime string, data []byte) (img image.Image, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			img, err = nil, fmt.Errorf("the decoder failed: %v", r)
+		}
+	}()
+	r := bytes.NewReader(data)
+	switch mime {
+	case PNG:
+		return png.Decode(r)
+	case JPEG:
+		return jpeg.Decode(r)
+	case GIF:
+		return gif.Decode(r)
+	case WebP:
+		return webp.Decode(r)
+	}
+	return nil, ErrNotImage
 }
 
 // shrink encodes img so that its data URL is at most maxURL bytes: as

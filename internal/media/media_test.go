@@ -128,7 +128,7 @@ func TestFitKeepsWhatFits(t *testing.T) {
 		t.Errorf("a PDF without a name is named %q, got %q", DefaultFilename, parts[3].Filename)
 	}
 	for _, p := range parts {
-		if !strings.Contains(p.Note, "[left out: ") || !strings.Contains(p.Note, "step together") {
+		if !strings.Contains(p.Note, "[left out: ") || !strings.Contains(p.Note, "step's outputs were over") {
 			t.Errorf("a kept part carries its step note, got %q", p.Note)
 		}
 	}
