@@ -112,7 +112,11 @@ func fitOne(it Item, share, budget int, opts Options) Part {
 }
 
 func fitImage(it Item, mime string, share, budget int, opts Options) Part {
-	img, info, err := decode(it.Data, opts.MaxPixels)
+	data := it.Data
+	if mime == PNG {
+		data = cleanPNG(data)
+	}
+	img, info, err := decode(data, opts.MaxPixels)
 	switch {
 	case errors.Is(err, ErrTooManyPixels):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("at %d×%d pixels it is over the %d-megapixel limit of the images the worker decodes", info.Width, info.Height, opts.MaxPixels/1_000_000))
@@ -121,8 +125,8 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	}
 	// A GIF is sent as a PNG of its first frame: the model takes still
 	// images only.
-	if mime != GIF && DataURLLen(mime, len(it.Data)) <= share {
-		return Part{Kind: Image, URL: DataURL(mime, it.Data), Note: StepNote(it, mime, len(it.Data))}
+	if mime != GIF && DataURLLen(mime, len(data)) <= share {
+		return Part{Kind: Image, URL: DataURL(mime, data), Note: StepNote(it, mime, len(data))}
 	}
 	out, data, err := shrink(img, share, mime == GIF)
 	if err != nil {

@@ -2,6 +2,8 @@ package media
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"errors"
 	"fmt"
 	"image"
@@ -177,4 +179,46 @@ func resize(src image.Image, w, h int) image.Image {
 	dst := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.BiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
 	return dst
+}
+
+// pngSignature opens every PNG.
+const pngSignature = "\x89PNG\r\n\x1a\n"
+
+// cleanPNG drops the ancillary chunks (those whose type starts with a
+// lower-case letter: colour profiles, text, EXIF) whose checksum is
+// wrong, as browsers and libpng do: such files are common (the MCP
+// reference server's own image has a broken iCCP chunk), and Go's
+// decoder, like some providers', refuses them whole. Anything else is
+// left as it is, for the decoder to judge; data is not modified.
+func cleanPNG(data []byte) []byte {
+	if !bytes.HasPrefix(data, []byte(pngSignature)) {
+		return data
+	}
+	var out []byte
+	for i := len(pngSignature); i+12 <= len(data); {
+		n := int64(binary.BigEndian.Uint32(data[i:]))
+		end := int64(i) + 12 + n
+		if end > int64(len(data)) {
+			break
+		}
+		chunk := data[i:end]
+		typ := chunk[4:8]
+		ancillary := typ[0]&0x20 != 0
+		bad := crc32.ChecksumIEEE(chunk[4:8+n]) != binary.BigEndian.Uint32(chunk[8+n:])
+		switch {
+		case ancillary && bad && out == nil:
+			out = append(make([]byte, 0, len(data)), data[:i]...)
+		case ancillary && bad:
+		case out != nil:
+			out = append(out, chunk...)
+		}
+		i = int(end)
+		if string(typ) == "IEND" {
+			break
+		}
+	}
+	if out == nil {
+		return data
+	}
+	return out
 }

@@ -276,3 +276,42 @@ func TestNoteClipsWhatItQuotes(t *testing.T) {
 	}
 	_ = color.Black
 }
+
+func TestSize(t *testing.T) {
+	for n, want := range map[int]string{0: "0 bytes", 1023: "1023 bytes", 1024: "1 KiB", 12 << 10: "12 KiB", 1<<20 + 1<<19: "1.5 MiB"} {
+		if got := Size(n); got != want {
+			t.Errorf("Size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// withBadChunk inserts, after IHDR, a chunk of type typ whose checksum is
+// wrong.
+func withBadChunk(t testing.TB, data []byte, typ string) []byte {
+	t.Helper()
+	chunk := binary.BigEndian.AppendUint32(nil, 5)
+	chunk = append(chunk, typ...)
+	chunk = append(chunk, "hello"...)
+	chunk = binary.BigEndian.AppendUint32(chunk, 12345)
+	at := 8 + 12 + 13
+	return append(append(bytes.Clone(data[:at]), chunk...), data[at:]...)
+}
+
+// TestFitRepairsBadAncillaryChunks: a PNG whose colour profile chunk has
+// a wrong checksum (as the MCP reference server's image does) is sent
+// without that chunk, as browsers show it; a broken critical chunk is
+// still refused.
+func TestFitRepairsBadAncillaryChunks(t *testing.T) {
+	good := encodePNG(t, noise(10, 10, false))
+	broken := withBadChunk(t, good, "iCCP")
+	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
+		t.Fatal("Go's decoder takes the broken file: the test does not test")
+	}
+	p := Fit([]Item{{Data: broken}}, 1<<20, Options{})[0]
+	if p.Kind != Image || p.URL != DataURL(PNG, good) {
+		t.Errorf("a PNG with a broken iCCP chunk: %+v", p)
+	}
+	if p := Fit([]Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
+		t.Errorf("a PNG with a broken critical chunk is kept")
+	}
+}
