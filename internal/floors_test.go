@@ -12,7 +12,7 @@ import (
 // packages on floors below its own. The README's package table shows them.
 var floors = [][]string{
 	{"internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden"},
-	{"internal/tools", "internal/sandbox"},
+	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/protocol"},
 	{"internal/telemetry/spans"},
 	{"internal/turn"},

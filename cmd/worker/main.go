@@ -38,6 +38,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/procguard"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -218,6 +219,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
 	fs.IntVar(&w.RepairLimit, "repair-limit", 1<<20, "argument size in bytes above which no repair is tried")
+	fs.IntVar(&w.MediaBudget, "media-budget", media.DefaultBudget, "bytes of images and PDFs (as base64 data URLs) one call's output may hold, at most half the server's max payload; larger images are scaled down, other media replaced by a note")
 	fs.IntVar(&w.MaxStepBytes, "max-step-bytes", 1<<20, "largest step message processed; larger ones are dead-lettered")
 	fs.IntVar(&t.Replicas, "replicas", 1, "replicas of the streams, consumers and buckets")
 	fs.StringVar(&m.Storage, "storage", "file", "storage of the streams and buckets: file or memory")
@@ -461,7 +463,7 @@ func (m *Main) validate() error {
 		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
 		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
 		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
-		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0},
+		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0}, {"--media-budget", m.Worker.MediaBudget == 0},
 		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
 		{"--approval-timeout", m.Worker.Approval.Timeout == 0},
 	} {

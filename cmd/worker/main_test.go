@@ -53,6 +53,7 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 		{env: [2]string{"WORKER_CONCURRENCY", "0"}, want: "--concurrency must be more than 0"},
 		{args: []string{"--grace", "0s"}, want: "--grace must be more than 0"},
 		{args: []string{"--repair-limit", "0"}, want: "--repair-limit must be more than 0"},
+		{args: []string{"--media-budget", "0"}, want: "--media-budget must be more than 0"},
 		{args: []string{"--state-ttl", "0s"}, want: "--state-ttl must be more than 0"},
 		{args: []string{"--approval", "rm -rf"}, want: `--approval: "rm -rf" is neither none, destructive, all`},
 		{args: []string{"--approval", "all,a.b.c"}, want: `--approval: "a.b.c" is neither`},

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -41,6 +42,10 @@ type CallOutput struct {
 	// Version, when set, versions the event's message id (MsgID): the
 	// call.output of a call whose id a re-sent step reused.
 	Version string `json:"-"`
+	// MediaNotes, beside an item whose output is an array, holds for each
+	// of its parts the note that replaces it should it not fit ("" for a
+	// text part): see Fit.
+	MediaNotes []string `json:"-"`
 }
 
 // StepDone is the one event that closes a step.
@@ -56,13 +61,131 @@ type StepDone struct {
 	// Version, when set, versions the event's message id (MsgID): the
 	// step.done of a re-sent step with other calls.
 	Version string `json:"-"`
+	// MediaNotes, when set, holds beside each item the notes of its
+	// parts, as CallOutput.MediaNotes.
+	MediaNotes [][]string `json:"-"`
 }
 
 // FunctionCallOutput is the Responses API item answering a function_call.
+// Its output is the text Output, or, when Content is set (a tool returned
+// media: docs/protocol.md, "Media outputs"), the array Content instead.
 type FunctionCallOutput struct {
+	Type   string
+	CallID string
+	// Output is the text for the model. Decoded from an array, it is the
+	// array's text parts joined with newlines, for readers that want the
+	// text; the array itself is Content.
+	Output string
+	// Content, when set, is the output: Responses API input content.
+	Content []InputContent
+}
+
+// Input content types of a function_call_output array.
+const (
+	ContentText  = "input_text"
+	ContentImage = "input_image"
+	ContentFile  = "input_file"
+	// DetailAuto is the detail of every input_image: the provider picks.
+	DetailAuto = "auto"
+)
+
+// InputContent is one part of a function_call_output array: input_text
+// (Text), input_image (ImageURL, a data URL, and Detail) or input_file
+// (Filename and FileData, a data URL). Each type is written with exactly
+// its own fields.
+type InputContent struct {
+	Type     string
+	Text     string
+	ImageURL string
+	Detail   string
+	Filename string
+	FileData string
+}
+
+type fcoWire struct {
 	Type   string `json:"type"`
 	CallID string `json:"call_id"`
-	Output string `json:"output"`
+	Output any    `json:"output"`
+}
+
+// MarshalJSON writes the output as a string, or as an array when Content
+// is set; a text output is byte-identical to the item before media.
+func (f FunctionCallOutput) MarshalJSON() ([]byte, error) {
+	w := fcoWire{Type: f.Type, CallID: f.CallID, Output: f.Output}
+	if len(f.Content) > 0 {
+		w.Output = f.Content
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads a string or an array output.
+func (f *FunctionCallOutput) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Type   string          `json:"type"`
+		CallID string          `json:"call_id"`
+		Output json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*f = FunctionCallOutput{Type: w.Type, CallID: w.CallID}
+	out := bytes.TrimLeft(w.Output, " \t\r\n")
+	switch {
+	case len(out) == 0 || out[0] == 'n':
+		return nil
+	case out[0] == '[':
+		if err := json.Unmarshal(out, &f.Content); err != nil {
+			return err
+		}
+		var texts []string
+		for _, c := range f.Content {
+			if c.Type == ContentText {
+				texts = append(texts, c.Text)
+			}
+		}
+		f.Output = strings.Join(texts, "\n")
+		return nil
+	}
+	return json.Unmarshal(out, &f.Output)
+}
+
+// MarshalJSON writes the fields of the part's type, and only those.
+func (c InputContent) MarshalJSON() ([]byte, error) {
+	switch c.Type {
+	case ContentImage:
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			ImageURL string `json:"image_url"`
+			Detail   string `json:"detail"`
+		}{c.Type, c.ImageURL, c.Detail})
+	case ContentFile:
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			Filename string `json:"filename"`
+			FileData string `json:"file_data"`
+		}{c.Type, c.Filename, c.FileData})
+	}
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{c.Type, c.Text})
+}
+
+// UnmarshalJSON reads any part.
+func (c *InputContent) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL string `json:"image_url"`
+		Detail   string `json:"detail"`
+		Filename string `json:"filename"`
+		FileData string `json:"file_data"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return err
+	}
+	*c = InputContent(w)
+	return nil
 }
 
 // ToolSearchOutput is the Responses API item answering a client

@@ -1,13 +1,17 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -185,6 +189,17 @@ func (ev *CallOutput) Fit(budget int) error {
 	if size = jsonLen(ev); size <= budget {
 		return nil
 	}
+	// Media go before text: notes in their place, largest first.
+	if fo, ok := mediaOutput(ev.Item); ok {
+		var it mediaItems
+		it.add(0, fo, ev.MediaNotes)
+		if item, ok := it.drop(size - budget)[0]; ok {
+			ev.Item = item
+		}
+		if size = jsonLen(ev); size <= budget {
+			return nil
+		}
+	}
 	// What the two texts may use between them.
 	msg := ""
 	if ev.Error != nil {
@@ -246,6 +261,29 @@ func (ev *StepDone) Fit(budget int) error {
 	items := ev.Items
 	if len(items) == 0 {
 		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", ErrTooLarge, size, budget)
+	}
+	// Media go first, largest first across the step, each replaced by its
+	// note, so that as many as fit stay whole; texts are clipped only
+	// when no media are left.
+	var media mediaItems
+	for i, it := range items {
+		if fo, ok := mediaOutput(it); ok {
+			var notes []string
+			if i < len(ev.MediaNotes) {
+				notes = ev.MediaNotes[i]
+			}
+			media.add(i, fo, notes)
+		}
+	}
+	if len(media.refs) > 0 {
+		items = slices.Clone(items)
+		for i, it := range media.drop(size - budget) {
+			items[i] = it
+		}
+		ev.Items = items
+		if size = jsonLen(ev); size <= budget {
+			return nil
+		}
 	}
 	ev.Items = []json.RawMessage{}
 	avail := budget - jsonLen(ev) - max(len(items)-1, 0)
@@ -329,9 +367,13 @@ func itemText(item json.RawMessage) (text string, with func(string) json.RawMess
 		return "", nil, false
 	}
 	if json.Unmarshal(fo.Output, &text) != nil {
-		// Not a string (media parts): the whole output becomes the text of
-		// a note when it must be clipped.
-		text = string(fo.Output)
+		// An array whose media are gone (Fit drops them first): its
+		// texts, as one string.
+		var full FunctionCallOutput
+		if json.Unmarshal(item, &full) != nil {
+			return "", nil, false
+		}
+		text = full.Output
 	}
 	return text, func(s string) json.RawMessage {
 		b, _ := json.Marshal(FunctionCallOutput{Type: fo.Type, CallID: fo.CallID, Output: s})
@@ -364,4 +406,89 @@ func jsonLen(v any) int {
 		return 0
 	}
 	return len(b)
+}
+
+// mediaOutput parses item when it is a function_call_output whose output
+// is an array.
+func mediaOutput(item json.RawMessage) (*FunctionCallOutput, bool) {
+	if !bytes.Contains(item, []byte(`"output":[`)) {
+		return nil, false
+	}
+	var fo FunctionCallOutput
+	if json.Unmarshal(item, &fo) != nil || fo.Type != ItemFunctionCallOutput || len(fo.Content) == 0 {
+		return nil, false
+	}
+	return &fo, true
+}
+
+// mediaItems are the media parts of some items, to be replaced by their
+// notes largest first.
+type mediaItems struct {
+	outs  map[int]*FunctionCallOutput
+	notes map[int][]string
+	refs  []mediaRef
+}
+
+type mediaRef struct{ item, part, size int }
+
+func (m *mediaItems) add(i int, fo *FunctionCallOutput, notes []string) {
+	if m.outs == nil {
+		m.outs, m.notes = map[int]*FunctionCallOutput{}, map[int][]string{}
+	}
+	m.outs[i], m.notes[i] = fo, notes
+	for j, c := range fo.Content {
+		if c.Type == ContentImage || c.Type == ContentFile {
+			m.refs = append(m.refs, mediaRef{i, j, len(c.ImageURL) + len(c.FileData)})
+		}
+	}
+}
+
+// drop replaces media parts, largest first, by their notes until over
+// bytes have been saved or none is left, and returns the items it
+// changed, encoded again: an item left with no media has a string output,
+// its texts joined with newlines.
+func (m *mediaItems) drop(over int) map[int]json.RawMessage {
+	slices.SortStableFunc(m.refs, func(a, b mediaRef) int { return b.size - a.size })
+	changed := map[int]json.RawMessage{}
+	for _, r := range m.refs {
+		if over <= 0 {
+			break
+		}
+		fo := m.outs[r.item]
+		before := len(mustItem(fo))
+		fo.Content[r.part] = InputContent{Type: ContentText, Text: partNote(m.notes[r.item], r.part, fo.Content[r.part])}
+		changed[r.item] = mustItem(fo)
+		over -= before - len(changed[r.item])
+	}
+	return changed
+}
+
+// mustItem encodes fo, as a string output once it holds no media.
+func mustItem(fo *FunctionCallOutput) json.RawMessage {
+	hasMedia := false
+	texts := make([]string, 0, len(fo.Content))
+	for _, c := range fo.Content {
+		hasMedia = hasMedia || c.Type != ContentText
+		texts = append(texts, c.Text)
+	}
+	out := *fo
+	if !hasMedia {
+		out.Content, out.Output = nil, strings.Join(texts, "\n")
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// partNote is the note that replaces part j: the one its builder wrote,
+// else one made from the part itself.
+func partNote(notes []string, j int, c InputContent) string {
+	if j < len(notes) && notes[j] != "" {
+		return notes[j]
+	}
+	url, name := c.ImageURL, ""
+	if c.Type == ContentFile {
+		url, name = c.FileData, c.Filename
+	}
+	mime, b64, _ := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
+	return media.StepNote(media.Item{Filename: name}, mime, base64.StdEncoding.DecodedLen(len(b64)))
 }

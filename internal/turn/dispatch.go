@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
@@ -125,6 +127,10 @@ type Outcome struct {
 	Complete  bool            `json:"complete_actor_event,omitempty"`
 	// Loaded are the keys of deferred tools a tool search loaded.
 	Loaded []string `json:"loaded,omitempty"`
+	// MediaNotes, when Item's output is an array, are its parts' notes
+	// (protocol.CallOutput.MediaNotes), kept so that a step.done built
+	// from a replayed outcome can still say what it left out and where.
+	MediaNotes []string `json:"media_notes,omitempty"`
 	// Replayed is set when the outcome came from the journal.
 	Replayed bool `json:"-"`
 	// Ran is set when the tool ran in this attempt.
@@ -167,6 +173,21 @@ func (r *Result) Items() []json.RawMessage {
 	return items
 }
 
+// MediaNotes returns the outcomes' media notes in call order
+// (protocol.StepDone.MediaNotes), or nil when no output holds media.
+func (r *Result) MediaNotes() [][]string {
+	var notes [][]string
+	for i, o := range r.Outcomes {
+		if len(o.MediaNotes) > 0 {
+			if notes == nil {
+				notes = make([][]string, len(r.Outcomes))
+			}
+			notes[i] = o.MediaNotes
+		}
+	}
+	return notes
+}
+
 // Dispatcher runs the calls of a step against a turn's set. The zero
 // value works; it is safe for concurrent use by many steps.
 type Dispatcher struct {
@@ -198,6 +219,9 @@ type Dispatcher struct {
 	// stored and reported, so that the journal record and the call.output
 	// event both fit.
 	MaxEventBytes int
+	// MediaBudget bounds the data URLs of one output's images and files
+	// (media.DefaultBudget), and is at most half of MaxEventBytes.
+	MediaBudget int
 }
 
 // pending is one call on its way through a step: what resolving it
@@ -706,6 +730,7 @@ func (d *Dispatcher) bound(p *pending) {
 		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: o.Err,
 		Item: o.Item, Details: o.Details, Events: o.Events, Repairs: o.Repairs, Activity: o.Activity,
 	}
+	ev.MediaNotes = o.MediaNotes
 	if err := ev.Fit(budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
@@ -824,12 +849,12 @@ func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.
 		Details: res.Details, Events: res.Events}
 	if err != nil {
 		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
-		o.Item = functionOutput(p.call.CallID, failureText(o.Err, res.Content))
+		o.Item, o.MediaNotes = d.outputItem(p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	o.Item = functionOutput(p.call.CallID, res.Content)
+	o.Item, o.MediaNotes = d.outputItem(p.call.CallID, res.Content, res.Media)
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -866,6 +891,57 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 		o.Item = functionOutput(c.CallID, failureText(e, ""))
 	}
 	return o
+}
+
+// outputItem builds the function_call_output of a call that ran, the one
+// place that does: text alone is a string (functionOutput); with media it
+// is an array of the text, then each medium fitted to the media budget
+// (an input_image, an input_file, or the input_text note that replaced
+// it), with the notes that would replace them later. Media that all came
+// back as notes leave a string again.
+func (d *Dispatcher) outputItem(callID, text string, ms []tools.Media) (json.RawMessage, []string) {
+	if len(ms) == 0 {
+		return functionOutput(callID, text), nil
+	}
+	items := make([]media.Item, len(ms))
+	for i, m := range ms {
+		items[i] = media.Item(m)
+	}
+	fo := protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: callID}
+	var notes, texts []string
+	if text != "" {
+		fo.Content = append(fo.Content, protocol.InputContent{Type: protocol.ContentText, Text: text})
+		notes, texts = append(notes, ""), append(texts, text)
+	}
+	kept := false
+	for _, p := range media.Fit(items, d.mediaBudget(), media.Options{}) {
+		c := protocol.InputContent{Type: protocol.ContentText, Text: p.Text}
+		switch p.Kind {
+		case media.Image:
+			c = protocol.InputContent{Type: protocol.ContentImage, ImageURL: p.URL, Detail: protocol.DetailAuto}
+		case media.File:
+			c = protocol.InputContent{Type: protocol.ContentFile, Filename: p.Filename, FileData: p.URL}
+		default:
+			texts = append(texts, p.Text)
+		}
+		kept = kept || p.Kind != media.Text
+		fo.Content, notes = append(fo.Content, c), append(notes, p.Note)
+	}
+	if !kept {
+		return functionOutput(callID, strings.Join(texts, "\n")), nil
+	}
+	return mustJSON(fo), notes
+}
+
+func (d *Dispatcher) mediaBudget() int {
+	b := d.MediaBudget
+	if b <= 0 {
+		b = media.DefaultBudget
+	}
+	if d.MaxEventBytes > 0 {
+		b = min(b, d.MaxEventBytes/2)
+	}
+	return b
 }
 
 // functionOutput is protocol.FunctionCallOutput marshalled by hand: it is

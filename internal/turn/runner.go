@@ -70,6 +70,7 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
+		MediaNotes: res.MediaNotes(),
 	}
 	res.Version(st, done)
 	return r.Emitter.StepDone(ctx, done)
@@ -183,7 +184,7 @@ func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
 		Type: protocol.EventCallOutput, AgentID: o.st.AgentID, TurnID: o.st.TurnID, Step: o.st.Step,
 		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
 		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
-		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(),
+		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(), MediaNotes: out.MediaNotes,
 	}
 	if out.Reused {
 		// The call id's own call.output holds its plain message id.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry"
@@ -45,6 +46,9 @@ type Config struct {
 	MaxParallel int
 	// RepairLimit is the size above which arguments are not repaired (1 MiB).
 	RepairLimit int
+	// MediaBudget bounds the data URLs of one output's images and files
+	// (media.DefaultBudget); at most half of an event is used for them.
+	MediaBudget int
 	// Telemetry, when set, gets spans, metrics and readiness.
 	Telemetry *telemetry.Telemetry
 	// Approval says which calls of main turns wait for a person's
@@ -85,6 +89,9 @@ func (c Config) withDefaults() Config {
 	if c.Approval.Timeout == 0 {
 		c.Approval.Timeout = turn.DefaultApprovalTimeout
 	}
+	if c.MediaBudget == 0 {
+		c.MediaBudget = media.DefaultBudget
+	}
 	return c
 }
 
@@ -107,6 +114,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxParallel < 1 {
 		errs = append(errs, fmt.Errorf("max parallel calls must be at least 1, not %d", c.MaxParallel))
+	}
+	if c.MediaBudget < 0 {
+		errs = append(errs, fmt.Errorf("media budget must not be negative, not %d", c.MediaBudget))
 	}
 	if c.RepairLimit < 0 {
 		errs = append(errs, fmt.Errorf("repair limit must not be negative, not %d", c.RepairLimit))
@@ -188,6 +198,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			// connection (the publisher clips again, exactly, should a
 			// reconnect reach a server with a smaller limit).
 			MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
+			MediaBudget:   cfg.MediaBudget,
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
 		Approval: cfg.Approval, Approvals: w.state,

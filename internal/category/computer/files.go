@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -64,7 +65,8 @@ func (c *Category) listFiles() *tools.Tool {
 func (c *Category) readFile() *tools.Tool {
 	return tools.Must(tools.Def[ReadParams]{
 		Spec: tools.Spec{Name: ReadFileName, ReadOnly: true,
-			Description: fmt.Sprintf("Read a text file in your home directory: by lines (start_line, end_line) or by bytes (offset, length). At most %s comes back per call; the answer says how to read on.", byteCount(int64(c.cfg.OutputBudget)))},
+			Description: fmt.Sprintf("Read a text file in your home directory: by lines (start_line, end_line) or by bytes (offset, length). At most %s comes back per call; the answer says how to read on. "+
+				"An image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large.", byteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p ReadParams) string { return "Reading " + displayPath(p.Path) },
 		Execute:  c.read,
 	})
@@ -233,6 +235,11 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return tools.Result{}, fileError("read", p.Path, err)
 	}
+	if kind := media.Sniff(sniff[:n]); kind != "" && !byBytes {
+		// An image or a PDF is read whole, for the model to see; the
+		// bytes decide, whatever the name says.
+		return c.readMedia(f, rel, fi, p, kind)
+	}
 	if bytes.IndexByte(sniff[:n], 0) >= 0 {
 		return tools.Result{}, tools.Errorf(tools.ToolError,
 			"%s looks binary (%s; it contains NUL bytes), so it is not shown as text. Inspect it with run_command, e.g. `file %s` or `xxd -l 512 %s`.",
@@ -246,6 +253,41 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 		return c.readBytes(f, rel, fi, p, limit)
 	}
 	return c.readLines(ctx, f, rel, fi, p, limit)
+}
+
+// readMedia returns an image or PDF file as media (the runtime fits it to
+// the media budget: an image is scaled down, a PDF that does not fit is
+// replaced by a note naming the path), with a line saying what it is.
+func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParams, kind string) (tools.Result, error) {
+	what := "a PDF file"
+	if media.IsImage(kind) {
+		what = "an image (" + kind + ")"
+	}
+	if fi.Size() > c.cfg.MaxFileBytes {
+		return tools.Result{}, tools.Errorf(tools.ToolError, "%s is %s of %s, larger than the %s read_file reads whole. Make a smaller copy with run_command first.",
+			p.Path, what, byteCount(fi.Size()), byteCount(c.cfg.MaxFileBytes))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return tools.Result{}, fileError("read", p.Path, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, c.cfg.MaxFileBytes+1))
+	if err != nil {
+		return tools.Result{}, fileError("read", p.Path, err)
+	}
+	if int64(len(data)) > c.cfg.MaxFileBytes {
+		return tools.Result{}, tools.Errorf(tools.ToolError, "%s grew past the %s read_file reads whole while it was read.", p.Path, byteCount(c.cfg.MaxFileBytes))
+	}
+	details := map[string]any{"path": rel, "size": len(data), "media_type": kind}
+	text := fmt.Sprintf("%s: %s, %s.", rel, what, byteCount(int64(len(data))))
+	if info, err := media.Probe(data); err == nil {
+		details["width"], details["height"] = info.Width, info.Height
+		text = fmt.Sprintf("%s: %s, %d×%d pixels, %s.", rel, what, info.Width, info.Height, byteCount(int64(len(data))))
+	}
+	return tools.Result{
+		Content: text,
+		Media:   []tools.Media{{MIMEType: kind, Data: data, Filename: rel, Source: rel + " in your home"}},
+		Details: details,
+	}, nil
 }
 
 func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tools.Result, error) {

@@ -196,7 +196,7 @@ func TestCalls(t *testing.T) {
 			{name: "echo", args: `{"text":"hello"}`, output: "hello"},
 			{name: "add", args: `{"a":2,"b":40}`, output: `{"sum":42}`, details: `{"sum":42}`},
 			{name: "fail", args: `{}`, kind: tools.ToolError, output: "Error (tool_error): it failed on purpose"},
-			{name: "draw", args: ``, output: "a picture:\n[image image/png, 12 KiB]\n[resource note://1, text/plain]\nthe caption"},
+			{name: "draw", args: ``, output: "a picture:\n[resource note://1, text/plain]\nthe caption\n[left out: audio/wav content (16 bytes) from the MCP tool go.draw, because the model reads only images"},
 			// Checked against the server's schema before anything is sent.
 			{name: "echo", args: `{"text":5}`, kind: tools.InvalidArguments, output: "- /text: "},
 		}

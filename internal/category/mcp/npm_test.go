@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
+	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -125,14 +127,24 @@ func testEverything(t *testing.T, m *mcp.Manager, kill func()) {
 	for _, tt := range []struct{ name, args, want string }{
 		{"echo", `{"message":"hi"}`, "Echo: hi"},
 		{"get-sum", `{"a":2,"b":40}`, "42"},
-		{"get-tiny-image", ``, "[image image/png, "},
 	} {
 		o := dispatch(ctx, set, "everything", tt.name, tt.args)
 		if o.Err != nil || !strings.Contains(output(t, o), tt.want) {
 			t.Errorf("%s: %s %q, want %q", tt.name, kind(o), output(t, o), tt.want)
 		}
 	}
-	o := dispatch(ctx, set, "everything", "get-structured-content", `{"location":"Chicago"}`)
+	// The reference server's image reaches the model as an input_image
+	// of the PNG it sent.
+	o := dispatch(ctx, set, "everything", "get-tiny-image", ``)
+	var img protocol.FunctionCallOutput
+	if err := json.Unmarshal(o.Item, &img); err != nil || o.Err != nil {
+		t.Fatalf("get-tiny-image: %v %s", err, o.Item)
+	}
+	if i := slices.IndexFunc(img.Content, func(c protocol.InputContent) bool { return c.Type == protocol.ContentImage }); i < 0 ||
+		!strings.HasPrefix(img.Content[i].ImageURL, "data:image/png;base64,iVBORw0KGgo") || img.Content[i].Detail != "auto" {
+		t.Errorf("get-tiny-image: %.300s", o.Item)
+	}
+	o = dispatch(ctx, set, "everything", "get-structured-content", `{"location":"Chicago"}`)
 	if b, _ := json.Marshal(o.Details); o.Err != nil || !strings.Contains(string(b), "temperature") {
 		t.Errorf("structured content: %s, details %s", output(t, o), b)
 	}

@@ -8,17 +8,20 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // result maps a tool result onto the contract: text content joined for
-// the model, other content described in a line, structured content as
-// details (and as the text when there is no other content), isError as a
-// tool_error whose message is the text.
-func (s *server) result(res *sdk.CallToolResult) (tools.Result, error) {
+// the model, images and binary resources as media (the runtime fits them
+// to the media budget, and words a note for any it cannot send), links
+// described in a line, structured content as details (and as the text
+// when there is no other content), isError as a tool_error whose message
+// is the text. tool names the tool, for the media's source.
+func (s *server) result(res *sdk.CallToolResult, tool string) (tools.Result, error) {
 	limit := s.m.opts.MaxResultBytes
-	text := render(res.Content)
-	var out tools.Result
+	text, ms := s.render(res.Content, tool)
+	out := tools.Result{Media: ms}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
 		switch {
@@ -29,7 +32,7 @@ func (s *server) result(res *sdk.CallToolResult) (tools.Result, error) {
 		default:
 			out.Details = json.RawMessage(b)
 		}
-		if text == "" && err == nil {
+		if text == "" && len(ms) == 0 && err == nil {
 			text = string(b)
 		}
 	}
@@ -44,27 +47,33 @@ func (s *server) result(res *sdk.CallToolResult) (tools.Result, error) {
 	return out, nil
 }
 
-// render joins the content blocks: text as it is, everything else as a
-// one-line description.
-func render(content []sdk.Content) string {
+// render joins the text blocks, with a one-line description of each link,
+// and returns images, audio and blob resources as media, in order.
+func (s *server) render(content []sdk.Content, tool string) (string, []tools.Media) {
 	parts := make([]string, 0, len(content))
+	var ms []tools.Media
+	from := "the MCP tool " + s.name + "." + tool
 	for _, c := range content {
 		switch c := c.(type) {
 		case *sdk.TextContent:
 			parts = append(parts, c.Text)
 		case *sdk.ImageContent:
-			parts = append(parts, fmt.Sprintf("[image %s, %s]", orUnknown(c.MIMEType), size(len(c.Data))))
+			ms = append(ms, tools.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
 		case *sdk.AudioContent:
-			parts = append(parts, fmt.Sprintf("[audio %s, %s]", orUnknown(c.MIMEType), size(len(c.Data))))
+			ms = append(ms, tools.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
 		case *sdk.ResourceLink:
 			parts = append(parts, describeLink(c))
 		case *sdk.EmbeddedResource:
+			if r := c.Resource; r != nil && r.Blob != nil {
+				ms = append(ms, tools.Media{MIMEType: r.MIMEType, Data: r.Blob, Filename: r.URI, Source: r.URI + " (a resource of the MCP tool " + s.name + "." + tool + ")"})
+				continue
+			}
 			parts = append(parts, describeResource(c.Resource))
 		default:
 			parts = append(parts, fmt.Sprintf("[%T content]", c))
 		}
 	}
-	return strings.Join(parts, "\n")
+	return strings.Join(parts, "\n"), ms
 }
 
 func describeLink(l *sdk.ResourceLink) string {
@@ -77,7 +86,7 @@ func describeLink(l *sdk.ResourceLink) string {
 		fmt.Fprintf(&b, ", %s", l.MIMEType)
 	}
 	if l.Size != nil {
-		fmt.Fprintf(&b, ", %s", size(int(*l.Size)))
+		fmt.Fprintf(&b, ", %s", media.Size(int(*l.Size)))
 	}
 	if l.Description != "" {
 		fmt.Fprintf(&b, ": %s", l.Description)
@@ -87,40 +96,16 @@ func describeLink(l *sdk.ResourceLink) string {
 }
 
 // describeResource gives an embedded text resource's text under a header
-// line (the server embedded it for the model to read) and describes a
-// binary one.
+// line (the server embedded it for the model to read).
 func describeResource(r *sdk.ResourceContents) string {
 	if r == nil {
 		return "[empty resource]"
-	}
-	if r.Blob != nil {
-		return fmt.Sprintf("[resource %s, %s, %s]", r.URI, orUnknown(r.MIMEType), size(len(r.Blob)))
 	}
 	head := "[resource " + r.URI
 	if r.MIMEType != "" {
 		head += ", " + r.MIMEType
 	}
 	return head + "]\n" + r.Text
-}
-
-func orUnknown(mime string) string {
-	if mime == "" {
-		return "of unknown type"
-	}
-	return mime
-}
-
-// size writes a byte count the way people read it: "512 bytes", "12 KiB",
-// "3.4 MiB".
-func size(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%d KiB", (n+1<<9)>>10)
-	default:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
 }
 
 // clip cuts text to limit bytes on a character boundary and says how much

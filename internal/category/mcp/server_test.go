@@ -1,9 +1,13 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"log/slog"
 	"net/http"
@@ -111,8 +115,10 @@ func newTestServer(marks string) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{
 				&sdk.TextContent{Text: "a picture:"},
-				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 12<<10)},
+				&sdk.ImageContent{MIMEType: "image/png", Data: drawing()},
 				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "note://1", MIMEType: "text/plain", Text: "the caption"}},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///srv/picture.pdf", MIMEType: "application/pdf", Blob: drawingPDF}},
+				&sdk.AudioContent{MIMEType: "audio/wav", Data: []byte("RIFF\x00\x00\x00\x00WAVEfmt ")},
 			}}, nil, nil
 		})
 	sdk.AddTool(srv, &sdk.Tool{Name: "write_note", Description: "Write a note, replacing the last one.",
@@ -260,3 +266,22 @@ func npmBin(t *testing.T, name string) string {
 	}
 	return path
 }
+
+// drawing is the picture the test server's draw tool returns: a real
+// 64×48 PNG, so that it reaches the model as an input_image.
+func drawing() []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, 64, 48))
+	for y := range 48 {
+		for x := range 64 {
+			img.SetNRGBA(x, y, color.NRGBA{uint8(x * 4), uint8(y * 5), 200, 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// drawingPDF is the PDF the draw tool embeds as a blob resource.
+var drawingPDF = []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")

@@ -243,7 +243,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		res, err := c.cs.CallTool(sctx, &sdk.CallToolParams{Name: name, Arguments: args})
 		spans.End(span, err)
 		if err == nil {
-			return s.result(res)
+			return s.result(res, name)
 		}
 		if ctx.Err() != nil {
 			// Timeout or abort: the dispatcher says which.

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -87,17 +88,28 @@ func TestResult(t *testing.T) {
 		content string
 		err     string
 		details string
+		media   []string
 	}{
 		{name: "text joined", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a"}, &sdk.TextContent{Text: "b"}}}, content: "a\nb"},
-		{name: "media described", res: &sdk.CallToolResult{Content: []sdk.Content{
+		{name: "media", res: &sdk.CallToolResult{Content: []sdk.Content{
+			&sdk.TextContent{Text: "before"},
 			&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 12<<10)},
 			&sdk.AudioContent{MIMEType: "audio/wav", Data: make([]byte, 100)},
-			&sdk.ImageContent{Data: make([]byte, 3<<20)},
-		}}, content: "[image image/png, 12 KiB]\n[audio audio/wav, 100 bytes]\n[image of unknown type, 3.0 MiB]"},
+			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "file:///r/report.pdf", Blob: []byte("%PDF-1.4"), MIMEType: "application/pdf"}},
+			&sdk.TextContent{Text: "after"},
+		}}, content: "before\nafter", media: []string{
+			"image/png 12288 bytes , the MCP tool srv.t",
+			"audio/wav 100 bytes , the MCP tool srv.t",
+			"application/pdf 8 bytes file:///r/report.pdf, file:///r/report.pdf (a resource of the MCP tool srv.t)",
+		}},
 		{name: "links and resources", res: &sdk.CallToolResult{Content: []sdk.Content{
 			&sdk.ResourceLink{URI: "file:///a.txt", Name: "a", MIMEType: "text/plain", Size: new(int64(2048)), Description: "the file"},
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://b", Blob: []byte("xyz"), MIMEType: "application/gzip"}},
-		}}, content: "[resource link file:///a.txt \"a\", text/plain, 2 KiB: the file]\n[resource mem://b, application/gzip, 3 bytes]"},
+			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://c", Text: "see", MIMEType: "text/plain"}},
+		}}, content: "[resource link file:///a.txt \"a\", text/plain, 2 KiB: the file]\n[resource mem://c, text/plain]\nsee",
+			media: []string{"application/gzip 3 bytes mem://b, mem://b (a resource of the MCP tool srv.t)"}},
+		{name: "structured beside media only", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{MIMEType: "image/png", Data: []byte("x")}}, StructuredContent: map[string]any{"n": 1}},
+			content: "", details: `{"n":1}`, media: []string{"image/png 1 bytes , the MCP tool srv.t"}},
 		{name: "structured only", res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, content: `{"n":1}`, details: `{"n":1}`},
 		{name: "structured beside text", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "one"}}, StructuredContent: map[string]any{"n": 1}}, content: "one", details: `{"n":1}`},
 		{name: "large structured content left out of details", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "x"}}, StructuredContent: map[string]any{"s": strings.Repeat("y", 300)}},
@@ -109,7 +121,7 @@ func TestResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := s.result(tt.res)
+			res, err := s.result(tt.res, "t")
 			if tt.err != "" {
 				var te *tools.Error
 				if !errors.As(err, &te) || err.Error() != tt.err {
@@ -124,6 +136,13 @@ func TestResult(t *testing.T) {
 				if b, _ := json.Marshal(res.Details); string(b) != tt.details {
 					t.Errorf("details %s, want %s", b, tt.details)
 				}
+			}
+			var got []string
+			for _, m := range res.Media {
+				got = append(got, fmt.Sprintf("%s %d bytes %s, %s", m.MIMEType, len(m.Data), m.Filename, m.Source))
+			}
+			if !slices.Equal(got, tt.media) {
+				t.Errorf("media %q, want %q", got, tt.media)
 			}
 		})
 	}
@@ -212,13 +231,5 @@ func TestEnvironment(t *testing.T) {
 	}
 	if os.Getenv("PATH") != "" && !strings.Contains(joined, "PATH=") {
 		t.Error("PATH is not passed on")
-	}
-}
-
-func TestSize(t *testing.T) {
-	for n, want := range map[int]string{0: "0 bytes", 1023: "1023 bytes", 1024: "1 KiB", 12 << 10: "12 KiB", 1<<20 + 1<<19: "1.5 MiB"} {
-		if got := size(n); got != want {
-			t.Errorf("size(%d) = %q, want %q", n, got, want)
-		}
 	}
 }

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/skills"
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -307,4 +309,39 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestMediaOverNATS: an MCP server's image reaches the model as an
+// input_image, its PDF blob resource as an input_file, and its audio as a
+// note saying what was left out, in call.output and in step.done alike.
+func TestMediaOverNATS(t *testing.T) {
+	goCfg, _ := stdioConfig(t)
+	r := startRig(t, map[string]mcp.ServerConfig{"go": goCfg})
+	ctx := protocol.Context{Kind: protocol.KindText, MCPServers: []string{"go"}}
+	ev := r.watch("tm")
+	r.send("tm", 0, ctx, search("s1", "draw a picture and caption it"))
+	stepResult(t, ev)
+	r.send("tm", 1, ctx, call("c1", "go", "draw", ``))
+	outs, done := stepResult(t, ev)
+	if outs["c1"].Status != "ok" || len(done.Items) != 1 {
+		t.Fatalf("draw: %s %s, %d items", outs["c1"].Status, outs["c1"].Item, len(done.Items))
+	}
+	for where, raw := range map[string]json.RawMessage{"call.output": outs["c1"].Item, "step.done": done.Items[0]} {
+		var fo protocol.FunctionCallOutput
+		if err := json.Unmarshal(raw, &fo); err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		want := []protocol.InputContent{
+			{Type: "input_text", Text: "a picture:\n[resource note://1, text/plain]\nthe caption"},
+			{Type: "input_image", ImageURL: media.DataURL(media.PNG, drawing()), Detail: "auto"},
+			{Type: "input_file", Filename: "picture.pdf", FileData: media.DataURL(media.PDF, drawingPDF)},
+		}
+		if len(fo.Content) != 4 || !slices.Equal(fo.Content[:3], want) {
+			t.Errorf("%s: output %.400s", where, raw)
+			continue
+		}
+		if n := fo.Content[3]; n.Type != "input_text" || !strings.HasPrefix(n.Text, "[left out: audio/wav content (16 bytes) from the MCP tool go.draw, because") {
+			t.Errorf("%s: note %+v", where, n)
+		}
+	}
 }

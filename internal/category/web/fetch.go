@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"golang.org/x/net/html/charset"
 
+	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
@@ -97,7 +99,8 @@ func newClient(cfg Config, g *netguard.Guard) *http.Client {
 func (c *Category) fetchTool() *tools.Tool {
 	return tools.Must(tools.Def[FetchParams]{
 		Spec: tools.Spec{Name: FetchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
-			Description: fmt.Sprintf("Fetch a web page (HTTP GET) and read it as text: HTML comes back as Markdown without scripts and styles, JSON pretty-printed, plain text as is; binary files are refused. "+
+			Description: fmt.Sprintf("Fetch a web page (HTTP GET) and read it as text: HTML comes back as Markdown without scripts and styles, JSON pretty-printed, plain text as is; "+
+				"an image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large; other binary files are refused. "+
 				"At most %s of text per call; a longer page says which offset reads on. Private and local network addresses cannot be fetched.", byteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p FetchParams) string { return "Fetching " + hostPath(p.URL) },
 		CompletedActivity: func(p FetchParams, r tools.Result) string {
@@ -170,7 +173,11 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 
 	body := bufio.NewReaderSize(resp.Body, 4096)
 	head, _ := body.Peek(512)
-	format, media := classify(d.ContentType, head)
+	if kind := media.Sniff(head); kind != "" {
+		// An image or a PDF, by its bytes: for the model to see.
+		return c.fetchMedia(ctx, fctx, u, p, resp, body, kind, res, start)
+	}
+	format, mtype := classify(d.ContentType, head)
 	if format == "" {
 		d.DurationMS = time.Since(start).Milliseconds()
 		size := "size unknown"
@@ -178,7 +185,7 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 			size = byteCount(resp.ContentLength)
 		}
 		return res, tools.Errorf(tools.ToolError,
-			"%s is %s (%s), a binary format: web_fetch only reads HTML, JSON and text. Look for an HTML or text version of it.", d.FinalURL, media, size)
+			"%s is %s (%s), a binary format: web_fetch reads HTML, JSON, text, images (PNG, JPEG, GIF, WebP) and PDF files. Look for an HTML or text version of it.", d.FinalURL, mtype, size)
 	}
 	d.Format = format
 	data, err := io.ReadAll(io.LimitReader(body, c.cfg.MaxBytes+1))
@@ -200,6 +207,46 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 		return res, tools.Errorf(tools.InvalidArguments, "offset %d is past the end of the page's text (%d bytes).", p.Offset, len(text))
 	}
 	res.Content = c.page(d, text, p.Offset)
+	if resp.StatusCode >= 400 {
+		return res, tools.Errorf(tools.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
+	}
+	return res, nil
+}
+
+// fetchMedia reads an image or PDF body whole (up to MaxBytes) and returns
+// it as media, under the page's header lines; the runtime fits it to the
+// media budget (an image scaled down, a PDF that does not fit replaced by
+// a note naming the URL).
+func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchParams, resp *http.Response, body io.Reader, kind string, res tools.Result, start time.Time) (tools.Result, error) {
+	d := res.Details.(*FetchDetails)
+	what, format := "a PDF file", "pdf"
+	if media.IsImage(kind) {
+		what, format = "an image ("+kind+")", "image"
+	}
+	d.Format = format
+	data, err := io.ReadAll(io.LimitReader(body, c.cfg.MaxBytes+1))
+	d.DurationMS = time.Since(start).Milliseconds()
+	if err != nil {
+		return res, c.fetchError(ctx, fctx, u, err)
+	}
+	d.Bytes = int64(len(data))
+	if int64(len(data)) > c.cfg.MaxBytes {
+		d.Bytes, d.BodyTruncated, d.Truncated = c.cfg.MaxBytes, true, true
+		return res, tools.Errorf(tools.ToolError, "%s is %s larger than the %s web_fetch reads, so it was not read.", d.FinalURL, what, byteCount(c.cfg.MaxBytes))
+	}
+	if p.Offset > 0 {
+		return res, tools.Errorf(tools.InvalidArguments, "%s is %s, which comes back whole: call web_fetch without offset.", d.FinalURL, what)
+	}
+	line := fmt.Sprintf("%s, %s.", strings.ToUpper(what[:1])+what[1:], byteCount(d.Bytes))
+	if info, err := media.Probe(data); err == nil {
+		line = fmt.Sprintf("%s, %d×%d pixels, %s.", strings.ToUpper(what[:1])+what[1:], info.Width, info.Height, byteCount(d.Bytes))
+	}
+	res.Content = c.page(d, line, 0)
+	name := ""
+	if base := path.Base(resp.Request.URL.Path); kind == media.PDF && strings.HasSuffix(strings.ToLower(base), ".pdf") {
+		name = base
+	}
+	res.Media = []tools.Media{{MIMEType: kind, Data: data, Filename: name, Source: d.FinalURL}}
 	if resp.StatusCode >= 400 {
 		return res, tools.Errorf(tools.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
 	}

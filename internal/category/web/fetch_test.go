@@ -283,9 +283,10 @@ func TestFetchContent(t *testing.T) {
 		{path: "/latin1", format: "text", want: []string{"café"}},
 		{path: "/sjis", format: "markdown", want: []string{"Title: ツール", "ランタイムの説明"}},
 		{path: "/untyped-text", format: "text", want: []string{"no type, but text"}},
-		{path: "/png", errKind: tools.ToolError, errHas: "image/png"},
-		{path: "/disguised", errKind: tools.ToolError, errHas: "image/png"},
-		{path: "/pdf", errKind: tools.ToolError, errHas: "application/pdf"},
+		// Images and PDFs, by their bytes, come back as media (TestFetchMedia).
+		{path: "/png", want: []string{"An image (image/png), 16 bytes."}},
+		{path: "/disguised", want: []string{"An image (image/png), 16 bytes."}},
+		{path: "/pdf", want: []string{"A PDF file, 15 bytes."}},
 		{path: "/nul", errKind: tools.ToolError, errHas: "binary"},
 		{path: "/missing", errKind: tools.ToolError, errHas: "404 Not Found", want: []string{"Status: 404", "# Not here"}},
 	}

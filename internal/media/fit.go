@@ -1,0 +1,210 @@
+package media
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Item is an image or file a tool returned (the fields of tools.Media,
+// so that one converts to the other).
+type Item struct {
+	MIMEType string
+	Data     []byte
+	Filename string
+	Source   string
+}
+
+// Kind says what a Part is.
+type Kind int
+
+// Kinds of parts.
+const (
+	// Text is a note standing where an item was left out.
+	Text Kind = iota
+	// Image is an input_image: URL is its data URL.
+	Image
+	// File is an input_file: URL is its data URL, Filename its name.
+	File
+)
+
+// Part is one item of a call's output after fitting.
+type Part struct {
+	Kind Kind
+	// Text is the note of a Text part.
+	Text string
+	// URL is the data URL of an Image or File part, Filename a File's
+	// name.
+	URL      string
+	Filename string
+	// Note is what replaces an Image or File part should it have to go
+	// after all: when the outputs of a whole step do not fit one event.
+	Note string
+}
+
+// DefaultBudget is the media budget of one output (the bytes of its data
+// URLs, base64 included): a quarter of NATS's default max payload of
+// 1 MiB, so that one output fits an event with room for its text and
+// details, and a step.done holds three such outputs whole.
+const DefaultBudget = 256 << 10
+
+// DefaultFilename names a PDF that came without a name: the Responses
+// API needs one with file_data.
+const DefaultFilename = "document.pdf"
+
+// Options tune Fit. The zero value of each field is its default.
+type Options struct {
+	// MaxPixels bounds the images decoded (DefaultMaxPixels).
+	MaxPixels int
+}
+
+// Fit turns items into parts whose URLs together are at most budget
+// bytes. Items are taken smallest first, each given an even share of
+// what is left: one that fits its share is kept (an image is decoded
+// once, to be sure it is one), an image over it is scaled down to it,
+// and anything else is replaced by a note, leaving its share to the
+// items after it. Parts come back in the order of items.
+func Fit(items []Item, budget int, opts Options) []Part {
+	if opts.MaxPixels <= 0 {
+		opts.MaxPixels = DefaultMaxPixels
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return len(items[a].Data) - len(items[b].Data) })
+	parts := make([]Part, len(items))
+	left := budget
+	for k, i := range order {
+		share := left / (len(items) - k)
+		parts[i] = fitOne(items[i], share, budget, opts)
+		left -= len(parts[i].URL)
+	}
+	return parts
+}
+
+// fitOne fits one item into share bytes of URL; budget is the whole
+// output's, for the notes.
+func fitOne(it Item, share, budget int, opts Options) Part {
+	mime := Sniff(it.Data)
+	declared := strings.ToLower(strings.TrimSpace(it.MIMEType))
+	switch {
+	case IsImage(mime):
+		return fitImage(it, mime, share, budget, opts)
+	case mime == PDF:
+		// The name alone: a path would tell the provider nothing more.
+		name := path.Base(it.Filename)
+		if it.Filename == "" || name == "/" || name == "." {
+			name = DefaultFilename
+		}
+		if n := DataURLLen(PDF, len(it.Data)); n > share {
+			return noteFor(it, PDF, len(it.Data), fmt.Sprintf("it does not fit the %s of media one output may hold", Size(budget)))
+		}
+		return Part{Kind: File, URL: DataURL(PDF, it.Data), Filename: name, Note: StepNote(it, PDF, len(it.Data))}
+	case strings.HasPrefix(declared, "image/"):
+		return noteFor(it, declared, len(it.Data), "its bytes are not a PNG, JPEG, GIF or WebP image")
+	case declared == PDF:
+		return noteFor(it, declared, len(it.Data), "its bytes are not a PDF file")
+	}
+	return noteFor(it, declared, len(it.Data), "the model reads only images (PNG, JPEG, GIF, WebP) and PDF files")
+}
+
+func fitImage(it Item, mime string, share, budget int, opts Options) Part {
+	data := it.Data
+	if mime == PNG {
+		data = cleanPNG(data)
+	}
+	img, info, err := decode(data, opts.MaxPixels)
+	switch {
+	case errors.Is(err, ErrTooManyPixels):
+		return noteFor(it, mime, len(it.Data), fmt.Sprintf("at %d×%d pixels it is over the %d-megapixel limit of the images the worker decodes", info.Width, info.Height, opts.MaxPixels/1_000_000))
+	case err != nil:
+		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+clipReason(err.Error())+")")
+	}
+	// A GIF is sent as a PNG of its first frame: the model takes still
+	// images only.
+	if mime != GIF && DataURLLen(mime, len(data)) <= share {
+		return Part{Kind: Image, URL: DataURL(mime, data), Note: StepNote(it, mime, len(data))}
+	}
+	out, data, err := shrink(img, share, mime == GIF)
+	if err != nil {
+		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, Size(budget)))
+	}
+	return Part{Kind: Image, URL: DataURL(out, data), Note: StepNote(it, out, len(data))}
+}
+
+// noteFor is the Text part that stands for it, left out for reason.
+func noteFor(it Item, mime string, size int, reason string) Part {
+	return Part{Kind: Text, Text: Note(it, mime, size, reason)}
+}
+
+// Note is the text that says an item was left out: what it was, where
+// it is, and why. It is the only wording of left-out media, so that a
+// model (and a test) meets one form.
+func Note(it Item, mime string, size int, reason string) string {
+	var b strings.Builder
+	b.WriteString("[left out: ")
+	b.WriteString(describe(it, mime))
+	fmt.Fprintf(&b, " (%s)", Size(size))
+	if it.Source != "" {
+		b.WriteString(" from ")
+		b.WriteString(clipReason(it.Source))
+	}
+	b.WriteString(", because ")
+	b.WriteString(reason)
+	b.WriteString("]")
+	return b.String()
+}
+
+// StepNote is the note of an item that was fitted but left out later,
+// because the outputs of its step (in step.done, or its own call.output)
+// were over the size limit of one event.
+func StepNote(it Item, mime string, size int) string {
+	return Note(it, mime, size, "the step's outputs were over the size limit of one event")
+}
+
+// describe names an item for a note: "a image/png image", "the
+// application/pdf file report.pdf", "audio/wav content".
+func describe(it Item, mime string) string {
+	if mime == "" {
+		mime = "content of unknown type"
+	}
+	name := it.Filename
+	if name != "" {
+		name = clipReason(path.Base(name))
+	}
+	switch {
+	case IsImage(mime) || strings.HasPrefix(mime, "image/"):
+		if name != "" {
+			return "the " + mime + " image " + name
+		}
+		return "an " + mime + " image"
+	case mime == PDF:
+		if name != "" {
+			return "the PDF file " + name
+		}
+		return "a PDF file"
+	case strings.Contains(mime, "/"):
+		if name != "" {
+			return "the " + mime + " file " + name
+		}
+		return mime + " content"
+	}
+	return mime
+}
+
+// clipReason bounds text quoted into a note (a decoder's error, a
+// source a server named).
+func clipReason(s string) string {
+	const n = 300
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

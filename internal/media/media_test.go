@@ -1,0 +1,317 @@
+package media
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// noise is a w×h image of random pixels: it compresses badly, so its
+// encodings are large, as a photo's are.
+func noise(w, h int, alpha bool) *image.NRGBA {
+	r := rand.New(rand.NewPCG(uint64(w), uint64(h)))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for i := 0; i < len(img.Pix); i += 4 {
+		v := r.Uint32()
+		img.Pix[i], img.Pix[i+1], img.Pix[i+2], img.Pix[i+3] = byte(v), byte(v>>8), byte(v>>16), 0xff
+		if alpha {
+			img.Pix[i+3] = byte(v >> 24)
+		}
+	}
+	return img
+}
+
+func encodePNG(t testing.TB, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func encodeJPEG(t testing.TB, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func encodeGIF(t testing.TB, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := gif.Encode(&b, img, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// fromURL decodes a part's data URL.
+func fromURL(t testing.TB, u string) (string, []byte) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(u, "data:")
+	mime, b64, ok2 := strings.Cut(rest, ";base64,")
+	if !ok || !ok2 {
+		t.Fatalf("not a base64 data URL: %.60s", u)
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mime, data
+}
+
+// bomb is a valid PNG header claiming w×h pixels, with one tiny IDAT.
+func bomb(t testing.TB, w, h uint32) []byte {
+	t.Helper()
+	small := encodePNG(t, image.NewGray(image.Rect(0, 0, 1, 1)))
+	// IHDR starts after the 8-byte signature: length, "IHDR", 13 bytes, CRC.
+	out := bytes.Clone(small)
+	binary.BigEndian.PutUint32(out[16:], w)
+	binary.BigEndian.PutUint32(out[20:], h)
+	binary.BigEndian.PutUint32(out[29:], crc32.ChecksumIEEE(out[12:29]))
+	return out
+}
+
+func TestSniff(t *testing.T) {
+	webp, err := os.ReadFile("testdata/gopher.webp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		data []byte
+		want string
+	}{
+		{encodePNG(t, noise(2, 2, false)), PNG},
+		{encodeJPEG(t, noise(2, 2, false)), JPEG},
+		{encodeGIF(t, noise(2, 2, false)), GIF},
+		{webp, WebP},
+		{[]byte("%PDF-1.7\n%âãÏÓ\n"), PDF},
+		{[]byte("<html><img src=x.png>"), ""},
+		{[]byte("RIFF\x00\x00\x00\x00WAVEfmt "), ""},
+		{nil, ""},
+		{[]byte("\x89PN"), ""},
+	} {
+		if got := Sniff(c.data); got != c.want {
+			t.Errorf("Sniff(%q…) = %q, want %q", c.data[:min(len(c.data), 12)], got, c.want)
+		}
+	}
+}
+
+func TestFitKeepsWhatFits(t *testing.T) {
+	pngData := encodePNG(t, noise(20, 10, true))
+	webp, _ := os.ReadFile("testdata/gopher.webp")
+	pdf := []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
+	parts := Fit([]Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
+	if parts[0].Kind != Image || parts[0].URL != DataURL(PNG, pngData) {
+		t.Errorf("a PNG that fits is sent as it is, got %+v", parts[0].Kind)
+	}
+	if parts[1].Kind != Image || parts[1].URL != DataURL(WebP, webp) {
+		t.Errorf("a WebP that fits is sent as it is")
+	}
+	if parts[2].Kind != File || parts[2].Filename != "r.pdf" || parts[2].URL != DataURL(PDF, pdf) {
+		t.Errorf("a PDF that fits is a file part, got %+v", parts[2])
+	}
+	if parts[3].Filename != DefaultFilename {
+		t.Errorf("a PDF without a name is named %q, got %q", DefaultFilename, parts[3].Filename)
+	}
+	for _, p := range parts {
+		if !strings.Contains(p.Note, "[left out: ") || !strings.Contains(p.Note, "step's outputs were over") {
+			t.Errorf("a kept part carries its step note, got %q", p.Note)
+		}
+	}
+}
+
+func TestFitScalesAnImageDown(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		data     []byte
+		wantMIME string
+	}{
+		{"opaque png to jpeg", encodePNG(t, noise(900, 600, false)), JPEG},
+		{"jpeg", encodeJPEG(t, noise(1000, 700, false)), JPEG},
+		{"transparent png stays png", encodePNG(t, noise(600, 400, true)), PNG},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const budget = 48 << 10
+			if len(c.data) < budget {
+				t.Fatalf("the test image is only %d bytes", len(c.data))
+			}
+			parts := Fit([]Item{{MIMEType: "image/png", Data: c.data, Source: "shots/a.png"}}, budget, Options{})
+			p := parts[0]
+			if p.Kind != Image {
+				t.Fatalf("got a %v part: %s", p.Kind, p.Text)
+			}
+			if len(p.URL) > budget {
+				t.Errorf("the scaled image's URL is %d bytes, over %d", len(p.URL), budget)
+			}
+			mime, data := fromURL(t, p.URL)
+			if mime != c.wantMIME {
+				t.Errorf("scaled to %s, want %s", mime, c.wantMIME)
+			}
+			info, err := Probe(data)
+			if err != nil || info.MIMEType != mime {
+				t.Fatalf("the scaled image does not decode as %s: %v %+v", mime, err, info)
+			}
+			orig, _ := Probe(c.data)
+			if info.Width >= orig.Width || info.Height >= orig.Height {
+				t.Errorf("not scaled down: %d×%d from %d×%d", info.Width, info.Height, orig.Width, orig.Height)
+			}
+			// The aspect ratio is kept (within a pixel's rounding).
+			if r0, r1 := float64(orig.Width)/float64(orig.Height), float64(info.Width)/float64(info.Height); r1 < r0*0.97 || r1 > r0*1.03 {
+				t.Errorf("aspect %.3f became %.3f", r0, r1)
+			}
+			if !strings.Contains(p.Note, "from shots/a.png") {
+				t.Errorf("step note %q does not say where the image is", p.Note)
+			}
+		})
+	}
+}
+
+func TestFitGIFBecomesPNG(t *testing.T) {
+	parts := Fit([]Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
+	if mime, data := fromURL(t, parts[0].URL); mime != PNG || Sniff(data) != PNG {
+		t.Errorf("a GIF is sent as a PNG of its first frame, got %s", mime)
+	}
+}
+
+func TestFitNotes(t *testing.T) {
+	bigPDF := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 100<<10)...)
+	garbage := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 500)...)
+	for _, c := range []struct {
+		name string
+		item Item
+		want []string
+	}{
+		{"pdf over the budget", Item{MIMEType: PDF, Data: bigPDF, Filename: "docs/report.pdf", Source: "https://example.com/report.pdf"},
+			[]string{"[left out: the PDF file report.pdf (100 KiB) from https://example.com/report.pdf, because it does not fit the 32 KiB of media one output may hold]"}},
+		{"undecodable image", Item{MIMEType: "image/png", Data: garbage, Source: "a.png in your home"},
+			[]string{"[left out: an image/png image (508 bytes) from a.png in your home, because it does not decode as an image (not a PNG"}},
+		{"declared image, other bytes", Item{MIMEType: "image/png", Data: []byte("<html>"), Source: "the MCP tool x.y"},
+			[]string{"its bytes are not a PNG, JPEG, GIF or WebP image"}},
+		{"declared pdf, other bytes", Item{MIMEType: "application/pdf", Data: []byte("hello")}, []string{"its bytes are not a PDF file"}},
+		{"audio", Item{MIMEType: "audio/wav", Data: []byte("RIFF\x00\x00\x00\x00WAVE")},
+			[]string{"[left out: audio/wav content (12 bytes), because the model reads only images (PNG, JPEG, GIF, WebP) and PDF files]"}},
+		{"no type", Item{Data: []byte{1, 2, 3}}, []string{"[left out: content of unknown type (3 bytes)"}},
+		{"bomb", Item{MIMEType: "image/png", Data: bomb(t, 100000, 100000)}, []string{"at 100000×100000 pixels it is over the 25-megapixel limit"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parts := Fit([]Item{c.item}, 32<<10, Options{})
+			if len(parts) != 1 || parts[0].Kind != Text || parts[0].URL != "" {
+				t.Fatalf("want one text part, got %+v", parts)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(parts[0].Text, w) {
+					t.Errorf("note %q\ndoes not contain %q", parts[0].Text, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBombIsNotDecoded holds the pixel check before decoding: a PNG that
+// claims 40000×40000 pixels (6.4 GB of RGBA) costs next to nothing.
+func TestBombIsNotDecoded(t *testing.T) {
+	data := bomb(t, 40000, 40000)
+	allocs := testing.AllocsPerRun(5, func() { Fit([]Item{{Data: data}}, 1<<20, Options{}) })
+	var ms0, ms1 = new(runtimeMem), new(runtimeMem)
+	ms0.read()
+	Fit([]Item{{Data: data}}, 1<<20, Options{})
+	ms1.read()
+	if grown := ms1.total - ms0.total; grown > 1<<20 {
+		t.Errorf("fitting a bomb allocated %d bytes (%v allocations)", grown, allocs)
+	}
+}
+
+func TestFitSharesTheBudget(t *testing.T) {
+	small := encodePNG(t, noise(8, 8, false))
+	big1 := encodePNG(t, noise(800, 600, false))
+	big2 := encodeJPEG(t, noise(800, 600, false))
+	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 200<<10)...)
+	const budget = 96 << 10
+	parts := Fit([]Item{{Data: big1}, {Data: pdf}, {Data: small}, {Data: big2}}, budget, Options{})
+	total := 0
+	for _, p := range parts {
+		total += len(p.URL)
+	}
+	if total > budget {
+		t.Errorf("the parts' URLs add up to %d, over %d", total, budget)
+	}
+	if parts[2].URL != DataURL(PNG, small) {
+		t.Error("the small image is kept whole")
+	}
+	if parts[1].Kind != Text || parts[0].Kind != Image || parts[3].Kind != Image {
+		t.Errorf("kinds %v %v %v %v", parts[0].Kind, parts[1].Kind, parts[2].Kind, parts[3].Kind)
+	}
+	// The PDF's share went to the images after it: each got more than a
+	// quarter.
+	if len(parts[3].URL) <= budget/4 && len(parts[0].URL) <= budget/4 {
+		t.Errorf("the images got %d and %d bytes: the left-out PDF's share was not passed on", len(parts[0].URL), len(parts[3].URL))
+	}
+}
+
+func TestFitTinyBudget(t *testing.T) {
+	parts := Fit([]Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
+	if parts[0].Kind != Text || !strings.Contains(parts[0].Text, "even scaled down from 500×500 pixels") {
+		t.Errorf("an image that cannot fit even small is a note, got %+v", parts[0])
+	}
+}
+
+func TestNoteClipsWhatItQuotes(t *testing.T) {
+	n := Note(Item{Source: strings.Repeat("s", 5000), Filename: strings.Repeat("f", 5000)}, PDF, 10, "r")
+	if len(n) > 800 {
+		t.Errorf("a note quoting a long source is %d bytes", len(n))
+	}
+	_ = color.Black
+}
+
+func TestSize(t *testing.T) {
+	for n, want := range map[int]string{0: "0 bytes", 1023: "1023 bytes", 1024: "1 KiB", 12 << 10: "12 KiB", 1<<20 + 1<<19: "1.5 MiB"} {
+		if got := Size(n); got != want {
+			t.Errorf("Size(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// withBadChunk inserts, after IHDR, a chunk of type typ whose checksum is
+// wrong.
+func withBadChunk(t testing.TB, data []byte, typ string) []byte {
+	t.Helper()
+	chunk := binary.BigEndian.AppendUint32(nil, 5)
+	chunk = append(chunk, typ...)
+	chunk = append(chunk, "hello"...)
+	chunk = binary.BigEndian.AppendUint32(chunk, 12345)
+	at := 8 + 12 + 13
+	return append(append(bytes.Clone(data[:at]), chunk...), data[at:]...)
+}
+
+// TestFitRepairsBadAncillaryChunks: a PNG whose colour profile chunk has
+// a wrong checksum (as the MCP reference server's image does) is sent
+// without that chunk, as browsers show it; a broken critical chunk is
+// still refused.
+func TestFitRepairsBadAncillaryChunks(t *testing.T) {
+	good := encodePNG(t, noise(10, 10, false))
+	broken := withBadChunk(t, good, "iCCP")
+	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
+		t.Fatal("Go's decoder takes the broken file: the test does not test")
+	}
+	p := Fit([]Item{{Data: broken}}, 1<<20, Options{})[0]
+	if p.Kind != Image || p.URL != DataURL(PNG, good) {
+		t.Errorf("a PNG with a broken iCCP chunk: %+v", p)
+	}
+	if p := Fit([]Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
+		t.Errorf("a PNG with a broken critical chunk is kept")
+	}
+}
