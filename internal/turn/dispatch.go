@@ -220,6 +220,7 @@ type pending struct {
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
+	progress *progress // set when the observer publishes progress
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -720,6 +721,7 @@ func (p *pending) invoke() {
 	p.ctx.Context = ctx
 	p.ctx.Call = tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
+	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
 	// that returns in time.
@@ -747,6 +749,7 @@ func (p *pending) executeSpan() (context.Context, trace.Span) {
 // finish stores and reports the outcome of a call that ran, and releases
 // its place in its group.
 func (p *pending) finish(res tools.Result, err error) {
+	p.endProgress() // before the call's completed event
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)
 	p.g.release()
