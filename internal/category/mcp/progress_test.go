@@ -2,6 +2,8 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,10 +13,17 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
 
 // progressLog is a call's progress listener: it keeps every report and
@@ -228,4 +237,80 @@ func TestEverythingProgress(t *testing.T) {
 		}
 	}
 	t.Logf("reports %+v", got)
+}
+
+// Over NATS, as a gateway sees it: an MCP tool that floods progress
+// notifications streams progress events at most one per interval, in
+// order, the latest one ("final") sent while the tool waits, and nothing
+// after completed.
+func TestMCPProgressOverNATS(t *testing.T) {
+	gate := make(chan struct{})
+	srv := newProgressServer(func() <-chan struct{} { return gate })
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	m := newManager(t, map[string]mcp.ServerConfig{"prog": {URL: hs.URL, Defer: new(false)}})
+	s := natstest.Start(t)
+	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{mcp.Creator(m, nil)}, nil
+	})
+	g := workertest.NewGateway(t, s)
+	sub, err := g.NC.SubscribeSync(protocol.Subject(protocol.PrefixActive, "a1", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan []protocol.Activity, 1)
+	go func() {
+		var got []protocol.Activity
+		defer func() { events <- got }()
+		for {
+			msg, err := sub.NextMsg(time.Minute)
+			if err != nil {
+				return
+			}
+			var a protocol.Activity
+			if json.Unmarshal(msg.Data, &a) != nil {
+				return
+			}
+			got = append(got, a)
+			if a.State == protocol.ActivityProgress && a.Label == "final" {
+				close(gate)
+			}
+			if a.State == protocol.ActivityCompleted {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	outs := g.RunStep(protocol.PrefixCall, "a1", "t1", 0, protocol.Context{Kind: protocol.KindText, MCPServers: []string{"prog"}},
+		workertest.NsFC("prog", "c1", "count", `{"n":5000,"total":5000}`))
+	elapsed := time.Since(start)
+	if o := outs["c1"]; o.Status != "ok" {
+		t.Fatalf("call.output %s", o.Raw)
+	}
+	got := <-events
+	if m, err := sub.NextMsg(3 * turn.ProgressInterval); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("after completed: %v %v", err, m)
+	}
+	if len(got) < 3 || got[0].State != protocol.ActivityStarted || got[len(got)-1].State != protocol.ActivityCompleted {
+		t.Fatalf("events %+v", got)
+	}
+	progress := got[1 : len(got)-1]
+	if bound := int(elapsed/turn.ProgressInterval) + 2; len(progress) > bound {
+		t.Fatalf("%d progress events in %v, over the bound of %d", len(progress), elapsed, bound)
+	}
+	var prev int64
+	for _, a := range progress {
+		p := a.Progress
+		if a.State != protocol.ActivityProgress || a.Name != "count" || p == nil || p.Done < prev || p.Total == nil || *p.Total != 5000 {
+			t.Fatalf("event %+v after done %d", a, prev)
+		}
+		prev = p.Done
+	}
+	if last := progress[len(progress)-1]; last.Label != "final" || last.Progress.Done != 5000 {
+		t.Fatalf("last progress %+v", last)
+	}
+	t.Logf("%d progress events in %v for 5001 notifications", len(progress), elapsed)
 }
