@@ -2,8 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -13,7 +13,7 @@ import (
 )
 
 // A call whose context has a progress listener asks the server for
-// progress notifications (a progress token in the request's _meta) and
+// progress notifications (a random progress token in the request's _meta) and
 // hands each one to tools.ReportProgress of that call. Servers are
 // hostile: a notification whose token is not one of this server's running
 // calls, whose progress is not a finite number ≥ 0 or goes back, is
@@ -36,10 +36,11 @@ const maxProgressValue = 1 << 53
 const progressScale = 1000
 
 // progressRoutes maps the progress tokens of a server's running calls to
-// the calls.
+// the calls. Tokens are random: the server's session is shared by every
+// turn on the worker, and a server must not be able to aim notifications
+// at the calls of other agents by counting.
 type progressRoutes struct {
 	mu    sync.Mutex
-	next  uint64
 	calls map[string]*progressCall
 }
 
@@ -54,10 +55,9 @@ type progressCall struct {
 
 // add routes a new token to ctx's call; remove ends the route.
 func (r *progressRoutes) add(ctx context.Context) (token string, remove func()) {
+	token = "tr-" + rand.Text()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.next++
-	token = "tr-" + strconv.FormatUint(r.next, 10)
 	if r.calls == nil {
 		r.calls = map[string]*progressCall{}
 	}
