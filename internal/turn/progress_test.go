@@ -2,6 +2,7 @@ package turn_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -313,4 +314,40 @@ func BenchmarkReportProgress(b *testing.B) {
 			tools.ReportProgress(ctx, i, 0, "hot loop")
 		}
 	})
+}
+
+type nopObserver struct{}
+
+func (nopObserver) CallStarted(turn.CallRef, protocol.Call, string) {}
+func (nopObserver) CallEnded(turn.CallRef, *turn.Outcome)           {}
+
+type nopProgressObserver struct{ nopObserver }
+
+func (nopProgressObserver) CallProgress(turn.CallRef, protocol.Activity) {}
+
+// BenchmarkDispatchProgressReporter is what giving every call a progress
+// reporter costs a step of eight no-op calls that never report: an
+// observer without CallProgress against one with it.
+func BenchmarkDispatchProgressReporter(b *testing.B) {
+	noop := newTool(b, "noop", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		return tools.Result{Content: "ok"}, nil
+	}, readOnly)
+	set := mustSet(b, noop)
+	calls := make([]protocol.Call, 8)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
+	}
+	in := turn.Input{AgentID: "a1", TurnID: "t1", Calls: calls}
+	for _, bc := range []struct {
+		name string
+		obs  turn.Observer
+	}{{"observer", nopObserver{}}, {"progress", nopProgressObserver{}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := &turn.Dispatcher{Goroutines: turn.NewGoroutines(8), Observer: bc.obs}
+			b.ReportAllocs()
+			for b.Loop() {
+				d.Run(context.Background(), set, in)
+			}
+		})
+	}
 }
