@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // ProgressInterval is the least time between two progress events of one
@@ -28,17 +27,16 @@ type ProgressObserver interface {
 	CallProgress(ref CallRef, a protocol.Activity)
 }
 
-// progress is one call's progress reporter (tools.WithProgress): it keeps
-// the latest report and publishes it from a timer, so a report costs a
-// lock and a few stores, and never waits for the network. The timer is
-// created on the first report, and re-armed only while reports keep
-// coming: the last report before a pause goes out at most one interval
-// after it (a trailing publish), unless the call ends first.
+// progress is one call's progress reporter (pending.report, reached
+// through tools.ReportProgress): it keeps the latest report and publishes
+// it from a timer, so a report costs a lock and a few stores, and never
+// waits for the network. The timer is created on the first report, and
+// re-armed only while reports keep coming: the last report before a pause
+// goes out at most one interval after it (a trailing publish), unless the
+// call ends first. It lives in the call's pending, so a call that never
+// reports costs one small allocation (the report func).
 type progress struct {
-	obs   ProgressObserver
-	ref   CallRef
-	name  string
-	label string // the call's started label, for reports without one
+	obs ProgressObserver // nil: the call has no reporter
 
 	mu          sync.Mutex
 	done, total int64
@@ -49,82 +47,99 @@ type progress struct {
 	last        time.Time // when the last publish began
 	timer       *time.Timer
 
-	// pub is held while an event is published, so that end can wait for
-	// one under way: the call's completed event is published after it.
+	// pub is held while an event is published, so that endProgress can
+	// wait for one under way: the call's completed event comes after it.
 	pub sync.Mutex
 }
 
 // report is the call's tools.ProgressFunc.
-func (p *progress) report(done, total int64, label string) {
+func (p *pending) report(done, total int64, label string) {
 	done = max(done, 0)
 	if total < done {
 		total = 0 // a total below what is done is no total
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ended {
+	g := &p.progress
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended {
 		return
 	}
-	p.done, p.total, p.text, p.dirty = done, total, label, true
-	if p.armed {
+	g.done, g.total, g.text, g.dirty = done, total, label, true
+	if g.armed {
 		return
 	}
-	p.armed = true
-	wait := ProgressInterval - time.Since(p.last)
-	if p.last.IsZero() || wait < 0 {
+	g.armed = true
+	wait := ProgressInterval - time.Since(g.last)
+	if g.last.IsZero() || wait < 0 {
 		wait = 0
 	}
-	if p.timer == nil {
-		p.timer = time.AfterFunc(wait, p.fire)
+	if g.timer == nil {
+		g.timer = time.AfterFunc(wait, p.publishProgress)
 	} else {
-		p.timer.Reset(wait)
+		g.timer.Reset(wait)
 	}
 }
 
-// fire publishes the latest report, and re-arms the timer for the next
-// interval when more came while it was publishing.
-func (p *progress) fire() {
-	p.pub.Lock()
-	defer p.pub.Unlock()
-	p.mu.Lock()
-	if p.ended || !p.dirty {
-		p.armed = false
-		p.mu.Unlock()
+// publishProgress publishes the latest report, and re-arms the timer for
+// the next interval when more came while it was publishing.
+func (p *pending) publishProgress() {
+	g := &p.progress
+	g.pub.Lock()
+	defer g.pub.Unlock()
+	g.mu.Lock()
+	if g.ended || !g.dirty {
+		g.armed = false
+		g.mu.Unlock()
 		return
 	}
-	a := protocol.Activity{CallID: p.ref.CallID, Name: p.name, State: protocol.ActivityProgress,
-		Label: progressLabel(p.text, p.label), Progress: &protocol.Progress{Done: p.done}}
-	if p.total > 0 {
-		total := p.total
+	a := protocol.Activity{CallID: p.ref.CallID, Name: p.call.Name, State: protocol.ActivityProgress,
+		Label: progressLabel(g.text, p.inv.Activity), Progress: &protocol.Progress{Done: g.done}}
+	if g.total > 0 {
+		total := g.total
 		a.Progress.Total = &total
 	}
-	p.dirty, p.last = false, time.Now()
-	p.mu.Unlock()
+	g.dirty, g.last = false, time.Now()
+	g.mu.Unlock()
 
-	p.obs.CallProgress(p.ref, a)
+	g.obs.CallProgress(p.ref, a)
 
-	p.mu.Lock()
-	if p.dirty && !p.ended {
-		p.timer.Reset(max(ProgressInterval-time.Since(p.last), 0))
+	g.mu.Lock()
+	if g.dirty && !g.ended {
+		g.timer.Reset(max(ProgressInterval-time.Since(g.last), 0))
 	} else {
-		p.armed = false
+		g.armed = false
 	}
-	p.mu.Unlock()
+	g.mu.Unlock()
 }
 
-// end stops the reporter when the call ends, before its completed event:
-// later reports are dropped, a pending one is not published, and one
-// being published is waited for.
-func (p *progress) end() {
-	p.mu.Lock()
-	p.ended = true
-	if p.timer != nil {
-		p.timer.Stop()
+// withProgress gives the call a progress reporter when the observer
+// publishes progress.
+func (p *pending) withProgress() {
+	po, ok := p.d.Observer.(ProgressObserver)
+	if !ok {
+		return
 	}
-	p.mu.Unlock()
-	p.pub.Lock()
+	p.progress.obs = po
+	p.ctx.Progress = p.report
+}
+
+// endProgress stops the call's reporter when the call ends, before its
+// completed event: later reports are dropped, a pending one is not
+// published, and one being published is waited for.
+func (p *pending) endProgress() {
+	g := &p.progress
+	if g.obs == nil {
+		return
+	}
+	g.mu.Lock()
+	g.ended = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
+	g.pub.Lock()
 	//lint:ignore SA2001 the lock only waits for a publish under way
-	p.pub.Unlock()
+	g.pub.Unlock()
 }
 
 // progressLabel is the tool's label, clipped, or the call's started
@@ -146,24 +161,6 @@ func progressLabel(text, started string) string {
 		cut--
 	}
 	return text[:cut] + ellipsis
-}
-
-// withProgress gives the call a progress reporter when the observer
-// publishes progress.
-func (p *pending) withProgress() {
-	po, ok := p.d.Observer.(ProgressObserver)
-	if !ok {
-		return
-	}
-	p.progress = &progress{obs: po, ref: p.ref, name: p.call.Name, label: p.inv.Activity}
-	p.ctx.Context = tools.WithProgress(p.ctx.Context, p.progress.report)
-}
-
-// endProgress ends the call's reporter, if it has one.
-func (p *pending) endProgress() {
-	if p.progress != nil {
-		p.progress.end()
-	}
 }
 
 // CallProgress publishes a progress event, fire-and-forget like the
