@@ -15,7 +15,7 @@ type callKey struct{}
 
 // WithCall returns ctx carrying c.
 func WithCall(ctx context.Context, c Call) context.Context {
-	return &CallContext{ctx, c}
+	return &CallContext{Context: ctx, Call: c}
 }
 
 // CallContext is a context carrying a Call. The dispatcher keeps one in
@@ -24,13 +24,21 @@ func WithCall(ctx context.Context, c Call) context.Context {
 type CallContext struct {
 	context.Context
 	Call Call
+	// Progress, when set, receives the call's ReportProgress (as
+	// WithProgress would, without a context of its own).
+	Progress ProgressFunc
 }
 
-// Value returns the call for CallFrom and asks the parent for anything
-// else.
+// Value returns the call for CallFrom, Progress (when set) for
+// ReportProgress, and asks the parent for anything else.
 func (c *CallContext) Value(key any) any {
-	if key == (callKey{}) {
+	switch key.(type) {
+	case callKey:
 		return c.Call
+	case progressKey:
+		if c.Progress != nil {
+			return c.Progress
+		}
 	}
 	return c.Context.Value(key)
 }

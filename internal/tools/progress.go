@@ -22,3 +22,11 @@ func ReportProgress(ctx context.Context, done, total int64, label string) {
 		f(done, total, label)
 	}
 }
+
+// ProgressWanted reports whether ctx has a progress listener, so that a
+// tool can skip preparing reports (a label, a request for an MCP
+// server's notifications) nobody reads.
+func ProgressWanted(ctx context.Context) bool {
+	f, ok := ctx.Value(progressKey{}).(ProgressFunc)
+	return ok && f != nil
+}

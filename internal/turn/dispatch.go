@@ -252,6 +252,7 @@ type pending struct {
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
+	progress progress // the call's reporter, when the observer publishes progress
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -771,6 +772,7 @@ func (p *pending) invoke() {
 	p.ctx.Context = ctx
 	p.ctx.Call = tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
+	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
 	// that returns in time.
@@ -798,6 +800,7 @@ func (p *pending) executeSpan() (context.Context, trace.Span) {
 // finish stores and reports the outcome of a call that ran, and releases
 // its place in its group.
 func (p *pending) finish(res tools.Result, err error) {
+	p.endProgress() // before the call's completed event
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)
 	p.g.release()

@@ -107,16 +107,23 @@ func NewGateway(t testing.TB, s *natstest.Server) *Gateway {
 	return &Gateway{T: t, NC: nc, JS: js}
 }
 
-type Call struct{ ID, Name, Args string }
+type Call struct{ ID, Name, Args, Namespace string }
 
 func FC(id, name, args string) Call { return Call{ID: id, Name: name, Args: args} }
+
+// NsFC is a function call of a tool in a namespace (an MCP server's).
+func NsFC(ns, id, name, args string) Call { return Call{ID: id, Name: name, Args: args, Namespace: ns} }
 
 // SendStep publishes a step on prefix.<agent>.<turn>.
 func (g *Gateway) SendStep(prefix, agent, turnID string, n int, c protocol.Context, calls ...Call) {
 	g.T.Helper()
 	out := []any{}
 	for _, c := range calls {
-		out = append(out, map[string]any{"type": "function_call", "call_id": c.ID, "name": c.Name, "arguments": c.Args})
+		fc := map[string]any{"type": "function_call", "call_id": c.ID, "name": c.Name, "arguments": c.Args}
+		if c.Namespace != "" {
+			fc["namespace"] = c.Namespace
+		}
+		out = append(out, fc)
 	}
 	body, _ := json.Marshal(map[string]any{"agent_id": agent, "turn_id": turnID, "step": n, "context": c, "output": out})
 	m := nats.NewMsg(protocol.Subject(prefix, agent, turnID))

@@ -185,7 +185,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		return tools.Result{}, fileError("create", tmpDir, err)
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
-	out := &capture{headMax: half, tailMax: half, logMax: c.cfg.MaxLogBytes}
+	out := &capture{headMax: half, tailMax: half, logMax: c.cfg.MaxLogBytes, progress: outputProgress(ctx)}
 	d := &CommandDetails{Command: headOf(p.Command, maxDetailCommand)}
 	logRel := filepath.Join(outputsDir, logName(call))
 	if f, err := openLog(h, logRel); err != nil {

@@ -1,11 +1,15 @@
 package computer
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // clip fits text into budget bytes, keeping its head and its tail and
@@ -93,6 +97,46 @@ type capture struct {
 	logged    int64
 	logCut    bool  // the log stopped at logMax
 	logFailed error // the log stopped on a write error
+
+	// progress, when set, hears the byte count after each write: the
+	// dispatcher's reporter keeps only the latest, so this costs a
+	// label and a lock per write (a pipe read each), nothing more.
+	progress func(total int64)
+}
+
+// outputProgress reports a command's output so far: "12.0 KiB of
+// output", done the byte count, no total. Nil when nobody listens. The
+// label is formatted again only when its rounded size changes, so most
+// writes of a large output report without allocating. Called under the
+// capture's lock, like the state it keeps.
+func outputProgress(ctx context.Context) func(int64) {
+	if !tools.ProgressWanted(ctx) {
+		return nil
+	}
+	var shown int64 = -1
+	var label string
+	return func(n int64) {
+		if k := shownSize(n); k != shown {
+			shown, label = k, byteCount(n)+" of output"
+		}
+		tools.ReportProgress(ctx, n, 0, label)
+	}
+}
+
+// shownSize is what byteCount(n) shows, as one number: n below 1 KiB,
+// else tenths of the unit plus the unit's rank in the top bits.
+func shownSize(n int64) int64 {
+	if n < 1024 {
+		return n
+	}
+	div, exp := int64(1024), int64(1)
+	for m := n / 1024; m >= 1024; m /= 1024 {
+		div *= 1024
+		exp++
+	}
+	// byteCount shows %.1f of n/div: the exact value rounded, ties to
+	// even; n/div has few fraction bits, so times ten it is exact.
+	return exp<<56 | int64(math.RoundToEven(float64(n)/float64(div)*10))
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -118,6 +162,9 @@ func (c *capture) Write(p []byte) (int, error) {
 		}
 	}
 	c.writeLog(p)
+	if c.progress != nil {
+		c.progress(c.total)
+	}
 	return len(p), nil
 }
 

@@ -1,9 +1,12 @@
 package computer
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // Head and tail are cut on character boundaries, the note counts what is
@@ -56,5 +59,39 @@ func TestCaptureLogLimit(t *testing.T) {
 	}
 	if log.String() != "abcde" || !c.logCut || c.logged != 5 || c.total != 9 {
 		t.Errorf("log %q cut %v logged %d total %d", log.String(), c.logCut, c.logged, c.total)
+	}
+}
+
+// BenchmarkCaptureWrite is the cost of one 4 KiB write of a command's
+// output, without and with a progress listener (the label and the
+// report per write).
+func BenchmarkCaptureWrite(b *testing.B) {
+	chunk := make([]byte, 4<<10)
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"nobody", context.Background()},
+		{"listener", tools.WithProgress(context.Background(), func(int64, int64, string) {})},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := &capture{headMax: 8 << 10, tailMax: 8 << 10, progress: outputProgress(bc.ctx)}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(chunk)))
+			for b.Loop() {
+				_, _ = c.Write(chunk)
+			}
+		})
+	}
+}
+
+// The label is made again exactly when byteCount would show another
+// size.
+func TestShownSize(t *testing.T) {
+	for n := int64(0); n < 3<<20; n += 37 {
+		a, b := n, n+37
+		if (shownSize(a) == shownSize(b)) != (byteCount(a) == byteCount(b)) {
+			t.Fatalf("%d (%s) and %d (%s): shownSize %d and %d", a, byteCount(a), b, byteCount(b), shownSize(a), shownSize(b))
+		}
 	}
 }

@@ -33,7 +33,14 @@ type PingParams struct {
 // SleepParams are sleep's parameters.
 type SleepParams struct {
 	MS int `json:"ms" jsonschema:"description=How long to wait in milliseconds.,minimum=0,maximum=600000"`
+	// ReportEveryMS is how often the wait reports its progress; the
+	// dispatcher publishes at most a few reports a second, so a small
+	// value floods its rate limit on purpose.
+	ReportEveryMS int `json:"report_every_ms,omitempty" jsonschema:"description=How often to report progress while waiting, in milliseconds (default 100).,minimum=1,maximum=600000"`
 }
+
+// sleepReportEvery is how often sleep reports progress by default.
+const sleepReportEvery = 100 * time.Millisecond
 
 // MarkParams are mark's parameters.
 type MarkParams struct {
@@ -58,10 +65,14 @@ func Tools(cfg Config) []*tools.Tool {
 			},
 		}),
 		tools.Must(tools.Def[SleepParams]{
-			Spec:     tools.Spec{Name: "sleep", Description: "Wait for the given number of milliseconds, then answer.", ReadOnly: true},
+			Spec:     tools.Spec{Name: "sleep", Description: "Wait for the given number of milliseconds, reporting progress as it waits, then answer.", ReadOnly: true},
 			Activity: func(p SleepParams) string { return fmt.Sprintf("Waiting %d ms", p.MS) },
 			Execute: func(ctx context.Context, p SleepParams) (tools.Result, error) {
-				if err := wait(ctx, p.MS); err != nil {
+				every := sleepReportEvery
+				if p.ReportEveryMS > 0 {
+					every = time.Duration(p.ReportEveryMS) * time.Millisecond
+				}
+				if err := sleep(ctx, p.MS, every); err != nil {
 					return tools.Result{}, err
 				}
 				return tools.Result{Content: fmt.Sprintf("waited %d ms", p.MS)}, nil
@@ -123,5 +134,30 @@ func wait(ctx context.Context, ms int) error {
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
+	}
+}
+
+// sleep waits ms milliseconds, reporting the milliseconds waited so far
+// every interval: "Waited 1200 of 5000 ms".
+func sleep(ctx context.Context, ms int, every time.Duration) error {
+	total := time.Duration(ms) * time.Millisecond
+	if every >= total {
+		return wait(ctx, ms)
+	}
+	start := time.Now()
+	end := time.NewTimer(total)
+	defer end.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end.C:
+			return nil
+		case <-tick.C:
+			waited := min(time.Since(start), total).Milliseconds()
+			tools.ReportProgress(ctx, waited, int64(ms), fmt.Sprintf("Waited %d of %d ms", waited, ms))
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 }

@@ -106,7 +106,10 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 			// with instead of asking the worker for its own.
 			Capabilities:           &sdk.ClientCapabilities{},
 			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.changes.Add(1) },
-			Logger:                 s.log,
+			ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+				s.progress.notify(r.Params)
+			},
+			Logger: s.log,
 		})
 		m.servers[name] = s
 	}
@@ -144,6 +147,8 @@ type server struct {
 	// changes counts tools/list_changed notifications: a session's cached
 	// tool list is good while it has not moved.
 	changes atomic.Uint64
+	// progress routes progress notifications to the running calls.
+	progress progressRoutes
 
 	mu       sync.Mutex
 	conn     *conn

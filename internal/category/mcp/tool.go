@@ -240,7 +240,10 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 				"%v, so %s was not run. Try again later, or do without it.", noteError(s.name, err), name)
 		}
 		sctx, span := spans.MCP(ctx, s.name, "tools/call", name)
-		res, err := c.cs.CallTool(sctx, &sdk.CallToolParams{Name: name, Arguments: args})
+		params := &sdk.CallToolParams{Name: name, Arguments: args}
+		unroute := s.requestProgress(ctx, params)
+		res, err := c.cs.CallTool(sctx, params)
+		unroute()
 		spans.End(span, err)
 		if err == nil {
 			return s.result(res, name)
