@@ -1,13 +1,17 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
@@ -349,5 +353,27 @@ func TestApprovalTimeoutMustFitStateTTL(t *testing.T) {
 	}
 	if err := (worker.Config{}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestIncompatibleApprovalsConsumerStopsTheStart: an approval-workers
+// consumer that filters on other subjects would take the timers out of the
+// work queue, or miss the answers; the worker refuses to start over it.
+func TestIncompatibleApprovalsConsumerStopsTheStart(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if err := bus.Setup(ctx, js, testConfig().Topology); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, protocol.StreamApprovals, protocol.ConsumerApprovals); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, protocol.StreamApprovals, jetstream.ConsumerConfig{Durable: protocol.ConsumerApprovals, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "turn.approval.>"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newWorker(ctx, s.Connect(t))
+	if err == nil || !errors.Is(err, bus.ErrIncompatible) || !strings.Contains(err.Error(), `it filters on "turn.approval.>"`) {
+		t.Fatalf("worker.New: %v, want an incompatible-filter error", err)
 	}
 }
