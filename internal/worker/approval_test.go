@@ -377,3 +377,17 @@ func TestIncompatibleApprovalsConsumerStopsTheStart(t *testing.T) {
 		t.Fatalf("worker.New: %v, want an incompatible-filter error", err)
 	}
 }
+
+// TestApprovalStrayMessagesAreDeadLettered: what lands on the timeout or
+// cancel subjects that is not the worker's own is dead-lettered, and
+// changes nothing.
+func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{})
+	dead := r.g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
+	for _, subj := range []string{"turn.approval.timeout.a%b.t.0", "turn.approval.timeout.a.t.01", "turn.approval.cancel.a.t%"} {
+		r.g.publish(subj, "", "{}")
+		if e := dead.next(); !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "is not turn.approval.<agent_id>.<turn_id>") || e.Header.Get(bus.HeaderDeadSubject) != subj {
+			t.Errorf("%s: dead letter %v", subj, e.Header)
+		}
+	}
+}
