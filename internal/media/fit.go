@@ -58,6 +58,25 @@ const DefaultFilename = "document.pdf"
 type Options struct {
 	// MaxPixels bounds the images decoded (DefaultMaxPixels).
 	MaxPixels int
+	// Slots, when set, bounds the images decoded and scaled at once
+	// across every Fit that shares it: each holds up to about four bytes
+	// per pixel while it works.
+	Slots Slots
+}
+
+// Slots bounds work done at once: a Fit takes a slot for each image it
+// decodes. A nil Slots bounds nothing.
+type Slots chan struct{}
+
+// NewSlots returns n slots.
+func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
+
+func (s Slots) take() func() {
+	if s == nil {
+		return func() {}
+	}
+	s <- struct{}{}
+	return func() { <-s }
 }
 
 // Fit turns items into parts whose URLs together are at most budget
@@ -116,6 +135,7 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	if mime == PNG {
 		data = cleanPNG(data)
 	}
+	defer opts.Slots.take()()
 	img, info, err := decode(data, opts.MaxPixels)
 	switch {
 	case errors.Is(err, ErrTooManyPixels):

@@ -315,3 +315,28 @@ func TestFitRepairsBadAncillaryChunks(t *testing.T) {
 		t.Errorf("a PNG with a broken critical chunk is kept")
 	}
 }
+
+// TestSlotsAreGivenBack: Fits sharing one slot all finish, and leave it
+// free, whatever their images did (kept, scaled, refused).
+func TestSlotsAreGivenBack(t *testing.T) {
+	slots := NewSlots(1)
+	items := [][]Item{
+		{{Data: encodePNG(t, noise(10, 10, false))}},
+		{{Data: encodePNG(t, noise(200, 200, false))}},
+		{{Data: bomb(t, 50000, 50000)}},
+		{{Data: append([]byte("\x89PNG\r\n\x1a\n"), 1, 2, 3)}},
+	}
+	done := make(chan struct{})
+	for _, it := range items {
+		go func() {
+			Fit(it, 8<<10, Options{Slots: slots})
+			done <- struct{}{}
+		}()
+	}
+	for range items {
+		<-done
+	}
+	if len(slots) != 0 {
+		t.Errorf("%d slots still taken", len(slots))
+	}
+}
