@@ -79,15 +79,25 @@ func (s Slots) take() func() {
 	return func() { <-s }
 }
 
+// MaxItems bounds the media of one output: the rest are left out with one
+// note, so that a server sending thousands of tiny images costs neither
+// thousands of decodes nor an output of notes.
+const MaxItems = 20
+
 // Fit turns items into parts whose URLs together are at most budget
 // bytes. Items are taken smallest first, each given an even share of
 // what is left: one that fits its share is kept (an image is decoded
 // once, to be sure it is one), an image over it is scaled down to it,
 // and anything else is replaced by a note, leaving its share to the
-// items after it. Parts come back in the order of items.
+// items after it. Parts come back in the order of items; past MaxItems,
+// one note stands for all the rest.
 func Fit(items []Item, budget int, opts Options) []Part {
 	if opts.MaxPixels <= 0 {
 		opts.MaxPixels = DefaultMaxPixels
+	}
+	if len(items) > MaxItems {
+		parts := Fit(items[:MaxItems], budget, opts)
+		return append(parts, Part{Kind: Text, Text: fmt.Sprintf("[left out: %d more images and files, because one output holds at most %d]", len(items)-MaxItems, MaxItems)})
 	}
 	order := make([]int, len(items))
 	for i := range order {

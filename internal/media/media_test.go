@@ -340,3 +340,20 @@ func TestSlotsAreGivenBack(t *testing.T) {
 		t.Errorf("%d slots still taken", len(slots))
 	}
 }
+
+func TestFitBoundsTheItems(t *testing.T) {
+	one := encodePNG(t, noise(2, 2, false))
+	items := make([]Item, 5000)
+	for i := range items {
+		items[i] = Item{Data: one}
+	}
+	parts := Fit(items, 1<<20, Options{})
+	if len(parts) != MaxItems+1 || parts[MaxItems].Text != "[left out: 4980 more images and files, because one output holds at most 20]" {
+		t.Fatalf("%d parts, last %+v", len(parts), parts[len(parts)-1])
+	}
+	for _, p := range parts[:MaxItems] {
+		if p.Kind != Image {
+			t.Fatalf("part %+v", p)
+		}
+	}
+}
