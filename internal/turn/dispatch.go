@@ -220,7 +220,7 @@ type pending struct {
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
-	progress progress // the call's reporter, when the observer publishes progress
+	progress progressState // the call's reporter, when the observer publishes progress
 }
 
 // Run dispatches one step: every call is resolved and validated, then
