@@ -174,6 +174,41 @@ func TestSingleNodePermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("approval", func(t *testing.T) {
+		// A step held for approval (the context names ping), answered by
+		// the gateway; then one held and cancelled: the worker's timer,
+		// its purge, the cancel note and the approvals consumer at work.
+		g := &gatewayClient{t: t, c: gw}
+		held := diagContext()
+		held.Approval = protocol.ApprovalScope{Names: []string{"ping"}}
+		out := g.follow(protocol.StreamOutputs, protocol.Subject(protocol.PrefixOutput, "a1", "ap"))
+		g.publishStep(protocol.PrefixCall, "a1", "ap", 0, held, fcall("c1", "ping", `{}`))
+		if ev := g.next(out); ev.Type != protocol.EventStepPending {
+			t.Fatalf("got %s, want step.pending", ev.raw)
+		}
+		g.publish(protocol.Subject(protocol.PrefixApproval, "a1", "ap"), protocol.ApprovalMsgID("a1", "ap", 0, 1),
+			[]byte(`{"agent_id":"a1","turn_id":"ap","step":0,"decisions":[{"call_id":"c1","approved":true}]}`))
+		if ev := g.next(out); ev.Type != protocol.EventCallOutput || ev.Status != protocol.StatusOK {
+			t.Fatalf("approved call: %s", ev.raw)
+		}
+		if ev := g.next(out); ev.Type != protocol.EventStepDone {
+			t.Fatalf("got %s, want step.done", ev.raw)
+		}
+		g.publishStep(protocol.PrefixCall, "a1", "ap", 1, held, fcall("c1", "ping", `{}`))
+		if ev := g.next(out); ev.Type != protocol.EventStepPending {
+			t.Fatalf("got %s, want step.pending", ev.raw)
+		}
+		if err := gw.nc.Publish(protocol.Subject(protocol.PrefixCancel, "a1", "ap"), []byte(`{"reason":"user stop"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if ev := g.next(out); ev.Error == nil || ev.Error.Kind != "aborted" {
+			t.Fatalf("held call of a cancelled turn: %s", ev.raw)
+		}
+		if ev := g.next(out); ev.Type != protocol.EventStepDone || !ev.EndTurn {
+			t.Fatalf("step.done of a cancelled turn: %s", ev.raw)
+		}
+	})
+
 	t.Run("tool categories", func(t *testing.T) {
 		g := &gatewayClient{t: t, c: gw}
 		g.categories(ctx, admin, runner)
@@ -243,10 +278,11 @@ func TestSingleNodePermissions(t *testing.T) {
 
 	t.Run("worker denials", func(t *testing.T) {
 		for _, subj := range []string{
-			"turn.call.a.b",   // steps are the gateway's
-			"turn.task.a.b",   //
-			"turn.cancel.a.b", // and cancels
-			"turn.tools",      // no asking for catalogs
+			"turn.call.a.b",     // steps are the gateway's
+			"turn.task.a.b",     //
+			"turn.cancel.a.b",   // and cancels
+			"turn.approval.a.b", // and answers
+			"turn.tools",        // no asking for catalogs
 			"$JS.API.STREAM.DELETE.TURN_CALLS",
 			"$JS.API.STREAM.PURGE.TURN_OUTPUTS",
 			"$JS.API.STREAM.CREATE.OTHER",

@@ -51,7 +51,7 @@ expect "watch the events" '"type":"call.output"' "$out"
 expect "watch the events" 'pong hi' "$out"
 expect "watch the events" '"type":"step.done"' "$out"
 progress=$(mktemp)
-nats sub 'turn.activity.a1.tp' --count 3 --raw >"$progress" 2>&1 &
+{ nats sub 'turn.activity.a1.tp' --count 3 --raw & } >"$progress" 2>&1
 sub=$!
 sleep 1 # the subscription is up: activity is not stored
 nats pub --jetstream turn.call.a1.tp -H Nats-Msg-Id:a1.tp.0 '{"agent_id":"a1","turn_id":"tp","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"call_1","name":"sleep","arguments":"{\"ms\":2000}"}]}' >/dev/null 2>&1

@@ -58,17 +58,46 @@ const DefaultFilename = "document.pdf"
 type Options struct {
 	// MaxPixels bounds the images decoded (DefaultMaxPixels).
 	MaxPixels int
+	// Slots, when set, bounds the images decoded and scaled at once
+	// across every Fit that shares it: each holds up to about four bytes
+	// per pixel while it works.
+	Slots Slots
 }
+
+// Slots bounds work done at once: a Fit takes a slot for each image it
+// decodes. A nil Slots bounds nothing.
+type Slots chan struct{}
+
+// NewSlots returns n slots.
+func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
+
+func (s Slots) take() func() {
+	if s == nil {
+		return func() {}
+	}
+	s <- struct{}{}
+	return func() { <-s }
+}
+
+// MaxItems bounds the media of one output: the rest are left out with one
+// note, so that a server sending thousands of tiny images costs neither
+// thousands of decodes nor an output of notes.
+const MaxItems = 20
 
 // Fit turns items into parts whose URLs together are at most budget
 // bytes. Items are taken smallest first, each given an even share of
 // what is left: one that fits its share is kept (an image is decoded
 // once, to be sure it is one), an image over it is scaled down to it,
 // and anything else is replaced by a note, leaving its share to the
-// items after it. Parts come back in the order of items.
+// items after it. Parts come back in the order of items; past MaxItems,
+// one note stands for all the rest.
 func Fit(items []Item, budget int, opts Options) []Part {
 	if opts.MaxPixels <= 0 {
 		opts.MaxPixels = DefaultMaxPixels
+	}
+	if len(items) > MaxItems {
+		parts := Fit(items[:MaxItems], budget, opts)
+		return append(parts, Part{Kind: Text, Text: fmt.Sprintf("[left out: %d more images and files, because one output holds at most %d]", len(items)-MaxItems, MaxItems)})
 	}
 	order := make([]int, len(items))
 	for i := range order {
@@ -116,6 +145,7 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	if mime == PNG {
 		data = cleanPNG(data)
 	}
+	defer opts.Slots.take()()
 	img, info, err := decode(data, opts.MaxPixels)
 	switch {
 	case errors.Is(err, ErrTooManyPixels):

@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"image"
-	"image/color"
 	"image/gif"
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -86,6 +86,9 @@ func bomb(t testing.TB, w, h uint32) []byte {
 }
 
 func TestSniff(t *testing.T) {
+	// testdata/gopher.webp is golang.org/x/image's
+	// testdata/gopher-doc.1bpp.lossless.webp (BSD licence): a real WebP,
+	// which Go cannot encode.
 	webp, err := os.ReadFile("testdata/gopher.webp")
 	if err != nil {
 		t.Fatal(err)
@@ -225,13 +228,12 @@ func TestFitNotes(t *testing.T) {
 // claims 40000×40000 pixels (6.4 GB of RGBA) costs next to nothing.
 func TestBombIsNotDecoded(t *testing.T) {
 	data := bomb(t, 40000, 40000)
-	allocs := testing.AllocsPerRun(5, func() { Fit([]Item{{Data: data}}, 1<<20, Options{}) })
-	var ms0, ms1 = new(runtimeMem), new(runtimeMem)
-	ms0.read()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	Fit([]Item{{Data: data}}, 1<<20, Options{})
-	ms1.read()
-	if grown := ms1.total - ms0.total; grown > 1<<20 {
-		t.Errorf("fitting a bomb allocated %d bytes (%v allocations)", grown, allocs)
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("fitting a bomb allocated %d bytes", grown)
 	}
 }
 
@@ -274,7 +276,6 @@ func TestNoteClipsWhatItQuotes(t *testing.T) {
 	if len(n) > 800 {
 		t.Errorf("a note quoting a long source is %d bytes", len(n))
 	}
-	_ = color.Black
 }
 
 func TestSize(t *testing.T) {
@@ -313,5 +314,47 @@ func TestFitRepairsBadAncillaryChunks(t *testing.T) {
 	}
 	if p := Fit([]Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
 		t.Errorf("a PNG with a broken critical chunk is kept")
+	}
+}
+
+// TestSlotsAreGivenBack: Fits sharing one slot all finish, and leave it
+// free, whatever their images did (kept, scaled, refused).
+func TestSlotsAreGivenBack(t *testing.T) {
+	slots := NewSlots(1)
+	items := [][]Item{
+		{{Data: encodePNG(t, noise(10, 10, false))}},
+		{{Data: encodePNG(t, noise(200, 200, false))}},
+		{{Data: bomb(t, 50000, 50000)}},
+		{{Data: append([]byte("\x89PNG\r\n\x1a\n"), 1, 2, 3)}},
+	}
+	done := make(chan struct{})
+	for _, it := range items {
+		go func() {
+			Fit(it, 8<<10, Options{Slots: slots})
+			done <- struct{}{}
+		}()
+	}
+	for range items {
+		<-done
+	}
+	if len(slots) != 0 {
+		t.Errorf("%d slots still taken", len(slots))
+	}
+}
+
+func TestFitBoundsTheItems(t *testing.T) {
+	one := encodePNG(t, noise(2, 2, false))
+	items := make([]Item, 5000)
+	for i := range items {
+		items[i] = Item{Data: one}
+	}
+	parts := Fit(items, 1<<20, Options{})
+	if len(parts) != MaxItems+1 || parts[MaxItems].Text != "[left out: 4980 more images and files, because one output holds at most 20]" {
+		t.Fatalf("%d parts, last %+v", len(parts), parts[len(parts)-1])
+	}
+	for _, p := range parts[:MaxItems] {
+		if p.Kind != Image {
+			t.Fatalf("part %+v", p)
+		}
 	}
 }

@@ -265,19 +265,19 @@ func (ev *StepDone) Fit(budget int) error {
 	// Media go first, largest first across the step, each replaced by its
 	// note, so that as many as fit stay whole; texts are clipped only
 	// when no media are left.
-	var media mediaItems
+	var ms mediaItems
 	for i, it := range items {
 		if fo, ok := mediaOutput(it); ok {
 			var notes []string
 			if i < len(ev.MediaNotes) {
 				notes = ev.MediaNotes[i]
 			}
-			media.add(i, fo, notes)
+			ms.add(i, fo, notes)
 		}
 	}
-	if len(media.refs) > 0 {
+	if len(ms.refs) > 0 {
 		items = slices.Clone(items)
-		for i, it := range media.drop(size - budget) {
+		for i, it := range ms.drop(size - budget) {
 			items[i] = it
 		}
 		ev.Items = items

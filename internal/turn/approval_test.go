@@ -94,3 +94,74 @@ func TestPendingStepDecide(t *testing.T) {
 		t.Errorf("event %+v", ev)
 	}
 }
+
+// memApprovals keeps pending steps in memory.
+type memApprovals struct {
+	held      map[int64]*turn.PendingStep
+	announced int
+}
+
+func (m *memApprovals) Hold(_ context.Context, p *turn.PendingStep) (*turn.PendingStep, error) {
+	if had := m.held[p.Step]; had != nil {
+		return had, nil
+	}
+	m.held[p.Step] = p
+	return nil, nil
+}
+
+func (m *memApprovals) Announce(context.Context, *turn.PendingStep) error {
+	m.announced++
+	return nil
+}
+
+// TestHeldStepRunsTheStoredArguments: a held step runs nothing; once
+// decided it runs the stored validated value, whatever the model's text
+// says, and answers a refused call rejected.
+func TestHeldStepRunsTheStoredArguments(t *testing.T) {
+	var got []string
+	echo := func(_ context.Context, p textArgs) (tools.Result, error) {
+		got = append(got, p.Text)
+		return tools.Result{Content: "ran " + p.Text}, nil
+	}
+	r, em, _ := newRunner(t, newTool(t, "write", tools.Sequential, echo), newTool(t, "read", tools.Parallel, echo, readOnly))
+	ap := &memApprovals{held: map[int64]*turn.PendingStep{}}
+	r.Approval, r.Approvals = turn.Policy{Names: []string{"write"}}, ap
+	st := step(0, call("c1", "write", `{"text":"model",}`), call("c2", "read", `{"text":"r"}`), call("c3", "write", `{"text":"other"}`), call("c4", "nope", `{}`))
+	if err := r.Run(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), st); err != nil { // a redelivery
+		t.Fatal(err)
+	}
+	if len(got) != 0 || len(em.outputs) != 0 || len(em.done) != 0 || ap.announced != 2 {
+		t.Fatalf("a held step ran %v, published %d outputs and %d step.done, announced %d times", got, len(em.outputs), len(em.done), ap.announced)
+	}
+	p := ap.held[0]
+	if ev := p.Event(); len(ev.Approvals) != 2 || string(ev.Approvals[0].Arguments) != `{"text":"model"}` || ev.Approvals[0].Activity != "Running write" {
+		t.Fatalf("step.pending %+v", ev)
+	}
+	if p.Calls[3].Outcome == nil || p.Calls[3].Outcome.Err.Kind != tools.UnknownTool {
+		t.Errorf("the unknown tool's call is not answered in the record: %+v", p.Calls[3])
+	}
+	// What was shown is what runs: the stored value, not the model's text.
+	p.Calls[0].Valid = []byte(`{"text":"shown"}`)
+	p.State, p.Verdict = turn.StateDecided, &turn.Verdict{By: turn.ByAnswer, Decisions: []protocol.Decision{{CallID: "c1", Approved: true}, {CallID: "c3", Reason: "no"}}}
+	if err := r.Resolve(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"shown", "r"}) {
+		t.Errorf("ran %v", got)
+	}
+	if o := em.output("c1"); o == nil || o.Status != "ok" || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
+		t.Errorf("c1 %+v", o)
+	}
+	if o := em.output("c3"); o == nil || o.Error == nil || o.Error.Kind != tools.Rejected {
+		t.Errorf("c3 %+v", o)
+	}
+	if o := em.output("c4"); o == nil || o.Error == nil || o.Error.Kind != tools.UnknownTool {
+		t.Errorf("c4 %+v", o)
+	}
+	if len(em.done) != 1 || len(em.done[0].Items) != 4 || em.done[0].EndTurn {
+		t.Errorf("step.done %+v", em.done)
+	}
+}

@@ -222,6 +222,9 @@ type Dispatcher struct {
 	// MediaBudget bounds the data URLs of one output's images and files
 	// (media.DefaultBudget), and is at most half of MaxEventBytes.
 	MediaBudget int
+	// MediaSlots, when set, bounds the images decoded and scaled at once
+	// by every step of this dispatcher (a large image holds ~100 MB).
+	MediaSlots media.Slots
 }
 
 // pending is one call on its way through a step: what resolving it
@@ -252,7 +255,7 @@ type pending struct {
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
-	progress progress // the call's reporter, when the observer publishes progress
+	progress progressState // the call's reporter, when the observer publishes progress
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -917,7 +920,7 @@ func (d *Dispatcher) outputItem(callID, text string, ms []tools.Media) (json.Raw
 		notes, texts = append(notes, ""), append(texts, text)
 	}
 	kept := false
-	for _, p := range media.Fit(items, d.mediaBudget(), media.Options{}) {
+	for _, p := range media.Fit(items, d.mediaBudget(), media.Options{Slots: d.MediaSlots}) {
 		c := protocol.InputContent{Type: protocol.ContentText, Text: p.Text}
 		switch p.Kind {
 		case media.Image:

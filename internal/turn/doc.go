@@ -13,5 +13,7 @@
 // sequential call runs alone, in call order; outcomes come back in call
 // order. A Journal (the worker's TURN_STATE bucket) makes calls
 // effectively-once across redelivery, and an Observer hears of calls as
-// they start and end so events can be published as soon as each ends.
+// they start and end so events can be published as soon as each ends;
+// one that is also a ProgressObserver hears of their progress, at most
+// once per ProgressInterval per call (progress.go).
 package turn

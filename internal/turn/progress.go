@@ -3,6 +3,7 @@ package turn
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,13 +31,14 @@ type ProgressObserver interface {
 // progress is one call's progress reporter (pending.report, reached
 // through tools.ReportProgress): it keeps the latest report and publishes
 // it from a timer, so a report costs a lock and a few stores, and never
-// waits for the network. The timer is created on the first report, and
+// waits for the network. The timer is set on a report when none is, and
 // re-armed only while reports keep coming: the last report before a pause
 // goes out at most one interval after it (a trailing publish), unless the
-// call ends first. It lives in the call's pending, so a call that never
-// reports costs one small allocation (the report func).
+// call ends first. It is made on the call's first report: a call that
+// never reports costs its record 16 bytes and one small allocation (the
+// report func).
 type progress struct {
-	obs ProgressObserver // nil: the call has no reporter
+	obs ProgressObserver
 
 	mu          sync.Mutex
 	done, total int64
@@ -52,16 +54,31 @@ type progress struct {
 	pub sync.Mutex
 }
 
+// progressState is what a call's record holds of its reporter.
+type progressState struct {
+	p     atomic.Pointer[progress] // made on the first report
+	ended atomic.Bool              // set by endProgress before it looks at p
+}
+
 // report is the call's tools.ProgressFunc.
 func (p *pending) report(done, total int64, label string) {
+	g := p.progress.p.Load()
+	if g == nil {
+		po, _ := p.d.Observer.(ProgressObserver) // withProgress checked it
+		g = &progress{obs: po}
+		if !p.progress.p.CompareAndSwap(nil, g) {
+			g = p.progress.p.Load()
+		}
+	}
 	done = max(done, 0)
 	if total < done {
 		total = 0 // a total below what is done is no total
 	}
-	g := &p.progress
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.ended {
+	// ended is read after g is in place: endProgress sets it before it
+	// looks for g, so one of the two sees the other.
+	if g.ended || p.progress.ended.Load() {
 		return
 	}
 	g.done, g.total, g.text, g.dirty = done, total, label, true
@@ -83,7 +100,7 @@ func (p *pending) report(done, total int64, label string) {
 // publishProgress publishes the latest report, and re-arms the timer for
 // the next interval when more came while it was publishing.
 func (p *pending) publishProgress() {
-	g := &p.progress
+	g := p.progress.p.Load()
 	g.pub.Lock()
 	defer g.pub.Unlock()
 	g.mu.Lock()
@@ -115,21 +132,22 @@ func (p *pending) publishProgress() {
 // withProgress gives the call a progress reporter when the observer
 // publishes progress.
 func (p *pending) withProgress() {
-	po, ok := p.d.Observer.(ProgressObserver)
-	if !ok {
-		return
+	if _, ok := p.d.Observer.(ProgressObserver); ok {
+		p.ctx.Progress = p.report
 	}
-	p.progress.obs = po
-	p.ctx.Progress = p.report
 }
 
 // endProgress stops the call's reporter when the call ends, before its
 // completed event: later reports are dropped, a pending one is not
 // published, and one being published is waited for.
 func (p *pending) endProgress() {
-	g := &p.progress
-	if g.obs == nil {
+	if p.ctx.Progress == nil {
 		return
+	}
+	p.progress.ended.Store(true)
+	g := p.progress.p.Load()
+	if g == nil {
+		return // never reported; a report from now on sees ended
 	}
 	g.mu.Lock()
 	g.ended = true

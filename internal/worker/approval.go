@@ -31,6 +31,9 @@ func (w *Worker) handleApproval(ctx context.Context, msg jetstream.Msg) error {
 	switch {
 	case len(t) == 4:
 		return w.onAnswer(ctx, msg, seq)
+	case len(t) >= 5 && (!protocol.ValidID(t[3]) || !protocol.ValidID(t[4])):
+		// Not the worker's own timer or note (a gateway answers on four
+		// tokens).
 	case len(t) == 6 && msg.Subject() == protocol.ApprovalTimeoutSubject(t[3], t[4], mustStep(t[5])):
 		step, _ := strconv.ParseInt(t[5], 10, 64)
 		return w.decide(ctx, t[3], t[4], step, seq, false, func(*turn.PendingStep) (*turn.Verdict, error) {

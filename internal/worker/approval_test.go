@@ -1,13 +1,17 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
@@ -105,7 +109,7 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 	if outs["c1"].Status != "ok" || outs["c2"].Status != "ok" || errKind(outs["c3"]) != "invalid_arguments" {
 		t.Fatalf("outputs %+v", outs)
 	}
-	if !slices.Equal(outs["c2"].Repairs, []string{"trailing_commas"}) && len(outs["c2"].Repairs) == 0 {
+	if !slices.Equal(outs["c2"].Repairs, []string{"trailing_commas"}) {
 		t.Errorf("c2 repairs %v: the repair that made the shown arguments is reported", outs["c2"].Repairs)
 	}
 	if len(done.Items) != 3 || done.EndTurn {
@@ -349,5 +353,41 @@ func TestApprovalTimeoutMustFitStateTTL(t *testing.T) {
 	}
 	if err := (worker.Config{}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestIncompatibleApprovalsConsumerStopsTheStart: an approval-workers
+// consumer that filters on other subjects would take the timers out of the
+// work queue, or miss the answers; the worker refuses to start over it.
+func TestIncompatibleApprovalsConsumerStopsTheStart(t *testing.T) {
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if err := bus.Setup(ctx, js, testConfig().Topology); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteConsumer(ctx, protocol.StreamApprovals, protocol.ConsumerApprovals); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, protocol.StreamApprovals, jetstream.ConsumerConfig{Durable: protocol.ConsumerApprovals, AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "turn.approval.>"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newWorker(ctx, s.Connect(t))
+	if err == nil || !errors.Is(err, bus.ErrIncompatible) || !strings.Contains(err.Error(), `it filters on "turn.approval.>"`) {
+		t.Fatalf("worker.New: %v, want an incompatible-filter error", err)
+	}
+}
+
+// TestApprovalStrayMessagesAreDeadLettered: what lands on the timeout or
+// cancel subjects that is not the worker's own is dead-lettered, and
+// changes nothing.
+func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{})
+	dead := r.g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
+	for _, subj := range []string{"turn.approval.timeout.a%b.t.0", "turn.approval.timeout.a.t.01", "turn.approval.cancel.a.t%"} {
+		r.g.publish(subj, "", "{}")
+		if e := dead.next(); !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "is not turn.approval.<agent_id>.<turn_id>") || e.Header.Get(bus.HeaderDeadSubject) != subj {
+			t.Errorf("%s: dead letter %v", subj, e.Header)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -199,6 +200,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 			// reconnect reach a server with a smaller limit).
 			MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
 			MediaBudget:   cfg.MediaBudget,
+			// Images are decoded a few at a time, whatever the steps.
+			MediaSlots: media.NewSlots(runtime.GOMAXPROCS(0)),
 		},
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
 		Approval: cfg.Approval, Approvals: w.state,

@@ -437,6 +437,7 @@ func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Ste
 	}
 	if res != nil {
 		res.Version(st, done)
+		done.MediaNotes = res.MediaNotes()
 	}
 	return r.Emitter.StepDone(ctx, done)
 }
