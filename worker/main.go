@@ -1,9 +1,4 @@
-// Command worker runs the tool runtime worker. With no configuration it
-// starts an embedded NATS server with JetStream on 127.0.0.1:4222
-// (monitoring on 8222) and serves on it; with --nats-url (or NATS_URL) it
-// joins an existing server or cluster. Every flag can also be set from the
-// environment: --call-timeout is WORKER_CALL_TIMEOUT, and so on.
-package main
+package worker
 
 import (
 	"context"
@@ -31,7 +26,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
@@ -41,12 +35,9 @@ import (
 	"github.com/agentbull/toolruntime/internal/procguard"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
+	iworker "github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
 
 // secretEnv are the variables that may hold NATS credentials (a URL may
 // carry user:password@), as the worker's own and as the NATS CLI's names:
@@ -56,17 +47,23 @@ var secretEnv = []string{
 	"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_NKEY", "NATS_CREDS", "NATS_KEY",
 }
 
-func main() {
+// run is Main but for the exit: it returns the exit code.
+func run(ctx context.Context, o Options) int {
 	procguard.Init(secretEnv...) // returns at once unless PID 1
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	m := NewMain()
-	if err := m.ParseFlags(os.Args[1:]); err != nil {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := newProgram(o)
+	args := o.Args
+	if args == nil {
+		args = os.Args[1:]
+	}
+	if err := m.ParseFlags(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
+			return 0
 		}
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		fmt.Fprintln(os.Stderr, "Run worker --help for the flags.")
-		os.Exit(2)
+		return 2
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {
 		m.log.Warn("the process is not fully hardened", "err", err)
@@ -77,23 +74,30 @@ func main() {
 	// The worker stops only once the stop is announced, so that the
 	// message comes before the worker's own "stopped".
 	runCtx, cancelRun := context.WithCancel(context.Background())
+	ran := make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-ran:
+			return
+		}
 		stop() // a second signal now ends the process at once
 		m.log.Info(m.stopping())
 		cancelRun()
 	}()
 	err := m.Run(runCtx)
+	close(ran)
 	cancelRun()
 	m.Close()
 	if err != nil {
 		m.log.Error("worker failed", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
-// Main is the program: its configuration, and what it started.
-type Main struct {
+// program is the worker program: its configuration, and what it started.
+type program struct {
 	NATSURL     string
 	NATSContext string
 	Listen      string
@@ -119,7 +123,7 @@ type Main struct {
 	Diagnostics  bool
 	MarkDir      string
 	Storage      string
-	Worker       worker.Config
+	Worker       iworker.Config
 	// The categories with state in JetStream, each on unless switched off.
 	// Replicas and Storage of their buckets and streams come from Worker.
 	TodoOn      bool
@@ -157,15 +161,25 @@ type Main struct {
 	tel    atomic.Pointer[telemetry.Telemetry]
 	// helpOut is where --help writes (default stdout).
 	helpOut io.Writer
+	// From Options: the version, and the categories in catalog order.
+	version    string
+	categories []Category
 }
 
-// NewMain returns a Main with defaults.
-func NewMain() *Main {
-	return &Main{log: slog.Default()}
+// newProgram returns a program with defaults, for o.
+func newProgram(o Options) *program {
+	m := &program{log: slog.Default(), version: o.Version, categories: o.Categories}
+	if m.version == "" {
+		m.version = DefaultVersion
+	}
+	if m.categories == nil {
+		m.categories = DefaultCategories()
+	}
+	return m
 }
 
 // stdout is where --help writes.
-func (m *Main) stdout() io.Writer {
+func (m *program) stdout() io.Writer {
 	if m.helpOut != nil {
 		return m.helpOut
 	}
@@ -173,7 +187,7 @@ func (m *Main) stdout() io.Writer {
 }
 
 // ParseFlags reads flags, then the environment for flags not given.
-func (m *Main) ParseFlags(args []string) error {
+func (m *program) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	// A mistyped flag is its error and a pointer to --help (main prints
 	// them), not the whole usage burying the one line that matters; the
@@ -303,7 +317,7 @@ func (m *Main) ParseFlags(args []string) error {
 			m.otlpFromEnv = true
 		}
 	}
-	w.Version = version
+	w.Version = m.version
 	return m.validate()
 }
 
@@ -317,7 +331,7 @@ var natsEnv = map[string]string{
 
 // applyNATSContext fills the connection settings that no flag or
 // variable set from the NATS CLI context named by --context.
-func (m *Main) applyNATSContext(set map[string]bool) error {
+func (m *program) applyNATSContext(set map[string]bool) error {
 	if m.NATSContext == "" {
 		return nil
 	}
@@ -353,7 +367,7 @@ func (m *Main) applyNATSContext(set map[string]bool) error {
 
 // urlSource says, for an error, where the URL came from when a NATS
 // context was read: the context's own, or a flag or NATS_URL over it.
-func (m *Main) urlSource() string {
+func (m *program) urlSource() string {
 	switch {
 	case m.contextPath == "":
 		return ""
@@ -363,7 +377,7 @@ func (m *Main) urlSource() string {
 	return " (--nats-url or NATS_URL, over NATS context " + m.contextPath + ")"
 }
 
-func (m *Main) validate() error {
+func (m *program) validate() error {
 	var errs []error
 	switch m.Storage {
 	case "file":
@@ -466,7 +480,7 @@ func (m *Main) validate() error {
 
 // Run connects (starting the embedded server first when no URL is set),
 // and serves until ctx ends.
-func (m *Main) Run(ctx context.Context) error {
+func (m *program) Run(ctx context.Context) error {
 	url := m.NATSURL
 	if url == "" {
 		host, port, err := splitHostPort(m.Listen)
@@ -497,7 +511,7 @@ func (m *Main) Run(ctx context.Context) error {
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
-		Instance: m.Worker.Name, Version: version,
+		Instance: m.Worker.Name, Version: m.version,
 		OTLPEndpoint: m.OTLPEndpoint, OTLPFromEnv: m.otlpFromEnv, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
 	}, m.log)
 	if err != nil {
@@ -514,108 +528,34 @@ func (m *Main) Run(ctx context.Context) error {
 	// the standard logger; the process has one log. This is global by the
 	// SDK's design, so it is set here, in main's package.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.log.Warn("telemetry", "err", err) }))
-	// Catalog order: todo, computer, web, brain, schedules, background
-	// jobs, workflow tools, then diagnostics. Each category creates or updates its own
-	// bucket or stream here.
-	topo := m.Worker.Topology.WithDefaults()
+	// Each category, in catalog order, creates or updates its own bucket
+	// or stream here.
+	st := &starting{m: m, ctx: ctx, setup: setupCtx, js: js, topo: m.Worker.Topology.WithDefaults()}
+	defer st.close()
 	var creators []turn.Creator
 	var categories []string // as bound in a turn's context
-	if m.TodoOn {
-		m.Todo.Replicas, m.Todo.Storage = topo.Replicas, topo.Storage
-		td, err := todo.New(setupCtx, js, m.Todo)
+	seen := map[string]bool{}
+	for _, c := range m.categories {
+		if seen[c.name] {
+			return fmt.Errorf("two categories are named %q", c.name)
+		}
+		seen[c.name] = true
+		cr, err := c.start(st)
 		if err != nil {
-			return err
+			return fmt.Errorf("category %s: %w", c.name, err)
 		}
-		creators = append(creators, td.Creator())
-		categories = append(categories, "todo")
-	}
-	if m.Computer.Root != "" {
-		m.Computer.Logger = m.log
-		sb, err := m.Sandbox.start(ctx, m.log, m.WebAllow)
-		if err != nil {
-			return err
+		if cr != nil {
+			creators = append(creators, cr)
+			categories = append(categories, c.name)
 		}
-		if sb != nil {
-			defer sb.Close()
-		}
-		m.Computer.Sandbox, m.Computer.Unconfined = sb, m.Sandbox.Mode == "none"
-		cc, err := computer.New(m.Computer)
-		if err != nil {
-			return err
-		}
-		defer cc.Close()
-		creators = append(creators, cc.Creator())
-		categories = append(categories, "computer")
-		m.log.Info("computer tools on", "homes", cc.Root())
 	}
-	var webTools turn.Creator
-	if m.Web.Fetch || m.Web.SearchURL != "" {
-		wc, err := web.New(m.Web)
-		if err != nil {
-			return err
-		}
-		defer wc.Close()
-		webTools = wc.Creator()
-		creators = append(creators, webTools)
-		categories = append(categories, "web")
+	if st.workflows == nil {
+		// Task turns are the worker's, whether or not main turns get the
+		// workflow tools.
+		st.workflows = workflowtask.New(js, workflowtask.Config{Web: st.web, Brain: st.brain, Logger: m.log})
 	}
-	var brainTools turn.Creator
-	if m.BrainOn {
-		m.Brain.Replicas, m.Brain.Storage = topo.Replicas, topo.Storage
-		br, err := brain.New(setupCtx, js, m.Brain)
-		if err != nil {
-			return err
-		}
-		brainTools = br.Creator()
-		creators = append(creators, brainTools)
-		categories = append(categories, "brain")
-	}
-	if m.SchedulesOn {
-		m.Schedules.Replicas, m.Schedules.Storage = topo.Replicas, topo.Storage
-		sc, err := schedule.New(setupCtx, js, m.Schedules)
-		if err != nil {
-			return err
-		}
-		creators = append(creators, sc.Creator())
-		categories = append(categories, "schedules")
-	}
-	var jobService *jobs.Service
-	if m.JobsOn {
-		m.Jobs.Replicas, m.Jobs.Storage, m.Jobs.Logger = topo.Replicas, topo.Storage, m.log
-		if jobService, err = jobs.New(setupCtx, js, m.Jobs); err != nil {
-			return err
-		}
-		creators = append(creators, jobService.Creator())
-		categories = append(categories, "background_jobs")
-	}
-	workflows := workflowtask.New(js, workflowtask.Config{Web: webTools, Brain: brainTools, Logger: m.log})
-	creators = append(creators, workflows.Creator())
-	categories = append(categories, "workflows")
-	// Skills, then MCP servers (those the turn names and those its skills
-	// need): their namespaces come late, so the catalog's prefix is stable.
-	if m.skills != nil {
-		creators = append(creators, skills.Creator(m.skills))
-		categories = append(categories, "skills")
-		m.log.Info("skills loaded", "dir", m.SkillsDir, "skills", m.skills.Names())
-	}
-	if m.mcp != nil {
-		mm, err := mcp.NewManager(*m.mcp, mcp.Options{Logger: m.log, Version: version})
-		if err != nil {
-			return err
-		}
-		// Runs after the worker stopped: running calls had their grace;
-		// then every session ends and every stdio server is reaped.
-		defer mm.Close()
-		creators = append(creators, mcp.Creator(mm, m.skills))
-		categories = append(categories, "mcp")
-		m.log.Info("mcp servers configured", "servers", mm.Servers())
-	}
-	if m.Diagnostics {
-		creators = append(creators, diag.Creator(diag.Config{MarkDir: m.MarkDir}))
-		categories = append(categories, "diagnostics")
-	}
-	m.Worker.Metadata = map[string]string{"worker_version": version, "categories": strings.Join(categories, ",")}
-	w, err := worker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), workflows, m.log)
+	m.Worker.Metadata = map[string]string{"worker_version": m.version, "categories": strings.Join(categories, ",")}
+	w, err := iworker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), st.workflows, m.log)
 	if err != nil {
 		return err
 	}
@@ -623,14 +563,14 @@ func (m *Main) Run(ctx context.Context) error {
 	// The job report watcher lives and ends with the worker.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Run(gctx) })
-	if jobService != nil {
-		g.Go(func() error { return jobService.Watch(gctx) })
+	for _, run := range st.runs {
+		g.Go(func() error { return run(gctx) })
 	}
 	return g.Wait()
 }
 
 // stopping says what a stop waits for.
-func (m *Main) stopping() string {
+func (m *program) stopping() string {
 	running := "running calls"
 	if tel := m.tel.Load(); tel != nil {
 		if n := tel.Metrics.Running(); n == 1 {
@@ -642,14 +582,14 @@ func (m *Main) stopping() string {
 	return fmt.Sprintf("stopping: waiting up to %s for %s to finish; press Ctrl-C again to quit at once (unfinished steps are delivered again)", m.Worker.Grace, running)
 }
 
-func (m *Main) monitorURL(host string) string {
+func (m *program) monitorURL(host string) string {
 	if m.MonitorPort == 0 {
 		return "off"
 	}
 	return fmt.Sprintf("http://%s:%d", host, m.MonitorPort)
 }
 
-func (m *Main) natsOptions() ([]nats.Option, error) {
+func (m *program) natsOptions() ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("turn-worker " + m.Worker.Name),
 		nats.MaxReconnects(-1),
@@ -706,7 +646,7 @@ func (m *Main) natsOptions() ([]nats.Option, error) {
 }
 
 // Close drains the connection and stops the embedded server.
-func (m *Main) Close() {
+func (m *program) Close() {
 	if m.nc != nil {
 		_ = m.nc.Drain()
 		for m.nc.IsDraining() {

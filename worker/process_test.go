@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -67,7 +67,8 @@ func workerBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(dir, "worker")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goTool, "build", "-o", binPath, ".").CombinedOutput()
+		// cmd/worker: the thin main over this package's Main.
+		out, err := exec.Command(goTool, "build", "-o", binPath, "../cmd/worker").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
