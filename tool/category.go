@@ -14,7 +14,8 @@ type Turn struct {
 	// Kind is "text" for a main turn and "workflow_task" for a workflow
 	// task turn.
 	Kind string
-	// Bindings are the categories the turn's context binds ("web": true).
+	// Bindings are the categories the turn's context binds ("web": true);
+	// each call of a Tools function gets its own copy.
 	Bindings map[string]bool
 }
 

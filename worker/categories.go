@@ -52,7 +52,12 @@ func Tools(c tool.Category) Category {
 					err = fmt.Errorf("category %s panicked: %v", c.Name, r)
 				}
 			}()
-			t := tool.Turn{AgentID: env.AgentID, TurnID: env.TurnID, Kind: env.Context.Kind, Bindings: maps.Clone(env.Context.Bindings)}
+			// A copy: what one category does to it no other sees.
+			bindings := maps.Clone(env.Context.Bindings)
+			if bindings == nil {
+				bindings = map[string]bool{}
+			}
+			t := tool.Turn{AgentID: env.AgentID, TurnID: env.TurnID, Kind: env.Context.Kind, Bindings: bindings}
 			ts, err = c.Tools(ctx, t)
 			if err != nil {
 				return nil, nil, fmt.Errorf("category %s: %w", c.Name, err)
