@@ -32,7 +32,9 @@ type Category struct {
 	// or none when the category offers nothing to it. It runs for every
 	// step and every catalog request, from many goroutines at once: build
 	// the tools once and choose among them here. An error, or a panic,
-	// fails the step, which is delivered again.
+	// fails the step (it is delivered again, and dead-lettered after
+	// --max-deliver attempts) or the catalog request (an error reply); the
+	// worker goes on.
 	Tools func(ctx context.Context, t Turn) ([]*Tool, error)
 }
 

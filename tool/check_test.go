@@ -170,3 +170,33 @@ func TestCategoryValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Whatever the model sends, Check answers: the tool runs only on
+// arguments that fit its schema, and anything else is invalid_arguments.
+func FuzzCheck(f *testing.F) {
+	for _, s := range []string{`{"text":"hi","times":2}`, `{"text":"hi",}`, "```json\n{\"text\":\"a\"}\n```", `{'text': 'x'}`, `{"text":"\ud800"}`, `{"text":1}`, `[]`, `null`, ``, `{{"text":"a"}}`, `"{\"text\":\"a\"}"`} {
+		f.Add(s)
+	}
+	var bad atomic.Value
+	tl := tool.Must(tool.Def[echoParams]{
+		Spec: tool.Spec{Name: "echo", Description: "Echo the text.", ReadOnly: true},
+		Execute: func(_ context.Context, p echoParams) (tool.Result, error) {
+			if len([]rune(p.Text)) > 100 || p.Times < 0 || p.Times > 3 {
+				bad.Store(p)
+			}
+			return tool.Result{Content: p.Text}, nil
+		},
+	})
+	f.Fuzz(func(t *testing.T, args string) {
+		out := tool.Check(context.Background(), tl, args)
+		if v := bad.Load(); v != nil {
+			t.Fatalf("the tool ran on %+v from %q", v, args)
+		}
+		if out.Err != nil && out.Err.Kind != tool.InvalidArguments {
+			t.Fatalf("%q: %v", args, out.Err)
+		}
+		if !json.Valid(out.Item) {
+			t.Fatalf("%q: item %q", args, out.Item)
+		}
+	})
+}

@@ -82,8 +82,9 @@ const (
 )
 
 // Tool is a defined tool, ready to be put in a [Category]. It is immutable
-// and shared by every turn that uses it. Its Name, Spec (defaults applied)
-// and Definition (the Responses API function definition) are read only.
+// and shared by every turn that uses it. Its methods Name, Spec (with the
+// defaults applied) and Definition (the Responses API function definition
+// the model is sent) describe it.
 type Tool = tools.Tool
 
 // New defines a tool. The parameters schema comes from Spec.JSONSchema
