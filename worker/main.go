@@ -564,7 +564,13 @@ func (m *program) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Run(gctx) })
 	for _, run := range st.runs {
-		g.Go(func() error { return run(gctx) })
+		g.Go(func() error {
+			// A stop while it was starting is a stop, not its failure.
+			if err := run(gctx); err != nil && !(errors.Is(err, context.Canceled) && gctx.Err() != nil) {
+				return err
+			}
+			return nil
+		})
 	}
 	return g.Wait()
 }

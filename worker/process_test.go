@@ -39,8 +39,12 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the worker binary the process tests built.
+// TestMain removes the worker binary the process tests built. Run as
+// asked by TestMainStopsWithItsContext, it is that test's program instead.
 func TestMain(m *testing.M) {
+	if os.Getenv(mainCtxEnv) != "" {
+		mainUntilStdinCloses()
+	}
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
