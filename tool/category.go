@@ -34,7 +34,8 @@ type Category struct {
 	// the tools once and choose among them here. An error, or a panic,
 	// fails the step (it is delivered again, and dead-lettered after
 	// --max-deliver attempts) or the catalog request (an error reply); the
-	// worker goes on.
+	// worker goes on. So do two tools of one name (and namespace) in one
+	// turn, from this category or any other.
 	Tools func(ctx context.Context, t Turn) ([]*Tool, error)
 }
 
