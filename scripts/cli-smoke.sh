@@ -75,6 +75,6 @@ for _ in $(seq 100); do
   nats -s nats://127.0.0.1:$port2 micro ls >/dev/null 2>&1 && break
   sleep 0.2
 done
-out=$(nats -s nats://127.0.0.1:$port2 req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"text_tools":true}}}')
+out=$(NATS_URL=nats://127.0.0.1:$port2 nats req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"text_tools":true}}}')
 expect "custom tool catalog" '"name":"count_words"' "$out"
 echo "cli-smoke: all README commands ran"

@@ -116,6 +116,7 @@ func TestCategoriesRefused(t *testing.T) {
 		{append(DefaultCategories(), Tools(tool.NewCategory("todo", shout))), `two categories are named "todo"`},
 		{[]Category{Tools(tool.Category{Name: "empty"})}, "category empty: category \"empty\": Tools is nil"},
 		{[]Category{Tools(tool.NewCategory("Bad Name", shout))}, "the name must match"},
+		{[]Category{{}}, "a zero worker.Category"},
 	} {
 		select {
 		case err := <-runProgram(t, s, c.cats):

@@ -536,6 +536,9 @@ func (m *program) Run(ctx context.Context) error {
 	var categories []string // as bound in a turn's context
 	seen := map[string]bool{}
 	for _, c := range m.categories {
+		if c.start == nil {
+			return errors.New("a zero worker.Category in Options.Categories: make them with worker.Tools or worker.DefaultCategories")
+		}
 		if seen[c.name] {
 			return fmt.Errorf("two categories are named %q", c.name)
 		}
