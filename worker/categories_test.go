@@ -138,3 +138,16 @@ func TestDefaultCategoriesNames(t *testing.T) {
 		t.Errorf("default categories %s", got)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	for v, want := range map[string]string{"": DefaultVersion, "1.2.3": "1.2.3", "v1.2.3-rc.1+abc": "1.2.3-rc.1+abc", "banana": "", "1.2": "", "v": ""} {
+		m := newProgram(Options{Version: v})
+		err := m.ParseFlags([]string{"--nats-url", "nats://127.0.0.1:1"})
+		switch {
+		case want == "" && (err == nil || !strings.Contains(err.Error(), "is not SemVer")):
+			t.Errorf("%q: %v", v, err)
+		case want != "" && (err != nil || m.version != want || m.Worker.Version != want):
+			t.Errorf("%q: %v, %q", v, err, m.version)
+		}
+	}
+}

@@ -168,8 +168,8 @@ type program struct {
 
 // newProgram returns a program with defaults, for o.
 func newProgram(o Options) *program {
-	m := &program{log: slog.Default(), version: o.Version, categories: o.Categories}
-	if m.version == "" {
+	m := &program{log: slog.Default(), version: strings.TrimPrefix(o.Version, "v"), categories: o.Categories}
+	if o.Version == "" {
 		m.version = DefaultVersion
 	}
 	if m.categories == nil {
@@ -408,6 +408,9 @@ func (m *program) validate() error {
 	}
 	if m.MarkDir != "" && !m.Diagnostics {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
+	}
+	if !semVer.MatchString(m.version) {
+		errs = append(errs, fmt.Errorf("the program's version %q is not SemVer (worker.Options.Version, or -X main.version)", m.version))
 	}
 	if m.GCPercent < 1 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be at least 1, not %d", m.GCPercent))

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"os"
+	"regexp"
 )
 
 // DefaultVersion is the version a worker reports when Options.Version is
@@ -12,9 +13,9 @@ const DefaultVersion = "0.0.0-dev"
 // Options configure [Main]. The zero value is cmd/worker with the version
 // DefaultVersion.
 type Options struct {
-	// Version is the program's version (SemVer), reported in the worker's
-	// micro service info, its telemetry and its MCP client; empty is
-	// DefaultVersion.
+	// Version is the program's version (SemVer; a leading "v", as in Go
+	// module versions, is dropped), reported in the worker's micro service
+	// info, its telemetry and its MCP client; empty is DefaultVersion.
 	Version string
 	// Categories are the tool categories in catalog order; nil is
 	// DefaultCategories().
@@ -33,3 +34,7 @@ type Options struct {
 func Main(ctx context.Context, o Options) {
 	os.Exit(run(ctx, o))
 }
+
+// semVer is what the NATS micro service takes as a version (semver.org's
+// regular expression).
+var semVer = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
