@@ -74,7 +74,8 @@ func Tools(c tool.Category) Category {
 // --web-fetch, --mcp-config, --diagnostics, …), read when Main starts;
 // those with state in JetStream create or update their buckets and
 // streams then. The workflow tools use the web and brain categories
-// listed before them. Filter the list to leave a category out whatever
+// listed before them; workflow task turns are served whether or not
+// workflows is listed. Filter the list to leave a category out whatever
 // the flags say.
 func DefaultCategories() []Category {
 	return []Category{
