@@ -17,7 +17,8 @@ import (
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )
 
-// categories is what cmd/worker builds before the worker, with its default
+// categories is what cmd/worker (package worker's DefaultCategories)
+// builds before the worker, with its default
 // flags (todo, brain, schedules and background jobs on), in its order.
 // Each category creates or updates its own bucket or stream.
 type categories struct {
@@ -26,7 +27,7 @@ type categories struct {
 	jobs      *jobs.Service
 }
 
-// newCategories does what cmd/worker's Run does between connecting and
+// newCategories does what package worker's Run does between connecting and
 // worker.New, with topo's replicas and storage.
 func newCategories(ctx context.Context, js jetstream.JetStream, topo bus.Topology, log *slog.Logger) (*categories, error) {
 	topo = topo.WithDefaults()

@@ -84,16 +84,19 @@ func strs(v any) []string {
 	return out
 }
 
-// workerFlags are the flags cmd/worker defines.
+// workerFlags are the flags cmd/worker defines: package worker's, in
+// worker/main.go and (the sandbox's) worker/sandbox.go.
 func workerFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`fs\.\w+Var\(&[^,]+, "([a-z0-9-]+)"`)
 	flags := map[string]bool{}
-	for _, m := range re.FindAllStringSubmatch(string(readFile(t, "../cmd/worker/main.go")), -1) {
-		flags[m[1]] = true
+	for _, file := range []string{"../worker/main.go", "../worker/sandbox.go"} {
+		for _, m := range re.FindAllStringSubmatch(string(readFile(t, file)), -1) {
+			flags[m[1]] = true
+		}
 	}
 	if len(flags) < 10 {
-		t.Fatalf("found only %d flags in cmd/worker/main.go", len(flags))
+		t.Fatalf("found only %d flags in worker/main.go", len(flags))
 	}
 	return flags
 }

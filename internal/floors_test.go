@@ -16,10 +16,10 @@ var floors = [][]string{
 	{"internal/protocol"},
 	{"internal/telemetry/spans"},
 	{"internal/turn"},
-	{"internal/bus", "internal/telemetry"},
+	{"internal/bus", "internal/telemetry", "tool"},
 	{"internal/category/", "internal/workflowtask"},
 	{"internal/worker"},
-	{"internal/workertest", "internal/chaos", "tool", "worker", "gateway"},
+	{"internal/workertest", "internal/chaos", "worker", "gateway"},
 	{"cmd/", "examples/", "bench/", "deployments"},
 }
 

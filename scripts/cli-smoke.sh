@@ -94,4 +94,19 @@ expect "the approved call ran once" "^deploy$" "$out"
 [ "$(wc -l <"$data/marks/marks.log")" -eq 1 ] || { echo "cli-smoke: the approved call ran more than once" >&2; exit 1; }
 out=$(nats kv get TURN_STATE approval.a1.t3.0 --raw)
 expect "pending step record" '"state":"done"' "$out"
+
+
+# --- Write a tool: examples/custom-tool, its own worker and server. ---
+go build -o "$data/custom-tool" ./examples/custom-tool
+port2=$((port + 1))
+# Without NATS_URL (exported above), or it would join the first server.
+env -u NATS_URL "$data/custom-tool" --data-dir "$data/js2" --listen 127.0.0.1:$port2 --monitor-port 0 >>"$log" 2>&1 &
+pid2=$!
+trap 'kill $pid $pid2 2>/dev/null || true; wait $pid $pid2 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+for _ in $(seq 100); do
+  nats -s nats://127.0.0.1:$port2 micro ls >/dev/null 2>&1 && break
+  sleep 0.2
+done
+out=$(NATS_URL=nats://127.0.0.1:$port2 nats req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"text_tools":true}}}')
+expect "custom tool catalog" '"name":"count_words"' "$out"
 echo "cli-smoke: all README commands ran"

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -27,11 +27,11 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--command-tmp-bytes", "0"}, "--command-tmp-bytes must be more than 0"},
 		{[]string{"--command-max-cpu", "-1"}, "the CPU limit must be at least 1 s"},
 	} {
-		if err := NewMain().ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := newProgram(Options{}).ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}
-	m := NewMain()
+	m := newProgram(Options{})
 	if err := m.ParseFlags([]string{"--command-network", "--command-ro-bind", "/opt, /srv"}); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestSandboxMissing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	flags := func(args ...string) commandSandbox {
 		t.Helper()
-		m := NewMain()
+		m := newProgram(Options{})
 		if err := m.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}

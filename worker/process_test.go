@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -39,8 +39,12 @@ var (
 	buildErr  error
 )
 
-// TestMain removes the worker binary the process tests built.
+// TestMain removes the worker binary the process tests built. Run as
+// asked by TestMainStopsWithItsContext, it is that test's program instead.
 func TestMain(m *testing.M) {
+	if os.Getenv(mainCtxEnv) != "" {
+		mainUntilStdinCloses()
+	}
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
@@ -67,7 +71,8 @@ func workerBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(dir, "worker")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goTool, "build", "-o", binPath, ".").CombinedOutput()
+		// cmd/worker: the thin main over this package's Main.
+		out, err := exec.Command(goTool, "build", "-o", binPath, "../cmd/worker").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

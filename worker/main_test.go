@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 func TestParseFlags(t *testing.T) {
 	t.Setenv("WORKER_CALL_TIMEOUT", "7s")
 	t.Setenv("NATS_URL", "nats://example.invalid:4222")
-	m := NewMain()
+	m := newProgram(Options{})
 	if err := m.ParseFlags([]string{"--concurrency", "3"}); err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("got timeout %s, concurrency %d, url %q", m.Worker.CallTimeout, m.Worker.Concurrency, m.NATSURL)
 	}
 	// A flag beats the environment.
-	m = NewMain()
+	m = newProgram(Options{})
 	if err := m.ParseFlags([]string{"--call-timeout", "9s"}); err != nil || m.Worker.CallTimeout != 9*time.Second {
 		t.Errorf("flag over env: %v, %s", err, m.Worker.CallTimeout)
 	}
@@ -70,7 +70,7 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 			if c.env[0] != "" {
 				t.Setenv(c.env[0], c.env[1])
 			}
-			err := NewMain().ParseFlags(c.args)
+			err := newProgram(Options{}).ParseFlags(c.args)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v %v: error %v, want it to mention %q", c.args, c.env, err, c.want)
 			}
@@ -109,7 +109,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	})
 	home, _ := os.UserHomeDir()
 
-	m := NewMain()
+	m := newProgram(Options{})
 	if err := m.ParseFlags([]string{"--context", "prod"}); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	t.Setenv("NATS_URL", "nats://env:4222")
 	t.Setenv("NATS_CA", "/env/ca.pem")
 	t.Setenv("NATS_CREDS", "/env/user.creds")
-	m = NewMain()
+	m = newProgram(Options{})
 	if err := m.ParseFlags([]string{"--nats-url", "nats://flag:4222"}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	// As with nats, NATS_USER with no password is a token.
 	os.Unsetenv("NATS_CONTEXT")
 	t.Setenv("NATS_USER", "s3cret-token")
-	m = NewMain()
+	m = newProgram(Options{})
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -148,13 +148,13 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 
 	os.Unsetenv("NATS_USER")
 	t.Setenv("NATS_TOKEN", "tok")
-	if m = NewMain(); m.ParseFlags(nil) != nil || m.Token != "tok" {
+	if m = newProgram(Options{}); m.ParseFlags(nil) != nil || m.Token != "tok" {
 		t.Errorf("NATS_TOKEN: token %q", m.Token)
 	}
 
 	// The OTel variables are the exporter's to read: never the flag's URL.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
-	m = NewMain()
+	m = newProgram(Options{})
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 // not half used.
 func TestContextUnsupported(t *testing.T) {
 	writeContext(t, "ngs", map[string]any{"url": "tls://connect.ngs.global", "jetstream_domain": "hub"})
-	err := NewMain().ParseFlags([]string{"--context", "ngs"})
+	err := newProgram(Options{}).ParseFlags([]string{"--context", "ngs"})
 	if err == nil || !strings.Contains(err.Error(), "jetstream_domain") {
 		t.Fatalf("error %v, want jetstream_domain refused", err)
 	}
@@ -175,7 +175,7 @@ func TestContextUnsupported(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	var out bytes.Buffer
-	m := NewMain()
+	m := newProgram(Options{})
 	m.helpOut = &out
 	if err := m.ParseFlags([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)

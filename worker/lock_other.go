@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package worker
 
 // lockDataDir does nothing where flock is missing: two embedded workers
 // must not be given one --data-dir there.

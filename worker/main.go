@@ -1,0 +1,733 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/brain"
+	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/category/jobs"
+	"github.com/agentbull/toolruntime/internal/category/mcp"
+	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/skills"
+	"github.com/agentbull/toolruntime/internal/category/todo"
+	"github.com/agentbull/toolruntime/internal/category/web"
+	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/procguard"
+	"github.com/agentbull/toolruntime/internal/telemetry"
+	"github.com/agentbull/toolruntime/internal/turn"
+	iworker "github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/internal/workflowtask"
+)
+
+// secretEnv are the variables that may hold NATS credentials (a URL may
+// carry user:password@), as the worker's own and as the NATS CLI's names:
+// forgotten once read, see internal/procguard.
+var secretEnv = []string{
+	"WORKER_USER", "WORKER_PASSWORD", "WORKER_TOKEN", "WORKER_NKEY", "WORKER_CREDS", "WORKER_TLS_KEY", "WORKER_NATS_URL",
+	"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_TOKEN", "NATS_NKEY", "NATS_CREDS", "NATS_KEY",
+}
+
+// run is Main but for the exit: it returns the exit code.
+func run(ctx context.Context, o Options) int {
+	procguard.Init(secretEnv...) // returns at once unless PID 1
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := newProgram(o)
+	args := o.Args
+	if args == nil {
+		args = os.Args[1:]
+	}
+	if err := m.ParseFlags(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		fmt.Fprintln(os.Stderr, "Run worker --help for the flags.")
+		return 2
+	}
+	if err := procguard.Harden(secretEnv...); err != nil {
+		m.log.Warn("the process is not fully hardened", "err", err)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(m.GCPercent)
+	}
+	// The worker stops only once the stop is announced, so that the
+	// message comes before the worker's own "stopped".
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-ran:
+			return
+		}
+		stop() // a second signal now ends the process at once
+		m.log.Info(m.stopping())
+		cancelRun()
+	}()
+	err := m.Run(runCtx)
+	close(ran)
+	cancelRun()
+	m.Close()
+	if err != nil {
+		m.log.Error("worker failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// program is the worker program: its configuration, and what it started.
+type program struct {
+	NATSURL     string
+	NATSContext string
+	Listen      string
+	MonitorPort int
+	DataDir     string
+	User        string
+	Password    string
+	Token       string
+	NKeySeed    string
+	Creds       string
+	TLSCert     string
+	TLSKey      string
+	TLSCA       string
+	// Telemetry: metrics and health port, span export.
+	HTTPAddr     string
+	Pprof        bool
+	GCPercent    int
+	OTLPEndpoint string
+	OTLPInsecure bool
+	otlpFromEnv  bool
+	LogFormat    string
+	LogLevel     string
+	Diagnostics  bool
+	MarkDir      string
+	Storage      string
+	Worker       iworker.Config
+	// The categories with state in JetStream, each on unless switched off.
+	// Replicas and Storage of their buckets and streams come from Worker.
+	TodoOn      bool
+	Todo        todo.Config
+	BrainOn     bool
+	Brain       brain.Config
+	SchedulesOn bool
+	Schedules   schedule.Config
+	JobsOn      bool
+	Jobs        jobs.Config
+	// The agent computer (on when ComputerRoot is set) and the web.
+	OutputBudget int
+	Computer     computer.Config
+	CommandEnv   string
+	Sandbox      commandSandbox
+	Web          web.Config
+	WebAllow     string
+	// MCP servers and skills, each off unless its file or directory is given.
+	MCPConfig string
+	SkillsDir string
+	// Approval is the --approval policy, read into Worker.Approval.
+	Approval string
+	mcp      *mcp.Config
+	skills   *skills.Library
+	log      *slog.Logger
+	server   *server.Server
+	nc       *nats.Conn
+
+	// From --context: the file read, and its tls_first; urlFromContext
+	// when the URL is the context's (no flag or NATS_URL beat it).
+	contextPath    string
+	tlsFirst       bool
+	urlFromContext bool
+	// unlock releases the embedded store's lock; tel is set once
+	// telemetry runs (the signal handler reads it).
+	unlock func()
+	tel    atomic.Pointer[telemetry.Telemetry]
+	// helpOut is where --help writes (default stdout).
+	helpOut io.Writer
+	// From Options: the version, and the categories in catalog order.
+	version    string
+	categories []Category
+}
+
+// newProgram returns a program with defaults, for o.
+func newProgram(o Options) *program {
+	m := &program{log: slog.Default(), version: strings.TrimPrefix(o.Version, "v"), categories: o.Categories}
+	if o.Version == "" {
+		m.version = DefaultVersion
+	}
+	if m.categories == nil {
+		m.categories = DefaultCategories()
+	}
+	return m
+}
+
+// stdout is where --help writes.
+func (m *program) stdout() io.Writer {
+	if m.helpOut != nil {
+		return m.helpOut
+	}
+	return os.Stdout
+}
+
+// ParseFlags reads flags, then the environment for flags not given.
+func (m *program) ParseFlags(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	// A mistyped flag is its error and a pointer to --help (main prints
+	// them), not the whole usage burying the one line that matters; the
+	// usage goes to stdout when asked for.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	host, _ := os.Hostname()
+	w := &m.Worker
+	t := &w.Topology
+	fs.StringVar(&m.NATSURL, "nats-url", "", "NATS server or cluster URLs (comma-separated); empty starts an embedded server")
+	fs.StringVar(&m.NATSContext, "context", "", "NATS CLI context (as nats context ls lists them) to connect with: its URL and credentials, under the flags and NATS_* variables given (also NATS_CONTEXT)")
+	fs.StringVar(&m.Listen, "listen", "127.0.0.1:4222", "embedded server: client address")
+	fs.IntVar(&m.MonitorPort, "monitor-port", 8222, "embedded server: monitoring port (0 turns it off)")
+	fs.StringVar(&m.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
+	fs.StringVar(&m.User, "user", "", "NATS user name")
+	fs.StringVar(&m.Password, "password", "", "NATS password")
+	fs.StringVar(&m.Token, "token", "", "NATS token")
+	fs.StringVar(&m.NKeySeed, "nkey", "", "NATS NKey seed file")
+	fs.StringVar(&m.Creds, "creds", "", "NATS credentials file (JWT and seed)")
+	fs.StringVar(&m.TLSCert, "tls-cert", "", "TLS client certificate file")
+	fs.StringVar(&m.TLSKey, "tls-key", "", "TLS client key file")
+	fs.StringVar(&m.TLSCA, "tls-ca", "", "TLS CA certificate file")
+	fs.StringVar(&m.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
+	fs.IntVar(&m.GCPercent, "gc-percent", 400, "Go's GC target percentage, unless GOGC is set: a worker's live heap is small, and collecting less often saves CPU on every step")
+	fs.BoolVar(&m.Pprof, "pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr")
+	fs.StringVar(&m.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this collector (host:port or URL; /v1/traces is added to a URL without a path; empty: where OTEL_EXPORTER_OTLP_ENDPOINT says, else no export)")
+	fs.BoolVar(&m.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
+	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&m.MCPConfig, "mcp-config", "", "JSON file naming the MCP servers turns may enable (empty: none)")
+	fs.StringVar(&m.Approval, "approval", "none", "calls of main turns that wait for a person's approval: none, destructive, all, or a comma-separated list of tool names and namespace.* (an MCP config's \"approval\" adds to it)")
+	fs.DurationVar(&w.Approval.Timeout, "approval-timeout", turn.DefaultApprovalTimeout, "how long a step waits for approval before its calls are answered rejected (shorter than --state-ttl)")
+	fs.StringVar(&m.SkillsDir, "skills-dir", "", "directory of skills, one folder with a SKILL.md each (empty: none)")
+	fs.BoolVar(&m.Diagnostics, "diagnostics", false, "offer the diagnostics tools (ping, sleep, finish, mark) to turns that bind \"diagnostics\"")
+	fs.StringVar(&m.MarkDir, "mark-dir", "", "directory where the diagnostics tool mark appends its lines (empty: no mark tool)")
+	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
+	fs.IntVar(&w.Concurrency, "concurrency", 256, "main-turn steps handled at once")
+	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
+	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
+	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
+	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
+	fs.IntVar(&w.RepairLimit, "repair-limit", 1<<20, "argument size in bytes above which no repair is tried")
+	fs.IntVar(&w.MediaBudget, "media-budget", media.DefaultBudget, "bytes of images and PDFs (as base64 data URLs) one call's output may hold, at most half the server's max payload; larger images are scaled down, other media replaced by a note")
+	fs.IntVar(&w.MaxStepBytes, "max-step-bytes", 1<<20, "largest step message processed; larger ones are dead-lettered")
+	fs.IntVar(&t.Replicas, "replicas", 1, "replicas of the streams, consumers and buckets")
+	fs.StringVar(&m.Storage, "storage", "file", "storage of the streams and buckets: file or memory")
+	fs.DurationVar(&t.AckWait, "ack-wait", 30*time.Second, "ack wait of the work consumers (leases are renewed at a third of it)")
+	fs.IntVar(&t.MaxDeliver, "max-deliver", 5, "deliveries of a step before it is dead-lettered")
+	fs.IntVar(&t.MaxAckPending, "max-ack-pending", 1000, "steps out with the fleet at once, per consumer")
+	fs.DurationVar(&t.DuplicateWindow, "duplicate-window", 0, "duplicate window of the streams (default: the redelivery span, at least 2m)")
+	fs.DurationVar(&t.OutputsMaxAge, "outputs-max-age", 24*time.Hour, "how long TURN_OUTPUTS keeps events")
+	fs.DurationVar(&t.StateTTL, "state-ttl", 25*time.Hour, "how long TURN_STATE keeps per-turn state (steps pending approval included)")
+	fs.BoolVar(&m.TodoOn, "todo", true, "offer todo_write and todo_read to every main turn (a context can switch them off with \"todo\": false)")
+	fs.DurationVar(&m.Todo.TTL, "todo-ttl", todo.DefaultTTL, "how long TODOS keeps a turn's list after its last write")
+	fs.BoolVar(&m.BrainOn, "brain", true, "offer the brain tools to turns that bind \"brain\" (task turns: recall and get_page)")
+	fs.IntVar(&m.Brain.MaxPageBytes, "brain-max-page-bytes", brain.DefaultMaxPageBytes, "largest brain page")
+	fs.IntVar(&m.Brain.MaxPages, "brain-max-pages", brain.DefaultMaxPages, "most brain pages of one agent")
+	fs.IntVar(&m.Brain.CacheBytes, "brain-cache-bytes", brain.DefaultCacheBytes, "memory for this worker's cache of search indexes")
+	fs.BoolVar(&m.SchedulesOn, "schedules", true, "offer the schedule tools to main turns that bind \"schedules\" (needs nats-server 2.12 or later)")
+	fs.DurationVar(&m.Schedules.MinInterval, "schedule-min-interval", schedule.DefaultMinInterval, "shortest interval a schedule may fire at (at least 1s)")
+	fs.IntVar(&m.Schedules.MaxPerAgent, "schedule-max-per-agent", schedule.DefaultMaxPerAgent, "most schedules of one agent")
+	fs.DurationVar(&m.Schedules.FireTTL, "schedule-fire-ttl", schedule.DefaultFireTTL, "how long SCHEDULES keeps a fired message for the gateway")
+	fs.BoolVar(&m.JobsOn, "background-jobs", true, "offer the background job tools to main turns that bind \"background_jobs\", and apply the job runner's reports")
+	fs.IntVar(&m.Jobs.MaxOpen, "jobs-max-open", jobs.DefaultMaxOpen, "most queued or running jobs of one agent")
+	fs.DurationVar(&m.Jobs.RecordTTL, "jobs-record-ttl", jobs.DefaultRecordTTL, "how long JOBS keeps a job after its last change")
+	fs.IntVar(&m.OutputBudget, "output-budget", computer.DefaultOutputBudget, "bytes of one computer or web tool result the model reads; longer results keep their head (and tail) with a note")
+	fs.StringVar(&m.Computer.Root, "computer-root", "", "directory of the agent homes (<root>/<agent_id>); set it to offer the computer tools to main turns that bind \"computer\" (empty: off)")
+	fs.DurationVar(&m.Computer.CommandTimeout, "command-timeout", computer.DefaultCommandTimeout, "run_command's time limit when a call sets none")
+	fs.DurationVar(&m.Computer.MaxCommandTimeout, "max-command-timeout", computer.DefaultMaxCommandTimeout, "longest time limit a run_command call may ask for")
+	fs.Int64Var(&m.Computer.MaxLogBytes, "command-log-bytes", computer.DefaultMaxLogBytes, "output of one command kept in the home's .outputs directory")
+	fs.Int64Var(&m.Computer.MaxFileBytes, "file-max-bytes", computer.DefaultMaxFileBytes, "largest content write_file writes and largest file edit_file reads or makes (read_file returns at most --output-budget per call)")
+	fs.StringVar(&m.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
+	fs.StringVar(&m.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
+	m.Sandbox.flags(fs)
+	fs.BoolVar(&m.Web.Fetch, "web-fetch", false, "offer web_fetch to turns that bind \"web\"")
+	fs.StringVar(&m.Web.SearchURL, "web-search-url", "", "base URL of a SearXNG instance with its JSON API on; offers web_search to turns that bind \"web\" (empty: no web_search)")
+	fs.StringVar(&m.WebAllow, "web-allow", "", "comma-separated ranges, addresses, host names or *.domains (each optionally :port) web_fetch may reach although they are not public")
+	fs.DurationVar(&m.Web.Timeout, "web-timeout", web.DefaultTimeout, "time limit of one fetch or search")
+	fs.Int64Var(&m.Web.MaxBytes, "web-max-bytes", web.DefaultMaxBytes, "body bytes web_fetch reads from one page")
+	fs.IntVar(&m.Web.MaxRedirects, "web-max-redirects", web.DefaultMaxRedirects, "redirects one fetch follows (negative: none)")
+	fs.StringVar(&m.Web.UserAgent, "web-user-agent", web.DefaultUserAgent, "User-Agent of fetches and searches")
+	fs.DurationVar(&m.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
+	fs.IntVar(&m.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(m.stdout())
+			fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); the connection flags also\nread the NATS CLI's variables (NATS_URL, NATS_CONTEXT, NATS_USER, NATS_PASSWORD,\nNATS_TOKEN, NATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA).\n\n")
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		env := "WORKER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		if nv := natsEnv[f.Name]; !ok && nv != "" {
+			env = nv
+			v, ok = os.LookupEnv(env)
+		}
+		if ok {
+			set[f.Name] = true
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// As nats does, a user name from NATS_USER with no password is a token.
+	if m.User != "" && m.Password == "" && m.Token == "" && os.Getenv("NATS_USER") == m.User && !set["password"] && m.NATSContext == "" {
+		m.Token, m.User = m.User, ""
+	}
+	if err := m.applyNATSContext(set); err != nil {
+		return err
+	}
+	// The exporter reads the OTEL_EXPORTER_OTLP_* variables itself; they
+	// are looked at here, with every other variable, so that the
+	// environment can be cleaned once the flags are parsed.
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if os.Getenv(v) != "" {
+			m.otlpFromEnv = true
+		}
+	}
+	w.Version = m.version
+	return m.validate()
+}
+
+// natsEnv are the variables the NATS CLI reads for the flags the worker
+// shares with it; WORKER_<FLAG> comes first, then these, then --context.
+var natsEnv = map[string]string{
+	"nats-url": "NATS_URL", "context": "NATS_CONTEXT",
+	"user": "NATS_USER", "password": "NATS_PASSWORD", "token": "NATS_TOKEN", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
+	"tls-cert": "NATS_CERT", "tls-key": "NATS_KEY", "tls-ca": "NATS_CA",
+}
+
+// applyNATSContext fills the connection settings that no flag or
+// variable set from the NATS CLI context named by --context.
+func (m *program) applyNATSContext(set map[string]bool) error {
+	if m.NATSContext == "" {
+		return nil
+	}
+	c, path, err := loadNATSContext(m.NATSContext)
+	if err != nil {
+		return fmt.Errorf("--context: %w", err)
+	}
+	m.contextPath = path
+	for _, f := range []struct {
+		flag  string
+		dst   *string
+		value string
+	}{
+		{"nats-url", &m.NATSURL, c.URL}, {"user", &m.User, c.User}, {"password", &m.Password, c.Password},
+		{"token", &m.Token, c.Token}, {"creds", &m.Creds, c.Creds}, {"nkey", &m.NKeySeed, c.NKey},
+		{"tls-cert", &m.TLSCert, c.Cert}, {"tls-key", &m.TLSKey, c.Key}, {"tls-ca", &m.TLSCA, c.CA},
+	} {
+		if !set[f.flag] && f.value != "" {
+			*f.dst = f.value
+			m.urlFromContext = m.urlFromContext || f.flag == "nats-url"
+		}
+	}
+	// The CLI also takes a token as the user name with no password.
+	if m.Token == "" && m.User != "" && m.Password == "" && !set["user"] {
+		m.Token, m.User = m.User, ""
+	}
+	m.tlsFirst = c.TLSFirst
+	if m.NATSURL == "" {
+		return fmt.Errorf("--context: NATS context %s has no url", path)
+	}
+	return nil
+}
+
+// urlSource says, for an error, where the URL came from when a NATS
+// context was read: the context's own, or a flag or NATS_URL over it.
+func (m *program) urlSource() string {
+	switch {
+	case m.contextPath == "":
+		return ""
+	case m.urlFromContext:
+		return " (from NATS context " + m.contextPath + ")"
+	}
+	return " (--nats-url or NATS_URL, over NATS context " + m.contextPath + ")"
+}
+
+func (m *program) validate() error {
+	var errs []error
+	switch m.Storage {
+	case "file":
+		m.Worker.Topology.Storage = jetstream.FileStorage
+	case "memory":
+		m.Worker.Topology.Storage = jetstream.MemoryStorage
+	default:
+		errs = append(errs, fmt.Errorf("--storage must be file or memory, not %q", m.Storage))
+	}
+	level := new(slog.LevelVar)
+	if err := level.UnmarshalText([]byte(m.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %v", err))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch m.LogFormat {
+	case "text":
+		m.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	case "json":
+		m.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	default:
+		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", m.LogFormat))
+	}
+	if (m.TLSCert == "") != (m.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if (m.User == "") != (m.Password == "") {
+		errs = append(errs, errors.New("--user and --password go together"))
+	}
+	if m.MarkDir != "" && !m.Diagnostics {
+		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
+	}
+	if !semVer.MatchString(m.version) {
+		errs = append(errs, fmt.Errorf("the program's version %q is not SemVer (worker.Options.Version, or -X main.version)", m.version))
+	}
+	if m.GCPercent < 1 {
+		errs = append(errs, fmt.Errorf("--gc-percent must be at least 1, not %d", m.GCPercent))
+	}
+	if m.Pprof && m.HTTPAddr == "" {
+		errs = append(errs, errors.New("--pprof needs --http-addr"))
+	}
+	if m.MCPConfig != "" {
+		cfg, err := mcp.LoadConfig(m.MCPConfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--mcp-config: %w", err))
+		}
+		m.mcp = &cfg
+	}
+	policy, err := turn.ParsePolicy(m.Approval)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--approval: %w", err))
+	}
+	if m.mcp != nil {
+		policy.Names = append(policy.Names, m.mcp.ApprovalNames()...)
+	}
+	policy.Timeout = m.Worker.Approval.Timeout
+	m.Worker.Approval = policy
+	if m.SkillsDir != "" {
+		lib, err := skills.Load(m.SkillsDir)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--skills-dir: %w", err))
+		}
+		m.skills = lib
+	}
+	if m.OutputBudget < computer.MinOutputBudget {
+		errs = append(errs, fmt.Errorf("--output-budget must be at least %d", computer.MinOutputBudget))
+	}
+	m.Computer.OutputBudget, m.Web.OutputBudget = m.OutputBudget, m.OutputBudget
+	m.Computer.Env, m.Web.Allow = splitList(m.CommandEnv), splitList(m.WebAllow)
+	if m.Todo.TTL < time.Second {
+		errs = append(errs, fmt.Errorf("--todo-ttl must be at least 1s, not %s", m.Todo.TTL))
+	}
+	if m.Brain.MaxPageBytes < 1 || m.Brain.MaxPages < 1 || m.Brain.CacheBytes < 1 {
+		errs = append(errs, errors.New("--brain-max-page-bytes, --brain-max-pages and --brain-cache-bytes must be at least 1"))
+	}
+	if m.Schedules.MinInterval < schedule.ServerMinInterval || m.Schedules.FireTTL < time.Second || m.Schedules.MaxPerAgent < 1 {
+		errs = append(errs, errors.New("--schedule-min-interval and --schedule-fire-ttl must be at least 1s, --schedule-max-per-agent at least 1"))
+	}
+	if m.Jobs.MaxOpen < 1 || m.Jobs.MaxResultBytes < 1 || m.Jobs.RecordTTL < time.Second || m.Jobs.EventsMaxAge < time.Second {
+		errs = append(errs, errors.New("--jobs-max-open and --jobs-max-result-bytes must be at least 1, --jobs-record-ttl and --jobs-events-max-age at least 1s"))
+	}
+	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
+		errs = append(errs, fmt.Errorf("--monitor-port %d is not a port", m.MonitorPort))
+	}
+	// Zero is refused like a negative: the library reads it as "the
+	// default", which on the command line would be a silent surprise
+	// (leave the flag out for the default). Negatives are the library's
+	// to refuse. --duplicate-window 0 is the one documented default.
+	t := m.Worker.Topology
+	for _, z := range []struct {
+		flag string
+		zero bool
+	}{
+		{"--concurrency", m.Worker.Concurrency == 0}, {"--task-concurrency", m.Worker.TaskConcurrency == 0},
+		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
+		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
+		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
+		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0}, {"--media-budget", m.Worker.MediaBudget == 0},
+		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
+		{"--approval-timeout", m.Worker.Approval.Timeout == 0},
+	} {
+		if z.zero {
+			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
+		}
+	}
+	if err := m.Sandbox.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := m.Worker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Run connects (starting the embedded server first when no URL is set),
+// and serves until ctx ends.
+func (m *program) Run(ctx context.Context) error {
+	url := m.NATSURL
+	if url == "" {
+		host, port, err := splitHostPort(m.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
+		if m.unlock, err = lockDataDir(m.DataDir); err != nil {
+			return err
+		}
+		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0}
+		if m.server, err = bus.StartEmbedded(eo); err != nil {
+			return portHint(err)
+		}
+		url = m.server.ClientURL()
+		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", m.DataDir)
+	}
+	opts, err := m.natsOptions()
+	if err != nil {
+		return err
+	}
+	if m.nc, err = nats.Connect(url, opts...); err != nil {
+		return fmt.Errorf("connecting to %s%s: %w", url, m.urlSource(), err)
+	}
+	js, err := jetstream.New(m.nc)
+	if err != nil {
+		return err
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
+		Instance: m.Worker.Name, Version: m.version,
+		OTLPEndpoint: m.OTLPEndpoint, OTLPFromEnv: m.otlpFromEnv, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
+	}, m.log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Close(ctx)
+	}()
+	m.Worker.Telemetry = tel
+	m.tel.Store(tel)
+	// The SDK's own errors (a collector that refuses spans) would go to
+	// the standard logger; the process has one log. This is global by the
+	// SDK's design, so it is set here, in main's package.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.log.Warn("telemetry", "err", err) }))
+	// Each category, in catalog order, creates or updates its own bucket
+	// or stream here.
+	st := &starting{m: m, ctx: ctx, setup: setupCtx, js: js, topo: m.Worker.Topology.WithDefaults()}
+	defer st.close()
+	var creators []turn.Creator
+	var categories []string // as bound in a turn's context
+	seen := map[string]bool{}
+	for _, c := range m.categories {
+		if c.start == nil {
+			return errors.New("a zero worker.Category in Options.Categories: make them with worker.Tools or worker.DefaultCategories")
+		}
+		if seen[c.name] {
+			return fmt.Errorf("two categories are named %q", c.name)
+		}
+		seen[c.name] = true
+		cr, err := c.start(st)
+		if err != nil {
+			return fmt.Errorf("category %s: %w", c.name, err)
+		}
+		if cr != nil {
+			creators = append(creators, cr)
+			categories = append(categories, c.name)
+		}
+	}
+	if st.workflows == nil {
+		// Task turns are the worker's, whether or not main turns get the
+		// workflow tools.
+		st.workflows = workflowtask.New(js, workflowtask.Config{Web: st.web, Brain: st.brain, Logger: m.log})
+	}
+	m.Worker.Metadata = map[string]string{"worker_version": m.version, "categories": strings.Join(categories, ",")}
+	w, err := iworker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), st.workflows, m.log)
+	if err != nil {
+		return err
+	}
+	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName(), "categories", strings.Join(categories, ","))
+	// The job report watcher lives and ends with the worker.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Run(gctx) })
+	for _, run := range st.runs {
+		g.Go(func() error {
+			// A stop while it was starting is a stop, not its failure.
+			if err := run(gctx); err != nil && !(errors.Is(err, context.Canceled) && gctx.Err() != nil) {
+				return err
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// stopping says what a stop waits for.
+func (m *program) stopping() string {
+	running := "running calls"
+	if tel := m.tel.Load(); tel != nil {
+		if n := tel.Metrics.Running(); n == 1 {
+			running = "1 running call"
+		} else {
+			running = fmt.Sprintf("%d running calls", n)
+		}
+	}
+	return fmt.Sprintf("stopping: waiting up to %s for %s to finish; press Ctrl-C again to quit at once (unfinished steps are delivered again)", m.Worker.Grace, running)
+}
+
+func (m *program) monitorURL(host string) string {
+	if m.MonitorPort == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("http://%s:%d", host, m.MonitorPort)
+}
+
+func (m *program) natsOptions() ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("turn-worker " + m.Worker.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		// A connection closed on purpose is disconnected with no error:
+		// that is the stop, not a warning.
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				m.log.Warn("disconnected from NATS; reconnecting", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { m.log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if err := nc.LastError(); err != nil {
+				m.log.Error("NATS connection closed", "err", err)
+			}
+		}),
+		// Asynchronous errors (a permissions violation, a slow consumer)
+		// reach no caller: they are logged here, or nats.go prints them.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				m.log.Error("NATS error", "subject", sub.Subject, "err", err)
+				return
+			}
+			m.log.Error("NATS error", "err", err)
+		}),
+	}
+	if m.User != "" {
+		opts = append(opts, nats.UserInfo(m.User, m.Password))
+	}
+	if m.Token != "" {
+		opts = append(opts, nats.Token(m.Token))
+	}
+	if m.NKeySeed != "" {
+		o, err := nats.NkeyOptionFromSeed(m.NKeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if m.Creds != "" {
+		opts = append(opts, nats.UserCredentials(m.Creds))
+	}
+	if m.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(m.TLSCert, m.TLSKey))
+	}
+	if m.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(m.TLSCA))
+	}
+	if m.tlsFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	return opts, nil
+}
+
+// Close drains the connection and stops the embedded server.
+func (m *program) Close() {
+	if m.nc != nil {
+		_ = m.nc.Drain()
+		for m.nc.IsDraining() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if m.server != nil {
+		m.server.Shutdown()
+		m.server.WaitForShutdown()
+	}
+	if m.unlock != nil {
+		m.unlock()
+	}
+}
+
+// portHint adds the flags that fix a port of the embedded server in use.
+func portHint(err error) error {
+	var pe *bus.PortInUseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	if pe.Port == "monitoring" {
+		return fmt.Errorf("%w: choose another with --monitor-port, or turn monitoring off with --monitor-port 0", err)
+	}
+	return fmt.Errorf("%w (another worker's embedded server?): join that server with --nats-url nats://%s, or give this one another address with --listen (and --monitor-port)", err, pe.Addr)
+}
+
+func defaultDataDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "turn-worker", "jetstream")
+	}
+	return filepath.Join(os.TempDir(), "turn-worker", "jetstream")
+}
+
+func splitHostPort(s string) (string, int, error) {
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return "", 0, fmt.Errorf("%q is not host:port", s)
+	}
+	var port int
+	if _, err := fmt.Sscanf(s[i+1:], "%d", &port); err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("%q has no valid port", s)
+	}
+	return s[:i], port, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
