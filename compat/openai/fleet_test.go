@@ -122,8 +122,10 @@ var tinyPNG = []byte{
 // fleet is one worker process on its own embedded server, seen through
 // a gateway's connection.
 type fleet struct {
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	args  []string
+	procs []*proc // every worker started, the running one last
 }
 
 // The skill of the catalog; it needs the MCP server, as a skill may.
@@ -146,8 +148,8 @@ func allContext() map[string]any {
 // computer tools, web fetch and search (a SearXNG stand-in that is never
 // asked here), diagnostics, a skill, and the MCP server with deferred
 // tools (so the catalog ends with tool_search) and a short time limit on
-// wait (so a call can time out quickly).
-func startFleet(t *testing.T) *fleet {
+// wait (so a call can time out quickly). extra are more worker flags.
+func startFleet(t *testing.T, extra ...string) *fleet {
 	t.Helper()
 	s := natstest.Start(t)
 	dir := t.TempDir()
@@ -176,7 +178,7 @@ func startFleet(t *testing.T) *fleet {
 	homes := filepath.Join(dir, "homes")
 	must(t, os.MkdirAll(homes, 0o755))
 
-	args := []string{
+	f := &fleet{args: append([]string{
 		"--nats-url", s.ClientURL(), "--name", "compat",
 		"--computer-root", homes,
 		// The catalog must hold run_command whatever the host: the bwrap
@@ -185,47 +187,80 @@ func startFleet(t *testing.T) *fleet {
 		"--web-fetch", "--web-search-url", searx.URL,
 		"--diagnostics", "--skills-dir", skills, "--mcp-config", mcpConfig,
 		"--grace", "5s",
-	}
-	var logs syncBuffer
-	cmd := exec.Command(workerBin, args...)
-	cmd.Env = cleanEnv()
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	must(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Error("worker did not stop within 30s of SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("worker log:\n%s", logs.String())
-		}
-	})
-
-	nc := s.Connect(t)
-	js, err := jetstream.New(nc)
+	}, extra...)}
+	f.nc = s.Connect(t)
+	js, err := jetstream.New(f.nc)
 	must(t, err)
-	f := &fleet{nc: nc, js: js}
+	f.js = js
+	t.Cleanup(func() { f.stop(t) })
+	f.start(t)
+	return f
+}
+
+// start runs a worker process and waits until it answers turn.tools.
+func (f *fleet) start(t *testing.T) {
+	t.Helper()
+	p := &proc{cmd: exec.Command(workerBin, f.args...), exited: make(chan error, 1)}
+	p.cmd.Env = cleanEnv()
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
+	must(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	f.procs = append(f.procs, p)
 	probe, _ := json.Marshal(map[string]any{"agent_id": "probe", "turn_id": "probe", "context": map[string]any{"kind": "text"}})
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := nc.Request(protocol.SubjectTools, probe, time.Second); err == nil {
-			return f
+		if _, err := f.nc.Request(protocol.SubjectTools, probe, time.Second); err == nil {
+			return
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("worker exited: %v\n%s", err, logs.String())
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("worker exited: %v", err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("worker never answered turn.tools\n%s", logs.String())
+			t.Fatal("worker never answered turn.tools")
 		}
 	}
+}
+
+// kill ends the running worker with SIGKILL, as a crash would.
+func (f *fleet) kill(t *testing.T) {
+	t.Helper()
+	p := f.procs[len(f.procs)-1]
+	must(t, p.cmd.Process.Kill())
+	p.exited <- <-p.exited
+}
+
+// stop ends the running worker with SIGTERM and logs every worker's
+// output when the test failed.
+func (f *fleet) stop(t *testing.T) {
+	for i, p := range f.procs {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err := <-p.exited:
+				p.exited <- err
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				p.exited <- <-p.exited
+				t.Error("worker did not stop within 30s of SIGTERM")
+			}
+		}
+		if t.Failed() {
+			t.Logf("worker %d log:\n%s", i, p.logs.String())
+		}
+	}
+}
+
+// proc is one worker process.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan error // holds Wait's error once it has exited
+	logs   syncBuffer
 }
 
 // cleanEnv is this process's environment without the settings the worker

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +169,39 @@ func TestOutputItemsRoundTrip(t *testing.T) {
 		if !bytes.Equal(sent[i], items[i]) {
 			t.Errorf("input item %d is not the step.done bytes:\n sent %.300s\n want %.300s", i, sent[i], items[i])
 		}
+	}
+}
+
+// TestInterruptedItem makes the one more error kind a gateway can see
+// without approvals: the worker dies while a tool that is not read-only
+// runs, the step is delivered again to the next worker, which does not
+// run the call twice and answers it interrupted. That item round-trips
+// like the others.
+func TestInterruptedItem(t *testing.T) {
+	marks := t.TempDir()
+	f := startFleet(t, "--mark-dir", marks, "--ack-wait", "2s")
+	activity := make(chan *nats.Msg, 16)
+	sub, err := f.nc.ChanSubscribe(protocol.Subject(protocol.PrefixActive, "a1", "crash"), activity)
+	must(t, err)
+	defer sub.Unsubscribe()
+	diag := map[string]any{"kind": "text", "bindings": map[string]bool{"diagnostics": true}}
+	r := f.publish(t, "a1", "crash", 0, diag, call("marking", "mark", `{"label":"once","ms":600000}`))
+	waitStarted(t, activity, "marking")
+	f.kill(t)
+	f.start(t)
+	outs, done := r.wait(t)
+	if o := outs["marking"]; o.Error == nil || o.Error.Kind != "interrupted" {
+		t.Fatalf("the call cut short by the crash: %s", o.Raw)
+	}
+	checkItem(t, "call.output of marking", outs["marking"].Item)
+	if len(done.Items) != 1 {
+		t.Fatalf("step.done has %d items", len(done.Items))
+	}
+	checkItem(t, "step.done item", done.Items[0])
+	b, err := os.ReadFile(filepath.Join(marks, "marks.log"))
+	must(t, err)
+	if string(b) != "once\n" {
+		t.Errorf("marks.log %q: the call ran other than once", b)
 	}
 }
 
