@@ -19,9 +19,10 @@ import (
 // worker's JSON encoding (encoding/json: compact, HTML characters
 // escaped), because the worker of this commit answers every call with a
 // string (gotest.draw's image is a text note). When media outputs land,
-// switch this test to the worker's own item: take the step.done item of
-// the mcp_draw call of TestOutputItemsRoundTrip (an MCP image), and of a
-// read_file of a PNG and a PDF in the agent's home, instead of media().
+// TestOutputItemsRoundTrip checks gotest.draw's real array output as it
+// does every item; then switch this test to the worker's own items too:
+// the step.done items of gotest.draw (an MCP image) and of read_file of a
+// PNG and a PDF in the agent's home, instead of media().
 func TestMediaOutputShape(t *testing.T) {
 	for name, item := range media(t) {
 		if typ := checkItem(t, name, item); typ != "function_call_output" {
