@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/category/diag"
@@ -595,6 +596,95 @@ func TestJobRunner(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("the report never reached the job: %s", outs["s"].Item)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// A step is published with its message id, the trace context of ctx and
+// the body Send was given, on the subject its kind says.
+func TestSendPublishesIdAndTraceContext(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	// The streams as the worker makes them, without a worker to take the
+	// step off the work queue.
+	for name, subj := range map[string]string{protocol.StreamCalls: "turn.call.*.*", protocol.StreamTasks: "turn.task.*.*", protocol.StreamOutputs: "turn.call.output.*.*"} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subj}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	sctx := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	item := json.RawMessage(`{"type":"function_call","call_id":"c1","name":"ping","arguments":"{}"}`)
+	for _, s := range []gateway.Step{
+		{AgentID: "a1", TurnID: "t1", Step: 4, Context: diagCtx, Output: []json.RawMessage{item}},
+		{AgentID: "a1", TurnID: "t2", Step: 0, Context: gateway.Context{Kind: gateway.KindWorkflowTask, WorkflowID: "wf", TaskID: "q"}},
+	} {
+		run, err := c.Send(sctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run.Close()
+		stream, prefix := protocol.StreamCalls, protocol.PrefixCall
+		if s.Context.Kind == gateway.KindWorkflowTask {
+			stream, prefix = protocol.StreamTasks, protocol.PrefixTask
+		}
+		subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		if got, want := m.Header.Get(jetstream.MsgIDHeader), protocol.StepMsgID(s.AgentID, s.TurnID, s.Step); got != want {
+			t.Errorf("Nats-Msg-Id %q, want %q", got, want)
+		}
+		if got := m.Header.Get("traceparent"); got != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+			t.Errorf("traceparent %q", got)
+		}
+		parsed, err := protocol.ParseStep(prefix, subject, m.Data, 0)
+		if err != nil || parsed.Step != s.Step || parsed.Context.Kind != s.Context.Kind {
+			t.Fatalf("the worker's parser reads %s as %+v, %v", m.Data, parsed, err)
+		}
+		if len(s.Output) > 0 && !strings.Contains(string(m.Data), string(item)) {
+			t.Errorf("the item is not in the step as sent: %s", m.Data)
+		}
+	}
+}
+
+// Replies that are not the workers' catalog are errors, not catalogs: a
+// digest that is not that of the tools, and a body that is not JSON.
+func TestCatalogReplyIsChecked(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	replies := []string{`{"tools":[{"type":"function","name":"x"}],"digest":"0000"}`, `not json`}
+	i := 0
+	sub, err := srv.Connect(t).Subscribe(protocol.SubjectTools, func(m *nats.Msg) {
+		_ = m.Respond([]byte(replies[i%len(replies)]))
+		i++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range replies {
+		if cat, err := c.Catalog(ctxT(t), "a1", "t1", diagCtx); err == nil {
+			t.Fatalf("a bad reply gave the catalog %+v", cat)
 		}
 	}
 }
