@@ -62,6 +62,7 @@ type ServiceError struct {
 	Description string
 }
 
+// Error is "turn.tools: <code> <description>".
 func (e *ServiceError) Error() string {
 	return fmt.Sprintf("turn.tools: %s %s", e.Code, e.Description)
 }
@@ -176,7 +177,9 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
 // ctx's trace context), so sending the same step again after a crash is
 // safe: the stream drops the copy, and the run reads the events the first
-// one caused. Close the run when done.
+// one caused. (A step number goes with one output: the model's response
+// for step N is sent as it was, never replaced by another.) Close the run
+// when done.
 func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
 	var cfg sendConfig
 	for _, o := range opts {

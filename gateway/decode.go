@@ -19,6 +19,7 @@ type EventError struct {
 	Reason string
 }
 
+// Error says where the event came from and what is wrong with it.
 func (e *EventError) Error() string {
 	return fmt.Sprintf("bad event on %s: %s", e.Subject, e.Reason)
 }

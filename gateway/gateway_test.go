@@ -370,6 +370,15 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 	if !done.EndTurn {
 		t.Fatal("a cancelled step's step.done has no end_turn")
 	}
+	// The reason reached the workers: the turn's cancel mark holds it.
+	kv, err := r.js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, err := kv.Get(ctx, protocol.TurnKey("a1", "t4", "cancel"))
+	if err != nil || !strings.Contains(string(mark.Value()), "the user left") {
+		t.Fatalf("cancel mark %v: %v", mark, err)
+	}
 	if err := r.c.Cancel(ctx, "a 1", "t4", ""); err == nil {
 		t.Fatal("a cancel with a bad agent id was sent")
 	}
@@ -686,5 +695,54 @@ func TestCatalogReplyIsChecked(t *testing.T) {
 		if cat, err := c.Catalog(ctxT(t), "a1", "t1", diagCtx); err == nil {
 			t.Fatalf("a bad reply gave the catalog %+v", cat)
 		}
+	}
+}
+
+// Progress events come on the activity subject while a call runs (from
+// tools that report progress): the run returns them with their progress,
+// skips other calls', and reports a malformed one as an error.
+func TestProgressActivity(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t8", Step: 0, Context: diagCtx,
+		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}}, gateway.WithActivity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	next := func() (gateway.Event, error) {
+		t.Helper()
+		for {
+			ev, err := run.Next(ctx)
+			if a, ok := ev.(*gateway.Activity); ok && a.State == gateway.ActivityStarted {
+				continue
+			}
+			return ev, err
+		}
+	}
+	subject := protocol.Subject(protocol.PrefixActive, "a1", "t8")
+	for _, body := range []string{
+		`{"call_id":"other","name":"sleep","state":"progress","label":"not ours","progress":{"done":1}}`,
+		`{"call_id":"c1","name":"sleep","state":"progress","label":"Waiting","progress":{"done":3,"total":10}}`,
+		`{"call_id":"c1","state":"exploded"}`,
+	} {
+		if err := r.nc.Publish(subject, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := next()
+	a, ok := ev.(*gateway.Activity)
+	if err != nil || !ok || a.CallID != "c1" || a.State != gateway.ActivityProgress || a.Progress == nil || a.Progress.Done != 3 || *a.Progress.Total != 10 {
+		t.Fatalf("event %T %+v, %v: want c1's progress", ev, ev, err)
+	}
+	var bad *gateway.EventError
+	if _, err := next(); !errors.As(err, &bad) {
+		t.Fatalf("a malformed activity gave %v", err)
+	}
+	if err := r.c.Cancel(ctx, "a1", "t8", ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := run.Wait(ctx); err != nil || !d.EndTurn {
+		t.Fatalf("Wait after the cancel: %+v, %v", d, err)
 	}
 }
