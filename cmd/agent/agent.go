@@ -30,7 +30,8 @@ type Agent struct {
 	MaxSteps int
 	// TaskBindings are the bindings of task turns (web, brain).
 	TaskBindings map[string]bool
-	// OnEvent, when set, sees every event of every step (for display).
+	// OnEvent, when set, sees every event of every step (for display),
+	// on the goroutine of the event's turn: task turns run at once.
 	OnEvent func(turnID string, ev gateway.Event)
 	Log     *slog.Logger
 
@@ -154,6 +155,12 @@ func (a *Agent) respond(ctx context.Context, tools []responses.ToolUnionParam, i
 func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bool, error) {
 	run, err := a.GW.Send(ctx, s, gateway.WithActivity())
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while publishing: the step may be stored all the
+			// same, and the cancel mark makes it run nothing.
+			return &gateway.StepDone{AgentID: s.AgentID, TurnID: s.TurnID, Step: s.Step, EndTurn: true}, true,
+				a.cancel(s.AgentID, s.TurnID, "the gateway stopped the turn")
+		}
 		return nil, false, err
 	}
 	defer run.Close()

@@ -74,7 +74,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.durable, "durable", "agent", "durable consumer name for task.ready and schedule fires (gateways sharing it share the work)")
 	fs.IntVar(&c.maxSteps, "max-steps", 50, "most model responses in one turn")
 	fs.BoolVar(&c.tasks, "tasks", false, "drive the task turns of workflows (task.ready events)")
-	fs.BoolVar(&c.schedules, "schedules", false, "start a main turn for every schedule fire")
+	fs.BoolVar(&c.schedules, "schedules", false, "start a main turn (with --bind, --mcp and --skills) for every schedule fire")
 	fs.BoolVar(&c.events, "v", false, "print the steps' events on stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -124,6 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		a.OnEvent = func(turnID string, ev gateway.Event) { printEvent(stderr, turnID, ev) }
 	}
 
+	// The context of the main turn, and of the turns schedule fires start.
+	tc := gateway.Context{Kind: gateway.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills)}
 	serve, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	var wg sync.WaitGroup
@@ -141,7 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				a.tasks.Add(1)
 				go func() {
 					defer a.tasks.Done()
-					a.fired(serve, f, stdout)
+					a.fired(serve, f, tc, stdout)
 				}()
 				return nil
 			}))
@@ -154,7 +156,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		a.WaitTasks()
 		return nil
 	}
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills)}
 	res, err := a.RunTurn(ctx, Turn{AgentID: c.agentID, TurnID: c.turnID, Context: tc, Message: c.message})
 	if res != nil && res.Text != "" {
 		fmt.Fprintln(stdout, res.Text)
@@ -170,8 +171,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // fired drives the main turn of a schedule fire.
-func (a *Agent) fired(ctx context.Context, f *gateway.ScheduleFire, stdout io.Writer) {
-	res, err := a.RunTurn(ctx, Turn{AgentID: f.AgentID, TurnID: f.TurnID(), Context: gateway.Context{Kind: gateway.KindText}, Message: f.Instructions})
+func (a *Agent) fired(ctx context.Context, f *gateway.ScheduleFire, tc gateway.Context, stdout io.Writer) {
+	res, err := a.RunTurn(ctx, Turn{AgentID: f.AgentID, TurnID: f.TurnID(), Context: tc, Message: f.Instructions})
 	if err != nil {
 		a.Log.Error("scheduled turn failed", "schedule_id", f.ScheduleID, "err", err)
 		return
