@@ -248,33 +248,79 @@ func (c *Client) consume(ctx context.Context, stream, durable string, filters []
 	if durable == "" {
 		return errors.New("gateway: a durable consumer name is required")
 	}
-	setup, cancel := c.bounded(ctx)
-	cons, err := c.js.CreateOrUpdateConsumer(setup, stream, jetstream.ConsumerConfig{
-		Durable: durable, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: consumeAckWait, DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	cancel()
+	cons, err := c.durableConsumer(ctx, stream, durable, filters)
 	if err != nil {
-		return fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+		return err
 	}
 	it, err := cons.Messages()
 	if err != nil {
 		return err
 	}
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+		}
 		it.Stop()
 	}()
 	for {
 		m, err := it.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err() // an unsettled message is delivered again
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed), errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+		case err != nil:
+			// Missed heartbeats and the like: the iterator goes on by
+			// itself; a pause keeps a persistent one from spinning.
 			c.log.Warn("reading a consumer", "stream", stream, "consumer", durable, "err", err)
+			if sleep(ctx, 100*time.Millisecond) != nil {
+				return ctx.Err()
+			}
 			continue
 		}
 		c.handleOne(ctx, m, handle)
+	}
+}
+
+// durableConsumer creates or updates the durable consumer. A stream that
+// does not exist yet (no worker has started) is waited for: gateways and
+// workers may start in any order.
+func (c *Client) durableConsumer(ctx context.Context, stream, durable string, filters []string) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{
+		Durable: durable, FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: consumeAckWait, DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	for logged := false; ; {
+		setup, cancel := c.bounded(ctx)
+		cons, err := c.js.CreateOrUpdateConsumer(setup, stream, cfg)
+		cancel()
+		switch {
+		case err == nil:
+			return cons, nil
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return nil, fmt.Errorf("consumer %s on %s: %w", durable, stream, err)
+		case !logged:
+			c.log.Info("waiting for a worker to create the stream", "stream", stream)
+			logged = true
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -305,9 +351,10 @@ func (c *Client) handleOne(ctx context.Context, m jetstream.Msg, handle func(con
 		_ = m.TermWithReason(bad.Reason)
 	default:
 		c.log.Warn("a handler failed; the message is delivered again", "subject", m.Subject(), "err", err)
+		// 1 s, doubling with each delivery, at most 30 s.
 		delay := time.Second
-		if md, mdErr := m.Metadata(); mdErr == nil {
-			delay = min(time.Second<<min(md.NumDelivered, 5), 30*time.Second)
+		if md, mdErr := m.Metadata(); mdErr == nil && md.NumDelivered > 1 {
+			delay = min(time.Second<<min(md.NumDelivered-1, 5), 30*time.Second)
 		}
 		_ = m.NakWithDelay(delay)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -744,5 +745,92 @@ func TestProgressActivity(t *testing.T) {
 	}
 	if d, err := run.Wait(ctx); err != nil || !d.EndTurn {
 		t.Fatalf("Wait after the cancel: %+v, %v", d, err)
+	}
+}
+
+// A durable consumer started before any worker waits for the stream; a
+// malformed message is terminated without reaching the handler, a failed
+// or panicking handler gets its message again, and the rest flows on.
+func TestDurableConsumerSettlesMessages(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	cctx, stop := context.WithCancel(ctx)
+	defer stop()
+	type seen struct {
+		task string
+		n    int
+	}
+	got := make(chan seen, 16)
+	calls := map[string]int{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.WorkflowEvents(cctx, "gw", func(_ context.Context, ev *gateway.WorkflowEvent) error {
+			calls[ev.TaskID]++
+			got <- seen{ev.TaskID, calls[ev.TaskID]}
+			switch {
+			case ev.TaskID == "fails" && calls[ev.TaskID] == 1:
+				return errors.New("not now")
+			case ev.TaskID == "panics" && calls[ev.TaskID] == 1:
+				panic("handler bug")
+			}
+			return nil
+		})
+	}()
+	// The worker's stream, made after the consumer began waiting for it.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamWorkflows, Subjects: []string{protocol.PrefixWFEvt + ".*"}}); err != nil {
+		t.Fatal(err)
+	}
+	ready := func(task string) string {
+		return fmt.Sprintf(`{"type":"task.ready","workflow_id":"wf_1","agent_id":"a1","turn_id":"task_wf_1_%s","task_id":%q,"instructions":"Go.","time":"2026-05-01T10:00:00Z"}`, task, task)
+	}
+	for _, body := range []string{`{"type":"task.ready","workflow_id":"wf_2"}`, ready("fails"), ready("panics"), `not json`, ready("ok")} {
+		if _, err := js.Publish(ctx, "workflow.event.wf_1", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]int{"fails": 2, "panics": 2, "ok": 1}
+	have := map[string]int{}
+	for !reflect.DeepEqual(have, want) {
+		select {
+		case s := <-got:
+			if s.n > want[s.task] {
+				t.Fatalf("%s handled %d times", s.task, s.n)
+			}
+			have[s.task] = s.n
+		case <-ctx.Done():
+			t.Fatalf("handled %v, want %v", have, want)
+		}
+	}
+	cons, err := js.Consumer(ctx, protocol.StreamWorkflows, "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything settled: acknowledged or terminated, nothing pending.
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("consumer still has %d unacknowledged, %d pending", info.NumAckPending, info.NumPending)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("WorkflowEvents returned %v", err)
 	}
 }
