@@ -26,6 +26,9 @@ type Agent struct {
 	ModelName string
 	// Instructions is the system message of every turn; optional.
 	Instructions string
+	// Store lets the provider keep the responses; off, the conversation
+	// is only the gateway's.
+	Store bool
 	// MaxSteps bounds the model responses of one turn.
 	MaxSteps int
 	// TaskBindings are the bindings of task turns (web, brain).
@@ -137,7 +140,12 @@ func (a *Agent) respond(ctx context.Context, tools []responses.ToolUnionParam, i
 		Model: a.ModelName,
 		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: items},
 		Tools: tools,
-		Store: param.NewOpt(false),
+		Store: param.NewOpt(a.Store),
+	}
+	if !a.Store {
+		// Nothing is kept by the provider, so reasoning items come back
+		// encrypted, to be passed on with the rest of the conversation.
+		p.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
 	}
 	if a.Instructions != "" {
 		p.Instructions = param.NewOpt(a.Instructions)

@@ -256,6 +256,11 @@ func TestParallelCallsTurn(t *testing.T) {
 		t.Fatalf("items %s", dones[0].Items)
 	}
 	r.checkCatalogSent(first, mainCtx, "t1")
+	for field, want := range map[string]string{"model": `"fake"`, "store": "false", "include": `["reasoning.encrypted_content"]`, "instructions": `"Be brief."`} {
+		if got := string(requestField(t, reqs[0], field)); got != want {
+			t.Errorf("request %s is %s, want %s", field, got, want)
+		}
+	}
 }
 
 // A deferred MCP tool: called before it is loaded it is not_loaded; tool

@@ -52,6 +52,7 @@ type config struct {
 	instructions, durable    string
 	maxSteps                 int
 	tasks, schedules, events bool
+	store                    bool
 	message                  string
 }
 
@@ -75,6 +76,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.maxSteps, "max-steps", 50, "most model responses in one turn")
 	fs.BoolVar(&c.tasks, "tasks", false, "drive the task turns of workflows (task.ready events)")
 	fs.BoolVar(&c.schedules, "schedules", false, "start a main turn (with --bind, --mcp and --skills) for every schedule fire")
+	fs.BoolVar(&c.store, "store", false, "let the provider store the responses (off: reasoning items come back encrypted)")
 	fs.BoolVar(&c.events, "v", false, "print the steps' events on stderr")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -119,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mopts = append(mopts, option.WithAPIKey(c.apiKey))
 	}
 	a := &Agent{GW: gw, Model: openai.NewClient(mopts...), ModelName: c.model, Instructions: c.instructions,
-		MaxSteps: c.maxSteps, TaskBindings: set(c.taskBind), Log: log}
+		MaxSteps: c.maxSteps, Store: c.store, TaskBindings: set(c.taskBind), Log: log}
 	if c.events {
 		a.OnEvent = func(turnID string, ev gateway.Event) { printEvent(stderr, turnID, ev) }
 	}
