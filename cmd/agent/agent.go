@@ -33,6 +33,9 @@ type Agent struct {
 	MaxSteps int
 	// TaskBindings are the bindings of task turns (web, brain).
 	TaskBindings map[string]bool
+	// Approve, when set, decides each call of a step that waits for a
+	// person's approval (the Decision's CallID is filled in).
+	Approve func(ctx context.Context, call gateway.PendingCall) gateway.Decision
 	// OnEvent, when set, sees every event of every step (for display),
 	// on the goroutine of the event's turn: task turns run at once.
 	OnEvent func(turnID string, ev gateway.Event)
@@ -197,10 +200,31 @@ func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bo
 		if a.OnEvent != nil {
 			a.OnEvent(s.TurnID, ev)
 		}
-		if d, ok := ev.(*gateway.StepDone); ok {
-			return d, cancelled, nil
+		switch ev := ev.(type) {
+		case *gateway.StepDone:
+			return ev, cancelled, nil
+		case *gateway.StepPending:
+			if err := a.decide(ctx, ev); err != nil {
+				return nil, cancelled, err
+			}
 		}
 	}
+}
+
+// decide answers a step whose calls wait for approval. Without an
+// Approve the step waits for an answer from elsewhere (a user interface
+// that reads the same events), or for its expiry.
+func (a *Agent) decide(ctx context.Context, p *gateway.StepPending) error {
+	if a.Approve == nil {
+		a.Log.Warn("a step waits for approval", "turn_id", p.TurnID, "step", p.Step, "calls", len(p.Approvals), "expires_at", p.ExpiresAt)
+		return nil
+	}
+	ds := make([]gateway.Decision, len(p.Approvals))
+	for i, call := range p.Approvals {
+		ds[i] = a.Approve(ctx, call)
+		ds[i].CallID = call.CallID // every pending call gets its own decision
+	}
+	return a.GW.Decide(ctx, p.AgentID, p.TurnID, p.Step, 1, ds)
 }
 
 // cancelWait bounds the wait for a cancelled step's step.done.

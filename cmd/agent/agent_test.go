@@ -14,6 +14,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -140,10 +141,11 @@ func issuesServer(t *testing.T) string {
 // rig is a real worker (todo, workflows, the MCP server "issues",
 // diagnostics) on an embedded server, and an agent against model.
 type rig struct {
-	t     *testing.T
-	agent *Agent
-	model *fakeModel
-	gw    *gateway.Client
+	t      *testing.T
+	agent  *Agent
+	model  *fakeModel
+	gw     *gateway.Client
+	gwConn *nats.Conn
 }
 
 func newRig(t *testing.T, model *fakeModel) *rig {
@@ -163,13 +165,14 @@ func newRig(t *testing.T, model *fakeModel) *rig {
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
 		return []turn.Creator{td.Creator(), wf.Creator(), mcp.Creator(m, nil), diag.Creator(diag.Config{})}, wf
 	})
-	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
+	nc := srv.Connect(t)
+	gw, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &Agent{GW: gw, ModelName: "fake", Instructions: "Be brief.", MaxSteps: 10, Log: workertest.Logger(),
 		Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0))}
-	return &rig{t: t, agent: a, model: model, gw: gw}
+	return &rig{t: t, agent: a, model: model, gw: gw, gwConn: nc}
 }
 
 var mainCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{diag.Binding: true}, MCPServers: []string{"issues"}}
@@ -464,5 +467,75 @@ func TestCommandLine(t *testing.T) {
 	}
 	if err := run(ctxT(t), nil, io.Discard, io.Discard); err == nil {
 		t.Fatal("no message and nothing to serve ran")
+	}
+}
+
+// A step.pending is answered through Approve with one decision per
+// pending call, under the first answer's message id. (The worker side of
+// approvals is built apart: here the pending event is published as a
+// worker would, and the worker, configured without approvals, then runs
+// the step as usual.)
+func TestPendingStepIsAnswered(t *testing.T) {
+	const first = "Mark it."
+	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "ping", `{}`), call("c2", "sleep", `{"ms":1}`)}, {say("Marked.")}}})
+	r := newRig(t, model)
+	ctx := ctxT(t)
+	nc := r.gwConn
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TURN_APPROVALS", Subjects: []string{"turn.approval.*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "turn.call.output.a1.t6", []byte(`{"type":"step.pending","agent_id":"a1","turn_id":"t6","step":0,
+		"approvals":[{"call_id":"c1","name":"ping","namespace":"","arguments":{},"reason":"all","activity":"Pinging"},
+		{"call_id":"c2","name":"sleep","namespace":"","arguments":{"ms":1},"reason":"all","activity":"Waiting 1 ms"}],
+		"expires_at":"2026-12-02T09:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	r.agent.Approve = func(_ context.Context, call gateway.PendingCall) gateway.Decision {
+		asked = append(asked, call.CallID)
+		return gateway.Decision{CallID: "forged", Approved: call.Name == "ping", Reason: "no waiting"}
+	}
+	res, err := r.agent.RunTurn(ctx, Turn{AgentID: "a1", TurnID: "t6", Context: mainCtx, Message: first})
+	if err != nil || res.Text != "Marked." {
+		t.Fatalf("turn %+v, %v", res, err)
+	}
+	if strings.Join(asked, ",") != "c1,c2" {
+		t.Fatalf("asked about %v", asked)
+	}
+	st, err := js.Stream(ctx, "TURN_APPROVALS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, "turn.approval.a1.t6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); id != "a1.t6.0.approval" {
+		t.Fatalf("answer id %q", id)
+	}
+	want := `{"agent_id":"a1","turn_id":"t6","step":0,"decisions":[{"call_id":"c1","approved":true,"reason":"no waiting"},{"call_id":"c2","approved":false,"reason":"no waiting"}]}`
+	if string(m.Data) != want {
+		t.Fatalf("answer %s\nwant %s", m.Data, want)
+	}
+}
+
+func TestApproverAsksOnTheTerminal(t *testing.T) {
+	var out bytes.Buffer
+	ask := approver("ask", strings.NewReader("y\nn\n"), &out)
+	call := gateway.PendingCall{CallID: "c1", Namespace: "gh", Name: "close_issue", Arguments: json.RawMessage(`{"n":1}`), Reason: "destructive"}
+	for i, want := range []bool{true, false, false} { // the third meets the end of input
+		if d := ask(context.Background(), call); d.Approved != want || (!want && d.Reason == "") {
+			t.Errorf("answer %d: %+v, want approved %v with a reason when refused", i, d, want)
+		}
+	}
+	if !strings.HasPrefix(out.String(), `approve gh.close_issue {"n":1} (destructive)? [y/N] `) {
+		t.Fatalf("asked %q", out.String())
+	}
+	if !approver("all", nil, nil)(context.Background(), call).Approved || approver("none", nil, nil)(context.Background(), call).Approved {
+		t.Fatal("all and none")
 	}
 }

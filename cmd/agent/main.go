@@ -8,10 +8,12 @@
 // The endpoint and key come from --base-url and --api-key, or, as the SDK
 // reads them, from OPENAI_BASE_URL and OPENAI_API_KEY. The catalog's tool
 // definitions and the workers' output items reach the model as the bytes
-// the workers sent.
+// the workers sent. Calls that wait for a person's approval are asked
+// about on the terminal (--approve ask), or all approved or refused.
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -53,6 +55,7 @@ type config struct {
 	maxSteps                 int
 	tasks, schedules, events bool
 	store                    bool
+	approve                  string
 	message                  string
 }
 
@@ -76,6 +79,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.maxSteps, "max-steps", 50, "most model responses in one turn")
 	fs.BoolVar(&c.tasks, "tasks", false, "drive the task turns of workflows (task.ready events)")
 	fs.BoolVar(&c.schedules, "schedules", false, "start a main turn (with --bind, --mcp and --skills) for every schedule fire")
+	fs.StringVar(&c.approve, "approve", "ask", "calls that wait for approval: ask (on the terminal), all (approve every one) or none (refuse every one)")
 	fs.BoolVar(&c.store, "store", false, "let the provider store the responses (off: reasoning items come back encrypted)")
 	fs.BoolVar(&c.events, "v", false, "print the steps' events on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +88,11 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	c.message = strings.Join(fs.Args(), " ")
 	if c.message == "" && !c.tasks && !c.schedules {
 		return nil, errors.New("give a message, or --tasks or --schedules to serve")
+	}
+	switch c.approve {
+	case "ask", "all", "none":
+	default:
+		return nil, fmt.Errorf("--approve %q is not ask, all or none", c.approve)
 	}
 	if c.turnID == "" {
 		b := make([]byte, 8)
@@ -122,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	a := &Agent{GW: gw, Model: openai.NewClient(mopts...), ModelName: c.model, Instructions: c.instructions,
 		MaxSteps: c.maxSteps, Store: c.store, TaskBindings: set(c.taskBind), Log: log}
+	a.Approve = approver(c.approve, os.Stdin, stderr)
 	if c.events {
 		a.OnEvent = func(turnID string, ev gateway.Event) { printEvent(stderr, turnID, ev) }
 	}
@@ -189,6 +199,34 @@ func (a *Agent) WaitTasksOrDone(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+}
+
+// approver decides pending calls as --approve says: all, none, or by
+// asking on the terminal, one call at a time (end of input refuses).
+func approver(mode string, in io.Reader, out io.Writer) func(context.Context, gateway.PendingCall) gateway.Decision {
+	switch mode {
+	case "all":
+		return func(context.Context, gateway.PendingCall) gateway.Decision { return gateway.Decision{Approved: true} }
+	case "none":
+		return func(context.Context, gateway.PendingCall) gateway.Decision {
+			return gateway.Decision{Reason: "the agent's operator refuses every call that needs approval"}
+		}
+	}
+	var mu sync.Mutex // task turns ask at once; one question at a time
+	lines := bufio.NewScanner(in)
+	return func(_ context.Context, call gateway.PendingCall) gateway.Decision {
+		mu.Lock()
+		defer mu.Unlock()
+		name := call.Name
+		if call.Namespace != "" {
+			name = call.Namespace + "." + name
+		}
+		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", name, call.Arguments, call.Reason)
+		if lines.Scan() && strings.EqualFold(strings.TrimSpace(lines.Text()), "y") {
+			return gateway.Decision{Approved: true}
+		}
+		return gateway.Decision{Reason: "refused by the agent's operator"}
 	}
 }
 
