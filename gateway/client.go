@@ -144,13 +144,19 @@ func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64,
 }
 
 func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
+	_, err := c.publishAck(ctx, m)
+	return err
+}
+
+func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
 	bus.InjectTrace(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if _, err := c.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publish %s: %w", m.Subject, err)
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", m.Subject, err)
 	}
-	return nil
+	return ack, nil
 }
 
 // bounded is ctx with the request timeout unless it ends sooner.
@@ -177,7 +183,7 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
 // ctx's trace context), so sending the same step again after a crash is
 // safe: the stream drops the copy, and the run reads the events the first
-// one caused. (A step number goes with one output: the model's response
+// one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
 func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
@@ -211,16 +217,37 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		return nil, err
 	}
 	r := newRun(c, parsed)
-	if err := r.subscribe(cfg); err != nil {
+	// The events of a step sent for the first time all come after its
+	// publish, so the run reads from the end of the stream as it is now,
+	// not the turn's whole history again for every step. A step the
+	// stream already had (a re-send) may have had its events already:
+	// that run reads the turn from the start. Step 0 has no history to
+	// skip, so it saves the look-up.
+	start := uint64(1)
+	if s.Step > 0 {
+		info, err := c.js.Stream(ctx, protocol.StreamOutputs)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		}
+		start = info.CachedInfo().State.LastSeq + 1
+	}
+	if err := r.subscribe(cfg, start); err != nil {
 		r.Close()
 		return nil, err
 	}
 	m := nats.NewMsg(subject)
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(s.AgentID, s.TurnID, s.Step))
-	if err := c.publish(ctx, m); err != nil {
+	ack, err := c.publishAck(ctx, m)
+	if err != nil {
 		r.Close()
 		return nil, err
+	}
+	if ack.Duplicate {
+		if err := r.readFrom(1); err != nil {
+			r.Close()
+			return nil, err
+		}
 	}
 	return r, nil
 }

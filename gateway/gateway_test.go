@@ -31,14 +31,14 @@ import (
 // workflows, schedules and background jobs, and a gateway client on its
 // own connection.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	srv *natstest.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	c   *gateway.Client
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
 	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
@@ -75,7 +75,7 @@ func fc(id, name, args string) json.RawMessage {
 	return b
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -241,12 +241,13 @@ func (r *rig) publishEvent(turnID, msgID string, data string) {
 // A step's events may come twice (a redelivered step republishing after
 // the duplicate window), mixed with other steps' events and with
 // garbage: the run returns each call once, skips other steps, reports the
-// garbage as errors and goes on.
+// garbage as errors and goes on; and so does the run of a re-sent step,
+// which reads the turn from its start.
 func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	// Step 0 of the turn ran before: its events are in the stream, and
-	// the run for step 1 must not mistake them for its own.
+	// the runs for step 1 must not mistake them for their own.
 	first, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t2", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -255,63 +256,86 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Close()
-	// Garbage and a duplicate of a step-1 output, stored before step 1 is
-	// published: the run reads the stream from its start.
-	r.publishEvent("t2", "", `not json`)
-	r.publishEvent("t2", "", `{"type":"call.output","agent_id":"other","turn_id":"t2","step":1,"call_id":"c9","status":"ok","item":{}}`)
-	r.publishEvent("t2", "", `{"type":"call.output","agent_id":"a1","turn_id":"t2","step":1,"call_id":"c9","status":"weird","item":{}}`)
-	r.publishEvent("t2", "", `{"type":"step.later","agent_id":"a1","turn_id":"t2","step":1}`)
-	r.publishEvent("t2", "x.early", `{"type":"call.output","agent_id":"a1","turn_id":"t2","step":1,"call_id":"c9","status":"ok","item":{"type":"function_call_output","call_id":"c9","output":"early copy"}}`)
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t2", Step: 1, Context: diagCtx,
-		Output: []json.RawMessage{fc("c9", "ping", `{"note":"real"}`), fc("c1", "ping", `{"note":"again"}`)}})
+	step1 := gateway.Step{AgentID: "a1", TurnID: "t2", Step: 1, Context: diagCtx,
+		Output: []json.RawMessage{fc("c1", "ping", `{"note":"again"}`), fc("c9", "sleep", `{"ms":60000}`)}}
+	run, err := r.c.Send(ctx, step1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	var bad []string
-	outs := map[string]int{}
-	var done *gateway.StepDone
-	for done == nil {
-		ev, err := run.Next(ctx)
-		var ee *gateway.EventError
-		switch {
-		case errors.As(err, &ee):
-			bad = append(bad, ee.Reason)
-			continue
-		case err != nil:
-			t.Fatal(err)
-		}
-		switch ev := ev.(type) {
-		case *gateway.CallOutput:
-			if ev.Step != 1 {
-				t.Fatalf("an output of step %d", ev.Step)
+	// read returns the run's events to its step.done: the outputs by
+	// call id (counted), the malformed events' reasons, and the step.done.
+	read := func(run *gateway.StepRun, onOutput func(*gateway.CallOutput)) (map[string]int, []string, *gateway.StepDone) {
+		t.Helper()
+		outs := map[string]int{}
+		var bad []string
+		for {
+			ev, err := run.Next(ctx)
+			var ee *gateway.EventError
+			switch {
+			case errors.As(err, &ee):
+				bad = append(bad, ee.Reason)
+				continue
+			case err != nil:
+				t.Fatal(err)
 			}
-			outs[ev.CallID]++
-		case *gateway.StepDone:
-			done = ev
+			switch ev := ev.(type) {
+			case *gateway.CallOutput:
+				if ev.Step != 1 {
+					t.Fatalf("an output of step %d", ev.Step)
+				}
+				outs[ev.CallID]++
+				if onOutput != nil {
+					onOutput(ev)
+				}
+			case *gateway.StepDone:
+				return outs, bad, ev
+			}
 		}
 	}
+	// Once c1's output is in, a copy of it (as a republish after the
+	// duplicate window would store it), garbage, and then a cancel, whose
+	// aborted c9 and step.done come after all of them.
+	outs, bad, done := read(run, func(o *gateway.CallOutput) {
+		if o.CallID != "c1" {
+			return
+		}
+		dup, _ := json.Marshal(struct {
+			Type string `json:"type"`
+			*gateway.CallOutput
+		}{"call.output", o})
+		r.publishEvent("t2", "republished", string(dup))
+		r.publishEvent("t2", "", `not json`)
+		r.publishEvent("t2", "", `{"type":"call.output","agent_id":"other","turn_id":"t2","step":1,"call_id":"c9","status":"ok","item":{}}`)
+		r.publishEvent("t2", "", `{"type":"call.output","agent_id":"a1","turn_id":"t2","step":1,"call_id":"c9","status":"weird","item":{}}`)
+		r.publishEvent("t2", "", `{"type":"step.later","agent_id":"a1","turn_id":"t2","step":1}`)
+		if err := r.c.Cancel(ctx, "a1", "t2", "enough"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if len(bad) != 3 {
 		t.Fatalf("errors %q, want 3 (not JSON, other agent, bad status)", bad)
 	}
-	if outs["c9"] != 1 || outs["c1"] != 1 || len(outs) != 2 {
-		t.Fatalf("outputs %v, want c9 and c1 once each", outs)
+	if outs["c1"] != 1 || outs["c9"] != 1 || len(outs) != 2 {
+		t.Fatalf("outputs %v, want c1 and c9 once each", outs)
 	}
-	if done.Step != 1 || len(done.Items) != 2 {
+	if done.Step != 1 || len(done.Items) != 2 || !done.EndTurn {
 		t.Fatalf("step.done %+v", done)
 	}
 
 	// Sending step 1 again (a gateway that restarted) publishes nothing
-	// new and reads the same step.done from the stream.
-	again, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t2", Step: 1, Context: diagCtx,
-		Output: []json.RawMessage{fc("c9", "ping", `{"note":"real"}`), fc("c1", "ping", `{"note":"again"}`)}})
+	// new and reads the same events from the turn's start.
+	again, err := r.c.Send(ctx, step1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	d2, err := again.Wait(ctx)
-	if err != nil || string(d2.Items[0]) != string(done.Items[0]) {
-		t.Fatalf("again: %v, %+v", err, d2)
+	outs2, bad2, done2 := read(again, nil)
+	if len(bad2) != 3 || outs2["c1"] != 1 || outs2["c9"] != 1 || len(outs2) != 2 {
+		t.Fatalf("again: outputs %v, errors %q", outs2, bad2)
+	}
+	if string(done2.Items[1]) != string(done.Items[1]) {
+		t.Fatalf("again: step.done %+v", done2)
 	}
 	info, err := r.js.Stream(ctx, protocol.StreamCalls)
 	if err != nil {
@@ -396,21 +420,21 @@ func TestPendingAndDecisions(t *testing.T) {
 		Subjects: []string{protocol.PrefixApproval + ".*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
-	r.publishEvent("t5", protocol.StepPendingMsgID("a1", "t5", 0), `{"type":"step.pending","agent_id":"a1","turn_id":"t5","step":0,
-		"approvals":[{"call_id":"c1","name":"mark","namespace":"","arguments":{"label":"x"},"reason":"destructive","activity":"Marking x"}],
-		"expires_at":"2026-12-02T09:00:00Z"}`)
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t5", Step: 0, Context: diagCtx,
-		Output: []json.RawMessage{fc("c1", "mark", `{"label":"x"}`)}})
+		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer run.Close()
+	r.publishEvent("t5", protocol.StepPendingMsgID("a1", "t5", 0), `{"type":"step.pending","agent_id":"a1","turn_id":"t5","step":0,
+		"approvals":[{"call_id":"c1","name":"sleep","namespace":"","arguments":{"ms":60000},"reason":"all","activity":"Waiting 60000 ms"}],
+		"expires_at":"2026-12-02T09:00:00Z"}`)
 	ev, err := run.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, ok := ev.(*gateway.StepPending)
-	if !ok || len(p.Approvals) != 1 || p.Approvals[0].CallID != "c1" || string(p.Approvals[0].Arguments) != `{"label":"x"}` || p.ExpiresAt.IsZero() {
+	if !ok || len(p.Approvals) != 1 || p.Approvals[0].CallID != "c1" || string(p.Approvals[0].Arguments) != `{"ms":60000}` || p.ExpiresAt.IsZero() {
 		t.Fatalf("event %T %+v, want the step.pending", ev, ev)
 	}
 	if err := r.c.Decide(ctx, "a1", "t5", 0, 1, []gateway.Decision{{CallID: "c1"}}); err != nil {
@@ -440,6 +464,13 @@ func TestPendingAndDecisions(t *testing.T) {
 		if err := dec.Decode(&a); err != nil || a.AgentID != "a1" || a.Step != 0 || len(a.Decisions) != 1 || a.Decisions[0].CallID != "c1" {
 			t.Fatalf("answer %d %s: %v", i, m.Data, err)
 		}
+	}
+	// The sleeping call would hold the worker's stop: end it.
+	if err := r.c.Cancel(ctx, "a1", "t5", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

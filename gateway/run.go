@@ -48,27 +48,16 @@ func newRun(c *Client, st *protocol.Step) *StepRun {
 	return r
 }
 
-// subscribe reads the turn's output subject from the start of the stream
-// (an ordered consumer: no acks, no state on the server beyond it), so
-// that events published before this run, by an earlier send of the same
-// step, are read too; and, when asked, the turn's activity subject.
-func (r *StepRun) subscribe(cfg sendConfig) error {
-	st := r.step
-	ctx, cancel := r.c.bounded(context.Background())
-	defer cancel()
-	cons, err := r.c.js.OrderedConsumer(ctx, protocol.StreamOutputs, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID)},
-	})
-	if err != nil {
-		return err
-	}
-	r.cons, err = cons.Consume(func(m jetstream.Msg) {
-		r.deliver(inbound{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), data: m.Data()})
-	})
-	if err != nil {
+// subscribe reads the turn's output subject from stream sequence start
+// on (an ordered consumer: no acks, no state on the server beyond it),
+// and, when asked, the turn's activity subject.
+func (r *StepRun) subscribe(cfg sendConfig, start uint64) error {
+	if err := r.readFrom(start); err != nil {
 		return err
 	}
 	if cfg.activity {
+		st := r.step
+		var err error
 		r.sub, err = r.c.nc.Subscribe(protocol.Subject(protocol.PrefixActive, st.AgentID, st.TurnID), func(m *nats.Msg) {
 			r.deliver(inbound{subject: m.Subject, data: m.Data})
 		})
@@ -77,6 +66,30 @@ func (r *StepRun) subscribe(cfg sendConfig) error {
 		}
 	}
 	return nil
+}
+
+// readFrom (re)starts the run's reading of the turn's output subject at
+// stream sequence start. What an earlier reader delivered stays queued;
+// duplicates are dropped by Next.
+func (r *StepRun) readFrom(start uint64) error {
+	if r.cons != nil {
+		r.cons.Stop()
+	}
+	st := r.step
+	ctx, cancel := r.c.bounded(context.Background())
+	defer cancel()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID)}}
+	if start > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	cons, err := r.c.js.OrderedConsumer(ctx, protocol.StreamOutputs, cfg)
+	if err != nil {
+		return err
+	}
+	r.cons, err = cons.Consume(func(m jetstream.Msg) {
+		r.deliver(inbound{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), data: m.Data()})
+	})
+	return err
 }
 
 // deliver hands a message to Next, or drops it once the run is closed.
