@@ -359,8 +359,8 @@ func TestNextEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Next: %v, want context.Canceled", err)
 	}
 	run.Close()
-	if _, err := run.Next(context.Background()); err == nil {
-		t.Fatal("Next on a closed run returned no error")
+	if _, err := run.Next(context.Background()); !errors.Is(err, gateway.ErrClosed) {
+		t.Fatalf("Next on a closed run: %v, want ErrClosed", err)
 	}
 	_ = r.c.Cancel(ctxT(t), "a1", "t3", "test over")
 }

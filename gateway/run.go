@@ -105,7 +105,7 @@ func (r *StepRun) deliver(m inbound) {
 // last the *StepDone, after which it returns io.EOF. Events of other
 // steps and duplicates are skipped. A malformed message on the turn's
 // subjects is returned as an *EventError, and Next may be called again.
-// It returns ctx's error when ctx ends first.
+// It returns ctx's error when ctx ends first, and ErrClosed after Close.
 func (r *StepRun) Next(ctx context.Context) (Event, error) {
 	if r.done != nil {
 		return nil, io.EOF
@@ -116,7 +116,7 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-r.stop:
-			return nil, errClosed
+			return nil, ErrClosed
 		case m = <-r.in:
 		}
 		if m.msgID != "" && r.seenMsg[m.msgID] {
@@ -165,7 +165,8 @@ func (r *StepRun) mine(ev Event) bool {
 	return true
 }
 
-var errClosed = errors.New("gateway: the step run is closed")
+// ErrClosed is what Next returns once the run is closed.
+var ErrClosed = errors.New("gateway: the step run is closed")
 
 // Wait reads the step's events until its step.done and returns it,
 // skipping (and logging) malformed ones. An approval step waits for its
