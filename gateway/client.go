@@ -1,0 +1,265 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// Options configure a [Client]. The zero value works.
+type Options struct {
+	// RequestTimeout bounds one catalog request and one publish when ctx
+	// has no earlier deadline (default 10 s).
+	RequestTimeout time.Duration
+	// Logger receives what the client skips: malformed events and
+	// messages it could not handle (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Client is a gateway's connection to the workers. It is safe for
+// concurrent use and holds no per-turn state: every turn's state is in
+// the conversation the gateway keeps and in the streams.
+type Client struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a client over nc, which stays the caller's to close.
+func New(nc *nats.Conn, opts Options) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 10 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Client{nc: nc, js: js, opts: opts, log: log}, nil
+}
+
+// ServiceError is an error reply of the workers' micro service: Code 400
+// for a request the gateway must fix (bad ids, an unknown kind or task),
+// 413 for a catalog too large for one reply, 500 for a worker's failure.
+type ServiceError struct {
+	Code        string
+	Description string
+}
+
+// Error is "turn.tools: <code> <description>".
+func (e *ServiceError) Error() string {
+	return fmt.Sprintf("turn.tools: %s %s", e.Code, e.Description)
+}
+
+// Catalog asks the workers for a turn's tool catalog. A worker's error
+// reply is a *ServiceError; no worker answering is nats.ErrNoResponders.
+// The reply's digest is checked against its tools.
+func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc Context) (*Catalog, error) {
+	req, err := json.Marshal(protocol.CatalogRequest{AgentID: agentID, TurnID: turnID, Context: tc})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	m := nats.NewMsg(protocol.SubjectTools)
+	m.Data = req
+	bus.InjectTrace(ctx, m.Header)
+	reply, err := c.nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("turn.tools: %w", err)
+	}
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		return nil, &ServiceError{Code: code, Description: reply.Header.Get(micro.ErrorHeader)}
+	}
+	var cat Catalog
+	if err := json.Unmarshal(reply.Data, &cat); err != nil {
+		return nil, fmt.Errorf("turn.tools: the reply is not a catalog: %w", err)
+	}
+	sum := sha256.Sum256(cat.Tools)
+	if got := hex.EncodeToString(sum[:]); got != cat.Digest {
+		return nil, fmt.Errorf("turn.tools: the reply's digest %q is not that of its tools (%s)", cat.Digest, got)
+	}
+	return &cat, nil
+}
+
+// Cancel cancels a turn on every worker: its running calls are aborted,
+// the step's step.done follows with end_turn set, and later steps of the
+// turn run nothing. reason may be empty.
+func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) error {
+	if !protocol.ValidID(agentID) || !protocol.ValidID(turnID) {
+		return fmt.Errorf("cancel: agent and turn ids must be 1-64 characters of [A-Za-z0-9_-]")
+	}
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixCancel, agentID, turnID))
+	if reason != "" {
+		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
+	}
+	bus.InjectTrace(ctx, m.Header)
+	if err := c.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	// A cancel is core NATS: flushing is what says the server has it.
+	return c.nc.FlushWithContext(ctx)
+}
+
+// Decide answers a pending step (see [StepPending]) with a decision for
+// every pending call. n numbers the answers to that step: 1 for the
+// first, 2, 3, … for a correction after an answer was dead-lettered (one
+// that missed a call or named an unknown one), so that the stream's
+// de-duplication does not drop it. The first complete answer decides.
+func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64, n int, decisions []Decision) error {
+	if n < 1 {
+		return fmt.Errorf("decide: n is %d; the first answer is 1", n)
+	}
+	body, err := json.Marshal(struct {
+		AgentID   string     `json:"agent_id"`
+		TurnID    string     `json:"turn_id"`
+		Step      int64      `json:"step"`
+		Decisions []Decision `json:"decisions"`
+	}{agentID, turnID, step, decisions})
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixApproval, agentID, turnID))
+	m.Data = body
+	m.Header.Set(jetstream.MsgIDHeader, protocol.ApprovalMsgID(agentID, turnID, step, n))
+	return c.publish(ctx, m)
+}
+
+func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
+	_, err := c.publishAck(ctx, m)
+	return err
+}
+
+func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	bus.InjectTrace(ctx, m.Header)
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	ack, err := c.js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", m.Subject, err)
+	}
+	return ack, nil
+}
+
+// bounded is ctx with the request timeout unless it ends sooner.
+func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.opts.RequestTimeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.opts.RequestTimeout)
+}
+
+// SendOption changes what [Client.Send] streams.
+type SendOption func(*sendConfig)
+
+type sendConfig struct{ activity bool }
+
+// WithActivity adds the step's [Activity] events (core NATS, best effort:
+// missed while disconnected) to what [StepRun.Next] returns.
+func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true } }
+
+// Send publishes a step and returns the run that streams its events. The
+// step is checked first by the worker's own parser: a step the workers
+// would dead-letter is an error wrapping ErrMalformedStep and is not
+// published. The subscription to the turn's events is made before the
+// publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
+// ctx's trace context), so sending the same step again after a crash is
+// safe: the stream drops the copy, and the run reads the events the first
+// one caused, from the turn's start. (A step number goes with one output: the model's response
+// for step N is sent as it was, never replaced by another.) Close the run
+// when done.
+func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
+	var cfg sendConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if s.Output == nil {
+		s.Output = []json.RawMessage{}
+	}
+	body, err := json.Marshal(struct {
+		AgentID string            `json:"agent_id"`
+		TurnID  string            `json:"turn_id"`
+		Step    int64             `json:"step"`
+		Context Context           `json:"context"`
+		Output  []json.RawMessage `json:"output"`
+	}{s.AgentID, s.TurnID, s.Step, s.Context, s.Output})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
+	}
+	prefix := protocol.PrefixCall
+	if s.Context.Kind == KindWorkflowTask {
+		prefix = protocol.PrefixTask
+	}
+	subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
+	parsed, err := protocol.ParseStep(prefix, subject, body, int(c.nc.MaxPayload()))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
+	}
+	if err := checkKind(prefix, s.Context); err != nil {
+		return nil, err
+	}
+	r := newRun(c, parsed)
+	// The events of a step sent for the first time all come after its
+	// publish, so the run reads from the end of the stream as it is now,
+	// not the turn's whole history again for every step. A step the
+	// stream already had (a re-send) may have had its events already:
+	// that run reads the turn from the start. Step 0 has no history to
+	// skip, so it saves the look-up.
+	start := uint64(1)
+	if s.Step > 0 {
+		info, err := c.js.Stream(ctx, protocol.StreamOutputs)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		}
+		start = info.CachedInfo().State.LastSeq + 1
+	}
+	if err := r.subscribe(cfg, start); err != nil {
+		r.Close()
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	m.Data = body
+	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(s.AgentID, s.TurnID, s.Step))
+	ack, err := c.publishAck(ctx, m)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	if ack.Duplicate {
+		if err := r.readFrom(1); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// ErrMalformedStep is wrapped by the error of a step that Send refused.
+var ErrMalformedStep = errors.New("malformed step")
+
+// checkKind refuses what the worker would dead-letter beyond ParseStep:
+// a task step without its workflow and task.
+func checkKind(prefix string, tc Context) error {
+	if prefix == protocol.PrefixTask && (tc.WorkflowID == "" || tc.TaskID == "") {
+		return fmt.Errorf("%w: a workflow_task context needs workflow_id and task_id", ErrMalformedStep)
+	}
+	return nil
+}

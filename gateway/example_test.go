@@ -1,0 +1,208 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+)
+
+// exampleWorker starts an embedded server and a worker with the
+// diagnostics tools, and returns a connection for the gateway; stop ends
+// them. It is what `turn-worker --embedded-nats` runs in one process.
+func exampleWorker() (nc *nats.Conn, stop func()) {
+	dir, err := os.MkdirTemp("", "gateway-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "js"), NoSigs: true, NoLog: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		log.Fatal("nats server not ready")
+	}
+	wnc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := worker.New(ctx, wnc, worker.Config{Name: "example", Grace: time.Second}, turn.NewAssembler(diag.Creator(diag.Config{})), nil, quiet)
+	if err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	if nc, err = nats.Connect(ns.ClientURL()); err != nil {
+		log.Fatal(err)
+	}
+	return nc, func() {
+		cancel()
+		<-done
+		nc.Close()
+		wnc.Close()
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// One step of a turn: the model called ping twice; the step's outputs
+// stream in as the calls end, and step.done holds the items for the
+// model, in call order.
+func ExampleClient_Send() {
+	nc, stop := exampleWorker()
+	defer stop()
+	ctx := context.Background()
+	c, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true}}
+	var cat *gateway.Catalog
+	for range 100 { // until the worker's service is up
+		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defs, _ := cat.Definitions()
+	fmt.Println("tools:", len(defs))
+
+	output := []json.RawMessage{
+		json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"one\"}"}`),
+		json.RawMessage(`{"type":"function_call","call_id":"call_2","name":"ping","arguments":"{\"note\":\"two\"}"}`),
+	}
+	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: tc, Output: output})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer run.Close()
+	outputs := 0
+	for {
+		ev, err := run.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		switch ev := ev.(type) {
+		case *gateway.CallOutput:
+			outputs++
+		case *gateway.StepDone:
+			fmt.Println("outputs:", outputs, "end_turn:", ev.EndTurn)
+			for _, item := range ev.Items {
+				fmt.Println(string(item))
+			}
+		}
+	}
+	// Output:
+	// tools: 3
+	// outputs: 2 end_turn: false
+	// {"type":"function_call_output","call_id":"call_1","output":"pong one"}
+	// {"type":"function_call_output","call_id":"call_2","output":"pong two"}
+}
+
+// A malformed event is an error value that names what is wrong.
+func ExampleDecodeEvent() {
+	_, err := gateway.DecodeEvent("turn.call.output.a1.t1", []byte(`{"type":"step.done","agent_id":"a1","turn_id":"t2","step":0,"items":[]}`))
+	fmt.Println(err)
+	ev, _ := gateway.DecodeEvent("turn.activity.a1.t1", []byte(`{"call_id":"c1","name":"sleep","state":"started","label":"Waiting 5 ms"}`))
+	fmt.Println(ev.(*gateway.Activity).Label)
+	// Output:
+	// bad event on turn.call.output.a1.t1: ids "a1"."t2" disagree with the subject
+	// Waiting 5 ms
+}
+
+// A cancel aborts the turn's running calls on every worker; the step's
+// step.done follows with end_turn set.
+func ExampleClient_Cancel() {
+	var c *gateway.Client // from gateway.New
+	ctx := context.Background()
+	if err := c.Cancel(ctx, "a1", "t1", "the user pressed stop"); err != nil {
+		log.Print(err)
+	}
+}
+
+// Workflow tasks start their own turns: every task.ready event is a task
+// turn to drive, with the task's instructions as its user message.
+func ExampleClient_WorkflowEvents() {
+	var c *gateway.Client // from gateway.New
+	ctx := context.Background()
+	err := c.WorkflowEvents(ctx, "gateway", func(ctx context.Context, ev *gateway.WorkflowEvent) error {
+		if ev.Type != gateway.EventTaskReady {
+			return nil
+		}
+		tc := ev.TaskContext(map[string]bool{"web": true})
+		go driveTurn(ev.AgentID, ev.TurnID, tc, ev.Instructions) // the gateway's own loop
+		return nil
+	})
+	log.Print(err)
+}
+
+// A schedule fired: start a main turn for its agent. The fire's TurnID is
+// the same on a redelivery, so the turn's steps are too.
+func ExampleClient_ScheduleFires() {
+	var c *gateway.Client // from gateway.New
+	ctx := context.Background()
+	err := c.ScheduleFires(ctx, "gateway", func(ctx context.Context, f *gateway.ScheduleFire) error {
+		go driveTurn(f.AgentID, f.TurnID(), gateway.Context{Kind: gateway.KindText}, f.Instructions)
+		return nil
+	})
+	log.Print(err)
+}
+
+// A job runner: run each started job in the background and report.
+func ExampleClient_JobEvents() {
+	var c *gateway.Client // from gateway.New
+	ctx := context.Background()
+	err := c.JobEvents(ctx, "job-runner", func(ctx context.Context, ev *gateway.JobEvent) error {
+		if ev.Type != gateway.EventJobStart {
+			return nil // a cancel: stop the job if it runs here
+		}
+		return c.ReportJob(ctx, ev.AgentID, ev.JobID, gateway.JobReport{Status: gateway.JobRunning, Seq: 1})
+	})
+	log.Print(err)
+}
+
+// A step whose calls need a person's approval is announced by a
+// step.pending event; the step runs once every pending call is decided.
+func ExampleClient_Decide() {
+	var c *gateway.Client // from gateway.New
+	var run *gateway.StepRun
+	ctx := context.Background()
+	ev, err := run.Next(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if p, ok := ev.(*gateway.StepPending); ok {
+		var ds []gateway.Decision
+		for _, call := range p.Approvals {
+			ds = append(ds, gateway.Decision{CallID: call.CallID, Approved: call.Name != "delete_page", Reason: "pages stay"})
+		}
+		if err := c.Decide(ctx, p.AgentID, p.TurnID, p.Step, 1, ds); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+func driveTurn(agentID, turnID string, tc gateway.Context, userMessage string) {}
