@@ -82,9 +82,11 @@ func RunWorker(t testing.TB, s *natstest.Server, name string, build Setup) (stop
 func WaitForService(t testing.TB, nc *nats.Conn) {
 	t.Helper()
 	req, _ := json.Marshal(protocol.CatalogRequest{AgentID: "probe", TurnID: "probe", Context: protocol.Context{Kind: protocol.KindText}})
-	deadline := time.Now().Add(10 * time.Second)
+	// Generous: a catalog of huge definitions takes long to build under
+	// -race on a loaded machine; only a worker that never answers fails.
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := nc.Request(protocol.SubjectTools, req, 200*time.Millisecond); err == nil {
+		if _, err := nc.Request(protocol.SubjectTools, req, 2*time.Second); err == nil {
 			return
 		}
 	}
