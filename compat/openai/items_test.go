@@ -302,13 +302,12 @@ func waitStarted(t *testing.T, activity <-chan *nats.Msg, callID string) {
 
 // TestStepAfterCancelWithDeferredTools is the contract's "a later step of
 // a cancelled turn is answered with aborted outputs without running
-// anything" for a turn whose catalog has deferred tools. It fails on the
-// worker of this commit: turn.Runner.Dispatch reads the turn's loaded
-// tools with the step's context after the cancel mark has aborted it,
-// gets context.Canceled, and the step is delivered again until it is
-// dead-lettered; the gateway never gets its step.done.
+// anything" for a turn whose catalog has deferred tools. It failed until
+// turn.Runner.Dispatch read the turn's loaded tools with the step's
+// context instead of the one the cancel mark had aborted: the step was
+// delivered again until it was dead-lettered, and the gateway never got
+// its step.done.
 func TestStepAfterCancelWithDeferredTools(t *testing.T) {
-	t.Skip("known worker bug (internal/turn/runner.go, Dispatch: State.Loaded on the aborted context); remove this skip with the fix")
 	f := startFleet(t)
 	activity := make(chan *nats.Msg, 16)
 	sub, err := f.nc.ChanSubscribe(protocol.Subject(protocol.PrefixActive, "a1", "gone"), activity)

@@ -116,9 +116,13 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 				protocol.ErrMalformed, len(st.Calls), need, budget)
 		}
 	}
+	// The turn's own state is read and written with the step's context,
+	// not the one a cancel aborts: a cancelled turn's step still needs its
+	// tools and loaded set to answer every call aborted.
+	stepCtx := ctx
 	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
 	defer release()
-	cancelled, reason, err := r.State.Cancelled(ctx, st.AgentID, st.TurnID)
+	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
@@ -126,14 +130,14 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 		abort(cancelCause(reason))
 	}
 	if set == nil {
-		set, err = r.Assembler.Assemble(ctx, Env{AgentID: st.AgentID, TurnID: st.TurnID, Context: st.Context})
+		set, err = r.Assembler.Assemble(stepCtx, Env{AgentID: st.AgentID, TurnID: st.TurnID, Context: st.Context})
 		if err != nil {
 			return nil, fmt.Errorf("assembling the turn's tools: %w", err)
 		}
 	}
 	var loaded map[string]bool
 	if len(set.Deferred()) > 0 {
-		if loaded, err = r.State.Loaded(ctx, st.AgentID, st.TurnID); err != nil {
+		if loaded, err = r.State.Loaded(stepCtx, st.AgentID, st.TurnID); err != nil {
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
@@ -155,7 +159,7 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 		keys = append(keys, o.Loaded...)
 	}
 	if len(keys) > 0 {
-		if err := r.State.AddLoaded(ctx, st.AgentID, st.TurnID, keys); err != nil {
+		if err := r.State.AddLoaded(stepCtx, st.AgentID, st.TurnID, keys); err != nil {
 			return nil, fmt.Errorf("recording loaded tools: %w", err)
 		}
 	}
