@@ -356,7 +356,9 @@ func MinStepDoneBytes(st *Step) int {
 
 // itemText reads a function_call_output item: its output text, and a
 // function that builds the item again with another text. ok is false for
-// any other item (or an output that is not a string).
+// any other item. For an array output the text is its longest text part
+// (the tool's own text, as a rule), and the rest of the array, media
+// included, is kept as it is.
 func itemText(item json.RawMessage) (text string, with func(string) json.RawMessage, ok bool) {
 	var fo struct {
 		Type   string          `json:"type"`
@@ -366,18 +368,32 @@ func itemText(item json.RawMessage) (text string, with func(string) json.RawMess
 	if json.Unmarshal(item, &fo) != nil || fo.Type != ItemFunctionCallOutput {
 		return "", nil, false
 	}
-	if json.Unmarshal(fo.Output, &text) != nil {
-		// An array whose media are gone (Fit drops them first): its
-		// texts, as one string.
-		var full FunctionCallOutput
-		if json.Unmarshal(item, &full) != nil {
-			return "", nil, false
+	if json.Unmarshal(fo.Output, &text) == nil {
+		return text, func(s string) json.RawMessage {
+			b, _ := json.Marshal(FunctionCallOutput{Type: fo.Type, CallID: fo.CallID, Output: s})
+			return b
+		}, true
+	}
+	var full FunctionCallOutput
+	if json.Unmarshal(item, &full) != nil {
+		return "", nil, false
+	}
+	k := -1
+	for i, c := range full.Content {
+		if c.Type == ContentText && (k < 0 || len(c.Text) > len(full.Content[k].Text)) {
+			k = i
 		}
-		text = full.Output
+	}
+	if k >= 0 {
+		text = full.Content[k].Text
 	}
 	return text, func(s string) json.RawMessage {
-		b, _ := json.Marshal(FunctionCallOutput{Type: fo.Type, CallID: fo.CallID, Output: s})
-		return b
+		out := full
+		out.Content = slices.Clone(full.Content)
+		if k >= 0 {
+			out.Content[k].Text = s
+		}
+		return mustItem(&out)
 	}, true
 }
 
@@ -455,10 +471,18 @@ func (m *mediaItems) drop(over int) map[int]json.RawMessage {
 			break
 		}
 		fo := m.outs[r.item]
+		part := fo.Content[r.part]
+		note := InputContent{Type: ContentText, Text: partNote(m.notes[r.item], r.part, part)}
+		if jsonLen(note) >= jsonLen(part) {
+			// A medium no larger than its note stays: the text is
+			// clipped instead.
+			continue
+		}
 		before := len(mustItem(fo))
-		fo.Content[r.part] = InputContent{Type: ContentText, Text: partNote(m.notes[r.item], r.part, fo.Content[r.part])}
-		changed[r.item] = mustItem(fo)
-		over -= before - len(changed[r.item])
+		fo.Content[r.part] = note
+		after := mustItem(fo)
+		changed[r.item] = after
+		over -= before - len(after)
 	}
 	return changed
 }

@@ -76,3 +76,43 @@ func TestCallOutputFitDropsMediaFirst(t *testing.T) {
 		t.Errorf("call.output of %d bytes", len(b))
 	}
 }
+
+// TestFitClipsTextBesideMedia: media smaller than their notes stay when
+// an output must shrink; the longest text part is clipped instead, in
+// call.output and in step.done.
+func TestFitClipsTextBesideMedia(t *testing.T) {
+	item, _ := json.Marshal(protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: "c1", Content: []protocol.InputContent{
+		{Type: protocol.ContentText, Text: strings.Repeat("long text ", 3000)},
+		{Type: protocol.ContentImage, ImageURL: "data:image/png;base64,AAAA", Detail: protocol.DetailAuto},
+		{Type: protocol.ContentText, Text: "[left out: something]"},
+	}})
+	check := func(where string, raw json.RawMessage) {
+		t.Helper()
+		var fo protocol.FunctionCallOutput
+		if err := json.Unmarshal(raw, &fo); err != nil {
+			t.Fatal(err)
+		}
+		if len(fo.Content) != 3 || fo.Content[1].ImageURL != "data:image/png;base64,AAAA" || fo.Content[2].Text != "[left out: something]" ||
+			!strings.Contains(fo.Content[0].Text, "bytes left out …]") {
+			t.Errorf("%s: %.300s", where, raw)
+		}
+	}
+	ev := &protocol.CallOutput{Type: protocol.EventCallOutput, CallID: "c1", Item: item, Details: struct{}{},
+		MediaNotes: []string{"", strings.Repeat("a long note ", 20), ""}}
+	if err := ev.Fit(8000); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(ev); len(b) > 8000 {
+		t.Errorf("call.output of %d bytes", len(b))
+	}
+	check("call.output", ev.Item)
+	done := &protocol.StepDone{Type: protocol.EventStepDone, Items: []json.RawMessage{item, item}}
+	if err := done.Fit(12000); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(done); len(b) > 12000 {
+		t.Errorf("step.done of %d bytes", len(b))
+	}
+	check("step.done 0", done.Items[0])
+	check("step.done 1", done.Items[1])
+}

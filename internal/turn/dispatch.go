@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -726,6 +727,14 @@ func (d *Dispatcher) bound(p *pending) {
 	for _, r := range o.Repairs {
 		size += len(r)
 	}
+	// The media notes travel in the journal's record beside the item, not
+	// in the event: the event is fitted to what they leave.
+	notes := 0
+	for _, n := range o.MediaNotes {
+		notes += len(n) + 3
+	}
+	budget -= notes
+	size += notes
 	if size < budget/4 && o.Details == nil && o.Events == nil {
 		return
 	}
@@ -739,6 +748,9 @@ func (d *Dispatcher) bound(p *pending) {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
 	o.Item, o.Err, o.Details, o.Events, o.Repairs, o.Activity = ev.Item, ev.Error, ev.Details, ev.Events, ev.Repairs, ev.Activity
+	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
+		o.MediaNotes = nil // the media are gone: nothing left to note
+	}
 }
 
 func (p *pending) endSpan() {

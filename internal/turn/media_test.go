@@ -172,3 +172,35 @@ func TestStepDoneWithMediaFits(t *testing.T) {
 		t.Errorf("%d images and %d notes: want both", images, notes)
 	}
 }
+
+// TestMediaOutcomeFitsTheJournal: the journal record of a media outcome
+// (the item, and the notes beside it) stays within the event budget, even
+// when the tool's text fills it.
+func TestMediaOutcomeFitsTheJournal(t *testing.T) {
+	const maxEvent = 24 << 10
+	var ms []tools.Media
+	for i := range 20 {
+		ms = append(ms, tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 8, 8+i%3, true), Source: strings.Repeat("a-long-source/", 40) + "x.png"})
+	}
+	set := mustSet(t, mediaTool(t, "shots", strings.Repeat("text ", 3500), ms...))
+	d := &turn.Dispatcher{MaxEventBytes: maxEvent}
+	res := dispatch(t, context.Background(), d, set, input(call("c1", "shots", "{}")))
+	o := res.Outcomes[0]
+	record, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(record) > maxEvent+protocol.HeaderRoom {
+		t.Errorf("the journal record is %d bytes, over %d", len(record), maxEvent+protocol.HeaderRoom)
+	}
+	var fo protocol.FunctionCallOutput
+	if err := json.Unmarshal(o.Item, &fo); err != nil {
+		t.Fatal(err)
+	}
+	if len(fo.Content) > 0 && len(o.MediaNotes) != len(fo.Content) {
+		t.Errorf("%d notes for %d parts", len(o.MediaNotes), len(fo.Content))
+	}
+	if len(fo.Content) == 0 && o.MediaNotes != nil {
+		t.Errorf("notes kept for an output without media")
+	}
+}
