@@ -104,6 +104,16 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 	if m := r.marks(); len(m) != 0 {
 		t.Fatalf("marks before the approval: %v", m)
 	}
+	// The step's timer waits in TURN_APPROVALS, scheduled at expires_at.
+	stream, err := r.g.js.Stream(context.Background(), protocol.StreamApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer, err := stream.GetLastMsgForSubject(context.Background(), protocol.ApprovalTimerSubject("a1", "t1", 0))
+	if err != nil || timer.Header.Get("Nats-Schedule") != "@at "+p.ExpiresAt.Format(time.RFC3339) ||
+		timer.Header.Get("Nats-Schedule-Target") != protocol.ApprovalTimeoutSubject("a1", "t1", 0) {
+		t.Fatalf("timer %+v, %v", timer, err)
+	}
 	r.answer("a1", "t1", 0, protocol.ApprovalMsgID("a1", "t1", 0, 1), protocol.Decision{CallID: "c2", Approved: true})
 	outs, done := ev.untilDone()
 	if outs["c1"].Status != "ok" || outs["c2"].Status != "ok" || errKind(outs["c3"]) != "invalid_arguments" {
@@ -123,6 +133,11 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 	if m := r.marks(); !slices.Equal(m, []string{"approved"}) {
 		t.Errorf("marks %v", m)
 	}
+	// The decided step's timer is gone: it will not fire.
+	waitFor(t, func() bool {
+		_, err := stream.GetLastMsgForSubject(context.Background(), protocol.ApprovalTimerSubject("a1", "t1", 0))
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}, "the timer to be removed")
 	// A second answer (a correction's id) is ignored: nothing runs again.
 	r.answer("a1", "t1", 0, protocol.ApprovalMsgID("a1", "t1", 0, 2), protocol.Decision{CallID: "c2", Approved: true})
 	ev.quiet(500 * time.Millisecond)
