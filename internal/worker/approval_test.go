@@ -406,3 +406,33 @@ func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalReusedCallIDInAHeldStep: a step re-sent with a call id its
+// first version used for another call, and a call that needs approval:
+// once decided, its events are versioned as any re-sent step's, so none is
+// dropped as the first version's duplicate.
+func TestApprovalReusedCallIDInAHeldStep(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
+	ev := r.g.watch("a1", "t10")
+	r.g.sendStep("a1", "t10", 0, fc("c1", "ping", `{}`))
+	if outs, _ := ev.untilDone(); outs["c1"].Status != "ok" {
+		t.Fatalf("outputs %+v", outs)
+	}
+	// c1 is now another call, whose arguments are invalid: answered as
+	// reused when the step is held, and never offered.
+	r.g.publish(protocol.Subject(protocol.PrefixCall, "a1", "t10"), "resent", step("a1", "t10", 0, fc("c1", "ping", `{"note":5}`), fc("c2", "mark", `{"label":"y"}`)))
+	if p := pendingEvent(t, ev, "a1", "t10", 0); len(p.Approvals) != 1 || p.Approvals[0].CallID != "c2" {
+		t.Fatalf("approvals %+v", p.Approvals)
+	}
+	r.answer("a1", "t10", 0, protocol.ApprovalMsgID("a1", "t10", 0, 1), protocol.Decision{CallID: "c2", Approved: true})
+	outs, done := ev.untilDone()
+	if errKind(outs["c1"]) != "invalid_arguments" || outs["c2"].Status != "ok" || len(done.Items) != 2 {
+		t.Fatalf("outputs %+v", outs)
+	}
+	if id := done.Header.Get("Nats-Msg-Id"); id == protocol.StepDoneMsgID("a1", "t10", 0) {
+		t.Errorf("the re-sent step's step.done has the first version's id %q", id)
+	}
+	if m := r.marks(); !slices.Equal(m, []string{"y"}) {
+		t.Errorf("marks %v", m)
+	}
+}
