@@ -245,14 +245,7 @@ type Invocation struct {
 	// Activity is the progress label built from the parameters.
 	Activity string
 	call     call
-	// args is the validated value, for Arguments.
-	args schema.Value
 }
-
-// Arguments is the validated (and repaired) arguments as JSON text:
-// exactly what the call runs with. A call held for a person's approval
-// stores it, and runs it once approved.
-func (inv *Invocation) Arguments() (json.RawMessage, error) { return inv.args.JSON() }
 
 // call is the typed half of an invocation.
 type call interface {
@@ -293,7 +286,6 @@ func (t *Tool) Prepare(args string, opt schema.RepairOptions) (*Invocation, erro
 		return nil, err
 	}
 	inv.Repairs = repairs
-	inv.args = v
 	return inv, nil
 }
 

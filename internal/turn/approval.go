@@ -251,7 +251,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 		case p.outcome != nil:
 			h.Outcome = p.outcome
 		case p.inv != nil:
-			args, err := p.inv.Arguments()
+			args, err := d.validated(p)
 			if err != nil {
 				// A validated value always encodes; should it not, the call
 				// is answered, not held with arguments nobody saw.
@@ -266,6 +266,21 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 		}
 	}
 	return held
+}
+
+// validated is the value a resolved call's arguments validated to, as
+// JSON text: what the tool would run with. It is derived again, off the
+// hot path, by the same deterministic parse Prepare made (with the
+// conservative repairs of a destructive tool), so that a running call
+// keeps nothing it does not need.
+func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
+	opt := d.repairOptions()
+	opt.Conservative = opt.Conservative || p.inv.Tool.Spec().Destructive
+	v, _, err := p.inv.Tool.Params().ParseValue(p.call.Arguments, opt)
+	if err != nil {
+		return nil, err
+	}
+	return v.JSON()
 }
 
 // heldOutcome is the outcome a decided pending call gets without running:

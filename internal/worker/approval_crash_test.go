@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
@@ -91,4 +92,37 @@ func TestApprovalTimerFiresWithoutAWorker(t *testing.T) {
 	if m := append(a.marks(t), b.marks(t)...); len(m) != 0 {
 		t.Errorf("marks %v", m)
 	}
+}
+
+// TestApprovalDecisionRedeliveredAfterAKill approves a slow mark, kills
+// the worker running it, and has the answer redelivered to another: the
+// journal knows the call began, so it is answered interrupted, not run
+// again, and the step still completes once.
+func TestApprovalDecisionRedeliveredAfterAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs worker processes")
+	}
+	bin := buildWorker(t)
+	s := natstest.Start(t)
+	a := startProcess(t, bin, s.ClientURL(), "A", "--approval", "mark")
+	g := newGateway(t, s)
+	waitForInstances(t, g.nc, 1)
+	ev := g.watch("k", "t3")
+	g.sendStep("k", "t3", 0, fc("c1", "mark", `{"label":"slow","ms":60000}`), fc("c2", "ping", `{}`))
+	if e := ev.next(); e.Type != protocol.EventStepPending {
+		t.Fatalf("got %s, want step.pending", e.Raw)
+	}
+	r := &approvalRig{t: t, g: g}
+	r.answer("k", "t3", 0, protocol.ApprovalMsgID("k", "t3", 0, 1), protocol.Decision{CallID: "c1", Approved: true})
+	waitFor(t, func() bool { return len(a.marks(t)) > 0 }, "the approved mark to start")
+	a.kill(t)
+	b := startProcess(t, bin, s.ClientURL(), "B", "--approval", "mark")
+	outs, done := ev.untilDone()
+	if errKind(outs["c1"]) != "interrupted" || outs["c2"].Status != "ok" || len(done.Items) != 2 {
+		t.Fatalf("outputs %+v", outs)
+	}
+	if m := append(a.marks(t), b.marks(t)...); !slices.Equal(m, []string{"slow"}) {
+		t.Errorf("marks %v", m)
+	}
+	ev.quiet(time.Second)
 }

@@ -104,6 +104,16 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 	if m := r.marks(); len(m) != 0 {
 		t.Fatalf("marks before the approval: %v", m)
 	}
+	// The step's timer waits in TURN_APPROVALS, scheduled at expires_at.
+	stream, err := r.g.js.Stream(context.Background(), protocol.StreamApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer, err := stream.GetLastMsgForSubject(context.Background(), protocol.ApprovalTimerSubject("a1", "t1", 0))
+	if err != nil || timer.Header.Get("Nats-Schedule") != "@at "+p.ExpiresAt.Format(time.RFC3339) ||
+		timer.Header.Get("Nats-Schedule-Target") != protocol.ApprovalTimeoutSubject("a1", "t1", 0) {
+		t.Fatalf("timer %+v, %v", timer, err)
+	}
 	r.answer("a1", "t1", 0, protocol.ApprovalMsgID("a1", "t1", 0, 1), protocol.Decision{CallID: "c2", Approved: true})
 	outs, done := ev.untilDone()
 	if outs["c1"].Status != "ok" || outs["c2"].Status != "ok" || errKind(outs["c3"]) != "invalid_arguments" {
@@ -123,6 +133,11 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 	if m := r.marks(); !slices.Equal(m, []string{"approved"}) {
 		t.Errorf("marks %v", m)
 	}
+	// The decided step's timer is gone: it will not fire.
+	waitFor(t, func() bool {
+		_, err := stream.GetLastMsgForSubject(context.Background(), protocol.ApprovalTimerSubject("a1", "t1", 0))
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	}, "the timer to be removed")
 	// A second answer (a correction's id) is ignored: nothing runs again.
 	r.answer("a1", "t1", 0, protocol.ApprovalMsgID("a1", "t1", 0, 2), protocol.Decision{CallID: "c2", Approved: true})
 	ev.quiet(500 * time.Millisecond)
@@ -389,5 +404,35 @@ func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
 		if e := dead.next(); !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "is not turn.approval.<agent_id>.<turn_id>") || e.Header.Get(bus.HeaderDeadSubject) != subj {
 			t.Errorf("%s: dead letter %v", subj, e.Header)
 		}
+	}
+}
+
+// TestApprovalReusedCallIDInAHeldStep: a step re-sent with a call id its
+// first version used for another call, and a call that needs approval:
+// once decided, its events are versioned as any re-sent step's, so none is
+// dropped as the first version's duplicate.
+func TestApprovalReusedCallIDInAHeldStep(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
+	ev := r.g.watch("a1", "t10")
+	r.g.sendStep("a1", "t10", 0, fc("c1", "ping", `{}`))
+	if outs, _ := ev.untilDone(); outs["c1"].Status != "ok" {
+		t.Fatalf("outputs %+v", outs)
+	}
+	// c1 is now another call, whose arguments are invalid: answered as
+	// reused when the step is held, and never offered.
+	r.g.publish(protocol.Subject(protocol.PrefixCall, "a1", "t10"), "resent", step("a1", "t10", 0, fc("c1", "ping", `{"note":5}`), fc("c2", "mark", `{"label":"y"}`)))
+	if p := pendingEvent(t, ev, "a1", "t10", 0); len(p.Approvals) != 1 || p.Approvals[0].CallID != "c2" {
+		t.Fatalf("approvals %+v", p.Approvals)
+	}
+	r.answer("a1", "t10", 0, protocol.ApprovalMsgID("a1", "t10", 0, 1), protocol.Decision{CallID: "c2", Approved: true})
+	outs, done := ev.untilDone()
+	if errKind(outs["c1"]) != "invalid_arguments" || outs["c2"].Status != "ok" || len(done.Items) != 2 {
+		t.Fatalf("outputs %+v", outs)
+	}
+	if id := done.Header.Get("Nats-Msg-Id"); id == protocol.StepDoneMsgID("a1", "t10", 0) {
+		t.Errorf("the re-sent step's step.done has the first version's id %q", id)
+	}
+	if m := r.marks(); !slices.Equal(m, []string{"y"}) {
+		t.Errorf("marks %v", m)
 	}
 }
