@@ -207,6 +207,18 @@ func TestInterruptedItem(t *testing.T) {
 	diag := map[string]any{"kind": "text", "bindings": map[string]bool{"diagnostics": true}}
 	r := f.publish(t, "a1", "crash", 0, diag, call("marking", "mark", `{"label":"once","ms":600000}`))
 	waitStarted(t, activity, "marking")
+	// "started" is published before the tool runs: kill only once the mark
+	// is written, or the check below sees no run at all (it did, one run
+	// in three).
+	marksLog := filepath.Join(marks, "marks.log")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(marksLog); string(b) == "once\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the mark was not written within 30s of the call's start")
+		}
+	}
 	f.kill(t)
 	f.start(t)
 	outs, done := r.wait(t)
@@ -218,7 +230,7 @@ func TestInterruptedItem(t *testing.T) {
 		t.Fatalf("step.done has %d items", len(done.Items))
 	}
 	checkItem(t, "step.done item", done.Items[0])
-	b, err := os.ReadFile(filepath.Join(marks, "marks.log"))
+	b, err := os.ReadFile(marksLog)
 	must(t, err)
 	if string(b) != "once\n" {
 		t.Errorf("marks.log %q: the call ran other than once", b)
