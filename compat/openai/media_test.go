@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,8 +69,9 @@ func file(name string, data []byte) wantPart {
 // TestMediaItemsRoundTrip gets media outputs from the real worker: MCP
 // image, audio and PDF blob content, read_file of a PNG, a JPEG and a PDF
 // in the agent's home, an image over the media budget (scaled down), a
-// PDF over it (a note, alone and beside an image), and web_fetch of an
-// image. Every call.output item and step.done item is read by
+// PDF over it (a note, alone and beside an image), web_fetch of an
+// image, and a step of more scaled images than its step.done holds (some
+// replaced by notes there). Every call.output item and step.done item is read by
 // responses.ResponseInputItemUnionParam, a function_call_output's array
 // as the SDK's input content union: each part the variant its type
 // names, with the worker's text, data URL, detail and filename, and
@@ -94,12 +96,13 @@ func TestMediaItemsRoundTrip(t *testing.T) {
 	pic := encodePNG(gradient(48, 32, true))
 	photo := encodeJPEG(gradient(40, 30, false))
 	report := pdf(2 << 10)
-	big := encodePNG(noise(360, 240)) // about 340 KiB, over the budget: scaled down
-	if len(big)*4/3 <= 256<<10 {
-		t.Fatalf("big.png is %d bytes: within the media budget, so not scaled", len(big))
+	big := encodePNG(noise(360, 240))  // about 340 KiB, over the budget: scaled down
+	near := encodePNG(noise(220, 200)) // about 172 KiB, within the budget
+	if len(big)*4/3 <= 256<<10 || len(near)*4/3 > 250<<10 {
+		t.Fatalf("big.png is %d bytes, near.png %d: not over and within the media budget", len(big), len(near))
 	}
 	for name, b := range map[string][]byte{
-		"pics/pic.png": pic, "pics/photo.jpg": photo, "pics/big.png": big,
+		"pics/pic.png": pic, "pics/photo.jpg": photo, "pics/big.png": big, "pics/near.png": near,
 		"docs/report <final> & co.pdf": report, "docs/big.pdf": bigPDF,
 	} {
 		must(t, os.MkdirAll(filepath.Join(home, filepath.Dir(name)), 0o700))
@@ -179,6 +182,40 @@ func TestMediaItemsRoundTrip(t *testing.T) {
 		}
 		checkParts(t, what, sdkParts(t, what, o.Item), expect[id])
 	}
+
+	// Six images that each fit an output are more than one step.done
+	// holds: the worker replaces some by notes there, largest first, and
+	// those items too must be the SDK's.
+	var calls []any
+	for i := range 6 {
+		calls = append(calls, call("near"+strconv.Itoa(i), "read_file", readFile("pics/near.png")))
+	}
+	outs, done = f.publish(t, "a1", "media", 2, ctx, calls...).wait(t)
+	if len(outs) != len(calls) || len(done.Items) != len(calls) {
+		t.Fatalf("%d call.output events and %d step.done items for %d calls", len(outs), len(done.Items), len(calls))
+	}
+	refitted := 0
+	for _, it := range done.Items {
+		var h struct {
+			CallID string `json:"call_id"`
+		}
+		must(t, json.Unmarshal(it, &h))
+		o := outs[h.CallID]
+		checkItem(t, "call.output of "+h.CallID, o.Item)
+		checkItem(t, "step.done item "+h.CallID, it)
+		sdkParts(t, "call.output of "+h.CallID, o.Item)
+		if !bytes.Equal(it, o.Item) {
+			refitted++
+			if !strings.Contains(string(it), "over the size limit of one event") {
+				t.Errorf("step.done item %s differs from its call.output without the note: %.400s", h.CallID, it)
+			}
+		}
+		items = append(items, o.Item, it)
+	}
+	if refitted == 0 {
+		t.Errorf("step.done of six images (%d bytes) kept them all", len(done.Raw))
+	}
+	t.Logf("step.done of six images: %d of them replaced by notes, %d bytes", refitted, len(done.Raw))
 
 	input := make(responses.ResponseInputParam, len(items))
 	typed := make(responses.ResponseInputParam, len(items))
