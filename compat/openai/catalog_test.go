@@ -38,7 +38,7 @@ var wantTools = map[string][]string{
 	"workflows":       {"start_workflow", "show_workflow", "list_workflows", "cancel_workflow", "submit_result"},
 	"diagnostics":     {"ping", "sleep", "finish"},
 	"skills":          {"read_skill"},
-	"mcp":             {mcpServer + ".echo", mcpServer + ".search_notes", mcpServer + ".wait", mcpServer + ".fail", mcpServer + ".draw"},
+	"mcp":             {mcpServer + ".echo", mcpServer + ".search_notes", mcpServer + ".wait", mcpServer + ".fail", mcpServer + ".draw", mcpServer + ".scan"},
 	"tool search":     {"tool_search"},
 }
 

@@ -162,6 +162,17 @@ func TestRoundTripSeesWhatTheSDKDrops(t *testing.T) {
 	if err != nil || !slices.Equal(diffs, []string{`/status_detail: dropped (was "late")`}) {
 		t.Errorf("item: %q, %v", diffs, err)
 	}
+	// In an array output, a part's field the SDK does not know is
+	// dropped; a part of a type it does not have is read as no variant
+	// and written back as it came, so only sdkParts sees it.
+	u, diffs, err := roundTrip[responses.ResponseInputItemUnionParam]([]byte(
+		`{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"data:image/png;base64,AA==","detail":"auto","alt":"x"},{"type":"input_audio","data":"AA=="}]}`))
+	if err != nil || !slices.Equal(diffs, []string{`/output/0/alt: dropped (was "x")`}) {
+		t.Errorf("array item: %q, %v", diffs, err)
+	}
+	if p := u.OfFunctionCallOutput.Output.OfResponseFunctionCallOutputItemArray; len(p) != 2 || p[1].OfInputText != nil || p[1].OfInputImage != nil || p[1].OfInputFile != nil {
+		t.Errorf("input_audio part read as %+v", p)
+	}
 }
 
 // TestOverrideKeepsCompactBytes pins what the byte-exact checks rely on:

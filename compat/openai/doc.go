@@ -8,7 +8,11 @@
 //
 // The tests build cmd/worker and run it as a gateway meets it: a process
 // on an embedded NATS server, every category switched on by its flags,
-// an MCP server of its own (the Go SDK's, over streamable HTTP) and a
-// skills directory. It is a separate module so that the SDK never enters
-// the runtime's dependencies. Run: go test ./... (in this directory).
+// an MCP server of its own (the Go SDK's, over streamable HTTP), a
+// skills directory, and media to return: MCP images, audio and PDF
+// blobs, images and PDFs in an agent's home, an image on a web site on
+// loopback, so that array outputs (input_text, input_image, input_file)
+// are the worker's own. It is a separate module so that the SDK never
+// enters the runtime's dependencies. Run: go test ./... (in this
+// directory).
 package openai

@@ -72,7 +72,7 @@ type empty struct{}
 func startMCP(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := sdk.NewServer(&sdk.Implementation{Name: "gotest", Version: "1.0.0"}, &sdk.ServerOptions{
-		Instructions: "Notes for tests: echo, search, wait, fail and draw.",
+		Instructions: "Notes for tests: echo, search, wait, fail, draw and scan.",
 	})
 	readOnly := &sdk.ToolAnnotations{ReadOnlyHint: true}
 	sdk.AddTool(srv, &sdk.Tool{Name: "echo", Description: "Echo the text back.", Annotations: readOnly},
@@ -96,27 +96,27 @@ func startMCP(t *testing.T) *httptest.Server {
 		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "it failed on purpose"}}}, nil, nil
 		})
-	// draw returns an image: once media outputs land, its output is the
-	// array form (see media_test.go).
+	// draw and scan return media: images, PDF blob resources and audio,
+	// each a part of the call's output array (media_test.go).
 	sdk.AddTool(srv, &sdk.Tool{Name: "draw", Description: "Draw a picture and caption it.", Annotations: readOnly},
 		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{
 				&sdk.TextContent{Text: "a picture:"},
-				&sdk.ImageContent{MIMEType: "image/png", Data: tinyPNG},
+				&sdk.ImageContent{MIMEType: "image/png", Data: drawPNG},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: sketchURI, MIMEType: "application/pdf", Blob: sketchPDF}},
+				&sdk.AudioContent{MIMEType: "audio/wav", Data: chirpWAV},
+			}}, nil, nil
+		})
+	sdk.AddTool(srv, &sdk.Tool{Name: "scan", Description: "Scan the document: a preview and the PDF.", Annotations: readOnly},
+		func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.ImageContent{MIMEType: "image/png", Data: drawPNG},
+				&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: scanURI, MIMEType: "application/pdf", Blob: bigPDF}},
 			}}, nil, nil
 		})
 	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
 	return hs
-}
-
-// tinyPNG is a 1×1 transparent PNG.
-var tinyPNG = []byte{
-	0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-	0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
-	0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00,
-	0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
-	0x42, 0x60, 0x82,
 }
 
 // fleet is one worker process on its own embedded server, seen through
@@ -125,6 +125,7 @@ type fleet struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
 	args  []string
+	homes string  // --computer-root: the agents' homes
 	procs []*proc // every worker started, the running one last
 }
 
@@ -178,7 +179,7 @@ func startFleet(t *testing.T, extra ...string) *fleet {
 	homes := filepath.Join(dir, "homes")
 	must(t, os.MkdirAll(homes, 0o755))
 
-	f := &fleet{args: append([]string{
+	f := &fleet{homes: homes, args: append([]string{
 		"--nats-url", s.ClientURL(), "--name", "compat",
 		"--computer-root", homes,
 		// The catalog must hold run_command whatever the host: the bwrap
