@@ -51,22 +51,8 @@ func startWorker(t *testing.T, s *natstest.Server, cfg worker.Config, creators .
 			t.Error("worker did not stop")
 		}
 	})
-	waitForService(t, nc)
+	workertest.WaitForService(t, nc)
 	return w
-}
-
-// waitForService waits until a catalog request is answered, which means
-// the worker is serving.
-func waitForService(t *testing.T, nc *nats.Conn) {
-	t.Helper()
-	req, _ := json.Marshal(protocol.CatalogRequest{AgentID: "probe", TurnID: "probe", Context: protocol.Context{Kind: protocol.KindText}})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := nc.Request(protocol.SubjectTools, req, 200*time.Millisecond); err == nil {
-			return
-		}
-	}
-	t.Fatal("worker never answered a catalog request")
 }
 
 // gateway plays the gateway's part: publishing steps and reading events.

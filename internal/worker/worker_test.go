@@ -16,6 +16,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -362,7 +363,7 @@ func TestGracefulStopLetsRunningCallsFinish(t *testing.T) {
 	w := must(newWorker(ctx, nc, probeCreator(&log, &runs)))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	waitForService(t, nc)
+	workertest.WaitForService(t, nc)
 	g := newGateway(t, s)
 	ev := g.watch("a1", "tg")
 	g.sendStep("a1", "tg", 0, fc("c1", "par", `{"label":"slow","ms":700}`))

@@ -143,20 +143,8 @@ func (h *harness) startWorker() *workflowtask.Service {
 			t.Error("worker did not stop")
 		}
 	})
-	h.waitForService()
+	workertest.WaitForService(h.t, h.nc)
 	return svc
-}
-
-func (h *harness) waitForService() {
-	h.t.Helper()
-	req, _ := json.Marshal(protocol.CatalogRequest{AgentID: "probe", TurnID: "probe", Context: protocol.Context{Kind: protocol.KindText}})
-	deadline := time.Now().Add(wait)
-	for time.Now().Before(deadline) {
-		if _, err := h.nc.Request(protocol.SubjectTools, req, 200*time.Millisecond); err == nil {
-			return
-		}
-	}
-	h.t.Fatal("worker never answered a catalog request")
 }
 
 // item builders for a step's output.
