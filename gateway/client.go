@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -194,6 +196,14 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	if s.Output == nil {
 		s.Output = []json.RawMessage{}
 	}
+	for i, item := range s.Output {
+		// A nil item marshals as null, which the workers skip: the step
+		// would run, and the conversation the gateway sends back to the
+		// provider would hold a null it refuses.
+		if t := bytes.TrimSpace(item); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			return nil, fmt.Errorf("%w: output[%d] is empty or null; every item is an object", ErrMalformedStep, i)
+		}
+	}
 	body, err := json.Marshal(struct {
 		AgentID string            `json:"agent_id"`
 		TurnID  string            `json:"turn_id"`
@@ -211,7 +221,9 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
 	parsed, err := protocol.ParseStep(prefix, subject, body, int(c.nc.MaxPayload()))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
+		// The parser's errors start with its own "malformed step: ".
+		reason := strings.TrimPrefix(err.Error(), protocol.ErrMalformed.Error()+": ")
+		return nil, fmt.Errorf("%w: %s", ErrMalformedStep, reason)
 	}
 	if err := checkKind(prefix, s.Context); err != nil {
 		return nil, err

@@ -210,9 +210,17 @@ func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 		"duplicate call id": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}"), fc("c1", "ping", "{}")}},
 		"item not JSON":     {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(`{"type":`)}},
 		"task without ids":  {AgentID: "a1", TurnID: "t1", Context: gateway.Context{Kind: gateway.KindWorkflowTask}},
+		// A nil item (a RawJSON that was empty) is sent as null, which
+		// the workers skip and the provider refuses when the
+		// conversation goes back to it.
+		"nil item":    {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{nil, fc("c1", "ping", "{}")}},
+		"string item": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(` "hi"`)}},
 	} {
-		if _, err := r.c.Send(ctxT(t), s); !errors.Is(err, gateway.ErrMalformedStep) {
+		_, err := r.c.Send(ctxT(t), s)
+		if !errors.Is(err, gateway.ErrMalformedStep) {
 			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
+		} else if strings.Count(err.Error(), gateway.ErrMalformedStep.Error()) != 1 {
+			t.Errorf("%s: %q says %q more than once", name, err, gateway.ErrMalformedStep)
 		}
 	}
 	info, err := r.js.Stream(ctxT(t), protocol.StreamCalls)
