@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,30 @@ func TestNoWorkerIsNoResponders(t *testing.T) {
 	}
 	if _, err := c.Catalog(ctxT(t), "a1", "t1", diagCtx); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("err %v, want no responders", err)
+	}
+}
+
+// A turn's context asks for approvals with the public ApprovalScope; the
+// catalog says which of its tools a call would wait for.
+func TestCatalogApprovalScope(t *testing.T) {
+	r := newRig(t)
+	for _, c := range []struct {
+		scope gateway.ApprovalScope
+		want  []string
+	}{
+		{gateway.ApprovalScope{}, nil},
+		{gateway.ApprovalScope{Names: []string{"sleep"}}, []string{"sleep"}},
+		{gateway.ApprovalScope{Level: gateway.ApprovalAll}, []string{"start_workflow", "show_workflow", "list_workflows", "cancel_workflow", "ping", "sleep", "finish"}},
+	} {
+		tc := diagCtx
+		tc.Approval = c.scope
+		cat, err := r.c.Catalog(ctxT(t), "a1", "t1", tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cat.Approval, c.want) {
+			t.Errorf("scope %+v: approval %v, want %v", c.scope, cat.Approval, c.want)
+		}
 	}
 }
 
