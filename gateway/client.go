@@ -42,6 +42,9 @@ type Client struct {
 
 // New returns a client over nc, which stays the caller's to close.
 func New(nc *nats.Conn, opts Options) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("gateway: the NATS connection is nil")
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err

@@ -226,6 +226,12 @@ func TestCatalogApprovalScope(t *testing.T) {
 	}
 }
 
+func TestNewWithoutAConnection(t *testing.T) {
+	if c, err := gateway.New(nil, gateway.Options{}); err == nil || c != nil {
+		t.Fatalf("New(nil): %v, %v; want an error", c, err)
+	}
+}
+
 func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 	r := newRig(t)
 	for name, s := range map[string]gateway.Step{
