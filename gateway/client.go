@@ -231,6 +231,12 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	if err := checkKind(prefix, s.Context); err != nil {
 		return nil, err
 	}
+	// The worker's other refusal of a parsed step: more calls than one
+	// step.done can answer, even with every output clipped to a note.
+	if need, budget := protocol.MinStepDoneBytes(parsed), protocol.EventBudget(c.nc.MaxPayload()); need > budget {
+		return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes, over the %d byte limit of one event; send fewer calls per step",
+			ErrMalformedStep, len(parsed.Calls), need, budget)
+	}
 	r := newRun(c, parsed)
 	// The events of a step sent for the first time all come after its
 	// publish, so the run reads from the end of the stream as it is now,
