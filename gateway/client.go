@@ -265,6 +265,7 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		return nil, err
 	}
 	if ack.Duplicate {
+		r.copy = true
 		if err := r.readFrom(1); err != nil {
 			r.Close()
 			return nil, err

@@ -290,6 +290,53 @@ func TestSendRefusesMoreCallsThanOneStepDoneHolds(t *testing.T) {
 	}
 }
 
+// A step number sent again with other calls (a gateway bug) is dropped
+// by the stream as a copy: its run says so, rather than hand back the
+// first step's items for calls they do not answer. A step.done that
+// does not answer a new step's calls is a malformed event.
+func TestStepNumberReusedWithOtherCalls(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	send := func(turnID, callID string) *gateway.StepRun {
+		run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: diagCtx, Output: []json.RawMessage{fc(callID, "ping", `{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(run.Close)
+		return run
+	}
+	if done, err := send("t1", "c1").Wait(ctx); err != nil || len(done.Items) != 1 {
+		t.Fatalf("first: %v %v", done, err)
+	}
+	run := send("t1", "c9")
+	if done, err := run.Wait(ctx); !errors.Is(err, gateway.ErrStepReused) {
+		t.Fatalf("second: %v, %v; want ErrStepReused", done, err)
+	}
+	if _, err := run.Next(ctx); !errors.Is(err, gateway.ErrStepReused) {
+		t.Fatalf("Next after: %v", err)
+	}
+
+	// Before the step: a step 0's run reads the turn from its start.
+	r.publishEvent("t2", "", `{"type":"step.done","agent_id":"a1","turn_id":"t2","step":0,"items":[],"end_turn":true}`)
+	run = send("t2", "c1")
+	var bad *gateway.EventError
+	for {
+		ev, err := run.Next(ctx)
+		if errors.As(err, &bad) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*gateway.StepDone); ok {
+			if bad == nil || len(d.Items) != 1 || d.EndTurn {
+				t.Fatalf("done %+v after %v, want the worker's after an EventError", d, bad)
+			}
+			break
+		}
+	}
+}
+
 func TestNewWithoutAConnection(t *testing.T) {
 	if c, err := gateway.New(nil, gateway.Options{}); err == nil || c != nil {
 		t.Fatalf("New(nil): %v, %v; want an error", c, err)

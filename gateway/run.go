@@ -35,7 +35,8 @@ type StepRun struct {
 	seenCall map[string]bool // call ids whose output was returned
 	pending  bool
 	done     *StepDone
-	failed   *DeadLetterError // the step's own dead letter: it never ends
+	failed   error // the step's dead letter, or its number reused: it never ends
+	copy     bool  // the stream took the publish for a copy of a step it had
 }
 
 type inbound struct {
@@ -163,7 +164,9 @@ func (r *StepRun) deliver(m inbound) {
 // subjects is returned as an *EventError, and Next may be called again.
 // A step the workers dead-lettered (it will never end) is a
 // *DeadLetterError, returned from then on; so is, once, a dead-lettered
-// answer to the step's approval. It returns ctx's error when ctx ends
+// answer to the step's approval. A step.done that does not answer the
+// step's calls is an *EventError, or, when the stream had taken the step
+// for a copy of one it had, an error wrapping ErrStepReused, from then on. It returns ctx's error when ctx ends
 // first, and ErrClosed after Close.
 func (r *StepRun) Next(ctx context.Context) (Event, error) {
 	if r.done != nil {
@@ -205,11 +208,40 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		if !r.mine(ev) {
 			continue
 		}
+		if d, ok := ev.(*StepDone); ok && !r.answers(d) {
+			r.done = nil
+			if !r.copy {
+				// Published as a new step: this one is not the workers'.
+				return nil, &EventError{Subject: m.subject, Reason: fmt.Sprintf("a step.done of step %d whose items do not answer its calls", d.Step)}
+			}
+			r.failed = fmt.Errorf("%w: step %d of turn %s.%s was published before with other calls, and the stream dropped this one as its copy; send every model response under a new step number",
+				ErrStepReused, r.step.Step, r.step.AgentID, r.step.TurnID)
+			return nil, r.failed
+		}
 		if m.msgID != "" {
 			r.seenMsg[m.msgID] = true
 		}
 		return ev, nil
 	}
+}
+
+// answers reports whether d answers this step's calls: one item per
+// call, in call order. A step.done of the same number that does not is
+// an earlier version's (docs/protocol.md: versions are told apart by the
+// call ids in items).
+func (r *StepRun) answers(d *StepDone) bool {
+	if len(d.Items) != len(r.step.Calls) {
+		return false
+	}
+	for i, item := range d.Items {
+		var it struct {
+			CallID string `json:"call_id"`
+		}
+		if json.Unmarshal(item, &it) != nil || it.CallID != r.step.Calls[i].CallID {
+			return false
+		}
+	}
+	return true
 }
 
 // mine reports whether ev belongs to this step and was not returned yet.
@@ -236,6 +268,12 @@ func (r *StepRun) mine(ev Event) bool {
 	}
 	return true
 }
+
+// ErrStepReused is wrapped by the error Next returns, from then on, when
+// the step's number was published before with other calls: the stream
+// took this step for a copy of that one, so nothing of it runs, and the
+// step.done that came answers the other calls.
+var ErrStepReused = errors.New("the step number was used for another step")
 
 // ErrClosed is what Next returns once the run is closed.
 var ErrClosed = errors.New("gateway: the step run is closed")
