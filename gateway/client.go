@@ -206,6 +206,9 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		if t := bytes.TrimSpace(item); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			return nil, fmt.Errorf("%w: output[%d] is empty or null; every item is an object", ErrMalformedStep, i)
 		}
+		if !json.Valid(item) {
+			return nil, fmt.Errorf("%w: output[%d] is not JSON: %.100q", ErrMalformedStep, i, item)
+		}
 	}
 	body, err := json.Marshal(struct {
 		AgentID string            `json:"agent_id"`

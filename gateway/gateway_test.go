@@ -361,7 +361,7 @@ func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 		_, err := r.c.Send(ctxT(t), s)
 		if !errors.Is(err, gateway.ErrMalformedStep) {
 			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
-		} else if strings.Count(err.Error(), gateway.ErrMalformedStep.Error()) != 1 {
+		} else if strings.Count(err.Error(), gateway.ErrMalformedStep.Error()) != 1 || strings.Contains(err.Error(), "MarshalJSON") {
 			t.Errorf("%s: %q says %q more than once", name, err, gateway.ErrMalformedStep)
 		}
 	}
