@@ -160,7 +160,11 @@ type StepDone struct {
 	Items []json.RawMessage `json:"items"`
 	// EndTurn is set when a tool ended the turn, the turn was cancelled,
 	// or a task turn ended; otherwise call the model again.
-	EndTurn            bool `json:"end_turn"`
+	EndTurn bool `json:"end_turn"`
+	// CompleteActorEvent is set when a call's tool marked the actor event
+	// the turn answers (the message or event that started it) as done
+	// (tool.Result.CompleteActorEvent); what that means is the
+	// gateway's: the workers only pass it on.
 	CompleteActorEvent bool `json:"complete_actor_event"`
 	// Task is the verdict of a task turn's step; nil in a main turn.
 	Task *Verdict `json:"task"`
