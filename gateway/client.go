@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +39,9 @@ type Client struct {
 	js   jetstream.JetStream
 	opts Options
 	log  *slog.Logger
+
+	mu      sync.Mutex
+	outputs jetstream.Stream // TURN_OUTPUTS, once looked up
 }
 
 // New returns a client over nc, which stays the caller's to close.
@@ -187,8 +191,9 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // published. The subscription to the turn's events is made before the
 // publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
 // ctx's trace context), so sending the same step again after a crash is
-// safe: the stream drops the copy, and the run reads the events the first
-// one caused, from the turn's start. (A step number goes with one output: the model's response
+// safe: the stream drops the copy (or, past its duplicate window, the
+// workers answer it from their journal), and the run reads the events the
+// first one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
 func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
@@ -241,19 +246,9 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 			ErrMalformedStep, len(parsed.Calls), need, budget)
 	}
 	r := newRun(c, parsed)
-	// The events of a step sent for the first time all come after its
-	// publish, so the run reads from the end of the stream as it is now,
-	// not the turn's whole history again for every step. A step the
-	// stream already had (a re-send) may have had its events already:
-	// that run reads the turn from the start. Step 0 has no history to
-	// skip, so it saves the look-up.
-	start := uint64(1)
-	if s.Step > 0 {
-		info, err := c.js.Stream(ctx, protocol.StreamOutputs)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
-		}
-		start = info.CachedInfo().State.LastSeq + 1
+	start, err := c.readStart(ctx, parsed)
+	if err != nil {
+		return nil, err
 	}
 	if err := r.subscribe(cfg, start); err != nil {
 		r.Close()
@@ -275,6 +270,59 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		}
 	}
 	return r, nil
+}
+
+// readStart is the TURN_OUTPUTS sequence a step's run reads the turn's
+// events from. The events of a step sent for the first time all come
+// after its publish, so the run skips the turn's earlier steps' events
+// rather than read the turn's whole history again for every step: it
+// starts after the last event on the turn's subject. When that event is
+// of this step or a later one, the step was sent before; its events may
+// be all there already, and those the workers publish again carry the
+// same message ids, which the stream drops while its window lasts (it
+// opened when they were first published, later than the steps stream's
+// window for the step, which may be over, so that the publish is no
+// duplicate). That run reads the turn from its start. Step 0 has no
+// history to skip.
+func (c *Client) readStart(ctx context.Context, st *protocol.Step) (uint64, error) {
+	if st.Step == 0 {
+		return 1, nil
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	stream, err := c.outputsStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+	}
+	var head struct {
+		Step int64 `json:"step"`
+	}
+	if json.Unmarshal(last.Data, &head) != nil || head.Step >= st.Step {
+		return 1, nil
+	}
+	return last.Sequence + 1, nil
+}
+
+// outputsStream is the handle of TURN_OUTPUTS, looked up once: its
+// calls name the stream, so it stays good while the client lives.
+func (c *Client) outputsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.outputs == nil {
+		s, err := c.js.Stream(ctx, protocol.StreamOutputs)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		}
+		c.outputs = s
+	}
+	return c.outputs, nil
 }
 
 // ErrMalformedStep is wrapped by the error of a step that Send refused.

@@ -337,6 +337,41 @@ func TestStepNumberReusedWithOtherCalls(t *testing.T) {
 	}
 }
 
+// A step sent again after TURN_CALLS forgot the first copy (its
+// duplicate window is over) is stored and run again, but the worker's
+// events for it, under the same message ids, are dropped by TURN_OUTPUTS,
+// whose window began later, when the first run published them. The run
+// must read the turn's earlier events, not wait for ever for new ones.
+func TestResendAfterTheCallsWindowReadsTheFirstEvents(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	step0 := gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}}
+	run, err := r.c.Send(ctx, step0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	// Step 1 as the first gateway's run left it: its events are in the
+	// stream (published by a worker), the step itself long gone from
+	// TURN_CALLS.
+	r.publishEvent("t7", protocol.CallOutputMsgID("a1", "t7", 1, "c9"), `{"type":"call.output","agent_id":"a1","turn_id":"t7","step":1,"call_id":"c9","name":"ping","namespace":"","status":"ok","error":null,"item":{"type":"function_call_output","call_id":"c9","output":"pong first"},"details":{},"events":[],"repairs":[],"activity":"Pinging","duration_ms":0}`)
+	r.publishEvent("t7", protocol.StepDoneMsgID("a1", "t7", 1), `{"type":"step.done","agent_id":"a1","turn_id":"t7","step":1,"items":[{"type":"function_call_output","call_id":"c9","output":"pong first"}],"end_turn":false,"complete_actor_event":false,"task":null}`)
+	run, err = r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c9", "ping", `{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done, err := run.Wait(short)
+	if err != nil || len(done.Items) != 1 {
+		t.Fatalf("re-sent step 1: %v, %v", done, err)
+	}
+}
+
 func TestNewWithoutAConnection(t *testing.T) {
 	if c, err := gateway.New(nil, gateway.Options{}); err == nil || c != nil {
 		t.Fatalf("New(nil): %v, %v; want an error", c, err)
