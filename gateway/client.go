@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,10 +39,16 @@ type Client struct {
 	js   jetstream.JetStream
 	opts Options
 	log  *slog.Logger
+
+	mu      sync.Mutex
+	outputs jetstream.Stream // TURN_OUTPUTS, once looked up
 }
 
 // New returns a client over nc, which stays the caller's to close.
 func New(nc *nats.Conn, opts Options) (*Client, error) {
+	if nc == nil {
+		return nil, errors.New("gateway: the NATS connection is nil")
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -182,8 +191,9 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // published. The subscription to the turn's events is made before the
 // publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
 // ctx's trace context), so sending the same step again after a crash is
-// safe: the stream drops the copy, and the run reads the events the first
-// one caused, from the turn's start. (A step number goes with one output: the model's response
+// safe: the stream drops the copy (or, past its duplicate window, the
+// workers answer it from their journal), and the run reads the events the
+// first one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
 func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
@@ -193,6 +203,17 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	}
 	if s.Output == nil {
 		s.Output = []json.RawMessage{}
+	}
+	for i, item := range s.Output {
+		// A nil item marshals as null, which the workers skip: the step
+		// would run, and the conversation the gateway sends back to the
+		// provider would hold a null it refuses.
+		if t := bytes.TrimSpace(item); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+			return nil, fmt.Errorf("%w: output[%d] is empty or null; every item is an object", ErrMalformedStep, i)
+		}
+		if !json.Valid(item) {
+			return nil, fmt.Errorf("%w: output[%d] is not JSON: %.100q", ErrMalformedStep, i, item)
+		}
 	}
 	body, err := json.Marshal(struct {
 		AgentID string            `json:"agent_id"`
@@ -211,25 +232,23 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
 	parsed, err := protocol.ParseStep(prefix, subject, body, int(c.nc.MaxPayload()))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
+		// The parser's errors start with its own "malformed step: ".
+		reason := strings.TrimPrefix(err.Error(), protocol.ErrMalformed.Error()+": ")
+		return nil, fmt.Errorf("%w: %s", ErrMalformedStep, reason)
 	}
 	if err := checkKind(prefix, s.Context); err != nil {
 		return nil, err
 	}
+	// The worker's other refusal of a parsed step: more calls than one
+	// step.done can answer, even with every output clipped to a note.
+	if need, budget := protocol.MinStepDoneBytes(parsed), protocol.EventBudget(c.nc.MaxPayload()); need > budget {
+		return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes, over the %d byte limit of one event; send fewer calls per step",
+			ErrMalformedStep, len(parsed.Calls), need, budget)
+	}
 	r := newRun(c, parsed)
-	// The events of a step sent for the first time all come after its
-	// publish, so the run reads from the end of the stream as it is now,
-	// not the turn's whole history again for every step. A step the
-	// stream already had (a re-send) may have had its events already:
-	// that run reads the turn from the start. Step 0 has no history to
-	// skip, so it saves the look-up.
-	start := uint64(1)
-	if s.Step > 0 {
-		info, err := c.js.Stream(ctx, protocol.StreamOutputs)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
-		}
-		start = info.CachedInfo().State.LastSeq + 1
+	start, err := c.readStart(ctx, parsed)
+	if err != nil {
+		return nil, err
 	}
 	if err := r.subscribe(cfg, start); err != nil {
 		r.Close()
@@ -244,12 +263,66 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		return nil, err
 	}
 	if ack.Duplicate {
+		r.copy = true
 		if err := r.readFrom(1); err != nil {
 			r.Close()
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// readStart is the TURN_OUTPUTS sequence a step's run reads the turn's
+// events from. The events of a step sent for the first time all come
+// after its publish, so the run skips the turn's earlier steps' events
+// rather than read the turn's whole history again for every step: it
+// starts after the last event on the turn's subject. When that event is
+// of this step or a later one, the step was sent before; its events may
+// be all there already, and those the workers publish again carry the
+// same message ids, which the stream drops while its window lasts (it
+// opened when they were first published, later than the steps stream's
+// window for the step, which may be over, so that the publish is no
+// duplicate). That run reads the turn from its start. Step 0 has no
+// history to skip.
+func (c *Client) readStart(ctx context.Context, st *protocol.Step) (uint64, error) {
+	if st.Step == 0 {
+		return 1, nil
+	}
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	stream, err := c.outputsStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+	}
+	var head struct {
+		Step int64 `json:"step"`
+	}
+	if json.Unmarshal(last.Data, &head) != nil || head.Step >= st.Step {
+		return 1, nil
+	}
+	return last.Sequence + 1, nil
+}
+
+// outputsStream is the handle of TURN_OUTPUTS, looked up once: its
+// calls name the stream, so it stays good while the client lives.
+func (c *Client) outputsStream(ctx context.Context) (jetstream.Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.outputs == nil {
+		s, err := c.js.Stream(ctx, protocol.StreamOutputs)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		}
+		c.outputs = s
+	}
+	return c.outputs, nil
 }
 
 // ErrMalformedStep is wrapped by the error of a step that Send refused.

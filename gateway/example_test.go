@@ -2,6 +2,8 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/category/diag"
@@ -120,6 +124,52 @@ func ExampleClient_Send() {
 	// outputs: 2 end_turn: false
 	// {"type":"function_call_output","call_id":"call_1","output":"pong one"}
 	// {"type":"function_call_output","call_id":"call_2","output":"pong two"}
+}
+
+// A catalog goes to the model as the worker's bytes: wrapped with
+// openai-go's param.Override, each definition is sent exactly as it came,
+// so the request's tools have the catalog's digest (and the provider's
+// prompt cache holds). Marshalling the SDK's own types would sort the
+// keys of "parameters".
+func ExampleCatalog_Definitions() {
+	nc, stop := exampleWorker()
+	defer stop()
+	ctx := context.Background()
+	c, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true}}
+	var cat *gateway.Catalog
+	for range 100 { // until the worker's service is up
+		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defs, err := cat.Definitions()
+	if err != nil {
+		log.Fatal(err)
+	}
+	tools := make([]responses.ToolUnionParam, len(defs))
+	for i, d := range defs {
+		tools[i] = param.Override[responses.ToolUnionParam](d)
+	}
+	body, err := json.Marshal(responses.ResponseNewParams{Model: "gpt-5.1", Tools: tools})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var sent struct{ Tools json.RawMessage }
+	if err := json.Unmarshal(body, &sent); err != nil {
+		log.Fatal(err)
+	}
+	sum := sha256.Sum256(sent.Tools)
+	fmt.Println(len(defs), "tools; digest kept:", hex.EncodeToString(sum[:]) == cat.Digest)
+	// Output:
+	// 3 tools; digest kept: true
 }
 
 // A malformed event is an error value that names what is wrong.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +17,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
@@ -201,6 +204,180 @@ func TestNoWorkerIsNoResponders(t *testing.T) {
 	}
 }
 
+// A turn's context asks for approvals with the public ApprovalScope; the
+// catalog says which of its tools a call would wait for.
+func TestCatalogApprovalScope(t *testing.T) {
+	r := newRig(t)
+	for _, c := range []struct {
+		scope gateway.ApprovalScope
+		want  []string
+	}{
+		{gateway.ApprovalScope{}, nil},
+		{gateway.ApprovalScope{Names: []string{"sleep"}}, []string{"sleep"}},
+		{gateway.ApprovalScope{Level: gateway.ApprovalAll}, []string{"start_workflow", "show_workflow", "list_workflows", "cancel_workflow", "ping", "sleep", "finish"}},
+	} {
+		tc := diagCtx
+		tc.Approval = c.scope
+		cat, err := r.c.Catalog(ctxT(t), "a1", "t1", tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(cat.Approval, c.want) {
+			t.Errorf("scope %+v: approval %v, want %v", c.scope, cat.Approval, c.want)
+		}
+	}
+}
+
+// A step the workers give up on (here its turn's tools cannot be built,
+// every delivery) ends its run with the dead letter's reason, not never.
+func TestDeadLetteredStepEndsTheRun(t *testing.T) {
+	srv := natstest.Start(t)
+	broken := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+		if env.AgentID == "broken" {
+			return nil, nil, errors.New("the tool directory is down")
+		}
+		return nil, nil, nil
+	}
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{diag.Creator(diag.Config{}), broken}, nil
+	})
+	nc := srv.Connect(t)
+	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Step 1 after a step 0 of the turn dead-lettered too: the run of step
+	// 1 must not take step 0's dead letter for its own.
+	for n := range int64(2) {
+		run, err := c.Send(ctx, gateway.Step{AgentID: "broken", TurnID: "t1", Step: n, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = run.Wait(ctx)
+		var dl *gateway.DeadLetterError
+		if !errors.As(err, &dl) || !dl.Step || !strings.Contains(dl.Reason, "delivery limit") || dl.MsgID != fmt.Sprintf("broken.t1.%d", n) {
+			t.Fatalf("step %d: %v, want the step's dead letter", n, err)
+		}
+		if _, again := run.Next(ctx); again != err {
+			t.Errorf("step %d: Next after the dead letter: %v", n, again)
+		}
+		run.Close()
+	}
+	// Another agent's turns go on.
+	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if done, err := run.Wait(ctx); err != nil || len(done.Items) != 1 {
+		t.Fatalf("a1: %v %v", done, err)
+	}
+}
+
+// A step with more calls than one step.done can answer is refused before
+// it is published, as the worker would dead-letter it.
+func TestSendRefusesMoreCallsThanOneStepDoneHolds(t *testing.T) {
+	r := newRig(t)
+	var out []json.RawMessage
+	for i := range 12000 {
+		out = append(out, fc(fmt.Sprintf("c%d", i), "p", ""))
+	}
+	_, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: out})
+	if !errors.Is(err, gateway.ErrMalformedStep) || !strings.Contains(err.Error(), "send fewer calls per step") {
+		t.Fatalf("%v, want ErrMalformedStep", err)
+	}
+}
+
+// A step number sent again with other calls (a gateway bug) is dropped
+// by the stream as a copy: its run says so, rather than hand back the
+// first step's items for calls they do not answer. A step.done that
+// does not answer a new step's calls is a malformed event.
+func TestStepNumberReusedWithOtherCalls(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	send := func(turnID, callID string) *gateway.StepRun {
+		run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: diagCtx, Output: []json.RawMessage{fc(callID, "ping", `{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(run.Close)
+		return run
+	}
+	if done, err := send("t1", "c1").Wait(ctx); err != nil || len(done.Items) != 1 {
+		t.Fatalf("first: %v %v", done, err)
+	}
+	run := send("t1", "c9")
+	if done, err := run.Wait(ctx); !errors.Is(err, gateway.ErrStepReused) {
+		t.Fatalf("second: %v, %v; want ErrStepReused", done, err)
+	}
+	if _, err := run.Next(ctx); !errors.Is(err, gateway.ErrStepReused) {
+		t.Fatalf("Next after: %v", err)
+	}
+
+	// Before the step: a step 0's run reads the turn from its start.
+	r.publishEvent("t2", "", `{"type":"step.done","agent_id":"a1","turn_id":"t2","step":0,"items":[],"end_turn":true}`)
+	run = send("t2", "c1")
+	var bad *gateway.EventError
+	for {
+		ev, err := run.Next(ctx)
+		if errors.As(err, &bad) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := ev.(*gateway.StepDone); ok {
+			if bad == nil || len(d.Items) != 1 || d.EndTurn {
+				t.Fatalf("done %+v after %v, want the worker's after an EventError", d, bad)
+			}
+			break
+		}
+	}
+}
+
+// A step sent again after TURN_CALLS forgot the first copy (its
+// duplicate window is over) is stored and run again, but the worker's
+// events for it, under the same message ids, are dropped by TURN_OUTPUTS,
+// whose window began later, when the first run published them. The run
+// must read the turn's earlier events, not wait for ever for new ones.
+func TestResendAfterTheCallsWindowReadsTheFirstEvents(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	step0 := gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}}
+	run, err := r.c.Send(ctx, step0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run.Close()
+	// Step 1 as the first gateway's run left it: its events are in the
+	// stream (published by a worker), the step itself long gone from
+	// TURN_CALLS.
+	r.publishEvent("t7", protocol.CallOutputMsgID("a1", "t7", 1, "c9"), `{"type":"call.output","agent_id":"a1","turn_id":"t7","step":1,"call_id":"c9","name":"ping","namespace":"","status":"ok","error":null,"item":{"type":"function_call_output","call_id":"c9","output":"pong first"},"details":{},"events":[],"repairs":[],"activity":"Pinging","duration_ms":0}`)
+	r.publishEvent("t7", protocol.StepDoneMsgID("a1", "t7", 1), `{"type":"step.done","agent_id":"a1","turn_id":"t7","step":1,"items":[{"type":"function_call_output","call_id":"c9","output":"pong first"}],"end_turn":false,"complete_actor_event":false,"task":null}`)
+	run, err = r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c9", "ping", `{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done, err := run.Wait(short)
+	if err != nil || len(done.Items) != 1 {
+		t.Fatalf("re-sent step 1: %v, %v", done, err)
+	}
+}
+
+func TestNewWithoutAConnection(t *testing.T) {
+	if c, err := gateway.New(nil, gateway.Options{}); err == nil || c != nil {
+		t.Fatalf("New(nil): %v, %v; want an error", c, err)
+	}
+}
+
 func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 	r := newRig(t)
 	for name, s := range map[string]gateway.Step{
@@ -210,9 +387,17 @@ func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 		"duplicate call id": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}"), fc("c1", "ping", "{}")}},
 		"item not JSON":     {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(`{"type":`)}},
 		"task without ids":  {AgentID: "a1", TurnID: "t1", Context: gateway.Context{Kind: gateway.KindWorkflowTask}},
+		// A nil item (a RawJSON that was empty) is sent as null, which
+		// the workers skip and the provider refuses when the
+		// conversation goes back to it.
+		"nil item":    {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{nil, fc("c1", "ping", "{}")}},
+		"string item": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(` "hi"`)}},
 	} {
-		if _, err := r.c.Send(ctxT(t), s); !errors.Is(err, gateway.ErrMalformedStep) {
+		_, err := r.c.Send(ctxT(t), s)
+		if !errors.Is(err, gateway.ErrMalformedStep) {
 			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
+		} else if strings.Count(err.Error(), gateway.ErrMalformedStep.Error()) != 1 || strings.Contains(err.Error(), "MarshalJSON") {
+			t.Errorf("%s: %q says %q more than once", name, err, gateway.ErrMalformedStep)
 		}
 	}
 	info, err := r.js.Stream(ctxT(t), protocol.StreamCalls)
@@ -416,10 +601,7 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 func TestPendingAndDecisions(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
-	if _, err := r.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: protocol.StreamApprovals,
-		Subjects: []string{protocol.PrefixApproval + ".*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
-		t.Fatal(err)
-	}
+	// The worker made TURN_APPROVALS (answers are stored there).
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t5", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}})
 	if err != nil {
@@ -446,24 +628,61 @@ func TestPendingAndDecisions(t *testing.T) {
 	if err := r.c.Decide(ctx, "a1", "t5", 0, 0, nil); err == nil {
 		t.Fatal("n 0 was accepted")
 	}
-	stream, err := r.js.Stream(ctx, protocol.StreamApprovals)
-	if err != nil {
+	// The worker dead-letters both answers (step 0 is not held: this
+	// worker holds nothing); each is an error of the run that says so,
+	// and the run goes on. A dead letter of another step's answer, copied
+	// as the worker copies one, is not this run's.
+	dead := nats.NewMsg(protocol.Subject(protocol.PrefixDead, "a1", "t5"))
+	dead.Data = []byte(`{"agent_id":"a1","turn_id":"t5","step":3,"decisions":[]}`)
+	dead.Header.Set("Dead-"+jetstream.MsgIDHeader, protocol.ApprovalMsgID("a1", "t5", 3, 1))
+	dead.Header.Set(bus.HeaderDeadReason, "malformed approval: the answer misses call c1")
+	dead.Header.Set(bus.HeaderDeadSubject, "turn.approval.a1.t5")
+	dead.Header.Set(jetstream.MsgIDHeader, "dead.TURN_APPROVALS.99")
+	if _, err := r.js.PublishMsg(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []string{protocol.ApprovalMsgID("a1", "t5", 0, 1), protocol.ApprovalMsgID("a1", "t5", 0, 2)} {
-		m, err := stream.GetMsg(ctx, uint64(i+1))
+	want := map[string]bool{protocol.ApprovalMsgID("a1", "t5", 0, 1): true, protocol.ApprovalMsgID("a1", "t5", 0, 2): true}
+	for len(want) > 0 {
+		ev, err := run.Next(ctx)
+		var dl *gateway.DeadLetterError
+		if errors.As(err, &dl) {
+			if dl.Step || !want[dl.MsgID] || dl.Reason == "" {
+				t.Fatalf("dead letter %+v, want one of step 0's answers", dl)
+			}
+			delete(want, dl.MsgID)
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := m.Header.Get(jetstream.MsgIDHeader); got != want || m.Subject != "turn.approval.a1.t5" {
-			t.Fatalf("answer %d: id %q on %s, want %q", i, got, m.Subject, want)
+		if _, ok := ev.(*gateway.StepDone); ok {
+			t.Fatalf("step.done before the answers' dead letters %v", want)
 		}
+	}
+	// The answers as Decide published them (their copies in TURN_DEAD).
+	cons, err := r.js.OrderedConsumer(ctx, protocol.StreamDead, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"turn.dead.a1.t5"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := 0
+	for m := range batch.Messages() {
+		if m.Headers().Get(bus.HeaderDeadSubject) != "turn.approval.a1.t5" || strings.Contains(string(m.Data()), `"step":3`) {
+			continue
+		}
+		answers++
 		var a protocol.Approval
-		dec := json.NewDecoder(strings.NewReader(string(m.Data)))
+		dec := json.NewDecoder(strings.NewReader(string(m.Data())))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&a); err != nil || a.AgentID != "a1" || a.Step != 0 || len(a.Decisions) != 1 || a.Decisions[0].CallID != "c1" {
-			t.Fatalf("answer %d %s: %v", i, m.Data, err)
+			t.Fatalf("answer %s: %v", m.Data(), err)
 		}
+	}
+	if answers != 2 {
+		t.Fatalf("%d answers in TURN_DEAD, want 2", answers)
 	}
 	// The sleeping call would hold the worker's stop: end it.
 	if err := r.c.Cancel(ctx, "a1", "t5", ""); err != nil {

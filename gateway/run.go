@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -25,18 +28,22 @@ type StepRun struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	cons     jetstream.ConsumeContext
+	dead     jetstream.ConsumeContext
 	sub      *nats.Subscription
 
 	seenMsg  map[string]bool // Nats-Msg-Id of events already returned
 	seenCall map[string]bool // call ids whose output was returned
 	pending  bool
 	done     *StepDone
+	failed   error // the step's dead letter, or its number reused: it never ends
+	copy     bool  // the stream took the publish for a copy of a step it had
 }
 
 type inbound struct {
 	subject string
 	msgID   string
 	data    []byte
+	dead    nats.Header // the headers of a dead letter; nil for an event
 }
 
 func newRun(c *Client, st *protocol.Step) *StepRun {
@@ -55,6 +62,7 @@ func (r *StepRun) subscribe(cfg sendConfig, start uint64) error {
 	if err := r.readFrom(start); err != nil {
 		return err
 	}
+	r.readDead()
 	if cfg.activity {
 		st := r.step
 		var err error
@@ -92,6 +100,55 @@ func (r *StepRun) readFrom(start uint64) error {
 	return err
 }
 
+// readDead reads the turn's dead letters (stream TURN_DEAD, from its
+// start: a turn has few, and a re-sent step's may be old), so that a step
+// the workers gave up on ends its run with an error instead of never. A
+// server without the stream (no worker ever started) has no dead letters
+// to read; that is logged, not an error of the step.
+func (r *StepRun) readDead() {
+	st := r.step
+	ctx, cancel := r.c.bounded(context.Background())
+	defer cancel()
+	cons, err := r.c.js.OrderedConsumer(ctx, protocol.StreamDead, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.Subject(protocol.PrefixDead, st.AgentID, st.TurnID)}})
+	if err == nil {
+		r.dead, err = cons.Consume(func(m jetstream.Msg) {
+			h := m.Headers()
+			if h == nil {
+				h = nats.Header{}
+			}
+			r.deliver(inbound{subject: m.Subject(), data: m.Data(), dead: h})
+		})
+	}
+	if err != nil {
+		r.c.log.Debug("not reading the turn's dead letters", "stream", protocol.StreamDead, "err", err)
+	}
+}
+
+// deadLetter returns the error a dead letter of the turn means for this
+// step: the step itself dead-lettered (it will never run), or an answer
+// to its approval that was; nil for one of another step.
+func (r *StepRun) deadLetter(h nats.Header, data []byte) *DeadLetterError {
+	st := r.step
+	// The original's Nats-Msg-Id is kept as Dead-Nats-Msg-Id; the body's
+	// step number stands in when a long message lost its headers.
+	id := h.Get("Dead-" + jetstream.MsgIDHeader)
+	var head struct {
+		Step *int64 `json:"step"`
+	}
+	_ = json.Unmarshal(data, &head)
+	ofStep := id == protocol.StepMsgID(st.AgentID, st.TurnID, st.Step) || (id == "" && head.Step != nil && *head.Step == st.Step)
+	e := &DeadLetterError{Subject: h.Get("Dead-Subject"), MsgID: id, Reason: h.Get("Dead-Reason")}
+	switch prefix, _, _ := strings.Cut(e.Subject, "."+st.AgentID+"."); {
+	case (prefix == protocol.PrefixCall || prefix == protocol.PrefixTask) && ofStep:
+		e.Step = true
+		return e
+	case prefix == protocol.PrefixApproval && (strings.HasPrefix(id, protocol.ApprovalMsgID(st.AgentID, st.TurnID, st.Step, 1)) || id == "" && ofStep):
+		return e
+	}
+	return nil
+}
+
 // deliver hands a message to Next, or drops it once the run is closed.
 func (r *StepRun) deliver(m inbound) {
 	select {
@@ -105,10 +162,18 @@ func (r *StepRun) deliver(m inbound) {
 // last the *StepDone, after which it returns io.EOF. Events of other
 // steps and duplicates are skipped. A malformed message on the turn's
 // subjects is returned as an *EventError, and Next may be called again.
-// It returns ctx's error when ctx ends first, and ErrClosed after Close.
+// A step the workers dead-lettered (it will never end) is a
+// *DeadLetterError, returned from then on; so is, once, a dead-lettered
+// answer to the step's approval. A step.done that does not answer the
+// step's calls is an *EventError, or, when the stream had taken the step
+// for a copy of one it had, an error wrapping ErrStepReused, from then on. It returns ctx's error when ctx ends
+// first, and ErrClosed after Close.
 func (r *StepRun) Next(ctx context.Context) (Event, error) {
 	if r.done != nil {
 		return nil, io.EOF
+	}
+	if r.failed != nil {
+		return nil, r.failed
 	}
 	for {
 		var m inbound
@@ -118,6 +183,16 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		case <-r.stop:
 			return nil, ErrClosed
 		case m = <-r.in:
+		}
+		if m.dead != nil {
+			dl := r.deadLetter(m.dead, m.data)
+			if dl == nil {
+				continue
+			}
+			if dl.Step {
+				r.failed = dl
+			}
+			return nil, dl
 		}
 		if m.msgID != "" && r.seenMsg[m.msgID] {
 			continue
@@ -133,11 +208,40 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		if !r.mine(ev) {
 			continue
 		}
+		if d, ok := ev.(*StepDone); ok && !r.answers(d) {
+			r.done = nil
+			if !r.copy {
+				// Published as a new step: this one is not the workers'.
+				return nil, &EventError{Subject: m.subject, Reason: fmt.Sprintf("a step.done of step %d whose items do not answer its calls", d.Step)}
+			}
+			r.failed = fmt.Errorf("%w: step %d of turn %s.%s was published before with other calls, and the stream dropped this one as its copy; send every model response under a new step number",
+				ErrStepReused, r.step.Step, r.step.AgentID, r.step.TurnID)
+			return nil, r.failed
+		}
 		if m.msgID != "" {
 			r.seenMsg[m.msgID] = true
 		}
 		return ev, nil
 	}
+}
+
+// answers reports whether d answers this step's calls: one item per
+// call, in call order. A step.done of the same number that does not is
+// an earlier version's (docs/protocol.md: versions are told apart by the
+// call ids in items).
+func (r *StepRun) answers(d *StepDone) bool {
+	if len(d.Items) != len(r.step.Calls) {
+		return false
+	}
+	for i, item := range d.Items {
+		var it struct {
+			CallID string `json:"call_id"`
+		}
+		if json.Unmarshal(item, &it) != nil || it.CallID != r.step.Calls[i].CallID {
+			return false
+		}
+	}
+	return true
 }
 
 // mine reports whether ev belongs to this step and was not returned yet.
@@ -165,12 +269,47 @@ func (r *StepRun) mine(ev Event) bool {
 	return true
 }
 
+// ErrStepReused is wrapped by the error Next returns, from then on, when
+// the step's number was published before with other calls: the stream
+// took this step for a copy of that one, so nothing of it runs, and the
+// step.done that came answers the other calls.
+var ErrStepReused = errors.New("the step number was used for another step")
+
 // ErrClosed is what Next returns once the run is closed.
 var ErrClosed = errors.New("gateway: the step run is closed")
 
+// DeadLetterError is what Next returns for a message of the step that the
+// workers dead-lettered (docs/protocol.md, Dead letters) instead of
+// running it. With Step set it is the step itself: it will never run nor
+// end, and Next returns the same error from then on; send the model's
+// response again as a new, fixed step, or end the turn. Otherwise it is
+// an answer to the step's approval, refused (one that missed a call or
+// named an unknown one): the step still waits; Decide again with the next
+// n, and call Next again.
+type DeadLetterError struct {
+	// Subject is the dead-lettered message's (turn.call.…, turn.task.…
+	// or turn.approval.…), MsgID its Nats-Msg-Id.
+	Subject, MsgID string
+	// Reason is the worker's: "malformed step: …" or "delivery limit
+	// reached: …" for a step, "malformed approval: …" for an answer.
+	Reason string
+	// Step reports whether the step itself was dead-lettered.
+	Step bool
+}
+
+// Error says what was dead-lettered and why.
+func (e *DeadLetterError) Error() string {
+	what := "an answer to the step's approval"
+	if e.Step {
+		what = "the step"
+	}
+	return fmt.Sprintf("%s (%s) was dead-lettered: %s", what, e.Subject, e.Reason)
+}
+
 // Wait reads the step's events until its step.done and returns it,
-// skipping (and logging) malformed ones. An approval step waits for its
-// decisions: read its *StepPending with Next to answer it.
+// skipping (and logging) malformed ones; a step the workers dead-lettered
+// is its *DeadLetterError. An approval step waits for its decisions: read
+// its *StepPending with Next to answer it.
 func (r *StepRun) Wait(ctx context.Context) (*StepDone, error) {
 	for {
 		ev, err := r.Next(ctx)
@@ -197,6 +336,9 @@ func (r *StepRun) Close() {
 		close(r.stop)
 		if r.cons != nil {
 			r.cons.Stop()
+		}
+		if r.dead != nil {
+			r.dead.Stop()
 		}
 		if r.sub != nil {
 			_ = r.sub.Unsubscribe()

@@ -16,10 +16,24 @@ import (
 // catalog request and with every step: Kind ([KindText] or
 // [KindWorkflowTask]), Bindings (web, brain, computer, schedules,
 // background_jobs, todo, …), Skills, MCPServers, and for a task turn
-// WorkflowID and TaskID. A binding can only narrow what the worker was
-// configured with. It is the worker's own type: one definition of what
-// the worker parses.
+// WorkflowID and TaskID, and Approval ([ApprovalScope]). A binding can
+// only narrow what the worker was configured with. It is the worker's own
+// type: one definition of what the worker parses.
 type Context = protocol.Context
+
+// ApprovalScope is a Context's Approval (protocol 1.1): the calls the
+// workers hold for a person's approval in this turn, beside those their
+// own policy holds (it adds, never removes). Level [ApprovalDestructive]
+// or [ApprovalAll], or Names of tools ("name", "namespace.name",
+// "namespace.*"); the zero value adds nothing. Held calls come as a
+// [StepPending]; [Catalog].Approval lists the tools they would be.
+type ApprovalScope = protocol.ApprovalScope
+
+// Approval levels, in ApprovalScope.Level.
+const (
+	ApprovalDestructive = protocol.ApprovalDestructive
+	ApprovalAll         = protocol.ApprovalAll
+)
 
 // Turn kinds, in [Context].Kind.
 const (
@@ -146,7 +160,11 @@ type StepDone struct {
 	Items []json.RawMessage `json:"items"`
 	// EndTurn is set when a tool ended the turn, the turn was cancelled,
 	// or a task turn ended; otherwise call the model again.
-	EndTurn            bool `json:"end_turn"`
+	EndTurn bool `json:"end_turn"`
+	// CompleteActorEvent is set when a call's tool marked the actor event
+	// the turn answers (the message or event that started it) as done
+	// (tool.Result.CompleteActorEvent); what that means is the
+	// gateway's: the workers only pass it on.
 	CompleteActorEvent bool `json:"complete_actor_event"`
 	// Task is the verdict of a task turn's step; nil in a main turn.
 	Task *Verdict `json:"task"`

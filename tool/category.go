@@ -11,8 +11,9 @@ import (
 type Turn struct {
 	AgentID string
 	TurnID  string
-	// Kind is "text" for a main turn and "workflow_task" for a workflow
-	// task turn.
+	// Kind is the turn's kind, "text" (a main turn). A workflow task
+	// turn ("workflow_task") never reaches a category: its catalog is
+	// fixed (the web tools, read-only brain tools and submit_result).
 	Kind string
 	// Bindings are the categories the turn's context binds ("web": true);
 	// each call of a Tools function gets its own copy.

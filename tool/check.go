@@ -65,7 +65,8 @@ func Check(ctx context.Context, t *Tool, arguments string) Outcome {
 const maxPayload = 1 << 20
 
 // Check runs one call of t with the model's argument string. Cancelling
-// ctx is the turn's cancel: the call ends with kind aborted.
+// ctx is the turn's cancel: the call ends with kind aborted. A nil t, or
+// one New did not make, is an outcome of kind internal, not a panic.
 func (c Checker) Check(ctx context.Context, t *Tool, arguments string) Outcome {
 	id := c.Call
 	id.AgentID = or(id.AgentID, "agent-test")
@@ -73,6 +74,12 @@ func (c Checker) Check(ctx context.Context, t *Tool, arguments string) Outcome {
 	id.CallID = or(id.CallID, "call_test")
 	if id.Step == 0 {
 		id.Step = 1
+	}
+	if t == nil || t.Definition() == nil {
+		// A nil or zero Tool (not made by New): the worker refuses it
+		// too, as a failed request.
+		err := Errorf(Internal, "the tool is nil or was not made by tool.New")
+		return Outcome{Output: "Error (" + string(err.Kind) + "): " + err.Message, Err: err}
 	}
 	sp := t.Spec()
 	set, err := turn.NewSet(t)

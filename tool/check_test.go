@@ -116,6 +116,17 @@ func TestCheckFailures(t *testing.T) {
 	}
 }
 
+// A tool New did not make is an error outcome, not a panic in the
+// tool's test.
+func TestCheckNoTool(t *testing.T) {
+	for name, tl := range map[string]*tool.Tool{"nil": nil, "zero": new(tool.Tool)} {
+		out := tool.Check(context.Background(), tl, `{"text":"hi"}`)
+		if out.Err == nil || out.Err.Kind != tool.Internal || !strings.Contains(out.Output, "tool.New") {
+			t.Errorf("%s: %+v", name, out)
+		}
+	}
+}
+
 // Cancelling the context is the turn's cancel: the running call is
 // aborted.
 func TestCheckCancel(t *testing.T) {

@@ -39,8 +39,9 @@ func (c Category) Name() string { return c.name }
 
 // Tools makes c, a category of your own tools, an entry of a worker's
 // catalog. Its Tools function is called for every step and catalog
-// request; a panic in it fails the step like an error, and the worker
-// goes on.
+// request; a panic in it, or a tool among those it returns that is nil
+// or was not made by tool.New, fails the step like an error, and the
+// worker goes on.
 func Tools(c tool.Category) Category {
 	return Category{name: c.Name, start: func(*starting) (turn.Creator, error) {
 		if err := c.Validate(); err != nil {
@@ -61,6 +62,13 @@ func Tools(c tool.Category) Category {
 			ts, err = c.Tools(ctx, t)
 			if err != nil {
 				return nil, nil, fmt.Errorf("category %s: %w", c.Name, err)
+			}
+			// The assembler below reads every tool's Spec, outside this
+			// recover: a nil one would crash the worker, not the request.
+			for i, x := range ts {
+				if x == nil || x.Definition() == nil {
+					return nil, nil, fmt.Errorf("category %s: tool %d of %d is nil or was not made by tool.New", c.Name, i, len(ts))
+				}
 			}
 			return ts, nil, nil
 		}, nil

@@ -68,6 +68,10 @@ func TestOwnCategories(t *testing.T) {
 			panic("no tools for you")
 		case "fails":
 			return nil, errors.New("the directory is down")
+		case "nil_tool": // a slice filled by index with one left out
+			return []*tool.Tool{shout, nil}, nil
+		case "zero_tool":
+			return []*tool.Tool{new(tool.Tool)}, nil
 		}
 		tn.Bindings["mutated"] = true // a copy: no other category sees it
 		return nil, nil
@@ -88,7 +92,7 @@ func TestOwnCategories(t *testing.T) {
 	if o := outs["c1"]; o.Status != "ok" || o.Item.Output != "HI agent-7" {
 		t.Errorf("shout: %s", o.Raw)
 	}
-	for _, agent := range []string{"panics", "fails"} {
+	for _, agent := range []string{"panics", "fails", "nil_tool", "zero_tool"} {
 		req, _ := json.Marshal(protocol.CatalogRequest{AgentID: agent, TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText}})
 		m, err := nc.Request(protocol.SubjectTools, req, 10*time.Second)
 		if err != nil {

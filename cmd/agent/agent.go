@@ -180,9 +180,16 @@ func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bo
 	for {
 		ev, err := run.Next(readCtx)
 		var bad *gateway.EventError
+		var dead *gateway.DeadLetterError
 		switch {
 		case errors.As(err, &bad):
 			a.Log.Warn("skipping a malformed event", "err", err)
+			continue
+		case errors.As(err, &dead) && !dead.Step:
+			// Every pending call was answered, so the workers refused the
+			// answer for another reason (the step is no longer held);
+			// the step goes on to its end or its expiry.
+			a.Log.Warn("an answer to a pending step was dead-lettered", "turn_id", s.TurnID, "step", s.Step, "reason", dead.Reason)
 			continue
 		case err != nil && ctx.Err() != nil && !cancelled:
 			// Cancel once, then read on for the step's own end.

@@ -63,7 +63,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.natsURL, "nats", envOr("NATS_URL", nats.DefaultURL), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&c.natsURL, "nats-url", envOr("NATS_URL", nats.DefaultURL), "NATS server URL, as the worker's --nats-url (env NATS_URL)")
 	fs.StringVar(&c.creds, "creds", "", "NATS credentials file")
 	fs.StringVar(&c.baseURL, "base-url", "", "Responses API base URL (default: env OPENAI_BASE_URL, else OpenAI's)")
 	fs.StringVar(&c.apiKey, "api-key", "", "API key (default: env OPENAI_API_KEY)")
