@@ -22,6 +22,9 @@ var strictUnsupported = []string{
 // path is added to lost: the model must send null there, and the full
 // schema, which validates the call, refuses it.
 func makeStrict(node any, path string, nulls *nullPlan, lost *[]string) error {
+	if b, ok := node.(bool); ok && b {
+		return fmt.Errorf("%s accepts any value; strict mode needs every value to have a type", pathOrRoot(path))
+	}
 	o, ok := node.(*object)
 	if !ok {
 		return nil
@@ -30,6 +33,12 @@ func makeStrict(node any, path string, nulls *nullPlan, lost *[]string) error {
 		if _, has := o.get(kw); has {
 			return fmt.Errorf("%s uses %q, which strict mode does not support", pathOrRoot(path), kw)
 		}
+	}
+	// The provider refuses a strict tool with a value of no type (the
+	// whole request fails, not only the call), so such a schema is
+	// refused here, where its owner can read why.
+	if !typed(o) {
+		return fmt.Errorf("%s accepts any value (no type); strict mode needs every value to have a type", pathOrRoot(path))
 	}
 	for _, defs := range []string{"$defs", "definitions"} {
 		if d, ok := o.get(defs); ok {
@@ -115,6 +124,17 @@ func makeStrict(node any, path string, nulls *nullPlan, lost *[]string) error {
 	o.set("additionalProperties", false)
 	o.set("required", all)
 	return nil
+}
+
+// typed reports whether a schema says what its values are: the strict
+// subset refuses a schema with none of these (an "any" field).
+func typed(o *object) bool {
+	for _, kw := range []string{"type", "anyOf", "$ref", "enum", "const"} {
+		if _, has := o.get(kw); has {
+			return true
+		}
+	}
+	return false
 }
 
 // openObjects lists, before makeStrict, the object schemas it would close
