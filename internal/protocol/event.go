@@ -270,18 +270,20 @@ func CallOutputMsgID(agentID, turnID string, step int64, callID string) string {
 }
 
 // callToken is a call id as the last token of its call.output's message
-// id: the id as sent, except that "done", or an id that starts with "~",
-// gets a "~" in front, so that no call.output shares step.done's id; and
+// id: the id as sent, except that "done", "pending", or an id that starts
+// with "~", gets a "~" in front, so that no call.output shares the id of
+// step.done or step.pending (TURN_OUTPUTS would drop it as a duplicate); and
 // an id that ends with a space is "~" and its unpadded base64url, because
 // the client trims a header value's spaces and "c1 " would otherwise
 // share the id of "c1" (and be dropped as its duplicate). No id as sent
 // or with "~~" in front can be such an encoding: base64url has no "~",
-// and the only encoding "done" is of bytes that do not end with a space.
+// and "done" and "pending" are encodings only of bytes that do not end
+// with a space.
 func callToken(callID string) string {
 	switch {
 	case strings.HasSuffix(callID, " "):
 		return "~" + KeyToken(callID)
-	case callID == "done" || strings.HasPrefix(callID, "~"):
+	case callID == "done" || callID == "pending" || strings.HasPrefix(callID, "~"):
 		return "~" + callID
 	}
 	return callID

@@ -115,7 +115,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	rest, ok := strings.CutPrefix(subject, prefix+".")
 	agentID, turnID, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || strings.Contains(turnID, ".") {
-		return nil, malformed("subject %q is not %s.<agent_id>.<turn_id>", subject, prefix)
+		return nil, malformed("subject %q is not %s.<agent_id>.<turn_id>%s", subject, prefix, dottedID(data))
 	}
 	var w stepWire
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -187,6 +187,25 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	return &s, nil
 }
 
+// dottedID names the id of a step whose subject has too many tokens
+// because the id holds a dot: the gateway's mistake is the id, not the
+// subject it built from it.
+func dottedID(data []byte) string {
+	var ids struct {
+		AgentID string `json:"agent_id"`
+		TurnID  string `json:"turn_id"`
+	}
+	if json.Unmarshal(data, &ids) != nil {
+		return ""
+	}
+	for _, id := range []struct{ name, v string }{{"agent_id", ids.AgentID}, {"turn_id", ids.TurnID}} {
+		if strings.Contains(id.v, ".") {
+			return fmt.Sprintf(": %s %q is not 1-64 characters of [A-Za-z0-9_-]", id.name, id.v)
+		}
+	}
+	return ""
+}
+
 // notAStep says why data, which json.Unmarshal refused with err, is not
 // a step. It decodes again, off the common path, to tell a bad object
 // from good one followed by more data, and to name an output item that is
@@ -207,6 +226,10 @@ func notAStep(data []byte, err error) error {
 	for i, raw := range w.Output {
 		var item itemWire
 		if err := json.Unmarshal(raw, &item); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				return malformed("output[%d]: a JSON %s, not an item object", i, te.Value)
+			}
 			return malformed("output[%d]: %v", i, err)
 		}
 	}

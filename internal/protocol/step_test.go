@@ -93,7 +93,9 @@ func TestParseStepMalformed(t *testing.T) {
 		{name: "workflow id", data: stepWith("context", `{"kind":"workflow_task","workflow_id":"w 1"}`), reason: `workflow or task id "w 1"`},
 		{name: "task id", data: stepWith("context", `{"kind":"workflow_task","workflow_id":"w1","task_id":"t/1"}`), reason: `workflow or task id "t/1"`},
 		{name: "agent id missing", data: stepWith("agent_id", ""), reason: `agent_id "" is not 1-64 characters`},
-		{name: "agent id with a dot", subject: "turn.call.a.1.t1", data: stepWith("agent_id", `"a.1"`), reason: "is not turn.call.<agent_id>.<turn_id>"},
+		{name: "agent id with a dot", subject: "turn.call.a.1.t1", data: stepWith("agent_id", `"a.1"`), reason: `is not turn.call.<agent_id>.<turn_id>: agent_id "a.1" is not 1-64 characters`},
+		{name: "turn id with a dot", subject: "turn.call.a1.t.1", data: stepWith("turn_id", `"t.1"`), reason: `turn_id "t.1" is not 1-64 characters`},
+		{name: "an output item that is a string", data: stepWith("output", `["hello"]`), reason: "output[0]: a JSON string, not an item object"},
 		{name: "agent id too long", subject: "turn.call." + strings.Repeat("a", 65) + ".t1", data: stepWith("agent_id", `"`+strings.Repeat("a", 65)+`"`), reason: "agent_id"},
 		{name: "turn id with a space", subject: "turn.call.a1.t 1", data: stepWith("turn_id", `"t 1"`), reason: `turn_id "t 1" is not 1-64 characters`},
 		{name: "ids disagree with the subject", subject: "turn.call.a2.t1", data: valid, reason: `ids a1.t1 disagree with subject "turn.call.a2.t1"`},
@@ -223,7 +225,7 @@ func TestIDs(t *testing.T) {
 	}
 	// A call named "done" must not share step.done's id: step.done would
 	// be dropped as its duplicate.
-	for callID, want := range map[string]string{"done": "a1.t1.3.~done", "~done": "a1.t1.3.~~done", "~": "a1.t1.3.~~", "done2": "a1.t1.3.done2"} {
+	for callID, want := range map[string]string{"done": "a1.t1.3.~done", "~done": "a1.t1.3.~~done", "~": "a1.t1.3.~~", "done2": "a1.t1.3.done2", "pending": "a1.t1.3.~pending", "~pending": "a1.t1.3.~~pending"} {
 		if got := protocol.CallOutputMsgID("a1", "t1", 3, callID); got != want || got == protocol.StepDoneMsgID("a1", "t1", 3) {
 			t.Errorf("CallOutputMsgID(%q) = %q, want %q", callID, got, want)
 		}
