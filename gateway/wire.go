@@ -27,6 +27,18 @@ const (
 	KindWorkflowTask = "workflow_task"
 )
 
+// ApprovalScope is a [Context]'s Approval: Level [ApprovalDestructive] or
+// [ApprovalAll], or Names ("name", "namespace.name", "namespace.*"). It
+// adds to the calls the worker holds for a person's approval, never
+// removes from them. It is the worker's own type.
+type ApprovalScope = protocol.ApprovalScope
+
+// Approval levels, in [ApprovalScope].Level.
+const (
+	ApprovalDestructive = "destructive"
+	ApprovalAll         = "all"
+)
+
 // Catalog is a turn's tool list, as the worker built it for the turn's
 // context.
 type Catalog struct {
