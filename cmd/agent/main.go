@@ -218,11 +218,7 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 	return func(_ context.Context, call gateway.PendingCall) gateway.Decision {
 		mu.Lock()
 		defer mu.Unlock()
-		name := call.Name
-		if call.Namespace != "" {
-			name = call.Namespace + "." + name
-		}
-		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", name, call.Arguments, call.Reason)
+		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", toolName(call), call.Arguments, call.Reason)
 		if lines.Scan() && strings.EqualFold(strings.TrimSpace(lines.Text()), "y") {
 			return gateway.Decision{Approved: true}
 		}
@@ -230,8 +226,21 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 	}
 }
 
+// toolName is a pending call's tool as the catalog's approval list names
+// it: "name" or "namespace.name".
+func toolName(call gateway.PendingCall) string {
+	if call.Namespace != "" {
+		return call.Namespace + "." + call.Name
+	}
+	return call.Name
+}
+
 func printEvent(w io.Writer, turnID string, ev gateway.Event) {
 	switch ev := ev.(type) {
+	case *gateway.StepPending:
+		for _, call := range ev.Approvals {
+			fmt.Fprintf(w, "%s  step %d waits for approval: %s %s %s (%s)\n", turnID, ev.Step, call.CallID, toolName(call), call.Arguments, call.Reason)
+		}
 	case *gateway.Activity:
 		fmt.Fprintf(w, "%s  %s %s: %s\n", turnID, ev.State, ev.Name, ev.Label)
 	case *gateway.CallOutput:
