@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
@@ -405,5 +406,66 @@ func TestDecideRefusesWhatNoWorkerWouldTake(t *testing.T) {
 func TestApprovalNamesMatchTheWorkers(t *testing.T) {
 	if gateway.ApprovalDestructive != protocol.ApprovalDestructive || gateway.ApprovalAll != protocol.ApprovalAll {
 		t.Fatal("approval levels differ from the worker's")
+	}
+}
+
+// The run tells duplicates by what they are about, not by message id:
+// an event stored after the stream's duplicate window may carry the id
+// of an event of another kind. Here the output of a call named "pending",
+// published once the window has passed (as a decision hours later
+// would), has the id of its step's step.pending. The events are the
+// worker's shapes, on a stream with a short window; no worker runs.
+func TestOutputWithThePendingsIdIsReturned(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: protocol.StreamCalls, Subjects: []string{protocol.PrefixCall + ".*.*"}},
+		{Name: protocol.StreamOutputs, Subjects: []string{protocol.PrefixOutput + ".*.*"}, Duplicates: 100 * time.Millisecond},
+	} {
+		if _, err := js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("pending", "mark", `{"label":"x"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	id := protocol.StepPendingMsgID("a1", "t1", 0)
+	publish := func(msgID, body string) bool {
+		t.Helper()
+		m := nats.NewMsg(protocol.Subject(protocol.PrefixOutput, "a1", "t1"))
+		m.Data = []byte(body)
+		m.Header.Set(jetstream.MsgIDHeader, msgID)
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !ack.Duplicate
+	}
+	publish(id, `{"type":"step.pending","agent_id":"a1","turn_id":"t1","step":0,"expires_at":"2026-12-02T09:00:00Z",
+		"approvals":[{"call_id":"pending","name":"mark","namespace":"","arguments":{"label":"x"},"reason":"named","activity":"Marking x"}]}`)
+	item := `{"type":"function_call_output","call_id":"pending","output":"marked x"}`
+	// Until the window has passed, the server drops the copy and stores
+	// nothing.
+	for !publish(id, `{"type":"call.output","agent_id":"a1","turn_id":"t1","step":0,"call_id":"pending","name":"mark","namespace":"","status":"ok","error":null,"item":`+item+`}`) {
+		if ctx.Err() != nil {
+			t.Fatal("the duplicate window never passed")
+		}
+	}
+	publish(protocol.StepDoneMsgID("a1", "t1", 0), `{"type":"step.done","agent_id":"a1","turn_id":"t1","step":0,"items":[`+item+`],"end_turn":false}`)
+	pending(t, ctx, run)
+	outs, _, _ := drain(t, ctx, run)
+	if o := outs["pending"]; o == nil || string(o.Item) != item {
+		t.Fatalf("outputs %+v, want the output of the call named pending", outs)
 	}
 }

@@ -27,7 +27,10 @@ type StepRun struct {
 	cons     jetstream.ConsumeContext
 	sub      *nats.Subscription
 
-	seenMsg  map[string]bool // Nats-Msg-Id of events already returned
+	// Duplicates are told by what they are about, never by Nats-Msg-Id:
+	// an event stored past the stream's duplicate window can share the
+	// id of another kind of event (the output of a call named "pending"
+	// and its step.pending's).
 	seenCall map[string]bool // call ids whose output was returned
 	pending  bool
 	done     *StepDone
@@ -35,13 +38,12 @@ type StepRun struct {
 
 type inbound struct {
 	subject string
-	msgID   string
 	data    []byte
 }
 
 func newRun(c *Client, st *protocol.Step) *StepRun {
 	r := &StepRun{c: c, step: st, calls: map[string]bool{}, in: make(chan inbound, 64), stop: make(chan struct{}),
-		seenMsg: map[string]bool{}, seenCall: map[string]bool{}}
+		seenCall: map[string]bool{}}
 	for _, call := range st.Calls {
 		r.calls[call.CallID] = true
 	}
@@ -87,7 +89,7 @@ func (r *StepRun) readFrom(start uint64) error {
 		return err
 	}
 	r.cons, err = cons.Consume(func(m jetstream.Msg) {
-		r.deliver(inbound{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), data: m.Data()})
+		r.deliver(inbound{subject: m.Subject(), data: m.Data()})
 	})
 	return err
 }
@@ -119,9 +121,6 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 			return nil, ErrClosed
 		case m = <-r.in:
 		}
-		if m.msgID != "" && r.seenMsg[m.msgID] {
-			continue
-		}
 		ev, err := DecodeEvent(m.subject, m.data)
 		if errors.Is(err, ErrUnknownEvent) {
 			r.c.log.Debug("skipping an event of an unknown type", "subject", m.subject, "err", err)
@@ -132,9 +131,6 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		}
 		if !r.mine(ev) {
 			continue
-		}
-		if m.msgID != "" {
-			r.seenMsg[m.msgID] = true
 		}
 		return ev, nil
 	}
