@@ -469,3 +469,82 @@ func TestOutputWithThePendingsIdIsReturned(t *testing.T) {
 		t.Fatalf("outputs %+v, want the output of the call named pending", outs)
 	}
 }
+
+// A gateway that restarts long after it sent a held step (past the
+// duplicate window of TURN_CALLS, so the stream stores the step again)
+// sends it once more: the worker finds the step decided and publishes
+// nothing, so the run must read the events the first send caused.
+func TestResentDecidedStepPastTheWindow(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
+	ctx := ctxT(t)
+	first, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx}) // the turn's history
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	// Step 1's first send, under a message id the stream has forgotten
+	// (as it forgets Send's once the window has passed), held and then
+	// decided.
+	step := gateway.Step{AgentID: "a1", TurnID: "t4", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c1", "mark", `{"label":"once"}`)}}
+	body, _ := json.Marshal(map[string]any{"agent_id": "a1", "turn_id": "t4", "step": 1, "context": diagCtx, "output": step.Output})
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "a1", "t4"))
+	m.Data = body
+	m.Header.Set(jetstream.MsgIDHeader, "long-ago")
+	if _, err := r.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(ctx, "approval.a1.t4.1", turn.StatePending)
+	if err := r.c.Decide(ctx, "a1", "t4", 1, 1, []gateway.Decision{{CallID: "c1", Approved: true}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(ctx, "approval.a1.t4.1", turn.StateDone)
+	seq := r.outputsSeq(ctx)
+
+	again, err := r.c.Send(ctx, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	pending(t, ctx, again)
+	outs, _, done := drain(t, ctx, again)
+	if outs["c1"].Status != gateway.StatusOK || len(done.Items) != 1 {
+		t.Fatalf("outputs %+v, step.done %+v", outs, done)
+	}
+	// The worker took the re-sent step off the work queue and ran nothing.
+	waitFor(t, ctx, func() bool {
+		info, err := r.js.Stream(ctx, protocol.StreamCalls)
+		return err == nil && info.CachedInfo().State.Msgs == 0
+	}, "the re-sent step to be consumed")
+	if m := r.marks(); !slices.Equal(m, []string{"once"}) || r.outputsSeq(ctx) != seq {
+		t.Fatalf("marks %v; %d events published for the re-send", m, r.outputsSeq(ctx)-seq)
+	}
+}
+
+// waitState waits until TURN_STATE's key holds a held step in state.
+func (r *approvalRig) waitState(ctx context.Context, key, state string) {
+	r.t.Helper()
+	kv, err := r.js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	waitFor(r.t, ctx, func() bool {
+		e, err := kv.Get(ctx, key)
+		var p turn.PendingStep
+		return err == nil && json.Unmarshal(e.Value(), &p) == nil && p.State == state
+	}, key+" to be "+state)
+}
+
+// waitFor polls cond until it holds, or fails the test when ctx ends.
+func waitFor(t *testing.T, ctx context.Context, cond func() bool, what string) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -232,11 +232,9 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	// skip, so it saves the look-up.
 	start := uint64(1)
 	if s.Step > 0 {
-		info, err := c.js.Stream(ctx, protocol.StreamOutputs)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		if start, err = c.startSeq(ctx, s.AgentID, s.TurnID, s.Step); err != nil {
+			return nil, err
 		}
-		start = info.CachedInfo().State.LastSeq + 1
 	}
 	if err := r.subscribe(cfg, start); err != nil {
 		r.Close()
@@ -257,6 +255,34 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		}
 	}
 	return r, nil
+}
+
+// startSeq is where the run of step n reads the turn's events from: just
+// after the turn's last event when that is of an earlier step (or after
+// the stream's end when the turn has none), else, for a step sent before,
+// the turn's start. The stream's de-duplication does not tell a re-send
+// past its window, and a worker that meets a held step decided already
+// publishes nothing again.
+func (c *Client) startSeq(ctx context.Context, agentID, turnID string, n int64) (uint64, error) {
+	stream, err := c.js.Stream(ctx, protocol.StreamOutputs)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+	}
+	end := stream.CachedInfo().State.LastSeq + 1
+	last, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, agentID, turnID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return end, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+	}
+	var head struct {
+		Step *int64 `json:"step"`
+	}
+	if json.Unmarshal(last.Data, &head) != nil || head.Step == nil || *head.Step >= n {
+		return 1, nil
+	}
+	return last.Sequence + 1, nil
 }
 
 // ErrMalformedStep is wrapped by the error of a step that Send refused.
