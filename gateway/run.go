@@ -103,8 +103,10 @@ func (r *StepRun) deliver(m inbound) {
 }
 
 // Next returns the step's next event: a *CallOutput (one per call, each
-// once, whatever the redeliveries), an *Activity, a *StepPending, and
-// last the *StepDone, after which it returns io.EOF. Events of other
+// once, whatever the redeliveries), an *Activity, and last the
+// *StepDone, after which it returns io.EOF. A step whose calls wait for
+// approval starts with a *StepPending, before anything runs: answer it
+// with [Client.Decide] and keep calling Next. Events of other
 // steps and duplicates are skipped. A malformed message on the turn's
 // subjects is returned as an *EventError, and Next may be called again.
 // It returns ctx's error when ctx ends first, and ErrClosed after Close.
