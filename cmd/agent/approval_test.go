@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -272,3 +273,50 @@ func TestCancelWhilePending(t *testing.T) {
 		t.Fatalf("marks %v", m)
 	}
 }
+
+// Ctrl-C while the terminal asks about a held call: the question is given
+// up, the turn is cancelled on the workers (the held call aborted), and
+// the step still ends.
+func TestStopWhileAsking(t *testing.T) {
+	const first = "Mark it if I say so."
+	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"x"}`)}, {say("never")}}})
+	srv := natstest.Start(t)
+	dir := approvalWorker(t, srv, 0)
+	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctxT(t))
+	// Nobody types; the prompt's appearance is the user's Ctrl-C.
+	in, w := io.Pipe()
+	defer w.Close()
+	prompt := writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("[y/N]")) {
+			cancel()
+		}
+		return len(p), nil
+	})
+	var out *gateway.CallOutput
+	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
+		Model:   openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
+		Approve: approver("ask", in, prompt),
+		OnEvent: func(_ string, ev gateway.Event) {
+			if o, ok := ev.(*gateway.CallOutput); ok {
+				out = o
+			}
+		}}
+	res, err := a.RunTurn(ctx, Turn{AgentID: "a1", TurnID: "t1", Context: approvalCtx, Message: first})
+	if err != nil || !res.Cancelled || res.Steps != 1 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	if out == nil || out.Error == nil || out.Error.Kind != gateway.Aborted {
+		t.Fatalf("the held call's output %+v", out)
+	}
+	if m := marks(t, dir); len(m) != 0 {
+		t.Fatalf("marks %v", m)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -203,7 +203,8 @@ func (a *Agent) WaitTasksOrDone(ctx context.Context) {
 }
 
 // approver decides pending calls as --approve says: all, none, or by
-// asking on the terminal, one call at a time (end of input refuses).
+// asking on the terminal, one call at a time (end of input refuses, and
+// so does the turn's end while it asks: Ctrl-C then cancels the turn).
 func approver(mode string, in io.Reader, out io.Writer) func(context.Context, gateway.PendingCall) gateway.Decision {
 	switch mode {
 	case "all":
@@ -214,13 +215,30 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 		}
 	}
 	var mu sync.Mutex // task turns ask at once; one question at a time
-	lines := bufio.NewScanner(in)
-	return func(_ context.Context, call gateway.PendingCall) gateway.Decision {
+	// The terminal is read on a goroutine of its own, so that a question
+	// is given up when its turn ends rather than holding the turn.
+	lines := make(chan string)
+	var reading sync.Once
+	return func(ctx context.Context, call gateway.PendingCall) gateway.Decision {
 		mu.Lock()
 		defer mu.Unlock()
+		reading.Do(func() {
+			go func() {
+				sc := bufio.NewScanner(in)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+		})
 		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", toolName(call), call.Arguments, call.Reason)
-		if lines.Scan() && strings.EqualFold(strings.TrimSpace(lines.Text()), "y") {
-			return gateway.Decision{Approved: true}
+		select {
+		case line, ok := <-lines:
+			if ok && strings.EqualFold(strings.TrimSpace(line), "y") {
+				return gateway.Decision{Approved: true}
+			}
+		case <-ctx.Done():
+			fmt.Fprintln(out)
 		}
 		return gateway.Decision{Reason: "refused by the agent's operator"}
 	}
