@@ -134,7 +134,14 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 // that missed a call or named an unknown one), so that the stream's
 // de-duplication does not drop it. The first complete answer decides.
 func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64, n int, decisions []Decision) error {
-	if n < 1 {
+	switch {
+	case !protocol.ValidID(agentID) || !protocol.ValidID(turnID):
+		// A dot would put the answer on another subject of TURN_APPROVALS:
+		// one no worker reads, or another turn's timeout or cancel note.
+		return fmt.Errorf("decide: agent and turn ids must be 1-64 characters of [A-Za-z0-9_-]")
+	case step < 0 || len(decisions) == 0:
+		return fmt.Errorf("decide: step %d with %d decisions; a step is 0 or more, and every pending call needs a decision", step, len(decisions))
+	case n < 1:
 		return fmt.Errorf("decide: n is %d; the first answer is 1", n)
 	}
 	body, err := json.Marshal(struct {
@@ -302,9 +309,9 @@ func (c *Client) readStart(ctx context.Context, st *protocol.Step) (uint64, erro
 		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
 	}
 	var head struct {
-		Step int64 `json:"step"`
+		Step *int64 `json:"step"`
 	}
-	if json.Unmarshal(last.Data, &head) != nil || head.Step >= st.Step {
+	if json.Unmarshal(last.Data, &head) != nil || head.Step == nil || *head.Step >= st.Step {
 		return 1, nil
 	}
 	return last.Sequence + 1, nil

@@ -253,6 +253,13 @@ func ExampleClient_Decide() {
 			log.Fatal(err)
 		}
 	}
+	// The same run goes on, with no new Send: every call's output (the
+	// refused ones rejected, with the reason), then the step.done.
+	done, err := run.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(len(done.Items))
 }
 
 func driveTurn(agentID, turnID string, tc gateway.Context, userMessage string) {}

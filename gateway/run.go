@@ -31,7 +31,10 @@ type StepRun struct {
 	dead     jetstream.ConsumeContext
 	sub      *nats.Subscription
 
-	seenMsg  map[string]bool // Nats-Msg-Id of events already returned
+	// Duplicates are told by what they are about, never by Nats-Msg-Id:
+	// an event stored past the stream's duplicate window can share the
+	// id of another kind of event (the output of a call named "pending"
+	// and its step.pending's).
 	seenCall map[string]bool // call ids whose output was returned
 	pending  bool
 	done     *StepDone
@@ -41,14 +44,13 @@ type StepRun struct {
 
 type inbound struct {
 	subject string
-	msgID   string
 	data    []byte
 	dead    nats.Header // the headers of a dead letter; nil for an event
 }
 
 func newRun(c *Client, st *protocol.Step) *StepRun {
 	r := &StepRun{c: c, step: st, calls: map[string]bool{}, in: make(chan inbound, 64), stop: make(chan struct{}),
-		seenMsg: map[string]bool{}, seenCall: map[string]bool{}}
+		seenCall: map[string]bool{}}
 	for _, call := range st.Calls {
 		r.calls[call.CallID] = true
 	}
@@ -95,7 +97,7 @@ func (r *StepRun) readFrom(start uint64) error {
 		return err
 	}
 	r.cons, err = cons.Consume(func(m jetstream.Msg) {
-		r.deliver(inbound{subject: m.Subject(), msgID: m.Headers().Get(jetstream.MsgIDHeader), data: m.Data()})
+		r.deliver(inbound{subject: m.Subject(), data: m.Data()})
 	})
 	return err
 }
@@ -158,8 +160,10 @@ func (r *StepRun) deliver(m inbound) {
 }
 
 // Next returns the step's next event: a *CallOutput (one per call, each
-// once, whatever the redeliveries), an *Activity, a *StepPending, and
-// last the *StepDone, after which it returns io.EOF. Events of other
+// once, whatever the redeliveries), an *Activity, and last the
+// *StepDone, after which it returns io.EOF. A step whose calls wait for
+// approval starts with a *StepPending, before anything runs: answer it
+// with [Client.Decide] and keep calling Next. Events of other
 // steps and duplicates are skipped. A malformed message on the turn's
 // subjects is returned as an *EventError, and Next may be called again.
 // A step the workers dead-lettered (it will never end) is a
@@ -194,9 +198,6 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 			}
 			return nil, dl
 		}
-		if m.msgID != "" && r.seenMsg[m.msgID] {
-			continue
-		}
 		ev, err := DecodeEvent(m.subject, m.data)
 		if errors.Is(err, ErrUnknownEvent) {
 			r.c.log.Debug("skipping an event of an unknown type", "subject", m.subject, "err", err)
@@ -217,9 +218,6 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 			r.failed = fmt.Errorf("%w: step %d of turn %s.%s was published before with other calls, and the stream dropped this one as its copy; send every model response under a new step number",
 				ErrStepReused, r.step.Step, r.step.AgentID, r.step.TurnID)
 			return nil, r.failed
-		}
-		if m.msgID != "" {
-			r.seenMsg[m.msgID] = true
 		}
 		return ev, nil
 	}

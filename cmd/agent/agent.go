@@ -211,7 +211,9 @@ func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bo
 		case *gateway.StepDone:
 			return ev, cancelled, nil
 		case *gateway.StepPending:
-			if err := a.decide(ctx, ev); err != nil {
+			// Stopped while deciding: the next Next sees ctx's end and
+			// cancels the turn, which answers the held calls aborted.
+			if err := a.decide(ctx, ev); err != nil && ctx.Err() == nil {
 				return nil, cancelled, err
 			}
 		}

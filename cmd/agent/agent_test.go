@@ -470,68 +470,6 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-// A step.pending is answered through Approve with one decision per
-// pending call, under the first answer's message id. (The worker side of
-// approvals is built apart: here the pending event is published as a
-// worker would, beside a worker without approvals that runs the step.)
-func TestPendingStepIsAnswered(t *testing.T) {
-	const first = "Wait for me."
-	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "ping", `{}`), call("c2", "sleep", `{"ms":60000}`)}}})
-	r := newRig(t, model)
-	ctx := ctxT(t)
-	js, err := jetstream.New(r.gwConn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Once the step is out, its pending event, as a worker publishes it.
-	r.agent.OnEvent = func(_ string, ev gateway.Event) {
-		if a, ok := ev.(*gateway.Activity); ok && a.CallID == "c2" && a.State == gateway.ActivityStarted {
-			if _, err := js.Publish(ctx, "turn.call.output.a1.t6", []byte(`{"type":"step.pending","agent_id":"a1","turn_id":"t6","step":0,
-				"approvals":[{"call_id":"c1","name":"ping","namespace":"","arguments":{},"reason":"all","activity":"Pinging"},
-				{"call_id":"c2","name":"sleep","namespace":"","arguments":{"ms":60000},"reason":"all","activity":"Waiting 60000 ms"}],
-				"expires_at":"2026-12-02T09:00:00Z"}`)); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	var asked []string
-	r.agent.Approve = func(_ context.Context, call gateway.PendingCall) gateway.Decision {
-		asked = append(asked, call.CallID)
-		if len(asked) == 2 {
-			// The worker here has no approvals and runs the step anyway:
-			// end it.
-			if err := r.gw.Cancel(ctx, "a1", "t6", "test over"); err != nil {
-				t.Error(err)
-			}
-		}
-		return gateway.Decision{CallID: "forged", Approved: call.Name == "ping", Reason: "no waiting"}
-	}
-	res, err := r.agent.RunTurn(ctx, Turn{AgentID: "a1", TurnID: "t6", Context: mainCtx, Message: first})
-	if err != nil || res.Steps != 1 {
-		t.Fatalf("turn %+v, %v", res, err)
-	}
-	if strings.Join(asked, ",") != "c1,c2" {
-		t.Fatalf("asked about %v", asked)
-	}
-	// This worker holds nothing, so it dead-letters the answer (the turn
-	// logs that and goes on); the copy is the answer as it was sent.
-	cons, err := js.OrderedConsumer(ctx, "TURN_DEAD", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"turn.dead.a1.t6"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id := dm.Headers().Get("Dead-Nats-Msg-Id"); id != "a1.t6.0.approval" || dm.Headers().Get("Dead-Subject") != "turn.approval.a1.t6" {
-		t.Fatalf("answer id %q on %s", id, dm.Headers().Get("Dead-Subject"))
-	}
-	want := `{"agent_id":"a1","turn_id":"t6","step":0,"decisions":[{"call_id":"c1","approved":true,"reason":"no waiting"},{"call_id":"c2","approved":false,"reason":"no waiting"}]}`
-	if string(dm.Data()) != want {
-		t.Fatalf("answer %s\nwant %s", dm.Data(), want)
-	}
-}
-
 func TestApproverAsksOnTheTerminal(t *testing.T) {
 	var out bytes.Buffer
 	ask := approver("ask", strings.NewReader("y\nn\n"), &out)

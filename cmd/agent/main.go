@@ -203,7 +203,8 @@ func (a *Agent) WaitTasksOrDone(ctx context.Context) {
 }
 
 // approver decides pending calls as --approve says: all, none, or by
-// asking on the terminal, one call at a time (end of input refuses).
+// asking on the terminal, one call at a time (end of input refuses, and
+// so does the turn's end while it asks: Ctrl-C then cancels the turn).
 func approver(mode string, in io.Reader, out io.Writer) func(context.Context, gateway.PendingCall) gateway.Decision {
 	switch mode {
 	case "all":
@@ -214,24 +215,50 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 		}
 	}
 	var mu sync.Mutex // task turns ask at once; one question at a time
-	lines := bufio.NewScanner(in)
-	return func(_ context.Context, call gateway.PendingCall) gateway.Decision {
+	// The terminal is read on a goroutine of its own, so that a question
+	// is given up when its turn ends rather than holding the turn.
+	lines := make(chan string)
+	var reading sync.Once
+	return func(ctx context.Context, call gateway.PendingCall) gateway.Decision {
 		mu.Lock()
 		defer mu.Unlock()
-		name := call.Name
-		if call.Namespace != "" {
-			name = call.Namespace + "." + name
-		}
-		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", name, call.Arguments, call.Reason)
-		if lines.Scan() && strings.EqualFold(strings.TrimSpace(lines.Text()), "y") {
-			return gateway.Decision{Approved: true}
+		reading.Do(func() {
+			go func() {
+				sc := bufio.NewScanner(in)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+		})
+		fmt.Fprintf(out, "approve %s %s (%s)? [y/N] ", toolName(call), call.Arguments, call.Reason)
+		select {
+		case line, ok := <-lines:
+			if ok && strings.EqualFold(strings.TrimSpace(line), "y") {
+				return gateway.Decision{Approved: true}
+			}
+		case <-ctx.Done():
+			fmt.Fprintln(out)
 		}
 		return gateway.Decision{Reason: "refused by the agent's operator"}
 	}
 }
 
+// toolName is a pending call's tool as the catalog's approval list names
+// it: "name" or "namespace.name".
+func toolName(call gateway.PendingCall) string {
+	if call.Namespace != "" {
+		return call.Namespace + "." + call.Name
+	}
+	return call.Name
+}
+
 func printEvent(w io.Writer, turnID string, ev gateway.Event) {
 	switch ev := ev.(type) {
+	case *gateway.StepPending:
+		for _, call := range ev.Approvals {
+			fmt.Fprintf(w, "%s  step %d waits for approval: %s %s %s (%s)\n", turnID, ev.Step, call.CallID, toolName(call), call.Arguments, call.Reason)
+		}
 	case *gateway.Activity:
 		fmt.Fprintf(w, "%s  %s %s: %s\n", turnID, ev.State, ev.Name, ev.Label)
 	case *gateway.CallOutput:
