@@ -220,6 +220,11 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	if m := r.marks(); len(m) != 0 {
 		t.Fatalf("an incomplete answer ran %v", m)
 	}
+	// The run says so too, once, with the reason, and goes on.
+	var dl *gateway.DeadLetterError
+	if _, err := run.Next(ctx); !errors.As(err, &dl) || dl.Step || !strings.Contains(dl.Reason, `"c3"`) {
+		t.Fatalf("Next after the incomplete answer: %v, want its dead letter", err)
+	}
 	// The correction, under n = 2 (n = 1 again would be dropped as a
 	// duplicate of the dead-lettered answer), decides.
 	if err := r.c.Decide(ctx, "a1", "t1", 0, 2, []gateway.Decision{{CallID: "c3", Reason: "not on main"}, {CallID: "c2", Approved: true}}); err != nil {

@@ -186,7 +186,7 @@ func TestCommandLineApproveNone(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", model.srv.URL+"/v1/")
 	t.Setenv("OPENAI_API_KEY", "test-key")
 	var stdout, stderr bytes.Buffer
-	err := run(ctxT(t), []string{"--nats", srv.ClientURL(), "--model", "fake", "--bind", "diagnostics", "--agent", "a1", "--turn", "t1", "--approve", "none", "-v", first}, &stdout, &stderr)
+	err := run(ctxT(t), []string{"--nats-url", srv.ClientURL(), "--model", "fake", "--bind", "diagnostics", "--agent", "a1", "--turn", "t1", "--approve", "none", "-v", first}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
