@@ -38,10 +38,12 @@ func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.Pendin
 	if err != nil {
 		return nil, err
 	}
-	if budget := int(s.Pub.MaxPayload()) - protocol.Margin; len(data) > budget {
+	// The record must take its verdict later: a record that is stored but
+	// cannot be decided would wait for its timer whatever the answer.
+	if budget, need := int(s.Pub.MaxPayload())-protocol.Margin, len(data)+verdictRoom(p); need > budget {
 		// The same on every delivery: the step is dead-lettered.
-		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes, over the %d bytes one message may hold; send fewer or smaller calls per step",
-			protocol.ErrMalformed, len(data), budget)
+		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes with room for its decision, over the %d bytes one message may hold; send fewer or smaller calls per step",
+			protocol.ErrMalformed, need, budget)
 	}
 	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
 	_, err = kv.Create(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data)
@@ -58,6 +60,21 @@ func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.Pendin
 		return nil, fmt.Errorf("the record of pending step %d vanished between its create and its read", p.Step)
 	}
 	return had, err
+}
+
+// verdictRoom bounds what deciding p adds to its record: the verdict with
+// the longest reason kept, and a decision per held call with its id and
+// the longest reason kept (protocol.ClipReason bounds both encoded).
+func verdictRoom(p *turn.PendingStep) int {
+	const decisionFrame = len(`{"call_id":"","approved":false,"reason":""},`)
+	n := len(`,"verdict":{"by":"timeout","seq":18446744073709551615,"decisions":[],"reason":""}`) + protocol.MaxReasonBytes
+	for _, c := range p.Calls {
+		if c.Approval != "" {
+			id, _ := json.Marshal(c.CallID)
+			n += decisionFrame + len(id) + protocol.MaxReasonBytes
+		}
+	}
+	return n
 }
 
 // Announce implements turn.Approvals: the step's timer, then its
