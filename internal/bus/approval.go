@@ -90,7 +90,23 @@ func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
 		return fmt.Errorf("scheduling the pending step's timeout: %w", err)
 	}
 	ev := p.Event()
-	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev)
+	if err := s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev); err != nil {
+		return err
+	}
+	// A cancel that came after the step read the mark, and whose note was
+	// consumed before this record existed, found no step to finish: the
+	// step would wait for its timer. The mark is read again now that the
+	// record is stored (a cancel after this read finds the record), and a
+	// note of the step's own finishes it.
+	cancelled, reason, err := s.readCancelMark(ctx, p.AgentID, p.TurnID)
+	if err != nil {
+		return fmt.Errorf("reading the turn's cancel mark: %w", err)
+	}
+	if !cancelled {
+		return nil
+	}
+	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, p.AgentID, p.TurnID),
+		protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
 }
 
 // PendingStep reads a pending step's record and its revision; nil when

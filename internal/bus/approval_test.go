@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -65,6 +66,60 @@ func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
 			Decisions: []protocol.Decision{{CallID: "c<1>", Reason: protocol.ClipReason(strings.Repeat("&", 4096))}}}
 		if _, err := st.UpdatePending(ctx, got, rev); err != nil {
 			t.Errorf("a record %d bytes under the budget was held, but its decision cannot be stored: %v", under, err)
+		}
+	}
+}
+
+// TestAnnounceAfterACancelNotesIt: a turn cancelled between the step's
+// read of the mark and the store of its record (the fleet's note found
+// no record) gets a note of the step's own when the step is announced,
+// so that it is finished aborted rather than at its timer. The mark is
+// written by another worker: this one's mirror does not know it.
+func TestAnnounceAfterACancelNotesIt(t *testing.T) {
+	st, js := approvalState(t)
+	ctx := context.Background()
+	other := &TurnState{KV: st.KV, Pub: st.Pub, Worker: "w2"}
+	stream, err := js.Stream(ctx, protocol.StreamApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	note := func() *jetstream.RawStreamMsg {
+		m, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixApprovalCancel, "a1", "t1"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for n, cancelled := range []bool{false, true} {
+		p := &turn.PendingStep{AgentID: "a1", TurnID: "t1", Step: int64(n), State: turn.StatePending, ExpiresAt: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
+			Calls: []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "mark", Approval: "named", Valid: json.RawMessage(`{}`)}}}
+		if had, err := st.Hold(ctx, p); had != nil || err != nil {
+			t.Fatalf("hold: %v, %v", had, err)
+		}
+		if cancelled {
+			if err := other.MarkCancelled(ctx, "a1", "t1", "user <stop>"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Announce(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		m := note()
+		if !cancelled {
+			if m != nil {
+				t.Fatalf("a step of a turn not cancelled is noted cancelled: %s", m.Data)
+			}
+			continue
+		}
+		if m == nil {
+			t.Fatal("no cancel note for a step held after its turn's cancel")
+		}
+		var c protocol.Cancel
+		if err := json.Unmarshal(m.Data, &c); err != nil || c.Reason != "user <stop>" || m.Header.Get(jetstream.MsgIDHeader) != protocol.StepMsgID("a1", "t1", 1)+".cancel" {
+			t.Errorf("note %s %v: %v", m.Data, m.Header, err)
 		}
 	}
 }
