@@ -370,10 +370,5 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if err != nil {
 		return err
 	}
-	done := &protocol.StepDone{
-		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
-	}
-	res.Version(st, done)
-	return r.Emitter.StepDone(ctx, done)
+	return r.Emitter.StepDone(ctx, res.stepDone(st))
 }
