@@ -63,9 +63,21 @@ func (p Policy) With(scope protocol.ApprovalScope) Policy {
 	case protocol.ApprovalAll:
 		p.All = true
 	}
-	if len(scope.Names) > 0 {
-		p.Names = append(slices.Clip(p.Names), scope.Names...)
+	// A level in the list means what it means in the flag's list: a
+	// gateway that writes ["destructive", "ns.*"] holds both, rather than
+	// a tool named "destructive" and, silently, no destructive call.
+	names := slices.Clip(p.Names)
+	for _, n := range scope.Names {
+		switch n {
+		case protocol.ApprovalDestructive:
+			p.Destructive = true
+		case protocol.ApprovalAll:
+			p.All = true
+		default:
+			names = append(names, n)
+		}
 	}
+	p.Names = names
 	return p
 }
 

@@ -47,6 +47,10 @@ func TestPolicy(t *testing.T) {
 		// The context only adds.
 		{"destructive", protocol.ApprovalScope{Names: []string{"files.*"}}, []string{"run_command", "files.delete_issue"}},
 		{"all", protocol.ApprovalScope{Names: []string{"read_file"}}, []string{"run_command", "read_file", "github.delete_issue", "github.list_issues", "files.delete_issue"}},
+		// A level in a context's list holds what it holds in the flag's:
+		// a gateway that writes ["destructive", "files.*"] gets both.
+		{"none", protocol.ApprovalScope{Names: []string{"destructive", "files.*"}}, []string{"run_command", "files.delete_issue"}},
+		{"none", protocol.ApprovalScope{Names: []string{"all"}}, []string{"run_command", "read_file", "github.delete_issue", "github.list_issues", "files.delete_issue"}},
 	} {
 		p, err := turn.ParsePolicy(c.flag)
 		if err != nil {
