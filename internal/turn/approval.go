@@ -296,16 +296,11 @@ func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
 }
 
 // heldOutcome is the outcome a decided pending call gets without running:
-// refused, timed out or cancelled. Approved calls get none.
-func heldOutcome(c protocol.Call, p *PendingStep, cancelled bool, cancelReason string) *Outcome {
+// refused or timed out. Approved calls get none. (A cancelled step's
+// calls are all answered aborted by Resolve.)
+func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
 	v := p.Verdict
 	switch {
-	case cancelled || v.By == ByCancel:
-		reason := cancelReason
-		if v.By == ByCancel {
-			reason = v.Reason
-		}
-		return notRun(c, cancelCause(reason))
 	case v.By == ByTimeout:
 		return errorOutcome(c, tools.Errorf(tools.Rejected, "Not run: %s: nobody approved this call by %s. Ask whether it is still wanted before calling it again.",
 			protocol.ApprovalTimedOut, p.ExpiresAt.UTC().Format(time.RFC3339)))
@@ -361,6 +356,11 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if err != nil {
 		return fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
+	if p.Verdict.By == ByCancel {
+		// The note decides even where the mark is missing (its write
+		// failed where the cancel was heard): the step is cancelled.
+		cancelled, reason = true, p.Verdict.Reason
+	}
 	st := &protocol.Step{AgentID: p.AgentID, TurnID: p.TurnID, Step: p.Step, Context: p.Context, Items: len(p.Calls)}
 	stored := make(map[string]*HeldCall, len(p.Calls))
 	for i := range p.Calls {
@@ -368,13 +368,19 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 		c := protocol.Call{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
 		st.Calls = append(st.Calls, c)
 		switch {
-		case h.Approval != "" && h.Outcome == nil:
-			if o := heldOutcome(c, p, cancelled, reason); o != nil {
+		case h.Outcome != nil:
+			stored[c.CallID] = h
+		case h.Valid == nil: // a tool search: it runs, or is aborted, as in any step
+		case cancelled:
+			// Every call validation did not refuse, held or not.
+			stored[c.CallID] = &HeldCall{Outcome: notRun(c, cancelCause(reason))}
+		case h.Approval != "":
+			if o := heldOutcome(c, p); o != nil {
 				stored[c.CallID] = &HeldCall{Outcome: o}
 				continue
 			}
 			stored[c.CallID] = h
-		case h.Outcome != nil || h.Valid != nil:
+		default:
 			stored[c.CallID] = h
 		}
 	}
@@ -382,5 +388,6 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if err != nil {
 		return err
 	}
+	res.EndTurn = res.EndTurn || cancelled
 	return r.Emitter.StepDone(ctx, res.stepDone(st))
 }

@@ -115,3 +115,26 @@ func TestApprovalHostileAnswers(t *testing.T) {
 		t.Errorf("marks %v", m)
 	}
 }
+
+// TestApprovalCancelNoteWithoutItsMark: a worker that heard a cancel but
+// could not write the turn's cancel mark still publishes its note; the
+// step the note decides is a cancelled step all the same: every call
+// that validation did not refuse aborted (the one that needed no
+// approval too), and end_turn set.
+func TestApprovalCancelNoteWithoutItsMark(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
+	ev := r.g.watch("a1", "n1")
+	r.g.sendStep("a1", "n1", 0, fc("c1", "mark", `{"label":"x"}`), fc("c2", "ping", `{}`), fc("c3", "nope", `{}`))
+	pendingEvent(t, ev, "a1", "n1", 0)
+	r.g.publish(protocol.Subject(protocol.PrefixApprovalCancel, "a1", "n1"), "a1.n1.cancel", protocol.Cancel{Reason: "user left"})
+	outs, done := ev.untilDone()
+	if errKind(outs["c1"]) != "aborted" || errKind(outs["c2"]) != "aborted" || errKind(outs["c3"]) != "unknown_tool" || !done.EndTurn {
+		t.Fatalf("outputs %+v, step.done %s", outs, done.Raw)
+	}
+	if _, text := itemOutput(t, outs["c2"].Item); !strings.Contains(text, "user left") {
+		t.Errorf("the model reads %q", text)
+	}
+	if m := r.marks(); len(m) != 0 {
+		t.Errorf("marks %v", m)
+	}
+}
