@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -137,4 +138,28 @@ func TestApprovalCancelNoteWithoutItsMark(t *testing.T) {
 	if m := r.marks(); len(m) != 0 {
 		t.Errorf("marks %v", m)
 	}
+}
+
+// TestApprovalTimerOfAnExpiredRecord: a pending step's record that left
+// TURN_STATE before its timer fired (a fleet member shrank the bucket's
+// TTL, an operator purged it) can never be finished; the fired timer is
+// dead-lettered to the turn's dead letters with its reason, so that the
+// gateway learns that the step will get no step.done.
+func TestApprovalTimerOfAnExpiredRecord(t *testing.T) {
+	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}, Timeout: 2 * time.Second})
+	ev := r.g.watch("a1", "x1")
+	dead := r.g.watchSubject(protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "x1"))
+	r.g.sendStep("a1", "x1", 0, fc("c1", "mark", `{"label":"x"}`))
+	pendingEvent(t, ev, "a1", "x1", 0)
+	kv, err := r.g.js.KeyValue(context.Background(), protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), bus.PendingKey("a1", "x1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := dead.next().Header.Get(bus.HeaderDeadReason); !strings.Contains(got, "step 0 of turn a1.x1 is not pending approval") {
+		t.Errorf("dead-letter reason %q", got)
+	}
+	ev.quiet(200 * time.Millisecond)
 }
