@@ -38,10 +38,12 @@ func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.Pendin
 	if err != nil {
 		return nil, err
 	}
-	if budget := int(s.Pub.MaxPayload()) - protocol.Margin; len(data) > budget {
+	// The record must take its verdict later: a record that is stored but
+	// cannot be decided would wait for its timer whatever the answer.
+	if budget, need := int(s.Pub.MaxPayload())-protocol.Margin, len(data)+verdictRoom(p); need > budget {
 		// The same on every delivery: the step is dead-lettered.
-		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes, over the %d bytes one message may hold; send fewer or smaller calls per step",
-			protocol.ErrMalformed, len(data), budget)
+		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes with room for its decision, over the %d bytes one message may hold; send fewer or smaller calls per step",
+			protocol.ErrMalformed, need, budget)
 	}
 	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
 	_, err = kv.Create(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data)
@@ -60,6 +62,21 @@ func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.Pendin
 	return had, err
 }
 
+// verdictRoom bounds what deciding p adds to its record: the verdict with
+// the longest reason kept, and a decision per held call with its id and
+// the longest reason kept (protocol.ClipReason bounds both encoded).
+func verdictRoom(p *turn.PendingStep) int {
+	const decisionFrame = len(`{"call_id":"","approved":false,"reason":""},`)
+	n := len(`,"verdict":{"by":"timeout","seq":18446744073709551615,"decisions":[],"reason":""}`) + protocol.MaxReasonBytes
+	for _, c := range p.Calls {
+		if c.Approval != "" {
+			id, _ := json.Marshal(c.CallID)
+			n += decisionFrame + len(id) + protocol.MaxReasonBytes
+		}
+	}
+	return n
+}
+
 // Announce implements turn.Approvals: the step's timer, then its
 // step.pending event, each with its message id, so that announcing again
 // stores nothing new.
@@ -73,7 +90,23 @@ func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
 		return fmt.Errorf("scheduling the pending step's timeout: %w", err)
 	}
 	ev := p.Event()
-	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev)
+	if err := s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev); err != nil {
+		return err
+	}
+	// A cancel that came after the step read the mark, and whose note was
+	// consumed before this record existed, found no step to finish: the
+	// step would wait for its timer. The mark is read again now that the
+	// record is stored (a cancel after this read finds the record), and a
+	// note of the step's own finishes it.
+	cancelled, reason, err := s.readCancelMark(ctx, p.AgentID, p.TurnID)
+	if err != nil {
+		return fmt.Errorf("reading the turn's cancel mark: %w", err)
+	}
+	if !cancelled {
+		return nil
+	}
+	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, p.AgentID, p.TurnID),
+		protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
 }
 
 // PendingStep reads a pending step's record and its revision; nil when

@@ -155,11 +155,19 @@ func (d *DeadLetters) logger() *slog.Logger {
 }
 
 // deadSubject keeps the agent and turn tokens of the original subject
-// (the stream's filter guarantees there are two).
+// (the stream's filter guarantees there are two): the third and fourth,
+// or, on a pending step's timeout and a turn's cancel note
+// (turn.approval.timeout.<agent>.<turn>.<step>,
+// turn.approval.cancel.<agent>.<turn>), the fourth and fifth, so that
+// the turn's gateway sees those too.
 func deadSubject(subject string) string {
 	t := subjectTokens(subject)
-	if len(t) == 4 {
+	switch {
+	case len(t) == 4:
 		return protocol.Subject(protocol.PrefixDead, t[2], t[3])
+	case (len(t) == 6 && strings.HasPrefix(subject, protocol.PrefixApprovalTimeout+".") || len(t) == 5 && strings.HasPrefix(subject, protocol.PrefixApprovalCancel+".")) &&
+		protocol.ValidID(t[3]) && protocol.ValidID(t[4]):
+		return protocol.Subject(protocol.PrefixDead, t[3], t[4])
 	}
 	return protocol.Subject(protocol.PrefixDead, "_", "_")
 }

@@ -52,3 +52,22 @@ func TestDeadLetterFitsMaxPayload(t *testing.T) {
 		})
 	}
 }
+
+func TestDeadSubject(t *testing.T) {
+	for subject, want := range map[string]string{
+		"turn.call.a1.t1":                 "turn.dead.a1.t1",
+		"turn.approval.a1.t1":             "turn.dead.a1.t1",
+		"turn.approval.timeout.a1.t1.3":   "turn.dead.a1.t1",
+		"turn.approval.timeout.a1.t1.x":   "turn.dead.a1.t1",
+		"turn.approval.cancel.a1.t1":      "turn.dead.a1.t1",
+		"turn.approval.cancel.a1.t1.x":    "turn.dead._._",
+		"turn.approval.timeout.a1.t1.3.4": "turn.dead._._",
+		"turn.approval.timeout.a$1.t1.3":  "turn.dead._._",
+		"turn.approval.other.a1.t1":       "turn.dead._._",
+		"turn.approval.timer.a1.t1.3":     "turn.dead._._",
+	} {
+		if got := deadSubject(subject); got != want {
+			t.Errorf("%s: %s, want %s", subject, got, want)
+		}
+	}
+}

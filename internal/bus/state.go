@@ -218,6 +218,12 @@ func (s *TurnState) Cancelled(ctx context.Context, agentID, turnID string) (bool
 	if ok || watching {
 		return ok, reason, nil
 	}
+	return s.readCancelMark(ctx, agentID, turnID)
+}
+
+// readCancelMark reads the turn's cancel mark from the bucket, not the
+// mirror, which a watch fills a little after another worker wrote it.
+func (s *TurnState) readCancelMark(ctx context.Context, agentID, turnID string) (bool, string, error) {
 	e, err := s.KV.Get(ctx, protocol.TurnKey(agentID, turnID, "cancel"))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, "", nil

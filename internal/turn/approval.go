@@ -63,9 +63,21 @@ func (p Policy) With(scope protocol.ApprovalScope) Policy {
 	case protocol.ApprovalAll:
 		p.All = true
 	}
-	if len(scope.Names) > 0 {
-		p.Names = append(slices.Clip(p.Names), scope.Names...)
+	// A level in the list means what it means in the flag's list: a
+	// gateway that writes ["destructive", "ns.*"] holds both, rather than
+	// a tool named "destructive" and, silently, no destructive call.
+	names := slices.Clip(p.Names)
+	for _, n := range scope.Names {
+		switch n {
+		case protocol.ApprovalDestructive:
+			p.Destructive = true
+		case protocol.ApprovalAll:
+			p.All = true
+		default:
+			names = append(names, n)
+		}
 	}
+	p.Names = names
 	return p
 }
 
@@ -284,16 +296,11 @@ func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
 }
 
 // heldOutcome is the outcome a decided pending call gets without running:
-// refused, timed out or cancelled. Approved calls get none.
-func heldOutcome(c protocol.Call, p *PendingStep, cancelled bool, cancelReason string) *Outcome {
+// refused or timed out. Approved calls get none. (A cancelled step's
+// calls are all answered aborted by Resolve.)
+func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
 	v := p.Verdict
 	switch {
-	case cancelled || v.By == ByCancel:
-		reason := cancelReason
-		if v.By == ByCancel {
-			reason = v.Reason
-		}
-		return notRun(c, cancelCause(reason))
 	case v.By == ByTimeout:
 		return errorOutcome(c, tools.Errorf(tools.Rejected, "Not run: %s: nobody approved this call by %s. Ask whether it is still wanted before calling it again.",
 			protocol.ApprovalTimedOut, p.ExpiresAt.UTC().Format(time.RFC3339)))
@@ -349,6 +356,11 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if err != nil {
 		return fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
+	if p.Verdict.By == ByCancel {
+		// The note decides even where the mark is missing (its write
+		// failed where the cancel was heard): the step is cancelled.
+		cancelled, reason = true, p.Verdict.Reason
+	}
 	st := &protocol.Step{AgentID: p.AgentID, TurnID: p.TurnID, Step: p.Step, Context: p.Context, Items: len(p.Calls)}
 	stored := make(map[string]*HeldCall, len(p.Calls))
 	for i := range p.Calls {
@@ -356,13 +368,19 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 		c := protocol.Call{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
 		st.Calls = append(st.Calls, c)
 		switch {
-		case h.Approval != "" && h.Outcome == nil:
-			if o := heldOutcome(c, p, cancelled, reason); o != nil {
+		case h.Outcome != nil:
+			stored[c.CallID] = h
+		case h.Valid == nil: // a tool search: it runs, or is aborted, as in any step
+		case cancelled:
+			// Every call validation did not refuse, held or not.
+			stored[c.CallID] = &HeldCall{Outcome: notRun(c, cancelCause(reason))}
+		case h.Approval != "":
+			if o := heldOutcome(c, p); o != nil {
 				stored[c.CallID] = &HeldCall{Outcome: o}
 				continue
 			}
 			stored[c.CallID] = h
-		case h.Outcome != nil || h.Valid != nil:
+		default:
 			stored[c.CallID] = h
 		}
 	}
@@ -370,10 +388,6 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if err != nil {
 		return err
 	}
-	done := &protocol.StepDone{
-		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
-	}
-	res.Version(st, done)
-	return r.Emitter.StepDone(ctx, done)
+	res.EndTurn = res.EndTurn || cancelled
+	return r.Emitter.StepDone(ctx, res.stepDone(st))
 }

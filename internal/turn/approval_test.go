@@ -47,6 +47,10 @@ func TestPolicy(t *testing.T) {
 		// The context only adds.
 		{"destructive", protocol.ApprovalScope{Names: []string{"files.*"}}, []string{"run_command", "files.delete_issue"}},
 		{"all", protocol.ApprovalScope{Names: []string{"read_file"}}, []string{"run_command", "read_file", "github.delete_issue", "github.list_issues", "files.delete_issue"}},
+		// A level in a context's list holds what it holds in the flag's:
+		// a gateway that writes ["destructive", "files.*"] gets both.
+		{"none", protocol.ApprovalScope{Names: []string{"destructive", "files.*"}}, []string{"run_command", "files.delete_issue"}},
+		{"none", protocol.ApprovalScope{Names: []string{"all"}}, []string{"run_command", "read_file", "github.delete_issue", "github.list_issues", "files.delete_issue"}},
 	} {
 		p, err := turn.ParsePolicy(c.flag)
 		if err != nil {
@@ -163,5 +167,78 @@ func TestHeldStepRunsTheStoredArguments(t *testing.T) {
 	}
 	if len(em.done) != 1 || len(em.done[0].Items) != 4 || em.done[0].EndTurn {
 		t.Errorf("step.done %+v", em.done)
+	}
+}
+
+// decideAll approves every held call of the step held in ap.
+func decideAll(ap *memApprovals, n int64) *turn.PendingStep {
+	p := ap.held[n]
+	var ds []protocol.Decision
+	for _, c := range p.Calls {
+		if c.Approval != "" {
+			ds = append(ds, protocol.Decision{CallID: c.CallID, Approved: true})
+		}
+	}
+	p.State, p.Verdict = turn.StateDecided, &turn.Verdict{By: turn.ByAnswer, Decisions: ds}
+	return p
+}
+
+// TestApprovedMediaKeepTheirNotesInStepDone: an approved call's media
+// output reaches step.done with its notes, as a step that was never held
+// does, so that a step.done too large for one event replaces each medium
+// by what its own note says.
+func TestApprovedMediaKeepTheirNotesInStepDone(t *testing.T) {
+	shot := mediaTool(t, "shot", "A screenshot.", tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 2, 2, false), Source: "shots/a.png in your home"})
+	r, em, _ := newRunner(t, shot)
+	if err := r.Run(context.Background(), step(0, call("c1", "shot", `{"text":"x"}`))); err != nil {
+		t.Fatal(err)
+	}
+	ap := &memApprovals{held: map[int64]*turn.PendingStep{}}
+	r.Approval, r.Approvals = turn.Policy{Names: []string{"shot"}}, ap
+	if err := r.Run(context.Background(), step(1, call("c2", "shot", `{"text":"x"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Resolve(context.Background(), decideAll(ap, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(em.done) != 2 || len(em.done[0].MediaNotes) != 1 || len(em.done[0].MediaNotes[0]) == 0 {
+		t.Fatalf("step.done events %+v", em.done)
+	}
+	if len(em.done[1].MediaNotes) != 1 || !slices.Equal(em.done[1].MediaNotes[0], em.done[0].MediaNotes[0]) {
+		t.Errorf("the approved call's step.done has notes %q, the step never held %q", em.done[1].MediaNotes, em.done[0].MediaNotes)
+	}
+}
+
+// TestApprovedDeferredCallRunsAfterItsLoadExpired: a held call of a
+// deferred tool was loaded when it was held (otherwise it is answered
+// not_loaded and never offered); the loaded set may leave TURN_STATE
+// with its TTL while the person decides, which must not turn the
+// approved call into not_loaded.
+func TestApprovedDeferredCallRunsAfterItsLoadExpired(t *testing.T) {
+	var ran int
+	mail := newTool(t, "mail", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+		ran++
+		return tools.Result{Content: "sent"}, nil
+	}, deferred, describe("Send an email."))
+	r, em, st := newRunner(t, mail)
+	ap := &memApprovals{held: map[int64]*turn.PendingStep{}}
+	r.Approval, r.Approvals = turn.Policy{Names: []string{"mail"}}, ap
+	if err := st.AddLoaded(context.Background(), "a1", "t1", []string{"mail"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background(), step(1, call("c1", "mail", `{"text":"hi"}`))); err != nil {
+		t.Fatal(err)
+	}
+	if p := ap.held[1]; p == nil || p.Calls[0].Approval == "" {
+		t.Fatalf("not held: %+v", p)
+	}
+	st.mu.Lock()
+	delete(st.loaded, "a1.t1") // the TTL took it
+	st.mu.Unlock()
+	if err := r.Resolve(context.Background(), decideAll(ap, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if o := em.output("c1"); o == nil || o.Status != "ok" || ran != 1 {
+		t.Errorf("approved deferred call: %+v, ran %d times", o, ran)
 	}
 }

@@ -354,7 +354,10 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		return p
 	}
 	sp := t.Spec()
-	if sp.DeferLoading && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
+	// A stored call of a deferred tool was loaded when it was held; the
+	// loaded set may have left TURN_STATE with its TTL while a person
+	// decided.
+	if sp.DeferLoading && held == nil && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
 		p.outcome = errorOutcome(c, tools.Errorf(tools.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
 		return p
 	}

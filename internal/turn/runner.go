@@ -67,13 +67,18 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 	if res.Held != nil {
 		return r.holdStep(ctx, st, res.Held)
 	}
+	return r.Emitter.StepDone(ctx, res.stepDone(st))
+}
+
+// stepDone is the step.done of a main-turn step, held or not.
+func (r *Result) stepDone(st *protocol.Step) *protocol.StepDone {
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		Items: res.Items(), EndTurn: res.EndTurn || len(st.Calls) == 0, CompleteActorEvent: res.CompleteActorEvent,
-		MediaNotes: res.MediaNotes(),
+		Items: r.Items(), EndTurn: r.EndTurn || len(st.Calls) == 0, CompleteActorEvent: r.CompleteActorEvent,
+		MediaNotes: r.MediaNotes(),
 	}
-	res.Version(st, done)
-	return r.Emitter.StepDone(ctx, done)
+	r.Version(st, done)
+	return done
 }
 
 // Version sets the message id version of a step's step.done

@@ -36,7 +36,10 @@ func (w *Worker) handleApproval(ctx context.Context, msg jetstream.Msg) error {
 		// tokens).
 	case len(t) == 6 && msg.Subject() == protocol.ApprovalTimeoutSubject(t[3], t[4], mustStep(t[5])):
 		step, _ := strconv.ParseInt(t[5], 10, 64)
-		return w.decide(ctx, t[3], t[4], step, seq, false, func(*turn.PendingStep) (*turn.Verdict, error) {
+		// A timer always follows its record's store; one that finds no
+		// record found it lost (expired with a TTL shrunk since, or
+		// purged): its step gets no step.done, which the dead letter says.
+		return w.decide(ctx, t[3], t[4], step, seq, true, func(*turn.PendingStep) (*turn.Verdict, error) {
 			return &turn.Verdict{By: turn.ByTimeout, Seq: seq}, nil
 		})
 	case len(t) == 5 && msg.Subject() == protocol.Subject(protocol.PrefixApprovalCancel, t[3], t[4]):
@@ -96,7 +99,7 @@ const decideAttempts = 5
 
 // decide records verdict's answer on the step's record unless the step
 // is decided already, then finishes the step. strict says that a message
-// for a step without a record is a dead letter (an answer); a timer or a
+// for a step without a record is a dead letter (an answer, a timer); a
 // cancel that finds none has nothing to do.
 func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64, seq uint64, strict bool, verdict func(*turn.PendingStep) (*turn.Verdict, error)) error {
 	log := w.log.With("agent_id", agentID, "turn_id", turnID, "step", step, "approvals_seq", seq)
