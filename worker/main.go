@@ -62,8 +62,10 @@ func run(ctx context.Context, o Options) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		fmt.Fprintln(os.Stderr, "Run worker --help for the flags.")
+		// A program of one's own (examples/custom-tool) says its own name.
+		name := filepath.Base(os.Args[0])
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		fmt.Fprintf(os.Stderr, "Run %s --help for the flags.\n", name)
 		return 2
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {

@@ -191,6 +191,26 @@ func TestMistypedFlagIsOneLineAndAHint(t *testing.T) {
 	}
 }
 
+// A program of one's own built on Main names itself, not "worker".
+func TestFlagErrorNamesTheProgram(t *testing.T) {
+	data, err := os.ReadFile(workerBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "my-tools")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--concurency", "3").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2", err)
+	}
+	if !strings.HasPrefix(string(out), "my-tools: ") || !strings.Contains(string(out), "Run my-tools --help for the flags.") {
+		t.Errorf("output, want the program's own name:\n%s", out)
+	}
+}
+
 // A port of the embedded server in use is named at once with the flags
 // that fix it; the client port, then the monitoring port.
 func TestPortInUse(t *testing.T) {
