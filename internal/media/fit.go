@@ -150,6 +150,8 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	switch {
 	case errors.Is(err, ErrTooManyPixels):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("at %d×%d pixels it is over the %d-megapixel limit of the images the worker decodes", info.Width, info.Height, opts.MaxPixels/1_000_000))
+	case errors.Is(err, ErrTooManyScans):
+		return noteFor(it, mime, len(it.Data), fmt.Sprintf("it is a JPEG of more than %d scans, too costly to decode", MaxScans))
 	case err != nil:
 		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+clipReason(err.Error())+")")
 	}

@@ -16,6 +16,7 @@ func FuzzFit(f *testing.F) {
 	f.Add(encodeGIF(f, noise(12, 9, false)), 9000)
 	f.Add(bomb(f, 30000, 30000), 1<<20)
 	f.Add([]byte("%PDF-1.7\n"), 100)
+	f.Add(progBomb(40, 30, 3), 3000)
 	f.Add(withBadChunk(f, encodePNG(f, noise(6, 6, true)), "iCCP"), 5000)
 	f.Fuzz(func(t *testing.T, data []byte, budget int) {
 		budget = max(budget%(256<<10), 0)

@@ -85,6 +85,67 @@ func bomb(t testing.TB, w, h uint32) []byte {
 	return out
 }
 
+// progBomb is a progressive grayscale JPEG of w×h whose scans are AC
+// scans made of end-of-band runs: a few bytes each, every one visiting
+// every block.
+func progBomb(w, h, scans int) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0xff, 0xd8})
+	// DQT
+	b.Write([]byte{0xff, 0xdb, 0, 67, 0})
+	for range 64 {
+		b.WriteByte(1)
+	}
+	// SOF2
+	b.Write([]byte{0xff, 0xc2, 0, 11, 8})
+	binary.Write(&b, binary.BigEndian, uint16(h))
+	binary.Write(&b, binary.BigEndian, uint16(w))
+	b.Write([]byte{1, 1, 0x11, 0})
+	// DHT: DC table 0 one code length 1 for symbol 0; AC table 0 one code length 1 for 0xE0
+	b.Write([]byte{0xff, 0xc4, 0, 20, 0x00, 1})
+	b.Write(make([]byte, 15))
+	b.WriteByte(0)
+	b.Write([]byte{0xff, 0xc4, 0, 20, 0x10, 1})
+	b.Write(make([]byte, 15))
+	b.WriteByte(0xe0)
+	blocks := ((w + 7) / 8) * ((h + 7) / 8)
+	codes := (blocks + 16383) / 16384
+	dataBytes := (codes*15 + 7) / 8
+	for range scans {
+		b.Write([]byte{0xff, 0xda, 0, 8, 1, 1, 0x00, 1, 1, 0})
+		b.Write(make([]byte, dataBytes+1))
+	}
+	b.Write([]byte{0xff, 0xd9})
+	return b.Bytes()
+}
+
+// TestScanBombIsNotDecoded: a progressive JPEG of end-of-band scans costs
+// a few bytes a scan and a pass over every block to decode; past MaxScans
+// it is refused unread (1000 scans at 25 megapixels took 30 s of a core
+// before), and up to it an image decodes as before.
+func TestScanBombIsNotDecoded(t *testing.T) {
+	data := progBomb(5000, 5000, 1000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p := Fit([]Item{{Data: data}}, DefaultBudget, Options{})[0]
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("fitting a scan bomb allocated %d bytes", grown)
+	}
+	if want := "because it is a JPEG of more than 100 scans, too costly to decode]"; p.Kind != Text || !strings.HasSuffix(p.Text, want) {
+		t.Errorf("got %+v, want a note ending %q", p, want)
+	}
+	for scans, kept := range map[int]bool{MaxScans: true, MaxScans + 1: false} {
+		p := Fit([]Item{{Data: progBomb(64, 48, scans)}}, DefaultBudget, Options{})[0]
+		if (p.Kind == Image) != kept {
+			t.Errorf("%d scans: kept %v, want %v (%s)", scans, p.Kind == Image, kept, p.Text)
+		}
+	}
+	if n := jpegScans(encodeJPEG(t, noise(30, 20, false))); n != 1 {
+		t.Errorf("a baseline JPEG counted %d scans", n)
+	}
+}
+
 func TestSniff(t *testing.T) {
 	// testdata/gopher.webp is golang.org/x/image's
 	// testdata/gopher-doc.1bpp.lossless.webp (BSD licence): a real WebP,
