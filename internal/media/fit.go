@@ -160,7 +160,11 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	if mime != GIF && DataURLLen(mime, len(data)) <= share {
 		return Part{Kind: Image, URL: DataURL(mime, data), Note: StepNote(it, mime, len(data))}
 	}
-	out, data, err := shrink(img, share, mime == GIF)
+	o := 1
+	if mime == JPEG {
+		o = jpegOrientation(data)
+	}
+	out, data, err := shrink(img, share, mime == GIF, o)
 	if err != nil {
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, Size(budget)))
 	}

@@ -42,3 +42,20 @@ func FuzzFit(f *testing.F) {
 		}
 	})
 }
+
+// FuzzJPEGMarkers runs the marker walks that read a JPEG before it is
+// decoded (its scans, its EXIF orientation) over untrusted bytes: they
+// must not panic, and the orientation is one of EXIF's eight.
+func FuzzJPEGMarkers(f *testing.F) {
+	f.Add(progBomb(16, 16, 3))
+	f.Add(withOrientation(encodeJPEG(f, noise(8, 8, false)), 6, "II"))
+	f.Add([]byte("\xff\xd8\xff\xe1\x00\x10Exif\x00\x00MM\x00\x2a\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if n := jpegScans(data); n < 0 || n > len(data) {
+			t.Fatalf("%d scans in %d bytes", n, len(data))
+		}
+		if o := jpegOrientation(data); o < 1 || o > 8 {
+			t.Fatalf("orientation %d", o)
+		}
+	})
+}

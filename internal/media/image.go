@@ -182,9 +182,10 @@ func decodePixels(mime string, data []byte) (img image.Image, err error) {
 // shrink encodes img so that its data URL is at most maxURL bytes: as
 // JPEG when it is opaque, as PNG when it has transparency, scaled down
 // as far as needed (never up); as PNG too when asPNG is set (a GIF's
-// frame: few colours, which PNG keeps exact and small). It returns the
-// type and the bytes.
-func shrink(img image.Image, maxURL int, asPNG bool) (string, []byte, error) {
+// frame: few colours, which PNG keeps exact and small). The copy is
+// turned as EXIF orientation o says (it carries no EXIF of its own). It
+// returns the type and the bytes.
+func shrink(img image.Image, maxURL int, asPNG bool, o int) (string, []byte, error) {
 	mime, perPixel := JPEG, 0.35
 	if o, ok := img.(interface{ Opaque() bool }); asPNG || ok && !o.Opaque() {
 		mime, perPixel = PNG, 2.0
@@ -204,9 +205,9 @@ func shrink(img image.Image, maxURL int, asPNG bool) (string, []byte, error) {
 		var buf bytes.Buffer
 		var err error
 		if mime == JPEG {
-			err = jpeg.Encode(&buf, cur, &jpeg.Options{Quality: jpegQuality})
+			err = jpeg.Encode(&buf, orient(cur, o), &jpeg.Options{Quality: jpegQuality})
 		} else {
-			err = (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, cur)
+			err = (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, orient(cur, o))
 		}
 		if err != nil {
 			return "", nil, err

@@ -419,3 +419,80 @@ func TestFitBoundsTheItems(t *testing.T) {
 		}
 	}
 }
+
+// withOrientation inserts an EXIF APP1 segment of orientation o after a
+// JPEG's SOI marker, in byte order bo ("MM" or "II").
+func withOrientation(data []byte, o uint16, bo string) []byte {
+	var order binary.AppendByteOrder = binary.BigEndian
+	if bo == "II" {
+		order = binary.LittleEndian
+	}
+	tiff := []byte(bo)
+	tiff = order.AppendUint16(tiff, 42)
+	tiff = order.AppendUint32(tiff, 8)
+	tiff = order.AppendUint16(tiff, 1)
+	tiff = order.AppendUint16(tiff, 0x0112)
+	tiff = order.AppendUint16(tiff, 3)
+	tiff = order.AppendUint32(tiff, 1)
+	tiff = order.AppendUint16(tiff, o)
+	tiff = append(tiff, 0, 0, 0, 0, 0, 0)
+	seg := append([]byte("Exif\x00\x00"), tiff...)
+	out := append([]byte{0xff, 0xd8, 0xff, 0xe1}, byte((len(seg)+2)>>8), byte(len(seg)+2))
+	out = append(out, seg...)
+	return append(out, data[2:]...)
+}
+
+// TestFitTurnsAScaledPhoto: a phone's photo is stored sideways with an
+// EXIF orientation; its scaled copy has no EXIF, so it is turned in its
+// pixels and reaches the model upright.
+func TestFitTurnsAScaledPhoto(t *testing.T) {
+	// Left half red, right half blue, noisy so that it must be scaled.
+	img := noise(800, 200, false)
+	for y := range 200 {
+		for x := range 800 {
+			i := img.PixOffset(x, y)
+			if x < 400 {
+				img.Pix[i+2] = 0
+			} else {
+				img.Pix[i] = 0
+			}
+			img.Pix[i+1] = 0
+		}
+	}
+	plain := encodeJPEG(t, img)
+	// red reports whether the top left corner of the part's image is red.
+	red := func(p Part) (int, int, bool) {
+		_, data := fromURL(t, p.URL)
+		m, _, err := image.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := m.Bounds()
+		var rs, bs uint32
+		for y := range b.Dy() / 4 {
+			for x := range b.Dx() / 4 {
+				r, _, bl, _ := m.At(b.Min.X+x, b.Min.Y+y).RGBA()
+				rs, bs = rs+r, bs+bl
+			}
+		}
+		return b.Dx(), b.Dy(), rs > bs
+	}
+	for _, tc := range []struct {
+		o        uint16
+		bo       string
+		tall     bool
+		redFirst bool
+	}{{1, "MM", false, true}, {3, "II", false, false}, {6, "MM", true, true}, {8, "II", true, false}, {2, "MM", false, false}} {
+		p := Fit([]Item{{Data: withOrientation(plain, tc.o, tc.bo)}}, 20<<10, Options{})[0]
+		if p.Kind != Image {
+			t.Fatalf("orientation %d: %s", tc.o, p.Text)
+		}
+		w, h, r := red(p)
+		if (h > w) != tc.tall || r != tc.redFirst {
+			t.Errorf("orientation %d: %d×%d, red top left %v; want tall %v, red %v", tc.o, w, h, r, tc.tall, tc.redFirst)
+		}
+	}
+	if o := jpegOrientation(plain); o != 1 {
+		t.Errorf("a JPEG without EXIF has orientation %d", o)
+	}
+}
