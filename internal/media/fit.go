@@ -1,6 +1,7 @@
 package media
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -71,13 +72,22 @@ type Slots chan struct{}
 // NewSlots returns n slots.
 func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
 
-func (s Slots) take() func() {
+// take waits for a slot, or for ctx to be done.
+func (s Slots) take(ctx context.Context) (func(), error) {
 	if s == nil {
-		return func() {}
+		return func() {}, ctx.Err()
 	}
-	s <- struct{}{}
-	return func() { <-s }
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
+
+// stoppedReason is the note's reason for an image left out because Fit's
+// context ended first.
+const stoppedReason = "its call was stopped before the image was fitted"
 
 // MaxItems bounds the media of one output: the rest are left out with one
 // note, so that a server sending thousands of tiny images costs neither
@@ -91,12 +101,16 @@ const MaxItems = 20
 // and anything else is replaced by a note, leaving its share to the
 // items after it. Parts come back in the order of items; past MaxItems,
 // one note stands for all the rest.
-func Fit(items []Item, budget int, opts Options) []Part {
+//
+// ctx bounds the work: once it is done (the call's turn was aborted), the
+// images not yet fitted become notes, and a decode under way stops at its
+// next read of the image's bytes.
+func Fit(ctx context.Context, items []Item, budget int, opts Options) []Part {
 	if opts.MaxPixels <= 0 {
 		opts.MaxPixels = DefaultMaxPixels
 	}
 	if len(items) > MaxItems {
-		parts := Fit(items[:MaxItems], budget, opts)
+		parts := Fit(ctx, items[:MaxItems], budget, opts)
 		return append(parts, Part{Kind: Text, Text: fmt.Sprintf("[left out: %d more images and files, because one output holds at most %d]", len(items)-MaxItems, MaxItems)})
 	}
 	order := make([]int, len(items))
@@ -108,7 +122,7 @@ func Fit(items []Item, budget int, opts Options) []Part {
 	left := budget
 	for k, i := range order {
 		share := left / (len(items) - k)
-		parts[i] = fitOne(items[i], share, budget, opts)
+		parts[i] = fitOne(ctx, items[i], share, budget, opts)
 		left -= len(parts[i].URL)
 	}
 	return parts
@@ -116,12 +130,12 @@ func Fit(items []Item, budget int, opts Options) []Part {
 
 // fitOne fits one item into share bytes of URL; budget is the whole
 // output's, for the notes.
-func fitOne(it Item, share, budget int, opts Options) Part {
+func fitOne(ctx context.Context, it Item, share, budget int, opts Options) Part {
 	mime := Sniff(it.Data)
 	declared := strings.ToLower(strings.TrimSpace(it.MIMEType))
 	switch {
 	case IsImage(mime):
-		return fitImage(it, mime, share, budget, opts)
+		return fitImage(ctx, it, mime, share, budget, opts)
 	case mime == PDF:
 		// The name alone: a path would tell the provider nothing more.
 		name := path.Base(it.Filename)
@@ -140,14 +154,20 @@ func fitOne(it Item, share, budget int, opts Options) Part {
 	return noteFor(it, declared, len(it.Data), "the model reads only images (PNG, JPEG, GIF, WebP) and PDF files")
 }
 
-func fitImage(it Item, mime string, share, budget int, opts Options) Part {
+func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts Options) Part {
 	data := it.Data
 	if mime == PNG {
 		data = cleanPNG(data)
 	}
-	defer opts.Slots.take()()
-	img, info, err := decode(data, opts.MaxPixels)
+	release, err := opts.Slots.take(ctx)
+	if err != nil {
+		return noteFor(it, mime, len(it.Data), stoppedReason)
+	}
+	defer release()
+	img, info, err := decode(ctx, data, opts.MaxPixels)
 	switch {
+	case ctx.Err() != nil:
+		return noteFor(it, mime, len(it.Data), stoppedReason)
 	case errors.Is(err, ErrTooManyPixels):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("at %d×%d pixels it is over the %d-megapixel limit of the images the worker decodes", info.Width, info.Height, opts.MaxPixels/1_000_000))
 	case errors.Is(err, ErrTooManyScans):
@@ -164,7 +184,10 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	if mime == JPEG {
 		o = jpegOrientation(data)
 	}
-	out, data, err := shrink(img, share, mime == GIF, o)
+	out, data, err := shrink(ctx, img, share, mime == GIF, o)
+	if ctx.Err() != nil {
+		return noteFor(it, mime, len(it.Data), stoppedReason)
+	}
 	if err != nil {
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, Size(budget)))
 	}

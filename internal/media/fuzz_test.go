@@ -21,7 +21,7 @@ func FuzzFit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, budget int) {
 		budget = max(budget%(256<<10), 0)
 		// A low pixel limit keeps each run fast; the check is the same.
-		parts := Fit([]Item{{MIMEType: "image/png", Data: data}}, budget, Options{MaxPixels: 1 << 20})
+		parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: data}}, budget, Options{MaxPixels: 1 << 20})
 		if len(parts) != 1 {
 			t.Fatalf("%d parts for one item", len(parts))
 		}

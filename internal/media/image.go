@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -89,7 +90,7 @@ func Probe(data []byte) (Info, error) {
 
 // decode decodes an image whose header says it has at most maxPixels
 // pixels. A GIF gives its first frame.
-func decode(data []byte, maxPixels int) (image.Image, Info, error) {
+func decode(ctx context.Context, data []byte, maxPixels int) (image.Image, Info, error) {
 	info, err := Probe(data)
 	if err != nil {
 		return nil, info, err
@@ -102,7 +103,7 @@ func decode(data []byte, maxPixels int) (image.Image, Info, error) {
 			return nil, info, fmt.Errorf("%w: %d scans is over %d", ErrTooManyScans, n, MaxScans)
 		}
 	}
-	img, err := decodePixels(info.MIMEType, data)
+	img, err := decodePixels(ctx, info.MIMEType, data)
 	if err != nil {
 		return nil, info, fmt.Errorf("%w: %v", ErrNotImage, err)
 	}
@@ -159,13 +160,13 @@ func jpegScans(data []byte) int {
 // decodePixels runs the decoder of mime. A decoder that panics on hostile
 // bytes (a bug, but in code that reads anything a server sends) is an
 // error, not a crashed worker.
-func decodePixels(mime string, data []byte) (img image.Image, err error) {
+func decodePixels(ctx context.Context, mime string, data []byte) (img image.Image, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			img, err = nil, fmt.Errorf("the decoder failed: %v", r)
 		}
 	}()
-	r := bytes.NewReader(data)
+	r := &ctxReader{ctx: ctx, r: bytes.NewReader(data)}
 	switch mime {
 	case PNG:
 		return png.Decode(r)
@@ -179,13 +180,35 @@ func decodePixels(mime string, data []byte) (img image.Image, err error) {
 	return nil, ErrNotImage
 }
 
+// readChunk is the most a decoder gets from one read: it reads again at
+// least every readChunk bytes, and so sees its context end soon (a
+// progressive JPEG's scan may be a few bytes, and cost a pass over every
+// block).
+const readChunk = 256
+
+// ctxReader reads r in chunks of at most readChunk, until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   *bytes.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if len(p) > readChunk {
+		p = p[:readChunk]
+	}
+	return c.r.Read(p)
+}
+
 // shrink encodes img so that its data URL is at most maxURL bytes: as
 // JPEG when it is opaque, as PNG when it has transparency, scaled down
 // as far as needed (never up); as PNG too when asPNG is set (a GIF's
 // frame: few colours, which PNG keeps exact and small). The copy is
 // turned as EXIF orientation o says (it carries no EXIF of its own). It
 // returns the type and the bytes.
-func shrink(img image.Image, maxURL int, asPNG bool, o int) (string, []byte, error) {
+func shrink(ctx context.Context, img image.Image, maxURL int, asPNG bool, o int) (string, []byte, error) {
 	mime, perPixel := JPEG, 0.35
 	if o, ok := img.(interface{ Opaque() bool }); asPNG || ok && !o.Opaque() {
 		mime, perPixel = PNG, 2.0
@@ -198,6 +221,9 @@ func shrink(img image.Image, maxURL int, asPNG bool, o int) (string, []byte, err
 	scale := math.Min(1, math.Sqrt(raw/perPixel/float64(w0*h0)))
 	cur := img
 	for range 12 {
+		if err := ctx.Err(); err != nil {
+			return "", nil, err
+		}
 		w, h := max(1, int(float64(w0)*scale)), max(1, int(float64(h0)*scale))
 		if w != cur.Bounds().Dx() || h != cur.Bounds().Dy() {
 			cur = resize(cur, w, h)

@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
@@ -127,7 +128,7 @@ func TestScanBombIsNotDecoded(t *testing.T) {
 	data := progBomb(5000, 5000, 1000)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	p := Fit([]Item{{Data: data}}, DefaultBudget, Options{})[0]
+	p := Fit(t.Context(), []Item{{Data: data}}, DefaultBudget, Options{})[0]
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
 		t.Errorf("fitting a scan bomb allocated %d bytes", grown)
@@ -136,7 +137,7 @@ func TestScanBombIsNotDecoded(t *testing.T) {
 		t.Errorf("got %+v, want a note ending %q", p, want)
 	}
 	for scans, kept := range map[int]bool{MaxScans: true, MaxScans + 1: false} {
-		p := Fit([]Item{{Data: progBomb(64, 48, scans)}}, DefaultBudget, Options{})[0]
+		p := Fit(t.Context(), []Item{{Data: progBomb(64, 48, scans)}}, DefaultBudget, Options{})[0]
 		if (p.Kind == Image) != kept {
 			t.Errorf("%d scans: kept %v, want %v (%s)", scans, p.Kind == Image, kept, p.Text)
 		}
@@ -178,7 +179,7 @@ func TestFitKeepsWhatFits(t *testing.T) {
 	pngData := encodePNG(t, noise(20, 10, true))
 	webp, _ := os.ReadFile("testdata/gopher.webp")
 	pdf := []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
-	parts := Fit([]Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
+	parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
 	if parts[0].Kind != Image || parts[0].URL != DataURL(PNG, pngData) {
 		t.Errorf("a PNG that fits is sent as it is, got %+v", parts[0].Kind)
 	}
@@ -213,7 +214,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 			if len(c.data) < budget {
 				t.Fatalf("the test image is only %d bytes", len(c.data))
 			}
-			parts := Fit([]Item{{MIMEType: "image/png", Data: c.data, Source: "shots/a.png"}}, budget, Options{})
+			parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: c.data, Source: "shots/a.png"}}, budget, Options{})
 			p := parts[0]
 			if p.Kind != Image {
 				t.Fatalf("got a %v part: %s", p.Kind, p.Text)
@@ -245,7 +246,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 }
 
 func TestFitGIFBecomesPNG(t *testing.T) {
-	parts := Fit([]Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
+	parts := Fit(t.Context(), []Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
 	if mime, data := fromURL(t, parts[0].URL); mime != PNG || Sniff(data) != PNG {
 		t.Errorf("a GIF is sent as a PNG of its first frame, got %s", mime)
 	}
@@ -272,7 +273,7 @@ func TestFitNotes(t *testing.T) {
 		{"bomb", Item{MIMEType: "image/png", Data: bomb(t, 100000, 100000)}, []string{"at 100000×100000 pixels it is over the 25-megapixel limit"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			parts := Fit([]Item{c.item}, 32<<10, Options{})
+			parts := Fit(t.Context(), []Item{c.item}, 32<<10, Options{})
 			if len(parts) != 1 || parts[0].Kind != Text || parts[0].URL != "" {
 				t.Fatalf("want one text part, got %+v", parts)
 			}
@@ -291,7 +292,7 @@ func TestBombIsNotDecoded(t *testing.T) {
 	data := bomb(t, 40000, 40000)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	Fit([]Item{{Data: data}}, 1<<20, Options{})
+	Fit(t.Context(), []Item{{Data: data}}, 1<<20, Options{})
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
 		t.Errorf("fitting a bomb allocated %d bytes", grown)
@@ -304,7 +305,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 	big2 := encodeJPEG(t, noise(800, 600, false))
 	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 200<<10)...)
 	const budget = 96 << 10
-	parts := Fit([]Item{{Data: big1}, {Data: pdf}, {Data: small}, {Data: big2}}, budget, Options{})
+	parts := Fit(t.Context(), []Item{{Data: big1}, {Data: pdf}, {Data: small}, {Data: big2}}, budget, Options{})
 	total := 0
 	for _, p := range parts {
 		total += len(p.URL)
@@ -326,7 +327,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 }
 
 func TestFitTinyBudget(t *testing.T) {
-	parts := Fit([]Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
+	parts := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
 	if parts[0].Kind != Text || !strings.Contains(parts[0].Text, "even scaled down from 500×500 pixels") {
 		t.Errorf("an image that cannot fit even small is a note, got %+v", parts[0])
 	}
@@ -369,11 +370,11 @@ func TestFitRepairsBadAncillaryChunks(t *testing.T) {
 	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
 		t.Fatal("Go's decoder takes the broken file: the test does not test")
 	}
-	p := Fit([]Item{{Data: broken}}, 1<<20, Options{})[0]
+	p := Fit(t.Context(), []Item{{Data: broken}}, 1<<20, Options{})[0]
 	if p.Kind != Image || p.URL != DataURL(PNG, good) {
 		t.Errorf("a PNG with a broken iCCP chunk: %+v", p)
 	}
-	if p := Fit([]Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
+	if p := Fit(t.Context(), []Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
 		t.Errorf("a PNG with a broken critical chunk is kept")
 	}
 }
@@ -391,7 +392,7 @@ func TestSlotsAreGivenBack(t *testing.T) {
 	done := make(chan struct{})
 	for _, it := range items {
 		go func() {
-			Fit(it, 8<<10, Options{Slots: slots})
+			Fit(t.Context(), it, 8<<10, Options{Slots: slots})
 			done <- struct{}{}
 		}()
 	}
@@ -409,7 +410,7 @@ func TestFitBoundsTheItems(t *testing.T) {
 	for i := range items {
 		items[i] = Item{Data: one}
 	}
-	parts := Fit(items, 1<<20, Options{})
+	parts := Fit(t.Context(), items, 1<<20, Options{})
 	if len(parts) != MaxItems+1 || parts[MaxItems].Text != "[left out: 4980 more images and files, because one output holds at most 20]" {
 		t.Fatalf("%d parts, last %+v", len(parts), parts[len(parts)-1])
 	}
@@ -483,7 +484,7 @@ func TestFitTurnsAScaledPhoto(t *testing.T) {
 		tall     bool
 		redFirst bool
 	}{{1, "MM", false, true}, {3, "II", false, false}, {6, "MM", true, true}, {8, "II", true, false}, {2, "MM", false, false}} {
-		p := Fit([]Item{{Data: withOrientation(plain, tc.o, tc.bo)}}, 20<<10, Options{})[0]
+		p := Fit(t.Context(), []Item{{Data: withOrientation(plain, tc.o, tc.bo)}}, 20<<10, Options{})[0]
 		if p.Kind != Image {
 			t.Fatalf("orientation %d: %s", tc.o, p.Text)
 		}
@@ -494,5 +495,51 @@ func TestFitTurnsAScaledPhoto(t *testing.T) {
 	}
 	if o := jpegOrientation(plain); o != 1 {
 		t.Errorf("a JPEG without EXIF has orientation %d", o)
+	}
+}
+
+// doneAfter is a context that is done from its limit-th Err on: a
+// deterministic "cancelled while decoding".
+type doneAfter struct {
+	context.Context
+	calls, limit int
+}
+
+func (c *doneAfter) Err() error {
+	if c.calls++; c.calls > c.limit {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestFitStopsWithItsContext: images are left out once Fit's context is
+// done, and a decode under way stops at its next read (a 25-megapixel
+// JPEG of 100 scans, 6 KB, otherwise takes seconds).
+func TestFitStopsWithItsContext(t *testing.T) {
+	bomb := progBomb(5000, 5000, MaxScans)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	parts := Fit(ctx, []Item{{Data: bomb}, {Data: encodePNG(t, noise(10, 10, false))}, {Data: []byte("%PDF-1.4 x"), Filename: "a.pdf"}}, DefaultBudget, Options{Slots: NewSlots(1)})
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("fitting after the end allocated %d bytes", grown)
+	}
+	for i, p := range parts[:2] {
+		if p.Kind != Text || !strings.HasSuffix(p.Text, "because its call was stopped before the image was fitted]") {
+			t.Errorf("image %d: %+v", i, p)
+		}
+	}
+	if parts[2].Kind != File {
+		t.Errorf("a PDF costs nothing to keep: %+v", parts[2])
+	}
+	// Done after three reads of the file's 6 KB (readChunk each).
+	c := &doneAfter{Context: t.Context(), limit: 3}
+	if _, _, err := decode(c, bomb, DefaultMaxPixels); err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Errorf("a decode whose context ended: %v", err)
+	}
+	if c.calls != 4 {
+		t.Errorf("the decoder read %d times past its context's end", c.calls-4)
 	}
 }
