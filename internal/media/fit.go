@@ -7,6 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Item is an image or file a tool returned (the fields of tools.Media,
@@ -60,29 +62,46 @@ type Options struct {
 	// MaxPixels bounds the images decoded (DefaultMaxPixels).
 	MaxPixels int
 	// Slots, when set, bounds the images decoded and scaled at once
-	// across every Fit that shares it: each holds up to about four bytes
-	// per pixel while it works.
+	// across every Fit that shares it.
 	Slots Slots
 }
 
-// Slots bounds work done at once: a Fit takes a slot for each image it
-// decodes. A nil Slots bounds nothing.
-type Slots chan struct{}
+// Slots bound the images decoded and scaled at once, by their pixels: n
+// slots hold together at most MaxPixels, so up to n small images at once
+// but one of MaxPixels alone. What a decode holds goes with its pixels
+// (up to about 15 bytes each: a progressive colour JPEG's coefficients),
+// and a file of a few hundred bytes can declare 25 megapixels, so a
+// bound by count alone let n such files hold n times 360 MB. The zero
+// Slots bounds nothing.
+type Slots struct {
+	sem *semaphore.Weighted
+	n   int64
+}
 
-// NewSlots returns n slots.
-func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
+// NewSlots returns n slots (at least one).
+func NewSlots(n int) Slots {
+	n = max(n, 1)
+	return Slots{sem: semaphore.NewWeighted(int64(n)), n: int64(n)}
+}
 
-// take waits for a slot, or for ctx to be done.
-func (s Slots) take(ctx context.Context) (func(), error) {
-	if s == nil {
+// take waits for the slots an image of pixels pixels needs (its share of
+// maxPixels, at least one, at most all), or for ctx to be done.
+func (s Slots) take(ctx context.Context, pixels, maxPixels int64) (func(), error) {
+	if s.sem == nil {
 		return func() {}, ctx.Err()
 	}
-	select {
-	case s <- struct{}{}:
-		return func() { <-s }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	w := s.weight(pixels, maxPixels)
+	if err := s.sem.Acquire(ctx, w); err != nil {
+		return nil, err
 	}
+	return func() { s.sem.Release(w) }, nil
+}
+
+func (s Slots) weight(pixels, maxPixels int64) int64 {
+	if pixels <= 0 || pixels > maxPixels {
+		return 1 // refused, or not an image: no pixels are decoded
+	}
+	return min(max((pixels*s.n+maxPixels-1)/maxPixels, 1), s.n)
 }
 
 // stoppedReason is the note's reason for an image left out because Fit's
@@ -159,7 +178,11 @@ func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts
 	if mime == PNG {
 		data = cleanPNG(data)
 	}
-	release, err := opts.Slots.take(ctx)
+	var pixels int64
+	if info, err := Probe(data); err == nil {
+		pixels = int64(info.Width) * int64(info.Height)
+	}
+	release, err := opts.Slots.take(ctx, pixels, int64(opts.MaxPixels))
 	if err != nil {
 		return noteFor(it, mime, len(it.Data), stoppedReason)
 	}

@@ -399,8 +399,8 @@ func TestSlotsAreGivenBack(t *testing.T) {
 	for range items {
 		<-done
 	}
-	if len(slots) != 0 {
-		t.Errorf("%d slots still taken", len(slots))
+	if !slots.sem.TryAcquire(slots.n) {
+		t.Error("slots still taken")
 	}
 }
 
@@ -541,5 +541,43 @@ func TestFitStopsWithItsContext(t *testing.T) {
 	}
 	if c.calls != 4 {
 		t.Errorf("the decoder read %d times past its context's end", c.calls-4)
+	}
+}
+
+// TestSlotsBoundThePixels: an image of the whole pixel limit takes every
+// slot, small ones one each, so the images decoded at once hold at most
+// the limit's pixels together, however many slots there are.
+func TestSlotsBoundThePixels(t *testing.T) {
+	s := NewSlots(8)
+	const limit = 1 << 20
+	for _, c := range []struct{ pixels, want int64 }{
+		{1, 1}, {limit / 8, 1}, {limit/8 + 1, 2}, {limit / 2, 4}, {limit, 8}, {limit + 1, 1}, {0, 1},
+	} {
+		if got := s.weight(c.pixels, limit); got != c.want {
+			t.Errorf("%d pixels take %d slots, want %d", c.pixels, got, c.want)
+		}
+	}
+	// One slot held: a small image does not wait for it, a full-size one
+	// does (and, first in line, makes later ones wait behind it).
+	release, err := s.take(t.Context(), 1, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(10, 10, false))}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]; p.Kind != Image {
+		t.Errorf("small image: %+v", p)
+	}
+	big := encodePNG(t, image.NewGray(image.Rect(0, 0, 1024, 1024)))
+	done := make(chan Part)
+	go func() {
+		done <- Fit(t.Context(), []Item{{Data: big}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]
+	}()
+	select {
+	case p := <-done:
+		t.Fatalf("a full-size image was fitted while a slot was held: %+v", p)
+	default:
+	}
+	release()
+	if p := <-done; p.Kind != Image {
+		t.Errorf("full-size image: %+v", p)
 	}
 }

@@ -223,9 +223,9 @@ type Dispatcher struct {
 	// MediaBudget bounds the data URLs of one output's images and files
 	// (media.DefaultBudget), and is at most half of MaxEventBytes.
 	MediaBudget int
-	// MediaSlots, when set, bounds the images decoded and scaled at once
-	// by every step of this dispatcher (a 25-megapixel image holds up to
-	// ~360 MB).
+	// MediaSlots, when set, bounds the pixels of the images decoded and
+	// scaled at once by every step of this dispatcher (a 25-megapixel
+	// image holds up to ~360 MB).
 	MediaSlots media.Slots
 }
 
