@@ -30,7 +30,7 @@ func benchFit(b *testing.B, data []byte) {
 	b.SetBytes(int64(len(data)))
 	var out int
 	for b.Loop() {
-		p := Fit([]Item{{Data: data}}, DefaultBudget, Options{})[0]
+		p := Fit(b.Context(), []Item{{Data: data}}, DefaultBudget, Options{})[0]
 		if p.Kind != Image {
 			b.Fatalf("not an image: %s", p.Text)
 		}

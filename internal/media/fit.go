@@ -1,11 +1,14 @@
 package media
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Item is an image or file a tool returned (the fields of tools.Media,
@@ -59,25 +62,51 @@ type Options struct {
 	// MaxPixels bounds the images decoded (DefaultMaxPixels).
 	MaxPixels int
 	// Slots, when set, bounds the images decoded and scaled at once
-	// across every Fit that shares it: each holds up to about four bytes
-	// per pixel while it works.
+	// across every Fit that shares it.
 	Slots Slots
 }
 
-// Slots bounds work done at once: a Fit takes a slot for each image it
-// decodes. A nil Slots bounds nothing.
-type Slots chan struct{}
-
-// NewSlots returns n slots.
-func NewSlots(n int) Slots { return make(Slots, max(n, 1)) }
-
-func (s Slots) take() func() {
-	if s == nil {
-		return func() {}
-	}
-	s <- struct{}{}
-	return func() { <-s }
+// Slots bound the images decoded and scaled at once, by their pixels: n
+// slots hold together at most MaxPixels, so up to n small images at once
+// but one of MaxPixels alone. What a decode holds goes with its pixels
+// (up to about 15 bytes each: a progressive colour JPEG's coefficients),
+// and a file of a few hundred bytes can declare 25 megapixels, so a
+// bound by count alone let n such files hold n times 360 MB. The zero
+// Slots bounds nothing.
+type Slots struct {
+	sem *semaphore.Weighted
+	n   int64
 }
+
+// NewSlots returns n slots (at least one).
+func NewSlots(n int) Slots {
+	n = max(n, 1)
+	return Slots{sem: semaphore.NewWeighted(int64(n)), n: int64(n)}
+}
+
+// take waits for the slots an image of pixels pixels needs (its share of
+// maxPixels, at least one, at most all), or for ctx to be done.
+func (s Slots) take(ctx context.Context, pixels, maxPixels int64) (func(), error) {
+	if s.sem == nil {
+		return func() {}, ctx.Err()
+	}
+	w := s.weight(pixels, maxPixels)
+	if err := s.sem.Acquire(ctx, w); err != nil {
+		return nil, err
+	}
+	return func() { s.sem.Release(w) }, nil
+}
+
+func (s Slots) weight(pixels, maxPixels int64) int64 {
+	if pixels <= 0 || pixels > maxPixels {
+		return 1 // refused, or not an image: no pixels are decoded
+	}
+	return min(max((pixels*s.n+maxPixels-1)/maxPixels, 1), s.n)
+}
+
+// stoppedReason is the note's reason for an image left out because Fit's
+// context ended first.
+const stoppedReason = "its call was stopped before the image was fitted"
 
 // MaxItems bounds the media of one output: the rest are left out with one
 // note, so that a server sending thousands of tiny images costs neither
@@ -91,12 +120,16 @@ const MaxItems = 20
 // and anything else is replaced by a note, leaving its share to the
 // items after it. Parts come back in the order of items; past MaxItems,
 // one note stands for all the rest.
-func Fit(items []Item, budget int, opts Options) []Part {
+//
+// ctx bounds the work: once it is done (the call's turn was aborted), the
+// images not yet fitted become notes, and a decode under way stops at its
+// next read of the image's bytes.
+func Fit(ctx context.Context, items []Item, budget int, opts Options) []Part {
 	if opts.MaxPixels <= 0 {
 		opts.MaxPixels = DefaultMaxPixels
 	}
 	if len(items) > MaxItems {
-		parts := Fit(items[:MaxItems], budget, opts)
+		parts := Fit(ctx, items[:MaxItems], budget, opts)
 		return append(parts, Part{Kind: Text, Text: fmt.Sprintf("[left out: %d more images and files, because one output holds at most %d]", len(items)-MaxItems, MaxItems)})
 	}
 	order := make([]int, len(items))
@@ -108,7 +141,7 @@ func Fit(items []Item, budget int, opts Options) []Part {
 	left := budget
 	for k, i := range order {
 		share := left / (len(items) - k)
-		parts[i] = fitOne(items[i], share, budget, opts)
+		parts[i] = fitOne(ctx, items[i], share, budget, opts)
 		left -= len(parts[i].URL)
 	}
 	return parts
@@ -116,12 +149,12 @@ func Fit(items []Item, budget int, opts Options) []Part {
 
 // fitOne fits one item into share bytes of URL; budget is the whole
 // output's, for the notes.
-func fitOne(it Item, share, budget int, opts Options) Part {
+func fitOne(ctx context.Context, it Item, share, budget int, opts Options) Part {
 	mime := Sniff(it.Data)
 	declared := strings.ToLower(strings.TrimSpace(it.MIMEType))
 	switch {
 	case IsImage(mime):
-		return fitImage(it, mime, share, budget, opts)
+		return fitImage(ctx, it, mime, share, budget, opts)
 	case mime == PDF:
 		// The name alone: a path would tell the provider nothing more.
 		name := path.Base(it.Filename)
@@ -140,16 +173,28 @@ func fitOne(it Item, share, budget int, opts Options) Part {
 	return noteFor(it, declared, len(it.Data), "the model reads only images (PNG, JPEG, GIF, WebP) and PDF files")
 }
 
-func fitImage(it Item, mime string, share, budget int, opts Options) Part {
+func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts Options) Part {
 	data := it.Data
 	if mime == PNG {
 		data = cleanPNG(data)
 	}
-	defer opts.Slots.take()()
-	img, info, err := decode(data, opts.MaxPixels)
+	var pixels int64
+	if info, err := Probe(data); err == nil {
+		pixels = int64(info.Width) * int64(info.Height)
+	}
+	release, err := opts.Slots.take(ctx, pixels, int64(opts.MaxPixels))
+	if err != nil {
+		return noteFor(it, mime, len(it.Data), stoppedReason)
+	}
+	defer release()
+	img, info, err := decode(ctx, data, opts.MaxPixels)
 	switch {
+	case ctx.Err() != nil:
+		return noteFor(it, mime, len(it.Data), stoppedReason)
 	case errors.Is(err, ErrTooManyPixels):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("at %d×%d pixels it is over the %d-megapixel limit of the images the worker decodes", info.Width, info.Height, opts.MaxPixels/1_000_000))
+	case errors.Is(err, ErrTooManyScans):
+		return noteFor(it, mime, len(it.Data), fmt.Sprintf("it is a JPEG of more than %d scans, too costly to decode", MaxScans))
 	case err != nil:
 		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+clipReason(err.Error())+")")
 	}
@@ -158,7 +203,14 @@ func fitImage(it Item, mime string, share, budget int, opts Options) Part {
 	if mime != GIF && DataURLLen(mime, len(data)) <= share {
 		return Part{Kind: Image, URL: DataURL(mime, data), Note: StepNote(it, mime, len(data))}
 	}
-	out, data, err := shrink(img, share, mime == GIF)
+	o := 1
+	if mime == JPEG {
+		o = jpegOrientation(data)
+	}
+	out, data, err := shrink(ctx, img, share, mime == GIF, o)
+	if ctx.Err() != nil {
+		return noteFor(it, mime, len(it.Data), stoppedReason)
+	}
 	if err != nil {
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, Size(budget)))
 	}

@@ -16,11 +16,12 @@ func FuzzFit(f *testing.F) {
 	f.Add(encodeGIF(f, noise(12, 9, false)), 9000)
 	f.Add(bomb(f, 30000, 30000), 1<<20)
 	f.Add([]byte("%PDF-1.7\n"), 100)
+	f.Add(progBomb(40, 30, 3), 3000)
 	f.Add(withBadChunk(f, encodePNG(f, noise(6, 6, true)), "iCCP"), 5000)
 	f.Fuzz(func(t *testing.T, data []byte, budget int) {
 		budget = max(budget%(256<<10), 0)
 		// A low pixel limit keeps each run fast; the check is the same.
-		parts := Fit([]Item{{MIMEType: "image/png", Data: data}}, budget, Options{MaxPixels: 1 << 20})
+		parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: data}}, budget, Options{MaxPixels: 1 << 20})
 		if len(parts) != 1 {
 			t.Fatalf("%d parts for one item", len(parts))
 		}
@@ -38,6 +39,23 @@ func FuzzFit(f *testing.F) {
 			if p.Text == "" || p.URL != "" {
 				t.Fatalf("bad note part %+v", p)
 			}
+		}
+	})
+}
+
+// FuzzJPEGMarkers runs the marker walks that read a JPEG before it is
+// decoded (its scans, its EXIF orientation) over untrusted bytes: they
+// must not panic, and the orientation is one of EXIF's eight.
+func FuzzJPEGMarkers(f *testing.F) {
+	f.Add(progBomb(16, 16, 3))
+	f.Add(withOrientation(encodeJPEG(f, noise(8, 8, false)), 6, "II"))
+	f.Add([]byte("\xff\xd8\xff\xe1\x00\x10Exif\x00\x00MM\x00\x2a\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if n := jpegScans(data); n < 0 || n > len(data) {
+			t.Fatalf("%d scans in %d bytes", n, len(data))
+		}
+		if o := jpegOrientation(data); o < 1 || o > 8 {
+			t.Fatalf("orientation %d", o)
 		}
 	})
 }

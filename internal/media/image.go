@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,6 +23,15 @@ import (
 // the worker allocate.
 const DefaultMaxPixels = 25_000_000
 
+// MaxScans bounds the scans of a JPEG the worker decodes. Each scan of a
+// progressive JPEG visits every block of the image, and one made of
+// end-of-band runs takes a few bytes: without a bound, a 56 KB file of
+// 1000 scans at 25 megapixels kept a core busy for 30 s. Encoders write
+// about ten (libjpeg's progressive script: 10 for colour, 6 for grey),
+// so 100 refuses no real image and bounds the worst one to a few times
+// the cost of an ordinary decode of its size.
+const MaxScans = 100
+
 // minSide is the longest side below which an image is not scaled further:
 // smaller than this it would tell the model nothing.
 const minSide = 16
@@ -34,6 +44,9 @@ var (
 	// ErrNotImage is the error of bytes that are not a PNG, JPEG, GIF or
 	// WebP image.
 	ErrNotImage = errors.New("not a PNG, JPEG, GIF or WebP image")
+	// ErrTooManyScans is the error of a JPEG of more than MaxScans
+	// scans; it is refused before its pixels are decoded.
+	ErrTooManyScans = errors.New("too many scans to decode")
 	// ErrTooManyPixels is the error of an image whose declared size is
 	// over the pixel limit; it is refused before its pixels are decoded.
 	ErrTooManyPixels = errors.New("too many pixels to decode")
@@ -77,7 +90,7 @@ func Probe(data []byte) (Info, error) {
 
 // decode decodes an image whose header says it has at most maxPixels
 // pixels. A GIF gives its first frame.
-func decode(data []byte, maxPixels int) (image.Image, Info, error) {
+func decode(ctx context.Context, data []byte, maxPixels int) (image.Image, Info, error) {
 	info, err := Probe(data)
 	if err != nil {
 		return nil, info, err
@@ -85,7 +98,12 @@ func decode(data []byte, maxPixels int) (image.Image, Info, error) {
 	if int64(info.Width)*int64(info.Height) > int64(maxPixels) {
 		return nil, info, fmt.Errorf("%w: %d×%d is over %d", ErrTooManyPixels, info.Width, info.Height, maxPixels)
 	}
-	img, err := decodePixels(info.MIMEType, data)
+	if info.MIMEType == JPEG {
+		if n := jpegScans(data); n > MaxScans {
+			return nil, info, fmt.Errorf("%w: %d scans is over %d", ErrTooManyScans, n, MaxScans)
+		}
+	}
+	img, err := decodePixels(ctx, info.MIMEType, data)
 	if err != nil {
 		return nil, info, fmt.Errorf("%w: %v", ErrNotImage, err)
 	}
@@ -101,16 +119,54 @@ func decode(data []byte, maxPixels int) (image.Image, Info, error) {
 	return img, info, nil
 }
 
+// jpegScans counts the start-of-scan markers of a JPEG, walking its
+// marker segments and skipping each scan's entropy-coded data (where a
+// 0xFF byte is followed by 0x00, or by a restart marker). It reads the
+// bytes once and allocates nothing; a malformed file gives a count the
+// decoder will refuse anyway.
+func jpegScans(data []byte) int {
+	n := 0
+	for i := 2; i+1 < len(data); {
+		if data[i] != 0xff {
+			i++
+			continue
+		}
+		m := data[i+1]
+		switch {
+		case m == 0xd9: // EOI
+			return n
+		case m == 0xff: // fill byte before a marker
+			i++
+			continue
+		case m == 0x00, m == 0x01, m >= 0xd0 && m <= 0xd8: // no length
+			i += 2
+			continue
+		}
+		if i+3 >= len(data) {
+			return n
+		}
+		i += 2 + (int(data[i+2])<<8 | int(data[i+3]))
+		if m != 0xda {
+			continue
+		}
+		n++
+		for i+1 < len(data) && (data[i] != 0xff || data[i+1] == 0x00 || data[i+1] >= 0xd0 && data[i+1] <= 0xd7) {
+			i++
+		}
+	}
+	return n
+}
+
 // decodePixels runs the decoder of mime. A decoder that panics on hostile
 // bytes (a bug, but in code that reads anything a server sends) is an
 // error, not a crashed worker.
-func decodePixels(mime string, data []byte) (img image.Image, err error) {
+func decodePixels(ctx context.Context, mime string, data []byte) (img image.Image, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			img, err = nil, fmt.Errorf("the decoder failed: %v", r)
 		}
 	}()
-	r := bytes.NewReader(data)
+	r := &ctxReader{ctx: ctx, r: bytes.NewReader(data)}
 	switch mime {
 	case PNG:
 		return png.Decode(r)
@@ -124,12 +180,35 @@ func decodePixels(mime string, data []byte) (img image.Image, err error) {
 	return nil, ErrNotImage
 }
 
+// readChunk is the most a decoder gets from one read: it reads again at
+// least every readChunk bytes, and so sees its context end soon (a
+// progressive JPEG's scan may be a few bytes, and cost a pass over every
+// block).
+const readChunk = 256
+
+// ctxReader reads r in chunks of at most readChunk, until ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   *bytes.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if len(p) > readChunk {
+		p = p[:readChunk]
+	}
+	return c.r.Read(p)
+}
+
 // shrink encodes img so that its data URL is at most maxURL bytes: as
 // JPEG when it is opaque, as PNG when it has transparency, scaled down
 // as far as needed (never up); as PNG too when asPNG is set (a GIF's
-// frame: few colours, which PNG keeps exact and small). It returns the
-// type and the bytes.
-func shrink(img image.Image, maxURL int, asPNG bool) (string, []byte, error) {
+// frame: few colours, which PNG keeps exact and small). The copy is
+// turned as EXIF orientation o says (it carries no EXIF of its own). It
+// returns the type and the bytes.
+func shrink(ctx context.Context, img image.Image, maxURL int, asPNG bool, o int) (string, []byte, error) {
 	mime, perPixel := JPEG, 0.35
 	if o, ok := img.(interface{ Opaque() bool }); asPNG || ok && !o.Opaque() {
 		mime, perPixel = PNG, 2.0
@@ -142,6 +221,9 @@ func shrink(img image.Image, maxURL int, asPNG bool) (string, []byte, error) {
 	scale := math.Min(1, math.Sqrt(raw/perPixel/float64(w0*h0)))
 	cur := img
 	for range 12 {
+		if err := ctx.Err(); err != nil {
+			return "", nil, err
+		}
 		w, h := max(1, int(float64(w0)*scale)), max(1, int(float64(h0)*scale))
 		if w != cur.Bounds().Dx() || h != cur.Bounds().Dy() {
 			cur = resize(cur, w, h)
@@ -149,9 +231,9 @@ func shrink(img image.Image, maxURL int, asPNG bool) (string, []byte, error) {
 		var buf bytes.Buffer
 		var err error
 		if mime == JPEG {
-			err = jpeg.Encode(&buf, cur, &jpeg.Options{Quality: jpegQuality})
+			err = jpeg.Encode(&buf, orient(cur, o), &jpeg.Options{Quality: jpegQuality})
 		} else {
-			err = (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, cur)
+			err = (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&buf, orient(cur, o))
 		}
 		if err != nil {
 			return "", nil, err

@@ -2,6 +2,7 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"hash/crc32"
@@ -85,6 +86,67 @@ func bomb(t testing.TB, w, h uint32) []byte {
 	return out
 }
 
+// progBomb is a progressive grayscale JPEG of w×h whose scans are AC
+// scans made of end-of-band runs: a few bytes each, every one visiting
+// every block.
+func progBomb(w, h, scans int) []byte {
+	var b bytes.Buffer
+	b.Write([]byte{0xff, 0xd8})
+	// DQT
+	b.Write([]byte{0xff, 0xdb, 0, 67, 0})
+	for range 64 {
+		b.WriteByte(1)
+	}
+	// SOF2
+	b.Write([]byte{0xff, 0xc2, 0, 11, 8})
+	binary.Write(&b, binary.BigEndian, uint16(h))
+	binary.Write(&b, binary.BigEndian, uint16(w))
+	b.Write([]byte{1, 1, 0x11, 0})
+	// DHT: DC table 0 one code length 1 for symbol 0; AC table 0 one code length 1 for 0xE0
+	b.Write([]byte{0xff, 0xc4, 0, 20, 0x00, 1})
+	b.Write(make([]byte, 15))
+	b.WriteByte(0)
+	b.Write([]byte{0xff, 0xc4, 0, 20, 0x10, 1})
+	b.Write(make([]byte, 15))
+	b.WriteByte(0xe0)
+	blocks := ((w + 7) / 8) * ((h + 7) / 8)
+	codes := (blocks + 16383) / 16384
+	dataBytes := (codes*15 + 7) / 8
+	for range scans {
+		b.Write([]byte{0xff, 0xda, 0, 8, 1, 1, 0x00, 1, 1, 0})
+		b.Write(make([]byte, dataBytes+1))
+	}
+	b.Write([]byte{0xff, 0xd9})
+	return b.Bytes()
+}
+
+// TestScanBombIsNotDecoded: a progressive JPEG of end-of-band scans costs
+// a few bytes a scan and a pass over every block to decode; past MaxScans
+// it is refused unread (1000 scans at 25 megapixels took 30 s of a core
+// before), and up to it an image decodes as before.
+func TestScanBombIsNotDecoded(t *testing.T) {
+	data := progBomb(5000, 5000, 1000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	p := Fit(t.Context(), []Item{{Data: data}}, DefaultBudget, Options{})[0]
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("fitting a scan bomb allocated %d bytes", grown)
+	}
+	if want := "because it is a JPEG of more than 100 scans, too costly to decode]"; p.Kind != Text || !strings.HasSuffix(p.Text, want) {
+		t.Errorf("got %+v, want a note ending %q", p, want)
+	}
+	for scans, kept := range map[int]bool{MaxScans: true, MaxScans + 1: false} {
+		p := Fit(t.Context(), []Item{{Data: progBomb(64, 48, scans)}}, DefaultBudget, Options{})[0]
+		if (p.Kind == Image) != kept {
+			t.Errorf("%d scans: kept %v, want %v (%s)", scans, p.Kind == Image, kept, p.Text)
+		}
+	}
+	if n := jpegScans(encodeJPEG(t, noise(30, 20, false))); n != 1 {
+		t.Errorf("a baseline JPEG counted %d scans", n)
+	}
+}
+
 func TestSniff(t *testing.T) {
 	// testdata/gopher.webp is golang.org/x/image's
 	// testdata/gopher-doc.1bpp.lossless.webp (BSD licence): a real WebP,
@@ -117,7 +179,7 @@ func TestFitKeepsWhatFits(t *testing.T) {
 	pngData := encodePNG(t, noise(20, 10, true))
 	webp, _ := os.ReadFile("testdata/gopher.webp")
 	pdf := []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
-	parts := Fit([]Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
+	parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
 	if parts[0].Kind != Image || parts[0].URL != DataURL(PNG, pngData) {
 		t.Errorf("a PNG that fits is sent as it is, got %+v", parts[0].Kind)
 	}
@@ -152,7 +214,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 			if len(c.data) < budget {
 				t.Fatalf("the test image is only %d bytes", len(c.data))
 			}
-			parts := Fit([]Item{{MIMEType: "image/png", Data: c.data, Source: "shots/a.png"}}, budget, Options{})
+			parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: c.data, Source: "shots/a.png"}}, budget, Options{})
 			p := parts[0]
 			if p.Kind != Image {
 				t.Fatalf("got a %v part: %s", p.Kind, p.Text)
@@ -184,7 +246,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 }
 
 func TestFitGIFBecomesPNG(t *testing.T) {
-	parts := Fit([]Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
+	parts := Fit(t.Context(), []Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
 	if mime, data := fromURL(t, parts[0].URL); mime != PNG || Sniff(data) != PNG {
 		t.Errorf("a GIF is sent as a PNG of its first frame, got %s", mime)
 	}
@@ -211,7 +273,7 @@ func TestFitNotes(t *testing.T) {
 		{"bomb", Item{MIMEType: "image/png", Data: bomb(t, 100000, 100000)}, []string{"at 100000×100000 pixels it is over the 25-megapixel limit"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			parts := Fit([]Item{c.item}, 32<<10, Options{})
+			parts := Fit(t.Context(), []Item{c.item}, 32<<10, Options{})
 			if len(parts) != 1 || parts[0].Kind != Text || parts[0].URL != "" {
 				t.Fatalf("want one text part, got %+v", parts)
 			}
@@ -230,7 +292,7 @@ func TestBombIsNotDecoded(t *testing.T) {
 	data := bomb(t, 40000, 40000)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	Fit([]Item{{Data: data}}, 1<<20, Options{})
+	Fit(t.Context(), []Item{{Data: data}}, 1<<20, Options{})
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
 		t.Errorf("fitting a bomb allocated %d bytes", grown)
@@ -243,7 +305,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 	big2 := encodeJPEG(t, noise(800, 600, false))
 	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 200<<10)...)
 	const budget = 96 << 10
-	parts := Fit([]Item{{Data: big1}, {Data: pdf}, {Data: small}, {Data: big2}}, budget, Options{})
+	parts := Fit(t.Context(), []Item{{Data: big1}, {Data: pdf}, {Data: small}, {Data: big2}}, budget, Options{})
 	total := 0
 	for _, p := range parts {
 		total += len(p.URL)
@@ -265,7 +327,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 }
 
 func TestFitTinyBudget(t *testing.T) {
-	parts := Fit([]Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
+	parts := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
 	if parts[0].Kind != Text || !strings.Contains(parts[0].Text, "even scaled down from 500×500 pixels") {
 		t.Errorf("an image that cannot fit even small is a note, got %+v", parts[0])
 	}
@@ -308,11 +370,11 @@ func TestFitRepairsBadAncillaryChunks(t *testing.T) {
 	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
 		t.Fatal("Go's decoder takes the broken file: the test does not test")
 	}
-	p := Fit([]Item{{Data: broken}}, 1<<20, Options{})[0]
+	p := Fit(t.Context(), []Item{{Data: broken}}, 1<<20, Options{})[0]
 	if p.Kind != Image || p.URL != DataURL(PNG, good) {
 		t.Errorf("a PNG with a broken iCCP chunk: %+v", p)
 	}
-	if p := Fit([]Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
+	if p := Fit(t.Context(), []Item{{Data: withBadChunk(t, good, "IDAT")}}, 1<<20, Options{})[0]; p.Kind != Text {
 		t.Errorf("a PNG with a broken critical chunk is kept")
 	}
 }
@@ -330,15 +392,15 @@ func TestSlotsAreGivenBack(t *testing.T) {
 	done := make(chan struct{})
 	for _, it := range items {
 		go func() {
-			Fit(it, 8<<10, Options{Slots: slots})
+			Fit(t.Context(), it, 8<<10, Options{Slots: slots})
 			done <- struct{}{}
 		}()
 	}
 	for range items {
 		<-done
 	}
-	if len(slots) != 0 {
-		t.Errorf("%d slots still taken", len(slots))
+	if !slots.sem.TryAcquire(slots.n) {
+		t.Error("slots still taken")
 	}
 }
 
@@ -348,7 +410,7 @@ func TestFitBoundsTheItems(t *testing.T) {
 	for i := range items {
 		items[i] = Item{Data: one}
 	}
-	parts := Fit(items, 1<<20, Options{})
+	parts := Fit(t.Context(), items, 1<<20, Options{})
 	if len(parts) != MaxItems+1 || parts[MaxItems].Text != "[left out: 4980 more images and files, because one output holds at most 20]" {
 		t.Fatalf("%d parts, last %+v", len(parts), parts[len(parts)-1])
 	}
@@ -356,5 +418,166 @@ func TestFitBoundsTheItems(t *testing.T) {
 		if p.Kind != Image {
 			t.Fatalf("part %+v", p)
 		}
+	}
+}
+
+// withOrientation inserts an EXIF APP1 segment of orientation o after a
+// JPEG's SOI marker, in byte order bo ("MM" or "II").
+func withOrientation(data []byte, o uint16, bo string) []byte {
+	var order binary.AppendByteOrder = binary.BigEndian
+	if bo == "II" {
+		order = binary.LittleEndian
+	}
+	tiff := []byte(bo)
+	tiff = order.AppendUint16(tiff, 42)
+	tiff = order.AppendUint32(tiff, 8)
+	tiff = order.AppendUint16(tiff, 1)
+	tiff = order.AppendUint16(tiff, 0x0112)
+	tiff = order.AppendUint16(tiff, 3)
+	tiff = order.AppendUint32(tiff, 1)
+	tiff = order.AppendUint16(tiff, o)
+	tiff = append(tiff, 0, 0, 0, 0, 0, 0)
+	seg := append([]byte("Exif\x00\x00"), tiff...)
+	out := append([]byte{0xff, 0xd8, 0xff, 0xe1}, byte((len(seg)+2)>>8), byte(len(seg)+2))
+	out = append(out, seg...)
+	return append(out, data[2:]...)
+}
+
+// TestFitTurnsAScaledPhoto: a phone's photo is stored sideways with an
+// EXIF orientation; its scaled copy has no EXIF, so it is turned in its
+// pixels and reaches the model upright.
+func TestFitTurnsAScaledPhoto(t *testing.T) {
+	// Left half red, right half blue, noisy so that it must be scaled.
+	img := noise(800, 200, false)
+	for y := range 200 {
+		for x := range 800 {
+			i := img.PixOffset(x, y)
+			if x < 400 {
+				img.Pix[i+2] = 0
+			} else {
+				img.Pix[i] = 0
+			}
+			img.Pix[i+1] = 0
+		}
+	}
+	plain := encodeJPEG(t, img)
+	// red reports whether the top left corner of the part's image is red.
+	red := func(p Part) (int, int, bool) {
+		_, data := fromURL(t, p.URL)
+		m, _, err := image.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := m.Bounds()
+		var rs, bs uint32
+		for y := range b.Dy() / 4 {
+			for x := range b.Dx() / 4 {
+				r, _, bl, _ := m.At(b.Min.X+x, b.Min.Y+y).RGBA()
+				rs, bs = rs+r, bs+bl
+			}
+		}
+		return b.Dx(), b.Dy(), rs > bs
+	}
+	for _, tc := range []struct {
+		o        uint16
+		bo       string
+		tall     bool
+		redFirst bool
+	}{{1, "MM", false, true}, {3, "II", false, false}, {6, "MM", true, true}, {8, "II", true, false}, {2, "MM", false, false}} {
+		p := Fit(t.Context(), []Item{{Data: withOrientation(plain, tc.o, tc.bo)}}, 20<<10, Options{})[0]
+		if p.Kind != Image {
+			t.Fatalf("orientation %d: %s", tc.o, p.Text)
+		}
+		w, h, r := red(p)
+		if (h > w) != tc.tall || r != tc.redFirst {
+			t.Errorf("orientation %d: %d×%d, red top left %v; want tall %v, red %v", tc.o, w, h, r, tc.tall, tc.redFirst)
+		}
+	}
+	if o := jpegOrientation(plain); o != 1 {
+		t.Errorf("a JPEG without EXIF has orientation %d", o)
+	}
+}
+
+// doneAfter is a context that is done from its limit-th Err on: a
+// deterministic "cancelled while decoding".
+type doneAfter struct {
+	context.Context
+	calls, limit int
+}
+
+func (c *doneAfter) Err() error {
+	if c.calls++; c.calls > c.limit {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestFitStopsWithItsContext: images are left out once Fit's context is
+// done, and a decode under way stops at its next read (a 25-megapixel
+// JPEG of 100 scans, 6 KB, otherwise takes seconds).
+func TestFitStopsWithItsContext(t *testing.T) {
+	bomb := progBomb(5000, 5000, MaxScans)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	parts := Fit(ctx, []Item{{Data: bomb}, {Data: encodePNG(t, noise(10, 10, false))}, {Data: []byte("%PDF-1.4 x"), Filename: "a.pdf"}}, DefaultBudget, Options{Slots: NewSlots(1)})
+	runtime.ReadMemStats(&after)
+	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
+		t.Errorf("fitting after the end allocated %d bytes", grown)
+	}
+	for i, p := range parts[:2] {
+		if p.Kind != Text || !strings.HasSuffix(p.Text, "because its call was stopped before the image was fitted]") {
+			t.Errorf("image %d: %+v", i, p)
+		}
+	}
+	if parts[2].Kind != File {
+		t.Errorf("a PDF costs nothing to keep: %+v", parts[2])
+	}
+	// Done after three reads of the file's 6 KB (readChunk each).
+	c := &doneAfter{Context: t.Context(), limit: 3}
+	if _, _, err := decode(c, bomb, DefaultMaxPixels); err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Errorf("a decode whose context ended: %v", err)
+	}
+	if c.calls != 4 {
+		t.Errorf("the decoder read %d times past its context's end", c.calls-4)
+	}
+}
+
+// TestSlotsBoundThePixels: an image of the whole pixel limit takes every
+// slot, small ones one each, so the images decoded at once hold at most
+// the limit's pixels together, however many slots there are.
+func TestSlotsBoundThePixels(t *testing.T) {
+	s := NewSlots(8)
+	const limit = 1 << 20
+	for _, c := range []struct{ pixels, want int64 }{
+		{1, 1}, {limit / 8, 1}, {limit/8 + 1, 2}, {limit / 2, 4}, {limit, 8}, {limit + 1, 1}, {0, 1},
+	} {
+		if got := s.weight(c.pixels, limit); got != c.want {
+			t.Errorf("%d pixels take %d slots, want %d", c.pixels, got, c.want)
+		}
+	}
+	// One slot held: a small image does not wait for it, a full-size one
+	// does (and, first in line, makes later ones wait behind it).
+	release, err := s.take(t.Context(), 1, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(10, 10, false))}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]; p.Kind != Image {
+		t.Errorf("small image: %+v", p)
+	}
+	big := encodePNG(t, image.NewGray(image.Rect(0, 0, 1024, 1024)))
+	done := make(chan Part)
+	go func() {
+		done <- Fit(t.Context(), []Item{{Data: big}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]
+	}()
+	select {
+	case p := <-done:
+		t.Fatalf("a full-size image was fitted while a slot was held: %+v", p)
+	default:
+	}
+	release()
+	if p := <-done; p.Kind != Image {
+		t.Errorf("full-size image: %+v", p)
 	}
 }

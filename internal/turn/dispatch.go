@@ -223,8 +223,9 @@ type Dispatcher struct {
 	// MediaBudget bounds the data URLs of one output's images and files
 	// (media.DefaultBudget), and is at most half of MaxEventBytes.
 	MediaBudget int
-	// MediaSlots, when set, bounds the images decoded and scaled at once
-	// by every step of this dispatcher (a large image holds ~100 MB).
+	// MediaSlots, when set, bounds the pixels of the images decoded and
+	// scaled at once by every step of this dispatcher (a 25-megapixel
+	// image holds up to ~360 MB).
 	MediaSlots media.Slots
 }
 
@@ -870,12 +871,12 @@ func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.
 		Details: res.Details, Events: res.Events}
 	if err != nil {
 		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	o.Item, o.MediaNotes = d.outputItem(p.call.CallID, res.Content, res.Media)
+	o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -919,8 +920,10 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 // is an array of the text, then each medium fitted to the media budget
 // (an input_image, an input_file, or the input_text note that replaced
 // it), with the notes that would replace them later. Media that all came
-// back as notes leave a string again.
-func (d *Dispatcher) outputItem(callID, text string, ms []tools.Media) (json.RawMessage, []string) {
+// back as notes leave a string again. The fitting runs after the call's
+// time (the tool has returned) but stops with the turn (ctx): an aborted
+// turn's step does not wait for images to be decoded.
+func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tools.Media) (json.RawMessage, []string) {
 	if len(ms) == 0 {
 		return functionOutput(callID, text), nil
 	}
@@ -935,7 +938,7 @@ func (d *Dispatcher) outputItem(callID, text string, ms []tools.Media) (json.Raw
 		notes, texts = append(notes, ""), append(texts, text)
 	}
 	kept := false
-	for _, p := range media.Fit(items, d.mediaBudget(), media.Options{Slots: d.MediaSlots}) {
+	for _, p := range media.Fit(ctx, items, d.mediaBudget(), media.Options{Slots: d.MediaSlots}) {
 		c := protocol.InputContent{Type: protocol.ContentText, Text: p.Text}
 		switch p.Kind {
 		case media.Image:

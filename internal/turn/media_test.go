@@ -204,3 +204,30 @@ func TestMediaOutcomeFitsTheJournal(t *testing.T) {
 		t.Errorf("notes kept for an output without media")
 	}
 }
+
+// TestAbortedTurnSkipsTheFitting: the media of a call that returns once
+// its turn is aborted are not decoded and scaled (work a cancel must not
+// wait for: up to a few seconds an image) but left out with a note.
+func TestAbortedTurnSkipsTheFitting(t *testing.T) {
+	big := tinyPNG(t, 600, 400, true)
+	started := make(chan struct{})
+	set := mustSet(t, newTool(t, "shot", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		close(started)
+		<-ctx.Done()
+		return tools.Result{Content: "partial", Media: []tools.Media{{MIMEType: "image/png", Data: big, Source: "big.png"}}}, context.Cause(ctx)
+	}))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	go func() {
+		<-started
+		cancel(turn.ErrCancelled)
+	}()
+	res := dispatch(t, ctx, &turn.Dispatcher{MediaBudget: 40 << 10}, set, input(call("c1", "shot", "{}")))
+	o := res.Outcomes[0]
+	if kind(o) != tools.Aborted || o.MediaNotes != nil {
+		t.Fatalf("kind %q, notes %q", kind(o), o.MediaNotes)
+	}
+	if want := "its call was stopped before the image was fitted]"; !strings.Contains(output(t, o), want) {
+		t.Errorf("output %q does not say %q", output(t, o), want)
+	}
+}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -252,6 +253,12 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 			// Timeout or abort: the dispatcher says which.
 			return tools.Result{}, context.Cause(ctx)
 		}
+		if unreadable(err) {
+			// The server answered: its connection is sound, and dropping it
+			// (or calling again) for one bad image would lose its state.
+			return tools.Result{}, tools.Errorf(tools.ToolError,
+				"The MCP server %s ran %s, but its result could not be read (%v), so its output is lost. Check its effect before calling it again.", s.name, name, err)
+		}
 		if !lost(c, err) {
 			return tools.Result{}, tools.Errorf(tools.ToolError, "The MCP server %s refused the call: %v", s.name, err)
 		}
@@ -284,4 +291,14 @@ func cut(text string, limit int) string {
 		head = head[:i]
 	}
 	return strings.TrimSpace(head) + "…"
+}
+
+// unreadable reports whether err is a result that arrived but does not
+// decode: data that is not base64 (an image's, a blob's), or JSON of the
+// wrong shape.
+func unreadable(err error) bool {
+	var b64 base64.CorruptInputError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.As(err, &b64) || errors.As(err, &syn) || errors.As(err, &typ)
 }
