@@ -116,6 +116,8 @@ func TestProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &workertest.Gateway{T: t, NC: nc, JS: js}
+	// "connected" is logged before the worker's service is added.
+	workertest.WaitForService(t, nc)
 	bound := map[string]bool{"text_tools": true}
 	_, names := g.Catalog(protocol.Context{Kind: protocol.KindText, Bindings: bound})
 	if !slices.Contains(names, "count_words") || !slices.Contains(names, "todo_write") {
