@@ -523,10 +523,14 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "a1", "t4"))
 	m.Data = body
 	m.Header.Set(jetstream.MsgIDHeader, "long-ago")
+	before := r.outputsSeq(ctx)
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(ctx, "approval.a1.t4.1", turn.StatePending)
+	// A gateway decides once it saw the step.pending; the record is
+	// stored just before that is published.
+	waitFor(t, ctx, func() bool { return r.outputsSeq(ctx) > before }, "the step.pending")
 	if err := r.c.Decide(ctx, "a1", "t4", 1, 1, []gateway.Decision{{CallID: "c1", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
