@@ -39,29 +39,13 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	t.Helper()
 	srv := natstest.Start(t)
 	r := &approvalRig{t: t, markDir: t.TempDir()}
-	wnc := srv.Connect(t)
-	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: policy}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, wnc, cfg, turn.NewAssembler(diag.Creator(diag.Config{MarkDir: r.markDir})), nil, workertest.Logger())
-	if err != nil {
-		cancel()
-		t.Fatalf("worker.New: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("worker.Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop")
-		}
+	cfg := workertest.Config("w1")
+	cfg.Approval = policy
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{diag.Creator(diag.Config{MarkDir: r.markDir})}, nil
 	})
-	workertest.WaitForService(t, wnc)
 	nc := srv.Connect(t)
+	var err error
 	if r.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}

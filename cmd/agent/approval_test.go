@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -32,29 +32,11 @@ import (
 func approvalWorker(t *testing.T, srv *natstest.Server, timeout time.Duration) (markDir string) {
 	t.Helper()
 	markDir = t.TempDir()
-	nc := srv.Connect(t)
-	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3},
-		Approval: turn.Policy{Names: []string{"mark"}, Timeout: timeout}}
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{MarkDir: markDir})), nil, workertest.Logger())
-	if err != nil {
-		cancel()
-		t.Fatalf("worker.New: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("worker.Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("worker did not stop")
-		}
+	cfg := workertest.Config("w1")
+	cfg.Approval = turn.Policy{Names: []string{"mark"}, Timeout: timeout}
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{diag.Creator(diag.Config{MarkDir: markDir})}, nil
 	})
-	workertest.WaitForService(t, nc)
 	return markDir
 }
 

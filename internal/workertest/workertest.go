@@ -40,13 +40,25 @@ type Setup func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns)
 // The returned stop ends it and waits; it also runs when the test ends.
 func RunWorker(t testing.TB, s *natstest.Server, name string, build Setup) (stop func()) {
 	t.Helper()
+	return RunWorkerWith(t, s, Config(name), build)
+}
+
+// Config is the configuration RunWorker gives its worker: short leases
+// and few deliveries, so that tests of redelivery end soon.
+func Config(name string) worker.Config {
+	return worker.Config{Name: name, Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+}
+
+// RunWorkerWith is RunWorker with a configuration of the test's own
+// (Config and a field changed, such as an approval policy).
+func RunWorkerWith(t testing.TB, s *natstest.Server, cfg worker.Config, build Setup) (stop func()) {
+	t.Helper()
 	nc := s.Connect(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: name, Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
 	creators, tasks := build(js)
 	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), tasks, Logger())
 	if err != nil {
