@@ -317,7 +317,7 @@ func TestContextMicroInfoAndSpans(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Metadata["protocol"] != "1.1" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
+	if info.Metadata["protocol"] != "1.2" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
 		t.Errorf("micro info metadata %v, want protocol 1.1, worker_version and the categories", info.Metadata)
 	}
 

@@ -49,7 +49,7 @@ func TestServiceMetadata(t *testing.T) {
 			t.Errorf("metadata %s=%q, want %q (all: %v)", k, info.Metadata[k], v, info.Metadata)
 		}
 	}
-	if info.Version != "1.4.0" || bus.ProtocolVersion != "1.1" {
+	if info.Version != "1.4.0" || bus.ProtocolVersion != "1.2" {
 		t.Errorf("version %q, protocol %q", info.Version, bus.ProtocolVersion)
 	}
 }

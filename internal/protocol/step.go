@@ -28,6 +28,9 @@ type Context struct {
 	// Approval (protocol 1.1) adds to the calls the worker holds for a
 	// person's approval: "destructive", "all" or a list of names.
 	Approval ApprovalScope `json:"approval,omitzero"`
+	// Fairness (protocol 1.2) names the share of the fleet the step draws
+	// from: by default the agent's own, weight 1.
+	Fairness Fairness `json:"fairness,omitzero"`
 }
 
 // Bound reports whether the context binds name (web, brain, …).
