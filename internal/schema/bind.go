@@ -61,7 +61,7 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 		return scalar(t, func(v bool, dst reflect.Value) bool { dst.SetBool(v); return true })
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return scalar(t, func(v json.Number, dst reflect.Value) bool {
-			n, err := strconv.ParseInt(string(v), 10, t.Bits())
+			n, err := strconv.ParseInt(string(integral(v)), 10, t.Bits())
 			if err != nil {
 				return false
 			}
@@ -70,7 +70,11 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 		})
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return scalar(t, func(v json.Number, dst reflect.Value) bool {
-			n, err := strconv.ParseUint(string(v), 10, t.Bits())
+			s := string(integral(v))
+			if s == "-0" {
+				s = "0"
+			}
+			n, err := strconv.ParseUint(s, 10, t.Bits())
 			if err != nil {
 				return false
 			}
@@ -158,6 +162,14 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 		return compileStruct(t, seen)
 	}
 	return nil
+}
+
+// integral is n in integer form when it is an integral number written
+// with a fraction or an exponent (2e2, 1.0): the value validated as an
+// integer is stored in a Go integer with that exact value.
+func integral(n json.Number) json.Number {
+	i, _ := integerForm(n)
+	return i
 }
 
 // scalar binds a JSON value of type V with set, which reports false for a

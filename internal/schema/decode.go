@@ -13,8 +13,15 @@ import (
 // runs next, reports the details.
 var errSyntax = errors.New("invalid JSON")
 
-// maxDepth matches encoding/json's nesting limit.
-const maxDepth = 10000
+// decodeError is a refusal the decoder can word itself: a string that
+// holds no text (invalid UTF-8, a lone surrogate) or a value nested deeper
+// than MaxDepth. Other syntax errors are errSyntax, for the ladder.
+type decodeError struct {
+	off  int
+	what string
+}
+
+func (e *decodeError) Error() string { return e.what }
 
 // decodeAny parses one JSON value, surrounded by optional white space, into
 // the shapes a json.Decoder with UseNumber produces (map[string]any,
@@ -99,8 +106,8 @@ func (d *decoder) value(depth int) (any, error) {
 }
 
 func (d *decoder) object(depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, errSyntax
+	if depth > MaxDepth {
+		return nil, &decodeError{off: d.i, what: tooDeep}
 	}
 	d.i++ // {
 	m := map[string]any{}
@@ -150,8 +157,8 @@ func (d *decoder) object(depth int) (any, error) {
 }
 
 func (d *decoder) array(depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, errSyntax
+	if depth > MaxDepth {
+		return nil, &decodeError{off: d.i, what: tooDeep}
 	}
 	d.i++ // [
 	arr := []any{}
@@ -183,8 +190,9 @@ func (d *decoder) array(depth int) (any, error) {
 	}
 }
 
-// str parses a string, replacing invalid UTF-8 and lone surrogates with
-// U+FFFD as encoding/json does.
+// str parses a string. Invalid UTF-8 and lone surrogate escapes, which
+// encoding/json would replace with U+FFFD (so that the value validated
+// would not be the text sent), are refused with a *decodeError.
 func (d *decoder) str() (string, error) {
 	d.i++ // "
 	start := d.i
@@ -215,6 +223,7 @@ func (d *decoder) str() (string, error) {
 			if d.i+1 >= len(d.s) {
 				return "", errSyntax
 			}
+			at := d.i
 			e := d.s[d.i+1]
 			d.i += 2
 			switch e {
@@ -236,21 +245,16 @@ func (d *decoder) str() (string, error) {
 					return "", errSyntax
 				}
 				if utf16.IsSurrogate(r) {
-					r2 := utf8.RuneError
-					if strings.HasPrefix(d.s[d.i:], `\u`) {
-						save := d.i
+					lo, ok := rune(0), false
+					if r < 0xdc00 && strings.HasPrefix(d.s[d.i:], `\u`) {
 						d.i += 2
-						if lo, ok := d.hex4(); ok {
-							if dec := utf16.DecodeRune(r, lo); dec != utf8.RuneError {
-								r2 = dec
-							} else {
-								d.i = save
-							}
-						} else {
+						if lo, ok = d.hex4(); !ok {
 							return "", errSyntax
 						}
 					}
-					r = r2
+					if r = utf16.DecodeRune(r, lo); !ok || r == utf8.RuneError {
+						return "", &decodeError{off: at, what: loneSurrogate(d.s[at : at+6])}
+					}
 				}
 				b.WriteRune(r)
 			default:
@@ -261,7 +265,10 @@ func (d *decoder) str() (string, error) {
 			d.i++
 		default:
 			r, size := utf8.DecodeRuneInString(d.s[d.i:])
-			b.WriteRune(r) // RuneError for an invalid byte, as encoding/json
+			if r == utf8.RuneError && size == 1 {
+				return "", &decodeError{off: d.i, what: notUTF8(c)}
+			}
+			b.WriteString(d.s[d.i : d.i+size])
 			d.i += size
 		}
 	}

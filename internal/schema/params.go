@@ -341,6 +341,35 @@ func (v Value) JSON() ([]byte, error) {
 	return json.Marshal(v.V)
 }
 
+// Unmarshal decodes the value's JSON into dst with encoding/json, for the
+// types Bind does not cover. Numbers are passed as written; only if
+// encoding/json then refuses a number for a Go integer (2e2, 1.0) is it
+// decoded again with integral numbers in integer form, their value and
+// the sign of a zero kept.
+func (v Value) Unmarshal(dst any) error {
+	data, err := v.JSON()
+	if err != nil {
+		return err
+	}
+	err = json.Unmarshal(data, dst)
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || !strings.HasPrefix(te.Value, "number") {
+		return err
+	}
+	w := deepCopy(v.V)
+	if n, ok := w.(json.Number); ok {
+		if i, ok := integerForm(n); ok {
+			w = i
+		}
+	} else if !integralNumbers(w) {
+		return err
+	}
+	if data, err = json.Marshal(w); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, dst)
+}
+
 func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rungs []string, changed bool, err error) {
 	var notes decodeNotes
 	v, notes, err = decodeAnyNotes(args)
@@ -383,9 +412,8 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 		v, changed, rungs = nv, true, withRung(rungs, RungDoubleEncoded)
 		notes.fractionOrExponent = notes.fractionOrExponent || inner.fractionOrExponent
 	}
-	if notes.fractionOrExponent && integralNumbers(v) {
-		changed = true
-	}
+	// Numbers stay as the model wrote them (2e2, -0.0): Bind and
+	// Value.Unmarshal store an integral one in a Go integer.
 	return v, text, rungs, changed, nil
 }
 
@@ -484,7 +512,8 @@ func schemaNumbers(v any, path string) error {
 // integralNumbers rewrites, in place, integral numbers written with a
 // fraction or an exponent (1.0, 2e1) in plain integer form. JSON Schema
 // counts them as integers, but encoding/json refuses them for a Go integer
-// field. It reports whether it rewrote anything.
+// field; only Value.Unmarshal uses it, on a copy, after such a refusal.
+// It reports whether it rewrote anything.
 func integralNumbers(v any) bool {
 	changed := false
 	switch v := v.(type) {
@@ -521,9 +550,21 @@ func integerForm(n json.Number) (json.Number, bool) {
 	if !strings.ContainsAny(s, ".eE") {
 		return n, false
 	}
+	if len(s) > maxNumberChars {
+		return n, false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		// 1e400000000 would make big.Rat build a huge integer.
+		if e, err := strconv.Atoi(s[i+1:]); err != nil || e < -maxNumberExponent || e > maxNumberExponent {
+			return n, false
+		}
+	}
 	r, ok := new(big.Rat).SetString(s)
 	if !ok || !r.IsInt() || r.Num().BitLen() > 64 {
 		return n, false
+	}
+	if r.Sign() == 0 && strings.HasPrefix(s, "-") {
+		return "-0", true // its sign kept for a float
 	}
 	return json.Number(r.Num().String()), true
 }

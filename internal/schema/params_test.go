@@ -541,8 +541,9 @@ func TestParse(t *testing.T) {
 		{name: "double encoded", p: p, args: `"{\"query\":\"go\",\"exact\":true}"`, want: `{"query":"go","exact":true}`, rungs: []string{schema.RungDoubleEncoded}},
 		{name: "a string is no object", p: p, args: `"go"`, errStr: "(root)"},
 		{name: "trailing comma", p: p, args: `{"query":"go","exact":true,}`, want: `{"query":"go","exact":true}`, rungs: []string{schema.RungTrailingCommas}},
-		{name: "integral numbers in integer form", p: opt, args: `{"limit":5.0,"ratio":1e0}`, want: `{"limit":5,"ratio":1}`, exact: true},
-		{name: "exponent integer", p: opt, args: `{"limit":2E1}`, want: `{"limit":20}`, exact: true},
+		{name: "integral numbers as written", p: opt, args: `{"limit":5.0,"ratio":1e0}`, want: `{"limit":5.0,"ratio":1e0}`, exact: true},
+		{name: "exponent integer as written", p: opt, args: `{"limit":2E1}`, want: `{"limit":2E1}`, exact: true},
+		{name: "negative zero as written", p: opt, args: `{"ratio":-0.0}`, want: `{"ratio":-0.0}`, exact: true},
 		{name: "fractions kept", p: opt, args: `{"ratio":2.50}`, want: `{"ratio":2.50}`, exact: true},
 		{name: "fraction for an integer", p: opt, args: `{"limit":2.5}`, errStr: "/limit"},
 		{name: "unparseable", p: p, args: `not json at all`, errStr: "no JSON object"},
@@ -573,21 +574,25 @@ func TestParse(t *testing.T) {
 }
 
 // TestParseDecodesIntoIntegers: whatever validates as an integer decodes
-// into a Go int.
+// into a Go int, with Bind and with Value.Unmarshal (the value is kept as
+// written: 7.0 stays 7.0 in the JSON).
 func TestParseDecodesIntoIntegers(t *testing.T) {
 	p, err := schema.For[window](false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range []string{`{"from":"2024-01-02","days":7}`, `{"from":"2024-01-02","days":7.0}`, `{"from":"2024-01-02","days":0.7e1}`, `{"from":"2024-01-02","days":700e-2}`} {
-		got, err := p.Parse(args, schema.RepairOptions{})
+		got, _, err := p.ParseValue(args, schema.RepairOptions{})
 		if err != nil {
-			t.Errorf("Parse(%s): %v", args, err)
+			t.Errorf("ParseValue(%s): %v", args, err)
 			continue
 		}
-		var w window
-		if err := json.Unmarshal(got.JSON, &w); err != nil || w.Days != 7 {
-			t.Errorf("Parse(%s) = %s, decodes to %+v, %v; want days 7", args, got.JSON, w, err)
+		var w, b window
+		if err := got.Unmarshal(&w); err != nil || w.Days != 7 {
+			t.Errorf("ParseValue(%s) unmarshals to %+v, %v; want days 7", args, w, err)
+		}
+		if ok, err := schema.Bind(got.V, &b); ok && (err != nil || b.Days != 7) {
+			t.Errorf("ParseValue(%s) binds to %+v, %v; want days 7", args, b, err)
 		}
 	}
 }

@@ -122,8 +122,6 @@ func (e *SyntaxError) Error() string   { return e.msg }
 func (e *SyntaxError) Unwrap() []error { return e.kinds }
 
 const (
-	// maxNesting mirrors encoding/json's own nesting limit.
-	maxNesting = 10000
 	// maxCandidates bounds the braces tried as the start of the object, so
 	// that prose full of braces costs a bounded number of linear reads.
 	maxCandidates = 16
@@ -165,6 +163,12 @@ func Repair(args string, opt RepairOptions) ([]byte, []string, error) {
 	)
 	if b := []byte(text); json.Valid(b) {
 		out = b
+		// encoding/json takes strings that hold no text (a lone
+		// surrogate, a byte that is not UTF-8) and values deeper than
+		// MaxDepth: the decoder does not.
+		if err := decodeCheck(text, strings.Index(args, text)); err != nil {
+			return nil, rungNames(used), err
+		}
 		if text != "" && text[0] == '"' {
 			var u uint32
 			out, u, err = doubleEncoded(b)
@@ -207,13 +211,45 @@ func rungNames(used uint32) []string {
 	return names
 }
 
+// decodeCheck refuses valid JSON text that the decoder will not take,
+// with the decoder's reason; base is the offset of text in the arguments
+// as sent (-1 when it is a double-encoded string's content).
+func decodeCheck(text string, base int) *SyntaxError {
+	_, _, err := decodeAnyNotes(text)
+	var de *decodeError
+	if !errors.As(err, &de) {
+		return nil
+	}
+	se := refusal(text, &readError{off: de.off, what: de.what, unusable: true})
+	if base < 0 {
+		se.Offset = -1
+		return se
+	}
+	// The message counts in the arguments as sent.
+	se.Offset = base + de.off
+	se.msg = strings.Replace(se.msg, fmt.Sprintf("at byte %d ", de.off), fmt.Sprintf("at byte %d ", se.Offset), 1)
+	return se
+}
+
 // doubleEncoded handles valid JSON that is a string: when its content is
 // an object (the schema of a function tool always wants one), that object
 // is the arguments. Any other string is returned as sent, for the schema
 // to refuse.
+//
+// JSON encoded twice ("\"{\\\"a\\\":1}\""), a string whose content is
+// a JSON string holding the object, has that one reading too.
 func doubleEncoded(b []byte) ([]byte, uint32, error) {
 	var inner string
-	if json.Unmarshal(b, &inner) != nil || !strings.HasPrefix(trimJSONSpace(inner), "{") {
+	if json.Unmarshal(b, &inner) != nil {
+		return b, 0, nil
+	}
+	if t := trimJSONSpace(inner); strings.HasPrefix(t, `"`) {
+		d := decoder{s: t}
+		if s, err := d.str(); err == nil && d.i == len(t) && strings.HasPrefix(trimJSONSpace(s), "{") {
+			inner = s
+		}
+	}
+	if !strings.HasPrefix(trimJSONSpace(inner), "{") {
 		return b, 0, nil
 	}
 	return readInner(inner)
@@ -223,6 +259,10 @@ func doubleEncoded(b []byte) ([]byte, uint32, error) {
 // never taken as a string holding an object again.
 func readInner(inner string) ([]byte, uint32, error) {
 	if t := trimJSONSpace(inner); json.Valid([]byte(t)) {
+		if err := decodeCheck(t, -1); err != nil {
+			err.msg = innerMessage.Replace(err.msg)
+			return nil, usedDoubleEncoded, err
+		}
 		return []byte(t), usedDoubleEncoded, nil
 	}
 	out, used, err := read(inner, false)
@@ -286,6 +326,10 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		at := i + j
 		t, e, ok := readObject(s, at)
 		if ok {
+			if p := trimJSONSpace(s[base:at]); p != "" && json.Valid([]byte(p)) {
+				return nil, used, refusal(s, &readError{off: base, ambiguous: true,
+					what: "a JSON value comes before the object, and the arguments are one JSON object with every value inside it"})
+			}
 			if !prefixAllows(s[base:at]) || insideLarger(s[base:at], s[e:]) {
 				return nil, used, refusal(s, &readError{off: at,
 					what: "this object is part of a larger value that cannot be read, and taking it alone would drop the rest"})
@@ -352,6 +396,11 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		return nil, used, refusal(s, &readError{off: rest,
 			what: "the object closes here but the text after it goes on as part of it; remove the '}' that closes it early"})
 	}
+	if after := trimJSONSpace(s[rest:]); startsWithValue(after) {
+		// {"a": true} "x": a value after the object is not prose.
+		return nil, used, refusal(s, &readError{off: len(s) - len(strings.TrimLeft(s[rest:], " \t\r\n")), ambiguous: true,
+			what: "a JSON value follows the object, and the arguments are one JSON object with every value inside it"})
+	}
 	for i, n := rest, 0; i < len(s) && n < maxCandidates; n++ {
 		j := strings.IndexByte(s[i:], '{')
 		if j < 0 {
@@ -380,10 +429,40 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 	return found.out, used, nil
 }
 
+// startsWithValue reports whether the text after the object starts with
+// a JSON value: a string (even one cut off), or an array, number or
+// literal that encoding/json reads as one.
+func startsWithValue(a string) bool {
+	if a == "" {
+		return false
+	}
+	switch c := a[0]; {
+	case c == '"':
+		return true
+	case c == '[' && bracketToken(a):
+		return false
+	case c == '[' || c == '-' || isDigit(c) || c == 't' || c == 'f' || c == 'n':
+		var raw json.RawMessage
+		return json.NewDecoder(strings.NewReader(a)).Decode(&raw) == nil
+	}
+	return false
+}
+
 // prefixAllows reports whether the text before the object can be prose:
 // an object right after '[', '{', ':', ',' or a quote is part of a larger
 // value.
 func prefixAllows(p string) bool {
+	if nl := strings.LastIndexByte(p, '\n'); nl >= 0 {
+		// The text right before the object is a fence's opening line,
+		// whatever its info string holds (```json title="args.json").
+		line := trimJSONSpace(p[:nl])
+		if k := strings.LastIndexByte(line, '\n'); k >= 0 {
+			line = line[k+1:]
+		}
+		if trimJSONSpace(p[nl:]) == "" && strings.HasPrefix(trimJSONSpace(line), "```") {
+			return true
+		}
+	}
 	p = trimJSONSpace(p)
 	if p == "" {
 		return true
@@ -399,28 +478,41 @@ func prefixAllows(p string) bool {
 	return true
 }
 
-// quotedStart returns the offset of the quote that opens a string holding
-// the arguments (a double-encoded object): at base, or after a fence's
-// opening line or template tokens and tags ("<|message|>", "<tool_call>");
-// -1 if there is none.
+// quotedStart returns the offset of the '"' or '\” that opens a string
+// holding the arguments (a double-encoded object): at base, or after a
+// fence's opening line (whatever its info string holds), template tokens
+// and tags ("<|message|>", "<tool_call>") or prose; -1 if there is none.
 func quotedStart(s string, base int) int {
+	if strings.HasPrefix(s[base:], "```") {
+		nl := strings.IndexByte(s[base:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		base += nl + 1
+		for base < len(s) && isJSONSpace(s[base]) {
+			base++
+		}
+	}
 	j := strings.IndexAny(s[base:], "\"'")
-	if j < 0 || j > 256 {
+	if j < 0 {
 		return -1
 	}
 	q := base + j
 	p := trimJSONSpace(s[base:q])
 	switch {
 	case p == "":
-	case strings.HasPrefix(p, "```"):
-		for k := 3; k < len(p); k++ {
-			if !isIdentChar(p[k]) && p[k] != '.' {
-				return -1
-			}
-		}
-	case p[0] == '<' && p[len(p)-1] == '>' && !strings.Contains(p, "{"):
+	case j <= 256 && p[0] == '<' && p[len(p)-1] == '>' && !strings.Contains(p, "{"):
 	default:
-		return -1
+		// Prose before a double-quoted string ("Here you go:
+		// \"{\\\"a\\\": 1}\""); an apostrophe in the prose is no quote.
+		j = strings.IndexByte(s[base:], '"')
+		if j < 0 {
+			return -1
+		}
+		q = base + j
+		if p = trimJSONSpace(s[base:q]); strings.ContainsAny(p, "{}[]<>`") || !prefixAllows(p) || json.Valid([]byte(p)) {
+			return -1
+		}
 	}
 	return q
 }
@@ -495,11 +587,18 @@ func unopenedCloser(s string) bool {
 
 // refusal turns a reader error into the sentence the model reads.
 func refusal(s string, e *readError) *SyntaxError {
+	se := refusalText(s, e)
+	se.msg = clipMessage(se.msg)
+	return se
+}
+
+func refusalText(s string, e *readError) *SyntaxError {
 	where, in := "", ""
-	if e.ptr != "" {
-		where, in = " at "+e.ptr, "in "+e.ptr+", "
+	ptr := clipPointer(e.ptr)
+	if ptr != "" {
+		where, in = " at "+ptr, "in "+ptr+", "
 	}
-	se := &SyntaxError{Offset: e.off, Pointer: e.ptr, kinds: []error{ErrUnparseable}}
+	se := &SyntaxError{Offset: e.off, Pointer: ptr, kinds: []error{ErrUnparseable}}
 	switch {
 	case e.truncated:
 		se.Truncated = true
@@ -508,6 +607,9 @@ func refusal(s string, e *readError) *SyntaxError {
 			e.off, e.what, where)
 	case e.ambiguous:
 		se.msg = fmt.Sprintf("The arguments have two readings at byte %d (%snear %q): %s.",
+			e.off, in, excerpt(s, e.off, 24), e.what)
+	case e.unusable:
+		se.msg = fmt.Sprintf("The arguments cannot be used as sent at byte %d (%snear %q): %s.",
 			e.off, in, excerpt(s, e.off, 24), e.what)
 	default:
 		se.msg = fmt.Sprintf("The arguments are not valid JSON at byte %d (%snear %q): %s; send one JSON object with double-quoted keys and strings.",
@@ -552,6 +654,7 @@ var innerMessage = strings.NewReplacer(
 	"The arguments were ", "The object in the arguments' JSON string (offsets count in its content) was ",
 	"The arguments hold ", "The arguments' JSON string (offsets count in its content) holds ",
 	"The arguments have ", "The object in the arguments' JSON string (offsets count in its content) has ",
+	"The arguments cannot ", "The object in the arguments' JSON string (offsets count in its content) cannot ",
 )
 
 // trimJSONSpace trims the four whitespace bytes JSON allows. Other Unicode

@@ -93,6 +93,11 @@ func TestRepairProperty(t *testing.T) {
 // render writes m as JSON (0), JSON with trailing commas and comments
 // (1), with unquoted identifier keys and single-quoted strings where no
 // apostrophe is inside (2), as Python's repr would (3), or with raw control
+// charEscapes are the letters after a backslash that JSON or a common
+// language reads as a character: a raw backslash before any of them is
+// refused (or is an escape), so the generator never writes one there.
+const charEscapes = `"\/bfnrtu'xUaev01234567N`
+
 // characters and lone backslashes in strings and no commas between
 // members (4).
 func render(v any, style int, r *rand.Rand) string {
@@ -113,7 +118,7 @@ func render(v any, style int, r *rand.Rand) string {
 				case c == '"':
 					b.WriteString(`\"`)
 				case c == '\\':
-					if i+1 < len(s) && !strings.ContainsRune(`"\/bfnrtu'`, rune(s[i+1])) {
+					if i+1 < len(s) && !strings.ContainsRune(charEscapes, rune(s[i+1])) {
 						b.WriteByte('\\') // kept as a backslash and the next character
 					} else {
 						b.WriteString(`\\`)

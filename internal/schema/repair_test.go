@@ -138,8 +138,8 @@ var refusalCorpus = []refusalCase{
 	{"object after a key", `{x "a": {"b":1}}`, false, nil},
 	{"two objects", `{"a":1} {"a":2}`, false, []string{"more than one", "byte 8"}},
 	{"a second attempt", `{"a":1}{"a":`, true, []string{"more than one"}},
-	{"nested too deep", strings.Repeat("[", maxNesting+1), false, nil},
-	{"object too deep", strings.Repeat(`{"a":`, maxNesting+1), false, []string{"nested too deeply"}},
+	{"nested too deep", strings.Repeat("[", MaxDepth+1), false, nil},
+	{"object too deep", strings.Repeat(`{"a":`, MaxDepth+1), false, []string{"more than 512 levels"}},
 	{"unquoted value", `{"command": rm -rf /tmp/x}`, false, []string{"byte 12", `unquoted text "rm"`}},
 	{"apostrophe inside single quotes", `{'a': 'it's'}`, false, []string{"byte 10"}},
 	{"ambiguous apostrophe escape", `{"a": "it\'s"}`, false, []string{`\'`, "/a"}},
@@ -396,8 +396,12 @@ func TestRepairDoubleEncodedPackaged(t *testing.T) {
 			t.Errorf("Repair(%q) = %s, %q, %v; want {\"a\":1} with %q", in, got, rungs, err, want)
 		}
 	}
-	// A string holding a string holding an object is not unwrapped twice.
-	if got, _, err := Repair(`"\"{\\\"a\\\":1}\""`, RepairOptions{}); err == nil && string(got) == `{"a":1}` {
-		t.Errorf("triple encoding unwrapped twice")
+	// JSON encoded twice, a string holding a string holding the object,
+	// has that one reading; one level more is not unwrapped.
+	if got, rungs, err := Repair(`"\"{\\\"a\\\":1}\""`, RepairOptions{}); err != nil || string(got) != `{"a":1}` || !slices.Equal(rungs, r(RungDoubleEncoded)) {
+		t.Errorf("encoded twice: %s, %q, %v", got, rungs, err)
+	}
+	if got, _, err := Repair(`"\"\\\"{\\\\\\\"a\\\\\\\":1}\\\"\""`, RepairOptions{}); err == nil && string(got) == `{"a":1}` {
+		t.Errorf("encoded three times, unwrapped")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // feature is one lossless deviation from JSON the tolerant reader accepted.
@@ -37,6 +39,7 @@ type readError struct {
 	ptr       string // JSON pointer of the value being read
 	what      string // the problem, e.g. "expected ':' after the key"
 	ambiguous bool   // the text has more than one reading
+	unusable  bool   // the text has one reading, and it cannot be used
 }
 
 // tolerant reads one JSON object, accepting the lossless deviations listed
@@ -104,6 +107,15 @@ func (t *tolerant) fail(what string) bool {
 func (t *tolerant) eof(inside string) bool {
 	if t.err == nil {
 		t.err = &readError{off: min(t.i, len(t.s)), truncated: true, ptr: t.pointer(), what: inside}
+	}
+	return false
+}
+
+// unusable fails at off: the text there reads as something no tool may
+// be given (a lone surrogate, a byte that is not UTF-8, too deep).
+func (t *tolerant) unusable(off int, what string) bool {
+	if t.err == nil {
+		t.err = &readError{off: off, ptr: t.pointer(), what: what, unusable: true}
 	}
 	return false
 }
@@ -220,8 +232,8 @@ func (t *tolerant) value() bool {
 }
 
 func (t *tolerant) enter() bool {
-	if t.depth++; t.depth > maxNesting {
-		return t.fail("the value is nested too deeply")
+	if t.depth++; t.depth > MaxDepth {
+		return t.unusable(t.i, tooDeep)
 	}
 	return true
 }
@@ -417,9 +429,13 @@ func (t *tolerant) arrayBody() bool {
 }
 
 // str reads a string quoted with q and writes it as a JSON string with the
-// same content: raw control characters are escaped, an escape JSON does
-// not define is kept as a literal backslash and character, and in a
-// single-quoted string \' is an apostrophe and " needs no escape.
+// same content: raw control characters are escaped, an escape no common
+// language reads as a character (\d) is kept as a literal backslash and
+// character, and in a single-quoted string \' is an apostrophe, " needs no
+// escape and \x41, \u0041 and \U00000041 are characters (as in Python's
+// repr). Everything with two readings or none is refused: an escape JSON
+// lacks that other languages read as a character (\x1b, \v, \0), a lone
+// surrogate, an incomplete \u escape, a byte that is not UTF-8.
 func (t *tolerant) str(q byte) bool {
 	if q == '\'' {
 		t.used |= fSingleQuotes
@@ -430,7 +446,7 @@ func (t *tolerant) str(q byte) bool {
 		j := t.i
 		for j < len(t.s) {
 			c := t.s[j]
-			if c == q || c == '\\' || c < 0x20 || c == '"' {
+			if c == q || c == '\\' || c < 0x20 || c == '"' || c >= utf8.RuneSelf {
 				break
 			}
 			j++
@@ -446,6 +462,17 @@ func (t *tolerant) str(q byte) bool {
 			t.i++
 			t.out = append(t.out, '"')
 			return true
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRuneInString(t.s[t.i:])
+			if r == utf8.RuneError && n == 1 {
+				if m := partialRune(t.s[t.i:]); m > 0 && t.endsAt(t.i+m) {
+					t.i += m // a character cut in half, where the text ends
+					return t.eof("a string")
+				}
+				return t.unusable(t.i, notUTF8(c))
+			}
+			t.out = append(t.out, t.s[t.i:t.i+n]...)
+			t.i += n
 		case c == '"': // inside single quotes
 			t.i++
 			t.out = append(t.out, '\\', '"')
@@ -458,43 +485,190 @@ func (t *tolerant) str(q byte) bool {
 				t.i = len(t.s)
 				return t.eof("a string")
 			}
-			switch e := t.s[t.i+1]; e {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				t.out = append(t.out, '\\', e)
-				t.i += 2
-			case 'u':
-				k := t.i + 2
-				for k < len(t.s) && k < t.i+6 && isHex(t.s[k]) {
-					k++
-				}
-				switch {
-				case k == t.i+6:
-					t.out = append(t.out, t.s[t.i:k]...)
-					t.i = k
-				case k == len(t.s):
-					t.i = k
-					return t.eof("a string")
-				default:
-					t.used |= fInvalidEscapes
-					t.out = append(t.out, '\\', '\\', 'u')
-					t.i += 2
-				}
-			case '\'':
-				if q != '\'' {
-					return t.ambiguous(`the string has \' which JSON does not define: it could mean ' or \'; write ' for an apostrophe, or \\' for a backslash and an apostrophe`)
-				}
-				t.out = append(t.out, '\'')
-				t.i += 2
-			default:
-				// A backslash before a raw line break stays too: in a shell
-				// command, the most common place for one, it is a line
-				// continuation the shell must see.
-				t.used |= fInvalidEscapes
-				t.out = append(t.out, '\\', '\\')
-				t.i++ // the character itself is copied as content
+			if !t.escape(q) {
+				return false
 			}
 		}
 	}
+}
+
+// escape reads the escape at t.s[t.i] == '\\' in a string quoted with q.
+func (t *tolerant) escape(q byte) bool {
+	at := t.i
+	switch e := t.s[t.i+1]; e {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		t.out = append(t.out, '\\', e)
+		t.i += 2
+	case 'u':
+		if t.i+2 < len(t.s) && t.s[t.i+2] == '{' {
+			return t.ambiguousAt(at, readsAsChar(`\u{`, -1, "JavaScript"))
+		}
+		r, n, ok := t.hexAt(t.i+2, 4)
+		switch {
+		case !ok:
+			return false
+		case n == 0:
+			// \users: no language reads a character here.
+			t.used |= fInvalidEscapes
+			t.out = append(t.out, '\\', '\\', 'u')
+			t.i += 2
+			return true
+		case n < 4:
+			return t.unusable(at, incompleteEscape(t.s[at:t.i+2+n], 4))
+		}
+		if !utf16.IsSurrogate(r) {
+			t.out = append(t.out, t.s[at:at+6]...)
+			t.i += 6
+			return true
+		}
+		if r < 0xdc00 && strings.HasPrefix(t.s[at+6:], `\u`) {
+			lo, n, ok := t.hexAt(at+8, 4)
+			switch {
+			case !ok:
+				return false
+			case n > 0 && n < 4:
+				return t.unusable(at+6, incompleteEscape(t.s[at+6:at+8+n], 4))
+			case n == 4 && utf16.DecodeRune(r, lo) != utf8.RuneError:
+				t.out = append(t.out, t.s[at:at+12]...)
+				t.i += 12
+				return true
+			}
+		} else if r < 0xdc00 && (t.endsWithin(at+6, `\u`) || t.endsAt(at+6) ||
+			at+6 < len(t.s) && t.s[at+6] == '\\' && t.endsAt(at+7)) {
+			t.i = len(t.s)
+			return t.eof("a string")
+		}
+		return t.unusable(at, loneSurrogate(t.s[at:at+6]))
+	case 'x', 'U':
+		digits := 2
+		if e == 'U' {
+			digits = 8
+		}
+		r, n, ok := t.hexAt(t.i+2, digits)
+		switch {
+		case !ok:
+			return false
+		case n == 0:
+			// C:\Users, \xyz: no language reads a character here.
+			t.used |= fInvalidEscapes
+			t.out = append(t.out, '\\', '\\')
+			t.i++
+			return true
+		case q == '\'' && n == digits && utf8.ValidRune(r):
+			t.out = appendRune(t.out, r)
+			t.i += 2 + n
+			return true
+		case q == '\'' && n < digits:
+			return t.unusable(at, incompleteEscape(t.s[at:t.i+2+n], digits))
+		case q == '\'':
+			return t.unusable(at, "the escape "+t.s[at:t.i+2+n]+" is no Unicode character; write the character itself")
+		}
+		if !utf8.ValidRune(r) {
+			r = -1
+		}
+		return t.ambiguousAt(at, readsAsChar(t.s[at:t.i+2+n], r, "Python and JavaScript"))
+	case 'a', 'v', 'e':
+		r, langs := rune(7), "Python and C"
+		switch e {
+		case 'v':
+			r, langs = 0x0b, "Python, JavaScript and C"
+		case 'e':
+			r, langs = 0x1b, "Bash, Perl and Ruby"
+		}
+		return t.ambiguousAt(at, readsAsChar(t.s[at:at+2], r, langs))
+	case '0', '1', '2', '3', '4', '5', '6', '7':
+		k, r := t.i+1, rune(0)
+		for k < len(t.s) && k < t.i+4 && t.s[k] >= '0' && t.s[k] <= '7' && r*8+rune(t.s[k]-'0') <= 0o377 {
+			r = r*8 + rune(t.s[k]-'0')
+			k++
+		}
+		return t.ambiguousAt(at, readsAsChar(t.s[at:k], r, "Python, JavaScript and C (octal)"))
+	case 'N':
+		if t.i+2 < len(t.s) && t.s[t.i+2] == '{' {
+			return t.ambiguousAt(at, readsAsChar(`\N{`, -1, "Python (a named character)"))
+		}
+		fallthrough
+	case '\'':
+		if e == '\'' {
+			if q != '\'' {
+				return t.ambiguous(`the string has \' which JSON does not define: it could mean ' or \'; write ' for an apostrophe, or \\' for a backslash and an apostrophe`)
+			}
+			t.out = append(t.out, '\'')
+			t.i += 2
+			return true
+		}
+		fallthrough
+	default:
+		// A backslash before a raw line break stays too: in a shell
+		// command, the most common place for one, it is a line
+		// continuation the shell must see.
+		t.used |= fInvalidEscapes
+		t.out = append(t.out, '\\', '\\')
+		t.i++ // the character itself is copied as content
+	}
+	return true
+}
+
+// hexAt reads up to max hexadecimal digits at j and returns their value
+// and count; ok is false (a cut) when the text ends before a digit count
+// short of max is settled.
+func (t *tolerant) hexAt(j, max int) (r rune, n int, ok bool) {
+	for n < max && j+n < len(t.s) && isHex(t.s[j+n]) {
+		c := t.s[j+n]
+		var d byte
+		switch {
+		case c <= '9':
+			d = c - '0'
+		case c >= 'a':
+			d = c - 'a' + 10
+		default:
+			d = c - 'A' + 10
+		}
+		r = r<<4 | rune(d)
+		n++
+	}
+	if n < max && (j+n >= len(t.s) || t.endsAt(j+n)) {
+		t.i = j + n
+		return 0, n, t.eof("a string")
+	}
+	return r, n, true
+}
+
+// endsWithin reports whether the text from j is a prefix of want: cut off
+// before it could say whether want follows.
+func (t *tolerant) endsWithin(j int, want string) bool {
+	rest := t.s[min(j, len(t.s)):]
+	return len(rest) < len(want) && want[:len(rest)] == rest
+}
+
+func (t *tolerant) ambiguousAt(off int, what string) bool {
+	t.i = off
+	return t.ambiguous(what)
+}
+
+// partialRune returns the length of the start of a UTF-8 sequence that s
+// begins with and that ends before the sequence is complete, or 0.
+func partialRune(s string) int {
+	for m := 1; m < utf8.UTFMax && m <= len(s); m++ {
+		if m == len(s) || utf8.RuneStart(s[m]) {
+			if !utf8.FullRuneInString(s[:m]) {
+				return m
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// appendRune writes r as the content of a JSON string.
+func appendRune(b []byte, r rune) []byte {
+	switch {
+	case r < 0x20:
+		return appendControl(b, byte(r))
+	case r == '"' || r == '\\':
+		return append(b, '\\', byte(r))
+	}
+	return utf8.AppendRune(b, r)
 }
 
 func appendControl(b []byte, c byte) []byte {

@@ -106,12 +106,12 @@ func FuzzValidate(f *testing.F) {
 	type target struct {
 		name   string
 		p      *schema.Params
-		decode func([]byte) error
+		decode func(schema.Value) error
 	}
 	targets := []target{
-		{"inferred", plain, func(b []byte) error { var v fuzzParams; return json.Unmarshal(b, &v) }},
-		{"inferred strict", strict, func(b []byte) error { var v fuzzParams; return json.Unmarshal(b, &v) }},
-		{"raw strict", raw, func(b []byte) error { var v rawStrictArgs; return json.Unmarshal(b, &v) }},
+		{"inferred", plain, func(v schema.Value) error { var x fuzzParams; return v.Unmarshal(&x) }},
+		{"inferred strict", strict, func(v schema.Value) error { var x fuzzParams; return v.Unmarshal(&x) }},
+		{"raw strict", raw, func(v schema.Value) error { var x rawStrictArgs; return v.Unmarshal(&x) }},
 	}
 	for _, s := range fuzzSeeds {
 		f.Add(s, false)
@@ -143,7 +143,11 @@ func FuzzValidate(f *testing.F) {
 			if err := tg.p.Validate(v); err != nil {
 				t.Fatalf("%s: Parse(%q) returned %s, which does not validate: %v", tg.name, args, got.JSON, err)
 			}
-			if err := tg.decode(got.JSON); err != nil {
+			pv, _, err := tg.p.ParseValue(args, opt)
+			if err != nil {
+				t.Fatalf("%s: Parse(%q) accepted what ParseValue refuses: %v", tg.name, args, err)
+			}
+			if err := tg.decode(pv); err != nil {
 				t.Fatalf("%s: Parse(%q) returned %s, which does not decode into the Go type: %v", tg.name, args, got.JSON, err)
 			}
 		}

@@ -182,10 +182,7 @@ func New[P any](d Def[P]) (*Tool, error) {
 		bound, err := schema.Bind(v.V, &c.p)
 		if !bound && err == nil {
 			// A type Bind does not cover: through the JSON text.
-			var data []byte
-			if data, err = v.JSON(); err == nil {
-				err = json.Unmarshal(data, &c.p)
-			}
+			err = v.Unmarshal(&c.p)
 		}
 		if err != nil {
 			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}

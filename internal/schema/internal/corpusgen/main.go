@@ -276,6 +276,11 @@ type obj []kv
 
 type num string
 
+// charEscapes are the letters after a backslash that JSON or a common
+// language reads as a character: a raw backslash before any of them is
+// refused (or is an escape), so the generator never writes one there.
+const charEscapes = `"\/bfnrtu'xUaev01234567N`
+
 type style struct {
 	rng          *rand.Rand
 	indent       bool
@@ -429,7 +434,7 @@ func (p *printer) str(s string) {
 			if i+1 < len(s) {
 				next = s[i+1]
 			}
-			if p.s.rawBackslash && next >= 0x20 && !strings.ContainsRune(`"\/bfnrtu'`, rune(next)) {
+			if p.s.rawBackslash && next >= 0x20 && !strings.ContainsRune(charEscapes, rune(next)) {
 				p.b.WriteByte('\\')
 			} else {
 				p.b.WriteString(`\\`)
