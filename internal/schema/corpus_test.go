@@ -3,10 +3,10 @@ package schema
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +25,10 @@ type corpusCase struct {
 	Expect string          `json:"expect"`
 	Args   string          `json:"args"`
 	Want   json.RawMessage `json:"want"`
+	// Mention is text a refusal's message must hold.
+	Mention []string `json:"mention"`
+	// ArgsBase64, when set, is Args byte for byte (not UTF-8).
+	ArgsBase64 string `json:"args_base64"`
 }
 
 type score struct{ n, recovered, refused, wrong, cut int }
@@ -73,6 +77,13 @@ func TestRepairCorpusScore(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}
+		if c.ArgsBase64 != "" {
+			b, err := base64.StdEncoding.DecodeString(c.ArgsBase64)
+			if err != nil {
+				t.Fatalf("case %d: %v", c.ID, err)
+			}
+			c.Args = string(b)
+		}
 		p, tf := params[c.Tool], toolFiles[c.Tool]
 		if p == nil {
 			t.Fatalf("case %d: unknown tool %q", c.ID, c.Tool)
@@ -102,13 +113,20 @@ func TestRepairCorpusScore(t *testing.T) {
 				missed = append(missed, fmt.Sprintf("case %d (%s, %s): refused: %v\n%s", c.ID, c.Class, c.Tool, err, c.Args))
 			} else {
 				checkRefusal(t, c, err)
+				for _, m := range c.Mention {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("case %d (%s): the refusal does not say %q: %v", c.ID, c.Class, m, err)
+					}
+				}
+				if len(err.Error()) > MaxMessageBytes {
+					t.Errorf("case %d (%s): a refusal of %d bytes, over %d", c.ID, c.Class, len(err.Error()), MaxMessageBytes)
+				}
 			}
 		case c.Expect == "recover" && sameValue(v.V, decodeNumbers(t, c.Want)):
 			row.recovered++
 			tot.recovered++
-			// The ladder's own output: ParseValue then writes integral
-			// numbers in integer form, a change of spelling the check
-			// would count.
+			// What the tool receives by the JSON path is what validated.
+			checkReceived(t, fmt.Sprint("case ", c.ID), c.Args, v)
 			data, _, _ := Repair(c.Args, RepairOptions{Conservative: tf.Destructive})
 			if data == nil {
 				data = []byte(trimJSONSpace(c.Args)) // valid as sent
@@ -193,18 +211,13 @@ func decodeNumbers(t *testing.T, data []byte) any {
 	return v
 }
 
-// sameValue compares decoded values, numbers by exact value: ParseValue
-// writes integral numbers in integer form (2.5E+2 as 250).
+// sameValue compares decoded values, numbers as written: the tool gets
+// the number the model sent (-0.0 is not 0, 2e2 not 200).
 func sameValue(a, b any) bool {
 	switch a := a.(type) {
 	case json.Number:
 		bn, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		x, ok1 := new(big.Rat).SetString(string(a))
-		y, ok2 := new(big.Rat).SetString(string(bn))
-		return ok1 && ok2 && x.Cmp(y) == 0
+		return ok && a == bn
 	case map[string]any:
 		bm, ok := b.(map[string]any)
 		if !ok || len(a) != len(bm) {

@@ -24,7 +24,9 @@ func differential(raw string, out []byte) error {
 		return fmt.Errorf("output %q does not decode: %v", out, err)
 	}
 	once := unescapeAll(raw)
-	views := []string{decodedView(raw), decodedView(once), decodedView(unescapeAll(once))}
+	// The last view reads \x41 and \U00000041 as characters, as a
+	// single-quoted (Python-style) string does.
+	views := []string{decodedView(raw), decodedView(once), decodedView(unescapeAll(once)), decodedView(unescapePython(raw))}
 	var walk func(v any, ptr string) error
 	str := func(s, ptr string) error {
 		for _, view := range views {
@@ -68,13 +70,25 @@ func differential(raw string, out []byte) error {
 
 // unescapeAll decodes, left to right, every escape JSON defines (and \'),
 // keeping any other backslash as it is.
-func unescapeAll(s string) string {
+func unescapeAll(s string) string { return unescape(s, false) }
+
+// unescapePython is unescapeAll that also decodes \xXX and \UXXXXXXXX.
+func unescapePython(s string) string { return unescape(s, true) }
+
+func unescape(s string, python bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c != '\\' || i+1 >= len(s) {
 			b.WriteByte(c)
 			continue
+		}
+		if n := map[byte]int{'x': 2, 'U': 8}[s[i+1]]; python && n > 0 && i+2+n <= len(s) {
+			if v, err := strconv.ParseUint(s[i+2:i+2+n], 16, 32); err == nil {
+				b.WriteRune(rune(v))
+				i += 1 + n
+				continue
+			}
 		}
 		switch e := s[i+1]; e {
 		case '"', '\\', '/', '\'':

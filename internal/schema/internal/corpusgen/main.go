@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 func main() {
@@ -24,6 +26,7 @@ func main() {
 		}
 	}
 	g.providerSamples()
+	g.shapeSamples()
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
@@ -73,6 +76,12 @@ type Case struct {
 	Expect string          `json:"expect"`
 	Args   string          `json:"args"`
 	Want   json.RawMessage `json:"want,omitempty"`
+	// Mention, for a refusal, is text its message must hold (the escape
+	// and the byte offset it names).
+	Mention []string `json:"mention,omitempty"`
+	// ArgsBase64 holds Args byte for byte when they are not UTF-8, which
+	// a JSON string cannot carry.
+	ArgsBase64 string `json:"args_base64,omitempty"`
 }
 
 type gen struct {
@@ -92,6 +101,9 @@ func (g *gen) add(class, tool, expect, args, want string) {
 	c := Case{Class: class, Tool: tool, Expect: expect, Args: args}
 	if expect == "recover" {
 		c.Want = json.RawMessage(want)
+	}
+	if !utf8.ValidString(args) {
+		c.ArgsBase64 = base64.StdEncoding.EncodeToString([]byte(args))
 	}
 	g.cases = append(g.cases, c)
 }
@@ -262,6 +274,95 @@ func (g *gen) providerSamples() {
 	add("shell_continuation", "run_command", "{\"command\": \"docker run \\\n  --rm alpine echo hi\"}", `{"command":"docker run \\\n  --rm alpine echo hi"}`)
 	add("markdown_fence", "run_command", "```json\n{\n  \"command\": \"go test ./...\",\n  \"timeout_seconds\": 600\n}\n```", `{"command":"go test ./...","timeout_seconds":600}`)
 	add("trailing_token", "web_fetch", `{"url": "https://example.com/a?b=1&c=2", "max_bytes": 200000}<|endoftext|>`, `{"url":"https://example.com/a?b=1&c=2","max_bytes":200000}`)
+}
+
+// shapeSamples are the argument shapes of issue 22 and issue 24 (written
+// by hand; checked against nst/JSONTestSuite, whose files are not copied):
+// strings that hold no text, escapes with two readings, numbers as
+// written, a value after the object, and the lossless recoveries.
+func (g *gen) shapeSamples() {
+	ok := func(class, tool, args, want string) { g.add("shapes_"+class, tool, "recover", args, want) }
+	no := func(class, tool, args string, mention ...string) {
+		g.add("shapes_"+class, tool, "refuse", args, "")
+		g.cases[len(g.cases)-1].Mention = mention
+	}
+	// Lone surrogates and bytes that are not UTF-8: refused, never U+FFFD.
+	no("surrogate", "write_file", `{"path": "\ud800.txt", "content": "x"}`, `\ud800`, "byte 10")
+	no("surrogate", "write_file", `{"path": "a\udc00", "content": "x"}`, `\udc00`, "byte 11")
+	no("surrogate", "write_file", `{"path": "a\ud83d\u0041", "content": "x"}`, `\ud83d`, "byte 11")
+	no("surrogate", "write_file", `{"path": "a\ude80\ud83d", "content": "x"}`, `\ude80`, "byte 11")
+	no("surrogate", "slack_post_message", `{'channel': '#ops', 'text': '\ud800'}`, `\ud800`)
+	no("surrogate", "run_command", `"{\"command\": \"echo \\ud800\"}"`, `\ud800`)
+	no("surrogate", "web_search", `{"query": "x", "sites": ["\uDBFF"]}`, `\uDBFF`)
+	no("surrogate", "write_file", "{\"path\": \"a.txt\", \"content\": \"\xff\xfe\"}", "0xff", "byte 30")
+	no("surrogate", "write_file", "{\"path\": \"caf\xe9.txt\", \"content\": \"x\"}", "0xe9", "byte 13")
+	no("surrogate", "write_file", "{\"path\": \"\xed\xa0\x80\", \"content\": \"x\"}", "0xed")
+	no("surrogate", "write_file", "{\"path\": \"\xc0\xaf\", \"content\": \"x\"}", "0xc0")
+	ok("surrogate", "slack_post_message", "{\"channel\": \"#a\", \"text\": \"hi\",} \xff", `{"channel":"#a","text":"hi"}`)
+	ok("surrogate", "write_file", `{"path": "\ud83d\ude80.txt", "content": "\uFFFD"}`, `{"path":"🚀.txt","content":"\ufffd"}`)
+	ok("surrogate", "write_file", `{"path": "\ud83d\ude80.txt", "content": "x",}`, `{"path":"🚀.txt","content":"x"}`)
+
+	// Escapes JSON lacks that other languages read as a character.
+	for _, e := range []struct{ esc, off string }{
+		{`\x1b`, "byte 30"}, {`\xe9`, "byte 30"}, {`\U0001F680`, "byte 30"}, {`\0`, "byte 30"},
+		{`\7`, "byte 30"}, {`\012`, "byte 30"}, {`\v`, "byte 30"}, {`\a`, "byte 30"}, {`\e`, "byte 30"},
+		{`\u{1F680}`, "byte 30"}, {`\N{BULLET}`, "byte 30"},
+	} {
+		no("escapes", "write_file", `{"path": "a.txt", "content": "`+e.esc+`[0m"}`, e.off, `\`+e.esc[:2])
+	}
+	no("escapes", "run_command", `{"command": "printf '\x1b[31mred'"}`, `\\x1b`, `\u001b`)
+	no("escapes", "run_command", `{"command": "echo \0"}`, `\\0`)
+	ok("escapes", "run_command", `{"command": "ls",} // \a`, `{"command":"ls"}`)
+	ok("escapes", "search_code", `{"pattern": "\d+\s\w\.", "path": "."}`, `{"pattern":"\\d+\\s\\w\\.","path":"."}`)
+	ok("escapes", "write_file", `{"path": "C:\Users\me\x.txt", "content": "\xyz"}`, `{"path":"C:\\Users\\me\\x.txt","content":"\\xyz"}`)
+	ok("escapes", "write_file", `{'path': 'a.txt', 'content': '\x1b[0m \xe9 \u00e9 \U0001F680'}`, `{"path":"a.txt","content":"\u001b[0m é é 🚀"}`)
+	ok("escapes", "slack_post_message", `{'channel': '#a', 'text': 'tab\there \x41'}`, `{"channel":"#a","text":"tab\there A"}`)
+	no("escapes", "slack_post_message", `{'channel': '#a', 'text': '\x4'}`, `\x4`)
+	no("escapes", "slack_post_message", `{'channel': '#a', 'text': '\U0011FFFF'}`, `\U0011FFFF`)
+
+	// Incomplete \u escapes.
+	no("incomplete_u", "write_file", `{"path": "\u00A", "content": "x"}`, `\u00A`, "byte 10")
+	no("incomplete_u", "write_file", `{"path": "\uD834\uDd", "content": "x"}`, `\uDd`, "byte 16")
+	no("incomplete_u", "read_file", `{"path": "\u1"}`, `\u1`)
+	no("incomplete_u", "read_file", `{"path": "\u12 x", "limit": 3}`, `\u12`)
+
+	// Numbers as written.
+	ok("numbers", "submit_result", `{"result": {"zero": -0.0, "hundreds": 2e2, "big": 1E+2, "frac": 2.50, "neg": -0}}`,
+		`{"result":{"zero":-0.0,"hundreds":2e2,"big":1E+2,"frac":2.50,"neg":-0}}`)
+	ok("numbers", "create_schedule", `{"name": "n", "cron": "* * * * *", "prompt": "p", "jitter_seconds": -0.0,}`,
+		`{"name":"n","cron":"* * * * *","prompt":"p","jitter_seconds":-0.0}`)
+	ok("numbers", "read_file", `{"path": "a", "offset": 1e1, "limit": 2.0E1}`, `{"path":"a","offset":1e1,"limit":2.0E1}`)
+	ok("numbers", "sql_execute", `{'sql': 'select ?', 'params': [-0.0, 1e-7, 123456789012345678901234567890]}`,
+		`{"sql":"select ?","params":[-0.0,1e-7,123456789012345678901234567890]}`)
+
+	// A value after (or before) the object is not prose.
+	no("trailing_value", "edit_file", `{"path": "a", "old_text": "x", "new_text": "y"} "x"`, "byte 48")
+	no("trailing_value", "run_command", `{"command": "ls"} 42`, "byte 18")
+	no("trailing_value", "run_command", `{"command": "ls"} ["rm -rf /"]`, "byte 18")
+	no("trailing_value", "run_command", `{"command": "ls"} true`)
+	no("trailing_value", "run_command", `{"command": "ls"}`+"\n\"rm\"")
+	no("trailing_value", "run_command", `"x" {"command": "ls"}`)
+	no("trailing_value", "run_command", `42 {"command": "ls"}`)
+	ok("trailing_value", "run_command", `{"command": "ls"} [TOOL_CALLS]`, `{"command":"ls"}`)
+	ok("trailing_value", "run_command", `{"command": "ls"} - done.`, `{"command":"ls"}`)
+
+	// Lossless recoveries with one reading.
+	ok("fence_attributes", "write_file", "```json title=\"args.json\"\n{\"path\": \"a.txt\", \"content\": \"x\"}\n```", `{"path":"a.txt","content":"x"}`)
+	ok("fence_attributes", "run_command", "```json {.args}\n{\"command\": \"ls\"}\n```\n", `{"command":"ls"}`)
+	ok("fence_attributes", "run_command", "```json title=\"a.json\"\n\"{\\\"command\\\": \\\"ls\\\"}\"\n```", `{"command":"ls"}`)
+	ok("encoded_twice", "run_command", `"\"{\\\"command\\\": \\\"ls -la\\\"}\""`, `{"command":"ls -la"}`)
+	ok("encoded_twice", "write_file", `"\"{\\\"path\\\": \\\"a\\\", \\\"content\\\": \\\"b\\\"}\""`, `{"path":"a","content":"b"}`)
+	ok("prose_double_encoded", "run_command", `Here are the arguments: "{\"command\": \"ls\"}"`, `{"command":"ls"}`)
+	ok("prose_double_encoded", "write_file", `I'll write it now. "{\"path\": \"a\", \"content\": \"b\"}"`, `{"path":"a","content":"b"}`)
+	no("prose_double_encoded", "run_command", `Here: "{\"command\": \"ls\"}" or "{\"command\": \"rm\"}"`)
+
+	// Over-deep arguments (issue 24): refused, with a bounded message.
+	deep := strings.Repeat(`{"a":`, 600) + "1" + strings.Repeat("}", 600)
+	no("deep", "submit_result", `{"result": `+deep+`}`, "512")
+	no("deep", "submit_result", `{"result": `+strings.Repeat("[", 10001)+strings.Repeat("]", 10001)+`}`, "512")
+	no("deep", "sql_execute", `{"sql": "x", "params": `+strings.Repeat("[", 513)+strings.Repeat("]", 513)+`}`, "512")
+	ok("deep", "sql_execute", `{"sql": "x", "params": `+strings.Repeat("[", 511)+strings.Repeat("]", 511)+`}`,
+		`{"sql":"x","params":`+strings.Repeat("[", 511)+strings.Repeat("]", 511)+`}`)
 }
 
 // ---------------------------------------------------------------------------
