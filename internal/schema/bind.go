@@ -70,11 +70,7 @@ func compileBinder(t reflect.Type, seen map[reflect.Type]bool) binder {
 		})
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return scalar(t, func(v json.Number, dst reflect.Value) bool {
-			s := string(integral(v))
-			if s == "-0" {
-				s = "0"
-			}
-			n, err := strconv.ParseUint(s, 10, t.Bits())
+			n, err := strconv.ParseUint(string(integral(v)), 10, t.Bits())
 			if err != nil {
 				return false
 			}

@@ -76,6 +76,11 @@ func FuzzRepair(f *testing.F) {
 		if !json.Valid(got) {
 			t.Fatalf("Repair(%q) = %q: invalid JSON (rungs %q)", args, got, rungs)
 		}
+		if _, err := decodeAny(string(got)); err != nil {
+			// A string that holds no text, or too deep a value, got past
+			// the ladder.
+			t.Fatalf("Repair(%q) = %q, which the decoder refuses: %v", args, got, err)
+		}
 		trimmed := trimJSONSpace(args)
 		if json.Valid([]byte(trimmed)) && trimmed != "" && trimmed[0] != '"' && (rungs != nil || string(got) != trimmed) {
 			t.Fatalf("Repair(%q) = %q, %q: valid input was changed", args, got, rungs)
