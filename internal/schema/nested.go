@@ -53,7 +53,9 @@ func (p *Params) decodeNested(v any, verr *ValidationError) (any, decodeNotes, b
 	// The walk replaces in place: work on a copy, so that a refusal
 	// reports the value as sent.
 	nv := walk(deepCopy(v), "")
-	if !found {
+	if !found || depthOver(nv, MaxDepth) {
+		// A value too deep once in place stays the string it was sent as,
+		// and the violation stands.
 		return v, notes, false
 	}
 	if p.nulls != nil {
