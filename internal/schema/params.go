@@ -293,7 +293,9 @@ func sortViolations(out []Violation) {
 
 // Parsed is a call's arguments after repair, null stripping and validation.
 type Parsed struct {
-	// JSON is the validated arguments, ready to decode into the tool's type.
+	// JSON is the validated arguments, numbers as the model wrote them
+	// (encoding/json refuses 2e2 for a Go integer: tools decode through
+	// ParseValue's Bind or Value.Unmarshal, which take it).
 	JSON []byte
 	// Repairs names the ladder rungs that made the arguments parse.
 	Repairs []string
