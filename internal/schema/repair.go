@@ -294,6 +294,13 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		var inner string
 		switch {
 		case t.str(s[q]):
+			if strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil && strings.HasPrefix(trimJSONSpace(inner), "{") {
+				if _, _, err := readInner(inner); err == nil {
+					// "{\"a\":1}" and then {"a":2}: two objects.
+					return nil, used, &SyntaxError{Offset: q, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
+						"The arguments hold more than one JSON object (one inside the string at byte %d, another after it); send exactly one JSON object.", q)}
+				}
+			}
 			if !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
 				strings.HasPrefix(trimJSONSpace(inner), "{") {
 				if q > base || trimJSONSpace(s[t.i:]) != "" {
@@ -439,6 +446,10 @@ func startsWithValue(a string) bool {
 	switch c := a[0]; {
 	case c == '"':
 		return true
+	case c == '\'':
+		// A complete single-quoted string ('x'), not an apostrophe in prose.
+		t := &tolerant{s: a}
+		return t.str('\'') && (t.i == len(a) || isJSONSpace(a[t.i]) || strings.ContainsRune(",.;:!?)]}", rune(a[t.i])))
 	case c == '[' && bracketToken(a):
 		return false
 	case c == '[' || c == '-' || isDigit(c) || c == 't' || c == 'f' || c == 'n':

@@ -343,6 +343,9 @@ func (g *gen) shapeSamples() {
 	no("trailing_value", "run_command", `{"command": "ls"}`+"\n\"rm\"")
 	no("trailing_value", "run_command", `"x" {"command": "ls"}`)
 	no("trailing_value", "run_command", `42 {"command": "ls"}`)
+	no("trailing_value", "run_command", `{'command': 'ls'} 'rm'`)
+	no("trailing_value", "run_command", `Not "{\"command\": \"rm\"}" but {"command": "ls"}`, "more than one")
+	ok("trailing_value", "run_command", `{"command": "ls"} 'cause it's short`, `{"command":"ls"}`)
 	ok("trailing_value", "run_command", `{"command": "ls"} [TOOL_CALLS]`, `{"command":"ls"}`)
 	ok("trailing_value", "run_command", `{"command": "ls"} - done.`, `{"command":"ls"}`)
 
