@@ -40,7 +40,9 @@ func BenchmarkTrue(b *testing.B) {
 			if err := r.Cmd.Wait(); err != nil {
 				b.Fatal(err)
 			}
-			r.Leftovers()
+			if _, err := r.End(); err != nil {
+				b.Fatal(err)
+			}
 			d = append(d, time.Since(start))
 			cpu = append(cpu, cpuOf(r.Cmd.ProcessState))
 		}

@@ -296,7 +296,11 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}
 	waitErr := r.Cmd.Wait()
-	st := commandStatus{leftovers: r.Leftovers()}
+	end, endErr := r.End()
+	if endErr != nil {
+		c.cfg.Logger.Error("run_command: the command's cgroup was not removed", "err", endErr)
+	}
+	st := commandStatus{leftovers: end.Leftovers}
 	if r.Cmd.ProcessState == nil {
 		return st, fmt.Errorf("waiting for the command failed: %w", waitErr)
 	}
@@ -305,7 +309,7 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 	if sig != 0 {
 		st.signal = sig.String()
 	}
-	st.notes = c.cfg.Sandbox.Notes(sig, w)
+	st.notes = c.cfg.Sandbox.Notes(sig, w, end)
 	return st, nil
 }
 
