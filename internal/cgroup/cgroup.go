@@ -558,7 +558,11 @@ func (g *Group) Stats() Stats {
 		return s
 	}
 	s.OOMKills = field("memory.oom_control", "oom_kill")
-	s.Failcnt, _ = strconv.Atoi(readString(filepath.Join(d, "memory.failcnt")))
+	// With swap accounted, memsw's counter is charged (and fails) first.
+	for _, f := range []string{"memory.failcnt", "memory.memsw.failcnt"} {
+		n, _ := strconv.Atoi(readString(filepath.Join(d, f)))
+		s.Failcnt = max(s.Failcnt, n)
+	}
 	s.Peak, _ = strconv.ParseInt(readString(filepath.Join(d, "memory.max_usage_in_bytes")), 10, 64)
 	return s
 }

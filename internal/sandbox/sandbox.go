@@ -602,6 +602,8 @@ type End struct {
 	// OOMKills are the command's processes the kernel's out-of-memory
 	// killer killed, as its cgroup counted them (0 without cgroups).
 	OOMKills int
+	// Failcnt is how often the command's cgroup hit its memory limit.
+	Failcnt int
 	// MemoryPeak is the most memory the command held (0: not known).
 	MemoryPeak int64
 }
@@ -622,7 +624,7 @@ func (r *Run) End() (End, error) {
 	// group still lists is dying, or escaped the namespace.
 	r.group.Kill()
 	st := r.group.Stats()
-	e.OOMKills, e.MemoryPeak = st.OOMKills, st.Peak
+	e.OOMKills, e.Failcnt, e.MemoryPeak = st.OOMKills, st.Failcnt, st.Peak
 	return e, r.group.Close()
 }
 

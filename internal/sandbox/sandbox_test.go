@@ -61,6 +61,7 @@ type result struct {
 	sig      syscall.Signal
 	left     bool
 	oomKills int
+	failcnt  int
 	notes    []string
 	waited   error
 }
@@ -78,7 +79,7 @@ func run(t testing.TB, ctx context.Context, s *sandbox.Sandbox, home, command st
 	if err != nil {
 		t.Error(err)
 	}
-	res := result{out: out.String(), left: end.Leftovers, oomKills: end.OOMKills, waited: werr}
+	res := result{out: out.String(), left: end.Leftovers, oomKills: end.OOMKills, failcnt: end.Failcnt, waited: werr}
 	res.code, res.sig = sandbox.Status(r.Cmd.ProcessState)
 	res.notes = s.Notes(res.sig, w, end)
 	return res
