@@ -23,6 +23,7 @@ type commandSandbox struct {
 	// directory.
 	CgroupRoot      string
 	WorkerMemoryMin int64
+	protect         error // lowering the worker's oom_score_adj
 }
 
 // workerOOMScore is the worker's own oom_score_adj where it may lower it:
@@ -102,7 +103,7 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 	}
 	cfg := c.Config
 	cfg.Network, cfg.Logger = c.Network, log
-	cg, report, err := c.cgroups()
+	cg, why, err := c.cgroups()
 	if err != nil {
 		return nil, err
 	}
@@ -120,44 +121,54 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 			sb.Close()
 		}
 	}
+	if err != nil && cg != nil && c.CgroupRoot == "auto" {
+		// The subtree looked usable and is not (a command cannot join
+		// it): commands run without cgroups rather than not at all.
+		why = fmt.Errorf("a command could not run in a cgroup of its own: %w", err)
+		cfg.Cgroups, cfg.Limits = nil, c.Config.Limits
+		if sb, err = sandbox.New(cfg); err == nil {
+			if err = sb.Check(ctx); err != nil {
+				sb.Close()
+			}
+		}
+	}
 	if err != nil {
 		log.Error("run_command is not offered: its sandbox does not work here (the other computer tools are); "+
 			"install it with apt-get install -y bubblewrap, or start with --command-sandbox none to run commands unconfined", "err", err)
 		return nil, nil
 	}
-	report(log)
+	c.report(log, sb, cg, why)
 	l := sb.Limits()
 	log.Info("run_command sandboxed with bubblewrap", "network", c.Network, "cgroups", sb.Cgroups(), "command_memory", l.Memory, "command_pids", l.Pids, "command_cpu", l.CPU, "max_procs", l.Processes, "max_memory", l.MemoryBytes,
 		"max_cpu_s", l.CPUSeconds, "max_file_bytes", l.FileBytes, "max_open_files", l.OpenFiles, "tmp_bytes", l.TmpBytes)
 	return sb, nil
 }
 
-// cgroups opens the subtree the commands' cgroups are made in, and
-// lowers the worker's own out-of-memory score where it may. report logs
-// the outcome, once the sandbox works: without a subtree, one line says
-// so (the sandbox then falls back to rlimits).
-func (c *commandSandbox) cgroups() (m *cgroup.Manager, report func(*slog.Logger), err error) {
-	protect := cgroup.Protect(workerOOMScore)
-	const fallback = "commands have no cgroup of their own: their memory is bounded only by rlimits, with /tmp and /dev/shm shrunk to fit --command-memory"
-	report = func(log *slog.Logger) {
-		if protect != nil {
-			log.Debug("the worker's oom_score_adj is not lowered (not permitted); commands raise theirs to 1000", "err", protect)
-		}
-		switch {
-		case m != nil:
-			log.Info("each command runs in a cgroup of its own", "cgroup_version", m.Version(), "controllers", m.Controllers(), "parent", m.Parent())
-		case err != nil:
-			log.Warn(fallback+" (no delegated cgroup subtree)", "err", err)
-		default:
-			log.Warn(fallback + " (--cgroup-root none)")
-		}
-	}
+// cgroups opens the subtree the commands' cgroups are made in (nil, and
+// why, when there is none), and lowers the worker's own out-of-memory
+// score where it may. An explicit --cgroup-root that cannot be used is
+// an error.
+func (c *commandSandbox) cgroups() (m *cgroup.Manager, why, err error) {
+	c.protect = cgroup.Protect(workerOOMScore)
 	if c.CgroupRoot == "none" {
-		return nil, report, nil
+		return nil, errors.New("--cgroup-root none"), nil
 	}
-	m, err = cgroup.Open(cgroup.Options{Root: c.CgroupRoot, WorkerMemoryMin: c.WorkerMemoryMin})
-	if err != nil && c.CgroupRoot != "auto" {
-		return nil, nil, fmt.Errorf("--cgroup-root %s: %w", c.CgroupRoot, err)
+	m, why = cgroup.Open(cgroup.Options{Root: c.CgroupRoot, WorkerMemoryMin: c.WorkerMemoryMin})
+	if why != nil && c.CgroupRoot != "auto" {
+		return nil, nil, fmt.Errorf("--cgroup-root %s: %w", c.CgroupRoot, why)
 	}
-	return m, report, nil
+	return m, why, nil
+}
+
+// report says, once the sandbox works, whether commands run in cgroups
+// of their own: without, in one line.
+func (c *commandSandbox) report(log *slog.Logger, sb *sandbox.Sandbox, m *cgroup.Manager, why error) {
+	if c.protect != nil {
+		log.Debug("the worker's oom_score_adj is not lowered (not permitted); commands raise theirs to 1000", "err", c.protect)
+	}
+	if sb.Cgroups() {
+		log.Info("each command runs in a cgroup of its own", "cgroup_version", m.Version(), "controllers", m.Controllers(), "parent", m.Parent())
+		return
+	}
+	log.Warn("commands have no cgroup of their own: their memory is bounded only by rlimits, with /tmp and /dev/shm shrunk to fit --command-memory", "reason", why)
 }
