@@ -85,7 +85,11 @@ func (c *Category) commandDescription() string {
 		} else {
 			b.WriteString("there is no network. ")
 		}
-		fmt.Fprintf(&b, "Limits: at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
+		b.WriteString("Limits: ")
+		if s.Cgroups() {
+			fmt.Fprintf(&b, "%s of memory in all (its processes, /tmp and /dev/shm together), %g CPU cores; ", byteCount(l.Memory), l.CPU)
+		}
+		fmt.Fprintf(&b, "at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
 			l.Processes, byteCount(l.MemoryBytes), l.CPUSeconds, byteCount(l.FileBytes))
 	}
 	return b.String()
