@@ -194,7 +194,7 @@ func TestCgroupPidsAndCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for groups(t, root) != 1 {
+	for groups(t, root) != 1 && tctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = run.Cmd.Wait()
