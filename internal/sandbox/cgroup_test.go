@@ -101,10 +101,10 @@ func cgroupSandbox(t *testing.T, root string, l sandbox.Limits) *sandbox.Sandbox
 	return newSandbox(t, sandbox.Config{Cgroups: m, Limits: l})
 }
 
-// hog fills the command's /tmp and /dev/shm with 60 MiB each, then holds
+// hog fills the command's /tmp and /dev/shm with 40 MiB each, then holds
 // a memfd it grows by 1 MiB at a time up to 200 MiB: none of it is
 // address space of a process, all of it is the command's memory.
-const hog = `head -c 60m /dev/zero >/tmp/fill && head -c 60m /dev/zero >/dev/shm/fill && echo filled &&
+const hog = `head -c 40m /dev/zero >/tmp/fill && head -c 40m /dev/zero >/dev/shm/fill && echo filled &&
 perl -e '$n = "m"; $fd = syscall(319, $n, 0); die "memfd: $!" if $fd < 0; open(F, ">&=", $fd) or die "fd: $!";
 $b = "x" x (1 << 20); for (1..200) { print F $b or die "write: $!"; } F->flush; print "held\n"; sleep 30'`
 

@@ -25,7 +25,7 @@ func TestCommandMemoryInItsCgroup(t *testing.T) {
 	t.Cleanup(func() { _ = sb.Close() })
 	c := newCategory(t, computer.Config{Sandbox: sb})
 	home(t, c, agent)
-	out := probe(t, c, `head -c 60m /dev/zero >/tmp/f && head -c 60m /dev/zero >/dev/shm/f && echo filled &&
+	out := probe(t, c, `head -c 40m /dev/zero >/tmp/f && head -c 40m /dev/zero >/dev/shm/f && echo filled &&
 perl -e '$n = "m"; $fd = syscall(319, $n, 0); open(F, ">&=", $fd) or die; $b = "x" x (1 << 20); for (1..200) { print F $b or die "write: $!" } print "held\n"; sleep 30'`)
 	if !strings.Contains(out, "filled") || strings.Contains(out, "held") || !strings.Contains(out, "killed by the sandbox's memory limit") || !strings.Contains(out, "128 MiB") {
 		t.Errorf("the hog's answer:\n%s", out)
