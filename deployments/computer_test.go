@@ -1,6 +1,8 @@
 package deployments_test
 
 import (
+	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -80,8 +82,13 @@ func TestDockerfileComputer(t *testing.T) {
 	if env["WORKER_COMPUTER_ROOT"] != homesRoot {
 		t.Errorf("WORKER_COMPUTER_ROOT %q, want %s on the volume", env["WORKER_COMPUTER_ROOT"], homesRoot)
 	}
-	if last["ENTRYPOINT"] != `["/usr/bin/tini", "--", "/usr/local/bin/turn-worker"]` {
-		t.Errorf("ENTRYPOINT %s, want tini then the worker", last["ENTRYPOINT"])
+	if last["ENTRYPOINT"] != `["/usr/local/bin/cgroup-init", "/usr/bin/tini", "--", "/usr/local/bin/turn-worker"]` {
+		t.Errorf("ENTRYPOINT %s, want cgroup-init, then tini, then the worker", last["ENTRYPOINT"])
+	}
+	if !slices.ContainsFunc(final, func(l dockerfileLine) bool {
+		return l.cmd == "COPY" && l.args == "--chmod=0755 deployments/cgroup-init.sh /usr/local/bin/cgroup-init"
+	}) {
+		t.Error("the image does not copy cgroup-init")
 	}
 	if last["COPY"] != "--from=build /out/turn-worker /usr/local/bin/turn-worker" || last["EXPOSE"] != "9090" {
 		t.Errorf("COPY %s, EXPOSE %s", last["COPY"], last["EXPOSE"])
@@ -95,6 +102,9 @@ func TestDockerfileComputer(t *testing.T) {
 		if regexp.MustCompile(`(?m)^` + needed + `\b`).MatchString(ignore) {
 			t.Errorf("Dockerfile.computer.dockerignore leaves out %s", needed)
 		}
+	}
+	if !strings.Contains(ignore, "\n!deployments/cgroup-init.sh") {
+		t.Error("Dockerfile.computer.dockerignore leaves out deployments/cgroup-init.sh")
 	}
 }
 
@@ -139,8 +149,16 @@ func TestComposeComputer(t *testing.T) {
 			t.Errorf("security_opt %v lacks %s", opts, want)
 		}
 	}
+	// The cgroup delegation: a private cgroup namespace, root and the
+	// capabilities of cgroup-init, which drops them all before tini.
+	if str(get(w, "cgroup")) != "private" || str(get(w, "user")) != "0:0" {
+		t.Errorf("cgroup %v, user %v: want private and 0:0 for cgroup-init", get(w, "cgroup"), get(w, "user"))
+	}
+	if caps := strs(get(w, "cap_add")); !slices.Equal(caps, []string{"SYS_ADMIN", "CHOWN", "SETUID", "SETGID", "SETPCAP"}) {
+		t.Errorf("cap_add %v, want exactly what cgroup-init needs", caps)
+	}
 	// What must not come back through the override.
-	for _, key := range []string{"privileged", "cap_add", "cap_drop", "user", "read_only", "pid", "userns_mode"} {
+	for _, key := range []string{"privileged", "cap_drop", "read_only", "pid", "userns_mode"} {
 		if get(w, key) != nil {
 			t.Errorf("the override sets %s: %v", key, get(w, key))
 		}
@@ -221,10 +239,19 @@ func TestKubernetesComputer(t *testing.T) {
 	// Nothing that grants privileges, and nothing that undoes the base's
 	// non-root, no-escalation, no-capability settings.
 	sc, _ := get(c, "securityContext").(map[string]any)
-	for _, key := range []string{"privileged", "allowPrivilegeEscalation", "capabilities", "runAsUser", "runAsNonRoot", "readOnlyRootFilesystem"} {
+	for _, key := range []string{"privileged", "readOnlyRootFilesystem"} {
 		if _, ok := sc[key]; ok {
 			t.Errorf("the patch's container securityContext sets %s", key)
 		}
+	}
+	// cgroup-init starts as root of the pod's user namespace with the
+	// capabilities it needs (and drops them, and root, before tini);
+	// only a pod user namespace makes that acceptable.
+	if str(get(pod, "hostUsers")) != "false" || str(sc["runAsUser"]) != "0" || str(sc["runAsNonRoot"]) != "false" {
+		t.Errorf("securityContext %v: want root of the pod's user namespace for cgroup-init", sc)
+	}
+	if caps := strs(get(sc, "capabilities", "add")); !slices.Equal(caps, []string{"SYS_ADMIN", "CHOWN", "SETUID", "SETGID", "SETPCAP"}) || get(sc, "capabilities", "drop") != nil {
+		t.Errorf("capabilities %v, want exactly what cgroup-init needs added to the base's drop ALL", get(sc, "capabilities"))
 	}
 	podSC, _ := get(pod, "securityContext").(map[string]any)
 	for _, key := range []string{"runAsUser", "runAsNonRoot", "runAsGroup"} {
@@ -236,5 +263,31 @@ func TestKubernetesComputer(t *testing.T) {
 		if get(pod, key) != nil {
 			t.Errorf("the patch sets %s", key)
 		}
+	}
+}
+
+// TestCgroupInitFallsBack runs the image's entrypoint where there is no
+// cgroup v2 to delegate (a plain directory stands for /sys/fs/cgroup):
+// it says so in one line, and as root still drops to the worker's user
+// and every capability before it execs its arguments.
+func TestCgroupInitFallsBack(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("SKIPPING: no setpriv (util-linux)")
+	}
+	cmd := exec.Command("/bin/sh", "cgroup-init.sh", "/bin/sh", "-c", `echo "uid=$(id -u)"; grep CapEff /proc/self/status`)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "CGROUP_INIT_ROOT=" + t.TempDir(), "WORKER_UID=65534"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := "uid=65534"
+	if os.Geteuid() != 0 {
+		want = "uid=" + strconv.Itoa(os.Geteuid())
+	}
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), "CapEff:\t0000000000000000") {
+		t.Errorf("output %q, want %s and no capabilities", out, want)
+	}
+	if os.Geteuid() == 0 && (strings.Count(string(out), "cgroup-init:") != 1 || !strings.Contains(string(out), "is not cgroup v2")) {
+		t.Errorf("output %q, want the fallback and its reason in one line", out)
 	}
 }

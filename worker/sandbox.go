@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
+	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/sandbox"
 )
@@ -17,7 +19,16 @@ type commandSandbox struct {
 	Network  bool
 	ReadOnly string
 	Config   sandbox.Config
+	// CgroupRoot is where commands' cgroups are made: auto, none or a
+	// directory.
+	CgroupRoot      string
+	WorkerMemoryMin int64
+	protect         error // lowering the worker's oom_score_adj
 }
+
+// workerOOMScore is the worker's own oom_score_adj where it may lower it:
+// the kernel's out-of-memory killer then takes commands (1000) first.
+const workerOOMScore = -900
 
 func (c *commandSandbox) flags(fs *flag.FlagSet) {
 	l := &c.Config.Limits
@@ -30,6 +41,11 @@ func (c *commandSandbox) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&l.FileBytes, "command-max-file-bytes", sandbox.DefaultFileBytes, "largest file a command may write, in bytes (RLIMIT_FSIZE)")
 	fs.IntVar(&l.OpenFiles, "command-max-open-files", sandbox.DefaultOpenFiles, "open files of each process of a command (RLIMIT_NOFILE)")
 	fs.Int64Var(&l.TmpBytes, "command-tmp-bytes", sandbox.DefaultTmpBytes, "size of a command's private /tmp (and /dev/shm), in bytes; it lives in memory")
+	fs.Int64Var(&l.Memory, "command-memory", sandbox.DefaultMemory, "all the memory one command may hold, in bytes: its processes', its /tmp and /dev/shm, memfds and shared memory (the memory limit of its own cgroup; without cgroups, /tmp, /dev/shm and --command-max-memory are shrunk to fit it)")
+	fs.IntVar(&l.Pids, "command-pids", sandbox.DefaultPids, "processes and threads of one command's cgroup at once (pids.max)")
+	fs.Float64Var(&l.CPU, "command-cpu", sandbox.DefaultCPU, "CPU of one command's cgroup, in cores (cpu.max)")
+	fs.StringVar(&c.CgroupRoot, "cgroup-root", "auto", "where each command's cgroup is made: auto (beneath the worker's own cgroup, when it is delegated: cgroup v2, or the v1 memory controller), none (no cgroups: rlimits only), or a cgroup directory")
+	fs.Int64Var(&c.WorkerMemoryMin, "worker-memory-min", 128<<20, "memory.min of the worker's own leaf cgroup on cgroup v2, in bytes: memory the kernel leaves the worker when commands press")
 	fs.IntVar(&c.Config.UID, "command-uid", sandbox.DefaultUID, "user (and group) commands run as when the worker runs as root: the kernel holds no root process to a process limit")
 }
 
@@ -55,6 +71,7 @@ func (c *commandSandbox) validate() error {
 		{"--command-max-procs", l.Processes == 0}, {"--command-max-memory", l.MemoryBytes == 0},
 		{"--command-max-cpu", l.CPUSeconds == 0}, {"--command-max-file-bytes", l.FileBytes == 0},
 		{"--command-max-open-files", l.OpenFiles == 0}, {"--command-tmp-bytes", l.TmpBytes == 0},
+		{"--command-memory", l.Memory == 0}, {"--command-pids", l.Pids == 0}, {"--command-cpu", l.CPU == 0},
 	} {
 		if z.zero {
 			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
@@ -65,6 +82,9 @@ func (c *commandSandbox) validate() error {
 	}
 	if err := l.Validate(); err != nil {
 		return err
+	}
+	if c.CgroupRoot != "auto" && c.CgroupRoot != "none" && !filepath.IsAbs(c.CgroupRoot) {
+		return fmt.Errorf("--cgroup-root must be auto, none or an absolute cgroup directory, not %q", c.CgroupRoot)
 	}
 	if c.Config.UID < 1 {
 		return fmt.Errorf("--command-uid must be an unprivileged user, not %d", c.Config.UID)
@@ -83,6 +103,11 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 	}
 	cfg := c.Config
 	cfg.Network, cfg.Logger = c.Network, log
+	cg, why, err := c.cgroups()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Cgroups = cg
 	if c.Network {
 		allow, err := netguard.ParseAllow(splitList(webAllow))
 		if err != nil {
@@ -96,13 +121,54 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 			sb.Close()
 		}
 	}
+	if err != nil && cg != nil && c.CgroupRoot == "auto" {
+		// The subtree looked usable and is not (a command cannot join
+		// it): commands run without cgroups rather than not at all.
+		why = fmt.Errorf("a command could not run in a cgroup of its own: %w", err)
+		cfg.Cgroups, cfg.Limits = nil, c.Config.Limits
+		if sb, err = sandbox.New(cfg); err == nil {
+			if err = sb.Check(ctx); err != nil {
+				sb.Close()
+			}
+		}
+	}
 	if err != nil {
 		log.Error("run_command is not offered: its sandbox does not work here (the other computer tools are); "+
 			"install it with apt-get install -y bubblewrap, or start with --command-sandbox none to run commands unconfined", "err", err)
 		return nil, nil
 	}
+	c.report(log, sb, cg, why)
 	l := sb.Limits()
-	log.Info("run_command sandboxed with bubblewrap", "network", c.Network, "max_procs", l.Processes, "max_memory", l.MemoryBytes,
+	log.Info("run_command sandboxed with bubblewrap", "network", c.Network, "cgroups", sb.Cgroups(), "command_memory", l.Memory, "command_pids", l.Pids, "command_cpu", l.CPU, "max_procs", l.Processes, "max_memory", l.MemoryBytes,
 		"max_cpu_s", l.CPUSeconds, "max_file_bytes", l.FileBytes, "max_open_files", l.OpenFiles, "tmp_bytes", l.TmpBytes)
 	return sb, nil
+}
+
+// cgroups opens the subtree the commands' cgroups are made in (nil, and
+// why, when there is none), and lowers the worker's own out-of-memory
+// score where it may. An explicit --cgroup-root that cannot be used is
+// an error.
+func (c *commandSandbox) cgroups() (m *cgroup.Manager, why, err error) {
+	c.protect = cgroup.Protect(workerOOMScore)
+	if c.CgroupRoot == "none" {
+		return nil, errors.New("--cgroup-root none"), nil
+	}
+	m, why = cgroup.Open(cgroup.Options{Root: c.CgroupRoot, WorkerMemoryMin: c.WorkerMemoryMin})
+	if why != nil && c.CgroupRoot != "auto" {
+		return nil, nil, fmt.Errorf("--cgroup-root %s: %w", c.CgroupRoot, why)
+	}
+	return m, why, nil
+}
+
+// report says, once the sandbox works, whether commands run in cgroups
+// of their own: without, in one line.
+func (c *commandSandbox) report(log *slog.Logger, sb *sandbox.Sandbox, m *cgroup.Manager, why error) {
+	if c.protect != nil {
+		log.Debug("the worker's oom_score_adj is not lowered (not permitted); commands raise theirs to 1000", "err", c.protect)
+	}
+	if sb.Cgroups() {
+		log.Info("each command runs in a cgroup of its own", "cgroup_version", m.Version(), "controllers", m.Controllers(), "parent", m.Parent())
+		return
+	}
+	log.Warn("commands have no cgroup of their own: their memory is bounded only by rlimits, with /tmp and /dev/shm shrunk to fit --command-memory", "reason", why)
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/agentbull/toolruntime/internal/sandbox"
 )
 
 func TestSandboxFlags(t *testing.T) {
@@ -26,6 +28,11 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--command-max-open-files", "0"}, "--command-max-open-files must be more than 0"},
 		{[]string{"--command-tmp-bytes", "0"}, "--command-tmp-bytes must be more than 0"},
 		{[]string{"--command-max-cpu", "-1"}, "the CPU limit must be at least 1 s"},
+		{[]string{"--command-memory", "0"}, "--command-memory must be more than 0"},
+		{[]string{"--command-memory", "1000"}, "command memory 1000 is below 64 MiB"},
+		{[]string{"--command-pids", "0"}, "--command-pids must be more than 0"},
+		{[]string{"--command-cpu", "0"}, "--command-cpu must be more than 0"},
+		{[]string{"--cgroup-root", "relative/dir"}, "--cgroup-root must be auto, none or an absolute"},
 	} {
 		if err := newProgram(Options{}).ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
@@ -79,4 +86,43 @@ func TestSandboxMissing(t *testing.T) {
 		t.Fatalf("start: %v %v %s", sb, err, logs.String())
 	}
 	sb.Close()
+}
+
+// The start says in one line whether commands get cgroups of their own;
+// an explicit --cgroup-root that cannot be used stops the start.
+func TestSandboxCgroups(t *testing.T) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap)")
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	start := func(args ...string) (*sandbox.Sandbox, error) {
+		t.Helper()
+		logs.Reset()
+		m := newProgram(Options{})
+		if err := m.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return m.Sandbox.start(context.Background(), log, "")
+	}
+	sb, err := start("--cgroup-root", "none", "--command-memory", "256000000")
+	if err != nil || sb == nil {
+		t.Fatalf("none: %v %v %s", sb, err, logs.String())
+	}
+	if l := sb.Limits(); sb.Cgroups() || strings.Count(logs.String(), "no cgroup of their own") != 1 || l.TmpBytes != 64000000 || l.MemoryBytes != 128000000 {
+		t.Errorf("none: cgroups %v, limits %+v, logs %s", sb.Cgroups(), l, logs.String())
+	}
+	sb.Close()
+	if _, err := start("--cgroup-root", "/nonexistent/cgroup"); err == nil || !strings.Contains(err.Error(), "--cgroup-root /nonexistent/cgroup") {
+		t.Errorf("a missing --cgroup-root: %v", err)
+	}
+	sb, err = start()
+	if err != nil || sb == nil {
+		t.Fatalf("auto: %v %v %s", sb, err, logs.String())
+	}
+	defer sb.Close()
+	if sb.Cgroups() != strings.Contains(logs.String(), "each command runs in a cgroup of its own") || sb.Cgroups() == strings.Contains(logs.String(), "no cgroup of their own") {
+		t.Errorf("auto: cgroups %v, logs %s", sb.Cgroups(), logs.String())
+	}
+	t.Logf("auto: %s", logs.String())
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/sandbox"
 )
 
@@ -27,8 +28,8 @@ func BenchmarkTrue(b *testing.B) {
 		b.ReportMetric(float64(cpu[len(cpu)/2].Microseconds())/1000, "cpu-p50-ms")
 	}
 	cpuOf := func(ps *os.ProcessState) time.Duration { return ps.UserTime() + ps.SystemTime() }
-	b.Run("sandbox", func(b *testing.B) {
-		s := newSandbox(b, sandbox.Config{})
+	sandboxed := func(b *testing.B, cfg sandbox.Config) {
+		s := newSandbox(b, cfg)
 		h := homeDir(b, s)
 		var d, cpu []time.Duration
 		for b.Loop() {
@@ -40,11 +41,23 @@ func BenchmarkTrue(b *testing.B) {
 			if err := r.Cmd.Wait(); err != nil {
 				b.Fatal(err)
 			}
-			r.Leftovers()
+			if _, err := r.End(); err != nil {
+				b.Fatal(err)
+			}
 			d = append(d, time.Since(start))
 			cpu = append(cpu, cpuOf(r.Cmd.ProcessState))
 		}
 		report(b, d, cpu)
+	}
+	b.Run("sandbox", func(b *testing.B) { sandboxed(b, sandbox.Config{}) })
+	// With a cgroup of its own per command (made, joined, killed and
+	// removed each time), where the test's own cgroup can hold them.
+	b.Run("cgroup", func(b *testing.B) {
+		m, err := cgroup.Open(cgroup.Options{Root: "auto"})
+		if err != nil {
+			b.Skipf("SKIPPING: no cgroup subtree: %v", err)
+		}
+		sandboxed(b, sandbox.Config{Cgroups: m})
 	})
 	b.Run("none", func(b *testing.B) {
 		var d, cpu []time.Duration

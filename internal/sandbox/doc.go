@@ -24,6 +24,14 @@
 //   - limits are rlimits set inside the sandbox, after its user namespace
 //     exists, so the process limit counts the sandbox's own processes
 //     (kernel ucounts, 5.14 and later); see Limits for what each bounds;
+//   - with Config.Cgroups, each command has a cgroup of its own
+//     (internal/cgroup) with Limits.Memory, Pids and CPU: its first
+//     process, a small shell outside the sandbox, raises its
+//     oom_score_adj to 1000 and joins the cgroup (v1) or was cloned into
+//     it (v2) before it execs bwrap, so every byte the command holds
+//     (tmpfs pages, memfds, shared memory) is charged there; Run.End
+//     kills what is left in it and removes it. Without cgroups New fits
+//     the tmpfs sizes and RLIMIT_AS into Limits.Memory;
 //   - the sandbox's pid 1 is bwrap's init: when the command's shell ends,
 //     init exits and the kernel kills every process left in the pid
 //     namespace. Killing the outer bwrap (timeout, cancel) kills init

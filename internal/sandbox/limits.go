@@ -66,9 +66,12 @@ func (w *Watch) Write(b []byte) (int, error) {
 // sure when its shell was killed by the limit's signal, "probably" when
 // only the output shows a limit's error message (a program may print
 // such a text for other reasons).
-func (s *Sandbox) Notes(sig syscall.Signal, w *Watch) []string {
+func (s *Sandbox) Notes(sig syscall.Signal, w *Watch, e End) []string {
 	l := s.cfg.Limits
 	var notes []string
+	if e.OOMKills > 0 {
+		notes = append(notes, fmt.Sprintf("[killed by the sandbox's memory limit: the command's processes, its /tmp and /dev/shm and its shared memory together may hold %s; the kernel killed %d of its processes]", size(l.Memory), e.OOMKills))
+	}
 	switch sig {
 	case syscall.SIGXCPU:
 		notes = append(notes, fmt.Sprintf("[stopped by the sandbox's CPU time limit: %d s of CPU per process (SIGXCPU)]", l.CPUSeconds))
@@ -92,7 +95,7 @@ func (s *Sandbox) Notes(sig syscall.Signal, w *Watch) []string {
 	if sig != syscall.SIGXCPU {
 		say("cpu", fmt.Sprintf("CPU time limit (%d s per process)", l.CPUSeconds))
 	}
-	if sig == syscall.SIGKILL {
+	if sig == syscall.SIGKILL && e.OOMKills == 0 {
 		if _, ok := w.seen["memory"]; !ok {
 			notes = append(notes, fmt.Sprintf("[SIGKILL: a kill, the CPU time limit's hard stop (%d s per process) or the machine's out-of-memory killer]", l.CPUSeconds+1))
 		}

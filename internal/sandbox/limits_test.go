@@ -20,7 +20,7 @@ func watched(t *testing.T, s *sandbox.Sandbox, out []byte, n int) []string {
 		}
 		out = out[k:]
 	}
-	return s.Notes(0, w)
+	return s.Notes(0, w, sandbox.End{})
 }
 
 // The signs of a limit are found however the output was cut into
@@ -62,7 +62,7 @@ func TestNotes(t *testing.T) {
 	}{
 		{"sh: 1: Cannot fork\n", 0, "process limit (at most 32"},
 		{"bash: fork: retry: Resource temporarily unavailable", 0, "process limit"},
-		{"MemoryError\n", 0, "memory limit (4 GiB"},
+		{"MemoryError\n", 0, "memory limit (256 MiB"},
 		{"", syscall.SIGXCPU, "CPU time limit: 600 s"},
 		{"", syscall.SIGXFSZ, "file size limit: no file may grow beyond 1 GiB"},
 		{"OSError: [Errno 24] Too many open files", 0, "open files limit (1024"},
@@ -71,7 +71,7 @@ func TestNotes(t *testing.T) {
 	for _, tt := range tests {
 		w := &sandbox.Watch{W: io.Discard}
 		w.Write([]byte(tt.out))
-		got := strings.Join(s.Notes(tt.sig, w), "\n")
+		got := strings.Join(s.Notes(tt.sig, w, sandbox.End{}), "\n")
 		if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
 			t.Errorf("%q %v: %q, want %q", tt.out, tt.sig, got, tt.want)
 		}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
 )
 
@@ -27,6 +28,9 @@ const (
 	DefaultFileBytes   = 1 << 30
 	DefaultOpenFiles   = 1024
 	DefaultTmpBytes    = 256 << 20
+	DefaultMemory      = 512 << 20
+	DefaultPids        = 512
+	DefaultCPU         = 1.0
 )
 
 // DefaultUID is the user a command runs as when the worker runs as root
@@ -46,10 +50,22 @@ const Install = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewra
 	"in a container: a seccomp/AppArmor profile that permits unshare and mount, e.g. securityContext seccompProfile Unconfined " +
 	"and appArmorProfile Unconfined, or run it privileged)"
 
-// Limits bound each command. They are rlimits, set inside the sandbox
-// before the shell starts; without delegated cgroups no limit bounds the
-// sum over a command's processes except Processes.
+// Limits bound each command. Memory, Pids and CPU bound the sum over a
+// command's processes: they are the limits of the command's own cgroup
+// (Config.Cgroups). The others are rlimits, set inside the sandbox before
+// the shell starts, which bound each process. Without cgroups, New counts
+// the tmpfs sizes and the address space in Memory instead (see New).
 type Limits struct {
+	// Memory is all the memory one command may hold (512 MiB): its
+	// processes', its /tmp and /dev/shm pages, memfds and shared memory,
+	// as its cgroup counts it. Beyond it the kernel's out-of-memory
+	// killer kills processes of the command, and only of the command.
+	Memory int64
+	// Pids bounds the processes and threads of the command's cgroup (512),
+	// the sandbox's own few included.
+	Pids int
+	// CPU is the command's CPU bandwidth, in cores (1).
+	CPU float64
 	// Processes bounds RLIMIT_NPROC: the processes and threads of the
 	// command's user inside its own user namespace, that is the
 	// sandbox's processes only (256). fork fails with EAGAIN beyond it.
@@ -92,6 +108,15 @@ func (l Limits) withDefaults() Limits {
 	if l.TmpBytes == 0 {
 		l.TmpBytes = DefaultTmpBytes
 	}
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	if l.CPU == 0 {
+		l.CPU = DefaultCPU
+	}
 	return l
 }
 
@@ -105,6 +130,12 @@ func (l Limits) Validate() error {
 	}
 	if l.MemoryBytes < 64<<20 {
 		errs = append(errs, fmt.Errorf("sandbox: memory limit %d is below 64 MiB", l.MemoryBytes))
+	}
+	if l.Memory < 64<<20 {
+		errs = append(errs, fmt.Errorf("sandbox: command memory %d is below 64 MiB", l.Memory))
+	}
+	if l.Pids < 16 || l.CPU < 0.01 {
+		errs = append(errs, errors.New("sandbox: a command's cgroup needs at least 16 pids and 0.01 CPU"))
 	}
 	if l.CPUSeconds < 1 || l.FileBytes < 1<<20 || l.OpenFiles < 16 || l.TmpBytes < 1<<20 {
 		errs = append(errs, errors.New("sandbox: the CPU limit must be at least 1 s, the file size and /tmp limits 1 MiB, the open files limit 16"))
@@ -133,6 +164,10 @@ type Config struct {
 	Guard *netguard.Guard
 	// Logger logs the proxy's refusals at debug level.
 	Logger *slog.Logger
+	// Cgroups, when set, gives each command a cgroup of its own with
+	// Limits.Memory, Pids and CPU. Without it New shrinks /tmp, /dev/shm
+	// and the address space to fit Limits.Memory.
+	Cgroups *cgroup.Manager
 }
 
 // Sandbox runs commands in bubblewrap sandboxes; it is safe for
@@ -156,6 +191,9 @@ func New(cfg Config) (*Sandbox, error) {
 	cfg.Limits = cfg.Limits.withDefaults()
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Cgroups == nil {
+		cfg.Limits = cfg.Limits.fit()
 	}
 	if cfg.UID == 0 {
 		cfg.UID = DefaultUID
@@ -217,6 +255,19 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	return s, nil
 }
+
+// fit shrinks the limits that bound memory without a cgroup so that they
+// sum to at most Memory: each tmpfs to at most a quarter of it, the
+// address space of a process to the rest. It is still a bound per
+// process: two processes may each hold the address space.
+func (l Limits) fit() Limits {
+	l.TmpBytes = min(l.TmpBytes, l.Memory/4)
+	l.MemoryBytes = min(l.MemoryBytes, l.Memory-2*l.TmpBytes)
+	return l
+}
+
+// Cgroups reports whether each command runs in a cgroup of its own.
+func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 
 // Close stops the egress proxy.
 func (s *Sandbox) Close() error {
@@ -390,9 +441,25 @@ type Spec struct {
 
 // Run is a started command.
 type Run struct {
-	Cmd  *exec.Cmd
-	left *os.File
+	Cmd   *exec.Cmd
+	left  *os.File
+	group *cgroup.Group
 }
+
+// join is the first process of a command, outside the sandbox: it makes
+// itself the kernel's first choice to kill when memory runs out (children
+// inherit it), joins the command's cgroups (v1; on v2 it was cloned into
+// its cgroup) by writing its pid to each cgroup.procs file given before
+// "--", and then execs bwrap, so that everything the command starts is
+// born in its cgroup.
+const join = `echo 1000 >/proc/self/oom_score_adj 2>/dev/null
+while [ "$1" != -- ]; do
+  echo $$ >"$1" || { echo "sandbox: cannot join the command's cgroup $1" >&2; exit 125; }
+  shift
+done
+shift
+exec "$@"
+`
 
 // wrapper is the sandbox's first shell: it enters the home ($3; bwrap
 // cannot, having dropped its capabilities before the command's user
@@ -483,7 +550,17 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		"--", "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, spec.Command, home)
 	a = append(a, bridge...)
 
-	cmd := exec.CommandContext(ctx, s.bwrap, a...)
+	var g *cgroup.Group
+	join := []string{"-c", join, "sandbox-join"}
+	if s.cfg.Cgroups != nil {
+		var err error
+		if g, err = s.cfg.Cgroups.New(cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPU: l.CPU}); err != nil {
+			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
+		}
+		join = append(join, g.Procs()...)
+	}
+	join = append(join, "--", s.bwrap)
+	cmd := exec.CommandContext(ctx, "/bin/sh", append(join, a...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
@@ -491,9 +568,17 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	// the outer bwrap (--die-with-parent), and every process of the
 	// sandbox with its init.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if fd := g.FD(); fd != nil {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
+	}
+	cmd.Cancel = func() error {
+		g.Kill()
+		return cmd.Process.Kill()
+	}
 	cmd.WaitDelay = waitDelay
 	lr, lw, err := os.Pipe()
 	if err != nil {
+		g.Close()
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{lw}
@@ -501,19 +586,46 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	lw.Close()
 	if err != nil {
 		lr.Close()
+		if cerr := g.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
 		return nil, err
 	}
-	return &Run{Cmd: cmd, left: lr}, nil
+	return &Run{Cmd: cmd, left: lr, group: g}, nil
 }
 
-// Leftovers reports, after Wait, whether the command left processes
-// running (they were killed with the sandbox).
-func (r *Run) Leftovers() bool {
+// End is how a command ended, beyond its status.
+type End struct {
+	// Leftovers: the command left processes running (they were killed
+	// with the sandbox).
+	Leftovers bool
+	// OOMKills are the command's processes the kernel's out-of-memory
+	// killer killed, as its cgroup counted them (0 without cgroups).
+	OOMKills int
+	// Failcnt is how often the command's cgroup hit its memory limit.
+	Failcnt int
+	// MemoryPeak is the most memory the command held (0: not known).
+	MemoryPeak int64
+}
+
+// End, called once after r.Cmd.Wait, reports how the command ended and
+// releases it: every process left in its cgroup is killed and the cgroup
+// removed. Its error says a cgroup could not be removed.
+func (r *Run) End() (End, error) {
 	defer r.left.Close()
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)
 	n, _ := io.ReadFull(r.left, b[:4])
-	return n == 4 && string(b[:4]) == "left"
+	e := End{Leftovers: n == 4 && string(b[:4]) == "left"}
+	if r.group == nil {
+		return e, nil
+	}
+	// Once bwrap has ended, its pid namespace is empty: whatever the
+	// group still lists is dying, or escaped the namespace.
+	r.group.Kill()
+	st := r.group.Stats()
+	e.OOMKills, e.Failcnt, e.MemoryPeak = st.OOMKills, st.Failcnt, st.Peak
+	return e, r.group.Close()
 }
 
 // Status reads a finished command's status: bwrap reports a command killed
@@ -555,7 +667,9 @@ func (s *Sandbox) Check(ctx context.Context) error {
 		return fmt.Errorf("sandbox: starting %s: %w; %s", s.bwrap, err, Install)
 	}
 	werr := r.Cmd.Wait()
-	r.Leftovers()
+	if _, err := r.End(); err != nil {
+		return err
+	}
 	if werr != nil || !strings.Contains(out.String(), "sandbox-ok") {
 		msg := strings.TrimSpace(out.String())
 		if len(msg) > 500 {

@@ -56,12 +56,14 @@ func homeDir(t testing.TB, s *sandbox.Sandbox) string {
 }
 
 type result struct {
-	out    string
-	code   int
-	sig    syscall.Signal
-	left   bool
-	notes  []string
-	waited error
+	out      string
+	code     int
+	sig      syscall.Signal
+	left     bool
+	oomKills int
+	failcnt  int
+	notes    []string
+	waited   error
 }
 
 func run(t testing.TB, ctx context.Context, s *sandbox.Sandbox, home, command string) result {
@@ -73,9 +75,13 @@ func run(t testing.TB, ctx context.Context, s *sandbox.Sandbox, home, command st
 		t.Fatal(err)
 	}
 	werr := r.Cmd.Wait()
-	res := result{out: out.String(), left: r.Leftovers(), waited: werr}
+	end, err := r.End()
+	if err != nil {
+		t.Error(err)
+	}
+	res := result{out: out.String(), left: end.Leftovers, oomKills: end.OOMKills, failcnt: end.Failcnt, waited: werr}
 	res.code, res.sig = sandbox.Status(r.Cmd.ProcessState)
-	res.notes = s.Notes(res.sig, w)
+	res.notes = s.Notes(res.sig, w, end)
 	return res
 }
 

@@ -85,7 +85,11 @@ func (c *Category) commandDescription() string {
 		} else {
 			b.WriteString("there is no network. ")
 		}
-		fmt.Fprintf(&b, "Limits: at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
+		b.WriteString("Limits: ")
+		if s.Cgroups() {
+			fmt.Fprintf(&b, "%s of memory in all (its processes, /tmp and /dev/shm together), %g CPU cores; ", byteCount(l.Memory), l.CPU)
+		}
+		fmt.Fprintf(&b, "at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
 			l.Processes, byteCount(l.MemoryBytes), l.CPUSeconds, byteCount(l.FileBytes))
 	}
 	return b.String()
@@ -296,7 +300,11 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}
 	waitErr := r.Cmd.Wait()
-	st := commandStatus{leftovers: r.Leftovers()}
+	end, endErr := r.End()
+	if endErr != nil {
+		c.cfg.Logger.Error("run_command: the command's cgroup was not removed", "err", endErr)
+	}
+	st := commandStatus{leftovers: end.Leftovers}
 	if r.Cmd.ProcessState == nil {
 		return st, fmt.Errorf("waiting for the command failed: %w", waitErr)
 	}
@@ -305,7 +313,7 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 	if sig != 0 {
 		st.signal = sig.String()
 	}
-	st.notes = c.cfg.Sandbox.Notes(sig, w)
+	st.notes = c.cfg.Sandbox.Notes(sig, w, end)
 	return st, nil
 }
 
