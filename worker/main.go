@@ -50,6 +50,9 @@ var secretEnv = []string{
 
 // run is Main but for the exit: it returns the exit code.
 func run(ctx context.Context, o Options) int {
+	// Before any child: descriptors the worker's parent left open reach
+	// no command or MCP server (logged once the logger exists).
+	fdErr := procguard.CloseOnExec()
 	procguard.Init(secretEnv...) // returns at once unless PID 1
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -70,6 +73,9 @@ func run(ctx context.Context, o Options) int {
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {
 		m.log.Warn("the process is not fully hardened", "err", err)
+	}
+	if fdErr != nil {
+		m.log.Warn("inherited descriptors may reach commands and MCP servers", "err", fdErr)
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(m.GCPercent)
