@@ -133,6 +133,13 @@ type Config struct {
 	Guard *netguard.Guard
 	// Logger logs the proxy's refusals at debug level.
 	Logger *slog.Logger
+	// ProxyIdle closes a command's proxy connection or tunnel through
+	// which no byte passed for this long (0: DefaultProxyIdle); all of a
+	// command's close when it ends.
+	ProxyIdle time.Duration
+	// ProxyConns bounds the connections one command has open through the
+	// proxy at once (0: DefaultProxyConns).
+	ProxyConns int
 }
 
 // Sandbox runs commands in bubblewrap sandboxes; it is safe for
@@ -208,7 +215,7 @@ func New(cfg Config) (*Sandbox, error) {
 		if g == nil {
 			g = netguard.New(nil, nil)
 		}
-		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.Logger)
+		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.ProxyIdle, cfg.ProxyConns, cfg.Logger)
 		if err != nil {
 			os.RemoveAll(etcDir)
 			return nil, err
@@ -392,6 +399,10 @@ type Spec struct {
 type Run struct {
 	Cmd  *exec.Cmd
 	left *os.File
+	// proxy is the command's proxy session, closed with Leftovers or
+	// at the end of Start's context, whichever comes first.
+	proxy *session
+	stop  func() bool
 }
 
 // wrapper is the sandbox's first shell: it enters the home ($3; bwrap
@@ -452,8 +463,13 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	a = append(a, "--bind", home, home)
 	env := spec.Env
 	var bridge []string
+	var sess *session
 	if s.proxy != nil {
-		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", s.proxy.path, proxySocket)
+		var err error
+		if sess, err = s.proxy.session(); err != nil {
+			return nil, err
+		}
+		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", sess.path, proxySocket)
 		url := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
 		env = append(env[:len(env):len(env)],
 			"HTTP_PROXY="+url, "HTTPS_PROXY="+url, "http_proxy="+url, "https_proxy="+url,
@@ -494,6 +510,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	cmd.WaitDelay = waitDelay
 	lr, lw, err := os.Pipe()
 	if err != nil {
+		sess.closeNil()
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{lw}
@@ -501,14 +518,24 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	lw.Close()
 	if err != nil {
 		lr.Close()
+		sess.closeNil()
 		return nil, err
 	}
-	return &Run{Cmd: cmd, left: lr}, nil
+	r := &Run{Cmd: cmd, left: lr, proxy: sess}
+	if sess != nil {
+		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
+	}
+	return r, nil
 }
 
 // Leftovers reports, after Wait, whether the command left processes
-// running (they were killed with the sandbox).
+// running (they were killed with the sandbox), and closes the command's
+// connections and tunnels through the egress proxy.
 func (r *Run) Leftovers() bool {
+	if r.proxy != nil {
+		r.stop()
+		_ = r.proxy.close()
+	}
 	defer r.left.Close()
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)
