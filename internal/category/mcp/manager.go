@@ -28,7 +28,7 @@ const (
 	DefaultMaxListPages = 20
 	DefaultMaxListTools = 1000
 	DefaultMaxListBytes = 4 << 20
-	DefaultListTimeout  = 30 * time.Second
+	DefaultListTimeout  = 20 * time.Second
 	// DefaultMaxMessageBytes bounds one JSON response of a streamable
 	// HTTP server, as the SDK bounds a stdio server's messages (16 MiB).
 	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength

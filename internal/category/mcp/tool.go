@@ -119,7 +119,8 @@ func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.T
 	for {
 		res, err := cs.ListTools(lctx, params)
 		if err != nil {
-			if lctx.Err() != nil && ctx.Err() == nil && len(list) > 0 {
+			// A deadline (this bound's or the listing's), not an abort.
+			if errors.Is(lctx.Err(), context.DeadlineExceeded) && len(list) > 0 {
 				return list, &listCut{Reason: fmt.Sprintf("listing took longer than %v", o.ListTimeout), Pages: pages, Tools: len(list), Bytes: bytes}, nil
 			}
 			return nil, nil, fmt.Errorf("listing tools: %w", err)
