@@ -60,6 +60,19 @@ func hostileServer(mode string) int {
 					map[string]any{"name": fmt.Sprintf("wide%d", page), "description": "Wide.", "inputSchema": map[string]any{"type": "object", "properties": props}})
 			case "slow":
 				time.Sleep(300 * time.Millisecond)
+			case "flood":
+				// Before the page: notifications of every kind a client
+				// may get, and requests it never asked for.
+				for i := range 2000 {
+					for _, m := range []string{
+						`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 200) + `"}}`,
+						`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tr-guess` + fmt.Sprint(i) + `","progress":1}}`,
+						`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+						`{"jsonrpc":"2.0","id":"s` + fmt.Sprint(i) + `","method":"roots/list"}`,
+					} {
+						out.WriteString(m + "\n")
+					}
+				}
 			}
 			result = map[string]any{"tools": ts, "nextCursor": fmt.Sprintf("c%d", page)}
 		default:
@@ -95,8 +108,11 @@ func TestHostileListings(t *testing.T) {
 		{"cursor", mcp.Options{MaxListTools: 12}, "it lists more than 12 tools", 12},
 		{"huge", mcp.Options{}, "its tool definitions pass 4194304 bytes", 5},
 		{"slow", mcp.Options{ListTimeout: 2 * time.Second}, "listing took longer than 2s", 5},
+		// Answering its requests, unread, the worker may stall on the
+		// pipe: a flood costs the flooder time, whichever bound it meets.
+		{"flood", mcp.Options{MaxListPages: 3}, "", 5},
 	} {
-		t.Run(tt.mode+tt.note[len(tt.note)-8:], func(t *testing.T) {
+		t.Run(tt.mode+tt.note[max(len(tt.note)-8, 0):], func(t *testing.T) {
 			good, _ := stdioConfig(t)
 			bad := mcp.ServerConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{serverEnv: "hostile-" + tt.mode}}
 			o := tt.opts
@@ -115,7 +131,11 @@ func TestHostileListings(t *testing.T) {
 				t.Errorf("the heap grew from %d to %d MiB", before>>20, after>>20)
 			}
 			notes := strings.Join(set.Notes, "\n")
-			if !strings.Contains(notes, `mcp server "bad": its tool list was cut short (`+tt.note+`)`) {
+			want := `mcp server "bad": its tool list was cut short (` + tt.note
+			if tt.note != "" {
+				want += ")"
+			}
+			if !strings.Contains(notes, want) {
 				t.Errorf("notes %q lack the cut", notes)
 			}
 			n := 0
