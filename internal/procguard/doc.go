@@ -1,7 +1,7 @@
 // Package procguard provides what keeps the worker process itself out of
-// reach of the commands and tools it runs: no inherited descriptors, an init that reaps orphans
-// when the worker is PID 1, and a hardening step that forgets credentials
-// and makes the process non-dumpable.
+// reach of the commands and tools it runs: no inherited descriptors, an
+// init that reaps orphans when the worker is PID 1, and a hardening step
+// that forgets credentials and makes the process non-dumpable.
 //
 // A program calls CloseOnExec and Init first thing in main, then Harden
 // once its flags and environment are read:

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -160,4 +162,59 @@ func TestHostileListings(t *testing.T) {
 			t.Logf("%d hostile tools kept; heap %d → %d MiB", n, before>>20, after>>20)
 		})
 	}
+}
+
+// An HTTP server whose tools/list answer is one JSON response larger
+// than MaxMessageBytes: the response fails without being read whole, the
+// server is unavailable for the turn, and the heap stays bounded.
+func TestHTTPResponseBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&req) != nil {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if req.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if req.Method == "initialize" {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}`, req.ID)
+			return
+		}
+		if req.Method != "tools/list" {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, req.ID)
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"x","inputSchema":{"type":"object"},"description":"`, req.ID)
+		chunk := []byte(strings.Repeat("y", 1<<20))
+		for range 64 { // 64 MiB
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		fmt.Fprint(w, `"}]}}`)
+	}))
+	t.Cleanup(srv.Close)
+	m, err := mcp.NewManager(mcp.Config{Servers: map[string]mcp.ServerConfig{"big": {URL: srv.URL}}},
+		mcp.Options{Logger: testLogger(t), Version: "test", MaxMessageBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	before := heapInUse()
+	set := assemble(t, m, textContext("big"))
+	after := heapInUse()
+	if after > before+32<<20 {
+		t.Errorf("the heap grew from %d to %d MiB", before>>20, after>>20)
+	}
+	notes := strings.Join(set.Notes, "\n")
+	if len(set.Tools()) != 0 || !strings.Contains(notes, `mcp server "big" is unavailable`) {
+		t.Errorf("tools %d, notes %q", len(set.Tools()), notes)
+	}
+	t.Logf("heap %d → %d MiB; %s", before>>20, after>>20, notes)
 }
