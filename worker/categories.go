@@ -230,7 +230,9 @@ func startMCP(st *starting) (turn.Creator, error) {
 	if m.mcp == nil {
 		return nil, nil
 	}
-	mm, err := mcp.NewManager(*m.mcp, mcp.Options{Logger: m.log, Version: m.version})
+	opts := m.MCPBounds
+	opts.Logger, opts.Version = m.log, m.version
+	mm, err := mcp.NewManager(*m.mcp, opts)
 	if err != nil {
 		return nil, err
 	}

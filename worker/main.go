@@ -50,6 +50,9 @@ var secretEnv = []string{
 
 // run is Main but for the exit: it returns the exit code.
 func run(ctx context.Context, o Options) int {
+	// Before any child: descriptors the worker's parent left open reach
+	// no command or MCP server (logged once the logger exists).
+	fdErr := procguard.CloseOnExec()
 	procguard.Init(secretEnv...) // returns at once unless PID 1
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -70,6 +73,9 @@ func run(ctx context.Context, o Options) int {
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {
 		m.log.Warn("the process is not fully hardened", "err", err)
+	}
+	if fdErr != nil {
+		m.log.Warn("inherited descriptors may reach commands and MCP servers", "err", fdErr)
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(m.GCPercent)
@@ -146,6 +152,8 @@ type program struct {
 	WebAllow     string
 	// MCP servers and skills, each off unless its file or directory is given.
 	MCPConfig string
+	// MCPBounds bound each MCP server's tool listing (--mcp-list-*).
+	MCPBounds mcp.Options
 	SkillsDir string
 	// Approval is the --approval policy, read into Worker.Approval.
 	Approval string
@@ -223,6 +231,10 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&m.MCPConfig, "mcp-config", "", "JSON file naming the MCP servers turns may enable (empty: none)")
+	fs.IntVar(&m.MCPBounds.MaxListPages, "mcp-list-pages", mcp.DefaultMaxListPages, "most pages of one MCP server's tools/list read; past a bound the listing keeps the tools that fit and the model is told")
+	fs.IntVar(&m.MCPBounds.MaxListTools, "mcp-list-tools", mcp.DefaultMaxListTools, "most tools taken of one MCP server")
+	fs.IntVar(&m.MCPBounds.MaxListBytes, "mcp-list-bytes", mcp.DefaultMaxListBytes, "most bytes of tool definitions (JSON) taken of one MCP server")
+	fs.DurationVar(&m.MCPBounds.ListTimeout, "mcp-list-timeout", mcp.DefaultListTimeout, "longest one MCP server's tools/list may take")
 	fs.StringVar(&m.Approval, "approval", "none", "calls of main turns that wait for a person's approval: none, destructive, all, or a comma-separated list of tool names and namespace.* (an MCP config's \"approval\" adds to it)")
 	fs.DurationVar(&w.Approval.Timeout, "approval-timeout", turn.DefaultApprovalTimeout, "how long a step waits for approval before its calls are answered rejected (shorter than --state-ttl)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", "", "directory of skills, one folder with a SKILL.md each (empty: none)")

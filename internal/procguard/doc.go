@@ -1,11 +1,14 @@
 // Package procguard provides what keeps the worker process itself out of
-// reach of the commands and tools it runs: an init that reaps orphans
-// when the worker is PID 1, and a hardening step that forgets credentials
-// and makes the process non-dumpable.
+// reach of the commands and tools it runs: no inherited descriptors, an
+// init that reaps orphans when the worker is PID 1, and a hardening step
+// that forgets credentials and makes the process non-dumpable.
 //
-// A program calls Init first thing in main, then Harden once its flags and
-// environment are read:
+// A program calls CloseOnExec and Init first thing in main, then Harden
+// once its flags and environment are read:
 //
+//  0. CloseOnExec marks every descriptor above 2 close-on-exec: those the
+//     program's parent (a supervisor, a wrapper script) left open would
+//     otherwise reach every command and MCP server it starts.
 //  1. Init returns at once unless the process is PID 1 (a container without
 //     an init). As PID 1 it becomes a tiny init instead: it starts the same
 //     program again as its only child, forwards the usual termination

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +42,8 @@ func TestMain(m *testing.M) {
 		os.Exit(initChild())
 	case "noinit":
 		os.Exit(zombieHelper())
+	case "fds", "fds-proc", "fds-none":
+		os.Exit(fdsHelper(os.Getenv(helperEnv)))
 	}
 	os.Exit(99)
 }
@@ -351,4 +354,88 @@ func TestInitReapsOrphans(t *testing.T) {
 			t.Fatalf("output %q lacks %q", out, want)
 		}
 	})
+}
+
+// fdsHelper marks its descriptors close-on-exec (one way or the other,
+// or not at all) and runs a shell that lists its descriptors and reads
+// through the one its parent left open, as a sandboxed command would.
+func fdsHelper(mode string) int {
+	var err error
+	switch mode {
+	case "fds":
+		err = procguard.CloseOnExec()
+	case "fds-proc":
+		err = procguard.CloseOnExecProc()
+	}
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	// The helper's own file, opened after: still its own to use.
+	own, err := os.Open("/proc/self/stat")
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer own.Close()
+	out, _ := exec.Command("/bin/sh", "-c", `ls /proc/self/fd | tr '\n' ' '; echo; cat /proc/self/fd/3 2>&1; echo`).CombinedOutput()
+	fmt.Print(string(out))
+	// The descriptor stays usable by the process itself.
+	b := make([]byte, 64)
+	n, _ := os.NewFile(3, "inherited").ReadAt(b, 0)
+	fmt.Printf("self reads %q\n", b[:n])
+	return 0
+}
+
+// TestCloseOnExec starts a process the way a careless wrapper would, with
+// a secret file open on descriptor 3 and no close-on-exec, and checks
+// that once it marked its descriptors, its child lists only 0, 1, 2 (and
+// the descriptor ls itself opens) and cannot read the secret through
+// /proc/self/fd/3, while the process still can.
+func TestCloseOnExec(t *testing.T) {
+	const secret = "secret-of-another-agent-7c1d"
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"fds", "fds-proc", "fds-none"} {
+		t.Run(mode, func(t *testing.T) {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+			cmd.ExtraFiles = []*os.File{f} // fd 3 in the helper, inheritable
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			lines := strings.Split(string(out), "\n")
+			if len(lines) < 3 {
+				t.Fatalf("helper said %q", out)
+			}
+			fds := strings.Fields(lines[0])
+			if !strings.Contains(string(out), `self reads "`+secret+`"`) {
+				t.Errorf("the process itself lost its descriptor: %q", out)
+			}
+			childRead := strings.Contains(strings.Join(lines[1:len(lines)-2], "\n"), secret)
+			if mode == "fds-none" {
+				// The rig's own check: without the marking, the child does
+				// inherit the descriptor.
+				if !childRead || !slices.Contains(fds, "3") {
+					t.Fatalf("without CloseOnExec the child should inherit fd 3: %q", out)
+				}
+				return
+			}
+			if childRead {
+				t.Errorf("the child read the secret through /proc/self/fd/3: %q", out)
+			}
+			// ls lists 0, 1, 2 and the directory it reads (3).
+			if len(fds) > 4 {
+				t.Errorf("the child has descriptors %v, want 0 1 2 and ls's own", fds)
+			}
+		})
+	}
 }

@@ -168,6 +168,13 @@ type Config struct {
 	// Limits.Memory, Pids and CPU. Without it New shrinks /tmp, /dev/shm
 	// and the address space to fit Limits.Memory.
 	Cgroups *cgroup.Manager
+	// ProxyIdle closes a command's proxy connection or tunnel through
+	// which no byte passed for this long (0: DefaultProxyIdle); all of a
+	// command's close when it ends.
+	ProxyIdle time.Duration
+	// ProxyConns bounds the connections one command has open through the
+	// proxy at once (0: DefaultProxyConns).
+	ProxyConns int
 }
 
 // Sandbox runs commands in bubblewrap sandboxes; it is safe for
@@ -246,7 +253,7 @@ func New(cfg Config) (*Sandbox, error) {
 		if g == nil {
 			g = netguard.New(nil, nil)
 		}
-		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.Logger)
+		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.ProxyIdle, cfg.ProxyConns, cfg.Logger)
 		if err != nil {
 			os.RemoveAll(etcDir)
 			return nil, err
@@ -444,6 +451,10 @@ type Run struct {
 	Cmd   *exec.Cmd
 	left  *os.File
 	group *cgroup.Group
+	// proxy is the command's proxy session, closed with End or at the
+	// end of Start's context, whichever comes first.
+	proxy *session
+	stop  func() bool
 }
 
 // join is the first process of a command, outside the sandbox: it makes
@@ -519,8 +530,13 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	a = append(a, "--bind", home, home)
 	env := spec.Env
 	var bridge []string
+	var sess *session
 	if s.proxy != nil {
-		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", s.proxy.path, proxySocket)
+		var err error
+		if sess, err = s.proxy.session(); err != nil {
+			return nil, err
+		}
+		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(proxySocket), "--bind", sess.path, proxySocket)
 		url := fmt.Sprintf("http://127.0.0.1:%d", ProxyPort)
 		env = append(env[:len(env):len(env)],
 			"HTTP_PROXY="+url, "HTTPS_PROXY="+url, "http_proxy="+url, "https_proxy="+url,
@@ -555,6 +571,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	if s.cfg.Cgroups != nil {
 		var err error
 		if g, err = s.cfg.Cgroups.New(cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPU: l.CPU}); err != nil {
+			sess.closeNil()
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
 		}
 		join = append(join, g.Procs()...)
@@ -579,6 +596,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	lr, lw, err := os.Pipe()
 	if err != nil {
 		g.Close()
+		sess.closeNil()
 		return nil, err
 	}
 	cmd.ExtraFiles = []*os.File{lw}
@@ -586,12 +604,17 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	lw.Close()
 	if err != nil {
 		lr.Close()
+		sess.closeNil()
 		if cerr := g.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		return nil, err
 	}
-	return &Run{Cmd: cmd, left: lr, group: g}, nil
+	r := &Run{Cmd: cmd, left: lr, group: g, proxy: sess}
+	if sess != nil {
+		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
+	}
+	return r, nil
 }
 
 // End is how a command ended, beyond its status.
@@ -609,9 +632,14 @@ type End struct {
 }
 
 // End, called once after r.Cmd.Wait, reports how the command ended and
-// releases it: every process left in its cgroup is killed and the cgroup
+// releases it: its connections and tunnels through the egress proxy are
+// closed, every process left in its cgroup is killed and the cgroup
 // removed. Its error says a cgroup could not be removed.
 func (r *Run) End() (End, error) {
+	if r.proxy != nil {
+		r.stop()
+		_ = r.proxy.close()
+	}
 	defer r.left.Close()
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,15 @@ const (
 	DefaultMinBackoff     = time.Second
 	DefaultMaxBackoff     = 30 * time.Second
 	DefaultMaxResultBytes = 256 << 10
+	// Bounds of one server's tool listing: past one, the listing stops,
+	// keeps the tools that fit, and says so in a note and a log line.
+	DefaultMaxListPages = 20
+	DefaultMaxListTools = 1000
+	DefaultMaxListBytes = 4 << 20
+	DefaultListTimeout  = 20 * time.Second
+	// DefaultMaxMessageBytes bounds one JSON response of a streamable
+	// HTTP server, as the SDK bounds a stdio server's messages (16 MiB).
+	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength
 )
 
 // ErrClosed is returned for servers of a Manager that was closed.
@@ -42,6 +52,14 @@ type Options struct {
 	MaxResultBytes int
 	// Version is the client version sent to servers.
 	Version string
+	// MaxListPages, MaxListTools and MaxListBytes (the tools'
+	// definitions as JSON) bound one server's tools/list, and ListTimeout
+	// the time it takes; zero: the defaults.
+	MaxListPages, MaxListTools, MaxListBytes int
+	ListTimeout                              time.Duration
+	// MaxMessageBytes bounds one JSON response of an HTTP server (0:
+	// DefaultMaxMessageBytes); a larger one fails its request.
+	MaxMessageBytes int
 }
 
 // Manager owns one client session per configured server. Sessions start
@@ -98,6 +116,11 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	opts.MaxListPages = cmp.Or(max(opts.MaxListPages, 0), DefaultMaxListPages)
+	opts.MaxListTools = cmp.Or(max(opts.MaxListTools, 0), DefaultMaxListTools)
+	opts.MaxListBytes = cmp.Or(max(opts.MaxListBytes, 0), DefaultMaxListBytes)
+	opts.ListTimeout = cmp.Or(max(opts.ListTimeout, 0), DefaultListTimeout)
+	opts.MaxMessageBytes = cmp.Or(max(opts.MaxMessageBytes, 0), DefaultMaxMessageBytes)
 	m := &Manager{opts: opts, log: opts.Logger, names: cfg.names(), servers: map[string]*server{}}
 	for _, name := range m.names {
 		s := &server{name: name, cfg: cfg.Servers[name], m: m, log: m.log.With("mcp_server", name)}

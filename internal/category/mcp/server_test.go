@@ -32,6 +32,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if mode, ok := strings.CutPrefix(os.Getenv(serverEnv), "hostile-"); ok {
+		os.Exit(hostileServer(mode))
+	}
 	if os.Getenv(serverEnv) == "stdio" {
 		srv := newTestServer(os.Getenv(marksEnv))
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {

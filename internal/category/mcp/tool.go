@@ -88,28 +88,85 @@ func (s *server) list(ctx context.Context, c *conn) (*toolSet, error) {
 	if c.tools != nil && c.version == version {
 		return c.tools, nil
 	}
-	var list []*sdk.Tool
 	sctx, span := spans.MCP(ctx, s.name, "tools/list", "")
-	for t, err := range c.cs.Tools(sctx, nil) {
-		if err != nil {
-			spans.End(span, err)
-			return nil, fmt.Errorf("listing tools: %w", err)
-		}
-		list = append(list, t)
+	list, cut, err := s.listPages(sctx, c.cs)
+	spans.End(span, err)
+	if err != nil {
+		return nil, err
 	}
-	spans.End(span, nil)
-	ts := s.build(list, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
+	ts := s.build(list, cut, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
 	c.tools, c.version = ts, version
 	return ts, nil
 }
 
+// listCut says why a listing stopped before the server's last page.
+type listCut struct {
+	Reason              string
+	Pages, Tools, Bytes int
+}
+
+// listPages reads the server's tool list page by page, within the
+// Manager's bounds of pages, tools, bytes and time. Past a bound it stops
+// and returns the tools that fit, with the reason (cut non-nil); a time
+// bound passed before any tool came is an error.
+func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.Tool, *listCut, error) {
+	o := s.m.opts
+	lctx, cancel := context.WithTimeout(ctx, o.ListTimeout)
+	defer cancel()
+	var list []*sdk.Tool
+	bytes, pages := 0, 0
+	params := &sdk.ListToolsParams{}
+	for {
+		res, err := cs.ListTools(lctx, params)
+		if err != nil {
+			// A deadline (this bound's or the listing's), not an abort.
+			if errors.Is(lctx.Err(), context.DeadlineExceeded) && len(list) > 0 {
+				return list, &listCut{Reason: fmt.Sprintf("listing took longer than %v", o.ListTimeout), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+			}
+			return nil, nil, fmt.Errorf("listing tools: %w", err)
+		}
+		pages++
+		for _, t := range res.Tools {
+			if t == nil {
+				continue
+			}
+			if len(list) >= o.MaxListTools {
+				return list, &listCut{Reason: fmt.Sprintf("it lists more than %d tools", o.MaxListTools), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+			}
+			n := toolBytes(t)
+			if bytes+n > o.MaxListBytes {
+				return list, &listCut{Reason: fmt.Sprintf("its tool definitions pass %d bytes", o.MaxListBytes), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+			}
+			bytes += n
+			list = append(list, t)
+		}
+		if res.NextCursor == "" {
+			return list, nil, nil
+		}
+		if pages >= o.MaxListPages {
+			return list, &listCut{Reason: fmt.Sprintf("it gives more than %d pages", o.MaxListPages), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+		}
+		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
+	}
+}
+
+// toolBytes is the size of a tool's definition as JSON.
+func toolBytes(t *sdk.Tool) int {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
 // build turns a tool list into tools, or returns the set built from the
 // same list before.
-func (s *server) build(list []*sdk.Tool, nsDesc string) *toolSet {
+func (s *server) build(list []*sdk.Tool, cut *listCut, nsDesc string) *toolSet {
 	raw, err := json.Marshal(struct {
 		Tools     []*sdk.Tool
+		Cut       *listCut
 		Namespace string
-	}{list, nsDesc})
+	}{list, cut, nsDesc})
 	if err != nil {
 		// The SDK decoded these from JSON; they encode again.
 		raw = fmt.Appendf(nil, "%p", list)
@@ -121,6 +178,11 @@ func (s *server) build(list []*sdk.Tool, nsDesc string) *toolSet {
 		return s.built
 	}
 	ts := &toolSet{hash: h}
+	if cut != nil {
+		// Once per new list: the set is reused while the list stays.
+		s.log.Warn("mcp tool listing cut short", "reason", cut.Reason, "pages", cut.Pages, "tools", cut.Tools, "bytes", cut.Bytes)
+		ts.notes = append(ts.notes, fmt.Sprintf("mcp server %q: its tool list was cut short (%s): only its first %d tools are offered", s.name, cut.Reason, cut.Tools))
+	}
 	for _, t := range list {
 		if s.cfg.Tools[t.Name].Disabled {
 			continue
@@ -144,6 +206,9 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tools.Tool, error) {
 		b, err := json.Marshal(t.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("input schema: %w", err)
+		}
+		if len(b) > MaxToolSchema {
+			return nil, fmt.Errorf("its input schema is %d bytes, more than the %d a tool may have", len(b), MaxToolSchema)
 		}
 		schema = b
 	}
@@ -185,10 +250,18 @@ func hints(a *sdk.ToolAnnotations) (readOnly, destructive bool) {
 	return false, a.DestructiveHint == nil || *a.DestructiveHint
 }
 
+// MaxToolDescription bounds a tool's description (longer ones are cut),
+// MaxToolSchema its input schema as JSON (a tool with a larger one is left
+// out): every catalog that enables the server carries them.
+const (
+	MaxToolDescription = 8 << 10
+	MaxToolSchema      = 256 << 10
+)
+
 func toolDescription(server string, t *sdk.Tool) string {
 	switch {
 	case strings.TrimSpace(t.Description) != "":
-		return t.Description
+		return cut(t.Description, MaxToolDescription)
 	case t.Title != "":
 		return t.Title
 	case t.Annotations != nil && t.Annotations.Title != "":

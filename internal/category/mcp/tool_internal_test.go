@@ -33,7 +33,7 @@ func TestBuild(t *testing.T) {
 		{Name: "bad.name", Description: "Dotted.", InputSchema: map[string]any{"type": "object"}},
 		{Name: "hidden", Description: "Disabled.", InputSchema: map[string]any{"type": "object"}},
 	}
-	ts := s.build(list, "Namespace.")
+	ts := s.build(list, nil, "Namespace.")
 	var names []string
 	for _, tool := range ts.tools {
 		names = append(names, tool.Name())
@@ -53,10 +53,10 @@ func TestBuild(t *testing.T) {
 	if got := string(ts.tools[1].Params().Sent()); got != `{"type":"object"}` {
 		t.Errorf("no_schema parameters %s", got)
 	}
-	if again := s.build(list, "Namespace."); again != ts {
+	if again := s.build(list, nil, "Namespace."); again != ts {
 		t.Error("the same list was built again")
 	}
-	if other := s.build(list, "Another namespace."); other == ts {
+	if other := s.build(list, nil, "Another namespace."); other == ts {
 		t.Error("a new namespace description kept the old tools")
 	}
 }

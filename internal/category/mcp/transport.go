@@ -2,11 +2,14 @@ package mcp
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +31,7 @@ const stdioWaitDelay = 2 * time.Second
 func (s *server) transport() (sdk.Transport, *exec.Cmd) {
 	cfg := s.cfg
 	if cfg.URL != "" {
-		client := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: expandAll(cfg.Headers)}}
+		client := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: expandAll(cfg.Headers), maxJSON: int64(s.m.opts.MaxMessageBytes)}}
 		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}, nil
 	}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
@@ -66,21 +69,52 @@ func expandAll(m map[string]string) map[string]string {
 	return out
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request, and
+// bounds every response that is not an event stream to maxJSON bytes (the
+// SDK reads a JSON response whole; it bounds each event of a stream).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	maxJSON int64
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 {
-		return t.base.RoundTrip(r)
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
 	}
-	r = r.Clone(r.Context())
-	for k, v := range t.headers {
-		r.Header.Set(k, v)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.maxJSON <= 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
 	}
-	return t.base.RoundTrip(r)
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxJSON}
+	return resp, nil
+}
+
+// errTooLarge fails a response over the bound.
+var errTooLarge = errors.New("the server's response is larger than the worker takes (mcp MaxMessageBytes)")
+
+// boundedBody fails once more than left bytes are read.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, errTooLarge
+	}
+	return n, err
 }
 
 // lineLogger logs a stdio server's stderr, a line at a time, at debug
