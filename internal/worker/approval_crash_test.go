@@ -29,6 +29,9 @@ func TestApprovalPendingStepOutlivesItsWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs worker processes")
 	}
+	// Its worker processes mostly wait (leases, timers, restarts):
+	// it runs beside the other process tests.
+	t.Parallel()
 	bin := buildWorker(t)
 	s := natstest.Start(t)
 	a := startProcess(t, bin, s.ClientURL(), "A", "--approval", "mark")
@@ -61,6 +64,9 @@ func TestApprovalTimerFiresWithoutAWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs worker processes")
 	}
+	// Its worker processes mostly wait (leases, timers, restarts):
+	// it runs beside the other process tests.
+	t.Parallel()
 	bin := buildWorker(t)
 	s := natstest.Start(t)
 	a := startProcess(t, bin, s.ClientURL(), "A", "--approval", "mark", "--approval-timeout", "2s")
@@ -102,6 +108,9 @@ func TestApprovalDecisionRedeliveredAfterAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs worker processes")
 	}
+	// Its worker processes mostly wait (leases, timers, restarts):
+	// it runs beside the other process tests.
+	t.Parallel()
 	bin := buildWorker(t)
 	s := natstest.Start(t)
 	a := startProcess(t, bin, s.ClientURL(), "A", "--approval", "mark")

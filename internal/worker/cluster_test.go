@@ -23,6 +23,9 @@ func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster and worker processes under faults")
 	}
+	// Its worker processes mostly wait (leases, timers, restarts):
+	// it runs beside the other process tests.
+	t.Parallel()
 	bin := buildWorker(t)
 	c := natstest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

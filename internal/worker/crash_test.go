@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,16 +22,45 @@ import (
 	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
+// builtWorker is the worker binary, built by the first test that needs
+// it and shared by the rest (each link takes seconds); TestMain removes
+// its directory.
+var builtWorker struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtWorker.dir != "" {
+		_ = os.RemoveAll(builtWorker.dir)
+	}
+	os.Exit(code)
+}
+
 // buildWorker builds the worker binary once per test binary run.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/worker")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("building the worker: %v", err)
+	builtWorker.once.Do(func() {
+		dir, err := os.MkdirTemp("", "worker-bin-")
+		if err != nil {
+			builtWorker.err = err
+			return
+		}
+		builtWorker.dir = dir
+		bin := filepath.Join(dir, "worker")
+		cmd := exec.Command("go", "build", "-o", bin, "../../cmd/worker")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			builtWorker.err = fmt.Errorf("%w\n%s", err, out)
+			return
+		}
+		builtWorker.bin = bin
+	})
+	if builtWorker.err != nil {
+		t.Fatalf("building the worker: %v", builtWorker.err)
 	}
-	return bin
+	return builtWorker.bin
 }
 
 type process struct {
@@ -117,6 +147,9 @@ func TestWorkerKilledMidCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs worker processes")
 	}
+	// Its worker processes mostly wait (leases, timers, restarts):
+	// it runs beside the other process tests.
+	t.Parallel()
 	bin := buildWorker(t)
 	s := natstest.Start(t)
 	a := startProcess(t, bin, s.ClientURL(), "A")
