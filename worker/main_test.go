@@ -190,3 +190,15 @@ func TestHelpGoesToStdout(t *testing.T) {
 		}
 	}
 }
+
+func TestNearLevel(t *testing.T) {
+	for entry, want := range map[string]string{
+		"destrutive": "destructive", "destructvie": "destructive", "DESTRUCTIVE": "destructive", "ALL": "all",
+		"al": "all", "nnoe": "none", "non": "none", "allx": "all",
+		"write_file": "", "ping": "", "destroy": "", "mcp_tool": "",
+	} {
+		if got := nearLevel(entry); got != want {
+			t.Errorf("nearLevel(%q) = %q, want %q", entry, got, want)
+		}
+	}
+}
