@@ -28,8 +28,8 @@ func TestApprovalTypoRefusedAtStart(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, p.output())
 	}
 
-	// A tool's name beside a level's is no typo (ping is one edit from
-	// none... no: it is a tool known at start); an unknown name warns.
+	// A tool known at start (ping) is no warning; an unknown name, or a
+	// namespace no category has, warns.
 	addr, _ = freeAddr(t)
 	p = startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--storage", "memory",
 		"--diagnostics", "--approval", "destructive,ping,no_such_tool,diag.*")
