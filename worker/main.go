@@ -54,8 +54,12 @@ func run(ctx context.Context, o Options) int {
 	// no command or MCP server (logged once the logger exists).
 	fdErr := procguard.CloseOnExec()
 	procguard.Init(secretEnv...) // returns at once unless PID 1
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// Notify also takes back a SIGINT the process was started ignoring (a
+	// script's &), and the handler stays for the second signal: stopping
+	// it would give the signal back to being ignored.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	m := newProgram(o)
 	args := o.Args
 	if args == nil {
@@ -65,11 +69,7 @@ func run(ctx context.Context, o Options) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		// A program of one's own (examples/custom-tool) says its own name.
-		name := filepath.Base(os.Args[0])
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		fmt.Fprintf(os.Stderr, "Run %s --help for the flags.\n", name)
-		return 2
+		return usage(err)
 	}
 	if err := procguard.Harden(secretEnv...); err != nil {
 		m.log.Warn("the process is not fully hardened", "err", err)
@@ -87,22 +87,42 @@ func run(ctx context.Context, o Options) int {
 	go func() {
 		select {
 		case <-ctx.Done():
+		case <-sigs:
 		case <-ran:
 			return
 		}
-		stop() // a second signal now ends the process at once
 		m.log.Info(m.stopping())
 		cancelRun()
+		select {
+		case sig := <-sigs: // a second signal ends the process at once
+			m.log.Warn("second signal: quitting at once; unfinished steps are delivered again", "signal", sig.String())
+			os.Exit(128 + int(sig.(syscall.Signal)))
+		case <-ran:
+		}
 	}()
 	err := m.Run(runCtx)
 	close(ran)
 	cancelRun()
 	m.Close()
+	var fe *flagError
+	if errors.As(err, &fe) {
+		return usage(fe)
+	}
 	if err != nil {
 		m.log.Error("worker failed", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// usage prints a wrong setting as one line and a pointer to --help, and
+// returns the exit code 2. A program of one's own (examples/custom-tool)
+// says its own name.
+func usage(err error) int {
+	name := filepath.Base(os.Args[0])
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(os.Stderr, "Run %s --help for the flags.\n", name)
+	return 2
 }
 
 // program is the worker program: its configuration, and what it started.
@@ -288,7 +308,12 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&m.Web.UserAgent, "web-user-agent", web.DefaultUserAgent, "User-Agent of fetches and searches")
 	fs.DurationVar(&m.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
 	fs.IntVar(&m.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
+	var badValue error
+	friendly(fs, &badValue)
 	if err := fs.Parse(args); err != nil {
+		if badValue != nil {
+			return badValue
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(m.stdout())
 			fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns the tool runtime worker. Every flag may also be set from the environment\nas WORKER_<FLAG> (upper case, dashes as underscores); the connection flags also\nread the NATS CLI's variables (NATS_URL, NATS_CONTEXT, NATS_USER, NATS_PASSWORD,\nNATS_TOKEN, NATS_CREDS, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA).\n\n")
@@ -438,6 +463,25 @@ func (m *program) validate() error {
 	if m.Pprof && m.HTTPAddr == "" {
 		errs = append(errs, errors.New("--pprof needs --http-addr"))
 	}
+	if m.NATSURL == "" {
+		if _, _, err := splitHostPort(m.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("--listen: %w", err))
+		}
+	}
+	if m.OTLPEndpoint != "" {
+		if err := telemetry.CheckEndpoint(m.OTLPEndpoint, false); err != nil {
+			errs = append(errs, fmt.Errorf("--otlp-endpoint: %w (give host:port or an http:// or https:// URL)", err))
+		}
+	} else {
+		for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+			if ep := os.Getenv(v); ep != "" {
+				if err := telemetry.CheckEndpoint(ep, true); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w (or set --otlp-endpoint, which takes precedence)", v, err))
+				}
+				break
+			}
+		}
+	}
 	if m.MCPConfig != "" {
 		cfg, err := mcp.LoadConfig(m.MCPConfig)
 		if err != nil {
@@ -483,32 +527,48 @@ func (m *program) validate() error {
 	}
 	// Zero is refused like a negative: the library reads it as "the
 	// default", which on the command line would be a silent surprise
-	// (leave the flag out for the default). Negatives are the library's
-	// to refuse. --duplicate-window 0 is the one documented default.
+	// (leave the flag out for the default). A negative is named here with
+	// its flag, before the library's own check words it as a field.
+	// --duplicate-window 0 is the one documented default.
 	t := m.Worker.Topology
+	negative := false
 	for _, z := range []struct {
-		flag string
-		zero bool
+		flag  string
+		value int64
 	}{
-		{"--concurrency", m.Worker.Concurrency == 0}, {"--task-concurrency", m.Worker.TaskConcurrency == 0},
-		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
-		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
-		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},
-		{"--max-step-bytes", m.Worker.MaxStepBytes == 0}, {"--repair-limit", m.Worker.RepairLimit == 0}, {"--media-budget", m.Worker.MediaBudget == 0},
-		{"--outputs-max-age", t.OutputsMaxAge == 0}, {"--state-ttl", t.StateTTL == 0},
-		{"--approval-timeout", m.Worker.Approval.Timeout == 0},
+		{"--concurrency", int64(m.Worker.Concurrency)}, {"--task-concurrency", int64(m.Worker.TaskConcurrency)},
+		{"--max-parallel", int64(m.Worker.MaxParallel)}, {"--ack-wait", int64(t.AckWait)},
+		{"--max-deliver", int64(t.MaxDeliver)}, {"--replicas", int64(t.Replicas)}, {"--max-ack-pending", int64(t.MaxAckPending)},
+		{"--grace", int64(m.Worker.Grace)}, {"--call-timeout", int64(m.Worker.CallTimeout)},
+		{"--max-step-bytes", int64(m.Worker.MaxStepBytes)}, {"--repair-limit", int64(m.Worker.RepairLimit)}, {"--media-budget", int64(m.Worker.MediaBudget)},
+		{"--outputs-max-age", int64(t.OutputsMaxAge)}, {"--state-ttl", int64(t.StateTTL)},
+		{"--approval-timeout", int64(m.Worker.Approval.Timeout)},
 	} {
-		if z.zero {
+		switch {
+		case z.value == 0:
 			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
+		case z.value < 0:
+			errs = append(errs, fmt.Errorf("%s must be more than 0, not %s", z.flag, flagValue(z.flag, z.value)))
+			negative = true
 		}
 	}
 	if err := m.Sandbox.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := m.Worker.Validate(); err != nil {
+	if err := m.Worker.Validate(); err != nil && !negative {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// flagValue prints the value of one of validate's numeric flags as it
+// would be written: a duration with its unit, or a number.
+func flagValue(flag string, v int64) string {
+	switch flag {
+	case "--ack-wait", "--grace", "--call-timeout", "--outputs-max-age", "--state-ttl", "--approval-timeout":
+		return time.Duration(v).String()
+	}
+	return fmt.Sprint(v)
 }
 
 // Run connects (starting the embedded server first when no URL is set),
@@ -543,12 +603,18 @@ func (m *program) Run(ctx context.Context) error {
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tel, err := telemetry.Setup(setupCtx, telemetry.Config{
+	telCfg := telemetry.Config{
 		Instance: m.Worker.Name, Version: m.version,
 		OTLPEndpoint: m.OTLPEndpoint, OTLPFromEnv: m.otlpFromEnv, OTLPInsecure: m.OTLPInsecure, HTTPAddr: m.HTTPAddr, Profiling: m.Pprof,
-	}, m.log)
+	}
+	tel, err := telemetry.Setup(setupCtx, telCfg, m.log)
 	if err != nil {
 		return err
+	}
+	if target := telemetry.Target(telCfg); target != "" {
+		m.log.Info("spans are exported over OTLP/HTTP", "endpoint", target)
+	} else {
+		m.log.Info("spans are not exported (set --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT to send them to a collector)")
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -578,7 +644,7 @@ func (m *program) Run(ctx context.Context) error {
 		seen[c.name] = true
 		cr, err := c.start(st)
 		if err != nil {
-			return fmt.Errorf("category %s: %w", c.name, err)
+			return m.storageHint(fmt.Errorf("category %s: %w", c.name, err))
 		}
 		if cr != nil {
 			creators = append(creators, cr)
@@ -590,10 +656,13 @@ func (m *program) Run(ctx context.Context) error {
 		// workflow tools.
 		st.workflows = workflowtask.New(js, workflowtask.Config{Web: st.web, Brain: st.brain, Logger: m.log})
 	}
-	m.Worker.Metadata = map[string]string{"worker_version": m.version, "categories": strings.Join(categories, ",")}
+	if err := m.checkApproval(setupCtx, creators, categories); err != nil {
+		return err
+	}
+	m.Worker.Metadata = map[string]string{"worker_version": m.version, "worker_name": m.Worker.Name, "categories": strings.Join(categories, ",")}
 	w, err := iworker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), st.workflows, m.log)
 	if err != nil {
-		return err
+		return m.storageHint(err)
 	}
 	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName(), "categories", strings.Join(categories, ","))
 	// The job report watcher lives and ends with the worker.

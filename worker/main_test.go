@@ -37,7 +37,11 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 	}{
 		{args: []string{"--storage", "tape"}, want: "--storage must be file or memory"},
 		{args: []string{"--log-format", "xml"}, want: "--log-format must be text or json"},
-		{args: []string{"--concurrency", "-1"}, want: "concurrency must be at least 1"},
+		{args: []string{"--concurrency", "-1"}, want: "--concurrency must be more than 0, not -1"},
+		{args: []string{"--call-timeout", "5"}, want: `--call-timeout must be a duration with its unit (300ms, 5s, 2m, 1h), not "5": use 5s`},
+		{args: []string{"--listen", "nope"}, want: `--listen: "nope" is not host:port`},
+		{args: []string{"--otlp-endpoint", "::bad url"}, want: "--otlp-endpoint: "},
+		{env: [2]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"}, want: "OTEL_EXPORTER_OTLP_ENDPOINT: "},
 		{args: []string{"--replicas", "7"}, want: "replicas must be 1 to 5"},
 		{args: []string{"--duplicate-window", "10s"}, want: "shorter than the consumers' redelivery span"},
 		{args: []string{"--tls-cert", "c.pem"}, want: "--tls-cert and --tls-key go together"},
@@ -183,6 +187,18 @@ func TestHelpGoesToStdout(t *testing.T) {
 	for _, want := range []string{"Usage: worker", "-context", "-nats-url", "NATS_CREDS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("usage lacks %q", want)
+		}
+	}
+}
+
+func TestNearLevel(t *testing.T) {
+	for entry, want := range map[string]string{
+		"destrutive": "destructive", "destructvie": "destructive", "DESTRUCTIVE": "destructive", "ALL": "all",
+		"al": "all", "nnoe": "none", "non": "none", "allx": "all",
+		"write_file": "", "ping": "", "destroy": "", "mcp_tool": "",
+	} {
+		if got := nearLevel(entry); got != want {
+			t.Errorf("nearLevel(%q) = %q, want %q", entry, got, want)
 		}
 	}
 }

@@ -294,7 +294,7 @@ func TestContextMicroInfoAndSpans(t *testing.T) {
 	}
 	collector := newCollector(t)
 	p := startWorker(t, []string{"XDG_CONFIG_HOME=" + cfg, "NATS_CONTEXT=local", "OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL,
-		"OTEL_SERVICE_NAME=tools-test"}, "--diagnostics", "--storage", "memory")
+		"OTEL_SERVICE_NAME=tools-test"}, "--diagnostics", "--storage", "memory", "--name", "w-ctx")
 	p.waitFor(t, "worker running")
 
 	nc, err := nats.Connect(s.ClientURL())
@@ -316,6 +316,12 @@ func TestContextMicroInfoAndSpans(t *testing.T) {
 	var info micro.Info
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(p.output(), `msg="spans are exported over OTLP/HTTP" endpoint=`+collector.URL+"/v1/traces") {
+		t.Errorf("no start line says where spans go:\n%s", p.output())
+	}
+	if info.Metadata["worker_name"] != "w-ctx" {
+		t.Errorf("micro info metadata %v, want worker_name the --name", info.Metadata)
 	}
 	if info.Metadata["protocol"] != "1.2" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
 		t.Errorf("micro info metadata %v, want protocol 1.1, worker_version and the categories", info.Metadata)

@@ -149,7 +149,9 @@ type inferResult struct {
 
 // For returns the compiled schema of T, inferred from its fields with
 // their json and jsonschema struct tags (description, minimum, maximum,
-// enum, pattern, format, …). Fields without omitempty are required.
+// enum, pattern, format, …), or a jsonschema tag without "=" read whole as
+// the description, as the MCP Go SDK does; a tag it would drop part of is
+// refused. Fields without omitempty are required.
 func For[T any](strict bool) (*Params, error) {
 	t := reflect.TypeFor[T]()
 	key := inferKey{t, strict}
@@ -171,7 +173,11 @@ func infer(t reflect.Type, strict bool) (*Params, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("%w (parameters type %s is not a struct)", ErrNotObject, t)
 	}
-	r := &invopop.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true}
+	if err := checkTags(t, t.Name(), map[reflect.Type]bool{}); err != nil {
+		return nil, err
+	}
+	// A tag in the MCP Go SDK's form is the description (tags.go).
+	r := &invopop.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true, LookupComment: fieldDescription}
 	s := r.ReflectFromType(t)
 	s.Version = ""
 	raw, err := json.Marshal(s)

@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -185,6 +187,49 @@ func (t *Telemetry) Close(ctx context.Context) error {
 // endpointURL makes the flag's endpoint a URL: a scheme when it has
 // none, and the traces path when it has no path (a collector's base
 // address, http://collector:4318, is what operators write).
+// CheckEndpoint refuses an OTLP endpoint the exporter could not send to:
+// a URL that does not parse, a scheme other than http or https, no host,
+// or a port that is not one. fromEnv is true for an
+// OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT value, which must be a whole URL.
+func CheckEndpoint(ep string, fromEnv bool) error {
+	if fromEnv && !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+		return fmt.Errorf("%q is not an http:// or https:// URL", ep)
+	}
+	if scheme, _, ok := strings.Cut(ep, "://"); ok && scheme != "http" && scheme != "https" {
+		return fmt.Errorf("%q: the scheme must be http or https, not %q", ep, scheme)
+	}
+	u, err := url.Parse(endpointURL(ep, false))
+	if err != nil {
+		return fmt.Errorf("%q is not host:port or a URL: %v", ep, err)
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("%q has no host", ep)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q has no valid port", ep)
+		}
+	}
+	return nil
+}
+
+// Target says where spans go under cfg: the collector's URL, or "" when
+// they are not exported. The variables are read as the exporter reads
+// them.
+func Target(cfg Config) string {
+	switch {
+	case cfg.OTLPEndpoint != "":
+		return endpointURL(cfg.OTLPEndpoint, cfg.OTLPInsecure)
+	case !cfg.OTLPFromEnv:
+		return ""
+	}
+	if ep := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); ep != "" {
+		return ep
+	}
+	ep := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	return strings.TrimSuffix(ep, "/") + "/v1/traces"
+}
+
 func endpointURL(ep string, insecure bool) string {
 	if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
 		if insecure {

@@ -384,6 +384,8 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 			stored[c.CallID] = h
 		}
 	}
+	ctx, span := r.Process(ctx, st)
+	defer span.End()
 	res, err := r.dispatch(ctx, st, nil, nil, stored)
 	if err != nil {
 		return err

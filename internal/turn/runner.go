@@ -56,6 +56,8 @@ type Runner struct {
 // Run runs one step. A nil error means every event is stored and the step
 // can be acknowledged; any error means it must be delivered again.
 func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
+	ctx, span := r.Process(ctx, st)
+	defer span.End()
 	var gate *Policy
 	if policy := r.Approval.With(st.Context.Approval); policy.Destructive || policy.All || len(policy.Names) > 0 {
 		gate = &policy
@@ -96,9 +98,22 @@ func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
 	}
 }
 
+// Process starts the consumer span of handling st (when the dispatcher
+// has a tracer), as a child of the gateway's span in ctx. Every event of
+// the step, step.done included, is published with the returned context,
+// so that each gets its publish span under this one and carries that
+// span's traceparent. The caller ends the span once step.done is out.
+func (r *Runner) Process(ctx context.Context, st *protocol.Step) (context.Context, trace.Span) {
+	if tr := r.Dispatcher.Tracer; tr != nil {
+		return spans.ProcessStep(ctx, tr, st)
+	}
+	return ctx, trace.SpanFromContext(ctx)
+}
+
 // Dispatch assembles the set (from st's context, or set when given),
 // dispatches the calls and publishes every call.output, but not
-// step.done: task turns add their verdict to it.
+// step.done: task turns add their verdict to it. ctx is the one Process
+// returned, whose span the caller ends after step.done.
 func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Result, error) {
 	return r.dispatch(ctx, st, set, nil, nil)
 }
@@ -110,11 +125,6 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
-	if tr := r.Dispatcher.Tracer; tr != nil {
-		var span trace.Span
-		ctx, span = spans.ProcessStep(ctx, tr, st)
-		defer span.End()
-	}
 	if budget := r.Dispatcher.MaxEventBytes; budget > 0 {
 		if need := protocol.MinStepDoneBytes(st); need > budget {
 			return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes even with every output clipped to a note, over the %d byte limit of one event; send fewer calls per step",

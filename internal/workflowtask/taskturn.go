@@ -159,6 +159,9 @@ func (s *Service) taskSet(ctx context.Context, agentID, turnID string, c protoco
 // journal answers) reaches the same verdict and finishes reporting what
 // an earlier attempt began.
 func (s *Service) Run(ctx context.Context, r *turn.Runner, st *protocol.Step) error {
+	// Every event of the step, step.done too, under the step's span.
+	ctx, span := r.Process(ctx, st)
+	defer span.End()
 	t, err := s.stepTask(ctx, st)
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ type SleepParams struct {
 	// ReportEveryMS is how often the wait reports its progress; the
 	// dispatcher publishes at most a few reports a second, so a small
 	// value floods its rate limit on purpose.
-	ReportEveryMS int `json:"report_every_ms,omitempty" jsonschema:"description=How often to report progress while waiting, in milliseconds (default 100).,minimum=1,maximum=600000"`
+	ReportEveryMS int `json:"report_every_ms,omitempty" jsonschema:"description=How often to report progress while waiting\\, in milliseconds (default 100).,minimum=1,maximum=600000"`
 }
 
 // sleepReportEvery is how often sleep reports progress by default.
@@ -45,7 +45,7 @@ const sleepReportEvery = 100 * time.Millisecond
 // MarkParams are mark's parameters.
 type MarkParams struct {
 	Label string `json:"label" jsonschema:"description=The line to append.,pattern=^[A-Za-z0-9_.:-]{1\\,128}$"`
-	MS    int    `json:"ms,omitempty" jsonschema:"description=How long to wait after appending, in milliseconds.,minimum=0,maximum=600000"`
+	MS    int    `json:"ms,omitempty" jsonschema:"description=How long to wait after appending\\, in milliseconds.,minimum=0,maximum=600000"`
 }
 
 // FinishParams are finish's parameters.

@@ -1,0 +1,128 @@
+package worker
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// A mistyped approval level is refused at start with the level it looks
+// like (exit 2); an entry that matches no tool is a warning; the policy
+// is stated in one line.
+func TestApprovalTypoRefusedAtStart(t *testing.T) {
+	addr, _ := freeAddr(t)
+	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--storage", "memory",
+		"--approval", "destrutive,write_file")
+	if code := p.exit(t); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, p.output())
+	}
+	if want := `--approval: "destrutive" is not a tool, did you mean the level "destructive"?`; !strings.Contains(p.output(), want) {
+		t.Errorf("output lacks %q:\n%s", want, p.output())
+	}
+
+	// A tool known at start (ping) is no warning; an unknown name, or a
+	// namespace no category has, warns.
+	addr, _ = freeAddr(t)
+	p = startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--storage", "memory",
+		"--diagnostics", "--approval", "destructive,ping,no_such_tool,diag.*")
+	p.waitFor(t, "worker running")
+	out := p.output()
+	for _, want := range []string{`entry=no_such_tool`, `entry=diag.*`, `msg="approval policy" holds="destructive calls, and calls of ping, no_such_tool, diag.*"`,
+		"spans are not exported", "worker running"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "entry=ping") {
+		t.Errorf("a tool known at start was warned of:\n%s", out)
+	}
+}
+
+// A second SIGINT quits at once, even when the worker was started with
+// SIGINT ignored, as a script's & does.
+func TestSecondSignalQuitsWhenStartedIgnoringSIGINT(t *testing.T) {
+	addr, _ := freeAddr(t)
+	httpAddr, _ := freeAddr(t)
+	p := &proc{done: make(chan struct{})}
+	// trap '' INT makes SIGINT ignored, and exec keeps it so.
+	p.cmd = exec.Command("sh", "-c", `trap '' INT; exec "$0" "$@"`, workerBinary(t), "--listen", addr, "--monitor-port", "0",
+		"--data-dir", t.TempDir(), "--diagnostics", "--storage", "memory", "--http-addr", httpAddr, "--grace", "10m")
+	p.cmd.Env = []string{"HOME=" + t.TempDir()}
+	p.cmd.Stderr, p.cmd.Stdout = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
+	p.waitFor(t, "worker running")
+
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A call that outlives the test: only a quit at once ends the process.
+	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":600000}"}]}`
+	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the call never ran:\n%s", p.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(t, "Ctrl-C again")
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.exit(t); code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit %d after the second SIGINT, want %d:\n%s", code, 128+int(syscall.SIGINT), p.output())
+	}
+	if !strings.Contains(p.output(), "second signal: quitting at once") {
+		t.Errorf("the quit is not said:\n%s", p.output())
+	}
+}
+
+// --storage memory on a data directory whose streams are on file says
+// what to do instead of NATS's bare "can not change storage type".
+func TestStorageChangeSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	addr, _ := freeAddr(t)
+	a := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", dir)
+	a.waitFor(t, "worker running")
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.exit(t); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, a.output())
+	}
+	b := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", dir, "--storage", "memory")
+	if code := b.exit(t); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, b.output())
+	}
+	for _, want := range []string{"--storage memory: the streams and buckets in data directory " + dir + " were made with --storage file",
+		"keep --storage file", "another --data-dir"} {
+		if !strings.Contains(b.output(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.output())
+		}
+	}
+}
