@@ -18,7 +18,7 @@ import (
 // it: another home, the homes' root, /etc, a file next to the root.
 func FuzzResolve(f *testing.F) {
 	tmp := f.TempDir()
-	hs, err := openHomes(filepath.Join(tmp, "homes"), slog.New(slog.DiscardHandler), nil)
+	hs, err := openHomes(filepath.Join(tmp, "homes"), slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
