@@ -216,7 +216,8 @@ func (l *lister) walk(rel, prefix string, level int) error {
 // shownName is how the file tools show a path: as it is, unless it could
 // be misread: a name that is not valid UTF-8, holds a control or other
 // unprintable character (a newline would forge a line of the listing),
-// begins or ends with white space, begins with a double quote or holds
+// begins or ends with white space, begins with a double quote, is "~"
+// or begins with "~/" (which name the home), or holds
 // "  (" or " -> " (which the listing uses) is shown as a Go double-quoted
 // string (strconv.Quote: \n, \t, \xff for a byte that is not UTF-8,
 // \u00a0 ...). Every file tool takes such a quoted path back and decodes
@@ -229,7 +230,7 @@ func shownName(s string) string {
 }
 
 func needsQuote(s string) bool {
-	if s == "" || !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.TrimSpace(s) != s ||
+	if s == "" || !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.TrimSpace(s) != s || s == "~" || strings.HasPrefix(s, "~/") ||
 		strings.Contains(s, "  (") || strings.Contains(s, " -> ") {
 		return true
 	}

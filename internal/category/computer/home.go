@@ -283,19 +283,21 @@ func (h *home) workDir(name string) error {
 // refuses the rest (symbolic links that lead out), whatever rel let pass.
 func (h *home) rel(p string) (string, error) {
 	p = strings.TrimSpace(p)
+	quoted := false
 	if len(p) >= 2 && p[0] == '"' {
-		// A name as list_files shows it quoted (see shownName); a path
-		// that merely begins with a quote is taken as it is.
+		// A name as list_files shows it quoted (see shownName), taken
+		// literally ("~" is a file's name then); a path that merely
+		// begins with a quote is taken as it is.
 		if u, err := strconv.Unquote(p); err == nil {
-			p = u
+			p, quoted = u, true
 		}
 	}
 	switch {
-	case p == "" || p == "~" || p == ".":
+	case p == "" || p == "." || p == "~" && !quoted:
 		return ".", nil
 	case strings.ContainsRune(p, 0):
 		return "", tools.Errorf(tools.InvalidArguments, "The path contains a NUL byte.")
-	case strings.HasPrefix(p, "~/"):
+	case strings.HasPrefix(p, "~/") && !quoted:
 		p = p[2:]
 	}
 	clean := filepath.Clean(p)
