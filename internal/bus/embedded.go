@@ -210,7 +210,7 @@ func freeBytes(dir string) (int64, error) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, err
 	}
-	return int64(st.Bavail) * st.Bsize, nil
+	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert // uint32 on darwin
 }
 
 // portFree listens on host:port and lets go: what the server would do
