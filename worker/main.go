@@ -132,6 +132,7 @@ type program struct {
 	Listen      string
 	MonitorPort int
 	DataDir     string
+	StoreMax    int64
 	User        string
 	Password    string
 	Token       string
@@ -235,6 +236,7 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&m.Listen, "listen", "127.0.0.1:4222", "embedded server: client address")
 	fs.IntVar(&m.MonitorPort, "monitor-port", 8222, "embedded server: monitoring port (0 turns it off)")
 	fs.StringVar(&m.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
+	fs.Int64Var(&m.StoreMax, "store-max-bytes", 0, "embedded server: most bytes the JetStream store may use (0: 75% of the space free in --data-dir at start)")
 	fs.StringVar(&m.User, "user", "", "NATS user name")
 	fs.StringVar(&m.Password, "password", "", "NATS password")
 	fs.StringVar(&m.Token, "token", "", "NATS token")
@@ -296,6 +298,8 @@ func (m *program) ParseFlags(args []string) error {
 	fs.DurationVar(&m.Computer.MaxCommandTimeout, "max-command-timeout", computer.DefaultMaxCommandTimeout, "longest time limit a run_command call may ask for")
 	fs.Int64Var(&m.Computer.MaxLogBytes, "command-log-bytes", computer.DefaultMaxLogBytes, "output of one command kept in the home's .outputs directory")
 	fs.Int64Var(&m.Computer.MaxFileBytes, "file-max-bytes", computer.DefaultMaxFileBytes, "largest content write_file writes and largest file edit_file reads or makes (read_file returns at most --output-budget per call)")
+	fs.Int64Var(&m.Computer.HomeQuotaBytes, "home-quota", computer.DefaultHomeQuotaBytes, "bytes on disk each agent home may hold; a write or command over it is refused or stopped (-1: no bound)")
+	fs.Int64Var(&m.Computer.HomeQuotaFiles, "home-files", computer.DefaultHomeQuotaFiles, "files, directories and links each agent home may hold (-1: no bound)")
 	fs.StringVar(&m.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
 	fs.StringVar(&m.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
 	m.Sandbox.flags(fs)
@@ -583,12 +587,17 @@ func (m *program) Run(ctx context.Context) error {
 		if m.unlock, err = lockDataDir(m.DataDir); err != nil {
 			return err
 		}
-		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0}
+		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0,
+			MaxStore: m.StoreMax, Logger: m.log}
 		if m.server, err = bus.StartEmbedded(eo); err != nil {
 			return portHint(err)
 		}
 		url = m.server.ClientURL()
 		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", m.DataDir)
+		if m.Computer.Root != "" && sameFileSystem(m.DataDir, m.Computer.Root) {
+			m.log.Warn("the JetStream store and the agent homes share a file system: an agent that fills it stops every agent's steps until space is freed (the store restarts by itself then); give --data-dir another file system, or bound each home with --home-quota and --home-files",
+				"data_dir", m.DataDir, "computer_root", m.Computer.Root)
+		}
 	}
 	opts, err := m.natsOptions()
 	if err != nil {

@@ -3,8 +3,11 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,7 +22,23 @@ type EmbeddedOptions struct {
 	StoreDir string // JetStream storage directory
 	// NoMonitoring turns the monitoring port off.
 	NoMonitoring bool
+	// MaxStore bounds the JetStream file store, in bytes (0: the server's
+	// own default, 75% of the space free in StoreDir at start).
+	MaxStore int64
+	// Reserve is the space StoreDir's file system must have free before
+	// JetStream is restarted after a write error (0: DefaultReserve).
+	Reserve int64
+	// Logger gets the server's warnings and errors and the store's
+	// recoveries (nil: nothing is logged).
+	Logger *slog.Logger
+	// RecoverEvery is how often a store with a write error is looked at
+	// (0: every 2 s).
+	RecoverEvery time.Duration
 }
+
+// DefaultReserve is the free space a full store waits for before it is
+// restarted.
+const DefaultReserve = 64 << 20
 
 // PortInUseError is a port of the embedded server that something else
 // listens on. Port is "client" or "monitoring".
@@ -49,6 +68,8 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
 		NoSigs:     true,
+
+		JetStreamMaxStore: o.MaxStore,
 	}
 	if opts.Host == "" {
 		opts.Host, opts.HTTPHost = "127.0.0.1", "127.0.0.1"
@@ -74,12 +95,122 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sl := &serverLog{log: log.With("component", "nats-server")}
+	ns.SetLoggerV2(sl, false, false, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(15 * time.Second) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded NATS server did not become ready on %s:%d", opts.Host, opts.Port)
 	}
+	if opts.StoreDir != "" {
+		r := &storeRecovery{ns: ns, sl: sl, log: log, dir: opts.StoreDir, cfg: ns.JetStreamConfig(), reserve: o.Reserve, every: o.RecoverEvery}
+		go r.run()
+	}
 	return ns, nil
+}
+
+// serverLog passes the embedded server's warnings and errors to slog and
+// notes a store write error (a full disk): the server keeps such an error
+// for good in the stream (every later write of it fails, "critical write
+// error", even once there is space again), or shuts JetStream down ("out
+// of resources").
+type serverLog struct {
+	log      *slog.Logger
+	writeErr atomic.Bool
+}
+
+func (l *serverLog) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLog) Debugf(string, ...any)           {}
+func (l *serverLog) Tracef(string, ...any)           {}
+
+func (l *serverLog) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "critical write error") || strings.Contains(msg, "Critical write error") || strings.Contains(msg, "out of resources") || strings.Contains(msg, "resources, will be DISABLED") {
+		l.writeErr.Store(true)
+	}
+	l.log.Error(msg)
+}
+
+// storeRecovery restarts JetStream (its streams, consumers and buckets
+// are read back from the store) once the store had a write error and its
+// file system has Reserve bytes free again: the worker's steps then go
+// on by themselves, with nothing stored lost.
+type storeRecovery struct {
+	ns      *server.Server
+	sl      *serverLog
+	log     *slog.Logger
+	dir     string
+	cfg     *server.JetStreamConfig
+	reserve int64
+	every   time.Duration
+}
+
+func (r *storeRecovery) run() {
+	if r.reserve <= 0 {
+		r.reserve = DefaultReserve
+	}
+	if r.every <= 0 {
+		r.every = 2 * time.Second
+	}
+	done := make(chan struct{})
+	go func() {
+		r.ns.WaitForShutdown()
+		close(done)
+	}()
+	t := time.NewTicker(r.every)
+	defer t.Stop()
+	waiting := false
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if !r.sl.writeErr.Load() && r.ns.JetStreamEnabled() {
+			continue
+		}
+		free, err := freeBytes(r.dir)
+		if err != nil || free < r.reserve {
+			if !waiting {
+				r.log.Warn("the JetStream store could not write (its disk is full?); it restarts once its file system has room",
+					"store_dir", r.dir, "free_bytes", free, "reserve_bytes", r.reserve, "err", err)
+				waiting = true
+			}
+			continue
+		}
+		r.sl.writeErr.Store(false)
+		if err := r.restart(); err != nil {
+			r.log.Error("restarting JetStream after a store write error failed; trying again", "store_dir", r.dir, "err", err)
+			r.sl.writeErr.Store(true)
+			continue
+		}
+		waiting = false
+		r.log.Info("JetStream restarted after a store write error; its file system has room again", "store_dir", r.dir, "free_bytes", free)
+	}
+}
+
+func (r *storeRecovery) restart() error {
+	if err := r.ns.ShutdownJetStream(); err != nil {
+		return err
+	}
+	cfg := *r.cfg
+	cfg.StoreDir = r.dir // the server's own config names it with the "jetstream" it appends
+	return r.ns.EnableJetStream(&cfg)
+}
+
+// freeBytes is the space dir's file system gives an unprivileged writer.
+func freeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:unconvert // uint32 on darwin
 }
 
 // portFree listens on host:port and lets go: what the server would do

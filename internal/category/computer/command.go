@@ -149,6 +149,9 @@ type CommandDetails struct {
 	LogBytes     int64  `json:"log_bytes"`
 	LogTruncated bool   `json:"log_truncated,omitempty"`
 	LogError     string `json:"log_error,omitempty"`
+	// OverQuota: the home is over its disk quota after the command (it
+	// was stopped for it when the result is an error).
+	OverQuota bool `json:"over_quota,omitempty"`
 	// KilledLeftovers: processes the command left running were killed
 	// when it ended.
 	KilledLeftovers bool `json:"killed_leftovers,omitempty"`
@@ -189,7 +192,11 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		return tools.Result{}, fileError("create", tmpDir, err)
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
-	out := &capture{headMax: half, tailMax: half, logMax: c.cfg.MaxLogBytes, progress: outputProgress(ctx)}
+	logMax := c.cfg.MaxLogBytes
+	if room := h.quota.room(h); room >= 0 {
+		logMax = min(logMax, room) // the log is in the home: it counts
+	}
+	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx)}
 	d := &CommandDetails{Command: headOf(p.Command, maxDetailCommand)}
 	logRel := filepath.Join(outputsDir, logName(call))
 	if f, err := openLog(h, logRel); err != nil {
@@ -200,8 +207,15 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		d.LogPath = logRel
 	}
 
-	cmdCtx, cancel := context.WithTimeoutCause(ctx, limit, errCommandTimeout)
+	quotaCtx, stopQuota := context.WithCancelCause(ctx)
+	defer stopQuota(nil)
+	cmdCtx, cancel := context.WithTimeoutCause(quotaCtx, limit, errCommandTimeout)
 	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		h.quota.watch(cmdCtx, h, stopQuota)
+	}()
 	start := time.Now()
 	var st commandStatus
 	if c.cfg.Sandbox != nil {
@@ -209,21 +223,34 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	} else {
 		st, err = c.runUnconfined(cmdCtx, h, p.Command, out)
 	}
+	overQuota := context.Cause(cmdCtx) == errOverQuota
+	cancel()
+	<-watched
 	if err != nil {
 		return tools.Result{Details: d}, err
 	}
 	d.DurationMS = time.Since(start).Milliseconds()
+	var quotaNote string
+	if h.quota != nil {
+		if u, over := h.quota.recount(h); over {
+			d.OverQuota = true
+			quotaNote = "your home is over its disk quota: " + h.quota.describe(u)
+		}
+	}
 
 	switch {
 	case ctx.Err() != nil:
 		d.Aborted = true
+	case overQuota:
+		d.OverQuota = true
 	case context.Cause(cmdCtx) == errCommandTimeout:
 		d.TimedOut = true
 	}
-	d.KilledLeftovers = st.leftovers && !d.TimedOut && !d.Aborted
-	d.PipeHeld = st.pipeHeld && !st.leftovers && !d.TimedOut && !d.Aborted
+	stopped := d.TimedOut || d.Aborted || overQuota
+	d.KilledLeftovers = st.leftovers && !stopped
+	d.PipeHeld = st.pipeHeld && !st.leftovers && !stopped
 	d.ExitCode, d.Signal = st.code, st.signal
-	if !d.TimedOut && !d.Aborted {
+	if !stopped {
 		notes = append(notes, st.notes...)
 	}
 
@@ -259,6 +286,14 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	}
 	if d.PipeHeld {
 		b.WriteString("[a process that left the command's process group kept its output open; it may still be running]\n")
+	}
+	switch {
+	case overQuota && !d.Aborted:
+		fmt.Fprintf(&b, "[stopped: %s; the command and every process it started were killed]", quotaNote)
+		return tools.Result{Content: b.String(), Details: d},
+			tools.Errorf(tools.ToolError, "The command was stopped because your home went over its disk quota (%s); it and every process it started were killed, and file writes are refused until you delete files (run_command `rm`, which runs while over quota as long as it frees space). Its output so far follows.", strings.TrimPrefix(quotaNote, "your home is over its disk quota: "))
+	case quotaNote != "" && !d.Aborted && !d.TimedOut:
+		b.WriteString("[" + quotaNote + "; file writes are refused until you delete files]\n")
 	}
 	switch {
 	case d.Aborted:
@@ -399,8 +434,11 @@ func openLog(h *home, rel string) (*os.File, error) {
 
 var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
 
-// logName names a call's output file: <turn_id>.<call_id>.log, the call
-// id replaced by a digest when it is not a plain file name.
+// logName names a call's output file: <turn_id>.<step>.<call_id>.log,
+// the call id replaced by a digest when it is not a plain file name. The
+// step is in the name because call ids are only unique within a model
+// response: providers number them per response, and step 1's call_1 must
+// not overwrite step 0's log.
 func logName(c tools.Call) string {
 	id := c.CallID
 	if !plainToken.MatchString(id) {
@@ -411,5 +449,5 @@ func logName(c tools.Call) string {
 	if !plainToken.MatchString(turn) {
 		turn = "turn"
 	}
-	return turn + "." + id + ".log"
+	return fmt.Sprintf("%s.%d.%s.log", turn, c.Step, id)
 }

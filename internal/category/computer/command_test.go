@@ -70,7 +70,7 @@ func TestRunCommand(t *testing.T) {
 			if d.ExitCode != tt.exit || d.Signal != tt.signal {
 				t.Errorf("exit %d signal %q, want %d %q", d.ExitCode, d.Signal, tt.exit, tt.signal)
 			}
-			if d.LogPath != ".outputs/t1.call_run_command.log" {
+			if d.LogPath != ".outputs/t1.0.call_run_command.log" {
 				t.Errorf("log path %q", d.LogPath)
 			}
 		})
@@ -99,7 +99,7 @@ func TestRunCommandKeepsTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := details(t, res); !strings.HasPrefix(d.LogPath, ".outputs/t1.call-") || strings.Contains(d.LogPath, "..") {
+	if d := details(t, res); !strings.HasPrefix(d.LogPath, ".outputs/t1.0.call-") || strings.Contains(d.LogPath, "..") {
 		t.Errorf("log path %q", d.LogPath)
 	}
 }

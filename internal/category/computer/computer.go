@@ -66,6 +66,12 @@ type Config struct {
 	// MaxFileBytes bounds the files edit_file rewrites and the content
 	// write_file writes (16 MiB).
 	MaxFileBytes int64
+	// HomeQuotaBytes bounds what each home holds on disk, its files'
+	// blocks (1 GiB); HomeQuotaFiles bounds its files, directories and
+	// links (100,000). A negative value turns that bound off. See
+	// quotas for how they are held.
+	HomeQuotaBytes int64
+	HomeQuotaFiles int64
 	// Path is the PATH commands get (DefaultPath).
 	Path string
 	// Lang is the LANG commands get (C.UTF-8).
@@ -102,6 +108,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxFileBytes == 0 {
 		c.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if c.HomeQuotaBytes == 0 {
+		c.HomeQuotaBytes = DefaultHomeQuotaBytes
+	}
+	if c.HomeQuotaFiles == 0 {
+		c.HomeQuotaFiles = DefaultHomeQuotaFiles
 	}
 	if c.Path == "" {
 		c.Path = DefaultPath
@@ -175,7 +187,7 @@ func New(cfg Config) (*Category, error) {
 			o = &owner{uid: uid, gid: gid}
 		}
 	}
-	h, err := openHomes(cfg.Root, cfg.Logger, o)
+	h, err := openHomes(cfg.Root, cfg.Logger, o, newQuotas(cfg.HomeQuotaBytes, cfg.HomeQuotaFiles))
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/media"
@@ -175,24 +177,27 @@ func (l *lister) walk(rel, prefix string, level int) error {
 			return nil
 		}
 		l.entries++
-		name, shown := filepath.Join(rel, d.Name()), prefix+d.Name()
+		name, raw := filepath.Join(rel, d.Name()), prefix+d.Name()
+		shown := shownName(raw)
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
 			target, err := l.h.root.Readlink(name)
 			if err != nil {
 				target = "?"
+			} else {
+				target = shownName(target)
 			}
 			fmt.Fprintf(&l.b, "%s -> %s\n", shown, target)
 		case d.IsDir():
-			fmt.Fprintf(&l.b, "%s/\n", shown)
+			fmt.Fprintf(&l.b, "%s\n", shownName(raw+"/"))
 			if level >= l.depth {
 				continue
 			}
-			if err := l.walk(name, shown+"/", level+1); err != nil {
+			if err := l.walk(name, raw+"/", level+1); err != nil {
 				if l.ctx.Err() != nil {
 					return err
 				}
-				fmt.Fprintf(&l.b, "%s/  (unreadable: %v)\n", shown, errors.Unwrap(err))
+				fmt.Fprintf(&l.b, "%s  (unreadable: %v)\n", shownName(raw+"/"), errors.Unwrap(err))
 			}
 		case d.Type().IsRegular():
 			info, err := d.Info()
@@ -206,6 +211,30 @@ func (l *lister) walk(rel, prefix string, level int) error {
 		}
 	}
 	return nil
+}
+
+// shownName is how the file tools show a path: as it is, unless it could
+// be misread: a name that is not valid UTF-8, holds a control or other
+// unprintable character (a newline would forge a line of the listing),
+// begins or ends with white space, begins with a double quote, is "~"
+// or begins with "~/" (which name the home), or holds
+// "  (" or " -> " (which the listing uses) is shown as a Go double-quoted
+// string (strconv.Quote: \n, \t, \xff for a byte that is not UTF-8,
+// \u00a0 ...). Every file tool takes such a quoted path back and decodes
+// it (home.rel), so every listed name can be read, written and edited.
+func shownName(s string) string {
+	if needsQuote(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func needsQuote(s string) bool {
+	if s == "" || !utf8.ValidString(s) || strings.HasPrefix(s, `"`) || strings.TrimSpace(s) != s || s == "~" || strings.HasPrefix(s, "~/") ||
+		strings.Contains(s, "  (") || strings.Contains(s, " -> ") {
+		return true
+	}
+	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0
 }
 
 // binarySniff is how much of a file is looked at to tell binary from text.
@@ -431,31 +460,13 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 			return tools.Result{}, fileError("create the directory for", p.Path, err)
 		}
 	}
-	_, statErr := h.root.Stat(rel)
-	created := errors.Is(statErr, fs.ErrNotExist)
-	flag, verb := os.O_WRONLY|os.O_CREATE, "Wrote"
-	if p.Append {
-		flag, verb = flag|os.O_APPEND, "Appended"
-	}
-	f, _, err := h.openFile("write", p.Path, rel, flag, 0o644)
+	size, created, err := c.writeContent(h, p, rel)
 	if err != nil {
 		return tools.Result{}, err
 	}
-	if !p.Append { // only now: O_TRUNC would have cut a hard link's file before the checks
-		err = f.Truncate(0)
-	}
-	if err == nil {
-		_, err = f.WriteString(p.Content)
-	}
-	size := int64(-1)
-	if fi, serr := f.Stat(); serr == nil {
-		size = fi.Size()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return tools.Result{}, fileError("write", p.Path, err)
+	verb := "Wrote"
+	if p.Append {
+		verb = "Appended"
 	}
 	what := "replaced"
 	switch {
@@ -468,6 +479,71 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 		Content: fmt.Sprintf("%s %s (%d lines) to %s (%s; now %s).", verb, byteCount(int64(len(p.Content))), lineCount(p.Content), rel, what, byteCount(size)),
 		Details: map[string]any{"path": rel, "bytes": len(p.Content), "size": size, "created": created, "append": p.Append},
 	}, nil
+}
+
+// writeContent writes p's content to rel: a replacement atomically (see
+// home.replace), an append in place, cut back to its old size when it
+// fails. Either way a failure leaves the old content whole. It returns
+// the file's new size and whether it was created.
+func (c *Category) writeContent(h *home, p WriteParams, rel string) (int64, bool, error) {
+	_, statErr := h.root.Lstat(rel)
+	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
+		return 0, false, fileError("write", p.Path, statErr)
+	}
+	created := statErr != nil
+	if created {
+		if err := h.quota.admit(h, int64(len(p.Content)), 1); err != nil {
+			return 0, false, err
+		}
+		if p.Append {
+			// Nothing to keep: an append to a new file is a write.
+			p.Append = false
+		}
+		if err := h.replace(rel, p.Content, 0o644); err != nil {
+			h.quota.release(h, int64(len(p.Content)), 1)
+			return 0, false, fileError("write", p.Path, err)
+		}
+		return int64(len(p.Content)), true, nil
+	}
+	flag := os.O_RDONLY
+	if p.Append {
+		flag = os.O_WRONLY | os.O_APPEND
+	}
+	f, fi, err := h.openFile("write", p.Path, rel, flag, 0)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	old := fi.Size()
+	if p.Append {
+		if err := h.quota.admit(h, int64(len(p.Content)), 0); err != nil {
+			return 0, false, err
+		}
+		_, err := f.WriteString(p.Content)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			// Back to what it was: the old content whole, no part of
+			// the new.
+			_ = f.Truncate(old)
+			h.quota.release(h, int64(len(p.Content)), 0)
+			return 0, false, fileError("write", p.Path, err)
+		}
+		return old + int64(len(p.Content)), false, nil
+	}
+	to, err := h.target(rel, f)
+	if err != nil {
+		return 0, false, fileError("write", p.Path, err)
+	}
+	if err := h.quota.admit(h, int64(len(p.Content))-old, 0); err != nil {
+		return 0, false, err
+	}
+	if err := h.replace(to, p.Content, keptMode(fi.Mode())); err != nil {
+		h.quota.release(h, int64(len(p.Content))-old, 0)
+		return 0, false, fileError("write", p.Path, err)
+	}
+	return int64(len(p.Content)), false, nil
 }
 
 func lineCount(s string) int {
@@ -493,7 +569,7 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 		return tools.Result{}, err
 	}
 	defer h.close()
-	f, fi, err := h.openFile("edit", p.Path, rel, os.O_RDWR, 0)
+	f, fi, err := h.openFile("edit", p.Path, rel, os.O_RDONLY, 0)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -540,14 +616,17 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	} else {
 		updated = text[:at[0]] + p.NewText + text[at[0]+len(p.OldText):]
 	}
-	// In place, through the descriptor that was checked.
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
+	// A new file renamed over the old one: a full disk leaves the old
+	// content whole.
+	to, err := h.target(rel, f)
+	if err != nil {
 		return tools.Result{}, fileError("write", p.Path, err)
 	}
-	if _, err := f.WriteString(updated); err != nil {
-		return tools.Result{}, fileError("write", p.Path, err)
+	if err := h.quota.admit(h, int64(len(updated)-len(text)), 0); err != nil {
+		return tools.Result{}, err
 	}
-	if err := f.Truncate(int64(len(updated))); err != nil {
+	if err := h.replace(to, updated, keptMode(fi.Mode())); err != nil {
+		h.quota.release(h, int64(len(updated)-len(text)), 0)
 		return tools.Result{}, fileError("write", p.Path, err)
 	}
 	lines := make([]int, 0, min(len(at), maxListedOccurrences))

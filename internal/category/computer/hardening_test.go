@@ -267,8 +267,8 @@ func TestOutputLogNotAFIFO(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(h, ".outputs"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The name logName gives the call of runCtx: <turn>.<call>.log.
-	logPath := filepath.Join(h, ".outputs", "t1.call_run_command.log")
+	// The name logName gives the call of runCtx: <turn>.<step>.<call>.log.
+	logPath := filepath.Join(h, ".outputs", "t1.0.call_run_command.log")
 	for _, plant := range []string{"fifo", "hard link"} {
 		t.Run(plant, func(t *testing.T) {
 			_ = os.Remove(logPath)

@@ -1,12 +1,15 @@
 package computer
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,12 +40,14 @@ type homes struct {
 	// what the worker makes in a home is given to it at creation, so that
 	// a command can change the files the file tools wrote.
 	owner *owner
+	// quota holds each home to its size (nil: no quota).
+	quota *quotas
 }
 
 // owner is a user and group files are given to.
 type owner struct{ uid, gid int }
 
-func openHomes(dir string, log *slog.Logger, o *owner) (*homes, error) {
+func openHomes(dir string, log *slog.Logger, o *owner, q *quotas) (*homes, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("computer: homes' root %q: %w", dir, err)
@@ -59,7 +64,7 @@ func openHomes(dir string, log *slog.Logger, o *owner) (*homes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("computer: opening the homes' root: %w", err)
 	}
-	h := &homes{dir: abs, root: r, log: log, owner: o}
+	h := &homes{dir: abs, root: r, log: log, owner: o, quota: q}
 	h.tightenRoot()
 	return h, nil
 }
@@ -120,7 +125,7 @@ func (h *homes) open(agentID string) (*home, error) {
 		if err != nil {
 			return nil, err
 		}
-		hm := &home{dir: filepath.Join(h.dir, agentID), root: r, owner: h.owner}
+		hm := &home{dir: filepath.Join(h.dir, agentID), agent: agentID, root: r, owner: h.owner, quota: h.quota}
 		h.adopt(agentID, hm)
 		return hm, nil
 	}
@@ -197,8 +202,10 @@ func (h *homes) adopt(agentID string, hm *home) {
 // home is one agent's home, open for one call.
 type home struct {
 	dir   string // absolute
+	agent string
 	root  *os.Root
-	owner *owner // see homes.owner
+	owner *owner  // see homes.owner
+	quota *quotas // see homes.quota
 }
 
 // own gives rel, just made by the worker, to the sandbox's user.
@@ -276,12 +283,21 @@ func (h *home) workDir(name string) error {
 // refuses the rest (symbolic links that lead out), whatever rel let pass.
 func (h *home) rel(p string) (string, error) {
 	p = strings.TrimSpace(p)
+	quoted := false
+	if len(p) >= 2 && p[0] == '"' {
+		// A name as list_files shows it quoted (see shownName), taken
+		// literally ("~" is a file's name then); a path that merely
+		// begins with a quote is taken as it is.
+		if u, err := strconv.Unquote(p); err == nil {
+			p, quoted = u, true
+		}
+	}
 	switch {
-	case p == "" || p == "~" || p == ".":
+	case p == "" || p == "." || p == "~" && !quoted:
 		return ".", nil
 	case strings.ContainsRune(p, 0):
 		return "", tools.Errorf(tools.InvalidArguments, "The path contains a NUL byte.")
-	case strings.HasPrefix(p, "~/"):
+	case strings.HasPrefix(p, "~/") && !quoted:
 		p = p[2:]
 	}
 	clean := filepath.Clean(p)
@@ -436,4 +452,89 @@ func fileError(op, p string, err error) error {
 		return tools.Errorf(tools.ToolError, "Cannot %s %s: permission denied.", op, p)
 	}
 	return tools.Errorf(tools.ToolError, "Cannot %s %s: %v.", op, p, err)
+}
+
+// target is the file a write of rel changes: rel itself, or, when rel is
+// a symbolic link (to a file in the home: the root refuses the rest), the
+// file it leads to, found from the descriptor f that the checks opened.
+// Renaming over the link would replace the link, not the file.
+func (h *home) target(rel string, f *os.File) (string, error) {
+	fi, err := h.root.Lstat(rel)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return rel, err
+	}
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return "", err
+	}
+	r, err := filepath.Rel(h.dir, real)
+	if err != nil || !filepath.IsLocal(r) {
+		return "", fmt.Errorf("%s leads out of the home", rel)
+	}
+	return r, nil
+}
+
+// replace gives rel the content data atomically: data goes to a new file
+// in the same directory, which is synced, given mode (and the sandbox's
+// user) and renamed over rel. Whatever fails (a full disk, a quota),
+// rel keeps its old content whole; the new file is removed.
+func (h *home) replace(rel, data string, mode fs.FileMode) (err error) {
+	dir, base := filepath.Dir(rel), filepath.Base(rel)
+	if len(base) > 200 { // room for the suffix within NAME_MAX
+		base = base[:200]
+	}
+	var tmp string
+	var f *os.File
+	for range 5 {
+		var rnd [6]byte
+		_, _ = rand.Read(rnd[:])
+		tmp = filepath.Join(dir, "."+base+".tmp-"+hex.EncodeToString(rnd[:]))
+		f, err = h.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = h.root.Remove(tmp)
+		}
+	}()
+	if _, err = f.WriteString(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(mode); err != nil {
+		return err
+	}
+	if h.owner != nil {
+		if err = f.Chown(h.owner.uid, h.owner.gid); err != nil {
+			return err
+		}
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		_ = h.root.Remove(tmp)
+		return err
+	}
+	if err = h.root.Rename(tmp, rel); err != nil {
+		_ = h.root.Remove(tmp)
+		return err
+	}
+	// The rename itself outlives a crash once the directory is synced;
+	// the content is already whole either way.
+	if d, derr := h.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0); derr == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// keptMode is the part of a file's mode a replacement keeps.
+func keptMode(m fs.FileMode) fs.FileMode {
+	return m & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 }

@@ -18,7 +18,7 @@ import (
 // it: another home, the homes' root, /etc, a file next to the root.
 func FuzzResolve(f *testing.F) {
 	tmp := f.TempDir()
-	hs, err := openHomes(filepath.Join(tmp, "homes"), slog.New(slog.DiscardHandler), nil)
+	hs, err := openHomes(filepath.Join(tmp, "homes"), slog.New(slog.DiscardHandler), nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func FuzzResolve(f *testing.F) {
 		"..", "../a2/secret.txt", "../../outside.txt", "sub/../../a2/secret.txt", "~/../a2", "~user/x",
 		"/etc/passwd", "$HOME/notes.txt", "$HOME/../a2/secret.txt", "$HOME", "$HOME/", "$HOME/sub/../..",
 		"link_out/secret.txt", "up/a2/secret.txt", "abs_file", "abs_dir/passwd", "loop", "loop/x", "sub/back/a2",
-		"notes.txt\x00../../outside.txt", "\x00", "a\\..\\..\\b", "//etc/passwd", "sub//deeper/", "…/..", " ../x ",
+		"notes.txt\x00../../outside.txt", "\x00", `"notes.txt"`, `"..\/a2"`, `"\x00"`, `"~"`, `"sub/\n"`, `"unterminated`, "a\\..\\..\\b", "//etc/passwd", "sub//deeper/", "…/..", " ../x ",
 	} {
 		f.Add(s)
 	}
@@ -96,4 +96,35 @@ func inside(t *testing.T, p string, fd *os.File, dir string) {
 	if r, err := filepath.Rel(dir, name); err != nil || r != "." && !filepath.IsLocal(r) {
 		t.Fatalf("the path %q opened %s, outside the home %s", p, name, dir)
 	}
+}
+
+// FuzzShownName: every name list_files shows, however it is shown, is
+// taken back by the file tools as that very name.
+func FuzzShownName(f *testing.F) {
+	hs, err := openHomes(filepath.Join(f.TempDir(), "homes"), slog.New(slog.DiscardHandler), nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = hs.close() })
+	h, err := hs.open("a1")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(h.close)
+	for _, s := range []string{"plain", "a\nb", "\xff\xfe", `"q"`, " lead", "trail ", "~", "a -> b", "x  (1 byte)", "tab\t", "\u00a0", `\`, "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			return // not a name a directory can hold
+		}
+		shown := shownName(name)
+		if strings.ContainsAny(shown, "\n\r") {
+			t.Fatalf("%q is shown as %q, which breaks the listing's lines", name, shown)
+		}
+		rel, err := h.rel(shown)
+		if err != nil || rel != name {
+			t.Fatalf("%q is shown as %q, which the file tools take as %q (%v)", name, shown, rel, err)
+		}
+	})
 }
