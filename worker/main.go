@@ -231,6 +231,8 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
 	fs.IntVar(&w.Concurrency, "concurrency", 256, "main-turn steps handled at once")
 	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
+	fs.IntVar(&w.Catalog.PerKey, "catalog-per-key", bus.DefaultCatalogPerKey, "turn.tools requests of one fairness key (else agent) built at once; more wait, up to 256 a key, then are refused with 503")
+	fs.IntVar(&w.Catalog.Total, "catalog-concurrency", bus.DefaultCatalogTotal, "turn.tools requests built at once, all keys together")
 	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
@@ -479,6 +481,7 @@ func (m *program) validate() error {
 		zero bool
 	}{
 		{"--concurrency", m.Worker.Concurrency == 0}, {"--task-concurrency", m.Worker.TaskConcurrency == 0},
+		{"--catalog-per-key", m.Worker.Catalog.PerKey == 0}, {"--catalog-concurrency", m.Worker.Catalog.Total == 0},
 		{"--max-parallel", m.Worker.MaxParallel == 0}, {"--ack-wait", t.AckWait == 0},
 		{"--max-deliver", t.MaxDeliver == 0}, {"--replicas", t.Replicas == 0}, {"--max-ack-pending", t.MaxAckPending == 0},
 		{"--grace", m.Worker.Grace == 0}, {"--call-timeout", m.Worker.CallTimeout == 0},

@@ -52,6 +52,9 @@ type Config struct {
 	MediaBudget int
 	// Telemetry, when set, gets spans, metrics and readiness.
 	Telemetry *telemetry.Telemetry
+	// Catalog bounds the turn.tools requests built at once, per fairness
+	// key and in all (bus.CatalogLimits, with its defaults).
+	Catalog bus.CatalogLimits
 	// Approval says which calls of main turns wait for a person's
 	// approval, and for how long (turn.DefaultApprovalTimeout); a step's
 	// context.approval adds to it. Task turns are never held.
@@ -102,6 +105,9 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
 	if err := c.Topology.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Catalog.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Concurrency < 1 {
@@ -230,7 +236,7 @@ func (w *Worker) Publisher() *bus.Publisher { return w.pub }
 // Run serves until ctx ends, then stops gracefully: no more pulling,
 // prefetched steps handed back, running steps given the grace period.
 func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer}, w.Catalog, w.log)
+	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog}, w.Catalog, w.log)
 	if err != nil {
 		return err
 	}
