@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -175,24 +174,4 @@ func ParseCatalogRequest(data []byte) (*protocol.CatalogRequest, error) {
 		return nil, fmt.Errorf("%w: context.kind %q is neither %q nor %q", ErrBadRequest, req.Context.Kind, protocol.KindText, protocol.KindWorkflowTask)
 	}
 	return &req, nil
-}
-
-// CancelFunc is told of a turn.cancel message.
-type CancelFunc func(agentID, turnID, reason string)
-
-// SubscribeCancels delivers every turn.cancel.<agent_id>.<turn_id>
-// message to fn on this worker (no queue group: every worker must abort
-// its own running calls of the turn).
-func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) {
-	return nc.Subscribe(protocol.PrefixCancel+".*.*", func(m *nats.Msg) {
-		t := strings.Split(m.Subject, ".")
-		if len(t) != 4 || !protocol.ValidID(t[2]) || !protocol.ValidID(t[3]) {
-			return
-		}
-		var c protocol.Cancel
-		_ = json.Unmarshal(m.Data, &c) // the body is optional
-		// The reason is stored and quoted into the output of every call
-		// the cancel reaches: it is bounded here, once.
-		fn(t[2], t[3], protocol.ClipReason(c.Reason))
-	})
 }
