@@ -287,7 +287,7 @@ func ExampleFairness() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	output := []json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{}"}`)}
+	output := []json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"hi\"}"}`)}
 	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf", Step: 0, Context: tc, Output: output})
 	if err != nil {
 		log.Fatal(err)
@@ -304,6 +304,6 @@ func ExampleFairness() {
 	_, err = c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf2", Step: 0, Context: bad, Output: output})
 	fmt.Println(errors.Is(err, gateway.ErrMalformedStep))
 	// Output:
-	// {"type":"function_call_output","call_id":"call_1","output":"pong"}
+	// {"type":"function_call_output","call_id":"call_1","output":"pong hi"}
 	// true
 }
