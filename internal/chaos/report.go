@@ -13,9 +13,9 @@ type Report struct {
 	// Steps published (main and task turns), and of them: done (at least
 	// one step.done), lost (none), doubled (more than one).
 	Published, MainSteps, TaskSteps int
+	Done, Lost, Doubled             int
 	// FloodSteps are the main steps of the flooding key (FloodKey).
 	FloodSteps int
-	Done, Lost, Doubled             int
 	// OutputsDoubled counts call.output events beyond the first of a
 	// call; OutputsMissing, calls of a done step without one; Unexpected,
 	// step.done events of steps never published.
