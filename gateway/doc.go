@@ -21,6 +21,12 @@
 // step.done items are never decoded and encoded again, so the catalog's
 // digest (and the provider's prompt cache) holds.
 //
+// A turn's [Context].Fairness ([Fairness], protocol 1.2) names the share
+// of the fleet its steps draw from: a key shared by a tenant's agents and
+// a weight. Without it each agent is its own key with weight 1, so one
+// agent's burst does not delay the others; with it, a tenant's agents
+// together get the tenant's share.
+//
 // Besides steps, the client cancels turns ([Client.Cancel]), answers
 // steps that wait for a person's approval ([Client.Decide]), and consumes
 // the streams a gateway acts on: workflow events, whose task.ready starts

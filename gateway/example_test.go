@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -263,3 +264,46 @@ func ExampleClient_Decide() {
 }
 
 func driveTurn(agentID, turnID string, tc gateway.Context, userMessage string) {}
+
+// A tenant's turns share one share of the fleet: every step (and the
+// catalog request) of the turn carries the tenant's fairness key and its
+// weight. A malformed one is refused before anything is published.
+func ExampleFairness() {
+	nc, stop := exampleWorker()
+	defer stop()
+	ctx := context.Background()
+	c, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true},
+		Fairness: gateway.Fairness{Key: "tenant-42", Weight: 2}}
+	for range 100 { // until the worker's service is up
+		if _, err = c.Catalog(ctx, "a1", "tf", tc); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	output := []json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"hi\"}"}`)}
+	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf", Step: 0, Context: tc, Output: output})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer run.Close()
+	done, err := run.Wait(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(done.Items[0]))
+
+	bad := tc
+	bad.Fairness = gateway.Fairness{Key: "tenant 42", Weight: 500}
+	_, err = c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf2", Step: 0, Context: bad, Output: output})
+	fmt.Println(errors.Is(err, gateway.ErrMalformedStep))
+	// Output:
+	// {"type":"function_call_output","call_id":"call_1","output":"pong hi"}
+	// true
+}

@@ -16,10 +16,22 @@ import (
 // catalog request and with every step: Kind ([KindText] or
 // [KindWorkflowTask]), Bindings (web, brain, computer, schedules,
 // background_jobs, todo, …), Skills, MCPServers, and for a task turn
-// WorkflowID and TaskID, and Approval ([ApprovalScope]). A binding can
-// only narrow what the worker was configured with. It is the worker's own
-// type: one definition of what the worker parses.
+// WorkflowID and TaskID, Approval ([ApprovalScope]), and Fairness
+// ([Fairness], protocol 1.2). A binding can only narrow what the worker
+// was configured with. It is the worker's own type: one definition of
+// what the worker parses.
 type Context = protocol.Context
+
+// Fairness is a Context's Fairness (protocol 1.2): the share of the fleet
+// the turn's steps and catalog requests draw from. Steps with the same
+// Key (1-64 characters of [A-Za-z0-9_.:-]; empty: the step's agent id)
+// share one share, served in proportion to Weight (0.01 to 100; zero:
+// 1) while other keys have work waiting: a tenant's agents, or a
+// priority class. Set it on every step of a turn and on its catalog
+// request. [Client.Send] refuses a malformed one with [ErrMalformedStep]
+// (the workers would dead-letter the step), as the workers' own parser
+// does; the zero value is the default.
+type Fairness = protocol.Fairness
 
 // ApprovalScope is a Context's Approval (protocol 1.1): the calls the
 // workers hold for a person's approval in this turn, beside those their

@@ -265,6 +265,8 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
 	fs.IntVar(&w.Concurrency, "concurrency", 256, "main-turn steps handled at once")
 	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
+	fs.IntVar(&w.Catalog.PerKey, "catalog-per-key", bus.DefaultCatalogPerKey, "turn.tools requests of one fairness key (else agent) built at once; more wait, up to 256 a key, then are refused with 503")
+	fs.IntVar(&w.Catalog.Total, "catalog-concurrency", bus.DefaultCatalogTotal, "turn.tools requests built at once, all keys together")
 	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
@@ -541,6 +543,7 @@ func (m *program) validate() error {
 		value int64
 	}{
 		{"--concurrency", int64(m.Worker.Concurrency)}, {"--task-concurrency", int64(m.Worker.TaskConcurrency)},
+		{"--catalog-per-key", int64(m.Worker.Catalog.PerKey)}, {"--catalog-concurrency", int64(m.Worker.Catalog.Total)},
 		{"--max-parallel", int64(m.Worker.MaxParallel)}, {"--ack-wait", int64(t.AckWait)},
 		{"--max-deliver", int64(t.MaxDeliver)}, {"--replicas", int64(t.Replicas)}, {"--max-ack-pending", int64(t.MaxAckPending)},
 		{"--grace", int64(m.Worker.Grace)}, {"--call-timeout", int64(m.Worker.CallTimeout)},

@@ -33,6 +33,9 @@ type Agent struct {
 	MaxSteps int
 	// TaskBindings are the bindings of task turns (web, brain).
 	TaskBindings map[string]bool
+	// TaskFairness is the fairness of task turns (the zero value: each
+	// agent its own share).
+	TaskFairness gateway.Fairness
 	// Approve, when set, decides each call of a step that waits for a
 	// person's approval (the Decision's CallID is filled in).
 	Approve func(ctx context.Context, call gateway.PendingCall) gateway.Decision
@@ -260,7 +263,7 @@ func (a *Agent) ServeTasks(ctx context.Context, durable string) error {
 			// The task turn is not the handler's: it outlives the
 			// delivery (which is acknowledged at once) and ends with the
 			// serving context.
-			res, err := a.RunTurn(ctx, Turn{AgentID: ev.AgentID, TurnID: ev.TurnID, Context: ev.TaskContext(a.TaskBindings), Message: ev.Instructions})
+			res, err := a.RunTurn(ctx, Turn{AgentID: ev.AgentID, TurnID: ev.TurnID, Context: a.taskContext(ev), Message: ev.Instructions})
 			switch {
 			case err != nil:
 				a.Log.Error("task turn failed", "workflow_id", ev.WorkflowID, "task_id", ev.TaskID, "err", err)
@@ -280,4 +283,11 @@ func (a *Agent) WaitTasks() { a.tasks.Wait() }
 func userMessage(text string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": text}}})
 	return b
+}
+
+// taskContext is the context of the task turn ev starts.
+func (a *Agent) taskContext(ev *gateway.WorkflowEvent) gateway.Context {
+	tc := ev.TaskContext(a.TaskBindings)
+	tc.Fairness = a.TaskFairness
+	return tc
 }

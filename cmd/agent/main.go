@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,6 +58,8 @@ type config struct {
 	store                    bool
 	approve                  string
 	message                  string
+	// fairness is the share the turns draw from (protocol 1.2).
+	fairness gateway.Fairness
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -82,12 +85,21 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.approve, "approve", "ask", "calls that wait for approval: ask (on the terminal), all (approve every one) or none (refuse every one)")
 	fs.BoolVar(&c.store, "store", false, "let the provider store the responses (off: reasoning items come back encrypted)")
 	fs.BoolVar(&c.events, "v", false, "print the steps' events on stderr")
+	fs.StringVar(&c.fairness.Key, "fairness-key", "", "fairness key of every turn, shared by a tenant's agents (1-64 characters of [A-Za-z0-9_.:-]; empty: the agent's own)")
+	fs.Float64Var(&c.fairness.Weight, "fairness-weight", 0, "fairness weight of every turn, 0.01 to 100 (0: the default, 1)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	c.message = strings.Join(fs.Args(), " ")
 	if c.message == "" && !c.tasks && !c.schedules {
 		return nil, errors.New("give a message, or --tasks or --schedules to serve")
+	}
+	// The workers' own parser judges the flags, as it will judge the steps.
+	if raw, err := json.Marshal(c.fairness); err != nil || json.Unmarshal(raw, new(gateway.Fairness)) != nil {
+		if err == nil {
+			err = json.Unmarshal(raw, new(gateway.Fairness))
+		}
+		return nil, fmt.Errorf("--fairness-key %q --fairness-weight %v: %v", c.fairness.Key, c.fairness.Weight, err)
 	}
 	switch c.approve {
 	case "ask", "all", "none":
@@ -130,14 +142,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mopts = append(mopts, option.WithAPIKey(c.apiKey))
 	}
 	a := &Agent{GW: gw, Model: openai.NewClient(mopts...), ModelName: c.model, Instructions: c.instructions,
-		MaxSteps: c.maxSteps, Store: c.store, TaskBindings: set(c.taskBind), Log: log}
+		MaxSteps: c.maxSteps, Store: c.store, TaskBindings: set(c.taskBind), TaskFairness: c.fairness, Log: log}
 	a.Approve = approver(c.approve, os.Stdin, stderr)
 	if c.events {
 		a.OnEvent = func(turnID string, ev gateway.Event) { printEvent(stderr, turnID, ev) }
 	}
 
 	// The context of the main turn, and of the turns schedule fires start.
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills)}
+	tc := gateway.Context{Kind: gateway.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills), Fairness: c.fairness}
 	serve, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	var wg sync.WaitGroup

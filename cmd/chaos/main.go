@@ -45,6 +45,7 @@ func main() {
 	flag.IntVar(&o.Concurrency, "concurrency", 64, "main-turn steps published and not yet done, at most")
 	flag.IntVar(&o.WorkflowEvery, "workflow-every", 25, "every n-th main-turn step starts a workflow (negative: none)")
 	flag.IntVar(&o.TasksPerWorkflow, "tasks", 2, "tasks per workflow")
+	flag.BoolVar(&o.NoFlood, "no-flood", false, "no flooding agent: every main turn under the default fairness key (by default 4 turns in 5 are one flooding key's, the rest 4 quiet keys')")
 	flag.DurationVar(&o.FaultEvery, "fault-every", 10*time.Second, "pause between faults")
 	flag.StringVar(&faults, "faults", "all", "fault kinds, cycled, comma-separated: calls-leader, worker-kill, outputs-leader, state-leader, rolling-restart (or all, or none)")
 	flag.DurationVar(&o.Downtime, "downtime", 2*time.Second, "how long a stopped server stays down")

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,13 +38,42 @@ type ServiceInfo struct {
 	// Tracer, when set, records a span per catalog request, under the
 	// trace context of the request's headers.
 	Tracer trace.Tracer
+	// Limits bound the catalog requests built at once.
+	Limits CatalogLimits
 }
+
+// CatalogService is the turn-worker micro service. Stop stops it and
+// waits for the requests it is answering.
+type CatalogService struct {
+	micro.Service
+	wg sync.WaitGroup
+}
+
+// Stop stops the service (no more requests are taken) and waits for the
+// requests under way to be answered.
+func (s *CatalogService) Stop() error {
+	err := s.Service.Stop()
+	s.wg.Wait()
+	return err
+}
+
+// catalogTimeout bounds building one catalog, waiting for a slot
+// included.
+const catalogTimeout = 10 * time.Second
 
 // ServeCatalog registers the NATS micro service turn-worker with its
 // endpoint tools on turn.tools, in the default queue group, so that each
 // request is answered by one worker and `nats micro stats turn-worker`
-// shows every instance.
-func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slog.Logger) (micro.Service, error) {
+// shows every instance. Requests are answered concurrently within
+// info.Limits: a slow catalog (an MCP server starting) holds up only
+// the requests that wait for it, and one key's flood only its own.
+func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slog.Logger) (*CatalogService, error) {
+	if err := info.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
 	meta := map[string]string{}
 	for k, v := range info.Metadata {
 		meta[k] = v
@@ -59,14 +88,19 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)
 	}
-	handler := func(r micro.Request) {
-		req, err := ParseCatalogRequest(r.Data())
+	cs := &CatalogService{Service: svc}
+	gate := newKeyGate(info.Limits)
+	build := func(r micro.Request, req *protocol.CatalogRequest) {
+		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+		defer cancel()
+		key := req.Context.Fairness.KeyFor(req.AgentID)
+		release, err := gate.acquire(ctx, key)
 		if err != nil {
-			respondError(r, log, "400", err.Error())
+			log.Warn("a catalog request found no slot", "agent_id", req.AgentID, "turn_id", req.TurnID, "fairness_key", key, "err", err)
+			respondError(r, log, "503", fmt.Sprintf("this worker has too many catalog requests of fairness key %q under way (%v); try again", key, err))
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
+		defer release()
 		if info.Tracer != nil {
 			var span trace.Span
 			ctx, span = spans.ProcessRequest(ExtractTrace(ctx, nats.Header(r.Headers())), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
@@ -99,11 +133,22 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 			log.Error("replying with a catalog failed", "agent_id", req.AgentID, "turn_id", req.TurnID, "bytes", len(data), "err", err)
 		}
 	}
+	// The micro handler runs on the subscription's one goroutine: it only
+	// parses and hands the request on, so that no request waits behind
+	// another's build.
+	handler := func(r micro.Request) {
+		req, err := ParseCatalogRequest(r.Data())
+		if err != nil {
+			respondError(r, log, "400", err.Error())
+			return
+		}
+		cs.wg.Go(func() { build(r, req) })
+	}
 	if err := svc.AddEndpoint("tools", micro.HandlerFunc(handler), micro.WithEndpointSubject(protocol.SubjectTools)); err != nil {
 		_ = svc.Stop()
 		return nil, fmt.Errorf("adding the tools endpoint: %w", err)
 	}
-	return svc, nil
+	return cs, nil
 }
 
 // respondError sends a micro error reply, its description (a header)
@@ -129,24 +174,4 @@ func ParseCatalogRequest(data []byte) (*protocol.CatalogRequest, error) {
 		return nil, fmt.Errorf("%w: context.kind %q is neither %q nor %q", ErrBadRequest, req.Context.Kind, protocol.KindText, protocol.KindWorkflowTask)
 	}
 	return &req, nil
-}
-
-// CancelFunc is told of a turn.cancel message.
-type CancelFunc func(agentID, turnID, reason string)
-
-// SubscribeCancels delivers every turn.cancel.<agent_id>.<turn_id>
-// message to fn on this worker (no queue group: every worker must abort
-// its own running calls of the turn).
-func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) {
-	return nc.Subscribe(protocol.PrefixCancel+".*.*", func(m *nats.Msg) {
-		t := strings.Split(m.Subject, ".")
-		if len(t) != 4 || !protocol.ValidID(t[2]) || !protocol.ValidID(t[3]) {
-			return
-		}
-		var c protocol.Cancel
-		_ = json.Unmarshal(m.Data, &c) // the body is optional
-		// The reason is stored and quoted into the output of every call
-		// the cancel reaches: it is bounded here, once.
-		fn(t[2], t[3], protocol.ClipReason(c.Reason))
-	})
 }

@@ -144,10 +144,18 @@ type cancelMark struct {
 // worker's mirror, then in the bucket for every other worker and for
 // steps that come later.
 func (s *TurnState) MarkCancelled(ctx context.Context, agentID, turnID, reason string) error {
-	s.remember(agentID+"."+turnID, reason)
+	s.Remember(agentID, turnID, reason)
 	data, _ := json.Marshal(cancelMark{Reason: reason})
-	_, err := s.KV.Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
+	_, err := s.Pub.retry().KV(s.Pub.JS, s.KV).Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
 	return err
+}
+
+// Remember records the turn's cancel in this worker's mirror only, at
+// once: steps that start here read it without a round trip. The cancel
+// subscription calls it before it aborts running steps, and has the mark
+// written to the bucket after (CancelWriter).
+func (s *TurnState) Remember(agentID, turnID, reason string) {
+	s.remember(agentID+"."+turnID, reason)
 }
 
 func (s *TurnState) remember(turn, reason string) {

@@ -108,6 +108,9 @@ func check(ev *evidence, r *Report) {
 			r.TaskSteps++
 		} else {
 			r.MainSteps++
+			if spec.Fair == FloodKey {
+				r.FloodSteps++
+			}
 		}
 		switch n := done[key]; {
 		case n == 0:

@@ -105,6 +105,13 @@ type Config struct {
 	// nothing progresses before it checks what it has (3 min; more than
 	// the longest redelivery delay).
 	StallTimeout time.Duration
+	// NoFlood turns the flood off. By default the main turns are those of
+	// several agents as the fair share sees them (context.fairness keys,
+	// under the one agent id the checks read): one flooding key that
+	// publishes FloodPercent of the main turns' steps, and QuietKeys quiet
+	// ones sharing the rest, so that the fair share's reordering and
+	// holding of steps is under the same faults as everything else.
+	NoFlood bool
 	// Agent is the agent id of every turn ("chaos").
 	Agent string
 	// Logger reports progress; nil discards it.
@@ -119,6 +126,13 @@ const (
 	workerGrace      = 2 * time.Second
 	stepsPerTurn     = 10
 	maxTaskSteps     = 6
+	// FloodPercent of the main turns are the flooding key's (4 in 5); the
+	// others are spread over QuietKeys keys.
+	FloodPercent = 80
+	QuietKeys    = 4
+	// FloodKey is the flooding key; quiet keys are QuietKey0, QuietKey1, ….
+	FloodKey = "agent-flood"
+	QuietKey = "agent-quiet-"
 )
 
 func (c Config) withDefaults() Config {

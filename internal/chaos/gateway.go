@@ -46,6 +46,8 @@ type stepSpec struct {
 	Key   stepKey
 	Task  *taskRef // nil in a main turn
 	Calls []callSpec
+	// Fair is a main step's fairness key ("" for the default).
+	Fair string
 }
 
 // resultSchema is every task's result schema.
@@ -81,6 +83,7 @@ type gateway struct {
 	progress       time.Time // last time anything new was seen
 	mainDone       int
 	mainPub        int
+	floodPub       int // main steps of the flooding key
 	taskPub        int
 	retries        int
 	publishDone    bool
@@ -123,12 +126,29 @@ func (g *gateway) mainStep(i int) (*stepSpec, map[string]any) {
 		fc("m", "mark", map[string]any{"label": label, "ms": g.cfg.MarkMS})
 		spec.Calls = []callSpec{{ID: "p", Name: "ping"}, {ID: "m", Name: "mark", Label: label}}
 	}
+	tc := map[string]any{"kind": protocol.KindText, "bindings": map[string]any{diag.Binding: true}}
+	if spec.Fair = g.fairKey(i / stepsPerTurn); spec.Fair != "" {
+		tc["fairness"] = map[string]any{"key": spec.Fair}
+	}
 	body := map[string]any{
 		"agent_id": g.cfg.Agent, "turn_id": key.Turn, "step": key.Step,
-		"context": map[string]any{"kind": protocol.KindText, "bindings": map[string]any{diag.Binding: true}},
+		"context": tc,
 		"output":  output,
 	}
 	return spec, body
+}
+
+// fairKey is the fairness key of main turn n: the flooding key for
+// FloodPercent of the turns, else one of the quiet keys ("" with the
+// flood off).
+func (g *gateway) fairKey(n int) string {
+	if g.cfg.NoFlood {
+		return ""
+	}
+	if n%5 != 0 { // 4 turns in 5
+		return FloodKey
+	}
+	return fmt.Sprintf("%s%d", QuietKey, n/5%QuietKeys)
 }
 
 // taskStep builds step n of a task's turn: one submit_result.
@@ -174,6 +194,9 @@ func (g *gateway) publish(ctx context.Context, spec *stepSpec, body map[string]a
 				g.taskPub++
 			} else {
 				g.mainPub++
+				if spec.Fair == FloodKey {
+					g.floodPub++
+				}
 			}
 			g.mu.Unlock()
 			return nil

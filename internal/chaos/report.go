@@ -14,6 +14,8 @@ type Report struct {
 	// one step.done), lost (none), doubled (more than one).
 	Published, MainSteps, TaskSteps int
 	Done, Lost, Doubled             int
+	// FloodSteps are the main steps of the flooding key (FloodKey).
+	FloodSteps int
 	// OutputsDoubled counts call.output events beyond the first of a
 	// call; OutputsMissing, calls of a done step without one; Unexpected,
 	// step.done events of steps never published.
@@ -110,6 +112,9 @@ func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "duration         %s\n", r.Duration.Round(time.Millisecond))
 	fmt.Fprintf(&b, "steps            %d published (%d main, %d task), %d done, %d lost, %d doubled\n", r.Published, r.MainSteps, r.TaskSteps, r.Done, r.Lost, r.Doubled)
+	if r.FloodSteps > 0 {
+		fmt.Fprintf(&b, "flood            %d of the %d main steps were the flooding key's (%s), the rest %d quiet keys'\n", r.FloodSteps, r.MainSteps, FloodKey, QuietKeys)
+	}
 	fmt.Fprintf(&b, "call outputs     %d doubled, %d missing; %d unexpected step.done\n", r.OutputsDoubled, r.OutputsMissing, r.Unexpected)
 	fmt.Fprintf(&b, "marks            %d run, %d doubled, %d missing, %d interrupted\n", r.Marks, r.MarksDoubled, r.MarksMissing, r.MarksInterrupted)
 	fmt.Fprintf(&b, "workflows        %d started, %d interrupted, %d doubled, %d missing, %d with tasks missing\n", r.Workflows, r.WorkflowsInterrupted, r.WorkflowsDoubled, r.WorkflowsMissing, r.TasksMissing)

@@ -274,17 +274,23 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string) (context.Co
 	}
 }
 
-// Cancel aborts every running step of the turn on this worker.
-func (c *Cancels) Cancel(agentID, turnID, reason string) {
+// Cancel aborts every running step of the turn on this worker and says
+// how many there were. A turn with none here costs one map lookup.
+func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	if c == nil {
-		return
+		return 0
 	}
-	cause := cancelCause(reason)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for e := range c.running[agentID+"."+turnID] {
+	steps := c.running[agentID+"."+turnID]
+	if len(steps) == 0 {
+		return 0
+	}
+	cause := cancelCause(reason)
+	for e := range steps {
 		e.cancel(cause)
 	}
+	return len(steps)
 }
 
 // cancelCause is the cause of a cancelled turn's context. The reason is

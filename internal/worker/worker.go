@@ -52,6 +52,9 @@ type Config struct {
 	MediaBudget int
 	// Telemetry, when set, gets spans, metrics and readiness.
 	Telemetry *telemetry.Telemetry
+	// Catalog bounds the turn.tools requests built at once, per fairness
+	// key and in all (bus.CatalogLimits, with its defaults).
+	Catalog bus.CatalogLimits
 	// Approval says which calls of main turns wait for a person's
 	// approval, and for how long (turn.DefaultApprovalTimeout); a step's
 	// context.approval adds to it. Task turns are never held.
@@ -104,6 +107,9 @@ func (c Config) Validate() error {
 	if err := c.Topology.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Catalog.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, not %d", c.Concurrency))
 	}
@@ -148,7 +154,9 @@ type Worker struct {
 	pub     *bus.Publisher
 	dead    *bus.DeadLetters
 	cancels *turn.Cancels
-	runner  *turn.Runner
+	// cancelWriter writes cancels' marks and notes off the subscription.
+	cancelWriter *bus.CancelWriter
+	runner       *turn.Runner
 	// taskRunner is runner with task verdicts counted.
 	taskRunner *turn.Runner
 	tasks      TaskTurns
@@ -181,6 +189,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	w.pub = &bus.Publisher{JS: js, Logger: log}
 	w.state = &bus.TurnState{KV: kv, Pub: w.pub, Worker: cfg.Name}
 	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
+	w.cancelWriter = &bus.CancelWriter{State: w.state, Log: log}
 	var meter *telemetry.Metrics
 	if cfg.Telemetry != nil {
 		meter = cfg.Telemetry.Metrics
@@ -230,7 +239,7 @@ func (w *Worker) Publisher() *bus.Publisher { return w.pub }
 // Run serves until ctx ends, then stops gracefully: no more pulling,
 // prefetched steps handed back, running steps given the grace period.
 func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer}, w.Catalog, w.log)
+	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog}, w.Catalog, w.log)
 	if err != nil {
 		return err
 	}
@@ -239,6 +248,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.cancelWriter.Backlog = func() int { n, _, _ := cancelSub.Pending(); return n }
 	defer func() { _ = cancelSub.Unsubscribe() }()
 	consumers := []*bus.Consumer{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Handler: w.handleStep,
@@ -257,6 +267,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.state.WatchCancels(gctx, w.cfg.Topology.StateTTL) })
+	g.Go(func() error { return w.cancelWriter.Run(gctx) })
 	for _, c := range consumers {
 		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.stepMeter(), w.log)
 		if err != nil {
@@ -358,19 +369,21 @@ func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*pro
 	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set)}, nil
 }
 
+// onCancel handles a turn.cancel message on the subscription's
+// goroutine, without a round trip: the turn is remembered as cancelled
+// here (steps that start read it), its running steps here are aborted,
+// and its mark and note are queued for the cancel writer, a turn that ran
+// here ahead of the others. A cancel for a turn that runs elsewhere costs
+// two map lookups, so that no cancel waits behind another's writes.
 func (w *Worker) onCancel(agentID, turnID, reason string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// The mark is written before running calls are aborted (see
+	// Remembered before running steps are aborted (see
 	// turn.Runner.Dispatch for why the order matters).
-	if err := w.state.MarkCancelled(ctx, agentID, turnID, reason); err != nil {
-		w.log.Error("recording a turn's cancel failed", "agent_id", agentID, "turn_id", turnID, "err", err)
+	w.state.Remember(agentID, turnID, reason)
+	aborted := w.cancels.Cancel(agentID, turnID, reason)
+	w.cancelWriter.Add(agentID, turnID, reason, aborted > 0)
+	if aborted > 0 {
+		w.log.Info("turn cancelled; its running steps here are aborted", "agent_id", agentID, "turn_id", turnID, "steps", aborted, "reason", reason)
+		return
 	}
-	w.cancels.Cancel(agentID, turnID, reason)
-	// Steps of the turn that wait for approval run nowhere: the note has
-	// one worker finish them.
-	if err := w.state.NoteCancel(ctx, agentID, turnID, reason); err != nil {
-		w.log.Error("noting a turn's cancel for its pending steps failed; they end at their answer or timeout", "agent_id", agentID, "turn_id", turnID, "err", err)
-	}
-	w.log.Info("turn cancelled", "agent_id", agentID, "turn_id", turnID, "reason", reason)
+	w.log.Debug("turn cancelled", "agent_id", agentID, "turn_id", turnID, "reason", reason)
 }

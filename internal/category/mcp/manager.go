@@ -224,7 +224,8 @@ func (e *DownError) Error() string {
 func (e *DownError) Unwrap() error { return e.Err }
 
 // connection returns the live session, starting one when there is none
-// or the last one ended. One attempt runs at a time; others wait for it.
+// or the last one ended. One attempt runs at a time; callers wait for it
+// until their ctx ends.
 func (s *server) connection(ctx context.Context) (*conn, error) {
 	for {
 		s.mu.Lock()
@@ -264,9 +265,15 @@ func (s *server) connection(ctx context.Context) (*conn, error) {
 		// s.closed is checked above, under the same lock).
 		s.m.dials.Add(1)
 		s.mu.Unlock()
-		c, err := s.attempt(ctx, ch)
-		s.m.dials.Done()
-		return c, err
+		// The attempt is the server's, not the caller's: it runs to its
+		// connect timeout even when the caller gives up (a catalog
+		// request's deadline), so that a server slow to start (an npx
+		// fetching it) is up for the next turn instead of being started
+		// from nothing again by each one. The caller waits for it above.
+		go func() {
+			defer s.m.dials.Done()
+			_, _ = s.attempt(context.WithoutCancel(ctx), ch)
+		}()
 	}
 }
 
@@ -279,9 +286,6 @@ func (s *server) attempt(ctx context.Context, ch chan struct{}) (*conn, error) {
 	s.dialing = nil
 	defer close(ch)
 	switch {
-	case err != nil && ctx.Err() != nil:
-		// The caller gave up: that says nothing about the server.
-		return nil, context.Cause(ctx)
 	case errors.Is(err, ErrClosed):
 		return nil, err
 	case err != nil:

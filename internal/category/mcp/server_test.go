@@ -29,6 +29,10 @@ import (
 const (
 	serverEnv = "MCP_TEST_SERVER"
 	marksEnv  = "MCP_TEST_MARKS"
+	// holdEnv names a file: the server marks "waiting" and reads nothing
+	// (initialize included) until the file exists, as a server whose
+	// start takes long (an npx fetching it) would.
+	holdEnv = "MCP_TEST_HOLD"
 )
 
 func TestMain(m *testing.M) {
@@ -36,6 +40,15 @@ func TestMain(m *testing.M) {
 		os.Exit(hostileServer(mode))
 	}
 	if os.Getenv(serverEnv) == "stdio" {
+		if hold := os.Getenv(holdEnv); hold != "" {
+			markLine(os.Getenv(marksEnv), "waiting")
+			for {
+				if _, err := os.Stat(hold); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		srv := newTestServer(os.Getenv(marksEnv))
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "test server:", err)
@@ -75,16 +88,7 @@ var readOnly = &sdk.ToolAnnotations{ReadOnlyHint: true}
 // HTTP in process and over stdio as a child process. marks is a
 // directory where tools record what happened to them (calls, cancels).
 func newTestServer(marks string) *sdk.Server {
-	mark := func(line string) {
-		if marks == "" {
-			return
-		}
-		f, err := os.OpenFile(filepath.Join(marks, "marks.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintln(f, line)
-			_ = f.Close()
-		}
-	}
+	mark := func(line string) { markLine(marks, line) }
 	srv := sdk.NewServer(&sdk.Implementation{Name: "gotest", Title: "Go test server", Version: "1.0.0"}, &sdk.ServerOptions{
 		Instructions: "A small server for tests: echo text, add numbers, wait, fail, draw and take notes.",
 	})
@@ -158,6 +162,19 @@ func newTestServer(marks string) *sdk.Server {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil, nil
 		})
 	return srv
+}
+
+// markLine appends line to the marks file of directory marks (none when
+// marks is empty).
+func markLine(marks, line string) {
+	if marks == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(marks, "marks.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		fmt.Fprintln(f, line)
+		_ = f.Close()
+	}
 }
 
 // httpServer serves a fresh test server over streamable HTTP. kill drops
