@@ -152,7 +152,7 @@ type backlogMsg struct {
 
 func (m backlogMsg) Subject() string { return m.subject }
 
-const fairQueue = 64 // backlog steps fetched ahead per key
+const fairQueue = 128 // backlog steps fetched ahead per key
 
 // KeyStat is one key's share on this worker, for operators.
 type KeyStat struct {
@@ -315,7 +315,7 @@ func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.Wai
 		k.spills++
 		k.pending++
 		f.mu.Unlock()
-		f.spill(ctx, k, msg, bg)
+		f.spill(ctx, k, weight, msg, bg)
 	}
 }
 
@@ -330,7 +330,7 @@ func (f *Fair) key(key string) *fairKey {
 }
 
 // spill publishes msg to the backlog and acknowledges it once stored.
-func (f *Fair) spill(ctx context.Context, k *fairKey, msg jetstream.Msg, bg *sync.WaitGroup) {
+func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstream.Msg, bg *sync.WaitGroup) {
 	md, err := msg.Metadata()
 	if err != nil {
 		f.spilled(k, false)
@@ -342,7 +342,7 @@ func (f *Fair) spill(ctx context.Context, k *fairKey, msg jetstream.Msg, bg *syn
 		m.Header[h] = v
 	}
 	m.Header.Set(HeaderSubject, msg.Subject())
-	m.Header.Set(HeaderWeight, strconv.FormatFloat(k.weight, 'g', -1, 64))
+	m.Header.Set(HeaderWeight, strconv.FormatFloat(weight, 'g', -1, 64))
 	// Derived from the step's place in its stream: a spill repeated after
 	// a crash before the ack is the same message to the backlog.
 	m.Header.Set(jetstream.MsgIDHeader, "spill:"+f.Stream+":"+strconv.FormatUint(md.Sequence.Stream, 10))
