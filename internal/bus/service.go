@@ -38,6 +38,9 @@ type ServiceInfo struct {
 	// Tracer, when set, records a span per catalog request, under the
 	// trace context of the request's headers.
 	Tracer trace.Tracer
+	// Stats, when set, is the data of the endpoint's stats (`nats micro
+	// stats turn-worker --json`): the worker's fair share by key.
+	Stats func() any
 }
 
 // ServeCatalog registers the NATS micro service turn-worker with its
@@ -55,6 +58,12 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		Version:     info.Version,
 		Description: "Tool runtime worker: per-turn tool catalogs",
 		Metadata:    meta,
+		StatsHandler: func(*micro.Endpoint) any {
+			if info.Stats == nil {
+				return nil
+			}
+			return info.Stats()
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)

@@ -233,30 +233,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		tr.Emitter = taskMeter{Emitter: w.pub, m: meter}
 		w.taskRunner = &tr
 	}
-	return w, nil
-}
-
-// JetStream is the worker's JetStream context, for packages it serves.
-func (w *Worker) JetStream() jetstream.JetStream { return w.js }
-
-// Publisher publishes events confirmed and retried.
-func (w *Worker) Publisher() *bus.Publisher { return w.pub }
-
-// Run serves until ctx ends, then stops gracefully: no more pulling,
-// prefetched steps handed back, running steps given the grace period.
-func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer}, w.Catalog, w.log)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = svc.Stop() }()
-	cancelSub, err := bus.SubscribeCancels(w.nc, w.onCancel)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cancelSub.Unsubscribe() }()
-	// Steps are served fairly per key (bus.Fair); answers are few, and
-	// as many are handled at once as task steps.
+	// Steps are served fairly per key (bus.Fair).
 	w.fair = []*bus.Fair{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: bus.KindCall, Topology: w.cfg.Topology,
 		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
@@ -269,6 +246,34 @@ func (w *Worker) Run(ctx context.Context) error {
 			Grace: w.cfg.Grace, Meter: w.stepMeter(),
 		})
 	}
+	if meter != nil {
+		if err := meter.ObserveFair(w.FairKeys); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// JetStream is the worker's JetStream context, for packages it serves.
+func (w *Worker) JetStream() jetstream.JetStream { return w.js }
+
+// Publisher publishes events confirmed and retried.
+func (w *Worker) Publisher() *bus.Publisher { return w.pub }
+
+// Run serves until ctx ends, then stops gracefully: no more pulling,
+// prefetched steps handed back, running steps given the grace period.
+func (w *Worker) Run(ctx context.Context) error {
+	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Stats: w.fairStats}, w.Catalog, w.log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	cancelSub, err := bus.SubscribeCancels(w.nc, w.onCancel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
+	// Answers are few; as many are handled at once as task steps.
 	approvals := &bus.Consumer{
 		JS: w.js, Stream: protocol.StreamApprovals, Durable: protocol.ConsumerApprovals, Handler: w.handleApproval,
 		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
