@@ -231,6 +231,9 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
 	fs.IntVar(&w.Concurrency, "concurrency", 256, "main-turn steps handled at once")
 	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
+	// Fair share (protocol 1.2): what one fairness key may hold at once.
+	fs.IntVar(&w.KeySteps, "key-steps", 0, "main-turn steps one fairness key may have running on this worker (0: 7/8 of --concurrency; the rest is kept for other keys)")
+	fs.IntVar(&w.KeyTaskSteps, "key-task-steps", 0, "task-turn steps one fairness key may have running on this worker (0: 7/8 of --task-concurrency)")
 	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
