@@ -418,6 +418,16 @@ func TestKubernetes(t *testing.T) {
 	got := map[string]string{}
 	triggers, _ := get(so, "spec", "triggers").([]any)
 	for i, tr := range triggers {
+		if str(get(tr, "type")) == "prometheus" {
+			// The fair-share backlog (TURN_BACKLOG), from the workers' gauge.
+			if q := str(get(tr, "metadata", "query")); !strings.Contains(q, "turn_worker_fair_backlog") {
+				t.Errorf("trigger %d: prometheus query %q does not read turn_worker_fair_backlog", i, q)
+			}
+			if n, err := strconv.Atoi(str(get(tr, "metadata", "threshold"))); err != nil || n < 1 {
+				t.Errorf("trigger %d: threshold %v", i, get(tr, "metadata", "threshold"))
+			}
+			continue
+		}
 		if str(get(tr, "type")) != "nats-jetstream" {
 			t.Errorf("trigger %d is %v", i, get(tr, "type"))
 			continue

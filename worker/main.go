@@ -267,6 +267,9 @@ func (m *program) ParseFlags(args []string) error {
 	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
 	fs.IntVar(&w.Catalog.PerKey, "catalog-per-key", bus.DefaultCatalogPerKey, "turn.tools requests of one fairness key (else agent) built at once; more wait, up to 256 a key, then are refused with 503")
 	fs.IntVar(&w.Catalog.Total, "catalog-concurrency", bus.DefaultCatalogTotal, "turn.tools requests built at once, all keys together")
+	// Fair share (protocol 1.2): what one fairness key may hold at once.
+	fs.IntVar(&w.KeySteps, "key-steps", 0, "main-turn steps one fairness key may have running on this worker (0: 7/8 of --concurrency; the rest is kept for other keys)")
+	fs.IntVar(&w.KeyTaskSteps, "key-task-steps", 0, "task-turn steps one fairness key may have running on this worker (0: 7/8 of --task-concurrency)")
 	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")

@@ -57,6 +57,7 @@ type options struct {
 	memProfile  string
 	out         io.Writer // the report
 	onRetry     func()    // told of each publish retried after no responders (tests)
+	burstOpts   burstOptions
 }
 
 func main() {
@@ -72,7 +73,18 @@ func main() {
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (server and workers included with --workers)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process at the end (server and workers included with --workers)")
+	flag.IntVar(&o.burstOpts.burst, "burst", 0, "burst mode: one agent publishes this many steps at once while --quiet agents ping (fair share)")
+	flag.DurationVar(&o.burstOpts.burstSleep, "burst-sleep", 100*time.Millisecond, "burst mode: how long each burst step's sleep call takes")
+	flag.IntVar(&o.burstOpts.quiet, "quiet", 8, "burst mode: quiet agents, each sending a ping step every --quiet-every")
+	flag.DurationVar(&o.burstOpts.quietEvery, "quiet-every", 200*time.Millisecond, "burst mode: how often each quiet agent sends a step")
+	flag.DurationVar(&o.burstOpts.idle, "idle", 2*time.Second, "burst mode: how long the quiet agents ping before the burst (the idle figures)")
+	flag.IntVar(&o.burstOpts.shares, "shares", 0, "burst mode: after the burst, two tenants of --weights flood this many steps each together; their shares are reported")
+	weights := flag.String("weights", "1,3", "burst mode: the two tenants' fairness weights")
 	flag.Parse()
+	if _, err := fmt.Sscanf(*weights, "%g,%g", &o.burstOpts.weights[0], &o.burstOpts.weights[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen: --weights must be two numbers, as 1,3:", err)
+		os.Exit(2)
+	}
 	o.out = os.Stdout
 	if os.Getenv("GOGC") == "" {
 		// As the worker does (its --gc-percent): this program shares the
@@ -125,6 +137,14 @@ func run(ctx context.Context, o options) error {
 	}
 	if _, err := js.Stream(ctx, protocol.StreamCalls); err != nil {
 		return fmt.Errorf("stream %s not found: is a worker running on %s? (%w)", protocol.StreamCalls, url, err)
+	}
+	if o.burstOpts.burst > 0 {
+		rep, err := runBurst(ctx, nc, o)
+		if err != nil {
+			return err
+		}
+		rep.print(o)
+		return nil
 	}
 	return drive(ctx, nc, o)
 }

@@ -203,8 +203,12 @@ func (d *DeadLetters) WatchDeliveryLimit(nc *nats.Conn, stream, consumer string,
 			// Already removed (another worker, or it finally succeeded).
 			return
 		}
-		reason := fmt.Sprintf("delivery limit reached: delivered %d times to %s without success", a.Deliveries, consumer)
-		if err := d.copy(ctx, raw.Subject, raw.Header, raw.Data, stream, a.StreamSeq, reason); err != nil {
+		reason := fmt.Sprintf("delivery limit reached: delivered %d times to %s without success", a.Deliveries, a.Consumer)
+		subject := raw.Subject
+		if s := raw.Header.Get(HeaderSubject); s != "" {
+			subject = s // a step spilled to TURN_BACKLOG
+		}
+		if err := d.copy(ctx, subject, raw.Header, raw.Data, stream, a.StreamSeq, reason); err != nil {
 			// The step stays in the work queue, where an operator finds it.
 			log.Error("max-deliveries advisory: dead-lettering failed; the step stays in its stream", "stream", stream, "seq", a.StreamSeq, "err", err)
 			return

@@ -40,6 +40,9 @@ type ServiceInfo struct {
 	Tracer trace.Tracer
 	// Limits bound the catalog requests built at once.
 	Limits CatalogLimits
+	// Stats, when set, is the data of the endpoint's stats (`nats micro
+	// stats turn-worker --json`): the worker's fair share by key.
+	Stats func() any
 }
 
 // CatalogService is the turn-worker micro service. Stop stops it and
@@ -84,6 +87,12 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		Version:     info.Version,
 		Description: "Tool runtime worker: per-turn tool catalogs",
 		Metadata:    meta,
+		StatsHandler: func(*micro.Endpoint) any {
+			if info.Stats == nil {
+				return nil
+			}
+			return info.Stats()
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)

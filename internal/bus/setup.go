@@ -129,7 +129,14 @@ func (t Topology) Streams() []jetstream.StreamConfig {
 	// for them keeps the worker's definition equal to the server's.
 	approvals.AllowMsgSchedules, approvals.AllowRollup = true, true
 	approvals.Description = "Approval answers for pending steps, from the gateway to the workers, and the steps' timeout timers"
-	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events, approvals}
+	// Fair share: steps waiting for their key's share, one subject per
+	// kind and key (turn.backlog.<call|task>.<key token>). A spilled step
+	// carries a few headers more than it had.
+	backlog := base(StreamBacklog, PrefixBacklog+".*.*")
+	backlog.Retention = jetstream.WorkQueuePolicy
+	backlog.MaxMsgSize = t.MaxMsgSize + 1024
+	backlog.Description = "Steps waiting for their fairness key's share, moved from TURN_CALLS and TURN_TASKS by the workers"
+	return []jetstream.StreamConfig{calls, tasks, outputs, dead, events, approvals, backlog}
 }
 
 // Consumers returns the work consumers, by stream.

@@ -25,6 +25,7 @@ type Metrics struct {
 	dead        metric.Int64Counter
 	tasks       metric.Int64Counter
 	running     atomic.Int64 // the calls inFlight counts, for Running
+	meter       metric.Meter
 
 	sets setCache
 }
@@ -63,7 +64,7 @@ func (c *setCache) get(k setKey, build func() attribute.Set) metric.MeasurementO
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
 	var (
-		x   Metrics
+		x   = Metrics{meter: m}
 		err error
 	)
 	must := func(e error) {
@@ -179,4 +180,38 @@ func (m *Metrics) TaskOutcome(status string) {
 		return
 	}
 	m.tasks.Add(bg, 1, attrs(attribute.String("status", status)))
+}
+
+// FairKey is one fairness key's steps on a work stream: running on this
+// worker, and waiting in the fleet's backlog.
+type FairKey struct {
+	Stream, Key       string
+	InFlight, Backlog int64
+}
+
+// ObserveFair registers the fair-share gauges turn_worker_fair_in_flight
+// and turn_worker_fair_backlog, by stream and key, read at each
+// collection. read bounds the keys (the busiest few, the rest summed
+// under one key) so that the label cardinality stays bounded.
+func (m *Metrics) ObserveFair(read func(context.Context) []FairKey) error {
+	if m == nil {
+		return nil
+	}
+	inFlight, err := m.meter.Int64ObservableGauge("turn_worker_fair_in_flight", metric.WithDescription("Steps running on this worker, by stream and fairness key (the busiest keys; the rest under _other)."))
+	if err != nil {
+		return err
+	}
+	backlog, err := m.meter.Int64ObservableGauge("turn_worker_fair_backlog", metric.WithDescription("Steps waiting in TURN_BACKLOG for their share, by stream and fairness key (the busiest keys; the rest under _other); the same on every worker."))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for _, k := range read(ctx) {
+			attrs := metric.WithAttributes(attribute.String("stream", k.Stream), attribute.String("key", k.Key))
+			o.ObserveInt64(inFlight, k.InFlight, attrs)
+			o.ObserveInt64(backlog, k.Backlog, attrs)
+		}
+		return nil
+	}, inFlight, backlog)
+	return err
 }

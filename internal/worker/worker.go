@@ -37,6 +37,10 @@ type Config struct {
 	// TaskConcurrency bounds the task-turn steps handled at once (16); it
 	// is separate so neither kind of turn can starve the other.
 	TaskConcurrency int
+	// KeySteps bounds one fairness key's main-turn steps handled at once
+	// (7/8 of Concurrency), KeyTaskSteps its task-turn steps (7/8 of
+	// TaskConcurrency): the rest is kept for keys that arrive later.
+	KeySteps, KeyTaskSteps int
 	// Grace is how long a stop waits for running steps (30 s).
 	Grace time.Duration
 	// MaxStepBytes is the largest step message processed (1 MiB).
@@ -74,6 +78,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TaskConcurrency == 0 {
 		c.TaskConcurrency = 16
+	}
+	if c.KeySteps == 0 {
+		c.KeySteps = max(1, c.Concurrency*7/8)
+	}
+	if c.KeyTaskSteps == 0 {
+		c.KeyTaskSteps = max(1, c.TaskConcurrency*7/8)
 	}
 	if c.Grace == 0 {
 		c.Grace = 30 * time.Second
@@ -115,6 +125,9 @@ func (c Config) Validate() error {
 	}
 	if c.TaskConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("task concurrency must be at least 1, not %d", c.TaskConcurrency))
+	}
+	if c.KeySteps < 1 || c.KeySteps > c.Concurrency || c.KeyTaskSteps < 1 || c.KeyTaskSteps > c.TaskConcurrency {
+		errs = append(errs, fmt.Errorf("key steps must be from 1 to the concurrency (%d), not %d, and key task steps from 1 to the task concurrency (%d), not %d", c.Concurrency, c.KeySteps, c.TaskConcurrency, c.KeyTaskSteps))
 	}
 	if c.Grace < 0 || c.CallTimeout < 0 {
 		errs = append(errs, errors.New("grace and call timeout must not be negative"))
@@ -161,6 +174,8 @@ type Worker struct {
 	taskRunner *turn.Runner
 	tasks      TaskTurns
 	meter      *telemetry.Metrics
+	// fair are the fair-share consumers of main and task turns.
+	fair []*bus.Fair
 }
 
 // New sets up the protocol's streams, consumers and buckets and returns a
@@ -227,6 +242,24 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		tr.Emitter = taskMeter{Emitter: w.pub, m: meter}
 		w.taskRunner = &tr
 	}
+	// Steps are served fairly per key (bus.Fair).
+	w.fair = []*bus.Fair{{
+		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: bus.KindCall, Topology: w.cfg.Topology,
+		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
+		Grace: w.cfg.Grace, Meter: w.stepMeter(),
+	}}
+	if w.tasks != nil {
+		w.fair = append(w.fair, &bus.Fair{
+			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Kind: bus.KindTask, Topology: w.cfg.Topology,
+			Handler: w.handleTaskStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, KeySteps: w.cfg.KeyTaskSteps,
+			Grace: w.cfg.Grace, Meter: w.stepMeter(),
+		})
+	}
+	if meter != nil {
+		if err := meter.ObserveFair(w.FairKeys); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
@@ -239,7 +272,7 @@ func (w *Worker) Publisher() *bus.Publisher { return w.pub }
 // Run serves until ctx ends, then stops gracefully: no more pulling,
 // prefetched steps handed back, running steps given the grace period.
 func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog}, w.Catalog, w.log)
+	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog, Stats: w.fairStats}, w.Catalog, w.log)
 	if err != nil {
 		return err
 	}
@@ -250,32 +283,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.cancelWriter.Backlog = func() int { n, _, _ := cancelSub.Pending(); return n }
 	defer func() { _ = cancelSub.Unsubscribe() }()
-	consumers := []*bus.Consumer{{
-		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Handler: w.handleStep,
-		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
-	}}
 	// Answers are few; as many are handled at once as task steps.
-	consumers = append(consumers, &bus.Consumer{
+	approvals := &bus.Consumer{
 		JS: w.js, Stream: protocol.StreamApprovals, Durable: protocol.ConsumerApprovals, Handler: w.handleApproval,
 		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
-	})
-	if w.tasks != nil {
-		consumers = append(consumers, &bus.Consumer{
-			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Handler: w.handleTaskStep,
-			Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
-		})
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.state.WatchCancels(gctx, w.cfg.Topology.StateTTL) })
 	g.Go(func() error { return w.cancelWriter.Run(gctx) })
-	for _, c := range consumers {
-		sub, err := w.dead.WatchDeliveryLimit(w.nc, c.Stream, c.Durable, w.stepMeter(), w.log)
+	watch := [][2]string{{protocol.StreamApprovals, protocol.ConsumerApprovals}, {bus.StreamBacklog, "*"}}
+	for _, f := range w.fair {
+		watch = append(watch, [2]string{f.Stream, f.Durable})
+		g.Go(func() error { return f.Run(gctx) })
+	}
+	for _, c := range watch {
+		sub, err := w.dead.WatchDeliveryLimit(w.nc, c[0], c[1], w.stepMeter(), w.log)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = sub.Unsubscribe() }()
-		g.Go(func() error { return c.Run(gctx) })
 	}
+	g.Go(func() error { return approvals.Run(gctx) })
 	if t := w.cfg.Telemetry; t != nil {
 		t.SetReady(true)
 		defer t.SetReady(false)

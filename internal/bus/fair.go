@@ -1,0 +1,582 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// Fair share (protocol 1.2). A work stream (TURN_CALLS, TURN_TASKS) is read
+// by an intake that never waits: a step whose fairness key has a free slot
+// on this worker (and nothing spilled) runs at once; any other is moved to
+// the key's subject of TURN_BACKLOG (turn.backlog.<kind>.<key token>),
+// published with a message id derived from its stream sequence and only
+// then acknowledged, so that a crash between the two is deduplicated.
+// Every worker serves the backlog from one durable consumer per key
+// (their filters do not overlap, as a work queue requires), picking the
+// next key by weighted round-robin (stride scheduling) whenever a slot
+// frees, so that keys with work waiting share the fleet in proportion to
+// their weights.
+const (
+	// StreamBacklog holds the steps waiting for their key's share.
+	StreamBacklog = "TURN_BACKLOG"
+	// PrefixBacklog is its subjects' prefix: turn.backlog.<kind>.<token>.
+	PrefixBacklog = "turn.backlog"
+	// HeaderSubject is the subject a spilled step was published on.
+	HeaderSubject = "Turn-Subject"
+	// HeaderWeight is a spilled step's fairness weight.
+	HeaderWeight = "Turn-Fair-Weight"
+	// KindCall and KindTask are the backlog subjects' kind tokens.
+	KindCall = "call"
+	KindTask = "task"
+)
+
+// BacklogToken is a fairness key as one subject token: '.' (the only
+// character of a key that subjects give a meaning) becomes '~', which no
+// key holds, so that the mapping is one to one.
+func BacklogToken(key string) string { return strings.ReplaceAll(key, ".", "~") }
+
+// BacklogKey is the inverse of BacklogToken.
+func BacklogKey(token string) string { return strings.ReplaceAll(token, "~", ".") }
+
+// BacklogSubject is the subject of key's spilled steps of kind.
+func BacklogSubject(kind, key string) string {
+	return PrefixBacklog + "." + kind + "." + BacklogToken(key)
+}
+
+// BacklogDurable is the name of key's backlog consumer: a digest, since
+// consumer names may not hold every character a key may.
+func BacklogDurable(kind, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "backlog-" + kind + "-" + hex.EncodeToString(sum[:12])
+}
+
+// FairKeyOf reads a step's fairness key and weight from its subject
+// (prefix.<agent>.<turn>) and payload, cheaply: the payload is decoded
+// only when it names a fairness. A malformed fairness counts as the
+// agent's own share; the handler dead-letters the step.
+func FairKeyOf(subject string, data []byte) (string, float64) {
+	agent := "_"
+	if t := subjectTokens(subject); len(t) == 4 && protocol.ValidFairKey(t[2]) {
+		agent = t[2]
+	}
+	if !bytes.Contains(data, []byte(`"fairness"`)) {
+		return agent, 1
+	}
+	var s struct {
+		Context struct {
+			Fairness json.RawMessage `json:"fairness"`
+		} `json:"context"`
+	}
+	var f protocol.Fairness
+	if json.Unmarshal(data, &s) != nil || len(s.Context.Fairness) == 0 || f.UnmarshalJSON(s.Context.Fairness) != nil {
+		return agent, 1
+	}
+	return f.KeyFor(agent), f.EffectiveWeight()
+}
+
+// Fair runs a handler over a work stream with a fair share per key: see
+// the package comment above StreamBacklog.
+type Fair struct {
+	JS jetstream.JetStream
+	// Stream and Durable are the work stream and its intake consumer.
+	Stream, Durable string
+	// Kind is the backlog subjects' kind token (KindCall, KindTask).
+	Kind     string
+	Topology Topology
+	Handler  Handler
+	Dead     *DeadLetters
+	Logger   *slog.Logger
+	// Concurrency bounds the steps handled at once (256).
+	Concurrency int
+	// KeySteps bounds one key's steps handled at once (default 7/8 of
+	// Concurrency): the rest is kept for keys that arrive later.
+	KeySteps int
+	Grace    time.Duration
+	Meter    StepMeter
+	// Discover is how often the backlog's keys are listed, to find keys
+	// other workers spilled (250 ms).
+	Discover time.Duration
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	keys  map[string]*fairKey
+	free  int
+	vtime float64
+	stop  bool
+	work  chan fairItem
+	inner Consumer
+}
+
+type fairKey struct {
+	key    string
+	weight float64
+	queue  []jetstream.Msg
+	// inflight counts the key's steps running on this worker.
+	inflight int
+	pass     float64
+	// backlogged: the key may have steps in the backlog; new steps of it
+	// are spilled behind them, in order.
+	backlogged bool
+	feeding    bool
+	// spills counts spills begun, pending those not yet stored.
+	spills, pending uint64
+	cons            jetstream.Consumer
+}
+
+type fairItem struct {
+	k   *fairKey
+	msg jetstream.Msg
+}
+
+// backlogMsg is a spilled step, seen with the subject it was published on.
+type backlogMsg struct {
+	jetstream.Msg
+	subject string
+}
+
+func (m backlogMsg) Subject() string { return m.subject }
+
+const fairQueue = 128 // backlog steps fetched ahead per key
+
+// KeyStat is one key's share on this worker, for operators.
+type KeyStat struct {
+	Key      string  `json:"key"`
+	Weight   float64 `json:"weight"`
+	InFlight int     `json:"in_flight"`
+	Queued   int     `json:"queued"`
+}
+
+// Stats are the keys with steps running or fetched here, busiest first,
+// at most n.
+func (f *Fair) Stats(n int) []KeyStat {
+	f.mu.Lock()
+	out := make([]KeyStat, 0, len(f.keys))
+	for _, k := range f.keys {
+		if k.inflight > 0 || len(k.queue) > 0 {
+			out = append(out, KeyStat{Key: k.key, Weight: k.weight, InFlight: k.inflight, Queued: len(k.queue)})
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].InFlight+out[i].Queued != out[j].InFlight+out[j].Queued {
+			return out[i].InFlight+out[i].Queued > out[j].InFlight+out[j].Queued
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out[:min(n, len(out))]
+}
+
+func (f *Fair) log() *slog.Logger {
+	if f.Logger != nil {
+		return f.Logger
+	}
+	return slog.Default()
+}
+
+// Run serves until ctx ends, then stops pulling, hands back what was
+// fetched, lets running handlers finish within Grace, and returns.
+func (f *Fair) Run(ctx context.Context) error {
+	log := f.log()
+	f.Topology = f.Topology.WithDefaults()
+	n := f.Concurrency
+	if n <= 0 {
+		n = 256
+	}
+	if f.KeySteps <= 0 {
+		f.KeySteps = max(1, n*7/8)
+	}
+	if f.Discover <= 0 {
+		f.Discover = 250 * time.Millisecond
+	}
+	cons, err := f.JS.Consumer(ctx, f.Stream, f.Durable)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("consumer %s > %s: %w", f.Stream, f.Durable, err)
+	}
+	backlog, err := f.JS.Stream(ctx, StreamBacklog)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("stream %s: %w", StreamBacklog, err)
+	}
+	f.inner = Consumer{Stream: f.Stream, Handler: f.Handler, Dead: f.Dead, Meter: f.Meter}
+	f.cond = sync.NewCond(&f.mu)
+	f.keys = map[string]*fairKey{}
+	f.free = n
+	f.work = make(chan fairItem)
+	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abandon(nil)
+	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for it := range f.work {
+				f.inner.handle(work, log, it.msg, ackWait, maxDeliver)
+				f.mu.Lock()
+				it.k.inflight--
+				f.free++
+				f.cond.Broadcast()
+				f.mu.Unlock()
+			}
+		})
+	}
+	var bg sync.WaitGroup // dispatcher, feeders, discovery, spill confirmations
+	bg.Go(func() { f.dispatch() })
+	bg.Go(func() { f.discover(ctx, backlog, &bg) })
+	stopped := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.stop = true
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	})
+	defer stopped()
+	err = f.intake(ctx, cons, &bg)
+	f.mu.Lock()
+	f.stop = true
+	f.cond.Broadcast()
+	f.mu.Unlock()
+	bg.Wait()
+	// Fetched but not started: handed back at once.
+	f.mu.Lock()
+	for _, k := range f.keys {
+		for _, m := range k.queue {
+			_ = m.Nak()
+		}
+		k.queue = nil
+	}
+	f.mu.Unlock()
+	close(f.work)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(f.Grace):
+		log.Warn("grace period over; abandoning running steps, they will be delivered again", "stream", f.Stream)
+		abandon(ErrShutdown)
+		<-done
+	}
+	return err
+}
+
+// intake pulls the work stream at full speed: each step runs at once or
+// is spilled; it never waits for a slot.
+func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) error {
+	log := f.log()
+	it, err := cons.Messages(jetstream.PullMaxMessages(512), jetstream.PullHeartbeat(5*time.Second))
+	if err != nil {
+		return fmt.Errorf("pulling from %s > %s: %w", f.Stream, f.Durable, err)
+	}
+	stopped := context.AfterFunc(ctx, it.Drain)
+	defer stopped()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			log.Warn("pulling steps", "stream", f.Stream, "err", err)
+			continue
+		}
+		if ctx.Err() != nil {
+			_ = msg.Nak()
+			continue
+		}
+		key, weight := FairKeyOf(msg.Subject(), msg.Data())
+		f.mu.Lock()
+		k := f.key(key)
+		k.weight = weight
+		if !k.backlogged && k.inflight < f.KeySteps && f.free > 0 {
+			k.inflight++
+			f.free--
+			f.mu.Unlock()
+			f.work <- fairItem{k, msg}
+			continue
+		}
+		k.backlogged = true
+		k.spills++
+		k.pending++
+		f.mu.Unlock()
+		f.spill(ctx, k, weight, msg, bg)
+	}
+}
+
+// key returns key's state, made on first use. f.mu is held.
+func (f *Fair) key(key string) *fairKey {
+	k := f.keys[key]
+	if k == nil {
+		k = &fairKey{key: key, weight: 1, pass: f.vtime}
+		f.keys[key] = k
+	}
+	return k
+}
+
+// spill publishes msg to the backlog and acknowledges it once stored.
+func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstream.Msg, bg *sync.WaitGroup) {
+	md, err := msg.Metadata()
+	if err != nil {
+		f.spilled(k, false)
+		_ = msg.Nak()
+		return
+	}
+	m := nats.NewMsg(BacklogSubject(f.Kind, k.key))
+	for h, v := range msg.Headers() {
+		m.Header[h] = v
+	}
+	m.Header.Set(HeaderSubject, msg.Subject())
+	m.Header.Set(HeaderWeight, strconv.FormatFloat(weight, 'g', -1, 64))
+	// Derived from the step's place in its stream: a spill repeated after
+	// a crash before the ack is the same message to the backlog.
+	m.Header.Set(jetstream.MsgIDHeader, "spill:"+f.Stream+":"+strconv.FormatUint(md.Sequence.Stream, 10))
+	m.Data = msg.Data()
+	fut, err := f.JS.PublishMsgAsync(m)
+	if err != nil {
+		f.spillFailed(k, msg, err)
+		return
+	}
+	bg.Go(func() {
+		select {
+		case <-fut.Ok():
+			// Not waited for: a lost ack only spills the step again, which
+			// the backlog deduplicates.
+			_ = msg.Ack()
+			f.spilled(k, true)
+		case err := <-fut.Err():
+			f.spillFailed(k, msg, err)
+		case <-ctx.Done():
+			// Unknown whether it was stored: delivered again and deduplicated.
+			f.spilled(k, false)
+		}
+	})
+}
+
+func (f *Fair) spillFailed(k *fairKey, msg jetstream.Msg, err error) {
+	f.spilled(k, false)
+	f.log().Warn("spilling a step to the backlog failed; it will be delivered again", "subject", msg.Subject(), "err", err)
+	_ = msg.NakWithDelay(time.Second)
+}
+
+// spilled records a spill's end and, once stored, has the key fed.
+func (f *Fair) spilled(k *fairKey, stored bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k.pending--
+	if stored {
+		f.feed(k)
+	}
+}
+
+// feed starts key's feeder unless it runs. f.mu is held.
+func (f *Fair) feed(k *fairKey) {
+	if k.feeding || f.stop {
+		return
+	}
+	k.feeding = true
+	k.backlogged = true
+	go f.feeder(k)
+}
+
+// feeder fetches key's backlog into its queue until the backlog is empty
+// and no spill of it is under way.
+func (f *Fair) feeder(k *fairKey) {
+	log := f.log()
+	ctx := context.Background()
+	quiet := 0
+	for {
+		f.mu.Lock()
+		for !f.stop && len(k.queue) >= fairQueue/2 {
+			f.cond.Wait()
+		}
+		if f.stop {
+			k.feeding = false
+			f.mu.Unlock()
+			return
+		}
+		room, gen := fairQueue-len(k.queue), k.spills
+		f.mu.Unlock()
+		got, err := f.fetch(ctx, k, room)
+		if err != nil {
+			log.Warn("fetching a key's backlog", "key", k.key, "err", err)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if got > 0 {
+			quiet = 0
+			continue
+		}
+		f.mu.Lock()
+		if k.spills == gen && k.pending == 0 && quiet >= 2 {
+			k.backlogged, k.feeding = false, false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		quiet++
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fetch takes up to n of key's backlog into its queue.
+func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
+	if k.cons == nil {
+		t := f.Topology
+		c, err := f.JS.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
+			Durable: BacklogDurable(f.Kind, k.key), FilterSubject: BacklogSubject(f.Kind, k.key),
+			AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckWait: t.AckWait, MaxDeliver: t.MaxDeliver, MaxAckPending: t.MaxAckPending,
+			Replicas: t.Replicas, MemoryStorage: t.Storage == jetstream.MemoryStorage,
+			// A key's consumer goes when the key has been quiet a while.
+			InactiveThreshold: time.Hour,
+			Description:       "Backlog of fairness key " + k.key,
+		})
+		if err != nil {
+			return 0, err
+		}
+		k.cons = c
+	}
+	batch, err := k.cons.FetchNoWait(n)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			k.cons = nil
+		}
+		return 0, err
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		subject := m.Headers().Get(HeaderSubject)
+		w, _ := strconv.ParseFloat(m.Headers().Get(HeaderWeight), 64)
+		f.mu.Lock()
+		if w >= protocol.MinFairWeight && w <= protocol.MaxFairWeight {
+			k.weight = w
+		}
+		if f.stop {
+			f.mu.Unlock()
+			_ = m.Nak()
+			continue
+		}
+		k.queue = append(k.queue, backlogMsg{Msg: m, subject: subject})
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return got, err
+	}
+	return got, nil
+}
+
+// dispatch gives each free slot to the key with queued steps, under its
+// bound, that is furthest behind its share (stride scheduling: a key's
+// pass advances by 1/weight per step; a key that was idle starts at the
+// current virtual time, so it cannot claim a share for its idle time).
+func (f *Fair) dispatch() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if f.stop {
+			return
+		}
+		var best *fairKey
+		if f.free > 0 {
+			for _, k := range f.keys {
+				if len(k.queue) == 0 || k.inflight >= f.KeySteps {
+					continue
+				}
+				if best == nil || k.pass < best.pass || k.pass == best.pass && k.key < best.key {
+					best = k
+				}
+			}
+		}
+		if best == nil {
+			f.gc()
+			f.cond.Wait()
+			continue
+		}
+		best.pass = max(best.pass, f.vtime)
+		f.vtime = best.pass
+		best.pass += 1 / best.weight
+		msg := best.queue[0]
+		best.queue = best.queue[1:]
+		best.inflight++
+		f.free--
+		f.cond.Broadcast() // the feeder may have room now
+		f.mu.Unlock()
+		f.work <- fairItem{best, msg}
+		f.mu.Lock()
+	}
+}
+
+// gc forgets keys with nothing here, so that a stream of one-off agents
+// does not grow the map. f.mu is held.
+func (f *Fair) gc() {
+	if len(f.keys) < 1024 {
+		return
+	}
+	for name, k := range f.keys {
+		if k.inflight == 0 && len(k.queue) == 0 && !k.backlogged && !k.feeding && k.pending == 0 {
+			delete(f.keys, name)
+		}
+	}
+}
+
+// discover lists the backlog's keys of this kind, to serve the keys other
+// workers spilled.
+func (f *Fair) discover(ctx context.Context, backlog jetstream.Stream, bg *sync.WaitGroup) {
+	t := time.NewTicker(f.Discover)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		counts, err := BacklogCounts(ctx, backlog, f.Kind)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log().Debug("listing the backlog's keys", "err", err)
+			}
+			continue
+		}
+		f.mu.Lock()
+		for key, n := range counts {
+			if n > 0 {
+				f.feed(f.key(key))
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// BacklogCounts are the steps waiting in the backlog, by key, for kind:
+// the stream's subject counts (what `nats stream subjects TURN_BACKLOG`
+// shows).
+func BacklogCounts(ctx context.Context, backlog jetstream.Stream, kind string) (map[string]uint64, error) {
+	prefix := PrefixBacklog + "." + kind + "."
+	info, err := backlog.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[BacklogKey(strings.TrimPrefix(subj, prefix))] = n
+	}
+	return out, nil
+}

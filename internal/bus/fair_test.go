@@ -1,0 +1,349 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/protocol"
+)
+
+// fairRig is a real server (or cluster) with the protocol's topology, and
+// a record of the steps the fair consumers handled, in order.
+type fairRig struct {
+	t    *testing.T
+	js   jetstream.JetStream
+	topo Topology
+	urls string
+
+	mu      sync.Mutex
+	handled []string       // "<key>/<n>" in the order handlers started
+	times   map[string]int // how often each step was handled
+	next    map[string]int // the next turn number of each agent
+}
+
+func newFairRig(t *testing.T, replicas int) *fairRig {
+	t.Helper()
+	r := &fairRig{t: t, times: map[string]int{}, next: map[string]int{}}
+	var nc *nats.Conn
+	if replicas > 1 {
+		c := natstest.StartCluster(t, 3)
+		nc = c.Connect(t)
+		r.urls = c.URL()
+	} else {
+		s := natstest.Start(t)
+		nc = s.Connect(t)
+		r.urls = nc.ConnectedUrl()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.js = js
+	r.topo = Topology{Replicas: replicas, Storage: jetstream.MemoryStorage, AckWait: 5 * time.Second}.WithDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Setup(ctx, js, r.topo); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// publish stores n steps of agent into TURN_CALLS, each naming key and
+// weight in context.fairness (none when key is "").
+func (r *fairRig) publish(agent, key string, weight float64, n int) {
+	r.t.Helper()
+	ctx := context.Background()
+	for range n {
+		i := r.next[agent]
+		r.next[agent]++
+		fair := ""
+		if key != "" {
+			fair = fmt.Sprintf(`,"fairness":{"key":%q,"weight":%g}`, key, weight)
+		}
+		turnID := fmt.Sprintf("%s-%d", agent, i)
+		data := fmt.Sprintf(`{"agent_id":%q,"turn_id":%q,"step":0,"context":{"kind":"text"%s},"output":[]}`, agent, turnID, fair)
+		if _, err := r.js.Publish(ctx, protocol.Subject(protocol.PrefixCall, agent, turnID), []byte(data), jetstream.WithMsgID(protocol.StepMsgID(agent, turnID, 0))); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// fair is a fair consumer of TURN_CALLS whose handler records the step
+// and then runs do.
+func (r *fairRig) fair(js jetstream.JetStream, concurrency, keySteps int, do func(subject string) error) *Fair {
+	return &Fair{
+		JS: js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: KindCall, Topology: r.topo,
+		Concurrency: concurrency, KeySteps: keySteps, Grace: 5 * time.Second, Discover: 50 * time.Millisecond,
+		Dead:   &DeadLetters{JS: js, Pub: &Publisher{JS: js}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Handler: func(ctx context.Context, msg jetstream.Msg) error {
+			key, _ := FairKeyOf(msg.Subject(), msg.Data())
+			turnID := strings.Split(msg.Subject(), ".")[3]
+			n := turnID[strings.LastIndexByte(turnID, '-')+1:]
+			r.mu.Lock()
+			r.handled = append(r.handled, key+"/"+n)
+			r.times[msg.Subject()]++
+			r.mu.Unlock()
+			return do(msg.Subject())
+		},
+	}
+}
+
+func (r *fairRig) run(f *Fair) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			r.t.Error(err)
+		}
+	}
+}
+
+// waitHandled waits until n steps were handled (each once).
+func (r *fairRig) waitHandled(n int) {
+	r.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		got := len(r.times)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("only %d of %d steps were handled", len(r.times), n)
+}
+
+// order returns the handled steps and checks that none ran twice.
+func (r *fairRig) order() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for subj, n := range r.times {
+		if n != 1 {
+			r.t.Errorf("%s handled %d times", subj, n)
+		}
+	}
+	return append([]string(nil), r.handled...)
+}
+
+func sleepy(d time.Duration) func(string) error {
+	return func(string) error { time.Sleep(d); return nil }
+}
+
+// A quiet agent's step does not wait behind another agent's burst: it is
+// handled among the first few, not after the 300 published before it.
+func TestFairQuietAgentOvertakesBurst(t *testing.T) {
+	r := newFairRig(t, 1)
+	r.publish("burst", "", 0, 300)
+	r.publish("quiet", "", 0, 1)
+	stop := r.run(r.fair(r.js, 4, 0, sleepy(10*time.Millisecond)))
+	defer stop()
+	r.waitHandled(301)
+	order := r.order()
+	at := -1
+	for i, s := range order {
+		if s == "quiet/0" {
+			at = i
+		}
+	}
+	// The intake reads the 300 first; while it spills them the burst holds
+	// 3 slots of 4 (its bound) and one is kept for another key.
+	if at < 0 || at > 60 {
+		t.Fatalf("the quiet step was handled at position %d of %d; want among the first 60", at, len(order))
+	}
+	// The burst's own steps keep their order: they are taken in order,
+	// and only steps taken together (at most the 4 slots) may start in
+	// either order.
+	last := -1
+	for _, s := range order {
+		if n, ok := strings.CutPrefix(s, "burst/"); ok {
+			i, _ := strconv.Atoi(n)
+			if i < last-4 {
+				t.Fatalf("burst step %d handled after %d", i, last)
+			}
+			last = max(last, i)
+		}
+	}
+}
+
+// Two keys of weights 1 and 3 with backlog get a quarter and three
+// quarters of the steps, on one worker, on a fleet of two, and on a
+// three-node cluster with R3 streams.
+func TestFairSharesByWeight(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		replicas, workers int
+	}{{"one worker", 1, 1}, {"two workers", 1, 2}, {"cluster", 3, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.replicas > 1 && testing.Short() {
+				t.Skip("starts a three-node cluster")
+			}
+			r := newFairRig(t, tc.replicas)
+			const n = 240
+			// Interleaved, as two tenants flooding together.
+			for range n / 10 {
+				r.publish("agent-a", "tenant-a", 1, 10)
+				r.publish("agent-b", "tenant-b", 3, 10)
+			}
+			for range tc.workers {
+				nc, err := nats.Connect(r.urls)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				js, _ := jetstream.New(nc)
+				stop := r.run(r.fair(js, 4, 0, sleepy(15*time.Millisecond)))
+				defer stop()
+			}
+			r.waitHandled(2 * n)
+			order := r.order()
+			// Counted while both keys have plenty waiting: from the 20th
+			// step to the moment tenant-b has 40 left.
+			var a, b, bDone int
+			for i, s := range order {
+				isB := strings.HasPrefix(s, "tenant-b/")
+				if isB {
+					bDone++
+				}
+				if n-bDone < 40 {
+					break
+				}
+				if i < 20 {
+					continue
+				}
+				if isB {
+					b++
+				} else {
+					a++
+				}
+			}
+			share := float64(b) / float64(a+b)
+			t.Logf("tenant-b (weight 3) got %.3f of %d steps", share, a+b)
+			if share < 0.65 || share > 0.85 {
+				t.Fatalf("tenant-b got %.3f of the steps (a=%d b=%d); want 0.75 ± 0.1", share, a, b)
+			}
+		})
+	}
+}
+
+// waitCount waits until n handler runs were recorded.
+func waitCount(t *testing.T, r *fairRig, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		got := len(r.handled)
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("only %d of %d steps were handled", len(r.handled), n)
+}
+
+// A spilled step that fails is delivered again from the backlog; one that
+// can never be processed is dead-lettered under its own agent and turn,
+// not the backlog's subject.
+func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
+	r := newFairRig(t, 1)
+	r.publish("hog", "", 0, 20)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	stop := r.run(r.fair(r.js, 1, 0, func(subject string) error {
+		time.Sleep(5 * time.Millisecond)
+		switch subject {
+		case protocol.Subject(protocol.PrefixCall, "hog", "hog-10"):
+			mu.Lock()
+			defer mu.Unlock()
+			if !failed[subject] {
+				failed[subject] = true
+				return errors.New("transient")
+			}
+		case protocol.Subject(protocol.PrefixCall, "hog", "hog-15"):
+			return &DeadLetter{Reason: "never"}
+		}
+		return nil
+	}))
+	defer stop()
+	waitCount(t, r, 21)
+	r.mu.Lock()
+	if n := r.times[protocol.Subject(protocol.PrefixCall, "hog", "hog-10")]; n != 2 {
+		t.Errorf("the failed step was handled %d times, want 2", n)
+	}
+	r.mu.Unlock()
+	ctx := context.Background()
+	dead, err := r.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dead.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixDead, "hog", "hog-15"))
+	if err != nil {
+		t.Fatalf("no dead letter under turn.dead.hog.hog-15: %v", err)
+	}
+	if !strings.Contains(m.Header.Get("Dead-Reason"), "never") {
+		t.Errorf("dead letter headers %v", m.Header)
+	}
+	// Nothing is left behind in either stream.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		calls, _ := r.js.Stream(ctx, protocol.StreamCalls)
+		backlog, _ := r.js.Stream(ctx, StreamBacklog)
+		ci, _ := calls.Info(ctx)
+		bi, _ := backlog.Info(ctx)
+		if ci.State.Msgs == 0 && bi.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: %d in TURN_CALLS, %d in TURN_BACKLOG", ci.State.Msgs, bi.State.Msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBacklogToken(t *testing.T) {
+	for _, k := range []string{"a", "tenant.42", "a~b", "x:y-z_1"} {
+		if got := BacklogKey(BacklogToken(k)); got != k && !strings.Contains(k, "~") {
+			t.Errorf("%q -> %q", k, got)
+		}
+		if strings.Contains(BacklogToken(k), ".") {
+			t.Errorf("token of %q holds a dot", k)
+		}
+	}
+	if BacklogSubject(KindCall, "a.b") == BacklogSubject(KindCall, "a") {
+		t.Error("keys share a subject")
+	}
+}
+
+// FuzzFairKeyOf: whatever the payload, the key is a valid key (or the
+// placeholder) and the weight in range.
+func FuzzFairKeyOf(f *testing.F) {
+	f.Add("turn.call.a.t", []byte(`{"context":{"fairness":{"key":"k.1","weight":2}}}`))
+	f.Add("turn.call.a.t", []byte(`{"context":{"fairness":{"key":"","weight":-1}}}`))
+	f.Add("turn.call.a", []byte(`{"context":{"fairness":null}}`))
+	f.Add("turn.call.a.t", []byte(`{"context":{"fairness":"x"}}`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		key, w := FairKeyOf(subject, data)
+		if key != "_" && !protocol.ValidFairKey(key) {
+			t.Fatalf("key %q", key)
+		}
+		if w < protocol.MinFairWeight || w > protocol.MaxFairWeight {
+			t.Fatalf("weight %v", w)
+		}
+	})
+}
