@@ -496,7 +496,7 @@ s=$?
 for p in /proc/[0-9]*; do
   n=${p#/proc/}
   case $n in 1|$$|"$px") continue;; esac
-  read -r st <"$p/stat" 2>/dev/null || continue
+  read -r st 2>/dev/null <"$p/stat" || continue
   set -- ${st##*") "}
   case $1 in Z*|X*) continue;; esac
   [ -n "$px" ] && [ "$2" = "$px" ] && continue
