@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,14 @@ func TestTraceAndMetrics(t *testing.T) {
 			t.Errorf("event %s carries traceparent %q, want trace %s", e.Type, tp, traceID)
 		}
 	}
+	// The process span ends once step.done is out, which the gateway may
+	// read first: wait for it.
+	const stepName = "process turn.call.{agent_id}.{turn_id}"
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if slices.ContainsFunc(rec.Ended(), func(sp trace.ReadOnlySpan) bool { return sp.Name() == stepName }) {
+			break
+		}
+	}
 	spans := map[string]trace.ReadOnlySpan{}
 	for _, sp := range rec.Ended() {
 		if sp.Name() == "process turn.tools" {
@@ -63,7 +72,7 @@ func TestTraceAndMetrics(t *testing.T) {
 			t.Errorf("span %s in trace %s, want %s", sp.Name(), sp.SpanContext().TraceID(), traceID)
 		}
 	}
-	stepSpan, ok := spans["process turn.call.{agent_id}.{turn_id}"]
+	stepSpan, ok := spans[stepName]
 	if !ok {
 		t.Fatalf("no step span; got %v", names(rec.Ended()))
 	}
