@@ -71,27 +71,7 @@ type process struct {
 
 func startProcess(t *testing.T, bin, url, name string, extra ...string) *process {
 	t.Helper()
-	p := &process{name: name, markDir: t.TempDir()}
-	p.cmd = exec.Command(bin, append([]string{"--nats-url", url, "--name", name, "--diagnostics", "--mark-dir", p.markDir,
-		"--ack-wait", "2s", "--max-deliver", "5", "--grace", "2s", "--log-format", "json"}, extra...)...)
-	logFile, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stderr = logFile
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		_ = logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("%s log:\n%s", name, b)
-		}
-	})
-	return p
+	return startProcessFiles(t, bin, url, name, nil, extra...)
 }
 
 func (p *process) marks(t *testing.T) []string {
