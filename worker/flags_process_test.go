@@ -1,17 +1,10 @@
 package worker
 
 import (
-	"context"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/agentbull/toolruntime/internal/protocol"
 )
 
 // A mistyped approval level is refused at start with the level it looks
@@ -63,30 +56,8 @@ func TestSecondSignalQuitsWhenStartedIgnoringSIGINT(t *testing.T) {
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
 	p.waitFor(t, "worker running")
-
-	nc, err := nats.Connect("nats://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// A call that outlives the test: only a quit at once ends the process.
-	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":600000}"}]}`
-	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
-		t.Fatal(err)
-	}
-	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the call never ran:\n%s", p.output())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	startSleep(t, p, addr, httpAddr, 600000)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -429,29 +429,7 @@ func TestStopSaysWhatItWaitsFor(t *testing.T) {
 	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--diagnostics",
 		"--storage", "memory", "--http-addr", httpAddr, "--grace", "1m")
 	p.waitFor(t, "worker running")
-	nc, err := nats.Connect("nats://" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	step := `{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":4000}"}]}`
-	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
-		t.Fatal(err)
-	}
-	// Running once the metrics say so: the count the message reads.
-	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the call never ran:\n%s", p.output())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	startSleep(t, p, addr, httpAddr, 4000)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -471,4 +449,33 @@ func metrics(t *testing.T, addr string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// startSleep publishes a step with one diagnostics sleep of ms to the
+// worker p serves at addr, and returns once its metrics at httpAddr say
+// the call runs.
+func startSleep(t *testing.T, p *proc, addr, httpAddr string, ms int) {
+	t.Helper()
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	step := fmt.Sprintf(`{"agent_id":"a1","turn_id":"t1","step":0,"context":{"kind":"text","bindings":{"diagnostics":true}},"output":[{"type":"function_call","call_id":"c1","name":"sleep","arguments":"{\"ms\":%d}"}]}`, ms)
+	if _, err := js.Publish(ctx, protocol.Subject(protocol.PrefixCall, "a1", "t1"), []byte(step)); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(metrics(t, httpAddr), "turn_worker_calls_in_flight 1") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the call never ran:\n%s", p.output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
