@@ -99,7 +99,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	}
 	cs := &CatalogService{Service: svc}
 	gate := newKeyGate(info.Limits)
-	build := func(r micro.Request, req *protocol.CatalogRequest) {
+	build := func(r detachedRequest, req *protocol.CatalogRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 		defer cancel()
 		key := req.Context.Fairness.KeyFor(req.AgentID)
@@ -112,7 +112,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		defer release()
 		if info.Tracer != nil {
 			var span trace.Span
-			ctx, span = spans.ProcessRequest(ExtractTrace(ctx, nats.Header(r.Headers())), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
+			ctx, span = spans.ProcessRequest(ExtractTrace(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
 			defer span.End()
 		}
 		reply, err := catalog(ctx, *req)
@@ -151,7 +151,11 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 			respondError(r, log, "400", err.Error())
 			return
 		}
-		cs.wg.Go(func() { build(r, req) })
+		// The build answers after this handler has returned, so it must not
+		// touch r: micro reads r's error state when the handler returns, and a
+		// later write from the build goroutine would race with it.
+		d := detachedRequest{nc: nc, reply: r.Reply(), header: nats.Header(r.Headers())}
+		cs.wg.Go(func() { build(d, req) })
 	}
 	if err := svc.AddEndpoint("tools", micro.HandlerFunc(handler), micro.WithEndpointSubject(protocol.SubjectTools)); err != nil {
 		_ = svc.Stop()
@@ -160,9 +164,38 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	return cs, nil
 }
 
+// errorResponder is what respondError needs of a request: a micro
+// request, or a detachedRequest answered after its handler returned.
+type errorResponder interface {
+	Error(code, description string, data []byte, opts ...micro.RespondOpt) error
+}
+
+// detachedRequest answers a micro request from outside its handler, with
+// the same reply shape as micro's (its error headers), without writing to
+// the micro request that the service reads for its stats.
+type detachedRequest struct {
+	nc     *nats.Conn
+	reply  string
+	header nats.Header
+}
+
+// Respond publishes data to the request's reply subject.
+func (d detachedRequest) Respond(data []byte) error {
+	return d.nc.PublishMsg(&nats.Msg{Subject: d.reply, Data: data})
+}
+
+// Error publishes a micro error reply: the Nats-Service-Error and
+// Nats-Service-Error-Code headers, and data as the body.
+func (d detachedRequest) Error(code, description string, data []byte, _ ...micro.RespondOpt) error {
+	return d.nc.PublishMsg(&nats.Msg{Subject: d.reply, Data: data, Header: nats.Header{
+		micro.ErrorHeader:     []string{description},
+		micro.ErrorCodeHeader: []string{code},
+	}})
+}
+
 // respondError sends a micro error reply, its description (a header)
 // on one line and bounded, and logs a reply that could not be sent.
-func respondError(r micro.Request, log *slog.Logger, code, description string) {
+func respondError(r errorResponder, log *slog.Logger, code, description string) {
 	if err := r.Error(code, headerValue(description, protocol.MaxErrorBytes), nil); err != nil {
 		log.Error("sending an error reply failed", "code", code, "err", err)
 	}
