@@ -63,6 +63,10 @@ out=$(nats stream report)
 expect "stream report" "TURN_OUTPUTS" "$out"
 out=$(nats consumer report TURN_CALLS)
 expect "consumer report" "turn-workers" "$out"
+out=$(nats stream subjects TURN_BACKLOG)
+expect "backlog subjects" "No subjects found" "$out" # nothing waits for its share here
+out=$(nats stream info TURN_BACKLOG)
+expect "backlog stream" "turn.backlog." "$out"
 out=$(nats kv ls TURN_STATE)
 expect "kv ls" "call.a1.t1.0" "$out"
 out=$(nats kv get TURN_STATE "call.a1.t1.0.Y2FsbF8x" --raw)
