@@ -98,6 +98,12 @@ func cgroupSandbox(t *testing.T, root string, l sandbox.Limits) *sandbox.Sandbox
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Before v1Parent's check: the groups are removed in the background.
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return newSandbox(t, sandbox.Config{Cgroups: m, Limits: l})
 }
 
@@ -277,6 +283,7 @@ func nobodyInside(t *testing.T) {
 	if err != nil {
 		t.Fatalf("as nobody in a delegated cgroup: %v", err)
 	}
+	defer m.Close()
 	t.Logf("cgroup v%d %v beneath %s", m.Version(), m.Controllers(), m.Parent())
 	s, err := sandbox.New(sandbox.Config{Cgroups: m, Limits: sandbox.Limits{Memory: 128 << 20, TmpBytes: 96 << 20}})
 	if err != nil {
