@@ -715,7 +715,7 @@ func (g *Group) Command(cmd *exec.Cmd) {
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
 		}
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(fd.Fd())
+		cloneInto(cmd.SysProcAttr, fd)
 	}
 }
 
