@@ -324,3 +324,38 @@ func statField(t *testing.T, path, key string) int64 {
 	}
 	return 0
 }
+
+// The npm reference server (Node) in its cgroup: its node process and
+// what it holds are there; under a limit too small for Node it is killed
+// at start, and the catalog's note says by what, while the first one
+// goes on.
+func TestNPMServerInItsCgroup(t *testing.T) {
+	everything := everythingStdio(t)
+	cgs := v1Groups(t)
+	m := cgroupManager(t, cgs, cgroup.Limits{}, map[string]mcp.ServerConfig{"everything": everything})
+	set := assemble(t, m, textContext("everything"))
+	if o := dispatch(context.Background(), set, "everything", "echo", `{"message":"in its group"}`); output(t, o) != "Echo: in its group" {
+		t.Fatalf("echo: %s %q (notes %q)", kind(o), output(t, o), set.Notes)
+	}
+	dir := m.ChildCgroup("everything")
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if !strings.Contains(" "+strings.Join(strings.Fields(string(procs)), " ")+" ", fmt.Sprintf(" %d ", m.ChildPID("everything"))) {
+		t.Errorf("the server's process %d is not among its group's %q", m.ChildPID("everything"), procs)
+	}
+	if got := readInt(t, filepath.Join(dir, "memory.usage_in_bytes")); got < 16<<20 {
+		t.Errorf("the server's group holds %d KiB; a Node server holds more", got>>10)
+	}
+	if got := readInt(t, filepath.Join(dir, "memory.limit_in_bytes")); got != mcp.DefaultServerMemory {
+		t.Errorf("memory.limit_in_bytes %d, want the default %d", got, mcp.DefaultServerMemory)
+	}
+
+	small := cgroupManager(t, cgs, cgroup.Limits{MemoryBytes: 16 << 20}, map[string]mcp.ServerConfig{"everything": everything})
+	notes := strings.Join(assemble(t, small, textContext("everything")).Notes, "\n")
+	if !strings.Contains(notes, `mcp server "everything" is unavailable (the server was killed by its memory limit (its processes may hold 16 MiB)`) {
+		t.Errorf("notes %q do not say the memory limit killed it", notes)
+	}
+	// The first manager's server, under the default limit, goes on.
+	if o := dispatch(context.Background(), set, "everything", "echo", `{"message":"beside it"}`); output(t, o) != "Echo: beside it" {
+		t.Errorf("the other server: %s %q", kind(o), output(t, o))
+	}
+}
