@@ -238,11 +238,13 @@ func startMCP(st *starting) (turn.Creator, error) {
 	}
 	opts := m.MCPBounds
 	opts.Logger, opts.Version = m.log, m.version
-	cg, err := st.mcpCgroups()
-	if err != nil {
-		return nil, err
+	if m.mcp.HasStdio() {
+		cg, err := st.mcpCgroups()
+		if err != nil {
+			return nil, err
+		}
+		opts.Cgroups = cg
 	}
-	opts.Cgroups = cg
 	mm, err := mcp.NewManager(*m.mcp, opts)
 	if err != nil {
 		return nil, err
