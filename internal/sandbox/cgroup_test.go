@@ -91,6 +91,19 @@ func groups(t *testing.T, dir string) int {
 	return n
 }
 
+// settled counts the command groups beneath dir once their background
+// removal had time (up to 30 s) to end.
+func settled(t *testing.T, dir string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	n := groups(t, dir)
+	for n != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		n = groups(t, dir)
+	}
+	return n
+}
+
 func cgroupSandbox(t *testing.T, root string, l sandbox.Limits) *sandbox.Sandbox {
 	t.Helper()
 	need(t)
@@ -144,7 +157,7 @@ func TestCgroupMemoryChargedToCommand(t *testing.T) {
 	if neighbour.code != 0 || !strings.Contains(neighbour.out, "neighbour-ok") || neighbour.oomKills != 0 {
 		t.Errorf("neighbour: code %d, %d OOM kills, output %q", neighbour.code, neighbour.oomKills, neighbour.out)
 	}
-	if n := groups(t, root); n != 0 {
+	if n := settled(t, root); n != 0 {
 		t.Errorf("%d cgroups left after the commands ended", n)
 	}
 	kernelLog(t, since)
@@ -186,7 +199,7 @@ func TestCgroupPidsAndCleanup(t *testing.T) {
 	if n < 5 || n > 24 {
 		t.Errorf("%d processes forked, want fewer than the cgroup's 24: %+v", n, r)
 	}
-	if n := groups(t, root); n != 0 {
+	if n := settled(t, root); n != 0 {
 		t.Errorf("%d cgroups left", n)
 	}
 
@@ -207,7 +220,7 @@ func TestCgroupPidsAndCleanup(t *testing.T) {
 	if _, err := run.End(); err != nil {
 		t.Error(err)
 	}
-	if n := groups(t, root); n != 0 {
+	if n := settled(t, root); n != 0 {
 		t.Errorf("%d cgroups left after a timeout", n)
 	}
 }
