@@ -24,7 +24,7 @@ type holdIn struct {
 }
 
 type spinIn struct {
-	MS int `json:"ms" jsonschema:"milliseconds to spin on two threads"`
+	MS int `json:"ms" jsonschema:"milliseconds of CPU time to spin for, on two threads"`
 }
 
 // holding keeps what hold allocated reachable.
@@ -69,13 +69,20 @@ func newHostileCgroupServer() *sdk.Server {
 			}
 			return text("bombing"), nil, nil
 		})
+	// Until the process used in.MS of CPU time: however loaded the
+	// machine, that much at 0.2 cores takes many throttled periods.
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	sdk.AddTool(srv, &sdk.Tool{Name: "spin", Description: "Spin on two threads."},
 		func(_ context.Context, _ *sdk.CallToolRequest, in spinIn) (*sdk.CallToolResult, any, error) {
 			done := make(chan struct{})
+			end := cpu() + time.Duration(in.MS)*time.Millisecond
 			for range 2 {
 				go func() {
-					end := time.Now().Add(time.Duration(in.MS) * time.Millisecond)
-					for time.Now().Before(end) {
+					for cpu() < end {
 					}
 					done <- struct{}{}
 				}()
@@ -270,7 +277,7 @@ func TestServerPidsAndCPUInItsCgroup(t *testing.T) {
 	if got := readInt(t, filepath.Join(in(dir, "cpu"), "cpu.cfs_quota_us")); got != 20000 {
 		t.Errorf("cpu.cfs_quota_us %d, want 20000", got)
 	}
-	if o := dispatch(context.Background(), set, "hog", "spin", `{"ms":600}`); output(t, o) != "spun" {
+	if o := dispatch(context.Background(), set, "hog", "spin", `{"ms":300}`); output(t, o) != "spun" {
 		t.Fatalf("spin: %s %q", kind(o), output(t, o))
 	}
 	if n := statField(t, filepath.Join(in(dir, "cpu"), "cpu.stat"), "nr_throttled"); n == 0 {
