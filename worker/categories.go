@@ -138,6 +138,12 @@ func startComputer(st *starting) (turn.Creator, error) {
 		return nil, nil
 	}
 	m.Computer.Logger = m.log
+	if m.Sandbox.Mode != "none" {
+		// Opened here, so that it is closed after the sandbox.
+		if _, _, err := st.cgroups(); err != nil {
+			return nil, err
+		}
+	}
 	sb, err := m.Sandbox.start(st.ctx, m.log, m.WebAllow)
 	if err != nil {
 		return nil, err
@@ -232,6 +238,13 @@ func startMCP(st *starting) (turn.Creator, error) {
 	}
 	opts := m.MCPBounds
 	opts.Logger, opts.Version = m.log, m.version
+	if m.mcp.HasStdio() {
+		cg, err := st.mcpCgroups()
+		if err != nil {
+			return nil, err
+		}
+		opts.Cgroups = cg
+	}
 	mm, err := mcp.NewManager(*m.mcp, opts)
 	if err != nil {
 		return nil, err

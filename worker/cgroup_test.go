@@ -65,10 +65,14 @@ func TestWorkerAsNobodyInADelegatedCgroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mcpConfig := filepath.Join(data, "mcp.json")
+	if err := os.WriteFile(mcpConfig, []byte(`{"servers":{"files":{"command":"true"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The worker's first process joins the cgroup, then execs the worker.
 	cmd := exec.Command("/bin/sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, cg,
 		bin, "--listen", "127.0.0.1:-1", "--monitor-port", "0", "--data-dir", data, "--computer-root", homes,
-		"--todo=false", "--brain=false", "--schedules=false", "--background-jobs=false")
+		"--todo=false", "--brain=false", "--schedules=false", "--background-jobs=false", "--mcp-config", mcpConfig, "--mcp-memory", "100000000")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "WORKER_TOKEN=" + testToken, "WORKER_LOG_LEVEL=info", "HOME=" + data}
 	cmd.Dir = filepath.Dir(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -93,6 +97,8 @@ func TestWorkerAsNobodyInADelegatedCgroup(t *testing.T) {
 	})
 	// "parent=<cg>": the commands' cgroups are made beneath the worker's.
 	w.waitLog(t, `msg="each command runs in a cgroup of its own" cgroup_version=1 controllers=[memory] parent=`+cg)
+	// MCP stdio servers get theirs beneath it too.
+	w.waitLog(t, `msg="each MCP stdio server runs in a cgroup of its own" mcp_memory=100000000 mcp_pids=256 mcp_cpu=1 parent=`+cg)
 	w.waitLog(t, "msg=connected")
 	pid := w.cmd.Process.Pid
 	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); !strings.Contains(string(b), strings.TrimPrefix(cg, "/sys/fs/cgroup/memory")) {

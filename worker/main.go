@@ -257,6 +257,9 @@ func (m *program) ParseFlags(args []string) error {
 	fs.IntVar(&m.MCPBounds.MaxListTools, "mcp-list-tools", mcp.DefaultMaxListTools, "most tools taken of one MCP server")
 	fs.IntVar(&m.MCPBounds.MaxListBytes, "mcp-list-bytes", mcp.DefaultMaxListBytes, "most bytes of tool definitions (JSON) taken of one MCP server")
 	fs.DurationVar(&m.MCPBounds.ListTimeout, "mcp-list-timeout", mcp.DefaultListTimeout, "longest one MCP server's tools/list may take")
+	fs.Int64Var(&m.MCPBounds.Limits.MemoryBytes, "mcp-memory", mcp.DefaultServerMemory, "all the memory one MCP stdio server and what it starts may hold, in bytes (the memory limit of its own cgroup; beyond it the kernel kills the server and the call is told)")
+	fs.IntVar(&m.MCPBounds.Limits.Pids, "mcp-pids", mcp.DefaultServerPids, "processes and threads of one MCP stdio server's cgroup at once (pids.max)")
+	fs.Float64Var(&m.MCPBounds.Limits.CPU, "mcp-cpu", mcp.DefaultServerCPU, "CPU of one MCP stdio server's cgroup, in cores (cpu.max)")
 	fs.StringVar(&m.Approval, "approval", "none", "calls of main turns that wait for a person's approval: none, destructive, all, or a comma-separated list of tool names and namespace.* (an MCP config's \"approval\" adds to it)")
 	fs.DurationVar(&w.Approval.Timeout, "approval-timeout", turn.DefaultApprovalTimeout, "how long a step waits for approval before its calls are answered rejected (shorter than --state-ttl)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", "", "directory of skills, one folder with a SKILL.md each (empty: none)")
@@ -564,6 +567,9 @@ func (m *program) validate() error {
 	}
 	if err := m.Sandbox.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if l := m.MCPBounds.Limits; l.MemoryBytes < 16<<20 || l.Pids < 8 || !(l.CPU >= 0.01) {
+		errs = append(errs, fmt.Errorf("--mcp-memory must be at least 16 MiB (not %d), --mcp-pids at least 8 (not %d), --mcp-cpu at least 0.01 (not %g)", l.MemoryBytes, l.Pids, l.CPU))
 	}
 	if err := m.Worker.Validate(); err != nil && !negative {
 		errs = append(errs, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
@@ -24,6 +25,14 @@ type commandSandbox struct {
 	CgroupRoot      string
 	WorkerMemoryMin int64
 	protect         error // lowering the worker's oom_score_adj
+
+	// The subtree, opened once for commands and MCP servers (cgroups).
+	cgOpened bool
+	cg       *cgroup.Manager
+	cgWhy    error // why there is none
+	cgErr    error // an explicit --cgroup-root that cannot be used
+	cgNoJoin bool  // a command could not join its group: MCP servers go without
+	logger   *slog.Logger
 }
 
 // workerOOMScore is the worker's own oom_score_adj where it may lower it:
@@ -34,6 +43,8 @@ func (c *commandSandbox) flags(fs *flag.FlagSet) {
 	l := &c.Config.Limits
 	fs.StringVar(&c.Mode, "command-sandbox", "bwrap", "how run_command confines commands: bwrap (a bubblewrap sandbox per command; run_command is not offered when it does not work) or none (commands run as the worker's user and reach all it can: a warning at every start)")
 	fs.BoolVar(&c.Network, "command-network", false, "let sandboxed commands reach the network through the worker's proxy, to public addresses (and --web-allow) only; off: no network at all")
+	fs.DurationVar(&c.Config.ProxyIdle, "command-proxy-idle", sandbox.DefaultProxyIdle, "with --command-network: close a command's proxy connection or CONNECT tunnel through which no byte passed either way for this long")
+	fs.IntVar(&c.Config.ProxyConns, "command-proxy-conns", sandbox.DefaultProxyConns, "with --command-network: connections one command may have open through the proxy at once; one more gets 503")
 	fs.StringVar(&c.ReadOnly, "command-ro-bind", "", "more host paths (comma-separated, absolute) that commands see read-only, e.g. /opt")
 	fs.IntVar(&l.Processes, "command-max-procs", sandbox.DefaultProcesses, "processes and threads one command may have at once (RLIMIT_NPROC in its own user namespace)")
 	fs.Int64Var(&l.MemoryBytes, "command-max-memory", sandbox.DefaultMemoryBytes, "address space of each process of a command, in bytes (RLIMIT_AS)")
@@ -72,6 +83,7 @@ func (c *commandSandbox) validate() error {
 		{"--command-max-cpu", l.CPUSeconds == 0}, {"--command-max-file-bytes", l.FileBytes == 0},
 		{"--command-max-open-files", l.OpenFiles == 0}, {"--command-tmp-bytes", l.TmpBytes == 0},
 		{"--command-memory", l.Memory == 0}, {"--command-pids", l.Pids == 0}, {"--command-cpu", l.CPU == 0},
+		{"--command-proxy-idle", c.Config.ProxyIdle == 0}, {"--command-proxy-conns", c.Config.ProxyConns == 0},
 	} {
 		if z.zero {
 			errs = append(errs, fmt.Errorf("%s must be more than 0 (leave it out for the default)", z.flag))
@@ -82,6 +94,9 @@ func (c *commandSandbox) validate() error {
 	}
 	if err := l.Validate(); err != nil {
 		return err
+	}
+	if c.Config.ProxyIdle < time.Second || c.Config.ProxyConns < 1 {
+		return fmt.Errorf("--command-proxy-idle must be at least 1s (not %s) and --command-proxy-conns at least 1 (not %d)", c.Config.ProxyIdle, c.Config.ProxyConns)
 	}
 	if c.CgroupRoot != "auto" && c.CgroupRoot != "none" && !filepath.IsAbs(c.CgroupRoot) {
 		return fmt.Errorf("--cgroup-root must be auto, none or an absolute cgroup directory, not %q", c.CgroupRoot)
@@ -126,6 +141,7 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 		// it): commands run without cgroups rather than not at all.
 		why = fmt.Errorf("a command could not run in a cgroup of its own: %w", err)
 		cfg.Cgroups, cfg.Limits = nil, c.Config.Limits
+		c.cgNoJoin, c.cgWhy = true, why
 		if sb, err = sandbox.New(cfg); err == nil {
 			if err = sb.Check(ctx); err != nil {
 				sb.Close()
@@ -148,16 +164,61 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 // why, when there is none), and lowers the worker's own out-of-memory
 // score where it may. An explicit --cgroup-root that cannot be used is
 // an error.
+// The subtree is opened once, for commands and MCP servers alike.
 func (c *commandSandbox) cgroups() (m *cgroup.Manager, why, err error) {
+	if c.cgOpened {
+		return c.cg, c.cgWhy, c.cgErr
+	}
+	c.cgOpened = true
 	c.protect = cgroup.Protect(workerOOMScore)
 	if c.CgroupRoot == "none" {
-		return nil, errors.New("--cgroup-root none"), nil
+		c.cgWhy = errors.New("--cgroup-root none")
+		return nil, c.cgWhy, nil
 	}
-	m, why = cgroup.Open(cgroup.Options{Root: c.CgroupRoot, WorkerMemoryMin: c.WorkerMemoryMin})
+	m, why = cgroup.Open(cgroup.Options{Root: c.CgroupRoot, WorkerMemoryMin: c.WorkerMemoryMin, Logger: c.logger})
 	if why != nil && c.CgroupRoot != "auto" {
-		return nil, nil, fmt.Errorf("--cgroup-root %s: %w", c.CgroupRoot, why)
+		c.cgErr = fmt.Errorf("--cgroup-root %s: %w", c.CgroupRoot, why)
+		return nil, nil, c.cgErr
 	}
+	c.cg, c.cgWhy = m, why
 	return m, why, nil
+}
+
+// cgroups opens the subtree for the categories that start processes; the
+// first to open it has it closed after every category (Close waits for
+// the groups' removals).
+func (st *starting) cgroups() (m *cgroup.Manager, why, err error) {
+	c := &st.m.Sandbox
+	first := !c.cgOpened
+	c.logger = st.m.log
+	m, why, err = c.cgroups()
+	if first && m != nil {
+		st.closers = append(st.closers, func() {
+			if err := m.Close(); err != nil {
+				st.m.log.Warn("cgroups left at stop; the next start removes them", "err", err)
+			}
+		})
+	}
+	return m, why, err
+}
+
+// mcpCgroups is the subtree MCP stdio servers get groups in, or nil; the
+// start log says which in one line.
+func (st *starting) mcpCgroups() (*cgroup.Manager, error) {
+	m, why, err := st.cgroups()
+	if err != nil {
+		return nil, err
+	}
+	if m != nil && st.m.Sandbox.cgNoJoin {
+		m, why = nil, st.m.Sandbox.cgWhy
+	}
+	l := st.m.MCPBounds.Limits
+	if m == nil {
+		st.m.log.Warn("MCP stdio servers have no cgroup of their own: what they hold is charged to the worker's cgroup (they raise their oom_score_adj to 1000)", "reason", why)
+		return nil, nil
+	}
+	st.m.log.Info("each MCP stdio server runs in a cgroup of its own", "mcp_memory", l.MemoryBytes, "mcp_pids", l.Pids, "mcp_cpu", l.CPU, "parent", m.Parent())
+	return m, nil
 }
 
 // report says, once the sandbox works, whether commands run in cgroups

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbull/toolruntime/internal/sandbox"
 )
@@ -33,6 +34,14 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--command-pids", "0"}, "--command-pids must be more than 0"},
 		{[]string{"--command-cpu", "0"}, "--command-cpu must be more than 0"},
 		{[]string{"--cgroup-root", "relative/dir"}, "--cgroup-root must be auto, none or an absolute"},
+		{[]string{"--command-proxy-idle", "0"}, "--command-proxy-idle must be more than 0"},
+		{[]string{"--command-proxy-conns", "0"}, "--command-proxy-conns must be more than 0"},
+		{[]string{"--command-proxy-idle", "10ms"}, "--command-proxy-idle must be at least 1s (not 10ms)"},
+		{[]string{"--command-proxy-conns", "-3"}, "--command-proxy-conns at least 1 (not -3)"},
+		{[]string{"--mcp-memory", "1000"}, "--mcp-memory must be at least 16 MiB (not 1000)"},
+		{[]string{"--mcp-pids", "0"}, "--mcp-pids at least 8 (not 0)"},
+		{[]string{"--mcp-cpu", "0"}, "--mcp-cpu at least 0.01 (not 0)"},
+		{[]string{"--mcp-cpu", "NaN"}, "--mcp-cpu at least 0.01 (not NaN)"},
 	} {
 		if err := newProgram(Options{}).ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
@@ -44,6 +53,19 @@ func TestSandboxFlags(t *testing.T) {
 	}
 	if m.Sandbox.Mode != "bwrap" || !m.Sandbox.Network || strings.Join(m.Sandbox.Config.ReadOnly, ",") != "/opt,/srv" {
 		t.Errorf("%+v", m.Sandbox)
+	}
+	if c := m.Sandbox.Config; c.ProxyIdle != sandbox.DefaultProxyIdle || c.ProxyConns != sandbox.DefaultProxyConns {
+		t.Errorf("proxy defaults: idle %s, conns %d", c.ProxyIdle, c.ProxyConns)
+	}
+	if l := m.MCPBounds.Limits; l.MemoryBytes != 512<<20 || l.Pids != 256 || l.CPU != 1 {
+		t.Errorf("MCP server limits by default: %+v", l)
+	}
+	m = newProgram(Options{})
+	if err := m.ParseFlags([]string{"--command-proxy-idle", "90s", "--command-proxy-conns", "8", "--mcp-memory", "268435456", "--mcp-pids", "64", "--mcp-cpu", "0.5"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, l := m.Sandbox.Config, m.MCPBounds.Limits; c.ProxyIdle != 90*time.Second || c.ProxyConns != 8 || l.MemoryBytes != 256<<20 || l.Pids != 64 || l.CPU != 0.5 {
+		t.Errorf("proxy %s %d, MCP limits %+v", c.ProxyIdle, c.ProxyConns, l)
 	}
 }
 

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -42,20 +45,38 @@ type Options struct {
 	// WorkerMemoryMin is memory.min of the worker's own leaf (v2 only):
 	// memory reclaim and the out-of-memory killer leave it that much.
 	WorkerMemoryMin int64
+	// Logger logs a group that could not be removed (default
+	// slog.Default()).
+	Logger *slog.Logger
+	// RemoveWithin bounds how long the removal of one group is retried
+	// in the background (0: DefaultRemoveWithin).
+	RemoveWithin time.Duration
 
 	// anyControllers lets a v2 root without the memory controller be
 	// used (tests on a host whose v2 hierarchy has no controllers).
 	anyControllers bool
 }
 
+// DefaultRemoveWithin bounds the background removal of one group.
+const DefaultRemoveWithin = 30 * time.Second
+
 // Manager makes the groups of commands beneath one subtree; it is safe
-// for concurrent use.
+// for concurrent use. Close finishes the removals under way.
 type Manager struct {
 	v2          bool
 	parents     map[string]string // controller → parent directory; v2: "" → the one parent
 	controllers []string          // in use: memory, pids, cpu
 	seq         atomic.Uint64
 	prefix      string
+	log         *slog.Logger
+	within      time.Duration
+
+	// removals are the groups being removed in the background; once
+	// closing, groups are removed by the caller of Group.Close.
+	rmMu     sync.Mutex
+	removals sync.WaitGroup
+	closing  bool
+	failed   []*Group // removals that gave up, tried again by Close
 }
 
 // Version is 1 or 2.
@@ -185,7 +206,13 @@ func Open(o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: reading the mounts: %w", err)
 	}
-	m := &Manager{parents: map[string]string{}, prefix: fmt.Sprintf("%s%d-", Prefix, os.Getpid())}
+	m := &Manager{parents: map[string]string{}, prefix: fmt.Sprintf("%s%d-", Prefix, os.Getpid()), log: o.Logger, within: o.RemoveWithin}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.within <= 0 {
+		m.within = DefaultRemoveWithin
+	}
 	if o.Root == "" || o.Root == "auto" {
 		err = m.auto(ms, o)
 	} else {
@@ -382,7 +409,7 @@ func (m *Manager) sweep() {
 			}
 			g := &Group{m: m, dirs: []string{filepath.Join(parent, e.Name())}}
 			g.Kill()
-			_ = g.remove()
+			_ = g.remove(5 * time.Second)
 		}
 	}
 }
@@ -407,19 +434,19 @@ func (m *Manager) New(l Limits) (*Group, error) {
 	for _, c := range order {
 		d := filepath.Join(m.parents[c], name)
 		if err := os.Mkdir(d, 0o755); err != nil {
-			_ = g.remove()
+			_ = g.remove(time.Second)
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		g.dirs = append(g.dirs, d)
 	}
 	if err := g.limit(l); err != nil {
-		_ = g.remove()
+		_ = g.remove(time.Second)
 		return nil, err
 	}
 	if m.v2 {
 		fd, err := os.Open(g.dirs[0])
 		if err != nil {
-			_ = g.remove()
+			_ = g.remove(time.Second)
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
 		g.fd = fd
@@ -567,37 +594,97 @@ func (g *Group) Stats() Stats {
 	return s
 }
 
-// Close kills what is left in the group and removes it.
+// Close kills what is left in the group and has it removed: the kill
+// (SIGKILL to every process it lists) is done before Close returns, the
+// removal, which waits for the killed processes to leave the group, in
+// the background, retried for up to Options.RemoveWithin; Manager.Close
+// waits for it. After Manager.Close, Close removes the group itself and
+// its error says the group could not be removed.
 func (g *Group) Close() error {
 	if g == nil {
 		return nil
 	}
-	g.Kill()
+	g.signal()
 	if g.fd != nil {
 		g.fd.Close()
 	}
-	return g.remove()
+	m := g.m
+	m.rmMu.Lock()
+	if m.closing {
+		m.rmMu.Unlock()
+		g.Kill()
+		return g.remove(m.within)
+	}
+	m.removals.Add(1)
+	m.rmMu.Unlock()
+	go func() {
+		defer m.removals.Done()
+		if err := g.remove(m.within); err != nil {
+			m.log.Warn("cgroup: a command's cgroup is not removed yet; the worker tries again when it stops", "err", err)
+			m.rmMu.Lock()
+			m.failed = append(m.failed, g)
+			m.rmMu.Unlock()
+		}
+	}()
+	return nil
 }
 
-// remove removes the group's directories, waiting (up to 5 s) for the
-// killed processes to leave them.
-func (g *Group) remove() error {
+// signal sends SIGKILL once to every process the group lists.
+func (g *Group) signal() {
+	if g.m.v2 && writeFile(filepath.Join(g.dirs[0], "cgroup.kill"), "1") == nil {
+		return
+	}
+	for _, d := range g.dirs {
+		for _, p := range pids(filepath.Join(d, "cgroup.procs")) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// Close waits for the removals under way, tries once more those that
+// gave up, and from then on has Group.Close remove groups before it
+// returns. Its error names the groups that are left (the next start's
+// sweep removes them).
+func (m *Manager) Close() error {
+	m.rmMu.Lock()
+	m.closing = true
+	m.rmMu.Unlock()
+	m.removals.Wait()
+	m.rmMu.Lock()
+	failed := m.failed
+	m.failed = nil
+	m.rmMu.Unlock()
 	var errs []error
+	for _, g := range failed {
+		g.Kill()
+		errs = append(errs, g.remove(time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// remove removes the group's directories, waiting up to within for the
+// killed processes to leave them (killing again now and then), with
+// waits that double from 1 ms to 250 ms.
+func (g *Group) remove(within time.Duration) error {
+	var errs []error
+	deadline := time.Now().Add(within)
 	for _, d := range g.dirs {
 		var err error
-		for i := 0; i < 1000; i++ {
+		wait := time.Millisecond
+		for i := 0; ; i++ {
 			err = os.Remove(d)
 			if err == nil || errors.Is(err, fs.ErrNotExist) {
 				err = nil
 				break
 			}
-			if !errors.Is(err, syscall.EBUSY) {
+			if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
 				break
 			}
-			if i%50 == 49 {
-				g.Kill()
+			if i%8 == 7 {
+				g.signal()
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(wait)
+			wait = min(2*wait, 250*time.Millisecond)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cgroup: removing %s: %w", d, err))
@@ -605,6 +692,43 @@ func (g *Group) remove() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Command makes cmd start in g, as the kernel's first choice to kill when
+// memory runs out: cmd is run by a small shell that raises its
+// oom_score_adj to 1000 (its children inherit it), joins g on cgroup v1
+// (it writes its pid to each cgroup.procs file of g; on v2 it is cloned
+// into g), and execs cmd's program. A nil g only raises the score. cmd's
+// program must be resolved (exec.Command does it); a cmd whose lookup
+// failed is left as it is, and fails to start with its error.
+func (g *Group) Command(cmd *exec.Cmd) {
+	if cmd.Err != nil || cmd.Path == "" {
+		return
+	}
+	args := []string{"/bin/sh", "-c", joinScript, "cgroup-join"}
+	if g != nil {
+		args = append(args, g.Procs()...)
+	}
+	args = append(args, "--", cmd.Path)
+	cmd.Args = append(args, cmd.Args[1:]...)
+	cmd.Path = "/bin/sh"
+	if fd := g.FD(); fd != nil {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cloneInto(cmd.SysProcAttr, fd)
+	}
+}
+
+// joinScript is Command's shell: the cgroup.procs files to join, "--",
+// then the program and its arguments.
+const joinScript = `echo 1000 >/proc/self/oom_score_adj 2>/dev/null
+while [ "$1" != -- ]; do
+  echo $$ >"$1" || { echo "cgroup: cannot join the cgroup $1" >&2; exit 125; }
+  shift
+done
+shift
+exec "$@"
+`
 
 // Protect makes the kernel's out-of-memory killer spare the worker:
 // its own oom_score_adj is lowered to adj when that is permitted (root,

@@ -94,6 +94,10 @@ func TestV2Delegation(t *testing.T) {
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Errorf("the command ended with %v, want SIGKILL", err)
 	}
+	// Removed in the background; the Manager's Close waits for it.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(g.Dir()); err == nil {
 		t.Error("the group was not removed")
 	}

@@ -23,6 +23,10 @@
 //     Ending a command kills every pid its cgroup lists until none is
 //     left.
 //
-// A group is removed when its command ends; groups left by a worker that
-// died (their names carry its pid) are removed by the next Open.
+// Group.Command starts any program in a group (an MCP server, say).
+// When its command ends a group's processes get SIGKILL at once and the
+// group is removed in the background, off the command's path, retried
+// for a bounded time; Manager.Close waits for those removals. Groups left
+// by a worker that died (their names carry its pid) are removed by the
+// next Open.
 package cgroup

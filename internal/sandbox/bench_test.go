@@ -57,6 +57,7 @@ func BenchmarkTrue(b *testing.B) {
 		if err != nil {
 			b.Skipf("SKIPPING: no cgroup subtree: %v", err)
 		}
+		defer m.Close()
 		sandboxed(b, sandbox.Config{Cgroups: m})
 	})
 	b.Run("none", func(b *testing.B) {

@@ -634,7 +634,7 @@ type End struct {
 // End, called once after r.Cmd.Wait, reports how the command ended and
 // releases it: its connections and tunnels through the egress proxy are
 // closed, every process left in its cgroup is killed and the cgroup
-// removed. Its error says a cgroup could not be removed.
+// handed to its Manager for removal (Manager.Close waits for it).
 func (r *Run) End() (End, error) {
 	if r.proxy != nil {
 		r.stop()
@@ -649,8 +649,8 @@ func (r *Run) End() (End, error) {
 		return e, nil
 	}
 	// Once bwrap has ended, its pid namespace is empty: whatever the
-	// group still lists is dying, or escaped the namespace.
-	r.group.Kill()
+	// group still lists is dying, or escaped the namespace. Close kills
+	// it and removes the group in the background, off the call's path.
 	st := r.group.Stats()
 	e.OOMKills, e.Failcnt, e.MemoryPeak = st.OOMKills, st.Failcnt, st.Peak
 	return e, r.group.Close()

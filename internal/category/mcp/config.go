@@ -98,6 +98,16 @@ func (c Config) ApprovalNames() []string {
 	return out
 }
 
+// HasStdio reports whether a server is a command (a stdio child).
+func (c Config) HasStdio() bool {
+	for _, s := range c.Servers {
+		if s.Command != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Duration is a time.Duration written as a Go duration string ("30s").
 type Duration time.Duration
 

@@ -24,3 +24,14 @@ func TestConfigApprovalNames(t *testing.T) {
 		t.Errorf("a non-boolean approval: %v", err)
 	}
 }
+
+func TestConfigHasStdio(t *testing.T) {
+	http := mcp.Config{Servers: map[string]mcp.ServerConfig{"a": {URL: "http://127.0.0.1:1/mcp"}}}
+	if http.HasStdio() {
+		t.Error("a config of URLs has a stdio server")
+	}
+	http.Servers["b"] = mcp.ServerConfig{Command: "true"}
+	if !http.HasStdio() {
+		t.Error("a command is not a stdio server")
+	}
+}

@@ -10,6 +10,14 @@
 // started on the next use. Attempts to reach a server that fails back off
 // (MinBackoff doubling to MaxBackoff). Close ends every session.
 //
+// With Options.Cgroups, each stdio session's child starts in a cgroup of
+// its own (Options.Limits: memory, pids, CPU), so that what a server and
+// everything it starts hold is charged to it and bounded there, never to
+// the worker; every server raises its oom_score_adj to 1000. When the
+// session ends, what is left in the group is killed and the group
+// removed. A server its memory limit killed is named so in the error of
+// the call that was running and in the catalog's note.
+//
 // For a main turn, Creator enables the servers the turn's context names,
 // plus those its skills need (SkillServers), that this worker is
 // configured with. Each server's tool list is cached per session and

@@ -10,3 +10,15 @@ func (m *Manager) ChildPID(server string) int {
 	}
 	return s.conn.cmd.Process.Pid
 }
+
+// ChildCgroup is the (memory) directory of the server's current stdio
+// child's cgroup, or "".
+func (m *Manager) ChildCgroup(server string) string {
+	s := m.servers[server]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil || s.conn.group == nil {
+		return ""
+	}
+	return s.conn.group.Dir()
+}

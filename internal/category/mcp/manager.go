@@ -16,6 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/internal/cgroup"
 )
 
 // Defaults of a zero Options.
@@ -32,6 +34,13 @@ const (
 	// DefaultMaxMessageBytes bounds one JSON response of a streamable
 	// HTTP server, as the SDK bounds a stdio server's messages (16 MiB).
 	DefaultMaxMessageBytes = sdk.DefaultMaxLineLength
+	// Bounds of one stdio server's own cgroup (Options.Cgroups): all the
+	// memory its processes hold, their processes and threads, and CPU
+	// cores. An npx-started Node server holds about 100 MiB and 30
+	// threads.
+	DefaultServerMemory = 512 << 20
+	DefaultServerPids   = 256
+	DefaultServerCPU    = 1.0
 )
 
 // ErrClosed is returned for servers of a Manager that was closed.
@@ -60,6 +69,14 @@ type Options struct {
 	// MaxMessageBytes bounds one JSON response of an HTTP server (0:
 	// DefaultMaxMessageBytes); a larger one fails its request.
 	MaxMessageBytes int
+	// Cgroups, when set, runs each stdio server's session in a cgroup of
+	// its own beneath it, bounded by Limits (a zero field: its
+	// DefaultServer value); the group is killed and removed when the
+	// session ends. A server its memory limit killed is reported as such
+	// in the call's error and the catalog's note. Without it, servers
+	// only raise their oom_score_adj to 1000.
+	Cgroups *cgroup.Manager
+	Limits  cgroup.Limits
 }
 
 // Manager owns one client session per configured server. Sessions start
@@ -121,6 +138,9 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	opts.MaxListBytes = cmp.Or(max(opts.MaxListBytes, 0), DefaultMaxListBytes)
 	opts.ListTimeout = cmp.Or(max(opts.ListTimeout, 0), DefaultListTimeout)
 	opts.MaxMessageBytes = cmp.Or(max(opts.MaxMessageBytes, 0), DefaultMaxMessageBytes)
+	opts.Limits.MemoryBytes = cmp.Or(max(opts.Limits.MemoryBytes, 0), DefaultServerMemory)
+	opts.Limits.Pids = cmp.Or(max(opts.Limits.Pids, 0), DefaultServerPids)
+	opts.Limits.CPU = cmp.Or(max(opts.Limits.CPU, 0), DefaultServerCPU)
 	m := &Manager{opts: opts, log: opts.Logger, names: cfg.names(), servers: map[string]*server{}}
 	for _, name := range m.names {
 		s := &server{name: name, cfg: cfg.Servers[name], m: m, log: m.log.With("mcp_server", name)}
@@ -187,13 +207,45 @@ type server struct {
 
 // conn is one client session.
 type conn struct {
-	cs   *sdk.ClientSession
-	cmd  *exec.Cmd     // the child of a stdio server
-	done chan struct{} // closed when the session ended
+	cs    *sdk.ClientSession
+	cmd   *exec.Cmd     // the child of a stdio server
+	group *cgroup.Group // the child's cgroup, or nil
+	done  chan struct{} // closed when the session ended
+	// death says why the server ended when its cgroup knows (its memory
+	// limit killed it); set before done is closed.
+	death string
+	once  sync.Once
 
 	mu      sync.Mutex
 	tools   *toolSet
 	version uint64 // server.changes when tools was listed
+}
+
+// close ends the session (closing waits for a child to exit), then kills
+// what is left in the child's cgroup (a grandchild) and has it removed.
+// Every caller returns once it is done.
+func (c *conn) close() {
+	c.once.Do(func() {
+		_ = c.cs.Close()
+		_ = c.group.Close()
+	})
+}
+
+// why is err with the reason the server ended, when its cgroup knows
+// one. It waits a moment for the session's end to be recorded: the call
+// that saw the connection go may see it before the watcher does.
+func (c *conn) why(err error) error {
+	if c.group == nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-time.After(stdioWaitDelay):
+	}
+	if c.ended() && c.death != "" {
+		return fmt.Errorf("%s: %w", c.death, err)
+	}
+	return err
 }
 
 func (c *conn) ended() bool {
@@ -296,7 +348,7 @@ func (s *server) attempt(ctx context.Context, ch chan struct{}) (*conn, error) {
 		return nil, &DownError{Server: s.name, Err: err, RetryAt: s.retryAt}
 	case s.closed:
 		// Close began while this attempt ran and does not know of c.
-		_ = c.cs.Close()
+		c.close()
 		return nil, ErrClosed
 	}
 	s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
@@ -318,7 +370,10 @@ func (s *server) backoff() time.Duration {
 func (s *server) dial(ctx context.Context) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout())
 	defer cancel()
-	t, cmd := s.transport()
+	t, cmd, g, err := s.transport()
+	if err != nil {
+		return nil, err
+	}
 	cs, err := s.client.Connect(ctx, t, nil)
 	if err != nil {
 		if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
@@ -327,21 +382,35 @@ func (s *server) dial(ctx context.Context) (*conn, error) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
+		if why := s.death(g); why != "" {
+			err = fmt.Errorf("%s: %w", why, err)
+		}
+		_ = g.Close()
 		return nil, err
 	}
-	c := &conn{cs: cs, cmd: cmd, done: make(chan struct{})}
+	c := &conn{cs: cs, cmd: cmd, group: g, done: make(chan struct{})}
 	watching := s.m.spawn(func() {
 		err := cs.Wait()
+		c.death = s.death(g)
 		close(c.done)
 		s.log.Debug("mcp session ended", "err", err)
+		if c.death != "" {
+			s.log.Warn("mcp server killed by its cgroup's memory limit", "limit_bytes", s.m.opts.Limits.MemoryBytes)
+		}
+		// A session that ended by itself (the child died) is closed now:
+		// its child reaped, whatever it left in its cgroup killed.
+		c.close()
 	})
 	if !watching {
-		_ = cs.Close()
+		c.close()
 		return nil, ErrClosed
 	}
 	attrs := []any{"protocol", cs.InitializeResult().ProtocolVersion}
 	if cmd != nil {
 		attrs = append(attrs, "pid", cmd.Process.Pid)
+	}
+	if g != nil {
+		attrs = append(attrs, "cgroup", g.Dir())
 	}
 	s.log.Info("mcp session started", attrs...)
 	return c, nil
@@ -362,9 +431,28 @@ func (s *server) drop(c *conn, err error) {
 // retire closes c in the background (closing waits for a child to exit);
 // Manager.Close waits for it. Once Close has begun, c is closed at once.
 func (s *server) retire(c *conn) {
-	if !s.m.spawn(func() { _ = c.cs.Close() }) {
-		_ = c.cs.Close()
+	if !s.m.spawn(c.close) {
+		c.close()
 	}
+}
+
+// death says why the server in g ended, when g's counters know: "" but
+// for a server its memory limit killed.
+func (s *server) death(g *cgroup.Group) string {
+	if g == nil || g.Stats().OOMKills == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the server was killed by its memory limit (its processes may hold %s)", size(s.m.opts.Limits.MemoryBytes))
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (s *server) close() {
@@ -374,7 +462,7 @@ func (s *server) close() {
 	s.conn = nil
 	s.mu.Unlock()
 	if c != nil {
-		_ = c.cs.Close()
+		c.close()
 	}
 }
 

@@ -39,6 +39,13 @@ func TestMain(m *testing.M) {
 	if mode, ok := strings.CutPrefix(os.Getenv(serverEnv), "hostile-"); ok {
 		os.Exit(hostileServer(mode))
 	}
+	if os.Getenv(serverEnv) == "cgroup" {
+		if err := newHostileCgroupServer().Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+			fmt.Fprintln(os.Stderr, "test server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(serverEnv) == "stdio" {
 		if hold := os.Getenv(holdEnv); hold != "" {
 			markLine(os.Getenv(marksEnv), "waiting")

@@ -74,7 +74,11 @@ func (s *server) toolSet(ctx context.Context) (*toolSet, error) {
 		if err == nil {
 			return ts, nil
 		}
-		if ctx.Err() != nil || !lost(c, err) || attempt > 0 {
+		if ctx.Err() != nil || !lost(c, err) {
+			return nil, err
+		}
+		err = c.why(err)
+		if attempt > 0 {
 			return nil, err
 		}
 		s.drop(c, err)
@@ -335,6 +339,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		if !lost(c, err) {
 			return tools.Result{}, tools.Errorf(tools.ToolError, "The MCP server %s refused the call: %v", s.name, err)
 		}
+		err = c.why(err)
 		s.drop(c, err)
 		notSent := errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing)
 		if attempt == 0 && (notSent || readOnly) {

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/internal/cgroup"
 )
 
 // inheritedEnv is what a stdio server gets of the worker's environment:
@@ -27,12 +30,21 @@ const stdioWaitDelay = 2 * time.Second
 // transport builds a fresh transport for one session. For a stdio server
 // it also returns the command, whose process the session owns: closing
 // the session closes the child's stdin, waits for it to exit (SIGTERM,
-// then SIGKILL, if it does not) and reaps it.
-func (s *server) transport() (sdk.Transport, *exec.Cmd) {
+// then SIGKILL, if it does not) and reaps it; and, with Options.Cgroups,
+// the cgroup the child starts in, which the caller closes after the
+// session.
+func (s *server) transport() (sdk.Transport, *exec.Cmd, *cgroup.Group, error) {
 	cfg := s.cfg
 	if cfg.URL != "" {
 		client := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: expandAll(cfg.Headers), maxJSON: int64(s.m.opts.MaxMessageBytes)}}
-		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}, nil
+		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}, nil, nil, nil
+	}
+	var g *cgroup.Group
+	if cgs := s.m.opts.Cgroups; cgs != nil {
+		var err error
+		if g, err = cgs.New(s.m.opts.Limits); err != nil {
+			return nil, nil, nil, fmt.Errorf("its cgroup could not be made: %w", err)
+		}
 	}
 	cmd := exec.Command(cfg.Command, cfg.Args...)
 	cmd.Dir = cfg.Dir
@@ -40,7 +52,8 @@ func (s *server) transport() (sdk.Transport, *exec.Cmd) {
 	cmd.Stderr = &lineLogger{log: s.log}
 	cmd.WaitDelay = stdioWaitDelay
 	detach(cmd)
-	return &sdk.CommandTransport{Command: cmd}, cmd
+	g.Command(cmd)
+	return &sdk.CommandTransport{Command: cmd}, cmd, g, nil
 }
 
 func childEnv(extra map[string]string) []string {
