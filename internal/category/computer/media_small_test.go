@@ -32,7 +32,7 @@ func TestMediaOverNATSSmallPayload(t *testing.T) {
 	var paths []string
 	for i := range 6 {
 		p := "big/" + string(rune('a'+i)) + ".png"
-		writeBytes(t, filepath.Join(h, p), picture(t, 1000+20*i, 700, true))
+		writeBytes(t, filepath.Join(h, p), picture(t, 500+20*i, 375, true))
 		paths = append(paths, p)
 	}
 	writeBytes(t, filepath.Join(h, "small.pdf"), pdfOf(18<<10))
