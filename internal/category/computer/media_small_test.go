@@ -25,6 +25,8 @@ import (
 // fits, holds its image scaled down, and step.done fits with one item
 // per call.
 func TestMediaOverNATSSmallPayload(t *testing.T) {
+	// Its own server and homes, as TestMediaOverNATS.
+	t.Parallel()
 	const maxPayload = 64 << 10
 	srv := natstest.StartWith(t, func(o *server.Options) { o.MaxPayload = maxPayload })
 	c := newCategory(t, computer.Config{})

@@ -142,6 +142,9 @@ type mediaEvent struct {
 // images still has a step.done within the max payload, one item per
 // call, with as many images as fit and notes for the others.
 func TestMediaOverNATS(t *testing.T) {
+	// Its own server and homes; CPU-bound under -race, it overlaps the
+	// tests that wait for commands.
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
