@@ -152,6 +152,7 @@ func callText(t *testing.T, item json.RawMessage) string {
 // every call's output and the step.done without another Send. Answers
 // after the decision, and the step sent again, run nothing twice.
 func TestApprovalDecidedThroughTheClient(t *testing.T) {
+	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ctx := ctxT(t)
 	cat, err := r.c.Catalog(ctx, "a1", "t1", diagCtx)

@@ -159,6 +159,7 @@ func TestStepStreamsOutputsActivityAndDone(t *testing.T) {
 // Activity is core NATS, so a test that asserts it waits for it on its
 // own rather than racing the step's end.
 func TestActivityOfARunningCall(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx,
@@ -231,6 +232,7 @@ func TestCatalogApprovalScope(t *testing.T) {
 // A step the workers give up on (here its turn's tools cannot be built,
 // every delivery) ends its run with the dead letter's reason, not never.
 func TestDeadLetteredStepEndsTheRun(t *testing.T) {
+	t.Parallel() // its own server; it waits out redeliveries
 	srv := natstest.Start(t)
 	broken := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
 		if env.AgentID == "broken" {
@@ -279,6 +281,7 @@ func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 // A step with more calls than one step.done can answer is refused before
 // it is published, as the worker would dead-letter it.
 func TestSendRefusesMoreCallsThanOneStepDoneHolds(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	var out []json.RawMessage
 	for i := range 12000 {
@@ -343,6 +346,7 @@ func TestStepNumberReusedWithOtherCalls(t *testing.T) {
 // whose window began later, when the first run published them. The run
 // must read the turn's earlier events, not wait for ever for new ones.
 func TestResendAfterTheCallsWindowReadsTheFirstEvents(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	step0 := gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}}
@@ -379,6 +383,7 @@ func TestNewWithoutAConnection(t *testing.T) {
 }
 
 func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	for name, s := range map[string]gateway.Step{
 		"bad agent id":      {AgentID: "a.1", TurnID: "t1", Context: diagCtx},
@@ -429,6 +434,7 @@ func (r *rig) publishEvent(turnID, msgID string, data string) {
 // garbage as errors and goes on; and so does the run of a re-sent step,
 // which reads the turn from its start.
 func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	// Step 0 of the turn ran before: its events are in the stream, and
@@ -698,6 +704,7 @@ func TestPendingAndDecisions(t *testing.T) {
 // the repair instruction, then submit_result with a value that breaks the
 // schema (rejected) and one that keeps it (accepted).
 func TestWorkflowTaskTurn(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	args, _ := json.Marshal(map[string]any{"tasks": []any{map[string]any{"id": "q1", "instructions": "Answer.",
@@ -766,6 +773,7 @@ func TestWorkflowTaskTurn(t *testing.T) {
 }
 
 func TestScheduleFires(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
@@ -1002,6 +1010,7 @@ func TestProgressActivity(t *testing.T) {
 // malformed message is terminated without reaching the handler, a failed
 // or panicking handler gets its message again, and the rest flows on.
 func TestDurableConsumerSettlesMessages(t *testing.T) {
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)

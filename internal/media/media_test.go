@@ -32,6 +32,18 @@ func noise(w, h int, alpha bool) *image.NRGBA {
 	return img
 }
 
+// noisePNG encodes noise uncompressed: deflate finds nothing to save in
+// it, and trying was most of what these tests cost under -race. Fit
+// reads it as any PNG.
+func noisePNG(t testing.TB, img *image.NRGBA) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 func encodePNG(t testing.TB, img image.Image) []byte {
 	t.Helper()
 	var b bytes.Buffer
@@ -159,7 +171,7 @@ func TestSniff(t *testing.T) {
 		data []byte
 		want string
 	}{
-		{encodePNG(t, noise(2, 2, false)), PNG},
+		{noisePNG(t, noise(2, 2, false)), PNG},
 		{encodeJPEG(t, noise(2, 2, false)), JPEG},
 		{encodeGIF(t, noise(2, 2, false)), GIF},
 		{webp, WebP},
@@ -176,7 +188,7 @@ func TestSniff(t *testing.T) {
 }
 
 func TestFitKeepsWhatFits(t *testing.T) {
-	pngData := encodePNG(t, noise(20, 10, true))
+	pngData := noisePNG(t, noise(20, 10, true))
 	webp, _ := os.ReadFile("testdata/gopher.webp")
 	pdf := []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
 	parts := Fit(t.Context(), []Item{{MIMEType: "image/png", Data: pngData}, {Data: webp}, {MIMEType: PDF, Data: pdf, Filename: "r.pdf"}, {Data: pdf}}, 1<<20, Options{})
@@ -205,9 +217,9 @@ func TestFitScalesAnImageDown(t *testing.T) {
 		data     []byte
 		wantMIME string
 	}{
-		{"opaque png to jpeg", encodePNG(t, noise(900, 600, false)), JPEG},
+		{"opaque png to jpeg", noisePNG(t, noise(900, 600, false)), JPEG},
 		{"jpeg", encodeJPEG(t, noise(1000, 700, false)), JPEG},
-		{"transparent png stays png", encodePNG(t, noise(600, 400, true)), PNG},
+		{"transparent png stays png", noisePNG(t, noise(600, 400, true)), PNG},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const budget = 48 << 10
@@ -300,8 +312,8 @@ func TestBombIsNotDecoded(t *testing.T) {
 }
 
 func TestFitSharesTheBudget(t *testing.T) {
-	small := encodePNG(t, noise(8, 8, false))
-	big1 := encodePNG(t, noise(800, 600, false))
+	small := noisePNG(t, noise(8, 8, false))
+	big1 := noisePNG(t, noise(800, 600, false))
 	big2 := encodeJPEG(t, noise(800, 600, false))
 	pdf := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 200<<10)...)
 	const budget = 96 << 10
@@ -327,7 +339,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 }
 
 func TestFitTinyBudget(t *testing.T) {
-	parts := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
+	parts := Fit(t.Context(), []Item{{Data: noisePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
 	if parts[0].Kind != Text || !strings.Contains(parts[0].Text, "even scaled down from 500×500 pixels") {
 		t.Errorf("an image that cannot fit even small is a note, got %+v", parts[0])
 	}
@@ -365,7 +377,7 @@ func withBadChunk(t testing.TB, data []byte, typ string) []byte {
 // without that chunk, as browsers show it; a broken critical chunk is
 // still refused.
 func TestFitRepairsBadAncillaryChunks(t *testing.T) {
-	good := encodePNG(t, noise(10, 10, false))
+	good := noisePNG(t, noise(10, 10, false))
 	broken := withBadChunk(t, good, "iCCP")
 	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
 		t.Fatal("Go's decoder takes the broken file: the test does not test")
@@ -384,8 +396,8 @@ func TestFitRepairsBadAncillaryChunks(t *testing.T) {
 func TestSlotsAreGivenBack(t *testing.T) {
 	slots := NewSlots(1)
 	items := [][]Item{
-		{{Data: encodePNG(t, noise(10, 10, false))}},
-		{{Data: encodePNG(t, noise(200, 200, false))}},
+		{{Data: noisePNG(t, noise(10, 10, false))}},
+		{{Data: noisePNG(t, noise(200, 200, false))}},
 		{{Data: bomb(t, 50000, 50000)}},
 		{{Data: append([]byte("\x89PNG\r\n\x1a\n"), 1, 2, 3)}},
 	}
@@ -405,7 +417,7 @@ func TestSlotsAreGivenBack(t *testing.T) {
 }
 
 func TestFitBoundsTheItems(t *testing.T) {
-	one := encodePNG(t, noise(2, 2, false))
+	one := noisePNG(t, noise(2, 2, false))
 	items := make([]Item, 5000)
 	for i := range items {
 		items[i] = Item{Data: one}
@@ -521,7 +533,7 @@ func TestFitStopsWithItsContext(t *testing.T) {
 	cancel()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	parts := Fit(ctx, []Item{{Data: bomb}, {Data: encodePNG(t, noise(10, 10, false))}, {Data: []byte("%PDF-1.4 x"), Filename: "a.pdf"}}, DefaultBudget, Options{Slots: NewSlots(1)})
+	parts := Fit(ctx, []Item{{Data: bomb}, {Data: noisePNG(t, noise(10, 10, false))}, {Data: []byte("%PDF-1.4 x"), Filename: "a.pdf"}}, DefaultBudget, Options{Slots: NewSlots(1)})
 	runtime.ReadMemStats(&after)
 	if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<20 {
 		t.Errorf("fitting after the end allocated %d bytes", grown)
@@ -563,7 +575,7 @@ func TestSlotsBoundThePixels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := Fit(t.Context(), []Item{{Data: encodePNG(t, noise(10, 10, false))}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]; p.Kind != Image {
+	if p := Fit(t.Context(), []Item{{Data: noisePNG(t, noise(10, 10, false))}}, DefaultBudget, Options{MaxPixels: limit, Slots: s})[0]; p.Kind != Image {
 		t.Errorf("small image: %+v", p)
 	}
 	big := encodePNG(t, image.NewGray(image.Rect(0, 0, 1024, 1024)))

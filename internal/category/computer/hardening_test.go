@@ -643,6 +643,9 @@ func TestOwnedAtCreation(t *testing.T) {
 // to a host directory while write_file creates files and directories in
 // them, and a new home is walked while links in it point out.
 func TestOwnershipRace(t *testing.T) {
+	// Its own homes and host directory; it waits on the commands of its
+	// loop, so it overlaps the CPU-bound media tests.
+	t.Parallel()
 	needSandbox(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the worker is not root: it changes no owner")

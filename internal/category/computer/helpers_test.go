@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,12 +39,7 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 	// (CI always); elsewhere run_command is not offered and its tests
 	// skip (needSandbox).
 	if cfg.Sandbox == nil && !cfg.Unconfined && hasBwrap() {
-		sb, err := sandbox.New(sandbox.Config{})
-		if err != nil {
-			t.Fatalf("sandbox.New: %v", err)
-		}
-		t.Cleanup(func() { _ = sb.Close() })
-		cfg.Sandbox = sb
+		cfg.Sandbox = sharedSandbox(t)
 	}
 	c, err := computer.New(cfg)
 	if err != nil {
@@ -51,6 +47,38 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// shared is the default sandbox (sandbox.Config{}) the package's tests
+// share: a Sandbox without Network holds no state but its copy of /etc,
+// which commands see read-only, and New's copy of some 700 entries of
+// /etc cost each test and subtest about half a second under -race.
+// TestMain closes it.
+var shared struct {
+	once sync.Once
+	sb   *sandbox.Sandbox
+	err  error
+}
+
+// sharedSandbox is the package's default sandbox, made at first use.
+func sharedSandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	shared.once.Do(func() { shared.sb, shared.err = sandbox.New(sandbox.Config{}) })
+	if shared.err != nil {
+		t.Fatalf("sandbox.New: %v", shared.err)
+	}
+	return shared.sb
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.sb != nil {
+		if err := shared.sb.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing the shared sandbox:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func hasBwrap() bool {

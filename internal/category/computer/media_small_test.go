@@ -25,6 +25,8 @@ import (
 // fits, holds its image scaled down, and step.done fits with one item
 // per call.
 func TestMediaOverNATSSmallPayload(t *testing.T) {
+	// Its own server and homes, as TestMediaOverNATS.
+	t.Parallel()
 	const maxPayload = 64 << 10
 	srv := natstest.StartWith(t, func(o *server.Options) { o.MaxPayload = maxPayload })
 	c := newCategory(t, computer.Config{})
@@ -32,7 +34,7 @@ func TestMediaOverNATSSmallPayload(t *testing.T) {
 	var paths []string
 	for i := range 6 {
 		p := "big/" + string(rune('a'+i)) + ".png"
-		writeBytes(t, filepath.Join(h, p), picture(t, 1000+20*i, 700, true))
+		writeBytes(t, filepath.Join(h, p), picture(t, 500+20*i, 375, true))
 		paths = append(paths, p)
 	}
 	writeBytes(t, filepath.Join(h, "small.pdf"), pdfOf(18<<10))

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"image"
-	"image/color"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -29,23 +28,30 @@ import (
 )
 
 // picture is a w×h PNG: a gradient, or noise (large, as a photo is) when
-// noisy.
+// noisy. Noise is stored uncompressed: deflate finds nothing in it to
+// save, and trying is most of what making the picture costs under -race.
 func picture(t testing.TB, w, h int, noisy bool) []byte {
 	t.Helper()
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	r := rand.New(rand.NewPCG(uint64(w), uint64(h)))
+	enc := png.Encoder{}
+	if noisy {
+		enc.CompressionLevel = png.NoCompression
+	}
 	for y := range h {
-		for x := range w {
-			c := color.NRGBA{uint8(x), uint8(y), 90, 255}
+		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
+		for x := 0; x < len(row); x += 4 {
 			if noisy {
 				v := r.Uint32()
-				c = color.NRGBA{uint8(v), uint8(v >> 8), uint8(v >> 16), 255}
+				row[x], row[x+1], row[x+2] = uint8(v), uint8(v>>8), uint8(v>>16)
+			} else {
+				row[x], row[x+1], row[x+2] = uint8(x/4), uint8(y), 90
 			}
-			img.SetNRGBA(x, y, c)
+			row[x+3] = 255
 		}
 	}
 	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
+	if err := enc.Encode(&b, img); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -136,14 +142,21 @@ type mediaEvent struct {
 // images still has a step.done within the max payload, one item per
 // call, with as many images as fit and notes for the others.
 func TestMediaOverNATS(t *testing.T) {
+	// Its own server and homes; CPU-bound under -race, it overlaps the
+	// tests that wait for commands.
+	t.Parallel()
 	srv := natstest.Start(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
 	shot := picture(t, 40, 30, false)
 	writeBytes(t, filepath.Join(h, "shot.png"), shot)
 	writeBytes(t, filepath.Join(h, "report.pdf"), pdfOf(400<<10))
-	for i := range 6 {
-		writeBytes(t, filepath.Join(h, "big", string(rune('a'+i))+".png"), picture(t, 1200+20*i, 900, true))
+	// Each is over the budget as a PNG. a.png is over it even as a JPEG
+	// of its full size, so it must be scaled down; the others are sized
+	// to fit as JPEGs, which spares five scalings under -race and leaves
+	// ten of them still well over a max payload together.
+	for i, wh := range [][2]int{{600, 450}, {480, 360}, {490, 370}, {500, 375}, {470, 350}, {460, 345}} {
+		writeBytes(t, filepath.Join(h, "big", string(rune('a'+i))+".png"), picture(t, wh[0], wh[1], true))
 	}
 	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
 		return []turn.Creator{c.Creator()}, nil
@@ -200,7 +213,7 @@ func TestMediaOverNATS(t *testing.T) {
 			if len(img.Content) != 2 || img.Content[1].Type != "input_image" || len(img.Content[1].ImageURL) > media.DefaultBudget ||
 				!strings.HasPrefix(img.Content[1].ImageURL, "data:image/jpeg;base64,") {
 				t.Errorf("%s: big image %.200v", where, img.Content)
-			} else if info, err := media.Probe(dataOf(t, img.Content[1].ImageURL)); err != nil || info.Width >= 1200 || info.Height >= 900 {
+			} else if info, err := media.Probe(dataOf(t, img.Content[1].ImageURL)); err != nil || info.Width >= 600 || info.Height >= 450 {
 				t.Errorf("%s: the image was not scaled down: %+v %v", where, info, err)
 			}
 			if pdf := items[1]; pdf.Content != nil || !strings.Contains(pdf.Output, "[left out: the PDF file report.pdf (400 KiB) from report.pdf in your home, because it does not fit the 256 KiB of media one output may hold]") {

@@ -108,6 +108,7 @@ func countFires(t *testing.T, js jetstream.JetStream, subject string, d time.Dur
 // the stream: it fires again after the server restarts, with no worker
 // involved.
 func TestScheduleSurvivesRestart(t *testing.T) {
+	t.Parallel() // its own server(s); it waits for fires, not CPU
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	svc, err := schedule.New(context.Background(), js, schedule.Config{MinInterval: time.Second, FireTTL: time.Hour})
@@ -129,6 +130,7 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 // replicas do not each fire it), keeps firing when the stream's leader
 // goes down, and a delete stops it.
 func TestScheduleInCluster(t *testing.T) {
+	t.Parallel() // its own server(s); it waits for fires, not CPU
 	if testing.Short() {
 		t.Skip("cluster test")
 	}

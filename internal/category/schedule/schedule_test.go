@@ -73,6 +73,7 @@ func createdID(t *testing.T, o output) string {
 // A, sees both fire on their subjects, lists on worker B, deletes the
 // interval schedule and sees it stop.
 func TestScheduleFires(t *testing.T) {
+	t.Parallel() // its own server(s); it waits for fires, not CPU
 	s := natstest.Start(t)
 	g := newGateway(t, s)
 	stopA := runWorker(t, s, "A", category(t))
