@@ -96,7 +96,15 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	}
 	defer ackSub.Unsubscribe()
 	_ = ackSub.SetPendingLimits(-1, -1)
-	publish := func(agent, turnID, call, args string, fair *protocol.Fairness, done func(time.Duration)) error {
+	// The quiet agents publish on a connection of their own, as agents
+	// behind other gateways do: on the burst's, each would wait behind the
+	// burst's publishes in this program's socket before the server saw it.
+	qc, err := nats.Connect(nc.ConnectedUrl(), nats.Name("loadgen-quiet"))
+	if err != nil {
+		return nil, err
+	}
+	defer qc.Close()
+	publish := func(nc *nats.Conn, agent, turnID, call, args string, fair *protocol.Fairness, done func(time.Duration)) error {
 		c := map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}}
 		if fair != nil {
 			c["fairness"] = fair
@@ -145,7 +153,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 					return
 				}
 				quietOutstand.Add(1)
-				err := publish(agent, fmt.Sprintf("%s-%d", run, i), "ping", "{}", nil, func(d time.Duration) {
+				err := publish(qc, agent, fmt.Sprintf("%s-%d", run, i), "ping", "{}", nil, func(d time.Duration) {
 					mu.Lock()
 					if p == 0 {
 						idle = append(idle, d)
@@ -173,7 +181,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	begin := time.Now()
 	var last atomic.Int64
 	for i := range b.burst {
-		err := publish("burst", fmt.Sprintf("%s-%d", run, i), "sleep", sleepArgs, nil, func(time.Duration) {
+		err := publish(nc, "burst", fmt.Sprintf("%s-%d", run, i), "sleep", sleepArgs, nil, func(time.Duration) {
 			if burstLeft.Add(-1) == 0 {
 				last.Store(int64(time.Since(begin)))
 				close(allDone)
@@ -215,7 +223,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 		for i := range b.shares {
 			for t := range 2 {
 				fair := &protocol.Fairness{Key: fmt.Sprintf("tenant-%d", t), Weight: b.weights[t]}
-				err := publish(fmt.Sprintf("tenant-%d-agent", t), fmt.Sprintf("%s-s%d", run, i), "sleep", sleepArgs, fair, func(time.Duration) {
+				err := publish(nc, fmt.Sprintf("tenant-%d-agent", t), fmt.Sprintf("%s-s%d", run, i), "sleep", sleepArgs, fair, func(time.Duration) {
 					if counting.Load() {
 						count[t].Add(1)
 					}

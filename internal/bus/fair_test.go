@@ -22,7 +22,7 @@ import (
 // fairRig is a real server (or cluster) with the protocol's topology, and
 // a record of the steps the fair consumers handled, in order.
 type fairRig struct {
-	t    *testing.T
+	t    testing.TB
 	js   jetstream.JetStream
 	topo Topology
 	urls string
@@ -33,7 +33,7 @@ type fairRig struct {
 	next    map[string]int // the next turn number of each agent
 }
 
-func newFairRig(t *testing.T, replicas int) *fairRig {
+func newFairRig(t testing.TB, replicas int) *fairRig {
 	t.Helper()
 	r := &fairRig{t: t, times: map[string]int{}, next: map[string]int{}}
 	var nc *nats.Conn
