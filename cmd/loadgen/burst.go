@@ -39,9 +39,9 @@ type burstReport struct {
 	// StoredP50 and StoredP99 are the quiet steps' publish to their
 	// stream's acknowledgement during the burst: the server's part of the
 	// latency, before any worker can see the step.
-	StoredP50, StoredP99 time.Duration
-	QuietIdle, QuietBurst                          int
-	Drain                                          time.Duration
+	StoredP50, StoredP99  time.Duration
+	QuietIdle, QuietBurst int
+	Drain                 time.Duration
 	// Shares are the weighted tenants' fractions of the steps done while
 	// both had steps waiting (zero without --shares).
 	Shares [2]float64
