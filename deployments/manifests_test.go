@@ -449,7 +449,7 @@ func TestKubernetes(t *testing.T) {
 	}
 	// The workers KEDA adds must find steps to pull: the fleet-wide bound on
 	// steps in flight covers maxReplicaCount x lagThreshold.
-	maxPending := 1000 // the flag's default
+	maxPending := 1 << 16 // the flag's default
 	if v, ok := data["WORKER_MAX_ACK_PENDING"]; ok {
 		maxPending, _ = strconv.Atoi(str(v))
 	}

@@ -273,6 +273,8 @@ func (m *program) ParseFlags(args []string) error {
 	// Fair share (protocol 1.2): what one fairness key may hold at once.
 	fs.IntVar(&w.KeySteps, "key-steps", 0, "main-turn steps one fairness key may have running on this worker (0: 7/8 of --concurrency; the rest is kept for other keys)")
 	fs.IntVar(&w.KeyTaskSteps, "key-task-steps", 0, "task-turn steps one fairness key may have running on this worker (0: 7/8 of --task-concurrency)")
+	fs.IntVar(&w.HoldSteps, "hold-steps", 0, "main-turn steps the intake keeps queued on this worker, unacknowledged, for their key's turn before it moves more to TURN_BACKLOG (0: 128 x --concurrency; one key at most 7/8)")
+	fs.IntVar(&w.HoldBytes, "hold-bytes", 0, "bytes of those steps, per work stream (0: 64 MiB; one key at most 7/8)")
 	fs.DurationVar(&w.Grace, "grace", 30*time.Second, "on SIGINT/SIGTERM, how long running steps may finish")
 	fs.DurationVar(&w.CallTimeout, "call-timeout", turn.DefaultTimeout, "default time limit of one call")
 	fs.IntVar(&w.MaxParallel, "max-parallel", turn.DefaultMaxParallel, "parallel calls of one step running at once")
@@ -283,7 +285,7 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&m.Storage, "storage", "file", "storage of the streams and buckets: file or memory")
 	fs.DurationVar(&t.AckWait, "ack-wait", 30*time.Second, "ack wait of the work consumers (leases are renewed at a third of it)")
 	fs.IntVar(&t.MaxDeliver, "max-deliver", 5, "deliveries of a step before it is dead-lettered")
-	fs.IntVar(&t.MaxAckPending, "max-ack-pending", 1000, "steps out with the fleet at once, per consumer")
+	fs.IntVar(&t.MaxAckPending, "max-ack-pending", 1<<16, "steps out with the fleet at once, per consumer (running, and held by the workers' intakes: keep it above the workers' --hold-steps summed)")
 	fs.DurationVar(&t.DuplicateWindow, "duplicate-window", 0, "duplicate window of the streams (default: the redelivery span, at least 2m)")
 	fs.DurationVar(&t.OutputsMaxAge, "outputs-max-age", 24*time.Hour, "how long TURN_OUTPUTS keeps events")
 	fs.DurationVar(&t.StateTTL, "state-ttl", 25*time.Hour, "how long TURN_STATE keeps per-turn state (steps pending approval included)")

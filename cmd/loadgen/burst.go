@@ -36,8 +36,12 @@ type burstOptions struct {
 // burstReport is what a burst run measured.
 type burstReport struct {
 	IdleP50, IdleP99, BurstP50, BurstP99, BurstMax time.Duration
-	QuietIdle, QuietBurst                          int
-	Drain                                          time.Duration
+	// StoredP50 and StoredP99 are the quiet steps' publish to their
+	// stream's acknowledgement during the burst: the server's part of the
+	// latency, before any worker can see the step.
+	StoredP50, StoredP99  time.Duration
+	QuietIdle, QuietBurst int
+	Drain                 time.Duration
 	// Shares are the weighted tenants' fractions of the steps done while
 	// both had steps waiting (zero without --shares).
 	Shares [2]float64
@@ -83,7 +87,18 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	_ = sub.SetPendingLimits(-1, -1)
 	acks := nc.NewInbox()
 	var refused atomic.Pointer[error]
-	ackSub, err := nc.Subscribe(acks, func(m *nats.Msg) {
+	var (
+		storedMu sync.Mutex
+		stored   []time.Duration
+		storing  = map[string]time.Time{} // reply subject of a quiet step in the burst -> publish time
+	)
+	ackSub, err := nc.Subscribe(acks+".>", func(m *nats.Msg) {
+		storedMu.Lock()
+		if t0, ok := storing[m.Subject]; ok {
+			stored = append(stored, time.Since(t0))
+			delete(storing, m.Subject)
+		}
+		storedMu.Unlock()
 		if err := bus.PubAckError(m.Data); err != nil || len(m.Data) == 0 {
 			if err == nil {
 				err = fmt.Errorf("status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
@@ -96,7 +111,15 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	}
 	defer ackSub.Unsubscribe()
 	_ = ackSub.SetPendingLimits(-1, -1)
-	publish := func(agent, turnID, call, args string, fair *protocol.Fairness, done func(time.Duration)) error {
+	// The quiet agents publish on a connection of their own, as agents
+	// behind other gateways do: on the burst's, each would wait behind the
+	// burst's publishes in this program's socket before the server saw it.
+	qc, err := nats.Connect(nc.ConnectedUrl(), nats.Name("loadgen-quiet"))
+	if err != nil {
+		return nil, err
+	}
+	defer qc.Close()
+	publish := func(nc *nats.Conn, agent, turnID, call, args string, fair *protocol.Fairness, done func(time.Duration), timeStore bool) error {
 		c := map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}}
 		if fair != nil {
 			c["fairness"] = fair
@@ -111,8 +134,15 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 		m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
 		m.Data = data
 		m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
-		m.Reply = acks
-		w.expect(agent+"."+turnID, time.Now(), done)
+		m.Reply = acks + ".s"
+		now := time.Now()
+		if timeStore {
+			m.Reply = acks + "." + agent + "." + turnID
+			storedMu.Lock()
+			storing[m.Reply] = now
+			storedMu.Unlock()
+		}
+		w.expect(agent+"."+turnID, now, done)
 		return nc.PublishMsg(m)
 	}
 	sleepArgs := fmt.Sprintf(`{"ms":%d}`, b.burstSleep.Milliseconds())
@@ -145,7 +175,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 					return
 				}
 				quietOutstand.Add(1)
-				err := publish(agent, fmt.Sprintf("%s-%d", run, i), "ping", "{}", nil, func(d time.Duration) {
+				err := publish(qc, agent, fmt.Sprintf("%s-%d", run, i), "ping", "{}", nil, func(d time.Duration) {
 					mu.Lock()
 					if p == 0 {
 						idle = append(idle, d)
@@ -154,7 +184,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 					}
 					mu.Unlock()
 					quietOutstand.Done()
-				})
+				}, p == 1)
 				if err != nil {
 					quietErr.CompareAndSwap(nil, &err)
 					return
@@ -173,12 +203,12 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	begin := time.Now()
 	var last atomic.Int64
 	for i := range b.burst {
-		err := publish("burst", fmt.Sprintf("%s-%d", run, i), "sleep", sleepArgs, nil, func(time.Duration) {
+		err := publish(nc, "burst", fmt.Sprintf("%s-%d", run, i), "sleep", sleepArgs, nil, func(time.Duration) {
 			if burstLeft.Add(-1) == 0 {
 				last.Store(int64(time.Since(begin)))
 				close(allDone)
 			}
-		})
+		}, false)
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +228,9 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	rep := &burstReport{Drain: time.Duration(last.Load()), QuietIdle: len(idle), QuietBurst: len(inBurst)}
 	rep.IdleP50, rep.IdleP99, _ = percentiles(idle)
 	rep.BurstP50, rep.BurstP99, rep.BurstMax = percentiles(inBurst)
+	storedMu.Lock()
+	rep.StoredP50, rep.StoredP99, _ = percentiles(stored)
+	storedMu.Unlock()
 
 	if b.shares > 0 {
 		// Two tenants flood together; their steps done are counted until
@@ -215,7 +248,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 		for i := range b.shares {
 			for t := range 2 {
 				fair := &protocol.Fairness{Key: fmt.Sprintf("tenant-%d", t), Weight: b.weights[t]}
-				err := publish(fmt.Sprintf("tenant-%d-agent", t), fmt.Sprintf("%s-s%d", run, i), "sleep", sleepArgs, fair, func(time.Duration) {
+				err := publish(nc, fmt.Sprintf("tenant-%d-agent", t), fmt.Sprintf("%s-s%d", run, i), "sleep", sleepArgs, fair, func(time.Duration) {
 					if counting.Load() {
 						count[t].Add(1)
 					}
@@ -226,7 +259,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 					if n == 0 && both.Add(-1) == 0 {
 						close(tenantsDone)
 					}
-				})
+				}, false)
 				if err != nil {
 					return nil, err
 				}
@@ -248,6 +281,7 @@ func (r *burstReport) print(o options) {
 	fmt.Fprintf(o.out, "burst=%d sleep=%s quiet=%d every=%s\n", b.burst, b.burstSleep, b.quiet, b.quietEvery)
 	fmt.Fprintf(o.out, "quiet idle: n=%d p50=%s p99=%s\n", r.QuietIdle, r.IdleP50.Round(10*time.Microsecond), r.IdleP99.Round(10*time.Microsecond))
 	fmt.Fprintf(o.out, "quiet during burst: n=%d p50=%s p99=%s max=%s\n", r.QuietBurst, r.BurstP50.Round(10*time.Microsecond), r.BurstP99.Round(10*time.Microsecond), r.BurstMax.Round(10*time.Microsecond))
+	fmt.Fprintf(o.out, "quiet during burst, stored by the server (publish to its ack): p50=%s p99=%s\n", r.StoredP50.Round(10*time.Microsecond), r.StoredP99.Round(10*time.Microsecond))
 	fmt.Fprintf(o.out, "burst drained in %s\n", r.Drain.Round(time.Millisecond))
 	if b.shares > 0 {
 		fmt.Fprintf(o.out, "shares while both had backlog: weight %g -> %.3f, weight %g -> %.3f\n", b.weights[0], r.Shares[0], b.weights[1], r.Shares[1])

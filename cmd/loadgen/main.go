@@ -175,7 +175,7 @@ func startWorkers(ctx context.Context, o options) (func(), string, error) {
 			cancel()
 			return nil, "", err
 		}
-		cfg := worker.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage, MaxAckPending: max(1000, 2*o.concurrency)}}
+		cfg := worker.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage}}
 		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
 		if err != nil {
 			cancel()

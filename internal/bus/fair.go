@@ -22,16 +22,19 @@ import (
 )
 
 // Fair share (protocol 1.2). A work stream (TURN_CALLS, TURN_TASKS) is read
-// by an intake that never waits: a step whose fairness key has a free slot
-// on this worker (and nothing spilled) runs at once; any other is moved to
-// the key's subject of TURN_BACKLOG (turn.backlog.<kind>.<key token>),
-// published with a message id derived from its stream sequence and only
-// then acknowledged, so that a crash between the two is deduplicated.
-// Every worker serves the backlog from one durable consumer per key
-// (their filters do not overlap, as a work queue requires), picking the
-// next key by weighted round-robin (stride scheduling) whenever a slot
-// frees, so that keys with work waiting share the fleet in proportion to
-// their weights.
+// by an intake that never waits: it reads a step's fairness key and queues
+// the step under its key here, unacknowledged (its lease renewed while it
+// waits), within a budget of steps and bytes (HoldSteps, HoldBytes; one key
+// at most 7/8 of it). A step past the budget, or of a key that already has
+// steps in the backlog, is moved to the key's subject of TURN_BACKLOG
+// (turn.backlog.<kind>.<key token>), published with a message id derived
+// from its stream sequence and only then acknowledged, so that a crash
+// between the two is deduplicated. Every worker serves the backlog from one
+// durable consumer per key (their filters do not overlap, as a work queue
+// requires) into the same per-key queues. Whenever a slot frees, the next
+// key is picked by weighted round-robin (stride scheduling) over the keys
+// with steps queued, so that keys with work waiting share the worker in
+// proportion to their weights.
 const (
 	// StreamBacklog holds the steps waiting for their key's share.
 	StreamBacklog = "TURN_BACKLOG"
@@ -41,6 +44,10 @@ const (
 	HeaderSubject = "Turn-Subject"
 	// HeaderWeight is a spilled step's fairness weight.
 	HeaderWeight = "Turn-Fair-Weight"
+	// HeaderDelivered is how often a spilled step had been delivered
+	// from its work stream: its deliveries from the backlog count on from
+	// there against MaxDeliver.
+	HeaderDelivered = "Turn-Delivered"
 	// KindCall and KindTask are the backlog subjects' kind tokens.
 	KindCall = "call"
 	KindTask = "task"
@@ -107,8 +114,13 @@ type Fair struct {
 	// KeySteps bounds one key's steps handled at once (default 7/8 of
 	// Concurrency): the rest is kept for keys that arrive later.
 	KeySteps int
-	Grace    time.Duration
-	Meter    StepMeter
+	// HoldSteps and HoldBytes bound the steps the intake keeps queued
+	// here, unacknowledged, before it spills to the backlog (default 128
+	// × Concurrency and 64 MiB; one key may hold 7/8 of each). The work
+	// consumer's MaxAckPending must leave room for them.
+	HoldSteps, HoldBytes int
+	Grace                time.Duration
+	Meter                StepMeter
 	// Discover is how often the backlog's keys are listed, to find keys
 	// other workers spilled (250 ms).
 	Discover time.Duration
@@ -121,12 +133,26 @@ type Fair struct {
 	stop  bool
 	work  chan fairItem
 	inner Consumer
+	// held and heldBytes count the intake's steps queued here.
+	held, heldBytes int
+}
+
+// queued is a step waiting here for a slot.
+type queued struct {
+	msg jetstream.Msg
+	// size is its bytes, counted against the hold budget when held is
+	// set (taken by the intake, not fetched from the backlog).
+	size    int
+	held    bool
+	renewed time.Time
 }
 
 type fairKey struct {
 	key    string
 	weight float64
-	queue  []jetstream.Msg
+	queue  []queued
+	// held and heldBytes count the key's steps queued by the intake.
+	held, heldBytes int
 	// inflight counts the key's steps running on this worker.
 	inflight int
 	pass     float64
@@ -144,13 +170,26 @@ type fairItem struct {
 	msg jetstream.Msg
 }
 
-// backlogMsg is a spilled step, seen with the subject it was published on.
+// backlogMsg is a spilled step, seen with the subject it was published on
+// and the deliveries it had before it was spilled.
 type backlogMsg struct {
 	jetstream.Msg
 	subject string
+	before  uint64
 }
 
 func (m backlogMsg) Subject() string { return m.subject }
+
+// Metadata counts the deliveries before the spill in NumDelivered.
+func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := m.Msg.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	c := *md
+	c.NumDelivered += m.before
+	return &c, nil
+}
 
 const fairQueue = 128 // backlog steps fetched ahead per key
 
@@ -204,6 +243,12 @@ func (f *Fair) Run(ctx context.Context) error {
 	if f.Discover <= 0 {
 		f.Discover = 250 * time.Millisecond
 	}
+	if f.HoldSteps <= 0 {
+		f.HoldSteps = 128 * n
+	}
+	if f.HoldBytes <= 0 {
+		f.HoldBytes = 64 << 20
+	}
 	cons, err := f.JS.Consumer(ctx, f.Stream, f.Durable)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -218,14 +263,14 @@ func (f *Fair) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("stream %s: %w", StreamBacklog, err)
 	}
-	f.inner = Consumer{Stream: f.Stream, Handler: f.Handler, Dead: f.Dead, Meter: f.Meter}
+	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
+	f.inner = Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Meter: f.Meter}
 	f.cond = sync.NewCond(&f.mu)
 	f.keys = map[string]*fairKey{}
 	f.free = n
 	f.work = make(chan fairItem)
 	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abandon(nil)
-	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
@@ -242,6 +287,7 @@ func (f *Fair) Run(ctx context.Context) error {
 	var bg sync.WaitGroup // dispatcher, feeders, discovery, spill confirmations
 	bg.Go(func() { f.dispatch() })
 	bg.Go(func() { f.discover(ctx, backlog, &bg) })
+	bg.Go(func() { f.renew(ctx, ackWait) })
 	stopped := context.AfterFunc(ctx, func() {
 		f.mu.Lock()
 		f.stop = true
@@ -258,11 +304,12 @@ func (f *Fair) Run(ctx context.Context) error {
 	// Fetched but not started: handed back at once.
 	f.mu.Lock()
 	for _, k := range f.keys {
-		for _, m := range k.queue {
-			_ = m.Nak()
+		for _, q := range k.queue {
+			_ = q.msg.Nak()
 		}
-		k.queue = nil
+		k.queue, k.held, k.heldBytes = nil, 0, 0
 	}
+	f.held, f.heldBytes = 0, 0
 	f.mu.Unlock()
 	close(f.work)
 	done := make(chan struct{})
@@ -301,14 +348,20 @@ func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.Wai
 			continue
 		}
 		key, weight := FairKeyOf(msg.Subject(), msg.Data())
+		size := len(msg.Data()) + len(msg.Subject())
 		f.mu.Lock()
 		k := f.key(key)
 		k.weight = weight
-		if !k.backlogged && k.inflight < f.KeySteps && f.free > 0 {
-			k.inflight++
-			f.free--
+		if !k.backlogged && f.held < f.HoldSteps && f.heldBytes+size <= f.HoldBytes &&
+			k.held < max(1, f.HoldSteps*7/8) && k.heldBytes+size <= max(size, f.HoldBytes*7/8) {
+			// Held here: the dispatcher starts it when its key's turn comes.
+			k.queue = append(k.queue, queued{msg: msg, size: size, held: true, renewed: time.Now()})
+			k.held++
+			k.heldBytes += size
+			f.held++
+			f.heldBytes += size
+			f.cond.Broadcast()
 			f.mu.Unlock()
-			f.work <- fairItem{k, msg}
 			continue
 		}
 		k.backlogged = true
@@ -343,6 +396,7 @@ func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstr
 	}
 	m.Header.Set(HeaderSubject, msg.Subject())
 	m.Header.Set(HeaderWeight, strconv.FormatFloat(weight, 'g', -1, 64))
+	m.Header.Set(HeaderDelivered, strconv.FormatUint(md.NumDelivered, 10))
 	// Derived from the step's place in its stream: a spill repeated after
 	// a crash before the ack is the same message to the backlog.
 	m.Header.Set(jetstream.MsgIDHeader, "spill:"+f.Stream+":"+strconv.FormatUint(md.Sequence.Stream, 10))
@@ -464,6 +518,9 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 		got++
 		subject := m.Headers().Get(HeaderSubject)
 		w, _ := strconv.ParseFloat(m.Headers().Get(HeaderWeight), 64)
+		// A bad count (a hand-published step) counts as none.
+		before, _ := strconv.ParseUint(m.Headers().Get(HeaderDelivered), 10, 64)
+		before = min(before, uint64(max(0, f.Topology.MaxDeliver)))
 		f.mu.Lock()
 		if w >= protocol.MinFairWeight && w <= protocol.MaxFairWeight {
 			k.weight = w
@@ -473,7 +530,7 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 			_ = m.Nak()
 			continue
 		}
-		k.queue = append(k.queue, backlogMsg{Msg: m, subject: subject})
+		k.queue = append(k.queue, queued{msg: backlogMsg{Msg: m, subject: subject, before: before}, renewed: time.Now()})
 		f.cond.Broadcast()
 		f.mu.Unlock()
 	}
@@ -513,8 +570,16 @@ func (f *Fair) dispatch() {
 		best.pass = max(best.pass, f.vtime)
 		f.vtime = best.pass
 		best.pass += 1 / best.weight
-		msg := best.queue[0]
+		q := best.queue[0]
+		best.queue[0] = queued{}
 		best.queue = best.queue[1:]
+		if q.held {
+			best.held--
+			best.heldBytes -= q.size
+			f.held--
+			f.heldBytes -= q.size
+		}
+		msg := q.msg
 		best.inflight++
 		f.free--
 		f.cond.Broadcast() // the feeder may have room now
@@ -579,4 +644,55 @@ func BacklogCounts(ctx context.Context, backlog jetstream.Stream, kind string) (
 		out[BacklogKey(strings.TrimPrefix(subj, prefix))] = n
 	}
 	return out, nil
+}
+
+// handler is f.Handler, with the deliveries a spilled step had before its
+// spill counted against maxDeliver: a step that fails on its last delivery
+// from the backlog is dead-lettered rather than delivered again.
+func (f *Fair) handler(maxDeliver int) Handler {
+	return func(ctx context.Context, msg jetstream.Msg) error {
+		err := f.Handler(ctx, msg)
+		bm, ok := msg.(backlogMsg)
+		var dl *DeadLetter
+		if err == nil || !ok || bm.before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
+			return err
+		}
+		if md, mdErr := bm.Metadata(); mdErr == nil && md.NumDelivered >= uint64(maxDeliver) {
+			return &DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", md.NumDelivered, bm.before, StreamBacklog, err)}
+		}
+		return err
+	}
+}
+
+// renew keeps the leases of the steps queued here: every sixth of the ack
+// wait, each one whose lease is a third of the ack wait old is told to the
+// server as in progress (one message each, not waited for).
+func (f *Fair) renew(ctx context.Context, ackWait time.Duration) {
+	every := max(ackWait/6, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var due []jetstream.Msg
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		due = due[:0]
+		f.mu.Lock()
+		for _, k := range f.keys {
+			for i := range k.queue {
+				if q := &k.queue[i]; now.Sub(q.renewed) >= ackWait/3 {
+					q.renewed = now
+					due = append(due, q.msg)
+				}
+			}
+		}
+		f.mu.Unlock()
+		for _, m := range due {
+			_ = m.InProgress()
+		}
+		clear(due)
+	}
 }

@@ -22,7 +22,7 @@ import (
 // fairRig is a real server (or cluster) with the protocol's topology, and
 // a record of the steps the fair consumers handled, in order.
 type fairRig struct {
-	t    *testing.T
+	t    testing.TB
 	js   jetstream.JetStream
 	topo Topology
 	urls string
@@ -33,7 +33,7 @@ type fairRig struct {
 	next    map[string]int // the next turn number of each agent
 }
 
-func newFairRig(t *testing.T, replicas int) *fairRig {
+func newFairRig(t testing.TB, replicas int) *fairRig {
 	t.Helper()
 	r := &fairRig{t: t, times: map[string]int{}, next: map[string]int{}}
 	var nc *nats.Conn
@@ -257,7 +257,8 @@ func waitCount(t *testing.T, r *fairRig, n int) {
 	t.Fatalf("only %d of %d steps were handled", len(r.handled), n)
 }
 
-// A spilled step that fails is delivered again from the backlog; one that
+// A spilled step that fails is delivered again from the backlog (with a
+// hold budget of 2, most steps are spilled); one that
 // can never be processed is dead-lettered under its own agent and turn,
 // not the backlog's subject.
 func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
@@ -265,7 +266,7 @@ func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
 	r.publish("hog", "", 0, 20)
 	var mu sync.Mutex
 	failed := map[string]bool{}
-	stop := r.run(r.fair(r.js, 1, 0, func(subject string) error {
+	f := r.fair(r.js, 1, 0, func(subject string) error {
 		time.Sleep(5 * time.Millisecond)
 		switch subject {
 		case protocol.Subject(protocol.PrefixCall, "hog", "hog-10"):
@@ -279,7 +280,9 @@ func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
 			return &DeadLetter{Reason: "never"}
 		}
 		return nil
-	}))
+	})
+	f.HoldSteps = 2 // most of the 20 go through the backlog
+	stop := r.run(f)
 	defer stop()
 	waitCount(t, r, 21)
 	r.mu.Lock()

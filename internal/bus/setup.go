@@ -32,7 +32,9 @@ type Topology struct {
 	// AckWait and MaxDeliver of the work consumers.
 	AckWait    time.Duration
 	MaxDeliver int
-	// MaxAckPending bounds the steps out with the fleet at once.
+	// MaxAckPending bounds the steps out with the fleet at once (65,536):
+	// running, and held by the workers' intakes for their key's share
+	// (Fair.HoldSteps, 32,768 a worker by default).
 	MaxAckPending int
 	// StateTTL is how long per-turn state lives in TURN_STATE (25 h: a
 	// step pending approval waits there, 24 h by default).
@@ -60,7 +62,7 @@ func (t Topology) WithDefaults() Topology {
 		t.MaxDeliver = 5
 	}
 	if t.MaxAckPending == 0 {
-		t.MaxAckPending = 1000
+		t.MaxAckPending = 1 << 16
 	}
 	if t.StateTTL == 0 {
 		t.StateTTL = 25 * time.Hour

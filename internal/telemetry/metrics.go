@@ -183,14 +183,15 @@ func (m *Metrics) TaskOutcome(status string) {
 }
 
 // FairKey is one fairness key's steps on a work stream: running on this
-// worker, and waiting in the fleet's backlog.
+// worker, held by its intake for their turn, and waiting in the fleet's
+// backlog.
 type FairKey struct {
-	Stream, Key       string
-	InFlight, Backlog int64
+	Stream, Key             string
+	InFlight, Held, Backlog int64
 }
 
-// ObserveFair registers the fair-share gauges turn_worker_fair_in_flight
-// and turn_worker_fair_backlog, by stream and key, read at each
+// ObserveFair registers the fair-share gauges turn_worker_fair_in_flight,
+// turn_worker_fair_held and turn_worker_fair_backlog, by stream and key, read at each
 // collection. read bounds the keys (the busiest few, the rest summed
 // under one key) so that the label cardinality stays bounded.
 func (m *Metrics) ObserveFair(read func(context.Context) []FairKey) error {
@@ -198,6 +199,10 @@ func (m *Metrics) ObserveFair(read func(context.Context) []FairKey) error {
 		return nil
 	}
 	inFlight, err := m.meter.Int64ObservableGauge("turn_worker_fair_in_flight", metric.WithDescription("Steps running on this worker, by stream and fairness key (the busiest keys; the rest under _other)."))
+	if err != nil {
+		return err
+	}
+	held, err := m.meter.Int64ObservableGauge("turn_worker_fair_held", metric.WithDescription("Steps queued on this worker for their fairness key's turn, unacknowledged (the busiest keys; the rest under _other)."))
 	if err != nil {
 		return err
 	}
@@ -209,9 +214,10 @@ func (m *Metrics) ObserveFair(read func(context.Context) []FairKey) error {
 		for _, k := range read(ctx) {
 			attrs := metric.WithAttributes(attribute.String("stream", k.Stream), attribute.String("key", k.Key))
 			o.ObserveInt64(inFlight, k.InFlight, attrs)
+			o.ObserveInt64(held, k.Held, attrs)
 			o.ObserveInt64(backlog, k.Backlog, attrs)
 		}
 		return nil
-	}, inFlight, backlog)
+	}, inFlight, held, backlog)
 	return err
 }

@@ -34,6 +34,7 @@ func (w *Worker) FairKeys(ctx context.Context) []telemetry.FairKey {
 		}
 		for _, s := range f.Stats(1 << 20) {
 			get(s.Key).InFlight = int64(s.InFlight)
+			get(s.Key).Held = int64(s.Queued)
 		}
 		if err == nil {
 			if counts, err := bus.BacklogCounts(ctx, backlog, f.Kind); err == nil {
@@ -47,7 +48,7 @@ func (w *Worker) FairKeys(ctx context.Context) []telemetry.FairKey {
 			list = append(list, *k)
 		}
 		sort.Slice(list, func(i, j int) bool {
-			a, b := list[i].InFlight+list[i].Backlog, list[j].InFlight+list[j].Backlog
+			a, b := list[i].InFlight+list[i].Held+list[i].Backlog, list[j].InFlight+list[j].Held+list[j].Backlog
 			if a != b {
 				return a > b
 			}
@@ -57,6 +58,7 @@ func (w *Worker) FairKeys(ctx context.Context) []telemetry.FairKey {
 			rest := telemetry.FairKey{Stream: f.Stream, Key: fairOther}
 			for _, k := range list[fairTop:] {
 				rest.InFlight += k.InFlight
+				rest.Held += k.Held
 				rest.Backlog += k.Backlog
 			}
 			list = append(list[:fairTop], rest)
@@ -71,11 +73,12 @@ func (w *Worker) fairStats() any {
 	type key struct {
 		Key      string `json:"key"`
 		InFlight int64  `json:"in_flight"`
+		Held     int64  `json:"held"`
 		Backlog  int64  `json:"backlog"`
 	}
 	byStream := map[string][]key{}
 	for _, k := range w.FairKeys(context.Background()) {
-		byStream[k.Stream] = append(byStream[k.Stream], key{k.Key, k.InFlight, k.Backlog})
+		byStream[k.Stream] = append(byStream[k.Stream], key{k.Key, k.InFlight, k.Held, k.Backlog})
 	}
 	return map[string]any{"fair_share": byStream}
 }

@@ -41,6 +41,11 @@ type Config struct {
 	// (7/8 of Concurrency), KeyTaskSteps its task-turn steps (7/8 of
 	// TaskConcurrency): the rest is kept for keys that arrive later.
 	KeySteps, KeyTaskSteps int
+	// HoldSteps bounds the main-turn steps the intake keeps queued here
+	// for their key's turn before it spills to TURN_BACKLOG (0: 128 ×
+	// Concurrency; task turns: 128 × TaskConcurrency); HoldBytes their
+	// bytes, per work stream (0: 64 MiB).
+	HoldSteps, HoldBytes int
 	// Grace is how long a stop waits for running steps (30 s).
 	Grace time.Duration
 	// MaxStepBytes is the largest step message processed (1 MiB).
@@ -122,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, not %d", c.Concurrency))
+	}
+	if c.HoldSteps < 0 || c.HoldBytes < 0 {
+		errs = append(errs, fmt.Errorf("hold steps and hold bytes must be 0 (the default) or more, not %d and %d", c.HoldSteps, c.HoldBytes))
 	}
 	if c.TaskConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("task concurrency must be at least 1, not %d", c.TaskConcurrency))
@@ -246,13 +254,15 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	w.fair = []*bus.Fair{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: bus.KindCall, Topology: w.cfg.Topology,
 		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
+		HoldSteps: w.cfg.HoldSteps, HoldBytes: w.cfg.HoldBytes,
 		Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
 	if w.tasks != nil {
 		w.fair = append(w.fair, &bus.Fair{
 			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Kind: bus.KindTask, Topology: w.cfg.Topology,
 			Handler: w.handleTaskStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, KeySteps: w.cfg.KeyTaskSteps,
-			Grace: w.cfg.Grace, Meter: w.stepMeter(),
+			HoldBytes: w.cfg.HoldBytes,
+			Grace:     w.cfg.Grace, Meter: w.stepMeter(),
 		})
 	}
 	if meter != nil {
