@@ -444,6 +444,11 @@ type Spec struct {
 	// Env is the command's whole environment; with the network on, the
 	// proxy's variables are added.
 	Env []string
+	// FileBytes, when positive and below Limits.FileBytes, is this
+	// command's RLIMIT_FSIZE instead (the room left in a disk quota), and
+	// FileWhy says why in the notes ("the room left in …").
+	FileBytes int64
+	FileWhy   string
 }
 
 // Run is a started command.
@@ -455,6 +460,10 @@ type Run struct {
 	// end of Start's context, whichever comes first.
 	proxy *session
 	stop  func() bool
+	// fileBytes and fileWhy are the command's own file size limit, when
+	// Spec lowered it.
+	fileBytes int64
+	fileWhy   string
 }
 
 // join is the first process of a command, outside the sandbox: it makes
@@ -556,6 +565,10 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
 	}
 	l := s.cfg.Limits
+	var fileWhy string
+	if spec.FileBytes > 0 && spec.FileBytes < l.FileBytes {
+		l.FileBytes, fileWhy = spec.FileBytes, spec.FileWhy
+	}
 	a = append(a, s.prlimit,
 		"--nproc="+strconv.Itoa(l.Processes),
 		"--as="+strconv.FormatInt(l.MemoryBytes, 10),
@@ -611,6 +624,9 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		return nil, err
 	}
 	r := &Run{Cmd: cmd, left: lr, group: g, proxy: sess}
+	if fileWhy != "" {
+		r.fileBytes, r.fileWhy = l.FileBytes, fileWhy
+	}
 	if sess != nil {
 		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
 	}
@@ -629,6 +645,10 @@ type End struct {
 	Failcnt int
 	// MemoryPeak is the most memory the command held (0: not known).
 	MemoryPeak int64
+	// FileBytes and FileWhy are the command's own file size limit and
+	// why, when its Spec lowered it (0: Limits.FileBytes).
+	FileBytes int64
+	FileWhy   string
 }
 
 // End, called once after r.Cmd.Wait, reports how the command ended and
@@ -644,7 +664,7 @@ func (r *Run) End() (End, error) {
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)
 	n, _ := io.ReadFull(r.left, b[:4])
-	e := End{Leftovers: n == 4 && string(b[:4]) == "left"}
+	e := End{Leftovers: n == 4 && string(b[:4]) == "left", FileBytes: r.fileBytes, FileWhy: r.fileWhy}
 	if r.group == nil {
 		return e, nil
 	}

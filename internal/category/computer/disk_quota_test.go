@@ -1,0 +1,111 @@
+package computer_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// Overshoot bounds, with a wide margin over what was measured (README,
+// "Disk quota and full disks"): under load a command may pass its quota
+// by what it writes until the worker sees it and kills it. Without the
+// quota every writer below ends 56 MiB (or 19,000 files) over, so each
+// check still fails when the quota does not hold.
+const (
+	quotaBytes         = 8 << 20
+	quotaFiles         = 1000
+	maxOvershootBytes  = 6 << 20
+	maxOvershootFiles  = 600
+	writerBytesInTotal = 64 << 20 // each writer stops by itself after this
+)
+
+// Fast writers against an 8 MiB, 1000-entry quota: each is stopped with
+// a quota error, and the home ends at most maxOvershootBytes (or
+// maxOvershootFiles) over. The writers are bounded, so that a quota that
+// fails costs 64 MiB of disk, not the whole disk.
+func TestQuotaOvershoot(t *testing.T) {
+	needSandbox(t)
+	scenarios := []struct {
+		name     string
+		commands []string
+	}{
+		{"one big file", []string{`head -c 67108864 /dev/zero > big`}},
+		{"1 MiB files", []string{`i=0; while [ $i -lt 64 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done`}},
+		{"tiny files", []string{`mkdir d; i=0; while [ $i -lt 20000 ]; do : > d/f$i; i=$((i+1)); done`}},
+		{"four commands", []string{
+			`mkdir a; i=0; while [ $i -lt 16 ]; do head -c 1048576 /dev/zero > a/f$i; i=$((i+1)); done`,
+			`mkdir b; i=0; while [ $i -lt 16 ]; do head -c 1048576 /dev/zero > b/f$i; i=$((i+1)); done`,
+			`mkdir c; i=0; while [ $i -lt 16 ]; do head -c 1048576 /dev/zero > c/f$i; i=$((i+1)); done`,
+			`head -c 16777216 /dev/zero > d`,
+		}},
+	}
+	for _, walksOnly := range []bool{false, true} {
+		for _, sc := range scenarios {
+			name := sc.name
+			if walksOnly {
+				name += ", walks only"
+			}
+			t.Run(name, func(t *testing.T) { overshoot(t, sc.commands, walksOnly) })
+		}
+	}
+}
+
+// fastRoot is a fresh tmpfs for the homes where the test may mount one
+// (the fastest writer: what CI's full-disk test met), else a directory.
+func fastRoot(t *testing.T) string {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256m,mode=0700"); err != nil {
+		return filepath.Join(dir, "homes")
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return filepath.Join(dir, "homes")
+}
+
+func overshoot(t *testing.T, commands []string, walksOnly bool) {
+	c := newCategory(t, computer.Config{Root: fastRoot(t), HomeQuotaBytes: quotaBytes, HomeQuotaFiles: quotaFiles})
+	if walksOnly {
+		computer.QuotaWalksOnly(c)
+	}
+	home(t, c, agent)
+	var wg sync.WaitGroup
+	outs := make([]string, len(commands))
+	errs := make([]error, len(commands))
+	for i, cmd := range commands {
+		wg.Go(func() {
+			res, err := runCtx(t, context.Background(), c, agent, computer.RunCommandName, map[string]any{"command": cmd, "timeout_seconds": 120})
+			outs[i], errs[i] = res.Content, err
+		})
+	}
+	wg.Wait()
+	u, err := c.Usage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overBytes, overFiles := u.Bytes-quotaBytes, u.Files-quotaFiles
+	t.Logf("overshoot: %d KiB, %d files (usage %d KiB, %d files)", overBytes>>10, overFiles, u.Bytes>>10, u.Files)
+	if overBytes > maxOvershootBytes || overFiles > maxOvershootFiles {
+		t.Errorf("the home is %d KiB and %d entries over its quota, want at most %d KiB and %d", overBytes>>10, overFiles, maxOvershootBytes>>10, maxOvershootFiles)
+	}
+	// Whatever stopped each command (the watch, or the file size
+	// limit at the room left), the answer names the quota.
+	for i := range outs {
+		if !strings.Contains(fmt.Sprint(errs[i])+outs[i], "disk quota") {
+			t.Errorf("command %d's answer does not name the quota: %v\n%s", i, errs[i], outs[i])
+		}
+	}
+	// Over (or at) the quota, a write_file that grows the home is
+	// refused; rm frees the home.
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "more", "content": strings.Repeat("x", 1<<20)}); kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota") {
+		t.Errorf("write_file of 1 MiB after the writer: %v", err)
+	}
+	if _, err := run(t, c, computer.RunCommandName, map[string]any{"command": "rm -rf ./*"}); err != nil {
+		t.Fatalf("rm: %v", err)
+	}
+}
