@@ -33,6 +33,13 @@ const (
 	DefaultCPU         = 1.0
 )
 
+// Nice is the scheduling niceness every command runs at (where nice(1)
+// is installed): the worker, at 0, wins the CPU from its commands when
+// they contend for it, so that a command cannot starve what watches it
+// (the disk quota's follower, the output reader) on a busy host. Idle
+// CPU is still the commands' in full.
+const Nice = 10
+
 // DefaultUID is the user a command runs as when the worker runs as root
 // (nobody).
 const DefaultUID = 65534
@@ -183,6 +190,7 @@ type Sandbox struct {
 	cfg     Config
 	bwrap   string
 	prlimit string
+	nice    string // coreutils' nice, when there is one: see Nice
 	setpriv string // set when the worker is root, with unshare
 	unshare string
 	socat   string // set with Network
@@ -227,6 +235,9 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.bwrap = look(cfg.Bwrap, "bubblewrap makes the sandbox")
 	s.prlimit = look("prlimit", "util-linux: sets the limits")
+	if p, err := exec.LookPath("nice"); err == nil {
+		s.nice, _ = filepath.Abs(p)
+	}
 	if s.root {
 		s.setpriv = look("setpriv", "util-linux: drops root")
 		s.unshare = look("unshare", "util-linux: gives the command a user namespace of its own")
@@ -589,7 +600,11 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		}
 		join = append(join, g.Procs()...)
 	}
-	join = append(join, "--", s.bwrap)
+	join = append(join, "--")
+	if s.nice != "" {
+		join = append(join, s.nice, "-n", strconv.Itoa(Nice))
+	}
+	join = append(join, s.bwrap)
 	cmd := exec.CommandContext(ctx, "/bin/sh", append(join, a...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
