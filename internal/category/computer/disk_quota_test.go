@@ -109,3 +109,59 @@ func overshoot(t *testing.T, commands []string, walksOnly bool) {
 		t.Fatalf("rm: %v", err)
 	}
 }
+
+// A hostile command writes where inotify does not look (past the 1024
+// directories a command's watch may hold) and a second one keeps moving
+// the directory it writes in: the walks still stop both near the quota.
+func TestQuotaBlindSpots(t *testing.T) {
+	needSandbox(t)
+	for _, tt := range []struct{ name, command string }{
+		{"past the watches", `mkdir -p w; cd w; i=0; while [ $i -lt 1100 ]; do mkdir d$i; i=$((i+1)); done; cd d1099; i=0; while [ $i -lt 128 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done`},
+		// Pages written through mmap raise no inotify event; the files
+		// stay open to the end, so that no close_write tells either.
+		{"mmap", `python3 -c '
+import mmap, os
+maps = []
+for i in range(128):
+    fd = os.open("m%d" % i, os.O_RDWR | os.O_CREAT)
+    os.ftruncate(fd, 1 << 20)
+    m = mmap.mmap(fd, 1 << 20)
+    m[:] = b"x" * (1 << 20)
+    maps.append((fd, m))
+'`},
+		{"moving directories", `mkdir a; i=0; while [ $i -lt 128 ]; do mv a b; mv b a; head -c 1048576 /dev/zero > a/f$i; i=$((i+1)); done`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCategory(t, computer.Config{Root: fastRoot(t), HomeQuotaBytes: quotaBytes, HomeQuotaFiles: 10_000})
+			home(t, c, agent)
+			res, err := run(t, c, computer.RunCommandName, map[string]any{"command": tt.command, "timeout_seconds": 120})
+			if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota") {
+				t.Errorf("the writer was not stopped for the quota: %v\n%s", err, res.Content)
+			}
+			// Walks are the only defence here, and a walk of 1100
+			// directories under -race on a busy host takes long: the
+			// bound is looser, and still fails if nothing stops the 64 MiB.
+			u, _ := c.Usage(agent)
+			t.Logf("overshoot: %d KiB", (u.Bytes-quotaBytes)>>10)
+			if u.Bytes-quotaBytes > 4*maxOvershootBytes {
+				t.Errorf("the home is %d KiB over its quota", (u.Bytes-quotaBytes)>>10)
+			}
+		})
+	}
+}
+
+// The estimate errs high, never the verdict: a command that rewrites a
+// 5 MiB file in place, twice, in a home of 8 MiB (the estimate counts the
+// file again, 10 MiB) runs to its end, since a walk finds 5 MiB.
+func TestQuotaRewriteInPlace(t *testing.T) {
+	needSandbox(t)
+	c := newCategory(t, computer.Config{Root: fastRoot(t), HomeQuotaBytes: quotaBytes, HomeQuotaFiles: quotaFiles})
+	home(t, c, agent)
+	if _, err := run(t, c, computer.RunCommandName, map[string]any{"command": "head -c 5242880 /dev/zero > data"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "for i in 1 2; do dd if=/dev/zero of=data bs=1048576 count=5 conv=notrunc 2>/dev/null; done; echo rewritten"})
+	if err != nil || !strings.Contains(res.Content, "rewritten") {
+		t.Fatalf("a rewrite in place, within the quota: %v\n%s", err, res.Content)
+	}
+}

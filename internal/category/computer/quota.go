@@ -182,12 +182,10 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 	if q.files > 0 {
 		limit = q.files
 	}
-	var walkDir func(rel string, depth int)
-	walkDir = func(rel string, depth int) {
-		f, err := h.openDir(rel)
-		if err != nil {
-			return
-		}
+	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:
+	// a link swapped in is not followed), one openat each.
+	var walkDir func(f *os.File, rel string, depth int)
+	walkDir = func(f *os.File, rel string, depth int) {
 		defer f.Close()
 		if dir != nil {
 			dir(rel, f)
@@ -205,8 +203,12 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 					return
 				}
 				if e.IsDir() {
-					if depth < maxPathDepth {
-						walkDir(rel+"/"+e.Name(), depth+1)
+					if depth >= maxPathDepth {
+						continue
+					}
+					fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					if err == nil {
+						walkDir(os.NewFile(uintptr(fd), e.Name()), rel+"/"+e.Name(), depth+1)
 					}
 					continue
 				}
@@ -219,7 +221,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 			}
 		}
 	}
-	walkDir(".", 0)
+	if f, err := h.openDir("."); err == nil {
+		walkDir(f, ".", 0)
+	}
 	return u
 }
 
@@ -254,8 +258,9 @@ type follower struct {
 	h *home
 	// f is the inotify instance (nil: none); dirs the watched
 	// directories by watch descriptor, relative to the home.
-	f    *os.File
-	dirs map[int32]string
+	f       *os.File
+	dirs    map[int32]string
+	watched map[string]bool // the values of dirs
 	// est is the usage estimate; sizes the bytes last seen of each entry
 	// an event named, so that a file written again adds only its growth.
 	est   usage
@@ -263,6 +268,14 @@ type follower struct {
 	// walkNow: an event the estimate cannot follow (a directory moved,
 	// the event queue overflowed) asks for a walk.
 	walkNow bool
+	// start is the home's usage when the command started.
+	start usage
+	// top is the home's directory, whose file system statfs reads: when
+	// the file system grew by more than the home's room since the last
+	// walk, something (perhaps where no watch looks) may have taken the
+	// home over, and a walk runs at once.
+	top    *os.File
+	fsUsed int64
 }
 
 // follow starts following h, before its command starts so that the
@@ -271,7 +284,16 @@ func (q *quotas) follow(h *home) *follower {
 	if q == nil {
 		return nil
 	}
-	w := &follower{q: q, h: h, dirs: map[int32]string{}, sizes: map[string]int64{}}
+	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}}
+	// The usage the command starts from is the cached one (room, just
+	// before, made it fresh): a walk in run could come after the
+	// command's first writes on a busy host, and miss its growth.
+	q.mu.Lock()
+	w.start = *q.current(h)
+	q.mu.Unlock()
+	if top, err := h.openDir("."); err == nil {
+		w.top = top
+	}
 	if q.noNotify {
 		return w
 	}
@@ -290,20 +312,49 @@ func (q *quotas) follow(h *home) *follower {
 // addWatch watches the directory f, which is rel in the home, through
 // the descriptor: a path could be swapped for a link out of the home.
 func (w *follower) addWatch(rel string, f *os.File) {
-	if w.f == nil || len(w.dirs) >= maxWatches {
+	if w.f == nil || len(w.dirs) >= maxWatches || w.watched[rel] {
 		return
 	}
 	wd, err := unix.InotifyAddWatch(int(w.f.Fd()), "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), notifyMask)
 	if err == nil {
+		if old, ok := w.dirs[int32(wd)]; ok {
+			delete(w.watched, old) // the directory moved
+		}
 		w.dirs[int32(wd)] = rel
+		w.watched[rel] = true
 	}
 }
 
 // close releases the inotify instance.
 func (w *follower) close() {
-	if w != nil && w.f != nil {
+	if w == nil {
+		return
+	}
+	if w.f != nil {
 		_ = w.f.Close()
 	}
+	if w.top != nil {
+		_ = w.top.Close()
+	}
+}
+
+// used is what the home's file system holds, in bytes (-1: unknown).
+func (w *follower) used() int64 {
+	var st unix.Statfs_t
+	if w.top == nil || unix.Fstatfs(int(w.top.Fd()), &st) != nil {
+		return -1
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+
+// fsGrew says whether the file system grew by more than the home's room
+// since the last walk.
+func (w *follower) fsGrew() bool {
+	if w.fsUsed < 0 || w.q.bytes <= 0 {
+		return false
+	}
+	u := w.used()
+	return u >= 0 && u-w.fsUsed > w.q.bytes-w.est.bytes
 }
 
 // walk counts the home, watching every directory it opens, and makes the
@@ -317,6 +368,7 @@ func (w *follower) walk() *usage {
 	}
 	w.est = *u
 	w.walkNow = false
+	w.fsUsed = w.used()
 	w.q.mu.Lock()
 	w.q.use[w.h.agent] = u
 	w.q.mu.Unlock()
@@ -332,12 +384,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		return
 	}
 	began := time.Now()
-	start := w.walk()
+	w.walk()
 	cost := time.Since(began)
 	last := time.Now()
-	gap := walkGap
+	start := &w.start
 	if w.f != nil {
-		gap = walkGapNotify
 		f := w.f
 		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
 		defer stop()
@@ -345,9 +396,18 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	var t *time.Timer
 	buf := make([]byte, 64<<10)
 	for {
+		gap := walkGap
+		if w.f != nil && len(w.dirs) < maxWatches {
+			gap = walkGapNotify // inotify sees every directory
+		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
-		if w.walkNow || w.q.isOver(&w.est) {
+		if w.walkNow || w.q.isOver(&w.est) || w.fsGrew() {
 			due = last.Add(cost) // confirm at once, walking at most half the time
+		}
+		// Wake up at least every walkGap to read statfs.
+		wake := due
+		if soon := time.Now().Add(walkGap); soon.Before(wake) {
+			wake = soon
 		}
 		if !time.Now().Before(due) {
 			began := time.Now()
@@ -361,7 +421,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			continue
 		}
 		if w.f != nil {
-			_ = w.f.SetReadDeadline(due)
+			_ = w.f.SetReadDeadline(wake)
 			if ctx.Err() != nil {
 				return
 			}
@@ -373,15 +433,14 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.close() // not expected; walks alone from here
 				w.f = nil
-				gap = walkGap
 			}
 			continue
 		}
 		if t == nil {
-			t = time.NewTimer(time.Until(due))
+			t = time.NewTimer(time.Until(wake))
 			defer t.Stop()
 		} else {
-			t.Reset(time.Until(due))
+			t.Reset(time.Until(wake))
 		}
 		select {
 		case <-ctx.Done():
@@ -404,6 +463,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	}
 	if mask&unix.IN_IGNORED != 0 {
 		delete(w.dirs, wd) // the directory is gone
+		delete(w.watched, dir)
 		return
 	}
 	if name == "" {
@@ -419,7 +479,9 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			delete(w.sizes, rel)
 		}
 		if isDir && mask&unix.IN_MOVED_FROM != 0 {
-			w.walkNow = true // its watched subtree has new names
+			// Its watched subtree has new names: the walk watches it again.
+			w.walkNow = true
+			clear(w.watched)
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 		w.est.files++
