@@ -238,8 +238,9 @@ var errOverQuota = errors.New("the home went over its disk quota")
 const (
 	walkGap        = 20 * time.Millisecond
 	walkGapNotify  = 100 * time.Millisecond
-	maxWatches     = 1024   // directories watched per command
-	maxTrackedSize = 65_536 // entries whose size a follower remembers
+	maxWatches     = 1024    // directories watched per command
+	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
+	maxTrackedSize = 65_536  // entries whose size a follower remembers
 )
 
 // notifyMask are the inotify events that change what a home holds.
@@ -268,8 +269,9 @@ type follower struct {
 	// walkNow: an event the estimate cannot follow (a directory moved,
 	// the event queue overflowed) asks for a walk.
 	walkNow bool
-	// start is the home's usage when the command started.
-	start usage
+	// start is the home's usage when the command started; walked, the
+	// last walk's count.
+	start, walked usage
 	// top is the home's directory, whose file system statfs reads: when
 	// the file system grew by more than the home's room since the last
 	// walk, something (perhaps where no watch looks) may have taken the
@@ -354,7 +356,15 @@ func (w *follower) fsGrew() bool {
 		return false
 	}
 	u := w.used()
-	return u >= 0 && u-w.fsUsed > w.q.bytes-w.est.bytes
+	return u >= 0 && u-w.fsUsed > max(w.q.bytes-w.est.bytes, fsGrowth)
+}
+
+// urgent says whether the estimate calls for a walk at once: it is over
+// the quota and grew since the last walk (a home the last walk found over
+// is walked again only when it grows), or an event or statfs asked.
+func (w *follower) urgent() bool {
+	grew := w.est.bytes > w.walked.bytes || w.est.files > w.walked.files
+	return w.walkNow || grew && w.q.isOver(&w.est) || w.fsGrew()
 }
 
 // walk counts the home, watching every directory it opens, and makes the
@@ -366,7 +376,7 @@ func (w *follower) walk() *usage {
 	} else {
 		u = w.q.walk(w.h)
 	}
-	w.est = *u
+	w.est, w.walked = *u, *u
 	w.walkNow = false
 	w.fsUsed = w.used()
 	w.q.mu.Lock()
@@ -401,7 +411,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			gap = walkGapNotify // inotify sees every directory
 		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
-		if w.walkNow || w.q.isOver(&w.est) || w.fsGrew() {
+		if w.urgent() {
 			due = last.Add(cost) // confirm at once, walking at most half the time
 		}
 		// Wake up at least every walkGap to read statfs.
