@@ -68,6 +68,10 @@ func (w *Watch) Write(b []byte) (int, error) {
 // such a text for other reasons).
 func (s *Sandbox) Notes(sig syscall.Signal, w *Watch, e End) []string {
 	l := s.cfg.Limits
+	fileLimit := size(l.FileBytes)
+	if e.FileBytes > 0 {
+		fileLimit = size(e.FileBytes) + ", " + e.FileWhy
+	}
 	var notes []string
 	if e.OOMKills > 0 {
 		notes = append(notes, fmt.Sprintf("[killed by the sandbox's memory limit: the command's processes, its /tmp and /dev/shm and its shared memory together may hold %s; the kernel killed %d of its processes]", size(l.Memory), e.OOMKills))
@@ -76,7 +80,7 @@ func (s *Sandbox) Notes(sig syscall.Signal, w *Watch, e End) []string {
 	case syscall.SIGXCPU:
 		notes = append(notes, fmt.Sprintf("[stopped by the sandbox's CPU time limit: %d s of CPU per process (SIGXCPU)]", l.CPUSeconds))
 	case syscall.SIGXFSZ:
-		notes = append(notes, fmt.Sprintf("[stopped by the sandbox's file size limit: no file may grow beyond %s (SIGXFSZ)]", size(l.FileBytes)))
+		notes = append(notes, fmt.Sprintf("[stopped by the sandbox's file size limit: no file may grow beyond %s (SIGXFSZ)]", fileLimit))
 	}
 	if w == nil {
 		return notes
@@ -90,7 +94,7 @@ func (s *Sandbox) Notes(sig syscall.Signal, w *Watch, e End) []string {
 	say("memory", fmt.Sprintf("memory limit (%s of address space per process; allocations fail with ENOMEM beyond it)", size(l.MemoryBytes)))
 	say("open files", fmt.Sprintf("open files limit (%d per process)", l.OpenFiles))
 	if sig != syscall.SIGXFSZ {
-		say("file size", fmt.Sprintf("file size limit (%s per file), or /tmp is full (%s)", size(l.FileBytes), size(l.TmpBytes)))
+		say("file size", fmt.Sprintf("file size limit (%s per file), or /tmp is full (%s)", fileLimit, size(l.TmpBytes)))
 	}
 	if sig != syscall.SIGXCPU {
 		say("cpu", fmt.Sprintf("CPU time limit (%d s per process)", l.CPUSeconds))

@@ -33,6 +33,13 @@ const (
 	DefaultCPU         = 1.0
 )
 
+// Nice is the scheduling niceness every command runs at (where nice(1)
+// is installed): the worker, at 0, wins the CPU from its commands when
+// they contend for it, so that a command cannot starve what watches it
+// (the disk quota's follower, the output reader) on a busy host. Idle
+// CPU is still the commands' in full.
+const Nice = 10
+
 // DefaultUID is the user a command runs as when the worker runs as root
 // (nobody).
 const DefaultUID = 65534
@@ -183,6 +190,7 @@ type Sandbox struct {
 	cfg     Config
 	bwrap   string
 	prlimit string
+	nice    string // coreutils' nice, when there is one: see Nice
 	setpriv string // set when the worker is root, with unshare
 	unshare string
 	socat   string // set with Network
@@ -227,6 +235,9 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	s.bwrap = look(cfg.Bwrap, "bubblewrap makes the sandbox")
 	s.prlimit = look("prlimit", "util-linux: sets the limits")
+	if p, err := exec.LookPath("nice"); err == nil {
+		s.nice, _ = filepath.Abs(p)
+	}
 	if s.root {
 		s.setpriv = look("setpriv", "util-linux: drops root")
 		s.unshare = look("unshare", "util-linux: gives the command a user namespace of its own")
@@ -444,6 +455,11 @@ type Spec struct {
 	// Env is the command's whole environment; with the network on, the
 	// proxy's variables are added.
 	Env []string
+	// FileBytes, when positive and below Limits.FileBytes, is this
+	// command's RLIMIT_FSIZE instead (the room left in a disk quota), and
+	// FileWhy says why in the notes ("the room left in …").
+	FileBytes int64
+	FileWhy   string
 }
 
 // Run is a started command.
@@ -455,6 +471,10 @@ type Run struct {
 	// end of Start's context, whichever comes first.
 	proxy *session
 	stop  func() bool
+	// fileBytes and fileWhy are the command's own file size limit, when
+	// Spec lowered it.
+	fileBytes int64
+	fileWhy   string
 }
 
 // join is the first process of a command, outside the sandbox: it makes
@@ -556,6 +576,10 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
 	}
 	l := s.cfg.Limits
+	var fileWhy string
+	if spec.FileBytes > 0 && spec.FileBytes < l.FileBytes {
+		l.FileBytes, fileWhy = spec.FileBytes, spec.FileWhy
+	}
 	a = append(a, s.prlimit,
 		"--nproc="+strconv.Itoa(l.Processes),
 		"--as="+strconv.FormatInt(l.MemoryBytes, 10),
@@ -576,7 +600,11 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		}
 		join = append(join, g.Procs()...)
 	}
-	join = append(join, "--", s.bwrap)
+	join = append(join, "--")
+	if s.nice != "" {
+		join = append(join, s.nice, "-n", strconv.Itoa(Nice))
+	}
+	join = append(join, s.bwrap)
 	cmd := exec.CommandContext(ctx, "/bin/sh", append(join, a...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
@@ -611,6 +639,9 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		return nil, err
 	}
 	r := &Run{Cmd: cmd, left: lr, group: g, proxy: sess}
+	if fileWhy != "" {
+		r.fileBytes, r.fileWhy = l.FileBytes, fileWhy
+	}
 	if sess != nil {
 		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
 	}
@@ -629,6 +660,10 @@ type End struct {
 	Failcnt int
 	// MemoryPeak is the most memory the command held (0: not known).
 	MemoryPeak int64
+	// FileBytes and FileWhy are the command's own file size limit and
+	// why, when its Spec lowered it (0: Limits.FileBytes).
+	FileBytes int64
+	FileWhy   string
 }
 
 // End, called once after r.Cmd.Wait, reports how the command ended and
@@ -644,7 +679,7 @@ func (r *Run) End() (End, error) {
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)
 	n, _ := io.ReadFull(r.left, b[:4])
-	e := End{Leftovers: n == 4 && string(b[:4]) == "left"}
+	e := End{Leftovers: n == 4 && string(b[:4]) == "left", FileBytes: r.fileBytes, FileWhy: r.fileWhy}
 	if r.group == nil {
 		return e, nil
 	}

@@ -193,7 +193,8 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
 	logMax := c.cfg.MaxLogBytes
-	if room := h.quota.room(h); room >= 0 {
+	room := h.quota.room(h)
+	if room >= 0 {
 		logMax = min(logMax, room) // the log is in the home: it counts
 	}
 	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx)}
@@ -211,15 +212,17 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	defer stopQuota(nil)
 	cmdCtx, cancel := context.WithTimeoutCause(quotaCtx, limit, errCommandTimeout)
 	defer cancel()
+	follower := h.quota.follow(h)
+	defer follower.close()
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		h.quota.watch(cmdCtx, h, stopQuota)
+		follower.run(cmdCtx, stopQuota)
 	}()
 	start := time.Now()
 	var st commandStatus
 	if c.cfg.Sandbox != nil {
-		st, err = c.runSandboxed(cmdCtx, h, p.Command, out)
+		st, err = c.runSandboxed(cmdCtx, h, p.Command, out, room)
 	} else {
 		st, err = c.runUnconfined(cmdCtx, h, p.Command, out)
 	}
@@ -328,9 +331,19 @@ type commandStatus struct {
 // writable place besides a private /tmp. When the sandbox ends (the
 // shell exits, the time limit passes, the call is aborted, the worker
 // dies) the kernel kills everything in it.
-func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture) (commandStatus, error) {
+//
+// room is what the home's disk quota has left (-1: no quota): no file
+// the command writes may grow beyond it (RLIMIT_FSIZE, rounded down to
+// whole blocks, at least one), so that one writer cannot pass the quota
+// by more than its other files hold.
+func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture, room int64) (commandStatus, error) {
 	w := &sandbox.Watch{W: out}
-	r, err := c.cfg.Sandbox.Start(ctx, sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}, w, waitDelay)
+	spec := sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}
+	if room >= 0 {
+		spec.FileBytes = max(room&^(quotaBlock-1), quotaBlock)
+		spec.FileWhy = "the room left in your home's disk quota when the command started"
+	}
+	r, err := c.cfg.Sandbox.Start(ctx, spec, w, waitDelay)
 	if err != nil {
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}

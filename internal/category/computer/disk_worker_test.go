@@ -110,6 +110,12 @@ func TestFullDiskTwoAgentsInWorker(t *testing.T) {
 	if ev.Error == nil || !strings.Contains(ev.Item.Output, "disk quota") {
 		t.Errorf("a1's filling command: %+v", ev)
 	}
+	// The quota held: a1 is over by no more than twice the bound (one
+	// run, with the store beside it), and the disk (48 MiB, the store's
+	// included) has room for everyone else.
+	if u, err := c.Usage(agent); err != nil || u.Bytes > u.QuotaBytes+2*maxOvershootBytes {
+		t.Fatalf("a1's home after its fill: %+v %v, want at most %d KiB over", u, err, 2*maxOvershootBytes>>10)
+	}
 	bigger := strings.Repeat("a2's new line\n", 20_000)
 	args, _ := json.Marshal(map[string]any{"path": "data.txt", "content": bigger})
 	if err := publish("a2", "w1", "write_file", string(args), 10*time.Second); err != nil {

@@ -1,10 +1,15 @@
 package computer
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +22,9 @@ const (
 	DefaultHomeQuotaBytes = 1 << 30
 	DefaultHomeQuotaFiles = 100_000
 )
+
+// quotaBlock is the unit a command's file size limit is rounded to.
+const quotaBlock = 4096
 
 // usageTTL is how long a home's usage, counted by a walk of it, is taken
 // as it is; the file tools add what they write meanwhile, and each
@@ -33,6 +41,9 @@ type quotas struct {
 	bytes, files int64 // each <= 0: that one is not bounded
 	mu           sync.Mutex
 	use          map[string]*usage // by agent id
+	// noNotify follows commands by walks alone, without inotify (to
+	// measure what inotify adds).
+	noNotify bool
 }
 
 // usage is a home's usage: bytes on disk and entries.
@@ -161,19 +172,24 @@ func (q *quotas) describe(u *usage) string {
 // disk gives it, so a sparse file costs what it holds) and every entry.
 // It reads each directory in batches through the home's root and stops
 // once there are more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage {
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil) }
+
+// walkDirs is walk, calling dir with each directory it opens (rel from
+// the home, "." first).
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 	u := &usage{at: time.Now()}
 	limit := int64(-1)
 	if q.files > 0 {
 		limit = q.files
 	}
-	var walkDir func(rel string, depth int)
-	walkDir = func(rel string, depth int) {
-		f, err := h.openDir(rel)
-		if err != nil {
-			return
-		}
+	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:
+	// a link swapped in is not followed), one openat each.
+	var walkDir func(f *os.File, rel string, depth int)
+	walkDir = func(f *os.File, rel string, depth int) {
 		defer f.Close()
+		if dir != nil {
+			dir(rel, f)
+		}
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil {
 			u.bytes += st.Blocks * 512
@@ -187,8 +203,12 @@ func (q *quotas) walk(h *home) *usage {
 					return
 				}
 				if e.IsDir() {
-					if depth < maxPathDepth {
-						walkDir(rel+"/"+e.Name(), depth+1)
+					if depth >= maxPathDepth {
+						continue
+					}
+					fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					if err == nil {
+						walkDir(os.NewFile(uintptr(fd), e.Name()), rel+"/"+e.Name(), depth+1)
 					}
 					continue
 				}
@@ -201,42 +221,339 @@ func (q *quotas) walk(h *home) *usage {
 			}
 		}
 	}
-	walkDir(".", 0)
+	if f, err := h.openDir("."); err == nil {
+		walkDir(f, ".", 0)
+	}
 	return u
 }
 
 // errOverQuota stops a command whose home went over its quota.
 var errOverQuota = errors.New("the home went over its disk quota")
 
-// watch walks h while a command runs and cancels it (cause errOverQuota)
-// once the home is over its quota and has grown since the command began:
-// a command that deletes files in a home already over (rm) runs on. It
-// walks every quarter second, less often when a walk takes long (at most
-// one walk in five of the time). It returns when ctx ends.
-func (q *quotas) watch(ctx context.Context, h *home, cancel context.CancelCauseFunc) {
+// How often a running command's home is walked in full: at least this
+// long apart, and never more than a fifth of the time (a walk that takes
+// 10 ms is followed by 40 ms without). With inotify the walk is only the
+// backstop (for writes through mmap, directories past the watch budget,
+// a lost event), so it is slower.
+const (
+	walkGap        = 20 * time.Millisecond
+	walkGapNotify  = 100 * time.Millisecond
+	maxWatches     = 1024    // directories watched per command
+	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
+	maxTrackedSize = 65_536  // entries whose size a follower remembers
+)
+
+// notifyMask are the inotify events that change what a home holds.
+const notifyMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM |
+	unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_ONLYDIR
+
+// follower follows one home while one command runs: it keeps an estimate
+// of the home's usage, raised at once by inotify events (a file created,
+// written, moved in; an entry deleted) from a walk's count, and walks
+// the home to confirm before it stops the command. The estimate errs
+// high (a file the command rewrites counts whole, its old blocks too),
+// never low for what inotify sees, so a walk confirms every stop. Where
+// inotify is missing or exhausted it walks every walkGap instead.
+type follower struct {
+	q *quotas
+	h *home
+	// f is the inotify instance (nil: none); dirs the watched
+	// directories by watch descriptor, relative to the home.
+	f       *os.File
+	dirs    map[int32]string
+	watched map[string]bool // the values of dirs
+	// est is the usage estimate; sizes the bytes last seen of each entry
+	// an event named, so that a file written again adds only its growth.
+	est   usage
+	sizes map[string]int64
+	// walkNow: an event the estimate cannot follow (a directory moved,
+	// the event queue overflowed) asks for a walk.
+	walkNow bool
+	// start is the home's usage when the command started; walked, the
+	// last walk's count.
+	start, walked usage
+	// top is the home's directory, whose file system statfs reads: when
+	// the file system grew by more than the home's room since the last
+	// walk, something (perhaps where no watch looks) may have taken the
+	// home over, and a walk runs at once.
+	top    *os.File
+	fsUsed int64
+}
+
+// follow starts following h, before its command starts so that the
+// home's own directory is watched from the command's first write.
+func (q *quotas) follow(h *home) *follower {
 	if q == nil {
+		return nil
+	}
+	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}}
+	// The usage the command starts from is the cached one (room, just
+	// before, made it fresh): a walk in run could come after the
+	// command's first writes on a busy host, and miss its growth.
+	q.mu.Lock()
+	w.start = *q.current(h)
+	q.mu.Unlock()
+	if top, err := h.openDir("."); err == nil {
+		w.top = top
+	}
+	if q.noNotify {
+		return w
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return w // e.g. EMFILE: max_user_instances is used up; walks alone
+	}
+	w.f = os.NewFile(uintptr(fd), "inotify")
+	if top, err := h.openDir("."); err == nil {
+		w.addWatch(".", top)
+		top.Close()
+	}
+	return w
+}
+
+// addWatch watches the directory f, which is rel in the home, through
+// the descriptor: a path could be swapped for a link out of the home.
+func (w *follower) addWatch(rel string, f *os.File) {
+	if w.f == nil || len(w.dirs) >= maxWatches || w.watched[rel] {
 		return
 	}
-	start := q.walk(h)
-	wait := 250 * time.Millisecond
-	t := time.NewTimer(wait)
-	defer t.Stop()
+	wd, err := unix.InotifyAddWatch(int(w.f.Fd()), "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), notifyMask)
+	if err == nil {
+		if old, ok := w.dirs[int32(wd)]; ok {
+			delete(w.watched, old) // the directory moved
+		}
+		w.dirs[int32(wd)] = rel
+		w.watched[rel] = true
+	}
+}
+
+// close releases the inotify instance.
+func (w *follower) close() {
+	if w == nil {
+		return
+	}
+	if w.f != nil {
+		_ = w.f.Close()
+	}
+	if w.top != nil {
+		_ = w.top.Close()
+	}
+}
+
+// used is what the home's file system holds, in bytes (-1: unknown).
+func (w *follower) used() int64 {
+	var st unix.Statfs_t
+	if w.top == nil || unix.Fstatfs(int(w.top.Fd()), &st) != nil {
+		return -1
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize
+}
+
+// fsGrew says whether the file system grew by more than the home's room
+// since the last walk.
+func (w *follower) fsGrew() bool {
+	if w.fsUsed < 0 || w.q.bytes <= 0 {
+		return false
+	}
+	u := w.used()
+	return u >= 0 && u-w.fsUsed > max(w.q.bytes-w.est.bytes, fsGrowth)
+}
+
+// urgent says whether the estimate calls for a walk at once: it is over
+// the quota and grew since the last walk (a home the last walk found over
+// is walked again only when it grows), or an event or statfs asked.
+func (w *follower) urgent() bool {
+	grew := w.est.bytes > w.walked.bytes || w.est.files > w.walked.files
+	return w.walkNow || grew && w.q.isOver(&w.est) || w.fsGrew()
+}
+
+// walk counts the home, watching every directory it opens, and makes the
+// count the estimate and the quota's cached usage.
+func (w *follower) walk() *usage {
+	var u *usage
+	if w.f != nil {
+		u = w.q.walkDirs(w.h, w.addWatch)
+	} else {
+		u = w.q.walk(w.h)
+	}
+	w.est, w.walked = *u, *u
+	w.walkNow = false
+	w.fsUsed = w.used()
+	w.q.mu.Lock()
+	w.q.use[w.h.agent] = u
+	w.q.mu.Unlock()
+	return u
+}
+
+// run follows the home until ctx ends and cancels the command (cause
+// errOverQuota) once a walk finds the home over its quota and grown since
+// the command began: a command that deletes files in a home already over
+// (rm) runs on.
+func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
+	if w == nil {
+		return
+	}
+	began := time.Now()
+	w.walk()
+	cost := time.Since(began)
+	last := time.Now()
+	start := &w.start
+	if w.f != nil {
+		f := w.f
+		stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	var t *time.Timer
+	buf := make([]byte, 64<<10)
 	for {
+		gap := walkGap
+		if w.f != nil && len(w.dirs) < maxWatches {
+			gap = walkGapNotify // inotify sees every directory
+		}
+		due := last.Add(max(gap, 4*cost)) // the backstop
+		if w.urgent() {
+			due = last.Add(cost) // confirm at once, walking at most half the time
+		}
+		// Wake up at least every walkGap to read statfs.
+		wake := due
+		if soon := time.Now().Add(walkGap); soon.Before(wake) {
+			wake = soon
+		}
+		if !time.Now().Before(due) {
+			began := time.Now()
+			u := w.walk()
+			last = time.Now()
+			cost = last.Sub(began)
+			if w.q.isOver(u) && (u.bytes > start.bytes || u.files > start.files || u.over && !start.over) {
+				cancel(errOverQuota)
+				return
+			}
+			continue
+		}
+		if w.f != nil {
+			_ = w.f.SetReadDeadline(wake)
+			if ctx.Err() != nil {
+				return
+			}
+			n, err := w.f.Read(buf)
+			if ctx.Err() != nil {
+				return
+			}
+			parseEvents(buf[:n], w.event)
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				w.close() // not expected; walks alone from here
+				w.f = nil
+			}
+			continue
+		}
+		if t == nil {
+			t = time.NewTimer(time.Until(wake))
+			defer t.Stop()
+		} else {
+			t.Reset(time.Until(wake))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		began := time.Now()
-		u := q.walk(h)
-		if q.isOver(u) && (u.bytes > start.bytes || u.files > start.files || u.over && !start.over) {
-			q.mu.Lock()
-			q.use[h.agent] = u
-			q.mu.Unlock()
-			cancel(errOverQuota)
+	}
+}
+
+// event updates the estimate with one inotify event: name (empty for an
+// event on the directory itself) in the directory watched as wd.
+func (w *follower) event(wd int32, mask uint32, name string) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		w.walkNow = true
+		return
+	}
+	dir, ok := w.dirs[wd]
+	if !ok {
+		return
+	}
+	if mask&unix.IN_IGNORED != 0 {
+		delete(w.dirs, wd) // the directory is gone
+		delete(w.watched, dir)
+		return
+	}
+	if name == "" {
+		return
+	}
+	rel := dir + "/" + name
+	isDir := mask&unix.IN_ISDIR != 0
+	switch {
+	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
+		w.est.files--
+		if b, ok := w.sizes[rel]; ok {
+			w.est.bytes -= b
+			delete(w.sizes, rel)
+		}
+		if isDir && mask&unix.IN_MOVED_FROM != 0 {
+			// Its watched subtree has new names: the walk watches it again.
+			w.walkNow = true
+			clear(w.watched)
+		}
+	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+		w.est.files++
+		w.grew(rel)
+		if isDir {
+			if mask&unix.IN_MOVED_TO != 0 {
+				w.walkNow = true
+			} else if f, err := w.h.openDir(rel); err == nil {
+				w.addWatch(rel, f)
+				// What was made in it before the watch came counts too.
+				if ents, err := f.ReadDir(256); err == nil {
+					for _, e := range ents {
+						w.event(wd, unix.IN_CREATE, name+"/"+e.Name())
+					}
+					if len(ents) == 256 {
+						w.walkNow = true
+					}
+				}
+				f.Close()
+			}
+		}
+	case mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) != 0:
+		w.grew(rel)
+	}
+}
+
+// grew takes rel's blocks into the estimate: its growth since the last
+// event that named it, or all of it.
+func (w *follower) grew(rel string) {
+	fi, err := w.h.root.Lstat(rel)
+	if err != nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return
+	}
+	b := st.Blocks * 512
+	w.est.bytes += b - w.sizes[rel]
+	if len(w.sizes) >= maxTrackedSize {
+		clear(w.sizes) // later events count whole files: the estimate errs high
+	}
+	w.sizes[rel] = b
+}
+
+// parseEvents calls fn with each inotify event in b, a read's bytes; a
+// short or malformed tail is left out.
+func parseEvents(b []byte, fn func(wd int32, mask uint32, name string)) {
+	const head = unix.SizeofInotifyEvent
+	for len(b) >= head {
+		wd := int32(binary.NativeEndian.Uint32(b[0:]))
+		mask := binary.NativeEndian.Uint32(b[4:])
+		n := binary.NativeEndian.Uint32(b[12:])
+		if uint64(n) > uint64(len(b)-head) {
 			return
 		}
-		t.Reset(max(wait, 4*time.Since(began)))
+		name := b[head : head+int(n)]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		fn(wd, mask, string(name))
+		b = b[head+int(n):]
 	}
 }
 
