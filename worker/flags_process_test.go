@@ -11,6 +11,7 @@ import (
 // like (exit 2); an entry that matches no tool is a warning; the policy
 // is stated in one line.
 func TestApprovalTypoRefusedAtStart(t *testing.T) {
+	t.Parallel()
 	addr, _ := freeAddr(t)
 	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--storage", "memory",
 		"--approval", "destrutive,write_file")
@@ -42,6 +43,7 @@ func TestApprovalTypoRefusedAtStart(t *testing.T) {
 // A second SIGINT quits at once, even when the worker was started with
 // SIGINT ignored, as a script's & does.
 func TestSecondSignalQuitsWhenStartedIgnoringSIGINT(t *testing.T) {
+	t.Parallel()
 	addr, _ := freeAddr(t)
 	httpAddr, _ := freeAddr(t)
 	p := &proc{done: make(chan struct{})}
@@ -76,6 +78,7 @@ func TestSecondSignalQuitsWhenStartedIgnoringSIGINT(t *testing.T) {
 // --storage memory on a data directory whose streams are on file says
 // what to do instead of NATS's bare "can not change storage type".
 func TestStorageChangeSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr, _ := freeAddr(t)
 	a := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", dir)

@@ -130,6 +130,7 @@ func environOf(pid int, cred *syscall.Credential) ([]byte, error) {
 // process of the same user cannot read /proc/<pid>/environ (the worker is
 // not dumpable), and root, who can, finds the token blanked there.
 func TestWorkerHidesItsCredentials(t *testing.T) {
+	t.Parallel()
 	bin := workerBinary(t)
 	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
@@ -182,6 +183,7 @@ func childOf(t *testing.T, pid int) int {
 // sent to PID 1 from outside reaches the worker, which stops gracefully,
 // and the init exits with its status.
 func TestWorkerAsPID1(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("unshare (util-linux) is not installed")

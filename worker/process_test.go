@@ -181,6 +181,7 @@ func occupied(t *testing.T) (string, int) {
 }
 
 func TestMistypedFlagIsOneLineAndAHint(t *testing.T) {
+	t.Parallel()
 	p := startWorker(t, nil, "--concurency", "3")
 	if code := p.exit(t); code != 2 {
 		t.Errorf("exit %d, want 2", code)
@@ -193,6 +194,7 @@ func TestMistypedFlagIsOneLineAndAHint(t *testing.T) {
 
 // A program of one's own built on Main names itself, not "worker".
 func TestFlagErrorNamesTheProgram(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(workerBinary(t))
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +216,7 @@ func TestFlagErrorNamesTheProgram(t *testing.T) {
 // A port of the embedded server in use is named at once with the flags
 // that fix it; the client port, then the monitoring port.
 func TestPortInUse(t *testing.T) {
+	t.Parallel()
 	taken, _ := occupied(t)
 	_, freeMon := freeAddr(t)
 	p := startWorker(t, nil, "--listen", taken, "--monitor-port", fmt.Sprint(freeMon), "--data-dir", t.TempDir())
@@ -242,6 +245,7 @@ func TestPortInUse(t *testing.T) {
 // Two embedded workers on one data directory: the second is refused and
 // says why; the first stops cleanly on a signal, saying what it waits for.
 func TestDataDirLockAndCleanStop(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr1, _ := freeAddr(t)
 	a := startWorker(t, nil, "--listen", addr1, "--monitor-port", "0", "--data-dir", dir, "--diagnostics")
@@ -283,6 +287,7 @@ func TestDataDirLockAndCleanStop(t *testing.T) {
 // sends its spans, with the semantic conventions' names, to a collector
 // given as OTEL_EXPORTER_OTLP_ENDPOINT.
 func TestContextMicroInfoAndSpans(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(cfg, "nats", "context"), 0o700); err != nil {
@@ -424,6 +429,7 @@ func (c *collector) spans() (map[string]bool, string) {
 
 // The first signal says how many calls the stop waits for.
 func TestStopSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	addr, _ := freeAddr(t)
 	httpAddr, _ := freeAddr(t)
 	p := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", t.TempDir(), "--diagnostics",

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSandboxFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -73,6 +74,7 @@ func TestSandboxFlags(t *testing.T) {
 // reported missing in one line with the way to install it, and
 // run_command is not offered.
 func TestSandboxMissing(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	flags := func(args ...string) commandSandbox {
@@ -113,6 +115,7 @@ func TestSandboxMissing(t *testing.T) {
 // The start says in one line whether commands get cgroups of their own;
 // an explicit --cgroup-root that cannot be used stops the start.
 func TestSandboxCgroups(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap)")
 	}

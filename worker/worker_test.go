@@ -35,6 +35,7 @@ func mainUntilStdinCloses() {
 // The end of Main's context is a stop like a signal's: announced, then a
 // clean stop and exit code 0.
 func TestMainStopsWithItsContext(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs Main in a process")
 	}

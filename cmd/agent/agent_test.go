@@ -221,6 +221,7 @@ func (r *rig) checkCatalogSent(first string, tc gateway.Context, turnID string) 
 // The model's items and the step's items reach the next request as the
 // bytes they were.
 func TestParallelCallsTurn(t *testing.T) {
+	t.Parallel()
 	const first = "Ping twice and note it."
 	out0 := []string{say("On it."), call("c1", "ping", `{"note":"a"}`), call("c2", "todo_write", `{"items":[{"content":"ping","status":"completed"}]}`)}
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{out0, {say("Both done.")}}})
@@ -270,6 +271,7 @@ func TestParallelCallsTurn(t *testing.T) {
 // search loads it (its tool_search_output goes to the model as it came),
 // and then it runs.
 func TestDeferredToolLoadedByToolSearch(t *testing.T) {
+	t.Parallel()
 	const first = "What is broken?"
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{
 		{nsCall("c1", "issues", "list_issues", `{"label":"bug"}`)},
@@ -323,6 +325,7 @@ func TestDeferredToolLoadedByToolSearch(t *testing.T) {
 // Invalid arguments get an output that says what to fix; the model fixes
 // them on the next step.
 func TestInvalidArgumentFixedOnTheNextStep(t *testing.T) {
+	t.Parallel()
 	const first = "Wait a moment."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{
 		{call("c1", "sleep", `{"ms":"soon"}`)},
@@ -349,6 +352,7 @@ func TestInvalidArgumentFixedOnTheNextStep(t *testing.T) {
 // Stopping the gateway's turn mid-call cancels it on the workers: the
 // call is aborted, the step still ends, and the model is not called again.
 func TestCancelMidCall(t *testing.T) {
+	t.Parallel()
 	const first = "Wait a minute."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{
 		{call("c1", "sleep", `{"ms":60000}`)},
@@ -389,6 +393,7 @@ func TestCancelMidCall(t *testing.T) {
 // turn, the model answers in prose and gets the one repair instruction,
 // then submits a result that is accepted.
 func TestWorkflowTaskTurnSubmitsAResult(t *testing.T) {
+	t.Parallel()
 	const first, instructions = "Research this.", "Answer the question: what is 6 times 7?"
 	wfArgs, _ := json.Marshal(map[string]any{"title": "research", "tasks": []any{map[string]any{"id": "q1", "instructions": instructions,
 		"result_schema": map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "integer"}},
@@ -471,6 +476,7 @@ func TestCommandLine(t *testing.T) {
 }
 
 func TestApproverAsksOnTheTerminal(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	ask := approver("ask", strings.NewReader("y\nn\n"), &out)
 	call := gateway.PendingCall{CallID: "c1", Namespace: "gh", Name: "close_issue", Arguments: json.RawMessage(`{"n":1}`), Reason: "destructive"}

@@ -60,6 +60,7 @@ var approvalCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]b
 // model's next request carries the step's outputs as the bytes the
 // worker sent, after the model's own items.
 func TestApproveModesAnswerARealPendingStep(t *testing.T) {
+	t.Parallel()
 	const first = "Mark two things."
 	out0 := []string{call("c1", "mark", `{"label":"one"}`), call("c2", "ping", `{"note":"p"}`), call("c3", "mark", `{"label":"two",}`)}
 	for _, c := range []struct {
@@ -189,6 +190,7 @@ func TestCommandLineApproveNone(t *testing.T) {
 // nobody answers, and at the worker's short timeout the held call is
 // rejected "approval timed out", which the model then reads.
 func TestUnansweredPendingStepTimesOut(t *testing.T) {
+	t.Parallel()
 	const first = "Mark it later."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"late"}`)}, {say("Nobody approved.")}}})
 	srv := natstest.Start(t)
@@ -221,6 +223,7 @@ func TestUnansweredPendingStepTimesOut(t *testing.T) {
 // workers: the held call is aborted, the step still ends, and the model
 // is not called again.
 func TestCancelWhilePending(t *testing.T) {
+	t.Parallel()
 	const first = "Mark it, or not."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"x"}`)}, {say("never")}}})
 	srv := natstest.Start(t)
@@ -260,6 +263,7 @@ func TestCancelWhilePending(t *testing.T) {
 // up, the turn is cancelled on the workers (the held call aborted), and
 // the step still ends.
 func TestStopWhileAsking(t *testing.T) {
+	t.Parallel()
 	const first = "Mark it if I say so."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"x"}`)}, {say("never")}}})
 	srv := natstest.Start(t)

@@ -47,6 +47,7 @@ func TestCountWords(t *testing.T) {
 // count_words in the catalogs of the turns that bind its category (and
 // only those), runs its calls from a step, and stops cleanly on SIGTERM.
 func TestProgram(t *testing.T) {
+	t.Parallel() // its go commands run beside the other tests'
 	if testing.Short() {
 		t.Skip("builds and runs the example")
 	}

@@ -14,6 +14,7 @@ import (
 // an import of another module's internal packages, so this holds the
 // example (and the public packages) to what an outside program can use.
 func TestBuildsOutsideTheModule(t *testing.T) {
+	t.Parallel() // its go commands run beside the other tests'
 	if testing.Short() {
 		t.Skip("builds the example as another module")
 	}

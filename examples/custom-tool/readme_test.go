@@ -61,6 +61,7 @@ func frame(t *testing.T, snippets []string, frames map[string]string) map[string
 // The "Write a tool" section, as a reader would copy it: the tool, its
 // test and its main, in a module outside this one; the test passes.
 func TestREADMEToolSectionRunsOutside(t *testing.T) {
+	t.Parallel() // its go commands run beside the other tests'
 	if testing.Short() {
 		t.Skip("builds and tests the README's snippets as another module")
 	}
@@ -85,6 +86,7 @@ func TestREADMEToolSectionRunsOutside(t *testing.T) {
 // each snippet in a function that gives it what the text before it set
 // up.
 func TestREADMEGatewaySectionBuildsOutside(t *testing.T) {
+	t.Parallel() // its go commands run beside the other tests'
 	if testing.Short() {
 		t.Skip("builds the README's snippets as another module")
 	}

@@ -37,6 +37,7 @@ func approvalState(t *testing.T) (*TurnState, jetstream.JetStream) {
 // decided leaves the step pending until its timer, whatever the person
 // answered.
 func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
+	t.Parallel()
 	st, _ := approvalState(t)
 	ctx := context.Background()
 	budget := int(st.Pub.MaxPayload()) - protocol.Margin
@@ -76,6 +77,7 @@ func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
 // so that it is finished aborted rather than at its timer. The mark is
 // written by another worker: this one's mirror does not know it.
 func TestAnnounceAfterACancelNotesIt(t *testing.T) {
+	t.Parallel()
 	st, js := approvalState(t)
 	ctx := context.Background()
 	other := &TurnState{KV: st.KV, Pub: st.Pub, Worker: "w2"}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestDeadLetterFitsMaxPayload(t *testing.T) {
+	t.Parallel()
 	const limit = 1 << 20
 	small := nats.Header{"X-Trace": []string{"abc"}}
 	huge := nats.Header{"X-Big": []string{strings.Repeat("h", 700<<10)}}
@@ -54,6 +55,7 @@ func TestDeadLetterFitsMaxPayload(t *testing.T) {
 }
 
 func TestDeadSubject(t *testing.T) {
+	t.Parallel()
 	for subject, want := range map[string]string{
 		"turn.call.a1.t1":                 "turn.dead.a1.t1",
 		"turn.approval.a1.t1":             "turn.dead.a1.t1",

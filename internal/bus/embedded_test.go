@@ -22,6 +22,7 @@ import (
 // again the embedded server restarts JetStream by itself and the same
 // stream and durable consumer go on, with what was stored before.
 func TestEmbeddedStoreRecoversFromAFullDisk(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=24m"); err != nil {
 		t.Skipf("SKIPPING: a small tmpfs cannot be mounted here (%v): the full-disk test needs root or CAP_SYS_ADMIN", err)

@@ -21,6 +21,7 @@ import (
 // built at once, at most Total overall, and a flood beyond PerKey +
 // Waiting is refused at once with 503 instead of piling up.
 func TestCatalogFloodDoesNotStarveOtherKeys(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	release := make(chan struct{})
@@ -122,6 +123,8 @@ func TestCatalogFloodDoesNotStarveOtherKeys(t *testing.T) {
 // Two keys that flood at once, each over the total bound, take turns:
 // both are served while both wait, neither after the other.
 func TestCatalogTwoFloodsShare(t *testing.T) {
+	// Not parallel: the order it checks depends on B's requests arriving
+	// within the 200 ms before the gate opens.
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	var mu sync.Mutex

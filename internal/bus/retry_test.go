@@ -126,6 +126,7 @@ func newBucket(t *testing.T, js jetstream.JetStream, name string) jetstream.KeyV
 // its own earlier success, once; a conflict with another writer's value
 // is the caller's and is not tried again.
 func TestRetryKV(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
@@ -204,6 +205,7 @@ func TestRetryKV(t *testing.T) {
 // TestRetryRestart: a write made while the server is down is tried again
 // until it is back, each attempt bounded by the attempt timeout.
 func TestRetryRestart(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
@@ -238,6 +240,7 @@ func TestRetryRestart(t *testing.T) {
 // TestRetryWatch: a watch is read to its end; an error of the reader ends
 // it without a retry.
 func TestRetryWatch(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
@@ -272,6 +275,7 @@ func TestRetryWatch(t *testing.T) {
 // sequence" and whose read then misses the key (a replica behind, in a
 // leader change) claims again rather than failing the call.
 func TestClaimReadBehind(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()

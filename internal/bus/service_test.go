@@ -17,6 +17,7 @@ import (
 // says the protocol version beside what the worker adds; the worker
 // cannot override "protocol".
 func TestServiceMetadata(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	catalog := func(context.Context, protocol.CatalogRequest) (*protocol.CatalogReply, error) {

@@ -21,6 +21,7 @@ import (
 // TestStoreMsg checks the acknowledgements storeMsg reads without
 // decoding, and the errors it decodes, against a real server.
 func TestStoreMsg(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	js := s.JetStream(t)
@@ -84,6 +85,7 @@ func wantStored(t *testing.T, js jetstream.JetStream, stream string, n uint64) {
 // TestJournal runs the claim and stored-outcome cycle of a call on a real
 // TURN_STATE bucket, including a claim of a key an operator deleted.
 func TestJournal(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
@@ -171,6 +173,7 @@ func FuzzPubAckError(f *testing.F) {
 // TestPublishRetries: a publish that finds no stream is tried again until
 // the stream is there; one the stream refuses is not.
 func TestPublishRetries(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()

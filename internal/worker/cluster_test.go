@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,13 +13,20 @@ import (
 )
 
 // TestClusterFaults is the proof under faults: two worker processes on a
-// three-node cluster with R3 streams, consumers and buckets, 3000 main-turn
+// three-node cluster with R3 streams, consumers and buckets, 1000 main-turn
 // steps (ping and mark, or start_workflow and the task turns it
 // announces), and meanwhile the leaders of TURN_CALLS, TURN_OUTPUTS and
 // TURN_STATE stopped and restarted, a worker SIGKILLed, and every node
 // restarted one by one. Every step must get exactly one step.done, no
 // non-read-only tool body may run twice, and no accepted result may be
 // missing from WORKFLOWS (see package chaos for every check).
+//
+// What a fault meets is the steps in flight (up to Concurrency) and the
+// steps published while it lasts, not the steps between faults: 1000
+// steps at most 20 a second (at least 50 s of publishing, on any machine)
+// put one fault every ~170 steps, and every fault must begin while
+// main-turn steps are still being published (cmd/chaos runs longer
+// proofs).
 func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster and worker processes under faults")
@@ -30,10 +38,12 @@ func TestClusterFaults(t *testing.T) {
 	c := natstest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	const steps = 1000
+	faults := &faultLog{Handler: slog.NewTextHandler(testWriter{t}, nil)}
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Cluster: c, WorkerBin: bin, Dir: t.TempDir(),
-		Workers: 2, Steps: 3000, Concurrency: 64,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Workers: 2, Steps: steps, Rate: 20, Concurrency: 64,
+		Logger: slog.New(faults),
 	})
 	if rep != nil {
 		t.Logf("report:\n%s", rep)
@@ -47,6 +57,18 @@ func TestClusterFaults(t *testing.T) {
 	for _, f := range chaos.AllFaults {
 		if rep.Faults[f] == 0 {
 			t.Errorf("fault %s was not injected", f)
+		}
+	}
+	injectedFaults := 0
+	for _, n := range rep.Faults {
+		injectedFaults += n
+	}
+	if got := faults.get(); len(got) != injectedFaults {
+		t.Errorf("the log shows %d faults injected, the report %d", len(got), injectedFaults)
+	}
+	for _, f := range faults.get() {
+		if f.published < 0 || f.published >= steps {
+			t.Errorf("fault %s began once all %d main-turn steps were published: it met no publishing (published: %d)", f.kind, steps, f.published)
 		}
 	}
 	if rep.ResultsCommitted == 0 {
@@ -63,3 +85,43 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = testWriter{}
+
+// faultLog is the run's log handler, which also records each fault
+// injected with the number of main-turn steps published when it began.
+type faultLog struct {
+	slog.Handler
+	mu     sync.Mutex
+	faults []injected
+}
+
+type injected struct {
+	kind      string
+	published int64
+}
+
+func (h *faultLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "fault injected" {
+		f := injected{published: -1}
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "kind":
+				f.kind = a.Value.String()
+			case "published":
+				if a.Value.Kind() == slog.KindInt64 {
+					f.published = a.Value.Int64()
+				}
+			}
+			return true
+		})
+		h.mu.Lock()
+		h.faults = append(h.faults, f)
+		h.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *faultLog) get() []injected {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]injected(nil), h.faults...)
+}

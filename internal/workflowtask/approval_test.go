@@ -18,6 +18,7 @@ import (
 // whatever the worker's approval policy or the step's context.approval
 // says; a destructive tool a context names is not in the turn at all.
 func TestTaskTurnsAreNeverHeldForApproval(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.approval = turn.Policy{Destructive: true, Names: []string{"recall", "submit_result"}}
 	h.startWorker()

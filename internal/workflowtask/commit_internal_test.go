@@ -28,6 +28,7 @@ func (nopEvents) Event(context.Context, string, string, any) error { return nil 
 // compare-and-set: exactly one commits, every other one is told the task
 // was already accepted, and the record holds the winner's value.
 func TestConcurrentCommits(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	js := srv.JetStream(t)

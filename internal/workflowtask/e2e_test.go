@@ -14,6 +14,7 @@ import (
 // its turn, step by step, following each verdict, until
 // workflow.completed.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	h.startWorker()

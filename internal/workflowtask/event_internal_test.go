@@ -12,6 +12,7 @@ import (
 // A workflow event over the budget keeps its result and clips its texts;
 // one whose result alone is over is refused as too large.
 func TestEventFit(t *testing.T) {
+	t.Parallel()
 	const budget = 64 << 10
 	ev := &Event{Type: EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
 		Instructions: strings.Repeat("i", 200<<10), Reason: strings.Repeat("r", 600<<10), Result: json.RawMessage(`{"ok":true}`)}

@@ -17,6 +17,7 @@ var golden = goldenfile.IndentedJSON
 // turn.tools, and submit_result's definition for a strict-ready schema
 // and for one the strict rewrite changes.
 func TestGoldenTaskCatalog(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	loose := json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"},"tags":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}}}}},"required":["title"]}`)

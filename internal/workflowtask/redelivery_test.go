@@ -76,6 +76,7 @@ func attempt(t *testing.T, h *harness, c protocol.Context, turnID string, step i
 }
 
 func TestRedeliveredCommitReportsTheSame(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -118,6 +119,7 @@ func TestRedeliveredCommitReportsTheSame(t *testing.T) {
 }
 
 func TestCrashAfterCommitStillAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))

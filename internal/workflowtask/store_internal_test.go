@@ -35,6 +35,7 @@ func (b *behind) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 // record yet (start_workflow failed as "stored but could not be
 // announced").
 func TestMarkReadyReadBehind(t *testing.T) {
+	t.Parallel()
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	js := srv.JetStream(t)

@@ -12,6 +12,7 @@ import (
 // A result with 60,000 wrong items is rejected with the first violations
 // and a count, not a list that would not fit one event.
 func TestViolationsTextIsCapped(t *testing.T) {
+	t.Parallel()
 	ve := &schema.ValidationError{}
 	for i := range 60000 {
 		ve.Violations = append(ve.Violations, schema.Violation{Pointer: fmt.Sprintf("/result/items/%d", i), Message: "expected object, but got number"})

@@ -35,6 +35,7 @@ func wantVerdict(t *testing.T, se stepEvents, status string, endTurn bool) *work
 }
 
 func TestAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -101,6 +102,7 @@ func TestAccepted(t *testing.T) {
 }
 
 func TestRejectedThenAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -131,6 +133,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 }
 
 func TestProseRepairThenAccepted(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -154,6 +157,7 @@ func TestProseRepairThenAccepted(t *testing.T) {
 }
 
 func TestProseTwiceFails(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -202,6 +206,7 @@ func (h *harness) waitTasksDrained() {
 }
 
 func TestForbiddenToolsInTaskTurn(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -238,6 +243,7 @@ func TestForbiddenToolsInTaskTurn(t *testing.T) {
 }
 
 func TestTaskCatalog(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -284,6 +290,7 @@ func TestTaskCatalog(t *testing.T) {
 }
 
 func TestStoredSchemaWins(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -307,6 +314,7 @@ func TestStoredSchemaWins(t *testing.T) {
 }
 
 func TestRacingCommitsCommitOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	h.startWorker()
@@ -414,6 +422,7 @@ func TestRacingCommitsCommitOnce(t *testing.T) {
 }
 
 func TestCancelledWorkflow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("done"), oneTask("open"))
@@ -474,6 +483,7 @@ func TestCancelledWorkflow(t *testing.T) {
 }
 
 func TestCancelledTurnFailsTask(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
@@ -513,6 +523,7 @@ func TestCancelledTurnFailsTask(t *testing.T) {
 }
 
 func TestStartWorkflowChecksBeforeStoring(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	h.startWorker()
 	cases := map[string]struct {
@@ -568,6 +579,7 @@ func TestStartWorkflowChecksBeforeStoring(t *testing.T) {
 }
 
 func TestTaskTurnID(t *testing.T) {
+	t.Parallel()
 	wf := "wf_0123456789abcdef012345"
 	if got := workflowtask.TaskTurnID(wf, "short"); got != "task_"+wf+"_short" {
 		t.Errorf("short: %s", got)
