@@ -35,8 +35,9 @@ const usageTTL = 30 * time.Second
 // quotas holds every home to a size on disk and a count of entries, by
 // counting: a walk of the home (the blocks its files hold, and its files,
 // directories and links) cached per agent, what the file tools write
-// admitted against it before it is written, and a command stopped when a
-// walk during it finds the home over. Nil: no quota.
+// admitted against it before it is written, and a command whose files
+// are capped at the room left (RLIMIT_FSIZE) and that is stopped once its
+// follower (inotify, walks, statfs) finds the home over. Nil: no quota.
 type quotas struct {
 	bytes, files int64 // each <= 0: that one is not bounded
 	mu           sync.Mutex
@@ -116,8 +117,9 @@ func (q *quotas) current(h *home) *usage {
 // is over the quota.
 func (q *quotas) recount(h *home) (*usage, bool) {
 	u := q.walk(h)
+	cached := *u // admit changes the cached one under mu; u is the caller's
 	q.mu.Lock()
-	q.use[h.agent] = u
+	q.use[h.agent] = &cached
 	q.mu.Unlock()
 	return u, q.isOver(u)
 }
@@ -379,8 +381,9 @@ func (w *follower) walk() *usage {
 	w.est, w.walked = *u, *u
 	w.walkNow = false
 	w.fsUsed = w.used()
+	cached := *u // admit changes the cached one under mu; u stays the follower's
 	w.q.mu.Lock()
-	w.q.use[w.h.agent] = u
+	w.q.use[w.h.agent] = &cached
 	w.q.mu.Unlock()
 	return u
 }
@@ -441,7 +444,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			parseEvents(buf[:n], w.event)
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				w.close() // not expected; walks alone from here
+				_ = w.f.Close() // not expected; walks alone from here
 				w.f = nil
 			}
 			continue
