@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
@@ -181,7 +180,7 @@ type program struct {
 	mcp      *mcp.Config
 	skills   *skills.Library
 	log      *slog.Logger
-	server   *server.Server
+	server   *bus.Embedded
 	nc       *nats.Conn
 
 	// From --context: the file read, and its tls_first; urlFromContext

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -54,11 +55,56 @@ func (e *PortInUseError) Error() string {
 
 func (e *PortInUseError) Unwrap() error { return e.Err }
 
+// Embedded is an in-process NATS server with JetStream. After a store
+// write error (a full disk) it is restarted whole, on the same ports and
+// store, once the store's file system has room again: its clients
+// reconnect and go on. (JetStream alone restarted in a running server
+// races with the API requests its clients send meanwhile.)
+type Embedded struct {
+	opts *server.Options // as the first server ran, its ports fixed
+	url  string
+	sl   *serverLog
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	ns      *server.Server
+	stopped chan struct{}
+	stop    sync.Once
+}
+
+// ClientURL is the URL clients connect to; a restart keeps it.
+func (e *Embedded) ClientURL() string { return e.url }
+
+// StoreDir is the JetStream store's directory.
+func (e *Embedded) StoreDir() string { return e.server().StoreDir() }
+
+// Shutdown stops the server (and any restart to come) and waits for it.
+func (e *Embedded) Shutdown() {
+	e.stop.Do(func() { close(e.stopped) })
+	e.mu.Lock()
+	ns := e.ns
+	e.mu.Unlock()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+}
+
+// WaitForShutdown waits until Shutdown was called and the server stopped.
+func (e *Embedded) WaitForShutdown() {
+	<-e.stopped
+	e.server().WaitForShutdown()
+}
+
+func (e *Embedded) server() *server.Server {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ns
+}
+
 // StartEmbedded starts a NATS server with JetStream in this process and
 // waits until it accepts connections. Its ports are tried first: a port
 // in use is a *PortInUseError at once, where the server would only fail
 // to become ready.
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	opts := &server.Options{
 		ServerName: "turn-worker-embedded",
 		Host:       o.Host,
@@ -91,26 +137,72 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 			return nil, err
 		}
 	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("embedded NATS server: %w", err)
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sl := &serverLog{log: log.With("component", "nats-server")}
-	ns.SetLoggerV2(sl, false, false, false)
+	e := &Embedded{sl: &serverLog{log: log.With("component", "nats-server")}, log: log, stopped: make(chan struct{})}
+	ns, err := e.start(opts.Clone())
+	if err != nil {
+		return nil, err
+	}
+	// A restart binds the ports this server got (a -1 port is one picked
+	// now) and keeps its store limit (the default is figured from the
+	// space free at start, which a full disk would shrink).
+	if a, ok := ns.Addr().(*net.TCPAddr); ok {
+		opts.Port = a.Port
+	}
+	if a := ns.MonitorAddr(); a != nil && opts.HTTPPort != 0 {
+		opts.HTTPPort = a.Port
+	}
+	if c := ns.JetStreamConfig(); c != nil {
+		opts.JetStreamMaxStore = c.MaxStore
+	}
+	e.opts, e.ns, e.url = opts, ns, ns.ClientURL()
+	if opts.StoreDir != "" {
+		r := &storeRecovery{e: e, dir: opts.StoreDir, reserve: o.Reserve, every: o.RecoverEvery}
+		go r.run()
+	}
+	return e, nil
+}
+
+// start starts one server with opts and waits until it is ready.
+func (e *Embedded) start(opts *server.Options) (*server.Server, error) {
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	ns.SetLoggerV2(e.sl, false, false, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(15 * time.Second) {
 		ns.Shutdown()
 		return nil, fmt.Errorf("embedded NATS server did not become ready on %s:%d", opts.Host, opts.Port)
 	}
-	if opts.StoreDir != "" {
-		r := &storeRecovery{ns: ns, sl: sl, log: log, dir: opts.StoreDir, cfg: ns.JetStreamConfig(), reserve: o.Reserve, every: o.RecoverEvery}
-		go r.run()
-	}
 	return ns, nil
+}
+
+// restart replaces the running server by a new one on the same ports and
+// store, unless Shutdown came first.
+func (e *Embedded) restart() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	select {
+	case <-e.stopped:
+		return nil
+	default:
+	}
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	var err error
+	for range 50 { // the old listener's port may take a moment to be free
+		var ns *server.Server
+		if ns, err = e.start(e.opts.Clone()); err == nil {
+			e.ns = ns
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // serverLog passes the embedded server's warnings and errors to slog and
@@ -137,16 +229,13 @@ func (l *serverLog) Errorf(format string, v ...any) {
 	l.log.Error(msg)
 }
 
-// storeRecovery restarts JetStream (its streams, consumers and buckets
+// storeRecovery restarts the server (its streams, consumers and buckets
 // are read back from the store) once the store had a write error and its
 // file system has Reserve bytes free again: the worker's steps then go
 // on by themselves, with nothing stored lost.
 type storeRecovery struct {
-	ns      *server.Server
-	sl      *serverLog
-	log     *slog.Logger
+	e       *Embedded
 	dir     string
-	cfg     *server.JetStreamConfig
 	reserve int64
 	every   time.Duration
 }
@@ -158,50 +247,37 @@ func (r *storeRecovery) run() {
 	if r.every <= 0 {
 		r.every = 2 * time.Second
 	}
-	done := make(chan struct{})
-	go func() {
-		r.ns.WaitForShutdown()
-		close(done)
-	}()
+	log, sl := r.e.log, r.e.sl
 	t := time.NewTicker(r.every)
 	defer t.Stop()
 	waiting := false
 	for {
 		select {
-		case <-done:
+		case <-r.e.stopped:
 			return
 		case <-t.C:
 		}
-		if !r.sl.writeErr.Load() && r.ns.JetStreamEnabled() {
+		if !sl.writeErr.Load() && r.e.server().JetStreamEnabled() {
 			continue
 		}
 		free, err := freeBytes(r.dir)
 		if err != nil || free < r.reserve {
 			if !waiting {
-				r.log.Warn("the JetStream store could not write (its disk is full?); it restarts once its file system has room",
+				log.Warn("the JetStream store could not write (its disk is full?); it restarts once its file system has room",
 					"store_dir", r.dir, "free_bytes", free, "reserve_bytes", r.reserve, "err", err)
 				waiting = true
 			}
 			continue
 		}
-		r.sl.writeErr.Store(false)
-		if err := r.restart(); err != nil {
-			r.log.Error("restarting JetStream after a store write error failed; trying again", "store_dir", r.dir, "err", err)
-			r.sl.writeErr.Store(true)
+		sl.writeErr.Store(false)
+		if err := r.e.restart(); err != nil {
+			log.Error("restarting the NATS server after a store write error failed; trying again", "store_dir", r.dir, "err", err)
+			sl.writeErr.Store(true)
 			continue
 		}
 		waiting = false
-		r.log.Info("JetStream restarted after a store write error; its file system has room again", "store_dir", r.dir, "free_bytes", free)
+		log.Info("the NATS server restarted after a store write error; its file system has room again", "store_dir", r.dir, "free_bytes", free)
 	}
-}
-
-func (r *storeRecovery) restart() error {
-	if err := r.ns.ShutdownJetStream(); err != nil {
-		return err
-	}
-	cfg := *r.cfg
-	cfg.StoreDir = r.dir // the server's own config names it with the "jetstream" it appends
-	return r.ns.EnableJetStream(&cfg)
 }
 
 // freeBytes is the space dir's file system gives an unprivileged writer.

@@ -19,7 +19,7 @@ import (
 )
 
 // A store whose disk fills up fails its writes; once the disk has room
-// again the embedded server restarts JetStream by itself and the same
+// again the embedded server restarts by itself (same port and store) and the same
 // stream and durable consumer go on, with what was stored before.
 func TestEmbeddedStoreRecoversFromAFullDisk(t *testing.T) {
 	t.Parallel()
@@ -96,8 +96,8 @@ func TestEmbeddedStoreRecoversFromAFullDisk(t *testing.T) {
 	}
 	before := got.Load()
 
-	// Space back: publishing works again, without a restart of anything
-	// but JetStream, and the consumer receives.
+	// Space back: publishing works again through the same connection (it
+	// reconnects to the restarted server), and the consumer receives.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
