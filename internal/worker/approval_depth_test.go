@@ -26,6 +26,7 @@ type storeParams struct {
 // value of 10,000 levels once made the pending record unreadable and the
 // step never ended).
 func TestApprovalDeepestArgumentsAreDecidedAndRun(t *testing.T) {
+	t.Parallel()
 	got := make(chan json.RawMessage, 4)
 	store := tools.Must(tools.Def[storeParams]{
 		Spec: tools.Spec{Name: "store", Description: "Store a JSON document.", ExecutionMode: tools.Sequential,

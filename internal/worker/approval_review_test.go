@@ -24,6 +24,7 @@ import (
 // answer again (which would answer the call interrupted while it runs).
 // The approved calls report progress and complete as any call does.
 func TestApprovalSlowApprovedCallOnTwoWorkers(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	markDir := t.TempDir()
 	cfg := testConfig() // ack wait 2s
@@ -72,6 +73,7 @@ func TestApprovalSlowApprovedCallOnTwoWorkers(t *testing.T) {
 // malice, against one pending step whose second call has invalid
 // arguments (answered invalid_arguments, never offered).
 func TestApprovalHostileAnswers(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "h1")
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "h1"))
@@ -123,6 +125,7 @@ func TestApprovalHostileAnswers(t *testing.T) {
 // that validation did not refuse aborted (the one that needed no
 // approval too), and end_turn set.
 func TestApprovalCancelNoteWithoutItsMark(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "n1")
 	r.g.sendStep("a1", "n1", 0, fc("c1", "mark", `{"label":"x"}`), fc("c2", "ping", `{}`), fc("c3", "nope", `{}`))
@@ -146,6 +149,7 @@ func TestApprovalCancelNoteWithoutItsMark(t *testing.T) {
 // dead-lettered to the turn's dead letters with its reason, so that the
 // gateway learns that the step will get no step.done.
 func TestApprovalTimerOfAnExpiredRecord(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}, Timeout: 2 * time.Second})
 	ev := r.g.watch("a1", "x1")
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "x1"))

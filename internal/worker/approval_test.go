@@ -86,6 +86,7 @@ func errKind(e event) string {
 }
 
 func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t1")
 	// The mark's arguments need a repair (a trailing comma): what is shown,
@@ -147,6 +148,7 @@ func TestApprovalApproveRunsTheShownArgumentsOnce(t *testing.T) {
 }
 
 func TestApprovalRefused(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t2")
 	r.g.sendStep("a1", "t2", 0, fc("c1", "mark", `{"label":"no"}`), fc("c2", "ping", `{}`))
@@ -165,6 +167,7 @@ func TestApprovalRefused(t *testing.T) {
 }
 
 func TestApprovalPartial(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t3")
 	r.g.sendStep("a1", "t3", 0, fc("c1", "mark", `{"label":"one"}`), fc("c2", "mark", `{"label":"two"}`))
@@ -191,6 +194,7 @@ func TestApprovalPartial(t *testing.T) {
 }
 
 func TestApprovalTimesOut(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Destructive: true, Names: []string{"mark"}, Timeout: 2 * time.Second})
 	ev := r.g.watch("a1", "t4")
 	r.g.sendStep("a1", "t4", 0, fc("c1", "mark", `{"label":"late"}`), fc("c2", "ping", `{}`))
@@ -211,6 +215,7 @@ func TestApprovalTimesOut(t *testing.T) {
 }
 
 func TestApprovalCancelWhilePending(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{All: true})
 	ev := r.g.watch("a1", "t5")
 	r.g.sendStep("a1", "t5", 0, fc("c1", "mark", `{"label":"x"}`), fc("c2", "ping", `{}`))
@@ -237,6 +242,7 @@ func TestApprovalCancelWhilePending(t *testing.T) {
 }
 
 func TestApprovalRedeliveredStepAndDecision(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t6")
 	r.g.sendStep("a1", "t6", 0, fc("c1", "mark", `{"label":"once"}`))
@@ -263,6 +269,7 @@ func TestApprovalRedeliveredStepAndDecision(t *testing.T) {
 }
 
 func TestApprovalMalformedAnswersAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t7")
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "t7"))
@@ -304,6 +311,7 @@ func TestApprovalMalformedAnswersAreDeadLettered(t *testing.T) {
 }
 
 func TestApprovalContextAddsAndCatalogLists(t *testing.T) {
+	t.Parallel()
 	// The worker holds nothing back; a context names mark.
 	r := newApprovalRig(t, turn.Policy{})
 	for _, c := range []struct {
@@ -362,6 +370,7 @@ func TestApprovalContextAddsAndCatalogLists(t *testing.T) {
 // TestApprovalTimeoutMustFitStateTTL: a pending step lives in TURN_STATE,
 // so the worker refuses a wait longer than the state is kept.
 func TestApprovalTimeoutMustFitStateTTL(t *testing.T) {
+	t.Parallel()
 	cfg := worker.Config{Approval: turn.Policy{Timeout: 48 * time.Hour}}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "shorter than the state TTL") {
 		t.Errorf("validate: %v", err)
@@ -375,6 +384,7 @@ func TestApprovalTimeoutMustFitStateTTL(t *testing.T) {
 // consumer that filters on other subjects would take the timers out of the
 // work queue, or miss the answers; the worker refuses to start over it.
 func TestIncompatibleApprovalsConsumerStopsTheStart(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
@@ -397,6 +407,7 @@ func TestIncompatibleApprovalsConsumerStopsTheStart(t *testing.T) {
 // cancel subjects that is not the worker's own is dead-lettered, and
 // changes nothing.
 func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{})
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	for _, subj := range []string{"turn.approval.timeout.a%b.t.0", "turn.approval.timeout.a.t.01", "turn.approval.cancel.a.t%"} {
@@ -412,6 +423,7 @@ func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
 // once decided, its events are versioned as any re-sent step's, so none is
 // dropped as the first version's duplicate.
 func TestApprovalReusedCallIDInAHeldStep(t *testing.T) {
+	t.Parallel()
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ev := r.g.watch("a1", "t10")
 	r.g.sendStep("a1", "t10", 0, fc("c1", "ping", `{}`))

@@ -275,6 +275,8 @@ func countStepDone(t *testing.T, js jetstream.JetStream, filter string) map[stri
 // a few thousand steps are in flight: every step gets exactly one
 // step.done, none is lost and none doubled.
 func TestServerRestartUnderLoad(t *testing.T) {
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	if testing.Short() {
 		t.Skip("load test")
 	}
@@ -287,9 +289,18 @@ func TestServerRestartUnderLoad(t *testing.T) {
 	const perTurn = 100
 	ev := g.watchSubject(protocol.StreamOutputs, protocol.PrefixOutput+".load.>")
 	published := make(chan struct{})
+	// The publisher stops when the test does, so that a test that fails
+	// early is not failed again from a goroutine after it has ended.
+	stop := make(chan struct{})
+	defer func() { close(stop); <-published }()
 	go func() {
 		defer close(published)
 		for i := range steps {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			turnID := fmt.Sprintf("t%d", i/perTurn)
 			body, _ := json.Marshal(step("load", turnID, i%perTurn, fc("c", "ping", `{}`)))
 			m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "load", turnID))
@@ -306,7 +317,11 @@ func TestServerRestartUnderLoad(t *testing.T) {
 					t.Errorf("publishing step %d: %v", i, err)
 					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 		}
 	}()

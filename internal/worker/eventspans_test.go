@@ -21,6 +21,7 @@ import (
 // publish span of its own, a child of the step's process span, and its
 // traceparent is that publish span, not the gateway's.
 func TestEveryEventHasItsPublishSpan(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Instance: "test"}, workertest.Logger())
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 // sandboxed command nor an MCP stdio child gets them: each lists
 // /proc/self/fd and tries to read and write through /proc/self/fd/N.
 func TestInheritedDescriptors(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs a worker process")
 	}

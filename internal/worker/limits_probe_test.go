@@ -69,6 +69,8 @@ func checkEvent(t *testing.T, ev event, limit int) {
 }
 
 func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), uniCreator())
 	g := newGateway(t, s)
@@ -106,6 +108,8 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 }
 
 func TestProbeLongCallIDs(t *testing.T) {
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -145,6 +149,7 @@ func TestProbeLongCallIDs(t *testing.T) {
 }
 
 func TestProbeHugeNameAndNamespace(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -169,6 +174,7 @@ func TestProbeHugeNameAndNamespace(t *testing.T) {
 }
 
 func TestProbeStepAtTheStreamLimit(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -197,6 +203,7 @@ func TestProbeStepAtTheStreamLimit(t *testing.T) {
 }
 
 func TestProbeHugeAndManyHeaders(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -242,6 +249,7 @@ func TestProbeHugeAndManyHeaders(t *testing.T) {
 }
 
 func TestProbeCancelThatIsNotJSON(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -264,6 +272,7 @@ func TestProbeCancelThatIsNotJSON(t *testing.T) {
 }
 
 func TestProbeCatalogWithAGiantContext(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -302,6 +311,7 @@ func TestProbeCatalogWithAGiantContext(t *testing.T) {
 }
 
 func TestProbeReusedCallIDWithAnotherTool(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -331,6 +341,7 @@ func smallServer(t *testing.T, n int32) *natstest.Server {
 }
 
 func TestProbeSmallMaxPayload(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	s := smallServer(t, limit)
 	cfg := testConfig()
@@ -402,6 +413,7 @@ func TestProbeSmallMaxPayload(t *testing.T) {
 }
 
 func TestProbeDeadLetterStreamFull(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	startWorker(t, s, cfg)
@@ -436,6 +448,7 @@ func TestProbeDeadLetterStreamFull(t *testing.T) {
 }
 
 func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig())
 	g := newGateway(t, s)
@@ -464,6 +477,7 @@ func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
 }
 
 func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var ts []*tools.Tool
 	for i := range 6 {
@@ -494,6 +508,7 @@ func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
 }
 
 func TestProbeSmallMaxPayloadWithDefaultTopology(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	s := smallServer(t, limit)
 	startWorker(t, s, testConfig(), sizeCreator())

@@ -66,6 +66,7 @@ func maxPayload(t *testing.T, g *gateway) int {
 }
 
 func TestEightyLargeOutputsAllFitStepDone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), sizeCreator())
 	g := newGateway(t, s)
@@ -106,6 +107,7 @@ func TestEightyLargeOutputsAllFitStepDone(t *testing.T) {
 }
 
 func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), sizeCreator())
 	g := newGateway(t, s)
@@ -132,6 +134,8 @@ func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
 }
 
 func TestTenThousandCallsToAnUnknownTool(t *testing.T) {
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -168,6 +172,7 @@ func TestTenThousandCallsToAnUnknownTool(t *testing.T) {
 }
 
 func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -188,6 +193,7 @@ func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
 }
 
 func TestHugeViolationListIsCapped(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), sizeCreator())
 	g := newGateway(t, s)
@@ -213,6 +219,7 @@ func TestHugeViolationListIsCapped(t *testing.T) {
 }
 
 func TestHugeCancelReasonIsBounded(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -246,6 +253,7 @@ func TestHugeCancelReasonIsBounded(t *testing.T) {
 }
 
 func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
@@ -302,6 +310,7 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 }
 
 func TestHugeCatalogReplies(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	lib, err := skills.Load(t.TempDir())
 	if err != nil {
@@ -350,6 +359,7 @@ func TestHugeCatalogReplies(t *testing.T) {
 }
 
 func TestBadCatalogRequestErrorIsBounded(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig())
 	g := newGateway(t, s)
@@ -365,6 +375,7 @@ func TestBadCatalogRequestErrorIsBounded(t *testing.T) {
 }
 
 func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -418,6 +429,7 @@ func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 }
 
 func TestDeadLetterWaitsForItsStream(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	startWorker(t, s, cfg)

@@ -9,6 +9,7 @@ import (
 // TestREADMECommandsAreSmokeTested keeps the README honest: every NATS CLI
 // command it shows is run, verbatim, by scripts/cli-smoke.sh in CI.
 func TestREADMECommandsAreSmokeTested(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

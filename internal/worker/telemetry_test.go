@@ -22,6 +22,7 @@ import (
 // TestTraceAndMetrics: the gateway's traceparent parents the step's spans
 // and is carried on every event; the metrics and health endpoints answer.
 func TestTraceAndMetrics(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	tel, err := telemetry.Setup(context.Background(), telemetry.Config{Instance: "test", HTTPAddr: "127.0.0.1:0"}, workertest.Logger())
 	if err != nil {

@@ -70,6 +70,7 @@ func probeCreator(log *orderLog, runs *counter) turn.Creator {
 }
 
 func TestStepMixedParallelAndSequential(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
@@ -131,6 +132,7 @@ func TestStepMixedParallelAndSequential(t *testing.T) {
 // A call that runs for several ack waits keeps its step's lease: the step
 // is not delivered again while it runs.
 func TestLongCallKeepsItsLease(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
@@ -161,6 +163,7 @@ func TestLongCallKeepsItsLease(t *testing.T) {
 // message id must not be step.done's, or step.done would be dropped as a
 // duplicate.
 func TestCallIDDone(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
@@ -178,6 +181,7 @@ func TestCallIDDone(t *testing.T) {
 }
 
 func TestEmptyStepEndsTurn(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig())
 	g := newGateway(t, s)
@@ -190,6 +194,7 @@ func TestEmptyStepEndsTurn(t *testing.T) {
 }
 
 func TestCatalogRequests(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	nc := s.Connect(t)
@@ -225,6 +230,7 @@ func TestCatalogRequests(t *testing.T) {
 }
 
 func TestCancelMidCall(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
@@ -275,6 +281,7 @@ func TestCancelMidCall(t *testing.T) {
 }
 
 func TestBadMessagesAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.MaxStepBytes = 4096
@@ -327,6 +334,7 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 }
 
 func TestDeliveryLimitDeadLetters(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
@@ -355,6 +363,7 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 }
 
 func TestGracefulStopLetsRunningCallsFinish(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
@@ -400,6 +409,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 }
 
 func TestIncompatibleStreamStopsTheStart(t *testing.T) {
+	t.Parallel()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
