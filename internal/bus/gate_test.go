@@ -123,8 +123,7 @@ func TestCatalogFloodDoesNotStarveOtherKeys(t *testing.T) {
 // Two keys that flood at once, each over the total bound, take turns:
 // both are served while both wait, neither after the other.
 func TestCatalogTwoFloodsShare(t *testing.T) {
-	// Not parallel: the order it checks depends on B's requests arriving
-	// within the 200 ms before the gate opens.
+	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
 	var mu sync.Mutex
@@ -160,10 +159,21 @@ func TestCatalogTwoFloodsShare(t *testing.T) {
 	}
 	// A's 40 arrive first, then B's 10: arrival order would serve all of
 	// A before any of B.
+	inGate := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for bus.CatalogInGate(svc) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests reached the gate, want %d", bus.CatalogInGate(svc), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	send("A", 40)
-	time.Sleep(200 * time.Millisecond) // only to make arrival order likely; the assertion holds either way
+	inGate(40)
 	send("B", 10)
-	time.Sleep(200 * time.Millisecond)
+	inGate(50)
+	time.Sleep(50 * time.Millisecond) // from the count to the semaphore's queue
 	close(gate)
 	wg.Wait()
 	// B's 10 are all served within the first 2*10+2 (one A, one B, ...).

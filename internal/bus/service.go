@@ -49,7 +49,8 @@ type ServiceInfo struct {
 // waits for the requests it is answering.
 type CatalogService struct {
 	micro.Service
-	wg sync.WaitGroup
+	wg   sync.WaitGroup
+	gate *keyGate
 }
 
 // Stop stops the service (no more requests are taken) and waits for the
@@ -97,8 +98,8 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	if err != nil {
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)
 	}
-	cs := &CatalogService{Service: svc}
 	gate := newKeyGate(info.Limits)
+	cs := &CatalogService{Service: svc, gate: gate}
 	build := func(r detachedRequest, req *protocol.CatalogRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 		defer cancel()
