@@ -5,5 +5,5 @@ package bus
 func CatalogInGate(cs *CatalogService) int64 {
 	cs.gate.mu.Lock()
 	defer cs.gate.mu.Unlock()
-	return cs.gate.all
+	return int64(cs.gate.all)
 }

@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // Defaults of CatalogLimits.
@@ -65,33 +64,36 @@ func (l CatalogLimits) Validate() error {
 var errBusy = errors.New("too many requests waiting")
 
 // keyGate admits work per key: at most perKey of a key at once and at
-// most total overall, a key's work taking its key slot before it
-// competes for a total slot. Both semaphores are FIFO, and no key has
-// more than perKey waiters for the total slots, so a key with a flood
-// waiting cannot starve the others: each key gets its turn in arrival
-// order of the keys' heads. Keys with nothing running or waiting are
-// forgotten.
+// most total overall. Requests that must wait queue per key, in arrival
+// order; whenever a slot frees, the keys with requests waiting take turns
+// (round robin, in the order their first request began to wait), so that
+// a key with a flood waiting cannot starve the others: each waiting key
+// gets one of every n slots that free. One lock decides every grant, so
+// the turns do not depend on which goroutine the scheduler runs first.
+// Keys with nothing running or waiting are forgotten.
 type keyGate struct {
-	perKey, waiting int64
-	total           *semaphore.Weighted
+	perKey, waiting, total int
 	// maxAll bounds the requests running and waiting over every key, so
 	// that many keys at once cannot hold unbounded memory either.
-	maxAll int64
+	maxAll int
 
-	mu   sync.Mutex
-	all  int64
-	keys map[string]*gateKey
+	mu      sync.Mutex
+	all     int // running and waiting
+	running int
+	keys    map[string]*gateKey
+	turns   []*gateKey // keys with requests waiting, next turn first
 }
 
 type gateKey struct {
-	sem  *semaphore.Weighted
-	refs int64 // running and waiting
+	key     string
+	running int
+	queue   []chan struct{} // waiting, first come first; closed when granted
 }
 
 func newKeyGate(l CatalogLimits) *keyGate {
 	l = l.WithDefaults()
-	return &keyGate{perKey: int64(l.PerKey), waiting: int64(l.Waiting), total: semaphore.NewWeighted(int64(l.Total)),
-		maxAll: int64(l.Total) + 16*int64(l.Waiting), keys: map[string]*gateKey{}}
+	return &keyGate{perKey: l.PerKey, waiting: l.Waiting, total: l.Total,
+		maxAll: l.Total + 16*l.Waiting, keys: map[string]*gateKey{}}
 }
 
 // acquire waits for a slot of key; release must be called once when
@@ -106,36 +108,92 @@ func (g *keyGate) acquire(ctx context.Context, key string) (release func(), err 
 	}
 	k := g.keys[key]
 	if k == nil {
-		k = &gateKey{sem: semaphore.NewWeighted(g.perKey)}
+		k = &gateKey{key: key}
 		g.keys[key] = k
 	}
-	if k.refs >= g.perKey+g.waiting {
+	if k.running+len(k.queue) >= g.perKey+g.waiting {
 		g.mu.Unlock()
 		return nil, errBusy
 	}
-	k.refs++
 	g.all++
-	g.mu.Unlock()
-	leave := func() {
+	release = func() {
 		g.mu.Lock()
-		g.all--
-		if k.refs--; k.refs == 0 {
-			delete(g.keys, key)
-		}
+		g.running--
+		k.running--
+		g.leave(k)
+		g.grant()
 		g.mu.Unlock()
 	}
-	if err := k.sem.Acquire(ctx, 1); err != nil {
-		leave()
-		return nil, err
+	// Queued, then granted at once if a slot is free for it: a request
+	// never passes a waiting one that a free slot could take.
+	ready := make(chan struct{})
+	if len(k.queue) == 0 {
+		g.turns = append(g.turns, k)
 	}
-	if err := g.total.Acquire(ctx, 1); err != nil {
-		k.sem.Release(1)
-		leave()
-		return nil, err
+	k.queue = append(k.queue, ready)
+	g.grant()
+	g.mu.Unlock()
+	select {
+	case <-ready:
+		return release, nil
+	case <-ctx.Done():
 	}
-	return func() {
-		g.total.Release(1)
-		k.sem.Release(1)
-		leave()
-	}, nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-ready: // granted meanwhile: handed on
+		g.running--
+		k.running--
+		g.leave(k)
+		g.grant()
+		return nil, ctx.Err()
+	default:
+	}
+	for i, c := range k.queue {
+		if c == ready {
+			k.queue = append(k.queue[:i], k.queue[i+1:]...)
+			break
+		}
+	}
+	if len(k.queue) == 0 {
+		g.dropTurn(k)
+	}
+	g.leave(k)
+	return nil, ctx.Err()
+}
+
+// grant hands free slots to waiting requests, a key at a time in turn.
+// g.mu is held.
+func (g *keyGate) grant() {
+	for g.running < g.total {
+		i := slices.IndexFunc(g.turns, func(k *gateKey) bool { return k.running < g.perKey })
+		if i < 0 {
+			return
+		}
+		k := g.turns[i]
+		g.turns = append(g.turns[:i], g.turns[i+1:]...)
+		close(k.queue[0])
+		k.queue = k.queue[1:]
+		g.running++
+		k.running++
+		if len(k.queue) > 0 {
+			g.turns = append(g.turns, k) // its next turn comes after the others'
+		}
+	}
+}
+
+// dropTurn takes k out of the turns. g.mu is held.
+func (g *keyGate) dropTurn(k *gateKey) {
+	if i := slices.Index(g.turns, k); i >= 0 {
+		g.turns = append(g.turns[:i], g.turns[i+1:]...)
+	}
+}
+
+// leave counts one request of k gone and forgets k when it has none.
+// g.mu is held.
+func (g *keyGate) leave(k *gateKey) {
+	g.all--
+	if k.running == 0 && len(k.queue) == 0 {
+		delete(g.keys, k.key)
+	}
 }
