@@ -314,21 +314,7 @@ func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
 	if !strings.Contains(m.Header.Get("Dead-Reason"), "never") {
 		t.Errorf("dead letter headers %v", m.Header)
 	}
-	// Nothing is left behind in either stream.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		calls, _ := r.js.Stream(ctx, protocol.StreamCalls)
-		backlog, _ := r.js.Stream(ctx, StreamBacklog)
-		ci, _ := calls.Info(ctx)
-		bi, _ := backlog.Info(ctx)
-		if ci.State.Msgs == 0 && bi.State.Msgs == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("left behind: %d in TURN_CALLS, %d in TURN_BACKLOG", ci.State.Msgs, bi.State.Msgs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitEmpty(t, r) // nothing is left behind in either stream
 }
 
 func TestBacklogToken(t *testing.T) {
