@@ -12,11 +12,12 @@ import (
 // packages on floors below its own. The README's package table shows them.
 var floors = [][]string{
 	{"internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup"},
+	{"tool"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/protocol"},
 	{"internal/telemetry/spans"},
 	{"internal/turn"},
-	{"internal/bus", "internal/telemetry", "tool"},
+	{"internal/bus", "internal/telemetry", "tool/tooltest"},
 	{"internal/category/", "internal/workflowtask"},
 	{"internal/worker"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},

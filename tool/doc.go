@@ -28,8 +28,8 @@
 // github.com/agentbull/toolruntime/worker runs categories in a worker
 // process.
 //
-// [Check] runs one call of a tool as the worker's dispatcher would (the
-// repair ladder, validation, the time limit, a panic or a hang turned into
-// an error output) and returns what the model would read, so a tool's
-// tests need no NATS server.
+// Package github.com/agentbull/toolruntime/tool/tooltest runs one call of
+// a tool as the worker would (the repair ladder, validation, the time
+// limit, a panic or a hang turned into an error output) and returns what
+// the model would read, so a tool's tests need no NATS server.
 package tool

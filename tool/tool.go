@@ -2,114 +2,325 @@ package tool
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/schema"
 )
 
-// Def is a typed tool definition: the author writes Execute over decoded,
-// validated parameters and never touches raw JSON. Its fields:
-//
-//   - Spec: the name, description and scheduling of the tool ([Spec]).
-//   - Activity func(P) string: a short progress label user interfaces show
-//     while the call runs ("Fetching https://…").
-//   - CompletedActivity func(P, Result) string: when set, the label once
-//     the call ended.
-//   - Execute func(ctx context.Context, p P) (Result, error): the work. ctx
-//     ends when the call's time is up or the turn is cancelled, and carries
-//     the call's identity ([CallFrom]) and its progress reporter
-//     ([ReportProgress]).
-//
-// The parameters schema is inferred from P's exported fields with their
-// json and jsonschema tags (github.com/invopop/jsonschema's syntax: e.g.
-// `jsonschema:"description=…,minimum=1,enum=a,enum=b"`). Fields without
-// omitempty are required.
-type Def[P any] = tools.Def[P]
-
-// Spec is the part of a tool the runtime reads: what the model is told and
-// how calls are scheduled. The zero value of each optional field works:
-//
-//   - Name (required): what the model sees and calls, ^[a-zA-Z0-9_-]{1,64}$.
-//   - Description (required): what the model reads to decide to call it.
-//   - JSONSchema: a parameters schema sent as given instead of the one
-//     inferred from P; every keyword is kept.
-//   - Strict: send a raw JSONSchema in strict mode. An inferred schema is
-//     always sent strict unless NotStrict says why not.
-//   - NotStrict: why an inferred schema is sent without strict mode; New
-//     fails without it when strict mode cannot express the schema exactly
-//     (a map field, a keyword strict mode lacks).
-//   - Namespace, NamespaceDescription: group related tools under one name.
-//   - DeferLoading: list the tool by name only until the model loads it
-//     with tool search (for large catalogs).
-//   - ExecutionMode: [Parallel] or [Sequential]; the default is Parallel
-//     for ReadOnly tools and Sequential for every other tool.
-//   - ReadOnly: the tool changes nothing, so it may run again after a
-//     worker crashed while it ran.
-//   - Destructive: the tool never takes a guessing repair of its arguments
-//     and must be sequential.
-//   - Timeout: the limit of one call; zero is the worker's --call-timeout.
-type Spec = tools.Spec
-
-// Result is what a tool returns:
-//
-//   - Content: the text the model reads.
-//   - Media: images and files the model also reads, after Content ([Media]).
-//   - Details: structured data for logs and user interfaces, never sent to
-//     the model; it must marshal to JSON.
-//   - Events: presentation events for user interfaces ([Event]).
-//   - CompleteActorEvent: marks the actor event the turn answers as done.
-//   - EndTurn: asks the agent loop to stop after this step.
-type Result = tools.Result
-
-// Media is an image or a file a tool returns beside its text: MIMEType
-// ("image/png", "application/pdf"), Data, Filename (names a file part) and
-// Source (where the content is, quoted when it does not fit the output
-// budget and is left out).
-type Media = tools.Media
-
-// Event is a presentation event a tool emits for user interfaces: a Type
-// and Data that marshals to JSON.
-type Event = tools.Event
-
 // Mode says whether a call may run beside the other calls of its step.
-type Mode = tools.Mode
+type Mode string
 
 const (
 	// Parallel calls that stand next to each other in a step run at once.
-	Parallel = tools.Parallel
+	Parallel Mode = "parallel"
 	// Sequential calls start after every earlier call of the step has
 	// ended, and no later call starts before they end.
-	Sequential = tools.Sequential
+	Sequential Mode = "sequential"
 )
 
-// Tool is a defined tool, ready to be put in a [Category]. It is immutable
-// and shared by every turn that uses it. Its methods Name, Spec (with the
-// defaults applied) and Definition (the Responses API function definition
-// the model is sent) describe it.
-type Tool = tools.Tool
+// Spec is the part of a tool the runtime reads: what the model is told and
+// how calls are scheduled. Name and Description are required; the zero
+// value of every other field works.
+type Spec struct {
+	// Name is what the model sees and calls: ^[a-zA-Z0-9_-]{1,64}$.
+	Name string
+	// Description is what the model reads to decide whether to call it.
+	Description string
+	// JSONSchema, when set, is the parameters schema sent as given instead
+	// of the one inferred from the parameter type; every keyword is kept.
+	JSONSchema json.RawMessage
+	// Strict asks the provider to hold the arguments to the schema (the
+	// Responses API's strict mode); the worker validates against the full
+	// schema either way. A raw JSONSchema is sent strict only when Strict
+	// is set: its owner (an MCP server, a skill library) decides. A schema
+	// inferred from the parameter type is always sent strict, since strict
+	// tools get fewer malformed calls, unless NotStrict says why not.
+	Strict bool
+	// NotStrict, for a tool whose schema is inferred, is why it is sent
+	// without strict mode: required when the strict rewrite cannot express
+	// the schema exactly (a map field, a keyword strict mode lacks), in
+	// which case New fails without it.
+	NotStrict string
+	// Namespace groups related tools (an MCP server's) under one name,
+	// which NamespaceDescription describes to the model.
+	Namespace            string
+	NamespaceDescription string
+	// DeferLoading lists the tool by name only until the model loads it
+	// with tool search (for large catalogs).
+	DeferLoading bool
+	// ExecutionMode defaults to Parallel for read-only tools and to
+	// Sequential for every other tool.
+	ExecutionMode Mode
+	// ReadOnly tools change nothing, so they may run again after a worker
+	// crashed while they ran.
+	ReadOnly bool
+	// Destructive tools never take a guessing repair of their arguments,
+	// and must be sequential.
+	Destructive bool
+	// Timeout bounds one call; zero is the worker's --call-timeout.
+	Timeout time.Duration
+}
+
+// Event is a presentation event a tool emits for user interfaces.
+type Event struct {
+	Type string `json:"type"`
+	// Data must marshal to JSON.
+	Data any `json:"data,omitempty"`
+}
+
+// Result is what a tool returns.
+type Result struct {
+	// Content is the text the model reads.
+	Content string
+	// Media are images and files the model also reads (protocol 1.1),
+	// after Content; the runtime fits them to the output budget.
+	Media []Media
+	// Details is structured data for logs and user interfaces; it is never
+	// sent to the model. It must marshal to JSON.
+	Details any
+	// Events are the tool's presentation events.
+	Events []Event
+	// CompleteActorEvent marks the actor event the turn answers as done.
+	CompleteActorEvent bool
+	// EndTurn asks the agent loop to stop after this step.
+	EndTurn bool
+}
+
+// Def is a typed tool definition: the author writes Execute over decoded,
+// validated parameters and never touches raw JSON.
+//
+// The parameters schema is inferred from P's exported fields with their
+// json and jsonschema tags (github.com/invopop/jsonschema's syntax, e.g.
+// `jsonschema:"description=…,minimum=1,enum=a,enum=b"`, or a whole tag as
+// the description, in the MCP Go SDK's style). Fields without omitempty
+// are required.
+type Def[P any] struct {
+	Spec
+	// Activity builds a short progress label from the parameters, which
+	// user interfaces show while the call runs ("Fetching https://…").
+	Activity func(P) string
+	// CompletedActivity, when set, replaces the label once the call ends.
+	CompletedActivity func(P, Result) string
+	// Execute does the work. ctx ends when the call's time is up or the
+	// turn is cancelled, and carries the call's identity ([CallFrom]) and
+	// its progress reporter ([ReportProgress]).
+	Execute func(ctx context.Context, p P) (Result, error)
+}
+
+// Tool is a defined tool, ready to be put in a [Category]. It is
+// immutable and shared by every turn that uses it.
+type Tool struct {
+	spec       Spec
+	params     *schema.Params
+	definition json.RawMessage
+	bind       func(v schema.Value) (*Args, error)
+}
+
+var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // New defines a tool. The parameters schema comes from Spec.JSONSchema
 // when set, otherwise it is inferred from P once. A definition a provider
 // would refuse, or that could not run safely (no Execute, a bad name, a
 // read-only destructive tool, a schema strict mode cannot express without
 // Spec.NotStrict), is an error naming the tool.
-func New[P any](d Def[P]) (*Tool, error) { return tools.New(d) }
+func New[P any](d Def[P]) (*Tool, error) {
+	s := d.Spec
+	fail := func(format string, args ...any) (*Tool, error) {
+		return nil, fmt.Errorf("tool %q: %s", s.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !validName.MatchString(s.Name):
+		return fail("name must match %s", validName)
+	case s.Description == "":
+		return fail("description is empty")
+	case s.Namespace != "" && !validName.MatchString(s.Namespace):
+		return fail("namespace must match %s", validName)
+	case d.Execute == nil:
+		return fail("execute is nil")
+	case s.ReadOnly && s.Destructive:
+		return fail("a tool cannot be both read-only and destructive")
+	case s.Timeout < 0:
+		return fail("timeout is negative")
+	}
+	switch s.ExecutionMode {
+	case "":
+		s.ExecutionMode = Sequential
+		if s.ReadOnly {
+			s.ExecutionMode = Parallel
+		}
+	case Parallel:
+		if s.Destructive {
+			return fail("a destructive tool must be sequential")
+		}
+	case Sequential:
+	default:
+		return fail("execution mode %q is neither parallel nor sequential", s.ExecutionMode)
+	}
+	if s.Strict && s.NotStrict != "" {
+		return fail("strict and not strict (%s) at once", s.NotStrict)
+	}
+	var (
+		params *schema.Params
+		err    error
+	)
+	if len(s.JSONSchema) > 0 {
+		params, err = schema.Compile(s.JSONSchema, s.Strict)
+	} else {
+		s.Strict = s.NotStrict == ""
+		params, err = schema.For[P](s.Strict)
+		if err == nil && s.Strict && params.StrictInexact() != "" {
+			err = errors.New(params.StrictInexact())
+		}
+		if err != nil && s.Strict && !errors.Is(err, schema.ErrNotObject) {
+			return fail("its schema cannot be sent strict as it is (%v); set Spec.NotStrict to say why the tool is sent without strict mode", err)
+		}
+	}
+	if err != nil {
+		// Wrapped, so that callers can match schema.ErrNotObject.
+		return nil, fmt.Errorf("tool %q: %w", s.Name, err)
+	}
+	t := &Tool{spec: s, params: params}
+	t.definition = mustMarshal(functionDef{
+		Type: "function", Name: s.Name, Description: s.Description,
+		Parameters: params.Sent(), Strict: s.Strict,
+	})
+	def := &d
+	t.bind = func(v schema.Value) (*Args, error) {
+		// One allocation holds the arguments and their decoded parameters.
+		c := &typedCall[P]{def: def}
+		bound, err := schema.Bind(v.V, &c.p)
+		if !bound && err == nil {
+			// A type Bind does not cover: through the JSON text.
+			err = v.Unmarshal(&c.p)
+		}
+		if err != nil {
+			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
+		}
+		c.args = Args{call: c}
+		if d.Activity != nil {
+			c.args.Activity = d.Activity(c.p)
+		}
+		return &c.args, nil
+	}
+	return t, nil
+}
 
 // Must is [New] for definitions fixed at compile time: a bad one panics.
-func Must[P any](d Def[P]) *Tool { return tools.Must(d) }
+func Must[P any](d Def[P]) *Tool {
+	t, err := New(d)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
 
-// Call identifies the call a tool is executing (AgentID, TurnID, Step,
-// CallID), for tools that keep state per agent or per turn.
-type Call = tools.Call
+// Spec returns the tool's spec with defaults applied.
+func (t *Tool) Spec() Spec { return t.spec }
 
-// CallFrom returns the identity of the call ctx runs; ok is false outside
-// a call.
-func CallFrom(ctx context.Context) (c Call, ok bool) { return tools.CallFrom(ctx) }
+// Name is the tool's name.
+func (t *Tool) Name() string { return t.spec.Name }
 
-// ReportProgress reports the progress of the call ctx runs: done so far,
-// total when known (0: unknown) and a short label (may be empty). User
-// interfaces see it as the call's activity; the worker rate-limits what it
-// publishes, so a tool may call it as often as it likes, and it costs
-// nothing when nobody listens.
-func ReportProgress(ctx context.Context, done, total int64, label string) {
-	tools.ReportProgress(ctx, done, total, label)
+// Schema is the parameters schema the model is sent (the "parameters" of
+// Definition).
+func (t *Tool) Schema() json.RawMessage { return t.params.Sent() }
+
+// Definition is the Responses API function definition, full (never the
+// deferred short form).
+func (t *Tool) Definition() json.RawMessage { return t.definition }
+
+type functionDef struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs of strings and valid JSON reach here
+	}
+	return b
+}
+
+// Args are one call's arguments, validated against the tool's schema and
+// decoded into its parameters: what [Tool.Parse] returns and the worker
+// runs.
+type Args struct {
+	// Activity is the progress label Def.Activity built from them.
+	Activity string
+	call     call
+}
+
+// call is the typed half of a call's arguments.
+type call interface {
+	run(ctx context.Context) (Result, error)
+	completed(Result) (string, bool)
+}
+
+type typedCall[P any] struct {
+	args Args
+	def  *Def[P]
+	p    P
+}
+
+func (c *typedCall[P]) run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
+
+func (c *typedCall[P]) completed(r Result) (string, bool) {
+	if c.def.CompletedActivity == nil {
+		return "", false
+	}
+	return c.def.CompletedActivity(c.p, r), true
+}
+
+// Parse checks a call's arguments as the worker does before it runs the
+// tool: the model's argument string (JSON, or what the model sent
+// instead) goes up the repair ladder when it does not parse (at most
+// repairLimit bytes of it, 0 for the default 64 KiB; a destructive tool
+// takes no guessing rung), is validated against the tool's full schema
+// and decoded into its parameters. repairs names the rungs that made the
+// arguments parse, on an error too. The error says what is wrong (for a
+// worker to word for the model), or is an *Error of kind
+// InvalidArguments when the validated value does not decode into P.
+// Package tooltest runs whole calls.
+func (t *Tool) Parse(arguments string, repairLimit int) (a *Args, repairs []string, err error) {
+	v, repairs, err := t.parse(arguments, repairLimit)
+	if err != nil {
+		return nil, repairs, err
+	}
+	a, err = t.bind(v)
+	return a, repairs, err
+}
+
+// Validate is Parse without the decoding: the arguments as validated, as
+// JSON text (as the model sent them when they needed no repair).
+func (t *Tool) Validate(arguments string, repairLimit int) (valid json.RawMessage, repairs []string, err error) {
+	v, repairs, err := t.parse(arguments, repairLimit)
+	if err != nil {
+		return nil, repairs, err
+	}
+	valid, err = v.JSON()
+	return valid, repairs, err
+}
+
+func (t *Tool) parse(arguments string, repairLimit int) (schema.Value, []string, error) {
+	return t.params.ParseValue(arguments, schema.RepairOptions{Limit: repairLimit, Conservative: t.spec.Destructive})
+}
+
+// Run calls Execute with the arguments. A panic is the caller's to
+// recover: the worker turns it into a tool_error.
+func (a *Args) Run(ctx context.Context) (Result, error) { return a.call.run(ctx) }
+
+// Completed is the label to show once the call ended with r:
+// CompletedActivity's when the tool has one, otherwise Activity.
+func (a *Args) Completed(r Result) string {
+	if label, ok := a.call.completed(r); ok {
+		return label
+	}
+	return a.Activity
 }

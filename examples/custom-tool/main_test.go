@@ -21,6 +21,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/tool"
+	"github.com/agentbull/toolruntime/tool/tooltest"
 )
 
 // The tool alone, without NATS: what the model reads for a call.
@@ -32,12 +33,12 @@ func TestCountWords(t *testing.T) {
 		{`{"text": "a b",}`, "2 words, 2 distinct; most frequent: a (1), b (1)"}, // repaired
 		{`{"text": "?!"}`, "Error (invalid_arguments): the text has no words; send the text to count"},
 	} {
-		if got := tool.Check(ctx, countWords, c.args).Output; got != c.want {
+		if got := tooltest.Check(ctx, countWords, c.args).Output; got != c.want {
 			t.Errorf("%s: %q, want %q", c.args, got, c.want)
 		}
 	}
 	for _, args := range []string{`{"text": "x", "top": 0}`, `{"text": "x", "top": 21}`, `{"txt": "x"}`, `{"text": 3}`, `{"text": "` + strings.Repeat("x", 100_001) + `"}`} {
-		if out := tool.Check(ctx, countWords, args); out.Err == nil || out.Err.Kind != tool.InvalidArguments {
+		if out := tooltest.Check(ctx, countWords, args); out.Err == nil || out.Err.Kind != tool.InvalidArguments {
 			t.Errorf("%.40s: %v, %q", args, out.Err, out.Output)
 		}
 	}

@@ -68,7 +68,7 @@ func TestREADMEToolSectionRunsOutside(t *testing.T) {
 	const imports = "package main\n\nimport (\n\t\"context\"\n\t\"fmt\"\n\t\"strings\"\n\n\t\"github.com/agentbull/toolruntime/tool\"\n\t\"github.com/agentbull/toolruntime/worker\"\n)\n\nvar version = \"0.1.0\"\n\n"
 	code := frame(t, goSnippets(t, "### Write a tool"), map[string]string{
 		"tool.Def[CountParams]": "%s",
-		"func TestCountWords":   "package main\n\nimport (\n\t\"context\"\n\t\"slices\"\n\t\"testing\"\n\n\t\"github.com/agentbull/toolruntime/tool\"\n)\n\n%s",
+		"func TestCountWords":   "package main\n\nimport (\n\t\"context\"\n\t\"slices\"\n\t\"testing\"\n\n\t\"github.com/agentbull/toolruntime/tool\"\n\t\"github.com/agentbull/toolruntime/tool/tooltest\"\n)\n\n%s",
 		"worker.Main":           "%s",
 	})
 	if t.Failed() {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -49,7 +48,7 @@ func BenchmarkValidateDecode(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchArgs)))
 	for b.Loop() {
-		if _, err := tool.Prepare(benchArgs, schema.RepairOptions{}); err != nil {
+		if _, err := tools.Prepare(tool, benchArgs, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +60,7 @@ func BenchmarkValidateDecodeStrict(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(benchArgs)))
 	for b.Loop() {
-		if _, err := tool.Prepare(benchArgs, schema.RepairOptions{}); err != nil {
+		if _, err := tools.Prepare(tool, benchArgs, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -35,7 +34,7 @@ func ExampleNew() {
 	fmt.Println(greet.Spec().ExecutionMode)
 
 	// The model's argument string: validated, repaired where safe, decoded.
-	inv, err := greet.Prepare(`{"name": "Ada", "times": 2}`, schema.RepairOptions{})
+	inv, err := tools.Prepare(greet, `{"name": "Ada", "times": 2}`, 0)
 	if err != nil {
 		panic(err)
 	}
@@ -45,7 +44,7 @@ func ExampleNew() {
 
 	// Arguments that break the schema never reach Execute: the model gets
 	// every violation and the expected schema.
-	_, err = greet.Prepare(`{"name": "Ada", "times": 7}`, schema.RepairOptions{})
+	_, err = tools.Prepare(greet, `{"name": "Ada", "times": 7}`, 0)
 	var te *tools.Error
 	if errors.As(err, &te) {
 		fmt.Println(te.Kind)
@@ -87,10 +86,10 @@ func ExampleNew_rawSchema() {
 			return tools.Result{Content: fmt.Sprintf("%s in shards %v", p.Key, p.Shards)}, nil
 		},
 	})
-	fmt.Println(string(lookup.Params().Sent()))
+	fmt.Println(string(lookup.Schema()))
 
 	// A fenced, valid call is repaired and runs.
-	inv, err := lookup.Prepare("```json\n{\"key\": \"user:42\", \"shards\": [1, 3]}\n```", schema.RepairOptions{})
+	inv, err := tools.Prepare(lookup, "```json\n{\"key\": \"user:42\", \"shards\": [1, 3]}\n```", 0)
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +97,7 @@ func ExampleNew_rawSchema() {
 	fmt.Println(res.Content, inv.Repairs)
 
 	// Every violation is listed with its JSON pointer.
-	_, err = lookup.Prepare(`{"key": "user", "shards": [1, 9]}`, schema.RepairOptions{})
+	_, err = tools.Prepare(lookup, `{"key": "user", "shards": [1, 9]}`, 0)
 	for _, line := range strings.Split(err.(*tools.Error).Message, "\n") {
 		if strings.HasPrefix(line, "- ") {
 			fmt.Println(line)
@@ -122,7 +121,7 @@ func ExampleInvocation_Run() {
 			return tools.Result{}, nil
 		},
 	})
-	inv, _ := flaky.Prepare(``, schema.RepairOptions{})
+	inv, _ := tools.Prepare(flaky, ``, 0)
 	_, err := inv.Run(context.Background())
 	fmt.Println(err)
 	// Output:

@@ -222,8 +222,8 @@ func TestDefinitionGolden(t *testing.T) {
 				string(vals["strict"]) != fmt.Sprint(sp.Strict) {
 				t.Errorf("definition %s does not match the spec %+v", def, sp)
 			}
-			if !bytes.Equal(vals["parameters"], tool.Params().Sent()) {
-				t.Errorf("parameters = %s, want the sent schema %s", vals["parameters"], tool.Params().Sent())
+			if !bytes.Equal(vals["parameters"], tool.Schema()) {
+				t.Errorf("parameters = %s, want the sent schema %s", vals["parameters"], tool.Schema())
 			}
 			var b bytes.Buffer
 			if err := json.Indent(&b, def, "", "  "); err != nil {
@@ -261,7 +261,6 @@ func TestPrepare(t *testing.T) {
 		name    string
 		tool    *tools.Tool
 		args    string
-		opt     schema.RepairOptions
 		content string   // the run's content when prepared
 		repairs []string // when prepared
 		errHas  []string // when refused: substrings of the invalid_arguments message
@@ -282,8 +281,6 @@ func TestPrepare(t *testing.T) {
 			repairs: []string{schema.RungStripFences, schema.RungTrailingCommas}},
 		{name: "destructive fenced repaired", tool: del, args: "```\n{\"path\":\"/tmp/x\"}\n```", content: "deleted /tmp/x",
 			repairs: []string{schema.RungStripFences}},
-		{name: "conservative option refuses truncation", tool: search, args: `{"query":"go`, opt: schema.RepairOptions{Conservative: true},
-			errHas: []string{"cut off at byte 12"}},
 		{name: "every violation with its pointer", tool: search, args: `{"query":"","limit":50,"sort":"size","sites":[1]}`,
 			errHas: []string{"Violations (JSON pointer: problem):", "- /query: ", "- /limit: ", "- /sort: ", "- /sites/0: "}},
 		{name: "repairs named on a refusal", tool: search, args: "```json\n{\"limit\":0}\n```",
@@ -293,7 +290,7 @@ func TestPrepare(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := runs.Load()
-			inv, err := tt.tool.Prepare(tt.args, tt.opt)
+			inv, err := tools.Prepare(tt.tool, tt.args, 0)
 			if tt.errHas != nil {
 				if inv != nil {
 					t.Fatalf("Prepare returned an invocation and %v", err)
@@ -304,7 +301,7 @@ func TestPrepare(t *testing.T) {
 				}
 				for _, w := range append([]string{
 					"The arguments for " + tt.tool.Name() + " were rejected.",
-					"Expected a JSON object matching this schema: " + string(tt.tool.Params().Sent()),
+					"Expected a JSON object matching this schema: " + string(tt.tool.Schema()),
 				}, tt.errHas...) {
 					if !strings.Contains(te.Message, w) {
 						t.Errorf("message does not contain %q:\n%s", w, te.Message)
@@ -342,7 +339,7 @@ func TestPrepareLargeSchemaNotQuoted(t *testing.T) {
 			JSONSchema: json.RawMessage(`{"type":"object","description":"` + long + `","properties":{"path":{"type":"string"}},"required":["path"]}`)},
 		Execute: okExec[pathArgs],
 	})
-	_, err := tool.Prepare(`{}`, schema.RepairOptions{})
+	_, err := tools.Prepare(tool, `{}`, 0)
 	var te *tools.Error
 	if !errors.As(err, &te) {
 		t.Fatalf("Prepare = %v", err)
@@ -360,7 +357,7 @@ func TestPrepareSchemaTypeMismatch(t *testing.T) {
 		Spec:    tools.Spec{Name: "odd", Description: "d", JSONSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"integer"}}}`)},
 		Execute: okExec[pathArgs],
 	})
-	_, err := tool.Prepare(`{"path":3}`, schema.RepairOptions{})
+	_, err := tools.Prepare(tool, `{"path":3}`, 0)
 	var te *tools.Error
 	if !errors.As(err, &te) || te.Kind != tools.InvalidArguments || !strings.Contains(te.Message, "do not fit") {
 		t.Errorf("Prepare = %v, want invalid_arguments saying the arguments do not fit", err)
@@ -380,7 +377,7 @@ func TestStrictNullsReachTheToolAsAbsent(t *testing.T) {
 			return tools.Result{}, nil
 		},
 	})
-	inv, err := tool.Prepare(`{"query":"go","limit":null}`, schema.RepairOptions{})
+	inv, err := tools.Prepare(tool, `{"query":"go","limit":null}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +387,7 @@ func TestStrictNullsReachTheToolAsAbsent(t *testing.T) {
 	if got.Query != "go" || got.Limit != nil {
 		t.Errorf("tool got %+v", got)
 	}
-	if _, err := tool.Prepare(`{"query":"go","limit":0}`, schema.RepairOptions{}); err == nil {
+	if _, err := tools.Prepare(tool, `{"query":"go","limit":0}`, 0); err == nil {
 		t.Error("a strict tool accepted a value below its minimum")
 	}
 }
@@ -398,7 +395,7 @@ func TestStrictNullsReachTheToolAsAbsent(t *testing.T) {
 func TestRun(t *testing.T) {
 	run := func(f func(context.Context, pathArgs) (tools.Result, error)) (tools.Result, error) {
 		tool := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "t", Description: "d"}, Execute: f})
-		inv, err := tool.Prepare(`{"path":"/x"}`, schema.RepairOptions{})
+		inv, err := tools.Prepare(tool, `{"path":"/x"}`, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +474,7 @@ func TestRun(t *testing.T) {
 				}
 				return tools.Result{Content: fmt.Sprintf("%s/%s/%d/%s", c.AgentID, c.TurnID, c.Step, c.CallID)}, nil
 			}})
-		inv, _ := tool.Prepare(`{"path":"/"}`, schema.RepairOptions{})
+		inv, _ := tools.Prepare(tool, `{"path":"/"}`, 0)
 		ctx := tools.WithCall(context.Background(), tools.Call{AgentID: "a1", TurnID: "t1", Step: 2, CallID: "c9"})
 		res, err := inv.Run(ctx)
 		if err != nil || res.Content != "a1/t1/2/c9" {
@@ -521,7 +518,7 @@ func TestActivity(t *testing.T) {
 		{none, "", ""},
 	}
 	for _, tt := range tests {
-		inv, err := tt.tool.Prepare(`{"path":"/etc/hosts"}`, schema.RepairOptions{})
+		inv, err := tools.Prepare(tt.tool, `{"path":"/etc/hosts"}`, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -366,7 +366,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	inv, err := t.Prepare(c.Arguments, d.repairOptions())
+	inv, err := tools.Prepare(t, c.Arguments, d.Repair.Limit)
 	var te *tools.Error
 	if err != nil && !errors.As(err, &te) {
 		te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
@@ -406,8 +406,6 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 	return p
 }
-
-func (d *Dispatcher) repairOptions() schema.RepairOptions { return d.Repair }
 
 func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
 	g := &group{step: step}

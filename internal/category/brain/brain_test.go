@@ -14,7 +14,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
@@ -173,7 +172,7 @@ func tool(t *testing.T, c turn.Creator, env turn.Env, name string) *tools.Tool {
 // invoke runs a tool as the dispatcher would, as a call of agent a1.
 func invoke(t *testing.T, tl *tools.Tool, arguments string) (tools.Result, error) {
 	t.Helper()
-	inv, err := tl.Prepare(arguments, schema.RepairOptions{})
+	inv, err := tools.Prepare(tl, arguments, 0)
 	if err != nil {
 		t.Fatalf("%s %s: %v", tl.Name(), arguments, err)
 	}

@@ -91,7 +91,7 @@ func TestRunCommandKeepsTheLog(t *testing.T) {
 		t.Errorf("log %q (%d bytes)", got, d.LogBytes)
 	}
 	// A call id that is not a plain file name is replaced by a digest.
-	inv, err := tool(t, c, computer.RunCommandName).Prepare(`{"command":"echo x"}`, schema.RepairOptions{})
+	inv, err := tools.Prepare(tool(t, c, computer.RunCommandName), `{"command":"echo x"}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
 		t.Errorf("result %q, details %+v", res.Content, d)
 	}
 	assertNoProcess(t, "a sleep of the timed out command", m)
-	inv, _ := tool(t, c, computer.RunCommandName).Prepare(`{"command":"sleep 1000"}`, schemaOpts)
+	inv, _ := tools.Prepare(tool(t, c, computer.RunCommandName), `{"command":"sleep 1000"}`, 0)
 	if got := inv.CompletedActivity(res); got != "Ran `sleep 1000` (timed out)" {
 		t.Errorf("completed activity %q", got)
 	}
@@ -158,7 +158,7 @@ func TestRunCommandAbort(t *testing.T) {
 	done := make(chan outcome, 1)
 	rc := tool(t, c, computer.RunCommandName)
 	go func() {
-		inv, err := rc.Prepare(`{"command":"sleep `+m+` & nohup sleep `+m+` >/dev/null 2>&1 & wait"}`, schemaOpts)
+		inv, err := tools.Prepare(rc, `{"command":"sleep `+m+` & nohup sleep `+m+` >/dev/null 2>&1 & wait"}`, 0)
 		if err != nil {
 			done <- outcome{err: err}
 			return
@@ -262,7 +262,7 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 		`{"command":"touch ran",`,
 		`{command:"touch ran", timeout_seconds: 1`,
 	} {
-		inv, err := rc.Prepare(args, schema.RepairOptions{})
+		inv, err := tools.Prepare(rc, args, 0)
 		if inv != nil || kindOf(err) != tools.InvalidArguments {
 			t.Errorf("Prepare(%s) = %v, %v; want no invocation and invalid_arguments", args, inv, err)
 			continue
@@ -275,11 +275,11 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 		t.Error("a truncated command ran")
 	}
 	// Fences around complete arguments are only packaging: that call runs.
-	inv, err := rc.Prepare("```json\n{\"command\":\"touch ran\"}\n```", schema.RepairOptions{})
+	inv, err := tools.Prepare(rc, "```json\n{\"command\":\"touch ran\"}\n```", 0)
 	if err != nil || !equalStrings(inv.Repairs, []string{schema.RungStripFences}) {
 		t.Fatalf("fenced: %v, %v", inv, err)
 	}
-	inv, err = rc.Prepare(`{command: 'touch ran',}`, schema.RepairOptions{})
+	inv, err = tools.Prepare(rc, `{command: 'touch ran',}`, 0)
 	if err != nil || !equalStrings(inv.Repairs, []string{schema.RungTrailingCommas, schema.RungUnquotedKeys, schema.RungSingleQuotes}) {
 		t.Fatalf("lossless repairs: %v, %v", inv, err)
 	}

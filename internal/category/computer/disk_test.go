@@ -229,7 +229,7 @@ func TestOutputLogPerStep(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
 	for step := range 2 {
-		inv, err := tool(t, c, computer.RunCommandName).Prepare(fmt.Sprintf(`{"command":"echo step %d"}`, step), schemaOpts)
+		inv, err := tools.Prepare(tool(t, c, computer.RunCommandName), fmt.Sprintf(`{"command":"echo step %d"}`, step), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -463,7 +463,7 @@ func TestActivityLabels(t *testing.T) {
 		{computer.EditFileName, `{"path":"a.txt","old_text":"a","new_text":"b"}`, "Editing a.txt"},
 	}
 	for _, tt := range tests {
-		inv, err := tool(t, c, tt.tool).Prepare(tt.args, schemaOpts)
+		inv, err := tools.Prepare(tool(t, c, tt.tool), tt.args, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

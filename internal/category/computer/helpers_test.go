@@ -20,13 +20,10 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/sandbox"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 const agent = "a1"
-
-var schemaOpts = schema.RepairOptions{}
 
 // newCategory builds the category over a fresh root (unless cfg names one)
 // and closes it with the test.
@@ -127,7 +124,7 @@ func runCtx(t *testing.T, ctx context.Context, c *computer.Category, agentID, na
 		}
 		s = string(b)
 	}
-	inv, err := tool(t, c, name).Prepare(s, schema.RepairOptions{})
+	inv, err := tools.Prepare(tool(t, c, name), s, 0)
 	if err != nil {
 		return tools.Result{}, err
 	}

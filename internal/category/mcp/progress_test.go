@@ -19,7 +19,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
@@ -136,7 +135,7 @@ func runWithProgress(t *testing.T, m *mcp.Manager, server, name, args string, lo
 	if tl == nil {
 		t.Fatalf("no tool %s.%s; notes %q", server, name, set.Notes)
 	}
-	inv, err := tl.Prepare(args, schema.RepairOptions{})
+	inv, err := tools.Prepare(tl, args, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

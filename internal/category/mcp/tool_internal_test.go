@@ -50,7 +50,7 @@ func TestBuild(t *testing.T) {
 	if got := ts.tools[3].Spec().Description; got != "The tool bare of the MCP server srv." {
 		t.Errorf("bare description %q", got)
 	}
-	if got := string(ts.tools[1].Params().Sent()); got != `{"type":"object"}` {
+	if got := string(ts.tools[1].Schema()); got != `{"type":"object"}` {
 		t.Errorf("no_schema parameters %s", got)
 	}
 	if again := s.build(list, nil, "Namespace."); again != ts {

@@ -11,7 +11,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -27,7 +26,7 @@ func invoke(t *testing.T, svc *schedule.Service, name, args string) tools.Result
 		if tl.Name() != name {
 			continue
 		}
-		inv, err := tl.Prepare(args, schema.RepairOptions{})
+		inv, err := tools.Prepare(tl, args, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/internal/tools"
 
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
 
@@ -153,7 +153,7 @@ func TestCreator(t *testing.T) {
 		t.Error("read_skill was built again for the same skills")
 	}
 
-	inv, err := tool.Prepare(`{"name":"arith"}`, schema.RepairOptions{})
+	inv, err := tools.Prepare(tool, `{"name":"arith"}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestCreator(t *testing.T) {
 		t.Errorf("activity %q", inv.Activity)
 	}
 	// Only the turn's skills can be read.
-	if _, err := tool.Prepare(`{"name":"release-notes"}`, schema.RepairOptions{}); err == nil {
+	if _, err := tools.Prepare(tool, `{"name":"release-notes"}`, 0); err == nil {
 		t.Error("read_skill accepted a skill the turn did not enable")
 	}
 

@@ -19,7 +19,6 @@ import (
 	"golang.org/x/text/encoding/japanese"
 
 	"github.com/agentbull/toolruntime/internal/category/web"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -70,7 +69,7 @@ func fetchCtx(t *testing.T, ctx context.Context, c *web.Category, args any) (too
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := webTool(t, c, web.FetchName).Prepare(string(b), schema.RepairOptions{})
+	inv, err := tools.Prepare(webTool(t, c, web.FetchName), string(b), 0)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -469,7 +468,7 @@ func TestFetchBadURLs(t *testing.T) {
 
 func TestFetchActivity(t *testing.T) {
 	c := newWeb(t, web.Config{Fetch: true})
-	inv, err := webTool(t, c, web.FetchName).Prepare(`{"url":"https://example.com/docs/page?x=1"}`, schema.RepairOptions{})
+	inv, err := tools.Prepare(webTool(t, c, web.FetchName), `{"url":"https://example.com/docs/page?x=1"}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -48,7 +47,7 @@ func searxng(t *testing.T, results int) (*server, *[]string) {
 
 func search(t *testing.T, c *web.Category, args string) (tools.Result, error) {
 	t.Helper()
-	inv, err := webTool(t, c, web.SearchName).Prepare(args, schema.RepairOptions{})
+	inv, err := tools.Prepare(webTool(t, c, web.SearchName), args, 0)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -83,7 +82,7 @@ func TestSearXNGSearch(t *testing.T) {
 	if _, err := search(t, c, `{"query":"go","count":50}`); kindOf(err) != tools.InvalidArguments {
 		t.Errorf("count over the maximum: %v", err)
 	}
-	inv, _ := webTool(t, c, web.SearchName).Prepare(`{"query":"go"}`, schema.RepairOptions{})
+	inv, _ := tools.Prepare(webTool(t, c, web.SearchName), `{"query":"go"}`, 0)
 	if inv.Activity != "Searching the web for go" {
 		t.Errorf("activity %q", inv.Activity)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -66,9 +65,7 @@ func TestTaskTurnCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := main.Lookup("", workflowtask.StartWorkflowName).Prepare(
-		`{"title":"research","tasks":[{"id":"q1","instructions":"Find the answer on the web.","result_schema":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}}]}`,
-		schema.RepairOptions{})
+	inv, err := tools.Prepare(main.Lookup("", workflowtask.StartWorkflowName), `{"title":"research","tasks":[{"id":"q1","instructions":"Find the answer on the web.","result_schema":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}}]}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

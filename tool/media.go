@@ -1,4 +1,4 @@
-package tools
+package tool
 
 // Media is an image or a file a tool returns beside its text. The runtime
 // turns it into an input_image or input_file part of the call's output,

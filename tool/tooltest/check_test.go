@@ -1,4 +1,4 @@
-package tool_test
+package tooltest_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/tool"
+	"github.com/agentbull/toolruntime/tool/tooltest"
 )
 
 type echoParams struct {
@@ -60,7 +61,7 @@ func TestCheckArguments(t *testing.T) {
 		{args: "\x00\xff{", kind: tool.InvalidArguments},
 	} {
 		ran.Store(0)
-		out := tool.Check(context.Background(), tl, c.args)
+		out := tooltest.Check(context.Background(), tl, c.args)
 		if c.kind != "" {
 			if out.Err == nil || out.Err.Kind != c.kind || ran.Load() != 0 {
 				t.Errorf("%q: err %v, ran %d; want %s and no run", c.args, out.Err, ran.Load(), c.kind)
@@ -108,7 +109,7 @@ func TestCheckFailures(t *testing.T) {
 		}, kind: tool.Timeout, has: "did not finish within 20ms"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out := tool.Check(context.Background(), define(t, c.spec, c.run), `{"text":"hi"}`)
+			out := tooltest.Check(context.Background(), define(t, c.spec, c.run), `{"text":"hi"}`)
 			if out.Err == nil || out.Err.Kind != c.kind || !strings.Contains(out.Output, c.has) {
 				t.Errorf("err %v, output %q; want %s with %q", out.Err, out.Output, c.kind, c.has)
 			}
@@ -120,7 +121,7 @@ func TestCheckFailures(t *testing.T) {
 // tool's test.
 func TestCheckNoTool(t *testing.T) {
 	for name, tl := range map[string]*tool.Tool{"nil": nil, "zero": new(tool.Tool)} {
-		out := tool.Check(context.Background(), tl, `{"text":"hi"}`)
+		out := tooltest.Check(context.Background(), tl, `{"text":"hi"}`)
 		if out.Err == nil || out.Err.Kind != tool.Internal || !strings.Contains(out.Output, "tool.New") {
 			t.Errorf("%s: %+v", name, out)
 		}
@@ -138,7 +139,7 @@ func TestCheckCancel(t *testing.T) {
 		return tool.Result{}, ctx.Err()
 	})
 	go func() { <-started; cancel() }()
-	if out := tool.Check(ctx, tl, `{"text":"hi"}`); out.Err == nil || out.Err.Kind != tool.Aborted {
+	if out := tooltest.Check(ctx, tl, `{"text":"hi"}`); out.Err == nil || out.Err.Kind != tool.Aborted {
 		t.Errorf("got %v, %q", out.Err, out.Output)
 	}
 }
@@ -149,7 +150,7 @@ func TestCheckItem(t *testing.T) {
 	huge := define(t, tool.Spec{Name: "huge"}, func(context.Context, echoParams) (tool.Result, error) {
 		return tool.Result{Content: strings.Repeat("<é>", 300_000), Details: map[string]int{"n": 1}, EndTurn: true}, nil
 	})
-	out := tool.Checker{Call: tool.Call{CallID: "call_42"}}.Check(context.Background(), huge, `{"text":"x"}`)
+	out := tooltest.Checker{Call: tool.Call{CallID: "call_42"}}.Check(context.Background(), huge, `{"text":"x"}`)
 	var item struct {
 		Type   string `json:"type"`
 		CallID string `json:"call_id"`
@@ -163,22 +164,6 @@ func TestCheckItem(t *testing.T) {
 	}
 	if len(out.Item) >= 1<<20 || !strings.HasPrefix(out.Output, "<é>") || !out.EndTurn {
 		t.Errorf("item of %d bytes, end turn %v", len(out.Item), out.EndTurn)
-	}
-}
-
-func TestCategoryValidate(t *testing.T) {
-	tl := define(t, tool.Spec{}, echo)
-	for _, c := range []tool.Category{
-		{Name: "", Tools: tool.NewCategory("x", tl).Tools},
-		{Name: "Bad-Name", Tools: tool.NewCategory("x", tl).Tools},
-		{Name: "ok"},
-	} {
-		if c.Validate() == nil {
-			t.Errorf("%q: no error", c.Name)
-		}
-	}
-	if err := tool.NewCategory("echo_tools", tl).Validate(); err != nil {
-		t.Error(err)
 	}
 }
 
@@ -199,7 +184,7 @@ func FuzzCheck(f *testing.F) {
 		},
 	})
 	f.Fuzz(func(t *testing.T, args string) {
-		out := tool.Check(context.Background(), tl, args)
+		out := tooltest.Check(context.Background(), tl, args)
 		if v := bad.Load(); v != nil {
 			t.Fatalf("the tool ran on %+v from %q", v, args)
 		}

@@ -1,46 +1,64 @@
 package tools
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/tool"
 )
 
-// Kind classifies why a call did not succeed. The values are the wire
-// protocol's error kinds.
-type Kind string
-
-const (
-	UnknownTool      Kind = "unknown_tool"
-	NotLoaded        Kind = "not_loaded"
-	InvalidArguments Kind = "invalid_arguments"
-	ToolError        Kind = "tool_error"
-	Timeout          Kind = "timeout"
-	Aborted          Kind = "aborted"
-	Interrupted      Kind = "interrupted"
-	Rejected         Kind = "rejected"
-	Internal         Kind = "internal"
-)
-
-// Error is the one coded error of a call. Message is written for the model:
-// it says what went wrong and what to do about it.
-type Error struct {
-	Kind    Kind   `json:"kind"`
-	Message string `json:"message"`
-	// Repairs names the repair-ladder rungs that ran on arguments that were
-	// then refused (invalid_arguments only); the outcome reports them.
-	Repairs []string `json:"-"`
+// Invocation is one call of a tool with validated, decoded parameters.
+type Invocation struct {
+	Tool *tool.Tool
+	// Repairs names the ladder rungs that made the arguments parse.
+	Repairs []string
+	// Activity is the progress label built from the parameters.
+	Activity string
+	args     *tool.Args
 }
 
-func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }
-
-// Errorf builds an *Error; tools return it to choose a kind other than
-// tool_error.
-func Errorf(kind Kind, format string, args ...any) *Error {
-	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+// Prepare validates (repairing where the tool allows it, at most
+// repairLimit bytes; 0 is the default) and decodes the model's argument
+// string. The error is an *Error of kind invalid_arguments whose message
+// tells the model what to fix.
+func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
+	a, repairs, err := t.Parse(args, repairLimit)
+	if err != nil {
+		var te *Error
+		if errors.As(err, &te) {
+			te.Repairs = repairs
+			return nil, te
+		}
+		return nil, argumentsError(t, err, repairs)
+	}
+	return &Invocation{Tool: t, Repairs: repairs, Activity: a.Activity, args: a}, nil
 }
+
+// Run executes the call. A panic in the tool becomes a tool_error, and an
+// error that is not an *Error becomes a tool_error with its text.
+func (inv *Invocation) Run(ctx context.Context) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = Result{Details: map[string]string{"panic": fmt.Sprint(r), "stack": string(debug.Stack())}}
+			err = &Error{Kind: ToolError, Message: fmt.Sprintf("the tool failed unexpectedly: %v", r)}
+		}
+	}()
+	res, err = inv.args.Run(ctx)
+	if err != nil {
+		var te *Error
+		if !errors.As(err, &te) {
+			err = &Error{Kind: ToolError, Message: err.Error()}
+		}
+	}
+	return res, err
+}
+
+// CompletedActivity is the label to show once the call ended with r.
+func (inv *Invocation) CompletedActivity(r Result) string { return inv.args.Completed(r) }
 
 // maxShapeBytes bounds the schema quoted back to the model in an
 // invalid_arguments message.
@@ -49,9 +67,9 @@ const maxShapeBytes = 4 << 10
 // argumentsError turns a parse or validation failure into the message the
 // model reads: every violation with its JSON pointer, and the expected
 // shape so that the next call can be right in one try.
-func (t *Tool) argumentsError(err error, repairs []string) *Error {
+func argumentsError(t *tool.Tool, err error, repairs []string) *Error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The arguments for %s were rejected.\n", t.spec.Name)
+	fmt.Fprintf(&b, "The arguments for %s were rejected.\n", t.Name())
 	var ve *schema.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -66,7 +84,7 @@ func (t *Tool) argumentsError(err error, repairs []string) *Error {
 	if len(repairs) > 0 {
 		fmt.Fprintf(&b, "(Repairs applied before this check: %s.)\n", strings.Join(repairs, ", "))
 	}
-	shape := t.params.Sent()
+	shape := t.Schema()
 	if len(shape) > maxShapeBytes {
 		fmt.Fprintf(&b, "Send a JSON object that matches the tool's parameters schema (%d bytes, see the tool definition).", len(shape))
 	} else {

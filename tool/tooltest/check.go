@@ -1,4 +1,4 @@
-package tool
+package tooltest
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
-	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Outcome is how a checked call ended, as the worker would report it.
@@ -18,19 +18,19 @@ type Outcome struct {
 	// "Error (<kind>): <message>" followed by the Content.
 	Output string
 	// Err is the error the call ended with; nil when it succeeded.
-	Err *Error
+	Err *tool.Error
 	// Item is the output item the worker publishes and the gateway appends
 	// to the conversation (a function_call_output), byte for byte.
 	Item json.RawMessage
 	// Repairs names the repair-ladder rungs that made the arguments parse
 	// ("trailing_commas", …), on a refusal too.
 	Repairs []string
-	// Activity is the call's progress label (Def.Activity, or
-	// Def.CompletedActivity once it ended).
+	// Activity is the call's progress label ([tool.Def].Activity, or
+	// CompletedActivity once it ended).
 	Activity string
 	// Details and Events are the Result's, for user interfaces.
 	Details any
-	Events  []Event
+	Events  []tool.Event
 	// EndTurn and CompleteActorEvent are the Result's.
 	EndTurn            bool
 	CompleteActorEvent bool
@@ -48,7 +48,7 @@ type Checker struct {
 	Timeout time.Duration
 	// Call is the identity CallFrom returns inside the tool; empty fields
 	// are "agent-test", "turn-test", step 1 and "call_test".
-	Call Call
+	Call tool.Call
 	// Progress, when set, receives the call's ReportProgress reports.
 	Progress func(done, total int64, label string)
 }
@@ -56,7 +56,7 @@ type Checker struct {
 // Check runs one call of t with the model's argument string (JSON, or what
 // the model sent instead) as a worker with default settings would. See
 // [Checker].
-func Check(ctx context.Context, t *Tool, arguments string) Outcome {
+func Check(ctx context.Context, t *tool.Tool, arguments string) Outcome {
 	return Checker{}.Check(ctx, t, arguments)
 }
 
@@ -67,7 +67,7 @@ const maxPayload = 1 << 20
 // Check runs one call of t with the model's argument string. Cancelling
 // ctx is the turn's cancel: the call ends with kind aborted. A nil t, or
 // one New did not make, is an outcome of kind internal, not a panic.
-func (c Checker) Check(ctx context.Context, t *Tool, arguments string) Outcome {
+func (c Checker) Check(ctx context.Context, t *tool.Tool, arguments string) Outcome {
 	id := c.Call
 	id.AgentID = or(id.AgentID, "agent-test")
 	id.TurnID = or(id.TurnID, "turn-test")
@@ -78,7 +78,7 @@ func (c Checker) Check(ctx context.Context, t *Tool, arguments string) Outcome {
 	if t == nil || t.Definition() == nil {
 		// A nil or zero Tool (not made by New): the worker refuses it
 		// too, as a failed request.
-		err := Errorf(Internal, "the tool is nil or was not made by tool.New")
+		err := tool.Errorf(tool.Internal, "the tool is nil or was not made by tool.New")
 		return Outcome{Output: "Error (" + string(err.Kind) + "): " + err.Message, Err: err}
 	}
 	sp := t.Spec()
@@ -95,7 +95,7 @@ func (c Checker) Check(ctx context.Context, t *Tool, arguments string) Outcome {
 	if c.Progress != nil {
 		ctx = tools.WithProgress(ctx, c.Progress)
 	}
-	d := turn.Dispatcher{Timeout: c.Timeout, Repair: schema.RepairOptions{Limit: schema.DefaultRepairLimit}, MaxEventBytes: protocol.EventBudget(maxPayload)}
+	d := turn.Dispatcher{Timeout: c.Timeout, MaxEventBytes: protocol.EventBudget(maxPayload)}
 	o := d.Run(ctx, set, in).Outcomes[0]
 	return Outcome{
 		Output: outputText(o.Item), Err: o.Err, Item: o.Item, Repairs: o.Repairs, Activity: o.Activity,

@@ -1,0 +1,175 @@
+package tool_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentbull/toolruntime/tool"
+)
+
+type moveParams struct {
+	From  string `json:"from" jsonschema:"maxLength=20"`
+	To    string `json:"to"`
+	Count int    `json:"count,omitempty" jsonschema:"minimum=1"`
+}
+
+func moveTool(t testing.TB, sp tool.Spec) *tool.Tool {
+	t.Helper()
+	sp.Name, sp.Description = "move", "Move a file."
+	return tool.Must(tool.Def[moveParams]{Spec: sp,
+		Activity:          func(p moveParams) string { return "Moving " + p.From },
+		CompletedActivity: func(p moveParams, r tool.Result) string { return "Moved " + p.From + ": " + r.Content },
+		Execute: func(_ context.Context, p moveParams) (tool.Result, error) {
+			if p.From == "panic" {
+				panic("boom")
+			}
+			return tool.Result{Content: p.From + "→" + p.To}, nil
+		}})
+}
+
+// Parse is the worker's check of the arguments: repaired, validated and
+// decoded, or refused with what is wrong, before the tool runs.
+func TestParse(t *testing.T) {
+	tl := moveTool(t, tool.Spec{})
+	a, repairs, err := tl.Parse(`{'from': 'a', 'to': 'b',}`, 0)
+	if err != nil || strings.Join(repairs, ",") != "trailing_commas,single_quotes" || a.Activity != "Moving a" {
+		t.Fatalf("%+v, %v, %v", a, repairs, err)
+	}
+	res, err := a.Run(context.Background())
+	if err != nil || res.Content != "a→b" || a.Completed(res) != "Moved a: a→b" {
+		t.Errorf("%+v, %v, %q", res, err, a.Completed(res))
+	}
+	for _, args := range []string{`{"from":"a"}`, `{"from":"` + strings.Repeat("x", 21) + `","to":"b"}`, `{"from":"a","to":"b","count":0}`, `{"from":"a","to":"b","x":1}`, `[]`, ``, "\xff"} {
+		if a, _, err := tl.Parse(args, 0); err == nil || a != nil {
+			t.Errorf("%q: %+v, %v; want refused", args, a, err)
+		}
+	}
+	// A repair beyond the limit is not tried.
+	if _, _, err := tl.Parse(`{'from': 'a', 'to': 'b'}`, 8); err == nil {
+		t.Error("repaired beyond the limit")
+	}
+	// Run leaves a panic to the caller (the worker recovers it).
+	a, _, _ = tl.Parse(`{"from":"panic","to":"b"}`, 0)
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic")
+		}
+	}()
+	_, _ = a.Run(context.Background())
+}
+
+// Validate returns what the tool would run with: the arguments as sent
+// when they needed nothing, the repaired value otherwise.
+func TestValidate(t *testing.T) {
+	tl := moveTool(t, tool.Spec{})
+	for args, want := range map[string]string{
+		` {"to":"b", "from":"a"} `:                    `{"to":"b", "from":"a"}`,
+		"```json\n{\"from\":\"a\",\"to\":\"b\"}\n```": `{"from":"a","to":"b"}`,
+	} {
+		got, _, err := tl.Validate(args, 0)
+		if err != nil || string(got) != want {
+			t.Errorf("%q: %s, %v; want %s", args, got, err, want)
+		}
+	}
+	if got, _, err := tl.Validate(`{"from":1,"to":"b"}`, 0); err == nil || got != nil {
+		t.Errorf("%s, %v", got, err)
+	}
+	if !json.Valid(tl.Schema()) || !strings.Contains(string(tl.Definition()), string(tl.Schema())) {
+		t.Errorf("schema %s, definition %s", tl.Schema(), tl.Definition())
+	}
+}
+
+// A call context answers CallFrom and ReportProgress; a second one
+// inside it with only a progress receiver, or only a call, keeps the
+// other of the first.
+func TestCallContext(t *testing.T) {
+	if _, ok := tool.CallFrom(context.Background()); ok || tool.ProgressWanted(context.Background()) {
+		t.Fatal("a call outside a call context")
+	}
+	tool.ReportProgress(context.Background(), 1, 2, "nobody listens")
+	var got []string
+	c := tool.Call{AgentID: "a1", TurnID: "t1", Step: 2, CallID: "c9"}
+	outer := &tool.CallContext{Context: context.Background(), Call: c}
+	inner := &tool.CallContext{Context: outer, Progress: func(done, total int64, label string) { got = append(got, label) }}
+	if cc, ok := tool.CallFrom(inner); !ok || cc != c || !tool.ProgressWanted(inner) || tool.ProgressWanted(outer) {
+		t.Errorf("%+v %v", cc, ok)
+	}
+	tool.ReportProgress(inner, 1, 2, "half")
+	second := &tool.CallContext{Context: inner, Call: tool.Call{CallID: "c10"}}
+	tool.ReportProgress(second, 2, 2, "done")
+	if cc, _ := tool.CallFrom(second); cc.CallID != "c10" || strings.Join(got, ",") != "half,done" {
+		t.Errorf("%+v, %v", cc, got)
+	}
+}
+
+// A definition that could not run safely is refused, naming the tool.
+func TestNewRefuses(t *testing.T) {
+	run := func(context.Context, moveParams) (tool.Result, error) { return tool.Result{}, nil }
+	for _, sp := range []tool.Spec{
+		{Name: "bad name", Description: "x"},
+		{Name: "move"},
+		{Name: "move", Description: "x", ReadOnly: true, Destructive: true},
+		{Name: "move", Description: "x", Destructive: true, ExecutionMode: tool.Parallel},
+		{Name: "move", Description: "x", ExecutionMode: "sometimes"},
+		{Name: "move", Description: "x", JSONSchema: json.RawMessage(`{"type":"string"}`)},
+	} {
+		if _, err := tool.New(tool.Def[moveParams]{Spec: sp, Execute: run}); err == nil || !strings.Contains(err.Error(), `tool "`+sp.Name+`"`) {
+			t.Errorf("%+v: %v", sp, err)
+		}
+	}
+	if _, err := tool.New(tool.Def[moveParams]{Spec: tool.Spec{Name: "move", Description: "x"}}); err == nil {
+		t.Error("no Execute: no error")
+	}
+	var e *tool.Error
+	if err := error(tool.Errorf(tool.Rejected, "not on %s", "weekends")); !errors.As(err, &e) || e.Error() != "rejected: not on weekends" {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestCategoryValidate(t *testing.T) {
+	tl := moveTool(t, tool.Spec{})
+	for _, c := range []tool.Category{
+		{Name: "", Tools: tool.NewCategory("x", tl).Tools},
+		{Name: "Bad-Name", Tools: tool.NewCategory("x", tl).Tools},
+		{Name: "ok"},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%q: no error", c.Name)
+		}
+	}
+	if err := tool.NewCategory("move_tools", tl).Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Whatever the model sends, Parse answers without a panic, and what it
+// accepts fits the schema and runs.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"from":"a","to":"b"}`, `{'from':'a','to':'b',}`, "```json\n{\"from\":\"a\",\"to\":\"b\"}\n```", `{"from":"\ud800","to":""}`, `{"from":1}`, `[]`, `null`, ``, `{"from":"a","to":"b","count":-1}`} {
+		f.Add(s)
+	}
+	tl := moveTool(f, tool.Spec{Destructive: true})
+	f.Fuzz(func(t *testing.T, args string) {
+		a, _, err := tl.Parse(args, 0)
+		valid, _, verr := tl.Validate(args, 0)
+		if (err == nil) != (verr == nil) {
+			t.Fatalf("%q: Parse %v, Validate %v", args, err, verr)
+		}
+		if err != nil {
+			return
+		}
+		var p moveParams
+		if json.Unmarshal(valid, &p) != nil || len([]rune(p.From)) > 20 || p.Count < 0 {
+			t.Fatalf("%q: accepted %s", args, valid)
+		}
+		if p.From == "panic" {
+			return
+		}
+		if _, err := a.Run(context.Background()); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+	})
+}
