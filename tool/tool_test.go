@@ -3,7 +3,6 @@ package tool_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
@@ -102,30 +101,6 @@ func TestCallContext(t *testing.T) {
 	tool.ReportProgress(second, 2, 2, "done")
 	if cc, _ := tool.CallFrom(second); cc.CallID != "c10" || strings.Join(got, ",") != "half,done" {
 		t.Errorf("%+v, %v", cc, got)
-	}
-}
-
-// A definition that could not run safely is refused, naming the tool.
-func TestNewRefuses(t *testing.T) {
-	run := func(context.Context, moveParams) (tool.Result, error) { return tool.Result{}, nil }
-	for _, sp := range []tool.Spec{
-		{Name: "bad name", Description: "x"},
-		{Name: "move"},
-		{Name: "move", Description: "x", ReadOnly: true, Destructive: true},
-		{Name: "move", Description: "x", Destructive: true, ExecutionMode: tool.Parallel},
-		{Name: "move", Description: "x", ExecutionMode: "sometimes"},
-		{Name: "move", Description: "x", JSONSchema: json.RawMessage(`{"type":"string"}`)},
-	} {
-		if _, err := tool.New(tool.Def[moveParams]{Spec: sp, Execute: run}); err == nil || !strings.Contains(err.Error(), `tool "`+sp.Name+`"`) {
-			t.Errorf("%+v: %v", sp, err)
-		}
-	}
-	if _, err := tool.New(tool.Def[moveParams]{Spec: tool.Spec{Name: "move", Description: "x"}}); err == nil {
-		t.Error("no Execute: no error")
-	}
-	var e *tool.Error
-	if err := error(tool.Errorf(tool.Rejected, "not on %s", "weekends")); !errors.As(err, &e) || e.Error() != "rejected: not on weekends" {
-		t.Errorf("%v", err)
 	}
 }
 

@@ -1,25 +1,18 @@
 package tools_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	goldenfile "github.com/agentbull/toolruntime/internal/golden"
-
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
-
-// golden compares got with testdata/name (see internal/golden).
-var golden = goldenfile.Bytes
 
 type searchArgs struct {
 	Query string   `json:"query" jsonschema:"description=What to search for.,minLength=1"`
@@ -38,201 +31,6 @@ type noArgs struct {
 
 func okExec[P any](_ context.Context, _ P) (tools.Result, error) {
 	return tools.Result{Content: "ok"}, nil
-}
-
-func TestNewRefusals(t *testing.T) {
-	spec := func(name string) tools.Spec { return tools.Spec{Name: name, Description: "A tool."} }
-	with := func(f func(*tools.Spec)) tools.Spec {
-		s := spec("bad_tool")
-		f(&s)
-		return s
-	}
-	newPath := func(s tools.Spec) error {
-		_, err := tools.New(tools.Def[pathArgs]{Spec: s, Execute: okExec[pathArgs]})
-		return err
-	}
-	tests := []struct {
-		name string
-		err  error
-		want []string // substrings of the error, after the tool's name
-		is   error
-	}{
-		{name: "empty name", err: newPath(spec("")), want: []string{`tool ""`, "name must match"}},
-		{name: "65 characters", err: newPath(spec(strings.Repeat("a", 65))), want: []string{strings.Repeat("a", 65), "name must match"}},
-		{name: "space", err: newPath(spec("web fetch")), want: []string{`tool "web fetch"`, "name must match"}},
-		{name: "dot", err: newPath(spec("web.fetch")), want: []string{`tool "web.fetch"`, "name must match"}},
-		{name: "non-ASCII", err: newPath(spec("café")), want: []string{`tool "café"`, "name must match"}},
-		{name: "bad namespace", err: newPath(with(func(s *tools.Spec) { s.Namespace = "git hub" })), want: []string{`tool "bad_tool"`, "namespace must match"}},
-		{name: "empty description", err: newPath(tools.Spec{Name: "bad_tool"}), want: []string{`tool "bad_tool"`, "description is empty"}},
-		{name: "nil execute", err: func() error {
-			_, err := tools.New(tools.Def[pathArgs]{Spec: spec("bad_tool")})
-			return err
-		}(), want: []string{`tool "bad_tool"`, "execute is nil"}},
-		{name: "read-only and destructive", err: newPath(with(func(s *tools.Spec) { s.ReadOnly, s.Destructive = true, true })),
-			want: []string{`tool "bad_tool"`, "both read-only and destructive"}},
-		{name: "destructive and parallel", err: newPath(with(func(s *tools.Spec) { s.Destructive, s.ExecutionMode = true, tools.Parallel })),
-			want: []string{`tool "bad_tool"`, "destructive tool must be sequential"}},
-		{name: "bad execution mode", err: newPath(with(func(s *tools.Spec) { s.ExecutionMode = "sometimes" })),
-			want: []string{`tool "bad_tool"`, `"sometimes"`, "neither parallel nor sequential"}},
-		{name: "negative timeout", err: newPath(with(func(s *tools.Spec) { s.Timeout = -1 })),
-			want: []string{`tool "bad_tool"`, "timeout is negative"}},
-		{name: "raw schema not an object", err: newPath(with(func(s *tools.Spec) { s.JSONSchema = json.RawMessage(`{"type":"string"}`) })),
-			want: []string{`tool "bad_tool"`, "root object schema"}, is: schema.ErrNotObject},
-		{name: "raw schema an array", err: newPath(with(func(s *tools.Spec) { s.JSONSchema = json.RawMessage(`[{"type":"object"}]`) })),
-			want: []string{`tool "bad_tool"`, "root object schema"}, is: schema.ErrNotObject},
-		{name: "raw schema not JSON", err: newPath(with(func(s *tools.Spec) { s.JSONSchema = json.RawMessage(`{"type":`) })),
-			want: []string{`tool "bad_tool"`, "not valid JSON"}},
-		{name: "raw schema remote ref", err: newPath(with(func(s *tools.Spec) {
-			s.JSONSchema = json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"https://example.com/x.json"}}}`)
-		})), want: []string{`tool "bad_tool"`, "not allowed"}},
-		{name: "inferred from a non-struct", err: func() error {
-			_, err := tools.New(tools.Def[[]string]{Spec: spec("bad_tool"), Execute: okExec[[]string]})
-			return err
-		}(), want: []string{`tool "bad_tool"`, "[]string is not a struct"}, is: schema.ErrNotObject},
-		{name: "strict with open object", err: newPath(with(func(s *tools.Spec) {
-			s.Strict = true
-			s.JSONSchema = json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":true}`)
-		})), want: []string{`tool "bad_tool"`, "cannot be made strict", "additional properties"}},
-		{name: "strict with oneOf", err: newPath(with(func(s *tools.Spec) {
-			s.Strict = true
-			s.JSONSchema = json.RawMessage(`{"type":"object","properties":{"path":{"oneOf":[{"type":"string"}]}}}`)
-		})), want: []string{`tool "bad_tool"`, "cannot be made strict", `"oneOf"`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.err == nil {
-				t.Fatal("New accepted the definition")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(tt.err.Error(), w) {
-					t.Errorf("error %q does not mention %q", tt.err, w)
-				}
-			}
-			if !strings.HasPrefix(tt.err.Error(), "tool ") {
-				t.Errorf("error %q does not start by naming the tool", tt.err)
-			}
-			if tt.is != nil && !errors.Is(tt.err, tt.is) {
-				t.Errorf("error %q does not wrap %v", tt.err, tt.is)
-			}
-		})
-	}
-}
-
-func TestNewAcceptsEdgeNames(t *testing.T) {
-	for _, name := range []string{"a", strings.Repeat("a", 64), "web_fetch", "list-issues", "X1_y-2"} {
-		if _, err := tools.New(tools.Def[pathArgs]{Spec: tools.Spec{Name: name, Namespace: "ns_1", Description: "d"}, Execute: okExec[pathArgs]}); err != nil {
-			t.Errorf("New(%q): %v", name, err)
-		}
-	}
-}
-
-func TestMustPanicsOnBadDefinition(t *testing.T) {
-	defer func() {
-		r := recover()
-		if r == nil || !strings.Contains(fmt.Sprint(r), `tool "x y"`) {
-			t.Errorf("Must recovered %v, want a panic naming the tool", r)
-		}
-	}()
-	tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "x y", Description: "d"}, Execute: okExec[pathArgs]})
-}
-
-func TestExecutionModeDefaults(t *testing.T) {
-	tests := []struct {
-		name string
-		spec tools.Spec
-		want tools.Mode
-	}{
-		{"read-only defaults to parallel", tools.Spec{ReadOnly: true}, tools.Parallel},
-		{"plain defaults to sequential", tools.Spec{}, tools.Sequential},
-		{"destructive defaults to sequential", tools.Spec{Destructive: true}, tools.Sequential},
-		{"read-only may be sequential", tools.Spec{ReadOnly: true, ExecutionMode: tools.Sequential}, tools.Sequential},
-		{"plain may be parallel", tools.Spec{ExecutionMode: tools.Parallel}, tools.Parallel},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := tt.spec
-			s.Name, s.Description = "t", "d"
-			tool := tools.Must(tools.Def[pathArgs]{Spec: s, Execute: okExec[pathArgs]})
-			if got := tool.Spec().ExecutionMode; got != tt.want {
-				t.Errorf("ExecutionMode = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-// definitionTools are the tools whose definitions are golden files.
-func definitionTools(t *testing.T) map[string]*tools.Tool {
-	t.Helper()
-	return map[string]*tools.Tool{
-		"typed": tools.Must(tools.Def[searchArgs]{
-			Spec:    tools.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true},
-			Execute: okExec[searchArgs],
-		}),
-		"typed_strict": tools.Must(tools.Def[searchArgs]{
-			Spec:    tools.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true, Strict: true},
-			Execute: okExec[searchArgs],
-		}),
-		"raw": tools.Must(tools.Def[json.RawMessage]{
-			Spec: tools.Spec{Name: "query_db", Description: "Run a read-only SQL query.", Namespace: "db", ReadOnly: true,
-				JSONSchema: json.RawMessage(`{
-					"type": "object",
-					"properties": {
-						"sql": {"type": "string", "minLength": 1, "maxLength": 10000, "description": "One SELECT statement."},
-						"max_rows": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
-						"format": {"type": "string", "enum": ["csv", "json"]},
-						"since": {"type": "string", "format": "date-time"}
-					},
-					"required": ["sql"]
-				}`)},
-			Execute: okExec[json.RawMessage],
-		}),
-		"raw_strict_ready": tools.Must(tools.Def[pathArgs]{
-			Spec: tools.Spec{Name: "delete_file", Description: "Delete one file.", Destructive: true, Strict: true,
-				JSONSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","pattern":"^/"}},"required":["path"],"additionalProperties":false}`)},
-			Execute: okExec[pathArgs],
-		}),
-	}
-}
-
-func TestDefinitionGolden(t *testing.T) {
-	for name, tool := range definitionTools(t) {
-		t.Run(name, func(t *testing.T) {
-			def := tool.Definition()
-			// The shape: exactly these keys, in this order.
-			dec := json.NewDecoder(bytes.NewReader(def))
-			if _, err := dec.Token(); err != nil {
-				t.Fatal(err)
-			}
-			var keys []string
-			vals := map[string]json.RawMessage{}
-			for dec.More() {
-				k, _ := dec.Token()
-				var v json.RawMessage
-				if err := dec.Decode(&v); err != nil {
-					t.Fatal(err)
-				}
-				keys = append(keys, k.(string))
-				vals[k.(string)] = v
-			}
-			if want := []string{"type", "name", "description", "parameters", "strict"}; !reflect.DeepEqual(keys, want) {
-				t.Errorf("definition keys = %v, want %v", keys, want)
-			}
-			sp := tool.Spec()
-			if string(vals["type"]) != `"function"` || string(vals["name"]) != fmt.Sprintf("%q", sp.Name) ||
-				string(vals["strict"]) != fmt.Sprint(sp.Strict) {
-				t.Errorf("definition %s does not match the spec %+v", def, sp)
-			}
-			if !bytes.Equal(vals["parameters"], tool.Schema()) {
-				t.Errorf("parameters = %s, want the sent schema %s", vals["parameters"], tool.Schema())
-			}
-			var b bytes.Buffer
-			if err := json.Indent(&b, def, "", "  "); err != nil {
-				t.Fatal(err)
-			}
-			b.WriteByte('\n')
-			golden(t, filepath.Join("definitions", name+".json"), b.Bytes())
-		})
-	}
 }
 
 // counted wraps a tool body to count its runs.
@@ -483,17 +281,6 @@ func TestRun(t *testing.T) {
 	})
 }
 
-func TestErrorText(t *testing.T) {
-	e := tools.Errorf(tools.NotLoaded, "load %s first", "x")
-	if e.Error() != "not_loaded: load x first" {
-		t.Errorf("Error() = %q", e.Error())
-	}
-	b, _ := json.Marshal(e)
-	if string(b) != `{"kind":"not_loaded","message":"load x first"}` {
-		t.Errorf("JSON = %s", b)
-	}
-}
-
 func TestActivity(t *testing.T) {
 	both := tools.Must(tools.Def[pathArgs]{
 		Spec:     tools.Spec{Name: "read", Description: "d", ReadOnly: true},
@@ -527,50 +314,5 @@ func TestActivity(t *testing.T) {
 			t.Errorf("%s: Activity = %q, CompletedActivity = %q; want %q, %q",
 				tt.tool.Name(), inv.Activity, inv.CompletedActivity(res), tt.started, tt.ended)
 		}
-	}
-}
-
-// TestStrictByDefault: a schema inferred from a Go type is sent strict
-// unless NotStrict says why not; one the strict rewrite cannot express
-// needs that reason; a raw schema is sent as its owner says.
-func TestStrictByDefault(t *testing.T) {
-	strictOf := func(tl *tools.Tool) bool {
-		var def struct{ Strict bool }
-		if err := json.Unmarshal(tl.Definition(), &def); err != nil {
-			t.Fatal(err)
-		}
-		return def.Strict
-	}
-	inferred := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "a", Description: "d"}, Execute: okExec[pathArgs]})
-	if !strictOf(inferred) || !inferred.Spec().Strict {
-		t.Errorf("inferred schema sent %s", inferred.Definition())
-	}
-	loose := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "b", Description: "d", NotStrict: "a test of the loose path"}, Execute: okExec[pathArgs]})
-	if strictOf(loose) {
-		t.Errorf("NotStrict tool sent %s", loose.Definition())
-	}
-	type mapArgs struct {
-		Labels map[string]string `json:"labels"`
-	}
-	if _, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d"}, Execute: okExec[mapArgs]}); err == nil ||
-		!strings.Contains(err.Error(), "NotStrict") {
-		t.Errorf("a map field without NotStrict: err = %v, want one asking for the reason", err)
-	}
-	if m, err := tools.New(tools.Def[mapArgs]{Spec: tools.Spec{Name: "c", Description: "d", NotStrict: "labels is a map, which strict mode cannot express"}, Execute: okExec[mapArgs]}); err != nil || strictOf(m) {
-		t.Errorf("a map field with NotStrict: %v", err)
-	}
-	type openArgs struct {
-		Schema json.RawMessage `json:"schema" jsonschema:"type=object"`
-	}
-	if _, err := tools.New(tools.Def[openArgs]{Spec: tools.Spec{Name: "o", Description: "d"}, Execute: okExec[openArgs]}); err == nil ||
-		!strings.Contains(err.Error(), "open object at #/properties/schema") {
-		t.Errorf("an open object field without NotStrict: err = %v, want one naming it", err)
-	}
-	raw := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)
-	if r := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "d", Description: "d", JSONSchema: raw}, Execute: okExec[pathArgs]}); strictOf(r) {
-		t.Errorf("raw schema sent strict without Strict: %s", r.Definition())
-	}
-	if _, err := tools.New(tools.Def[pathArgs]{Spec: tools.Spec{Name: "e", Description: "d", Strict: true, NotStrict: "x"}, Execute: okExec[pathArgs]}); err == nil {
-		t.Error("Strict and NotStrict at once accepted")
 	}
 }
