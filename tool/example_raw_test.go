@@ -1,0 +1,55 @@
+package tool_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentbull/toolruntime/tool"
+)
+
+// LookupParams are decoded from arguments checked against a raw schema.
+type LookupParams struct {
+	Key    string `json:"key"`
+	Shards []int  `json:"shards"`
+}
+
+// A tool with a raw schema: every keyword is sent and enforced as written,
+// and the arguments are decoded into the tool's type after validation.
+func ExampleNew_rawSchema() {
+	lookup := tool.Must(tool.Def[LookupParams]{
+		Spec: tool.Spec{
+			Name:        "lookup",
+			Description: "Look a key up in some shards.",
+			ReadOnly:    true,
+			JSONSchema: json.RawMessage(`{
+				"type": "object",
+				"properties": {
+					"key":    {"type": "string", "pattern": "^[a-z]+:[0-9]+$"},
+					"shards": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 7}, "uniqueItems": true}
+				},
+				"required": ["key", "shards"]
+			}`),
+		},
+		Execute: func(_ context.Context, p LookupParams) (tool.Result, error) {
+			return tool.Result{Content: fmt.Sprintf("%s in shards %v", p.Key, p.Shards)}, nil
+		},
+	})
+	fmt.Println(string(lookup.Schema()))
+
+	// A fenced, valid call is repaired and runs.
+	a, repairs, err := lookup.Parse("```json\n{\"key\": \"user:42\", \"shards\": [1, 3]}\n```", 0)
+	if err != nil {
+		panic(err)
+	}
+	res, _ := a.Run(context.Background())
+	fmt.Println(res.Content, repairs)
+
+	// Every violation is refused, with its JSON pointer.
+	_, _, err = lookup.Parse(`{"key": "user", "shards": [1, 9]}`, 0)
+	fmt.Println(err)
+	// Output:
+	// {"type":"object","properties":{"key":{"type":"string","pattern":"^[a-z]+:[0-9]+$"},"shards":{"type":"array","items":{"type":"integer","minimum":0,"maximum":7},"uniqueItems":true}},"required":["key","shards"]}
+	// user:42 in shards [1 3] [strip_fences]
+	// /key: does not match pattern '^[a-z]+:[0-9]+$'; /shards/1: must be <= 7 but found 9
+}
