@@ -126,8 +126,9 @@ func lineChart(title, unit string, series [][]float64, labels []string) chart {
 			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 		}
 		c.Lines = append(c.Lines, chartLine{Class: fmt.Sprintf("l%d", li), Points: strings.TrimSpace(b.String()), Label: labels[li]})
-		if len(s) > 0 {
-			c.Last += fmt.Sprintf("%s %.1f %s  ", labels[li], s[len(s)-1], unit)
+		if len(s) > 1 {
+			// The last complete bucket: the current one is still filling.
+			c.Last += fmt.Sprintf("%s %.1f %s  ", labels[li], s[len(s)-2], unit)
 		}
 	}
 	return c
@@ -157,6 +158,9 @@ type streamView struct {
 	Name        string
 	Msgs, Bytes uint64
 	Consumers   []consumerView
+	// Ephemeral counts the ordered consumers (gateways, consoles).
+	Ephemeral        int
+	EphemeralPending uint64
 }
 
 type consumerView struct {
@@ -271,6 +275,13 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 		sv := streamView{Name: n, Msgs: info.State.Msgs, Bytes: info.State.Bytes}
 		cl := st.ListConsumers(ctx)
 		for ci := range cl.Info() {
+			if ci.Config.Durable == "" {
+				// Ordered consumers of gateways (and of this console):
+				// one line for them all.
+				sv.Ephemeral++
+				sv.EphemeralPending += ci.NumPending
+				continue
+			}
 			sv.Consumers = append(sv.Consumers, consumerView{Name: ci.Name, Pending: ci.NumPending, AckPending: ci.NumAckPending,
 				Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting})
 		}
