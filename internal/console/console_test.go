@@ -62,7 +62,9 @@ func newRig(t *testing.T) *rig {
 	r.console = c
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = c.Run(ctx) }()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(c)
 	t.Cleanup(hs.Close)
 	r.url = hs.URL

@@ -54,8 +54,9 @@ func fairnessKey(agent string, c gateway.Context) string {
 	return agent
 }
 
-// Run follows the bus for the charts and the key filter until ctx ends.
-func (s *Server) Run(ctx context.Context) error {
+// Start follows the bus for the charts and the key filter, from its
+// return (the subscriptions are in place) until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
 	onStep := func(m *nats.Msg) {
 		var st struct {
 			AgentID string          `json:"agent_id"`
@@ -82,10 +83,15 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, sub := range subs {
 		_ = sub.SetPendingLimits(1<<16, 256<<20)
 	}
-	<-ctx.Done()
-	for _, sub := range subs {
-		_ = sub.Unsubscribe()
+	if err := s.cfg.NC.Flush(); err != nil {
+		return err
 	}
+	go func() {
+		<-ctx.Done()
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}()
 	return nil
 }
 

@@ -68,8 +68,8 @@ type session struct {
 
 const cookieName = "console_session"
 
-// New builds a Server on cfg.NC. Run must run for the charts and the
-// live key filter to have data.
+// New builds a Server on cfg.NC. Start it for the charts and the live
+// key filter to have data.
 func New(cfg Config) (*Server, error) {
 	if cfg.NC == nil {
 		return nil, errors.New("console: no NATS connection")
