@@ -66,7 +66,12 @@ type auditEntry struct {
 	DeadSeq   uint64             `json:"dead_seq,omitempty"`
 }
 
+// maxShown is how many held steps the page shows, soonest to expire
+// first.
+const maxShown = 100
+
 type approvalsView struct {
+	More   int // held steps not shown
 	Steps  []stepView
 	Recent []auditEntry
 	Error  string
@@ -258,6 +263,10 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		v.Error = err.Error()
 	}
+	if len(steps) > maxShown {
+		v.More = len(steps) - maxShown
+		steps = steps[:maxShown]
+	}
 	refused := s.refusedAnswers(ctx)
 	now := time.Now()
 	for _, h := range steps {
@@ -407,29 +416,31 @@ func (s *Server) answersSent(ctx context.Context, agent, turn string, step int64
 	return n
 }
 
+// recentAudit reads the last limit entries of CONSOLE_AUDIT from its
+// stream, newest first: a page load costs limit reads, however long the
+// bucket's history.
 func (s *Server) recentAudit(ctx context.Context, limit int) []auditEntry {
-	kv, err := s.auditKV(ctx)
+	if _, err := s.auditKV(ctx); err != nil {
+		return nil
+	}
+	st, err := s.js.Stream(ctx, "KV_"+bucketAudit)
 	if err != nil {
 		return nil
 	}
-	l, err := kv.ListKeys(ctx)
+	info, err := st.Info(ctx)
 	if err != nil {
 		return nil
 	}
 	var out []auditEntry
-	for k := range l.Keys() {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
+	for seq := info.State.LastSeq; seq >= info.State.FirstSeq && seq > 0 && len(out) < limit; seq-- {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || len(m.Data) == 0 {
+			continue // deleted, or a delete marker
 		}
 		var a auditEntry
-		if json.Unmarshal(e.Value(), &a) == nil {
+		if json.Unmarshal(m.Data, &a) == nil {
 			out = append(out, a)
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
-	if len(out) > limit {
-		out = out[:limit]
 	}
 	return out
 }

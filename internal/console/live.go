@@ -17,6 +17,10 @@ import (
 
 const streamOutputs = "TURN_OUTPUTS"
 
+// maxStreams bounds the live streams served at once: each holds an
+// ordered consumer and a subscription.
+const maxStreams = 64
+
 // keyBook remembers the fairness key of each turn whose steps the console
 // saw published (a core subscription beside the work queue, which takes
 // nothing from it), for the live page's key filter.
@@ -142,6 +146,12 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "agent and turn are 1-64 characters of [A-Za-z0-9_-], key at most 64", http.StatusBadRequest)
 		return
 	}
+	if s.streams.Add(1) > maxStreams {
+		s.streams.Add(-1)
+		http.Error(w, fmt.Sprintf("the console serves at most %d live streams at once: close another live page", maxStreams), http.StatusServiceUnavailable)
+		return
+	}
+	defer s.streams.Add(-1)
 	ctx := r.Context()
 	events := make(chan liveEvent, 512)
 	lost := 0

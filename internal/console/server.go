@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,9 +55,10 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 
-	stats *stats
-	keys  *keyBook
-	cats  *catalogCache
+	stats   *stats
+	keys    *keyBook
+	streams atomic.Int64 // live streams open
+	cats    *catalogCache
 }
 
 type session struct {
