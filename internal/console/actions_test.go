@@ -107,11 +107,9 @@ func TestRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := js.Publish(ctx, "turn.call.a3.t2", []byte("not a step"))
-	if err != nil {
+	if _, err := js.Publish(ctx, "turn.call.a3.t2", []byte("not a step")); err != nil {
 		t.Fatal(err)
 	}
-	_ = bad
 	sub, err := r.srv.Connect(t).SubscribeSync("turn.call.output.a3.t1")
 	if err != nil {
 		t.Fatal(err)

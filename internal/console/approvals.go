@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -588,5 +587,3 @@ func descriptions(raw json.RawMessage, ns string) map[string]string {
 	}
 	return out
 }
-
-var errNoStream = errors.New("no such stream")

@@ -80,7 +80,6 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A malformed step, dead-lettered by the worker, with markup in it.
-	nc := r.srv.Connect(t)
 	js := r.srv.JetStream(t)
 	if _, err := js.Publish(ctx, "turn.call.a1.bad", []byte(`this is not a step <img src=x onerror=alert(3)>`)); err != nil {
 		t.Fatal(err)
@@ -97,7 +96,6 @@ func TestBrowser(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, dl); err != nil {
 		t.Fatal(err)
 	}
-	_ = nc
 	// Some finished steps for the fleet's charts.
 	for i := range 5 {
 		if _, err := r.gw.Send(ctx, gateway.Step{AgentID: "a4", TurnID: fmt.Sprintf("t%d", i), Step: 0, Context: diagCtx,
