@@ -21,6 +21,7 @@ var floors = [][]string{
 	{"internal/category/", "internal/workflowtask"},
 	{"internal/worker"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},
+	{"internal/console"},
 	{"cmd/", "examples/", "bench/", "deployments"},
 }
 

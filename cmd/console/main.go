@@ -1,0 +1,148 @@
+// Command console serves the operator console: approvals, live turns,
+// dead letters and the fleet, in a browser. It is a separate process on
+// its own NATS connection; the workers are unchanged.
+//
+//	go run ./cmd/console --nats-url nats://127.0.0.1:4222
+//
+// It prints the URL to open, with its token, as Jupyter does.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/internal/console"
+)
+
+func main() { os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var conn console.Conn
+	conn.Register(fs)
+	listen := fs.String("listen", "127.0.0.1:8470", "address to serve on; anything but loopback without --tls-cert-file is warned about")
+	tokenFile := fs.String("console-token-file", "", "file holding the console's login token (else CONSOLE_TOKEN, else one is generated and printed)")
+	certFile := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-key-file)")
+	keyFile := fs.String("tls-key-file", "", "the key of --tls-cert-file")
+	logFormat := fs.String("log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var log *slog.Logger
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := conn.Resolve(set, getenv); err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	if (*certFile == "") != (*keyFile == "") {
+		fmt.Fprintln(stderr, "console: --tls-cert-file and --tls-key-file go together")
+		return 2
+	}
+	token, generated := "", false
+	switch {
+	case *tokenFile != "":
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "console: --console-token-file:", err)
+			return 2
+		}
+		token = strings.TrimSpace(string(b))
+	case getenv("CONSOLE_TOKEN") != "":
+		token = getenv("CONSOLE_TOKEN")
+	default:
+		token, generated = console.GenerateToken(), true
+	}
+	if len(token) < 16 {
+		fmt.Fprintln(stderr, "console: the token must be at least 16 characters")
+		return 2
+	}
+	opts, err := conn.Options("turn-worker console")
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	nc, err := nats.Connect(conn.URL, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "console: connecting to %s: %v (--nats-url, --context)\n", conn.URL, err)
+		return 1
+	}
+	defer nc.Close()
+	srv, err := console.New(console.Config{NC: nc, Token: token, Secure: *certFile != "", Logger: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "console: --listen %s: %v\n", *listen, err)
+		return 2
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && *certFile == "" {
+		log.Warn("the console is served WITHOUT TLS on a non-loopback address: its token and session cookie cross the network in clear; use --tls-cert-file/--tls-key-file, or --listen 127.0.0.1:PORT behind an SSH tunnel or a TLS proxy", "listen", ln.Addr().String())
+	}
+	scheme := "http"
+	if *certFile != "" {
+		scheme = "https"
+	}
+	shown := host
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		shown = "127.0.0.1"
+	}
+	base := fmt.Sprintf("%s://%s/login", scheme, net.JoinHostPort(shown, port))
+	if generated {
+		fmt.Fprintf(stdout, "Console at %s?token=%s\n(the token was generated for this run; set CONSOLE_TOKEN or --console-token-file to keep one)\n", base, token)
+	} else {
+		fmt.Fprintf(stdout, "Console at %s\n", base)
+	}
+	log.Info("console serving", "listen", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted())
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() {
+		if *certFile != "" {
+			errc <- hs.ServeTLS(ln, *certFile, *keyFile)
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-errc:
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	return 0
+}

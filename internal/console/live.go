@@ -1,0 +1,242 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/gateway"
+)
+
+const streamOutputs = "TURN_OUTPUTS"
+
+// maxStreams bounds the live streams served at once: each holds an
+// ordered consumer and a subscription.
+const maxStreams = 64
+
+// keyBook remembers the fairness key of each turn whose steps the console
+// saw published (a core subscription beside the work queue, which takes
+// nothing from it), for the live page's key filter.
+type keyBook struct {
+	mu sync.Mutex
+	m  map[string]string // agent/turn → key
+}
+
+func newKeyBook() *keyBook { return &keyBook{m: map[string]string{}} }
+
+func (k *keyBook) set(agent, turn, key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.m) > 100_000 {
+		clear(k.m) // a bound, not a cache policy: keys come back with the turns' next steps
+	}
+	k.m[agent+"/"+turn] = key
+}
+
+// key is the turn's fairness key, by default its agent id (the
+// protocol's default).
+func (k *keyBook) key(agent, turn string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if v, ok := k.m[agent+"/"+turn]; ok {
+		return v
+	}
+	return agent
+}
+
+func fairnessKey(agent string, c gateway.Context) string {
+	if c.Fairness.Key != "" {
+		return c.Fairness.Key
+	}
+	return agent
+}
+
+// Start follows the bus for the charts and the key filter, from its
+// return (the subscriptions are in place) until ctx ends.
+func (s *Server) Start(ctx context.Context) error {
+	onStep := func(m *nats.Msg) {
+		var st struct {
+			AgentID string          `json:"agent_id"`
+			TurnID  string          `json:"turn_id"`
+			Context gateway.Context `json:"context"`
+		}
+		if json.Unmarshal(m.Data, &st) == nil && st.AgentID != "" {
+			s.keys.set(st.AgentID, st.TurnID, fairnessKey(st.AgentID, st.Context))
+		}
+	}
+	var subs []*nats.Subscription
+	for _, subj := range []string{"turn.call.*.*", "turn.task.*.*"} {
+		sub, err := s.cfg.NC.Subscribe(subj, onStep)
+		if err != nil {
+			return err
+		}
+		subs = append(subs, sub)
+	}
+	sub, err := s.cfg.NC.Subscribe("turn.call.output.*.*", func(m *nats.Msg) { s.stats.observe(m.Data) })
+	if err != nil {
+		return err
+	}
+	subs = append(subs, sub)
+	for _, sub := range subs {
+		_ = sub.SetPendingLimits(1<<16, 256<<20)
+	}
+	if err := s.cfg.NC.Flush(); err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}()
+	return nil
+}
+
+type liveView struct{ Agent, Turn, Key string }
+
+func (s *Server) livePage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.render(w, "live.html", s.page(r, "live", "Live turns", liveView{Agent: q.Get("agent"), Turn: q.Get("turn"), Key: q.Get("key")}))
+}
+
+// liveEvent is one server-sent event: an event of TURN_OUTPUTS or an
+// activity, as the worker published it (Event), with where it came from.
+type liveEvent struct {
+	Source  string          `json:"source"` // "output" or "activity"
+	Subject string          `json:"subject"`
+	Time    time.Time       `json:"time"`
+	AgentID string          `json:"agent_id"`
+	TurnID  string          `json:"turn_id"`
+	Key     string          `json:"key"`
+	Event   json.RawMessage `json:"event"`
+}
+
+// token is a filter's subject token: the id when it is a valid one,
+// "*" when empty; ok is false for anything else.
+func token(v string) (string, bool) {
+	if v == "" {
+		return "*", true
+	}
+	if len(v) > 64 {
+		return "", false
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "", false
+		}
+	}
+	return v, true
+}
+
+// liveEvents streams the turns' events (the last two minutes of
+// TURN_OUTPUTS, then live) and their activity, as server-sent events.
+func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	agent, ok1 := token(q.Get("agent"))
+	turn, ok2 := token(q.Get("turn"))
+	key := q.Get("key")
+	if !ok1 || !ok2 || len(key) > 64 {
+		http.Error(w, "agent and turn are 1-64 characters of [A-Za-z0-9_-], key at most 64", http.StatusBadRequest)
+		return
+	}
+	if s.streams.Add(1) > maxStreams {
+		s.streams.Add(-1)
+		http.Error(w, fmt.Sprintf("the console serves at most %d live streams at once: close another live page", maxStreams), http.StatusServiceUnavailable)
+		return
+	}
+	defer s.streams.Add(-1)
+	ctx := r.Context()
+	events := make(chan liveEvent, 512)
+	lost := 0
+	var lostMu sync.Mutex
+	emit := func(source, subject string, t time.Time, data []byte) {
+		parts := strings.Split(subject, ".")
+		if len(parts) < 2 {
+			return
+		}
+		a, tn := parts[len(parts)-2], parts[len(parts)-1]
+		k := s.keys.key(a, tn)
+		if key != "" && k != key {
+			return
+		}
+		raw := json.RawMessage(data)
+		if !json.Valid(data) {
+			raw, _ = json.Marshal(strings.ToValidUTF8(string(data), "\uFFFD"))
+		}
+		select {
+		case events <- liveEvent{Source: source, Subject: subject, Time: t.UTC(), AgentID: a, TurnID: tn, Key: k, Event: raw}:
+		default:
+			lostMu.Lock()
+			lost++
+			lostMu.Unlock()
+		}
+	}
+	sub, err := s.cfg.NC.Subscribe(fmt.Sprintf("turn.activity.%s.%s", agent, turn), func(m *nats.Msg) { emit("activity", m.Subject, time.Now(), m.Data) })
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer sub.Unsubscribe()
+	cons, err := s.js.OrderedConsumer(ctx, streamOutputs, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{fmt.Sprintf("turn.call.output.%s.%s", agent, turn)},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   ptr(time.Now().Add(-2 * time.Minute)),
+	})
+	if err != nil {
+		http.Error(w, fmt.Sprintf("stream %s: %v (is a worker running?)", streamOutputs, err), http.StatusBadGateway)
+		return
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, _ := m.Metadata()
+		t := time.Now()
+		if md != nil {
+			t = md.Timestamp
+		}
+		emit("output", m.Subject(), t, m.Data())
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer cc.Stop()
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	fmt.Fprint(w, ": live\n\n")
+	_ = rc.Flush()
+	tick := time.NewTicker(15 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			b, _ := json.Marshal(ev)
+			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+				return
+			}
+			_ = rc.Flush()
+		case <-tick.C:
+			lostMu.Lock()
+			n := lost
+			lost = 0
+			lostMu.Unlock()
+			if n > 0 {
+				fmt.Fprintf(w, "event: lost\ndata: %d\n\n", n)
+			} else {
+				fmt.Fprint(w, ": keep-alive\n\n")
+			}
+			_ = rc.Flush()
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
