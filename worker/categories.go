@@ -16,7 +16,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -242,14 +241,4 @@ func (m *program) startMCP(b *builtins) (*mcp.Manager, error) {
 	b.closers = append(b.closers, func() { mm.Close() })
 	m.log.Info("mcp servers configured", "servers", mm.Servers())
 	return mm, nil
-}
-
-// knownEnv is the turn knownAtStart asks the categories about: a main
-// turn that binds every category and enables every skill.
-func knownEnv(es []entry, skills []string) turn.Env {
-	bindings := map[string]bool{}
-	for _, e := range es {
-		bindings[e.name] = true
-	}
-	return turn.Env{AgentID: "approval-check", TurnID: "start", Context: protocol.Context{Kind: protocol.KindText, Bindings: bindings, Skills: skills}}
 }

@@ -103,7 +103,11 @@ func (k knownTools) matches(entry string) bool {
 // that binds every category and enables every skill.
 func (m *program) knownAtStart(ctx context.Context, es []entry) knownTools {
 	k := knownTools{names: map[string]bool{}, namespaces: map[string]bool{}, mcp: map[string]bool{}}
-	env := knownEnv(es, m.skills.Names())
+	bindings := map[string]bool{}
+	for _, e := range es {
+		bindings[e.name] = true
+	}
+	env := turn.Env{AgentID: "approval-check", TurnID: "start", Context: protocol.Context{Kind: protocol.KindText, Bindings: bindings, Skills: m.skills.Names()}}
 	for _, e := range es {
 		if e.name == "mcp" {
 			continue // it would connect to every server

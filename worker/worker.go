@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,31 +84,12 @@ type Config struct {
 // settings is c for the internal worker.
 func (c Config) settings() (iworker.Config, error) {
 	e := c.engine
-	for _, f := range []struct {
-		dst *int
-		v   int
-	}{{&e.Concurrency, c.Concurrency}, {&e.MaxParallel, c.MaxParallel}, {&e.Topology.Replicas, c.Replicas}} {
-		if f.v != 0 {
-			*f.dst = f.v
-		}
-	}
-	if c.Name != "" {
-		e.Name = c.Name
-	}
-	if c.Grace != 0 {
-		e.Grace = c.Grace
-	}
-	if c.CallTimeout != 0 {
-		e.CallTimeout = c.CallTimeout
-	}
+	e.Name, e.Grace, e.CallTimeout = cmp.Or(c.Name, e.Name), cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
+	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
+	e.Topology.Replicas = cmp.Or(c.Replicas, e.Topology.Replicas)
+	e.Version = cmp.Or(strings.TrimPrefix(c.Version, "v"), e.Version, DefaultVersion)
 	if c.MemoryStorage {
 		e.Topology.Storage = jetstream.MemoryStorage
-	}
-	if c.Version != "" || e.Version == "" {
-		e.Version = strings.TrimPrefix(c.Version, "v")
-		if e.Version == "" {
-			e.Version = DefaultVersion
-		}
 	}
 	if !semVer.MatchString(e.Version) {
 		return e, fmt.Errorf("version %q is not SemVer", e.Version)
