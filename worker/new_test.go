@@ -86,3 +86,36 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Workers made by New beside each other form a fleet: with one of them
+// stopped, the other answers every step.
+func TestNewFleet(t *testing.T) {
+	s := natstest.Start(t)
+	stop := map[string]context.CancelFunc{}
+	ran := make(chan error, 2)
+	for _, name := range []string{"lib-a", "lib-b"} {
+		w, err := New(s.Connect(t), Config{Name: name, MemoryStorage: true, Logger: workertest.Logger()}, tool.NewCategory("loud", shout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stop[name] = cancel
+		go func() { ran <- w.Run(ctx) }()
+	}
+	workertest.WaitForService(t, s.Connect(t))
+	g := workertest.NewGateway(t, s)
+	bound := map[string]bool{"loud": true}
+	for i := range 6 {
+		if i == 3 {
+			stop["lib-a"]()
+			if err := <-ran; err != nil {
+				t.Fatalf("the first worker's Run: %v", err)
+			}
+		}
+		agent := "agent-" + string(rune('a'+i))
+		if o := g.Run(agent, "t1", 1, bound, workertest.FC("c1", "shout", `{"text": "x"}`))["c1"]; o.Item.Output != "X "+agent {
+			t.Errorf("step %d: %s", i, o.Raw)
+		}
+	}
+}

@@ -55,7 +55,8 @@ func Main(ctx context.Context, o Options) {
 // field takes the default; cmd/worker's flags set more than these.
 type Config struct {
 	// Name identifies the worker in logs, call claims and its micro
-	// service ("worker").
+	// service: each worker of a fleet needs its own (host-pid, as Main's
+	// --name; give two workers of one process names of their own).
 	Name string
 	// Version is the program's version, SemVer (a leading "v" is
 	// dropped), in the micro service's info (DefaultVersion).
@@ -84,7 +85,9 @@ type Config struct {
 // settings is c for the internal worker.
 func (c Config) settings() (iworker.Config, error) {
 	e := c.engine
-	e.Name, e.Grace, e.CallTimeout = cmp.Or(c.Name, e.Name), cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
+	host, _ := os.Hostname()
+	e.Name = cmp.Or(c.Name, e.Name, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
 	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
 	e.Topology.Replicas = cmp.Or(c.Replicas, e.Topology.Replicas)
 	e.Version = cmp.Or(strings.TrimPrefix(c.Version, "v"), e.Version, DefaultVersion)
