@@ -23,7 +23,9 @@ type Turn struct {
 // Bound reports whether the turn's context binds name.
 func (t Turn) Bound(name string) bool { return t.Bindings[name] }
 
-// Category is a named group of tools a worker offers to turns.
+// Category is a named group of tools a worker offers to turns: give it to
+// worker.New, or to worker.Main in worker.Options.Categories, where it
+// takes its place in the catalog beside the built-in categories.
 type Category struct {
 	// Name names the category in the worker's metadata ("categories") and
 	// logs; for a category made with NewCategory it is also the binding

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ import (
 
 // runProgram runs a program with categories against s until the test
 // ends, and returns the error Run ended with on errc.
-func runProgram(t *testing.T, s *natstest.Server, categories []Category) <-chan error {
+func runProgram(t *testing.T, s *natstest.Server, categories []tool.Category) <-chan error {
 	t.Helper()
 	m := newProgram(Options{Categories: categories, Version: "1.2.3"})
 	if err := m.ParseFlags([]string{"--nats-url", s.ClientURL(), "--storage", "memory", "--log-level", "error", "--name", "w1"}); err != nil {
@@ -57,8 +56,8 @@ var shout = tool.Must(tool.Def[struct {
 })
 
 // A category of one's own is listed and called like a built-in one, in
-// the order of Options.Categories; one whose Tools function panics or
-// fails fails that request only.
+// the order of Options.Categories after the built-ins that do not vary by
+// turn; one whose Tools function panics or fails fails that request only.
 func TestOwnCategories(t *testing.T) {
 	s := natstest.Start(t)
 	loud := tool.NewCategory("loud", shout)
@@ -76,7 +75,7 @@ func TestOwnCategories(t *testing.T) {
 		tn.Bindings["mutated"] = true // a copy: no other category sees it
 		return nil, nil
 	}}
-	runProgram(t, s, append([]Category{Tools(perAgent), Tools(loud)}, DefaultCategories()...))
+	runProgram(t, s, []tool.Category{perAgent, loud})
 	nc := s.Connect(t)
 	workertest.WaitForService(t, nc)
 	js, err := jetstream.New(nc)
@@ -85,8 +84,8 @@ func TestOwnCategories(t *testing.T) {
 	}
 	g := &workertest.Gateway{T: t, NC: nc, JS: js}
 	bound := map[string]bool{"loud": true}
-	if _, names := g.Catalog(protocol.Context{Kind: protocol.KindText, Bindings: bound}); len(names) < 2 || names[0] != "shout" || !slices.Contains(names, "todo_write") {
-		t.Errorf("catalog %v, want shout first, then the default categories' tools", names)
+	if _, names := g.Catalog(protocol.Context{Kind: protocol.KindText, Bindings: bound}); len(names) < 2 || names[len(names)-1] != "shout" || names[0] != "todo_write" {
+		t.Errorf("catalog %v, want the built-in categories' tools, then shout", names)
 	}
 	outs := g.Run("agent-7", "t1", 1, bound, workertest.FC("c1", "shout", `{"text": "hi"}`))
 	if o := outs["c1"]; o.Status != "ok" || o.Item.Output != "HI agent-7" {
@@ -113,14 +112,14 @@ func TestOwnCategories(t *testing.T) {
 func TestCategoriesRefused(t *testing.T) {
 	s := natstest.Start(t)
 	for _, c := range []struct {
-		cats []Category
+		cats []tool.Category
 		want string
 	}{
-		{[]Category{Tools(tool.NewCategory("loud", shout)), Tools(tool.NewCategory("loud", shout))}, `two categories are named "loud"`},
-		{append(DefaultCategories(), Tools(tool.NewCategory("todo", shout))), `two categories are named "todo"`},
-		{[]Category{Tools(tool.Category{Name: "empty"})}, "category empty: category \"empty\": Tools is nil"},
-		{[]Category{Tools(tool.NewCategory("Bad Name", shout))}, "the name must match"},
-		{[]Category{{}}, "a zero worker.Category"},
+		{[]tool.Category{tool.NewCategory("loud", shout), tool.NewCategory("loud", shout)}, `two categories are named "loud"`},
+		{[]tool.Category{tool.NewCategory("todo", shout)}, `two categories are named "todo"`},
+		{[]tool.Category{{Name: "empty"}}, "category \"empty\": Tools is nil"},
+		{[]tool.Category{tool.NewCategory("Bad Name", shout)}, "the name must match"},
+		{[]tool.Category{{}}, "the name must match"},
 	} {
 		select {
 		case err := <-runProgram(t, s, c.cats):
@@ -130,16 +129,6 @@ func TestCategoriesRefused(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("no error for %q", c.want)
 		}
-	}
-}
-
-func TestDefaultCategoriesNames(t *testing.T) {
-	var names []string
-	for _, c := range DefaultCategories() {
-		names = append(names, c.Name())
-	}
-	if got := strings.Join(names, ","); got != "todo,computer,web,brain,schedules,background_jobs,workflows,skills,mcp,diagnostics" {
-		t.Errorf("default categories %s", got)
 	}
 }
 

@@ -1,14 +1,20 @@
-// Package worker is the tool runtime worker as a library: [Main] is the
-// whole program cmd/worker runs, with its flags and environment, its
-// embedded NATS server, signals, telemetry and exit codes, so that a
-// program of your own can run a worker with tools of your own beside the
-// built-in ones:
+// Package worker is the tool runtime worker as a library. [New] and
+// [Worker.Run] serve the tools of your categories on a NATS connection of
+// yours:
+//
+//	w, err := worker.New(nc, worker.Config{Name: "weather-1"}, tool.NewCategory("weather", weatherTool))
+//	...
+//	err = w.Run(ctx) // until ctx ends, then running steps finish within Config.Grace
+//
+// [Main] is the whole program cmd/worker runs, with its flags and
+// environment, its embedded NATS server, signals, telemetry, exit codes
+// and built-in categories, so that a program of your own can run it with
+// tools of your own beside the built-in ones:
 //
 //	func main() {
-//		weather := tool.NewCategory("weather", weatherTool)
 //		worker.Main(context.Background(), worker.Options{
 //			Version:    "1.2.0",
-//			Categories: append(worker.DefaultCategories(), worker.Tools(weather)),
+//			Categories: []tool.Category{tool.NewCategory("weather", weatherTool)},
 //		})
 //	}
 //

@@ -2,7 +2,12 @@ package worker_test
 
 import (
 	"context"
+	"log"
+	"os/signal"
 	"slices"
+	"syscall"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentbull/toolruntime/tool"
 	"github.com/agentbull/toolruntime/worker"
@@ -21,23 +26,32 @@ var reverse = tool.Must(tool.Def[ReverseParams]{
 	},
 })
 
-// A program's whole main: the worker with its flags and built-in
-// categories, and reverse for the turns that bind "strings".
+// A worker in a program of your own, on a connection of your own, with
+// only your tools: reverse for the turns that bind "strings". Run serves
+// until SIGINT or SIGTERM, then lets running steps finish within the
+// grace.
 func Example() {
-	worker.Main(context.Background(), worker.Options{
-		Version:    "1.0.0",
-		Categories: append(worker.DefaultCategories(), worker.Tools(tool.NewCategory("strings", reverse))),
-	})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	w, err := worker.New(nc, worker.Config{Name: "strings-1", Version: "1.0.0"}, tool.NewCategory("strings", reverse))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
 }
 
-// Categories in another order, one left out: a Category is a value.
-func ExampleDefaultCategories() {
-	var cats []worker.Category
-	for _, c := range worker.DefaultCategories() {
-		if c.Name() != "computer" { // never, whatever --computer-root says
-			cats = append(cats, c)
-		}
-	}
-	cats = append([]worker.Category{worker.Tools(tool.NewCategory("strings", reverse))}, cats...)
-	_ = worker.Options{Categories: cats}
+// A program's whole main: cmd/worker, with its flags and built-in
+// categories, and reverse for the turns that bind "strings".
+func ExampleMain() {
+	worker.Main(context.Background(), worker.Options{
+		Version:    "1.0.0",
+		Categories: []tool.Category{tool.NewCategory("strings", reverse)},
+	})
 }

@@ -101,20 +101,20 @@ func (k knownTools) matches(entry string) bool {
 
 // knownAtStart asks every category but MCP's for the tools of a main turn
 // that binds every category and enables every skill.
-func (m *program) knownAtStart(ctx context.Context, creators []turn.Creator, names []string) knownTools {
+func (m *program) knownAtStart(ctx context.Context, es []entry) knownTools {
 	k := knownTools{names: map[string]bool{}, namespaces: map[string]bool{}, mcp: map[string]bool{}}
 	bindings := map[string]bool{}
-	for _, c := range m.categories {
-		bindings[c.name] = true
+	for _, e := range es {
+		bindings[e.name] = true
 	}
 	env := turn.Env{AgentID: "approval-check", TurnID: "start", Context: protocol.Context{Kind: protocol.KindText, Bindings: bindings, Skills: m.skills.Names()}}
-	for i, cr := range creators {
-		if names[i] == "mcp" {
+	for _, e := range es {
+		if e.name == "mcp" {
 			continue // it would connect to every server
 		}
-		ts, _, err := cr(ctx, env)
+		ts, _, err := e.creator(ctx, env)
 		if err != nil {
-			m.log.Debug("approval check: a category lists no tools at start", "category", names[i], "err", err)
+			m.log.Debug("approval check: a category lists no tools at start", "category", e.name, "err", err)
 			continue
 		}
 		for _, t := range ts {
@@ -138,9 +138,9 @@ func (m *program) knownAtStart(ctx context.Context, creators []turn.Creator, nam
 // checkApproval refuses an --approval entry that looks like a mistyped
 // level and is no tool known at start, warns of every entry that matches
 // no tool known at start, and logs the effective policy in one line.
-func (m *program) checkApproval(ctx context.Context, creators []turn.Creator, names []string) error {
+func (m *program) checkApproval(ctx context.Context, es []entry) error {
 	fromFlag, _ := turn.ParsePolicy(m.Approval) // validate parsed it already
-	k := m.knownAtStart(ctx, creators, names)
+	k := m.knownAtStart(ctx, es)
 	var errs []error
 	for _, e := range fromFlag.Names {
 		if k.matches(e) {

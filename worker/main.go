@@ -20,8 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/category/computer"
@@ -36,7 +34,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
 	iworker "github.com/agentbull/toolruntime/internal/worker"
-	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // secretEnv are the variables that may hold NATS credentials (a URL may
@@ -194,9 +192,9 @@ type program struct {
 	tel    atomic.Pointer[telemetry.Telemetry]
 	// helpOut is where --help writes (default stdout).
 	helpOut io.Writer
-	// From Options: the version, and the categories in catalog order.
+	// From Options: the version, and the program's own categories.
 	version    string
-	categories []Category
+	categories []tool.Category
 }
 
 // newProgram returns a program with defaults, for o.
@@ -204,9 +202,6 @@ func newProgram(o Options) *program {
 	m := &program{log: slog.Default(), version: strings.TrimPrefix(o.Version, "v"), categories: o.Categories}
 	if o.Version == "" {
 		m.version = DefaultVersion
-	}
-	if m.categories == nil {
-		m.categories = DefaultCategories()
 	}
 	return m
 }
@@ -649,57 +644,23 @@ func (m *program) Run(ctx context.Context) error {
 	// the standard logger; the process has one log. This is global by the
 	// SDK's design, so it is set here, in main's package.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { m.log.Warn("telemetry", "err", err) }))
-	// Each category, in catalog order, creates or updates its own bucket
-	// or stream here.
-	st := &starting{m: m, ctx: ctx, setup: setupCtx, js: js, topo: m.Worker.Topology.WithDefaults()}
-	defer st.close()
-	var creators []turn.Creator
-	var categories []string // as bound in a turn's context
-	seen := map[string]bool{}
-	for _, c := range m.categories {
-		if c.start == nil {
-			return errors.New("a zero worker.Category in Options.Categories: make them with worker.Tools or worker.DefaultCategories")
-		}
-		if seen[c.name] {
-			return fmt.Errorf("two categories are named %q", c.name)
-		}
-		seen[c.name] = true
-		cr, err := c.start(st)
-		if err != nil {
-			return m.storageHint(fmt.Errorf("category %s: %w", c.name, err))
-		}
-		if cr != nil {
-			creators = append(creators, cr)
-			categories = append(categories, c.name)
-		}
-	}
-	if st.workflows == nil {
-		// Task turns are the worker's, whether or not main turns get the
-		// workflow tools.
-		st.workflows = workflowtask.New(js, workflowtask.Config{Web: st.web, Brain: st.brain, Logger: m.log})
-	}
-	if err := m.checkApproval(setupCtx, creators, categories); err != nil {
+	b, err := m.startBuiltins(ctx, setupCtx, js)
+	if err != nil {
 		return err
 	}
-	m.Worker.Metadata = map[string]string{"worker_version": m.version, "worker_name": m.Worker.Name, "categories": strings.Join(categories, ",")}
-	w, err := iworker.New(setupCtx, m.nc, m.Worker, turn.NewAssembler(creators...), st.workflows, m.log)
+	defer b.close()
+	es, err := catalog(b, m.categories)
+	if err != nil {
+		return err
+	}
+	if err := m.checkApproval(setupCtx, es); err != nil {
+		return err
+	}
+	w, err := start(setupCtx, m.nc, Config{Logger: m.log, engine: m.Worker}, es, b)
 	if err != nil {
 		return m.storageHint(err)
 	}
-	m.log.Info("connected", "url", m.nc.ConnectedUrlRedacted(), "server", m.nc.ConnectedServerName(), "categories", strings.Join(categories, ","))
-	// The job report watcher lives and ends with the worker.
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return w.Run(gctx) })
-	for _, run := range st.runs {
-		g.Go(func() error {
-			// A stop while it was starting is a stop, not its failure.
-			if err := run(gctx); err != nil && !(errors.Is(err, context.Canceled) && gctx.Err() != nil) {
-				return err
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return w.Run(ctx)
 }
 
 // stopping says what a stop waits for.

@@ -187,15 +187,15 @@ func (c *commandSandbox) cgroups() (m *cgroup.Manager, why, err error) {
 // cgroups opens the subtree for the categories that start processes; the
 // first to open it has it closed after every category (Close waits for
 // the groups' removals).
-func (st *starting) cgroups() (m *cgroup.Manager, why, err error) {
-	c := &st.m.Sandbox
+func (p *program) cgroups(b *builtins) (m *cgroup.Manager, why, err error) {
+	c := &p.Sandbox
 	first := !c.cgOpened
-	c.logger = st.m.log
+	c.logger = p.log
 	m, why, err = c.cgroups()
 	if first && m != nil {
-		st.closers = append(st.closers, func() {
+		b.closers = append(b.closers, func() {
 			if err := m.Close(); err != nil {
-				st.m.log.Warn("cgroups left at stop; the next start removes them", "err", err)
+				p.log.Warn("cgroups left at stop; the next start removes them", "err", err)
 			}
 		})
 	}
@@ -204,20 +204,20 @@ func (st *starting) cgroups() (m *cgroup.Manager, why, err error) {
 
 // mcpCgroups is the subtree MCP stdio servers get groups in, or nil; the
 // start log says which in one line.
-func (st *starting) mcpCgroups() (*cgroup.Manager, error) {
-	m, why, err := st.cgroups()
+func (p *program) mcpCgroups(b *builtins) (*cgroup.Manager, error) {
+	m, why, err := p.cgroups(b)
 	if err != nil {
 		return nil, err
 	}
-	if m != nil && st.m.Sandbox.cgNoJoin {
-		m, why = nil, st.m.Sandbox.cgWhy
+	if m != nil && p.Sandbox.cgNoJoin {
+		m, why = nil, p.Sandbox.cgWhy
 	}
-	l := st.m.MCPBounds.Limits
+	l := p.MCPBounds.Limits
 	if m == nil {
-		st.m.log.Warn("MCP stdio servers have no cgroup of their own: what they hold is charged to the worker's cgroup (they raise their oom_score_adj to 1000)", "reason", why)
+		p.log.Warn("MCP stdio servers have no cgroup of their own: what they hold is charged to the worker's cgroup (they raise their oom_score_adj to 1000)", "reason", why)
 		return nil, nil
 	}
-	st.m.log.Info("each MCP stdio server runs in a cgroup of its own", "mcp_memory", l.MemoryBytes, "mcp_pids", l.Pids, "mcp_cpu", l.CPU, "parent", m.Parent())
+	p.log.Info("each MCP stdio server runs in a cgroup of its own", "mcp_memory", l.MemoryBytes, "mcp_pids", l.Pids, "mcp_cpu", l.CPU, "parent", m.Parent())
 	return m, nil
 }
 

@@ -1,13 +1,26 @@
 package worker
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentbull/toolruntime/internal/turn"
+	iworker "github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/tool"
 )
 
-// DefaultVersion is the version a worker reports when Options.Version is
-// empty.
+// DefaultVersion is the version a worker reports when none is given.
 const DefaultVersion = "0.0.0-dev"
 
 // Options configure [Main]. The zero value is cmd/worker with the version
@@ -17,9 +30,12 @@ type Options struct {
 	// module versions, is dropped), reported in the worker's micro service
 	// info, its telemetry and its MCP client; empty is DefaultVersion.
 	Version string
-	// Categories are the tool categories in catalog order; nil is
-	// DefaultCategories().
-	Categories []Category
+	// Categories are the program's own categories, in catalog order. They
+	// come after the built-in todo, computer, web, brain, schedules,
+	// background_jobs and workflows, and before skills, mcp and
+	// diagnostics (whose tools vary by turn): each built-in is on or off,
+	// and configured, by its flags.
+	Categories []tool.Category
 	// Args are the command-line arguments without the program's name; nil
 	// is os.Args[1:].
 	Args []string
@@ -33,6 +49,125 @@ type Options struct {
 // program as its child, forwards signals and reaps orphans.
 func Main(ctx context.Context, o Options) {
 	os.Exit(run(ctx, o))
+}
+
+// Config is how a [Worker] made by [New] runs. The zero value of each
+// field takes the default; cmd/worker's flags set more than these.
+type Config struct {
+	// Name identifies the worker in logs, call claims and its micro
+	// service: each worker of a fleet needs its own (host-pid, as Main's
+	// --name; give two workers of one process names of their own).
+	Name string
+	// Version is the program's version, SemVer (a leading "v" is
+	// dropped), in the micro service's info (DefaultVersion).
+	Version string
+	// Logger gets the worker's structured logs (slog.Default()).
+	Logger *slog.Logger
+	// Concurrency bounds the main-turn steps handled at once (256).
+	Concurrency int
+	// Grace is how long Run, once its context ends, lets running steps
+	// finish (30 s); steps still running then are delivered again.
+	Grace time.Duration
+	// CallTimeout is the time limit of a call whose tool sets none (2 min).
+	CallTimeout time.Duration
+	// MaxParallel bounds the calls of one step running at once (8).
+	MaxParallel int
+	// Replicas of the streams, consumers and buckets the worker creates
+	// or updates (1); MemoryStorage keeps them in memory, not in files.
+	Replicas      int
+	MemoryStorage bool
+
+	// engine holds the settings only Main's flags reach; the fields
+	// above, when set, take precedence.
+	engine iworker.Config
+}
+
+// settings is c for the internal worker.
+func (c Config) settings() (iworker.Config, error) {
+	e := c.engine
+	host, _ := os.Hostname()
+	e.Name = cmp.Or(c.Name, e.Name, fmt.Sprintf("%s-%d", host, os.Getpid()))
+	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
+	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
+	e.Topology.Replicas = cmp.Or(c.Replicas, e.Topology.Replicas)
+	e.Version = cmp.Or(strings.TrimPrefix(c.Version, "v"), e.Version, DefaultVersion)
+	if c.MemoryStorage {
+		e.Topology.Storage = jetstream.MemoryStorage
+	}
+	if !semVer.MatchString(e.Version) {
+		return e, fmt.Errorf("version %q is not SemVer", e.Version)
+	}
+	return e, e.Validate()
+}
+
+// A Worker serves turns on one NATS connection: it assembles each step's
+// tools from its categories, runs the calls and publishes their outputs,
+// and answers catalog requests. Run it once.
+type Worker struct {
+	w    *iworker.Worker
+	runs []func(context.Context) error
+}
+
+// New sets up the protocol's streams, consumers and buckets on nc and
+// returns a worker offering the tools of categories, in that order, to
+// the main turns (a worker made by New serves no workflow task turns:
+// Main's do). Two categories of one name, or one that Validate refuses,
+// are an error. The caller keeps nc, and closes it after Run.
+func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error) {
+	es, err := catalog(nil, categories)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return start(ctx, nc, cfg, es, nil)
+}
+
+// start is New over entries es, with b's task turns and runs (b may be
+// nil).
+func start(ctx context.Context, nc *nats.Conn, cfg Config, es []entry, b *builtins) (*Worker, error) {
+	e, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	creators, names := make([]turn.Creator, len(es)), make([]string, len(es))
+	for i, x := range es {
+		creators[i], names[i] = x.creator, x.name
+	}
+	e.Metadata = map[string]string{"worker_version": e.Version, "worker_name": e.Name, "categories": strings.Join(names, ",")}
+	var tasks iworker.TaskTurns
+	var runs []func(context.Context) error
+	if b != nil {
+		tasks, runs = b.tasks, b.runs
+	}
+	w, err := iworker.New(ctx, nc, e, turn.NewAssembler(creators...), tasks, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName(), "categories", e.Metadata["categories"])
+	return &Worker{w: w, runs: runs}, nil
+}
+
+// Run serves until ctx ends, then stops taking steps, lets those running
+// finish within the grace, and returns nil; or returns the error that
+// stopped it first.
+func (w *Worker) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.w.Run(gctx) })
+	for _, run := range w.runs {
+		g.Go(func() error {
+			// A stop while it was starting is a stop, not its failure.
+			if err := run(gctx); err != nil && !(errors.Is(err, context.Canceled) && gctx.Err() != nil) {
+				return err
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // semVer is what the NATS micro service takes as a version (semver.org's

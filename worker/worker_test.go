@@ -27,7 +27,7 @@ func mainUntilStdinCloses() {
 	}()
 	Main(ctx, Options{
 		Version:    "2.0.0",
-		Categories: append(DefaultCategories(), Tools(tool.NewCategory("loud", shout))),
+		Categories: []tool.Category{tool.NewCategory("loud", shout)},
 		Args:       strings.Fields(os.Getenv(mainCtxEnv)),
 	})
 }

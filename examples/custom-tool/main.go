@@ -74,6 +74,6 @@ var version = "1.0.0"
 func main() {
 	worker.Main(context.Background(), worker.Options{
 		Version:    version,
-		Categories: append(worker.DefaultCategories(), worker.Tools(textTools)),
+		Categories: []tool.Category{textTools}, // after the built-in categories
 	})
 }

@@ -24,6 +24,18 @@ type Env struct {
 // could not contribute (a server that is down) without failing the turn.
 type Creator func(ctx context.Context, env Env) (ts []*tools.Tool, notes []string, err error)
 
+// Offer returns the creator of a category whose tools are fixed: ts, in
+// that order, for the turns of kind (any kind when empty) whose context
+// binds binding (every such turn when empty); nothing for the others.
+func Offer(kind, binding string, ts ...*tools.Tool) Creator {
+	return func(_ context.Context, env Env) ([]*tools.Tool, []string, error) {
+		if kind != "" && env.Context.Kind != kind || binding != "" && !env.Context.Bound(binding) {
+			return nil, nil, nil
+		}
+		return ts, nil, nil
+	}
+}
+
 // Assembler builds a turn's tool set from an explicit, ordered list of
 // creators: a tool is available when a creator returns it, and only then.
 type Assembler struct {

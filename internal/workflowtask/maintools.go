@@ -55,12 +55,7 @@ type CancelParams struct {
 // start_workflow, show_workflow, list_workflows and cancel_workflow, in
 // that order, for main (text) turns only. A task turn never gets them.
 func (s *Service) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if env.Context.Kind != protocol.KindText {
-			return nil, nil, nil
-		}
-		return s.main, nil, nil
-	}
+	return turn.Offer(protocol.KindText, "", s.main...)
 }
 
 // mainTools defines the main-turn tools once; every main turn shares them.

@@ -127,12 +127,7 @@ func (b *Brain) Creator() turn.Creator {
 // ReadOnlyCreator returns recall and get_page for any turn that binds
 // "brain": the pair a workflow task turn may have.
 func (b *Brain) ReadOnlyCreator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if !env.Context.Bound(Binding) {
-			return nil, nil, nil
-		}
-		return b.readOnly, nil, nil
-	}
+	return turn.Offer("", Binding, b.readOnly...)
 }
 
 // RecallParams are recall's parameters.

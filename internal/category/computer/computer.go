@@ -212,12 +212,7 @@ func (c *Category) Root() string { return c.cfg.Root }
 // Creator returns the category's creator: its tools for a main turn that
 // binds "computer", nothing for any other turn.
 func (c *Category) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if env.Context.Kind != protocol.KindText || !env.Context.Bound(Binding) {
-			return nil, nil, nil
-		}
-		return c.tools, nil, nil
-	}
+	return turn.Offer(protocol.KindText, Binding, c.tools...)
 }
 
 // homeOf opens the calling agent's home.

@@ -117,13 +117,7 @@ func Tools(cfg Config) []*tools.Tool {
 
 // Creator returns the category's creator.
 func Creator(cfg Config) turn.Creator {
-	ts := Tools(cfg)
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if !env.Context.Bound(Binding) {
-			return nil, nil, nil
-		}
-		return ts, nil, nil
-	}
+	return turn.Offer("", Binding, Tools(cfg)...)
 }
 
 func wait(ctx context.Context, ms int) error {

@@ -148,12 +148,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 // Creator returns the category's creator: the four tools in main turns
 // that bind "background_jobs", nothing otherwise.
 func (s *Service) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if env.Context.Kind != protocol.KindText || !env.Context.Bound(Binding) {
-			return nil, nil, nil
-		}
-		return s.tools, nil, nil
-	}
+	return turn.Offer(protocol.KindText, Binding, s.tools...)
 }
 
 // Subject is a job event subject: prefix.<agent_id>.<job_id>.

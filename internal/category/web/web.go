@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -156,10 +155,5 @@ func (c *Category) Close() {
 // or task) that binds "web", nothing otherwise or when the configuration
 // offers none.
 func (c *Category) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
-		if len(c.tools) == 0 || !env.Context.Bound(Binding) {
-			return nil, nil, nil
-		}
-		return c.tools, nil, nil
-	}
+	return turn.Offer("", Binding, c.tools...)
 }
