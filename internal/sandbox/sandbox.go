@@ -33,8 +33,8 @@ const (
 	DefaultCPU         = 1.0
 )
 
-// Nice is the scheduling niceness every command runs at (where nice(1)
-// is installed): the worker, at 0, wins the CPU from its commands when
+// Nice is the scheduling niceness every command runs at (the niceness of
+// the worker thread that forks them, see spawner): the worker, at 0, wins the CPU from its commands when
 // they contend for it, so that a command cannot starve what watches it
 // (the disk quota's follower, the output reader) on a busy host. Idle
 // CPU is still the commands' in full.
