@@ -602,12 +602,17 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
 		}
 	}
-	if g != nil && len(g.Procs()) > 0 {
-		// cgroup v1: a small shell joins the groups before it execs
-		// bwrap (v2 clones bwrap into its group).
+	var procs []string // v1 groups the spawner's thread joins for the fork
+	if g != nil && len(g.Procs()) > 0 && !s.spawn.joinsV1(g.Procs()) {
+		// cgroup v1, and the worker's thread cannot join the groups: a
+		// small shell joins them before it execs bwrap.
 		cmd = exec.CommandContext(ctx, "/bin/sh", append(append(append([]string{"-c", join, "sandbox-join"}, g.Procs()...), "--", s.bwrap), a...)...)
 	} else {
+		// v2 clones bwrap into its group (CgroupFD below).
 		cmd = exec.CommandContext(ctx, s.bwrap, a...)
+		if g != nil {
+			procs = g.Procs()
+		}
 	}
 	cmd.Env = env
 	cmd.Dir = "/"
@@ -640,7 +645,11 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	}
 	defer gt.closeInfo()
 	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR}
-	err = s.spawn.run(cmd.Start)
+	start := cmd.Start
+	if len(procs) > 0 {
+		start = s.spawn.startIn(procs, cmd.Start)
+	}
+	err = s.spawn.run(start)
 	lw.Close()
 	gt.started()
 	if err == nil {
