@@ -22,8 +22,9 @@
 //     outside them);
 //   - the environment is only what the caller gives; the sandbox's first
 //     shell raises its oom_score_adj to 1000 (the command's processes
-//     inherit it); commands are forked by one thread of the worker kept
-//     at niceness Nice, whose niceness they inherit;
+//     inherit it); the worker sets the niceness Nice on the sandbox's
+//     pid 1 with the limits, so bwrap's own setup runs at the worker's
+//     and everything of the command at Nice;
 //   - limits are rlimits, set after the sandbox's user namespace exists,
 //     so the process limit counts the sandbox's own processes (kernel
 //     ucounts, 5.14 and later); see Limits for what each bounds. The

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
 )
@@ -33,8 +35,8 @@ const (
 	DefaultCPU         = 1.0
 )
 
-// Nice is the scheduling niceness every command runs at (the niceness of
-// the worker thread that forks them, see spawner): the worker, at 0, wins the CPU from its commands when
+// Nice is the scheduling niceness every command runs at (set on the
+// sandbox's pid 1 before the command starts, see gate): the worker, at 0, wins the CPU from its commands when
 // they contend for it, so that a command cannot starve what watches it
 // (the disk quota's follower, the output reader) on a busy host. Idle
 // CPU is still the commands' in full.
@@ -704,6 +706,9 @@ func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits) 
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return err
 	}
+	// Raising a process's niceness needs only its user; where it fails,
+	// the command runs at the worker's.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, pid, Nice)
 	return gt.release()
 }
 

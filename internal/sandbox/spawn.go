@@ -17,9 +17,7 @@ import (
 )
 
 // spawner starts every command of a Sandbox from one OS thread of the
-// worker kept at niceness Nice: a thread's niceness is what the process
-// it forks starts with, so commands run at Nice without a nice(1)
-// process of their own. The thread lives as long as the Sandbox: a
+// worker. The thread lives as long as the Sandbox: a
 // command's parent-death signal (SysProcAttr.Pdeathsig) is tied to the
 // thread that forked it, so it must not end while a command runs.
 //
@@ -57,11 +55,8 @@ func (sp *spawner) thread() {
 	ready := make(chan struct{})
 	go func() {
 		// Never unlocked: the goroutine's end ends the thread, whose
-		// niceness no other goroutine may inherit.
+		// cgroups (v1) no other goroutine may inherit.
 		runtime.LockOSThread()
-		// Raising one's own niceness needs no privilege; where it
-		// fails, commands run at the worker's.
-		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, Nice)
 		close(ready)
 		for r := range sp.reqs {
 			err := r.start()
@@ -201,9 +196,11 @@ func (sp *spawner) close() { close(sp.reqs) }
 // gate is bwrap's --info-fd and --block-fd: bwrap writes the host pid of
 // the sandbox's pid 1 to info and has pid 1 wait, its namespaces and
 // mounts made, for a byte on block before it starts the command. The
-// worker sets the command's rlimits on pid 1 meanwhile (prlimit(2)),
-// which every process of the sandbox inherits, instead of a prlimit(1)
-// process in the chain.
+// worker sets the command's rlimits (prlimit(2)) and niceness
+// (setpriority(2)) on pid 1 meanwhile, which every process of the
+// sandbox inherits, instead of prlimit(1) and nice(1) processes in the
+// chain. bwrap's own work, before, runs at the worker's niceness: at
+// Nice, a loaded host made the start itself wait (tens of ms).
 type gate struct {
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
