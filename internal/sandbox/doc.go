@@ -36,9 +36,8 @@
 //     command's does, that it holds);
 //   - with Config.Cgroups, each command has a cgroup of its own
 //     (internal/cgroup) with Limits.Memory, Pids and CPU: bwrap is cloned
-//     into it (v2), or forked by a worker thread that joined it for the
-//     fork (v1; where the thread cannot, a small shell outside the
-//     sandbox joins it before it execs bwrap), so every byte the command holds
+//     into it (v2), or its first process, a small shell outside the
+//     sandbox, joins it before it execs bwrap (v1), so every byte the command holds
 //     (tmpfs pages, memfds, shared memory) is charged there; Run.End
 //     kills what is left in it and removes it. Without cgroups New fits
 //     the tmpfs sizes and RLIMIT_AS into Limits.Memory;

@@ -198,7 +198,6 @@ type Sandbox struct {
 	fsArgs  []string
 	etcDir  string // the copy of /etc's allowlist commands see as /etc
 	proxy   *proxy
-	spawn   *spawner
 }
 
 // New finds the tools a sandbox needs and, with Network, starts the
@@ -268,7 +267,6 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 		s.proxy = p
 	}
-	s.spawn = newSpawner()
 	return s, nil
 }
 
@@ -285,10 +283,8 @@ func (l Limits) fit() Limits {
 // Cgroups reports whether each command runs in a cgroup of its own.
 func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 
-// Close stops the egress proxy. Commands still running are killed: the
-// thread that started them ends.
+// Close stops the egress proxy.
 func (s *Sandbox) Close() error {
-	s.spawn.close()
 	err := os.RemoveAll(s.etcDir)
 	if s.proxy != nil {
 		err = errors.Join(err, s.proxy.close())
@@ -604,17 +600,12 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
 		}
 	}
-	var procs []string // v1 groups the spawner's thread joins for the fork
-	if g != nil && len(g.Procs()) > 0 && !s.spawn.joinsV1(g.Procs()) {
-		// cgroup v1, and the worker's thread cannot join the groups: a
-		// small shell joins them before it execs bwrap.
+	if g != nil && len(g.Procs()) > 0 {
+		// cgroup v1: a small shell joins the groups before it execs
+		// bwrap (v2 clones bwrap into its group).
 		cmd = exec.CommandContext(ctx, "/bin/sh", append(append(append([]string{"-c", join, "sandbox-join"}, g.Procs()...), "--", s.bwrap), a...)...)
 	} else {
-		// v2 clones bwrap into its group (CgroupFD below).
 		cmd = exec.CommandContext(ctx, s.bwrap, a...)
-		if g != nil {
-			procs = g.Procs()
-		}
 	}
 	cmd.Env = env
 	cmd.Dir = "/"
@@ -647,11 +638,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	}
 	defer gt.closeInfo()
 	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR}
-	start := cmd.Start
-	if len(procs) > 0 {
-		start = s.spawn.startIn(procs, cmd.Start)
-	}
-	err = s.spawn.run(start)
+	err = cmd.Start()
 	lw.Close()
 	gt.started()
 	if err == nil {
