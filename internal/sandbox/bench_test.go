@@ -75,3 +75,58 @@ func BenchmarkTrue(b *testing.B) {
 		report(b, d, cpu)
 	})
 }
+
+// BenchmarkStartOver is the sandbox's start over an unconfined command
+// (issue 26: at most 5 ms at the median), measured in pairs: each
+// iteration runs `true` in a sandbox and then the same shell directly,
+// so that both see the same load. It reports the medians of both, the
+// median of the pairs' differences (over-p50-ms) and the ratio of the
+// medians.
+func BenchmarkStartOver(b *testing.B) {
+	pairs := func(b *testing.B, cfg sandbox.Config) {
+		s := newSandbox(b, cfg)
+		h := homeDir(b, s)
+		spec := sandbox.Spec{Home: h, Shell: "/bin/sh", Command: "true", Env: []string{"PATH=/usr/bin:/bin"}}
+		var sb, none, over []time.Duration
+		for b.Loop() {
+			start := time.Now()
+			r, err := s.Start(context.Background(), spec, io.Discard, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := r.End(); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			start = time.Now()
+			cmd := exec.Command("/bin/sh", "-c", "true")
+			cmd.Dir = h
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+			u := time.Since(start)
+			sb, none, over = append(sb, d), append(none, u), append(over, d-u)
+		}
+		med := func(d []time.Duration) float64 {
+			slices.Sort(d)
+			return float64(d[len(d)/2].Microseconds()) / 1000
+		}
+		s50, n50 := med(sb), med(none)
+		b.ReportMetric(s50, "sandbox-p50-ms")
+		b.ReportMetric(n50, "none-p50-ms")
+		b.ReportMetric(med(over), "over-p50-ms")
+		b.ReportMetric(s50/n50, "ratio")
+	}
+	b.Run("sandbox", func(b *testing.B) { pairs(b, sandbox.Config{}) })
+	b.Run("cgroup", func(b *testing.B) {
+		m, err := cgroup.Open(cgroup.Options{Root: "auto"})
+		if err != nil {
+			b.Skipf("SKIPPING: no cgroup subtree: %v", err)
+		}
+		defer m.Close()
+		pairs(b, sandbox.Config{Cgroups: m})
+	})
+}

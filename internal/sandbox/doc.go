@@ -20,15 +20,24 @@
 //     set, nested user namespaces are refused (by a non-root worker's
 //     bwrap; a root worker's commands can make them, gaining nothing
 //     outside them);
-//   - the environment is only what the caller gives;
-//   - limits are rlimits set inside the sandbox, after its user namespace
-//     exists, so the process limit counts the sandbox's own processes
-//     (kernel ucounts, 5.14 and later); see Limits for what each bounds;
+//   - the environment is only what the caller gives; the sandbox's first
+//     shell raises its oom_score_adj to 1000 (the command's processes
+//     inherit it); the worker sets the niceness Nice on the sandbox's
+//     pid 1 with the limits, so bwrap's own setup runs at the worker's
+//     and everything of the command at Nice;
+//   - limits are rlimits, set after the sandbox's user namespace exists,
+//     so the process limit counts the sandbox's own processes (kernel
+//     ucounts, 5.14 and later); see Limits for what each bounds. The
+//     worker sets them with prlimit(2) on the sandbox's pid 1 while bwrap
+//     holds it, its namespaces and mounts made, before the command starts
+//     (--info-fd, --block-fd): no process of the chain sets them. A root
+//     worker's command makes its user namespace below pid 1, so its
+//     first shell sets the process limit itself (and checks, as every
+//     command's does, that it holds);
 //   - with Config.Cgroups, each command has a cgroup of its own
-//     (internal/cgroup) with Limits.Memory, Pids and CPU: its first
-//     process, a small shell outside the sandbox, raises its
-//     oom_score_adj to 1000 and joins the cgroup (v1) or was cloned into
-//     it (v2) before it execs bwrap, so every byte the command holds
+//     (internal/cgroup) with Limits.Memory, Pids and CPU: bwrap is cloned
+//     into it (v2), or its first process, a small shell outside the
+//     sandbox, joins it before it execs bwrap (v1), so every byte the command holds
 //     (tmpfs pages, memfds, shared memory) is charged there; Run.End
 //     kills what is left in it and removes it. Without cgroups New fits
 //     the tmpfs sizes and RLIMIT_AS into Limits.Memory;

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
 )
@@ -33,8 +35,8 @@ const (
 	DefaultCPU         = 1.0
 )
 
-// Nice is the scheduling niceness every command runs at (where nice(1)
-// is installed): the worker, at 0, wins the CPU from its commands when
+// Nice is the scheduling niceness every command runs at (set on the
+// sandbox's pid 1 before the command starts, see gate): the worker, at 0, wins the CPU from its commands when
 // they contend for it, so that a command cannot starve what watches it
 // (the disk quota's follower, the output reader) on a busy host. Idle
 // CPU is still the commands' in full.
@@ -189,8 +191,6 @@ type Config struct {
 type Sandbox struct {
 	cfg     Config
 	bwrap   string
-	prlimit string
-	nice    string // coreutils' nice, when there is one: see Nice
 	setpriv string // set when the worker is root, with unshare
 	unshare string
 	socat   string // set with Network
@@ -234,10 +234,6 @@ func New(cfg Config) (*Sandbox, error) {
 		return abs
 	}
 	s.bwrap = look(cfg.Bwrap, "bubblewrap makes the sandbox")
-	s.prlimit = look("prlimit", "util-linux: sets the limits")
-	if p, err := exec.LookPath("nice"); err == nil {
-		s.nice, _ = filepath.Abs(p)
-	}
 	if s.root {
 		s.setpriv = look("setpriv", "util-linux: drops root")
 		s.unshare = look("unshare", "util-linux: gives the command a user namespace of its own")
@@ -466,6 +462,7 @@ type Spec struct {
 type Run struct {
 	Cmd   *exec.Cmd
 	left  *os.File
+	block *os.File // gate.blockW, closed by End
 	group *cgroup.Group
 	// proxy is the command's proxy session, closed with End or at the
 	// end of Start's context, whichever comes first.
@@ -494,19 +491,29 @@ exec "$@"
 
 // wrapper is the sandbox's first shell: it enters the home ($3; bwrap
 // cannot, having dropped its capabilities before the command's user
-// exists), starts the network bridge when asked ($4: port, $5: socket,
-// $6: the listening address as /proc/net/tcp spells it) and waits until
+// exists), makes itself (and so every process of the command) the
+// kernel's first choice to kill when memory runs out, sees that
+// RLIMIT_NPROC is $4 and sets it when not (a root worker's command has
+// made its own user namespace since the worker set the other limits on
+// the sandbox's pid 1; the limit must be set after it exists, see
+// Start), starts the network bridge when asked ($5: port, $6: socket,
+// $7: the listening address as /proc/net/tcp spells it) and waits until
 // it listens, runs the command ($1 -c $2) with nothing on fd 3, and then says on fd 3 whether the
 // command left processes running, which die with the sandbox when it
-// exits.
+// exits. ulimit's option for processes is -p in dash and -u in bash;
+// /proc/self/limits says whether one of them took.
 const wrapper = `cd "$3" || exit 126
+echo 1000 >/proc/self/oom_score_adj 2>/dev/null
+nproc() { while read -r a b s h _; do [ "$a $b" = "Max processes" ] && [ "$s" = "$1" ] && [ "$h" = "$1" ] && return 0; done </proc/self/limits; return 1; }
+nproc "$4" || ulimit -p "$4" 2>/dev/null || ulimit -u "$4" 2>/dev/null
+nproc "$4" || { echo "sandbox: cannot set the process limit" >&2; exit 126; }
 px=
 ready() { while read -r _ l _ st _; do [ "$l" = "$1" ] && [ "$st" = 0A ] && return 0; done </proc/net/tcp; return 1; }
-if [ -n "$4" ]; then
-  socat TCP-LISTEN:"$4",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$5" </dev/null >/dev/null 2>&1 3>&- &
+if [ -n "$5" ]; then
+  socat TCP-LISTEN:"$5",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$6" </dev/null >/dev/null 2>&1 3>&- &
   px=$!
   i=0
-  until ready "$6"; do
+  until ready "$7"; do
     i=$((i+1))
     if [ $i -ge 200000 ]; then echo "sandbox: the network bridge did not start" >&2; break; fi
   done
@@ -534,7 +541,8 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	if !filepath.IsAbs(home) || home == "/" {
 		return nil, fmt.Errorf("sandbox: home %q is not an absolute directory", spec.Home)
 	}
-	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL"}
+	// fds 4 and 5: see gate.
+	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5"}
 	if s.root {
 		// Privileged bwrap, no user namespace: the command then drops to
 		// an unprivileged user, whom RLIMIT_NPROC binds (root it never
@@ -580,32 +588,25 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	if spec.FileBytes > 0 && spec.FileBytes < l.FileBytes {
 		l.FileBytes, fileWhy = spec.FileBytes, spec.FileWhy
 	}
-	a = append(a, s.prlimit,
-		"--nproc="+strconv.Itoa(l.Processes),
-		"--as="+strconv.FormatInt(l.MemoryBytes, 10),
-		fmt.Sprintf("--cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+1),
-		"--fsize="+strconv.FormatInt(l.FileBytes, 10),
-		"--nofile="+strconv.Itoa(l.OpenFiles),
-		"--core=0",
-		"--", "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, spec.Command, home)
+	a = append(a, "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, spec.Command, home, strconv.Itoa(l.Processes))
 	a = append(a, bridge...)
 
 	var g *cgroup.Group
-	join := []string{"-c", join, "sandbox-join"}
+	var cmd *exec.Cmd
 	if s.cfg.Cgroups != nil {
 		var err error
 		if g, err = s.cfg.Cgroups.New(cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPU: l.CPU}); err != nil {
 			sess.closeNil()
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
 		}
-		join = append(join, g.Procs()...)
 	}
-	join = append(join, "--")
-	if s.nice != "" {
-		join = append(join, s.nice, "-n", strconv.Itoa(Nice))
+	if g != nil && len(g.Procs()) > 0 {
+		// cgroup v1: a small shell joins the groups before it execs
+		// bwrap (v2 clones bwrap into its group).
+		cmd = exec.CommandContext(ctx, "/bin/sh", append(append(append([]string{"-c", join, "sandbox-join"}, g.Procs()...), "--", s.bwrap), a...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, s.bwrap, a...)
 	}
-	join = append(join, s.bwrap)
-	cmd := exec.CommandContext(ctx, "/bin/sh", append(join, a...)...)
 	cmd.Env = env
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
@@ -627,18 +628,35 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		sess.closeNil()
 		return nil, err
 	}
-	cmd.ExtraFiles = []*os.File{lw}
-	err = cmd.Start()
-	lw.Close()
+	gt, err := newGate()
 	if err != nil {
 		lr.Close()
+		lw.Close()
+		g.Close()
+		sess.closeNil()
+		return nil, err
+	}
+	defer gt.closeInfo()
+	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR}
+	err = cmd.Start()
+	lw.Close()
+	gt.started()
+	if err == nil {
+		if err = s.limit(ctx, cmd, gt, l); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}
+	if err != nil {
+		lr.Close()
+		gt.blockW.Close()
 		sess.closeNil()
 		if cerr := g.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 		return nil, err
 	}
-	r := &Run{Cmd: cmd, left: lr, group: g, proxy: sess}
+	r := &Run{Cmd: cmd, left: lr, block: gt.blockW, group: g, proxy: sess}
 	if fileWhy != "" {
 		r.fileBytes, r.fileWhy = l.FileBytes, fileWhy
 	}
@@ -646,6 +664,39 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
 	}
 	return r, nil
+}
+
+// limit sets the command's rlimits on the sandbox's pid 1, waiting for
+// bwrap to make it, and lets it start the command. Until it returns,
+// pid 1 waits: a failure (bwrap could not make the sandbox; the limits
+// cannot be set) kills it before the command starts: bwrap's own
+// failures are reported as the command's output and status, as before. A root worker's
+// command makes its user namespace of its own below pid 1, and a
+// process limit set before it would bound every sandbox together
+// (kernel ucounts count a namespace's processes against the limit its
+// creator had): the wrapper sets that one, after.
+func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits) error {
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pid, err := gt.pid1(deadline)
+	if err != nil {
+		// bwrap failed (its message is in the output, its status is
+		// the command's) or did not make the sandbox in time: it is
+		// killed, and block stays open until End, so that pid 1 cannot
+		// read its end as a go.
+		_ = cmd.Process.Kill()
+		return nil
+	}
+	if err := setLimits(pid, l, !s.root); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return err
+	}
+	// Raising a process's niceness needs only its user; where it fails,
+	// the command runs at the worker's.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, pid, Nice)
+	return gt.release()
 }
 
 // End is how a command ended, beyond its status.
@@ -676,6 +727,7 @@ func (r *Run) End() (End, error) {
 		_ = r.proxy.close()
 	}
 	defer r.left.Close()
+	r.block.Close()
 	_ = r.left.SetReadDeadline(time.Now().Add(time.Second))
 	b := make([]byte, 8)
 	n, _ := io.ReadFull(r.left, b[:4])

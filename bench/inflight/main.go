@@ -1,0 +1,307 @@
+// Command inflight measures the worker's heap per long call in flight
+// (issue 26): N calls of the diagnostics tool sleep (8,192 of 5 s by
+// default) are put in flight on one worker, and the worker's live heap
+// (runtime/metrics /gc/heap/live:bytes right after a forced collection)
+// is read before the load and every 250 ms during it.
+//
+// Three processes, so that only the worker is counted: this program
+// re-executes itself as the NATS server (bus.StartEmbedded, JetStream on
+// files) and as the worker (worker.New with the diagnostics tools,
+// --concurrency large enough for every call at once), and runs the load
+// program (cmd/loadgen --sleep, built by the caller) as the third. The
+// worker answers a line "m" on its stdin with its live heap and
+// goroutines after runtime.GC().
+//
+// Usage (from the repository's root):
+//
+//	go build -o /tmp/loadgen ./cmd/loadgen && go run ./bench/inflight --loadgen /tmp/loadgen
+//
+// It prints the baseline, the peak and (peak - baseline) / calls, and
+// the load program's elapsed time: about the sleep when every call was in
+// flight at once.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/worker"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		exit(serve())
+	}
+	if len(os.Args) > 2 && os.Args[1] == "worker" {
+		exit(work(os.Args[2], os.Args[3:]))
+	}
+	calls := flag.Int("calls", 8192, "calls in flight")
+	sleep := flag.Duration("sleep", 5*time.Second, "how long each call takes")
+	loadgen := flag.String("loadgen", "", "the load program's binary (go build ./cmd/loadgen)")
+	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading with the most calls in flight (from half of them on)")
+	flag.Parse()
+	if *loadgen == "" {
+		exit(errors.New("--loadgen is required: go build -o /tmp/loadgen ./cmd/loadgen"))
+	}
+	exit(drive(*calls, *sleep, *loadgen, *memprofile))
+}
+
+func exit(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inflight:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// serve runs the server until its stdin closes, printing its URL.
+func serve() error {
+	dir, err := os.MkdirTemp("", "inflight-js-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: dir, NoMonitoring: true})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	fmt.Println(ns.ClientURL())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// work runs one worker on url and answers the driver's measurements.
+func work(url string, args []string) error {
+	conc, _ := strconv.Atoi(args[0])
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	nc, err := nats.Connect(url, nats.Name("inflight-worker"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := worker.Config{Name: "inflight", Concurrency: conc}
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		cmd, arg, _ := strings.Cut(in.Text(), " ")
+		switch cmd {
+		case "m":
+			live, stacks, sleeping := measure()
+			fmt.Println(live, stacks, sleeping)
+		case "profile":
+			runtime.GC()
+			f, err := os.Create(arg)
+			if err == nil {
+				err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+			}
+			fmt.Println("profiled", err)
+		}
+	}
+	cancel()
+	return <-done
+}
+
+// measure collects and reads the live heap, the goroutine stacks and how
+// many calls are in flight: goroutines in the sleep tool's wait.
+func measure() (live, stacks uint64, sleeping int) {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	metrics.Read(s)
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	// debug=1: "N @ pcs" then the frames of those N goroutines.
+	n := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if c, _, ok := strings.Cut(l, " @ "); ok {
+			n, _ = strconv.Atoi(c)
+			continue
+		}
+		if strings.Contains(l, "/internal/category/diag.sleep+") {
+			sleeping += n
+			n = 0
+		}
+	}
+	return s[0].Value.Uint64(), s[1].Value.Uint64(), sleeping
+}
+
+type proc struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func start(name string, args ...string) (*proc, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &proc{cmd: cmd, in: in, out: bufio.NewScanner(out)}, nil
+}
+
+func (p *proc) line() (string, error) {
+	if !p.out.Scan() {
+		return "", fmt.Errorf("%s ended: %v", p.cmd.Path, p.out.Err())
+	}
+	return p.out.Text(), nil
+}
+
+func (p *proc) stop() {
+	p.in.Close()
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// reading is one of the worker's answers.
+type reading struct {
+	live, stacks uint64
+	inFlight     int
+}
+
+// sample asks the worker for a reading.
+func sample(w *proc) (reading, error) {
+	var r reading
+	if _, err := fmt.Fprintln(w.in, "m"); err != nil {
+		return r, err
+	}
+	l, err := w.line()
+	if err != nil {
+		return r, err
+	}
+	if _, err := fmt.Sscan(l, &r.live, &r.stacks, &r.inFlight); err != nil {
+		return r, fmt.Errorf("worker said %q: %w", l, err)
+	}
+	return r, nil
+}
+
+func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	srv, err := start(self, "serve")
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	url, err := srv.line()
+	if err != nil {
+		return err
+	}
+	// A key (agent) gets 7/8 of the worker's concurrency: every call
+	// in flight needs calls / (7/8) and some room.
+	w, err := start(self, "worker", url, strconv.Itoa(calls*8/7+64))
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	if l, err := w.line(); err != nil || l != "ready" {
+		return fmt.Errorf("worker: %q %v", l, err)
+	}
+	// A first small load, so that what is allocated once (pools, the
+	// streams' consumers, caches) is in the baseline.
+	warm := exec.Command(loadgen, "--nats-url", url, "--steps", "64", "--concurrency", "64", "--sleep", "10ms")
+	warm.Stderr = os.Stderr
+	if err := warm.Run(); err != nil {
+		return fmt.Errorf("warm-up load: %w", err)
+	}
+	base, err := sample(w)
+	if err != nil {
+		return err
+	}
+	var loadOut strings.Builder
+	load := exec.Command(loadgen, "--nats-url", url, "--steps", strconv.Itoa(calls), "--concurrency", strconv.Itoa(calls), "--sleep", sleep.String())
+	load.Stdout, load.Stderr = &loadOut, os.Stderr
+	t0 := time.Now()
+	if err := load.Start(); err != nil {
+		return err
+	}
+	loadDone := make(chan error, 1)
+	go func() { loadDone <- load.Wait() }()
+	// The reading with the most calls in flight (the larger heap of
+	// equal ones) is the figure.
+	var peak reading
+	var peakAt time.Duration
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var loadErr error
+wait:
+	for {
+		select {
+		case loadErr = <-loadDone:
+			break wait
+		case <-tick.C:
+			r, err := sample(w)
+			if err != nil {
+				return err
+			}
+			if r.inFlight > peak.inFlight || r.inFlight == peak.inFlight && r.live > peak.live {
+				peak, peakAt = r, time.Since(t0)
+				if memprofile != "" && r.inFlight >= calls/2 {
+					fmt.Fprintln(w.in, "profile "+memprofile)
+					if _, err := w.line(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if loadErr != nil {
+		return fmt.Errorf("load: %w\n%s", loadErr, loadOut.String())
+	}
+	fmt.Print(loadOut.String())
+	fmt.Printf("calls=%d sleep=%s baseline: heap %d B, stacks %d B; most in flight: %d calls at %s, heap %d B, stacks %d B\n",
+		calls, sleep, base.live, base.stacks, peak.inFlight, peakAt.Round(time.Millisecond), peak.live, peak.stacks)
+	if peak.inFlight == 0 {
+		return errors.New("no call was seen in flight")
+	}
+	n := float64(peak.inFlight)
+	fmt.Printf("per call in flight: heap %.0f B (%.1f KiB), goroutine stacks %.0f B (%.1f KiB)\n",
+		float64(peak.live-base.live)/n, float64(peak.live-base.live)/n/1024, float64(peak.stacks-base.stacks)/n, float64(peak.stacks-base.stacks)/n/1024)
+	if peak.inFlight < calls {
+		fmt.Printf("NOTE: at most %d of the %d calls were in flight at once (the machine or the server was too slow to start them all within %s)\n", peak.inFlight, calls, sleep)
+	}
+	return nil
+}
