@@ -363,7 +363,15 @@ func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.Wai
 	if err != nil {
 		return fmt.Errorf("pulling from %s > %s: %w", f.Stream, f.Durable, err)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-cc.Closed():
+		// Ended by the client (the consumer deleted, the connection
+		// closed): said, as the iterator's end was, rather than idling.
+		if ctx.Err() == nil {
+			return fmt.Errorf("pulling from %s > %s: the consumer's pull ended", f.Stream, f.Durable)
+		}
+	}
 	// What was delivered but not yet taken comes to take, which hands it
 	// back; Closed is once the last has.
 	cc.Drain()
