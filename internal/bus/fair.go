@@ -79,8 +79,8 @@ func BacklogDurable(kind, key string) string {
 // agent's own share; the handler dead-letters the step.
 func FairKeyOf(subject string, data []byte) (string, float64) {
 	agent := "_"
-	if t := subjectTokens(subject); len(t) == 4 && protocol.ValidFairKey(t[2]) {
-		agent = t[2]
+	if a, ok := agentToken(subject); ok && protocol.ValidFairKey(a) {
+		agent = a
 	}
 	if !bytes.Contains(data, []byte(`"fairness"`)) {
 		return agent, 1
@@ -95,6 +95,25 @@ func FairKeyOf(subject string, data []byte) (string, float64) {
 		return agent, 1
 	}
 	return f.KeyFor(agent), f.EffectiveWeight()
+}
+
+// agentToken is the third of a subject's four tokens, read without
+// splitting the subject (the intake reads it for every step).
+func agentToken(subject string) (string, bool) {
+	i := strings.IndexByte(subject, '.')
+	if i < 0 {
+		return "", false
+	}
+	j := strings.IndexByte(subject[i+1:], '.')
+	if j < 0 {
+		return "", false
+	}
+	rest := subject[i+1+j+1:]
+	a, turn, ok := strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(turn, '.') >= 0 {
+		return "", false
+	}
+	return a, true
 }
 
 // Fair runs a handler over a work stream with a fair share per key: see
@@ -325,51 +344,76 @@ func (f *Fair) Run(ctx context.Context) error {
 }
 
 // intake pulls the work stream at full speed: each step runs at once or
-// is spilled; it never waits for a slot.
+// is spilled; it never waits for a slot. Its cost per step is what a quiet
+// key's step waits behind a burst stored before it (every step ahead must
+// be taken in first), so it does only what cannot wait for the step's
+// turn: read the key, queue it, and wake the dispatcher only when that
+// step can start at once.
 func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) error {
 	log := f.log()
-	it, err := cons.Messages(jetstream.PullMaxMessages(512), jetstream.PullHeartbeat(5*time.Second))
+	// Consume rather than Messages: the iterator's Next arms and stops a
+	// heartbeat timer per step, the callback only resets one.
+	cc, err := cons.Consume(func(msg jetstream.Msg) { f.take(ctx, msg, bg) },
+		jetstream.PullMaxMessages(512), jetstream.PullHeartbeat(5*time.Second),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if ctx.Err() == nil {
+				log.Warn("pulling steps", "stream", f.Stream, "err", err)
+			}
+		}))
 	if err != nil {
 		return fmt.Errorf("pulling from %s > %s: %w", f.Stream, f.Durable, err)
 	}
-	stopped := context.AfterFunc(ctx, it.Drain)
-	defer stopped()
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			log.Warn("pulling steps", "stream", f.Stream, "err", err)
-			continue
+	select {
+	case <-ctx.Done():
+	case <-cc.Closed():
+		// Ended by the client (the consumer deleted, the connection
+		// closed): said, as the iterator's end was, rather than idling.
+		if ctx.Err() == nil {
+			return fmt.Errorf("pulling from %s > %s: the consumer's pull ended", f.Stream, f.Durable)
 		}
-		if ctx.Err() != nil {
-			_ = msg.Nak()
-			continue
-		}
-		key, weight := FairKeyOf(msg.Subject(), msg.Data())
-		size := len(msg.Data()) + len(msg.Subject())
-		f.mu.Lock()
-		k := f.key(key)
-		k.weight = weight
-		if !k.backlogged && f.held < f.HoldSteps && f.heldBytes+size <= f.HoldBytes &&
-			k.held < max(1, f.HoldSteps*7/8) && k.heldBytes+size <= max(size, f.HoldBytes*7/8) {
-			// Held here: the dispatcher starts it when its key's turn comes.
-			k.queue = append(k.queue, queued{msg: msg, size: size, held: true, renewed: time.Now()})
-			k.held++
-			k.heldBytes += size
-			f.held++
-			f.heldBytes += size
-			f.cond.Broadcast()
-			f.mu.Unlock()
-			continue
-		}
-		k.backlogged = true
-		k.spills++
-		k.pending++
-		f.mu.Unlock()
-		f.spill(ctx, k, weight, msg, bg)
 	}
+	// What was delivered but not yet taken comes to take, which hands it
+	// back; Closed is once the last has.
+	cc.Drain()
+	<-cc.Closed()
+	return nil
+}
+
+// take queues one step from the work stream under its key, or spills it.
+func (f *Fair) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) {
+	if ctx.Err() != nil {
+		_ = msg.Nak()
+		return
+	}
+	subject, data := msg.Subject(), msg.Data()
+	key, weight := FairKeyOf(subject, data)
+	size := len(data) + len(subject)
+	now := time.Now()
+	f.mu.Lock()
+	k := f.key(key)
+	k.weight = weight
+	if !k.backlogged && f.held < f.HoldSteps && f.heldBytes+size <= f.HoldBytes &&
+		k.held < max(1, f.HoldSteps*7/8) && k.heldBytes+size <= max(size, f.HoldBytes*7/8) {
+		// Held here: the dispatcher starts it when its key's turn comes.
+		k.queue = append(k.queue, queued{msg: msg, size: size, held: true, renewed: now})
+		k.held++
+		k.heldBytes += size
+		f.held++
+		f.heldBytes += size
+		// Woken only if it can start now: behind a burst that holds its
+		// key's slots, every step woke the dispatcher for nothing. A slot
+		// freeing or a key's step ending wakes it for the rest.
+		if f.free > 0 && k.inflight < f.KeySteps {
+			f.cond.Broadcast()
+		}
+		f.mu.Unlock()
+		return
+	}
+	k.backlogged = true
+	k.spills++
+	k.pending++
+	f.mu.Unlock()
+	f.spill(ctx, k, weight, msg, bg)
 }
 
 // key returns key's state, made on first use. f.mu is held.

@@ -17,19 +17,7 @@ import (
 // (reported also as steps/s).
 func BenchmarkFairIntake(b *testing.B) {
 	r := newFairRig(b, 1)
-	// Published async, in one go, as a burst would be.
-	for i := range b.N {
-		turnID := fmt.Sprintf("burst-%d", i)
-		data := fmt.Sprintf(`{"agent_id":"burst","turn_id":%q,"step":0,"context":{"kind":"text"},"output":[]}`, turnID)
-		if _, err := r.js.PublishAsync(protocol.Subject(protocol.PrefixCall, "burst", turnID), []byte(data), jetstream.WithMsgID(protocol.StepMsgID("burst", turnID, 0))); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-r.js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		b.Fatal("publishing the burst took over a minute")
-	}
+	publishBurst(b, r)
 	release := make(chan struct{})
 	quiet := make(chan struct{}, 1)
 	f := r.fair(r.js, 256, 0, func(subject string) error {
@@ -49,4 +37,51 @@ func BenchmarkFairIntake(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 	close(release)
 	stop()
+}
+
+// BenchmarkPullFloor is BenchmarkFairIntake's floor: the same burst
+// pulled by a bare consumer that does nothing with a step, as fast as the
+// server delivers. The ratio of the two is what the intake adds per step.
+func BenchmarkPullFloor(b *testing.B) {
+	r := newFairRig(b, 1)
+	publishBurst(b, r)
+	cons, err := r.js.Consumer(b.Context(), protocol.StreamCalls, protocol.ConsumerCalls)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	n := 0
+	b.ResetTimer()
+	cc, err := cons.Consume(func(jetstream.Msg) {
+		if n++; n == b.N {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(512), jetstream.PullHeartbeat(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+	cc.Stop()
+}
+
+// publishBurst stores b.N steps of key burst in TURN_CALLS, published
+// async as a burst would be, in rounds of 1,000: more outstanding at once
+// stalls the client on a loaded machine (the benchmark failed so).
+func publishBurst(b *testing.B, r *fairRig) {
+	for i := range b.N {
+		turnID := fmt.Sprintf("burst-%d", i)
+		data := fmt.Sprintf(`{"agent_id":"burst","turn_id":%q,"step":0,"context":{"kind":"text"},"output":[]}`, turnID)
+		if _, err := r.js.PublishAsync(protocol.Subject(protocol.PrefixCall, "burst", turnID), []byte(data), jetstream.WithMsgID(protocol.StepMsgID("burst", turnID, 0))); err != nil {
+			b.Fatal(err)
+		}
+		if i%1000 == 999 || i == b.N-1 {
+			select {
+			case <-r.js.PublishAsyncComplete():
+			case <-time.After(time.Minute):
+				b.Fatal("publishing the burst took over a minute")
+			}
+		}
+	}
 }

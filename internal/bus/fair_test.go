@@ -348,3 +348,17 @@ func FuzzFairKeyOf(f *testing.F) {
 		}
 	})
 }
+
+// agentToken reads what splitting the subject would, without the split.
+func FuzzAgentToken(f *testing.F) {
+	for _, s := range []string{"turn.call.a1.t1", "turn.call.a1", "turn.call.a1.t1.x", "a..c.d", "...", "", "turn.call..t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subject string) {
+		a, ok := agentToken(subject)
+		tok := strings.Split(subject, ".")
+		if want := len(tok) == 4; ok != want || ok && a != tok[2] {
+			t.Fatalf("agentToken(%q) = %q, %v; want %v from %q", subject, a, ok, want, tok)
+		}
+	})
+}
