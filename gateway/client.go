@@ -17,8 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Options configure a [Client]. The zero value works.
@@ -88,7 +87,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc Context
 	defer cancel()
 	m := nats.NewMsg(protocol.SubjectTools)
 	m.Data = req
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	reply, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("turn.tools: %w", err)
@@ -118,7 +117,7 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	if reason != "" {
 		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
 	}
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	if err := c.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
@@ -165,7 +164,7 @@ func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
 }
 
 func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	ack, err := c.js.PublishMsg(ctx, m)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Send checks context.fairness as the workers parse it: what they would

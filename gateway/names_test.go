@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 )

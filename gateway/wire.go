@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // The wire types below are the gateway's view of the messages the

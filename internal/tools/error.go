@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
-// Kind classifies why a call did not succeed. The values are the wire
-// protocol's error kinds.
-type Kind string
+// Kind classifies why a call did not succeed: the wire protocol's error
+// kinds.
+type Kind = protocol.ErrorKind
 
 const (
 	UnknownTool      Kind = "unknown_tool"

@@ -11,7 +11,7 @@ import (
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )

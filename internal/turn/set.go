@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Event types on workflow.event.<workflow_id>.

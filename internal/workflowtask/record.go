@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Workflow statuses.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )

@@ -13,7 +13,7 @@ import (
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
 	"github.com/agentbull/toolruntime/internal/category/skills"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/turn"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/media"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
