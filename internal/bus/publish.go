@@ -67,9 +67,6 @@ func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 // reconnect may reach a server with another limit.
 func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
 
-// fitter is an event that can clip itself to a budget (workflow events).
-type fitter interface{ Fit(budget int) error }
-
 // fitterOf is what clips v to a budget, when v is an event that can be
 // clipped.
 func fitterOf(v any) (func(budget int) error, bool) {
@@ -78,8 +75,8 @@ func fitterOf(v any) (func(budget int) error, bool) {
 		return func(budget int) error { return fit.CallOutput(v, budget) }, true
 	case *protocol.StepDone:
 		return func(budget int) error { return fit.StepDone(v, budget) }, true
-	case fitter:
-		return v.Fit, true
+	case *protocol.WorkflowEvent:
+		return func(budget int) error { return fit.WorkflowEvent(v, budget) }, true
 	}
 	return nil, false
 }
@@ -90,7 +87,7 @@ func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) err
 }
 
 // publishJSON publishes v, clipped to fit the connection's max payload
-// when it can clip itself (fitter); an event that still does not fit is
+// when it can be clipped (fitterOf); an event that still does not fit is
 // refused with an error wrapping protocol.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
