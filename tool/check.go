@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Outcome is how a checked call ended, as the worker would report it.

@@ -6,8 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // publishSpan starts the producer span of a publish to subject, under the

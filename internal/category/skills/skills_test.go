@@ -13,9 +13,9 @@ import (
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
 	"github.com/agentbull/toolruntime/internal/category/skills"
-	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func TestParse(t *testing.T) {
