@@ -317,6 +317,27 @@ type CatalogReply struct {
 	Approval []string `json:"approval,omitempty"`
 }
 
+// Definitions splits Tools into its entries, each the worker's bytes:
+// send them to the model unchanged, which keeps the provider's prompt
+// cache.
+func (c *CatalogReply) Definitions() ([]json.RawMessage, error) {
+	var defs []json.RawMessage
+	if err := json.Unmarshal(c.Tools, &defs); err != nil {
+		return nil, err
+	}
+	return defs, nil
+}
+
+// Event is a message of a step's run, as a gateway reads it: a
+// *CallOutput, *StepDone or *StepPending from TURN_OUTPUTS, or an
+// *Activity from turn.activity.
+type Event interface{ event() }
+
+func (*CallOutput) event()  {}
+func (*StepDone) event()    {}
+func (*StepPending) event() {}
+func (*Activity) event()    {}
+
 // Subject, stream, consumer and bucket names of the protocol.
 const (
 	StreamCalls     = "TURN_CALLS"
