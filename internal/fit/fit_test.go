@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -218,3 +219,23 @@ func TestFitClipsTextBesideMedia(t *testing.T) {
 
 // js is v encoded, as the worker puts a tool's details into an event.
 func js(v any) json.RawMessage { return fit.Details(v) }
+
+// A tool's details that do not encode (a tool's bug) still give an event
+// that publishes, saying why they are missing; events keep their types.
+func TestDetailsThatDoNotEncode(t *testing.T) {
+	d := fit.Details(map[string]any{"c": make(chan int)})
+	var got map[string]string
+	if err := json.Unmarshal(d, &got); err != nil || !strings.Contains(got["error"], "could not be encoded") {
+		t.Fatalf("details %s (%v)", d, err)
+	}
+	if fit.Details(nil) != nil || fit.Events(nil) != nil {
+		t.Error("nil details or events became something")
+	}
+	evs := fit.Events([]tools.Event{{Type: "a", Data: 1}, {Type: "b"}})
+	if string(evs[0].Data) != "1" || evs[1].Data != nil {
+		t.Errorf("events %+v", evs)
+	}
+	if back := fit.ToolEvents(evs); back[0].Type != "a" || back[1].Data != nil {
+		t.Errorf("back %+v", back)
+	}
+}
