@@ -77,7 +77,8 @@ func (e *ServiceError) Error() string {
 
 // Catalog asks the workers for a turn's tool catalog. A worker's error
 // reply is a *ServiceError; no worker answering is nats.ErrNoResponders.
-// The reply's digest is checked against its tools.
+// The reply's digest is checked against its tools; hand its Tools (or
+// Definitions) to the model as they are.
 func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc protocol.Context) (*protocol.CatalogReply, error) {
 	req, err := json.Marshal(protocol.CatalogRequest{AgentID: agentID, TurnID: turnID, Context: tc})
 	if err != nil {
