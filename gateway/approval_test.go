@@ -19,10 +19,10 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // approvalRig is a real worker that holds calls for approval under
@@ -105,7 +105,7 @@ func (r *approvalRig) outputsSeq(ctx context.Context) uint64 {
 
 // pending reads the run's first event, which must be its step.pending:
 // nothing of a held step is published before it.
-func pending(t *testing.T, ctx context.Context, run *gateway.StepRun) *gateway.StepPending {
+func pending(t *testing.T, ctx context.Context, run *gateway.StepRun) *protocol.StepPending {
 	t.Helper()
 	ev, err := run.Next(ctx)
 	// A re-sent step's run reads the turn's old dead letters too, racing
@@ -116,7 +116,7 @@ func pending(t *testing.T, ctx context.Context, run *gateway.StepRun) *gateway.S
 	if err != nil {
 		t.Fatalf("Next: %v", err)
 	}
-	p, ok := ev.(*gateway.StepPending)
+	p, ok := ev.(*protocol.StepPending)
 	if !ok {
 		t.Fatalf("first event %T %+v, want the step.pending", ev, ev)
 	}
@@ -176,11 +176,11 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	defer run.Close()
 	p := pending(t, ctx, run)
 	checkExpiry(t, p.ExpiresAt, before, time.Now(), turn.DefaultApprovalTimeout)
-	want := []gateway.PendingCall{
+	want := []protocol.PendingCall{
 		{CallID: "c2", Name: "mark", Arguments: json.RawMessage(`{"label":"yes"}`), Reason: "named", Activity: "Marking yes"},
 		{CallID: "c3", Name: "mark", Arguments: json.RawMessage(`{"label":"no"}`), Reason: "named", Activity: "Marking no"},
 	}
-	if p.AgentID != "a1" || p.TurnID != "t1" || p.Step != 0 || !slices.EqualFunc(p.Approvals, want, func(a, b gateway.PendingCall) bool {
+	if p.AgentID != "a1" || p.TurnID != "t1" || p.Step != 0 || !slices.EqualFunc(p.Approvals, want, func(a, b protocol.PendingCall) bool {
 		return a.CallID == b.CallID && a.Name == b.Name && a.Namespace == b.Namespace && string(a.Arguments) == string(b.Arguments) &&
 			a.Reason == b.Reason && a.Activity == b.Activity
 	}) {
@@ -196,7 +196,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.c.Decide(ctx, "a1", "t1", 0, 1, []gateway.Decision{{CallID: "c2", Approved: true}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t1", 0, 1, []protocol.Decision{{CallID: "c2", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
 	dm, err := dead.Next(jetstream.FetchMaxWait(20 * time.Second))
@@ -217,21 +217,21 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	}
 	// The correction, under n = 2 (n = 1 again would be dropped as a
 	// duplicate of the dead-lettered answer), decides.
-	if err := r.c.Decide(ctx, "a1", "t1", 0, 2, []gateway.Decision{{CallID: "c3", Reason: "not on main"}, {CallID: "c2", Approved: true}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t1", 0, 2, []protocol.Decision{{CallID: "c3", Reason: "not on main"}, {CallID: "c2", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
 	outs, _, done := drain(t, ctx, run)
-	if len(outs) != 4 || outs["c1"].Status != gateway.StatusOK || outs["c2"].Status != gateway.StatusOK {
+	if len(outs) != 4 || outs["c1"].Status != protocol.StatusOK || outs["c2"].Status != protocol.StatusOK {
 		t.Fatalf("outputs %+v", outs)
 	}
 	if got := callText(t, outs["c2"].Item); got != "marked yes" || !slices.Equal(outs["c2"].Repairs, []string{"trailing_commas"}) {
 		t.Fatalf("c2 ran %q with repairs %v", got, outs["c2"].Repairs)
 	}
-	if e := outs["c3"].Error; e == nil || e.Kind != gateway.Rejected || !strings.Contains(e.Message, "not on main") ||
+	if e := outs["c3"].Error; e == nil || e.Kind != protocol.Rejected || !strings.Contains(e.Message, "not on main") ||
 		!strings.Contains(callText(t, outs["c3"].Item), "not on main") {
 		t.Fatalf("c3 %+v %s, want rejected with the reason", outs["c3"], outs["c3"].Item)
 	}
-	if e := outs["c4"].Error; e == nil || e.Kind != gateway.InvalidArguments {
+	if e := outs["c4"].Error; e == nil || e.Kind != protocol.InvalidArguments {
 		t.Fatalf("c4 %+v, want invalid_arguments", outs["c4"])
 	}
 	if done.EndTurn || len(done.Items) != 4 {
@@ -250,7 +250,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	// answer that approves c3 (ignored: the step is decided): nothing runs
 	// and nothing is published.
 	seq := r.outputsSeq(ctx)
-	for n, ds := range map[int][]gateway.Decision{2: {{CallID: "c3"}, {CallID: "c2", Approved: true}}, 3: {{CallID: "c3", Approved: true}, {CallID: "c2", Approved: true}}} {
+	for n, ds := range map[int][]protocol.Decision{2: {{CallID: "c3"}, {CallID: "c2", Approved: true}}, 3: {{CallID: "c3", Approved: true}, {CallID: "c2", Approved: true}}} {
 		if err := r.c.Decide(ctx, "a1", "t1", 0, n, ds); err != nil {
 			t.Fatal(err)
 		}
@@ -277,8 +277,8 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	// The re-sent run reads the turn's dead letters from the start too: the
 	// first, incomplete answer's may come (once) before the step.done, as
 	// the two streams' consumers race; it says nothing new and is skipped.
-	outs2 := map[string]*gateway.CallOutput{}
-	var done2 *gateway.StepDone
+	outs2 := map[string]*protocol.CallOutput{}
+	var done2 *protocol.StepDone
 	for done2 == nil {
 		ev, err := again.Next(ctx)
 		var dl *gateway.DeadLetterError
@@ -289,9 +289,9 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 			t.Fatalf("Next of the re-sent step: %v", err)
 		}
 		switch ev := ev.(type) {
-		case *gateway.CallOutput:
+		case *protocol.CallOutput:
 			outs2[ev.CallID] = ev
-		case *gateway.StepDone:
+		case *protocol.StepDone:
 			done2 = ev
 		}
 	}
@@ -322,15 +322,15 @@ func TestApprovalTimeoutThroughTheClient(t *testing.T) {
 	p := pending(t, ctx, run)
 	checkExpiry(t, p.ExpiresAt, before, time.Now(), time.Second)
 	outs, _, done := drain(t, ctx, run)
-	if e := outs["c1"].Error; e == nil || e.Kind != gateway.Rejected || !strings.Contains(e.Message, protocol.ApprovalTimedOut) ||
+	if e := outs["c1"].Error; e == nil || e.Kind != protocol.Rejected || !strings.Contains(e.Message, protocol.ApprovalTimedOut) ||
 		!strings.Contains(callText(t, outs["c1"].Item), protocol.ApprovalTimedOut) {
 		t.Fatalf("c1 %+v, want rejected: approval timed out", outs["c1"])
 	}
-	if outs["c2"].Status != gateway.StatusOK || len(done.Items) != 2 || done.EndTurn {
+	if outs["c2"].Status != protocol.StatusOK || len(done.Items) != 2 || done.EndTurn {
 		t.Fatalf("c2 %+v, step.done %+v", outs["c2"], done)
 	}
 	seq := r.outputsSeq(ctx)
-	if err := r.c.Decide(ctx, "a1", "t2", 0, 1, []gateway.Decision{{CallID: "c1", Approved: true}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t2", 0, 1, []protocol.Decision{{CallID: "c1", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
 	r.settled(ctx)
@@ -340,13 +340,13 @@ func TestApprovalTimeoutThroughTheClient(t *testing.T) {
 }
 
 // A step's context can ask for approval where the worker asks for none
-// (gateway.ApprovalScope); a cancel while the step is pending answers
+// (protocol.ApprovalScope); a cancel while the step is pending answers
 // its calls aborted and ends the turn, through the same run.
 func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
 	r := newApprovalRig(t, turn.Policy{})
 	ctx := ctxT(t)
 	tc := diagCtx
-	tc.Approval = gateway.ApprovalScope{Level: gateway.ApprovalAll}
+	tc.Approval = protocol.ApprovalScope{Level: protocol.ApprovalAll}
 	cat, err := r.c.Catalog(ctx, "a1", "t3", tc)
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
 	}
 	outs, _, done := drain(t, ctx, run)
 	for _, id := range []string{"c1", "c2"} {
-		if e := outs[id].Error; e == nil || e.Kind != gateway.Aborted || !strings.Contains(e.Message, "the user left") {
+		if e := outs[id].Error; e == nil || e.Kind != protocol.Aborted || !strings.Contains(e.Message, "the user left") {
 			t.Fatalf("%s %+v, want aborted", id, outs[id])
 		}
 	}
@@ -389,12 +389,12 @@ func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
 func TestDecideRefusesWhatNoWorkerWouldTake(t *testing.T) {
 	r := newApprovalRig(t, turn.Policy{})
 	ctx := ctxT(t)
-	ok := []gateway.Decision{{CallID: "c1", Approved: true}}
+	ok := []protocol.Decision{{CallID: "c1", Approved: true}}
 	for name, c := range map[string]struct {
 		agent, turn string
 		step        int64
 		n           int
-		ds          []gateway.Decision
+		ds          []protocol.Decision
 	}{
 		"n 0":              {"a1", "t1", 0, 0, ok},
 		"negative step":    {"a1", "t1", -1, 1, ok},
@@ -419,7 +419,7 @@ func TestDecideRefusesWhatNoWorkerWouldTake(t *testing.T) {
 }
 
 func TestApprovalNamesMatchTheWorkers(t *testing.T) {
-	if gateway.ApprovalDestructive != protocol.ApprovalDestructive || gateway.ApprovalAll != protocol.ApprovalAll {
+	if protocol.ApprovalDestructive != protocol.ApprovalDestructive || protocol.ApprovalAll != protocol.ApprovalAll {
 		t.Fatal("approval levels differ from the worker's")
 	}
 }
@@ -516,7 +516,7 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 	// A gateway decides once it saw the step.pending; the record is
 	// stored just before that is published.
 	waitFor(t, ctx, func() bool { return r.outputsSeq(ctx) > before }, "the step.pending")
-	if err := r.c.Decide(ctx, "a1", "t4", 1, 1, []gateway.Decision{{CallID: "c1", Approved: true}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t4", 1, 1, []protocol.Decision{{CallID: "c1", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
 	r.waitState(ctx, "approval.a1.t4.1", turn.StateDone)
@@ -529,7 +529,7 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 	defer again.Close()
 	pending(t, ctx, again)
 	outs, _, done := drain(t, ctx, again)
-	if outs["c1"].Status != gateway.StatusOK || len(done.Items) != 1 {
+	if outs["c1"].Status != protocol.StatusOK || len(done.Items) != 1 {
 		t.Fatalf("outputs %+v, step.done %+v", outs, done)
 	}
 	// The worker took the re-sent step off the work queue and ran nothing.

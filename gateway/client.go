@@ -17,8 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Options configure a [Client]. The zero value works.
@@ -78,8 +77,9 @@ func (e *ServiceError) Error() string {
 
 // Catalog asks the workers for a turn's tool catalog. A worker's error
 // reply is a *ServiceError; no worker answering is nats.ErrNoResponders.
-// The reply's digest is checked against its tools.
-func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc Context) (*Catalog, error) {
+// The reply's digest is checked against its tools; hand its Tools (or
+// Definitions) to the model as they are.
+func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc protocol.Context) (*protocol.CatalogReply, error) {
 	req, err := json.Marshal(protocol.CatalogRequest{AgentID: agentID, TurnID: turnID, Context: tc})
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc Context
 	defer cancel()
 	m := nats.NewMsg(protocol.SubjectTools)
 	m.Data = req
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	reply, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("turn.tools: %w", err)
@@ -96,7 +96,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc Context
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return nil, &ServiceError{Code: code, Description: reply.Header.Get(micro.ErrorHeader)}
 	}
-	var cat Catalog
+	var cat protocol.CatalogReply
 	if err := json.Unmarshal(reply.Data, &cat); err != nil {
 		return nil, fmt.Errorf("turn.tools: the reply is not a catalog: %w", err)
 	}
@@ -118,7 +118,7 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	if reason != "" {
 		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
 	}
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	if err := c.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
@@ -128,12 +128,12 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	return c.nc.FlushWithContext(ctx)
 }
 
-// Decide answers a pending step (see [StepPending]) with a decision for
+// Decide answers a pending step (see [protocol.StepPending]) with a decision for
 // every pending call. n numbers the answers to that step: 1 for the
 // first, 2, 3, … for a correction after an answer was dead-lettered (one
 // that missed a call or named an unknown one), so that the stream's
 // de-duplication does not drop it. The first complete answer decides.
-func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64, n int, decisions []Decision) error {
+func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64, n int, decisions []protocol.Decision) error {
 	switch {
 	case !protocol.ValidID(agentID) || !protocol.ValidID(turnID):
 		// A dot would put the answer on another subject of TURN_APPROVALS:
@@ -145,10 +145,10 @@ func (c *Client) Decide(ctx context.Context, agentID, turnID string, step int64,
 		return fmt.Errorf("decide: n is %d; the first answer is 1", n)
 	}
 	body, err := json.Marshal(struct {
-		AgentID   string     `json:"agent_id"`
-		TurnID    string     `json:"turn_id"`
-		Step      int64      `json:"step"`
-		Decisions []Decision `json:"decisions"`
+		AgentID   string              `json:"agent_id"`
+		TurnID    string              `json:"turn_id"`
+		Step      int64               `json:"step"`
+		Decisions []protocol.Decision `json:"decisions"`
 	}{agentID, turnID, step, decisions})
 	if err != nil {
 		return err
@@ -165,7 +165,7 @@ func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
 }
 
 func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	bus.InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	ack, err := c.js.PublishMsg(ctx, m)
@@ -188,7 +188,7 @@ type SendOption func(*sendConfig)
 
 type sendConfig struct{ activity bool }
 
-// WithActivity adds the step's [Activity] events (core NATS, best effort:
+// WithActivity adds the step's [protocol.Activity] events (core NATS, best effort:
 // missed while disconnected) to what [StepRun.Next] returns.
 func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true } }
 
@@ -226,14 +226,14 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		AgentID string            `json:"agent_id"`
 		TurnID  string            `json:"turn_id"`
 		Step    int64             `json:"step"`
-		Context Context           `json:"context"`
+		Context protocol.Context  `json:"context"`
 		Output  []json.RawMessage `json:"output"`
 	}{s.AgentID, s.TurnID, s.Step, s.Context, s.Output})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
 	}
 	prefix := protocol.PrefixCall
-	if s.Context.Kind == KindWorkflowTask {
+	if s.Context.Kind == protocol.KindWorkflowTask {
 		prefix = protocol.PrefixTask
 	}
 	subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
@@ -337,7 +337,7 @@ var ErrMalformedStep = errors.New("malformed step")
 
 // checkKind refuses what the worker would dead-letter beyond ParseStep:
 // a task step without its workflow and task.
-func checkKind(prefix string, tc Context) error {
+func checkKind(prefix string, tc protocol.Context) error {
 	if prefix == protocol.PrefixTask && (tc.WorkflowID == "" || tc.TaskID == "") {
 		return fmt.Errorf("%w: a workflow_task context needs workflow_id and task_id", ErrMalformedStep)
 	}

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/category/jobs"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // The streams below are durable work for a fleet of gateways: each
@@ -28,10 +24,10 @@ import (
 // the turn and return rather than drive it inside the handler.
 
 // WorkflowEvents consumes every workflow event (stream WORKFLOW_EVENTS)
-// until ctx ends, and returns ctx's error. A [EventTaskReady] event
+// until ctx ends, and returns ctx's error. A [protocol.EventTaskReady] event
 // starts a task turn: its TurnID is the task turn's id, Instructions the
-// first user message, and [WorkflowEvent.TaskContext] its context.
-func (c *Client) WorkflowEvents(ctx context.Context, durable string, handle func(context.Context, *WorkflowEvent) error) error {
+// first user message, and [protocol.WorkflowEvent.TaskContext] its context.
+func (c *Client) WorkflowEvents(ctx context.Context, durable string, handle func(context.Context, *protocol.WorkflowEvent) error) error {
 	return c.consume(ctx, protocol.StreamWorkflows, durable, []string{protocol.PrefixWFEvt + ".*"}, func(ctx context.Context, m jetstream.Msg) error {
 		ev, err := DecodeWorkflowEvent(m.Subject(), m.Data())
 		if err != nil {
@@ -43,11 +39,11 @@ func (c *Client) WorkflowEvents(ctx context.Context, durable string, handle func
 
 // DecodeWorkflowEvent decodes a message of workflow.event.<workflow_id>;
 // anything malformed is an *EventError.
-func DecodeWorkflowEvent(subject string, data []byte) (*WorkflowEvent, error) {
-	bad := func(format string, args ...any) (*WorkflowEvent, error) {
+func DecodeWorkflowEvent(subject string, data []byte) (*protocol.WorkflowEvent, error) {
+	bad := func(format string, args ...any) (*protocol.WorkflowEvent, error) {
 		return nil, &EventError{Subject: subject, Reason: fmt.Sprintf(format, args...)}
 	}
-	var ev WorkflowEvent
+	var ev protocol.WorkflowEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return bad("not a workflow event object: %v", err)
 	}
@@ -60,54 +56,18 @@ func DecodeWorkflowEvent(subject string, data []byte) (*WorkflowEvent, error) {
 		return bad("agent_id or turn_id is not 1-64 characters of [A-Za-z0-9_-]")
 	case strings.HasPrefix(ev.Type, "task.") && !protocol.ValidID(ev.TaskID):
 		return bad("%s without a valid task_id", ev.Type)
-	case ev.Type == EventTaskReady && ev.Instructions == "":
+	case ev.Type == protocol.EventTaskReady && ev.Instructions == "":
 		return bad("task.ready without instructions")
 	}
 	return &ev, nil
-}
-
-// ScheduleFire is a schedule that fired: start a main turn for AgentID
-// with Instructions as the user message.
-type ScheduleFire struct {
-	ScheduleID   string `json:"schedule_id"`
-	AgentID      string `json:"agent_id"`
-	Name         string `json:"name,omitempty"`
-	Instructions string `json:"instructions"`
-	// Kind is at, every or cron; Expression the time, interval or cron
-	// expression; TimeZone the cron's zone (empty: UTC).
-	Kind       string           `json:"kind"`
-	Expression string           `json:"expression"`
-	TimeZone   string           `json:"time_zone,omitempty"`
-	CreatedBy  ScheduleCreation `json:"created_by"`
-	CreatedAt  time.Time        `json:"created_at"`
-	// Scheduler (the schedule's subject) and Next (the next fire time, or
-	// "purge" after the last one) are the server's headers of the fire;
-	// together they name the slot that fired.
-	Scheduler string `json:"-"`
-	Next      string `json:"-"`
-}
-
-// ScheduleCreation names the call that created a schedule.
-type ScheduleCreation struct {
-	TurnID string `json:"turn_id"`
-	Step   int    `json:"step"`
-	CallID string `json:"call_id"`
-}
-
-// TurnID is a turn id for the turn this fire starts, the same for every
-// delivery of the fire: a gateway that starts the turn again after a
-// redelivery publishes the same step ids, which the stream drops.
-func (f *ScheduleFire) TurnID() string {
-	sum := sha256.Sum256([]byte(f.Scheduler + "\x00" + f.Next))
-	return "fire_" + f.ScheduleID + "_" + hex.EncodeToString(sum[:8])
 }
 
 // ScheduleFires consumes fired schedules (stream SCHEDULES, subjects
 // schedule.fire.<agent_id>.<schedule_id>) until ctx ends, and returns
 // ctx's error. A fire can be late, never doubled; its TurnID makes a
 // redelivered one start the same turn.
-func (c *Client) ScheduleFires(ctx context.Context, durable string, handle func(context.Context, *ScheduleFire) error) error {
-	return c.consume(ctx, schedule.Stream, durable, []string{schedule.PrefixFire + ".*.*"}, func(ctx context.Context, m jetstream.Msg) error {
+func (c *Client) ScheduleFires(ctx context.Context, durable string, handle func(context.Context, *protocol.ScheduleFire) error) error {
+	return c.consume(ctx, protocol.StreamSchedules, durable, []string{protocol.PrefixScheduleFire + ".*.*"}, func(ctx context.Context, m jetstream.Msg) error {
 		f, err := DecodeScheduleFire(m.Subject(), m.Headers(), m.Data())
 		if err != nil {
 			return err
@@ -118,52 +78,32 @@ func (c *Client) ScheduleFires(ctx context.Context, durable string, handle func(
 
 // DecodeScheduleFire decodes a fired schedule message; anything
 // malformed is an *EventError.
-func DecodeScheduleFire(subject string, h nats.Header, data []byte) (*ScheduleFire, error) {
-	bad := func(format string, args ...any) (*ScheduleFire, error) {
+func DecodeScheduleFire(subject string, h nats.Header, data []byte) (*protocol.ScheduleFire, error) {
+	bad := func(format string, args ...any) (*protocol.ScheduleFire, error) {
 		return nil, &EventError{Subject: subject, Reason: fmt.Sprintf(format, args...)}
 	}
-	var f ScheduleFire
+	var f protocol.ScheduleFire
 	if err := json.Unmarshal(data, &f); err != nil {
 		return bad("not a schedule object: %v", err)
 	}
 	switch {
 	case !protocol.ValidID(f.AgentID) || !protocol.ValidID(f.ScheduleID):
 		return bad("agent_id or schedule_id is not 1-64 characters of [A-Za-z0-9_-]")
-	case subject != schedule.PrefixFire+"."+f.AgentID+"."+f.ScheduleID:
+	case subject != protocol.PrefixScheduleFire+"."+f.AgentID+"."+f.ScheduleID:
 		return bad("ids disagree with the subject")
 	case f.Instructions == "":
 		return bad("instructions are missing")
 	}
-	f.Scheduler, f.Next = h.Get(schedule.HeaderScheduler), h.Get(schedule.HeaderScheduleNext)
+	f.Scheduler, f.Next = h.Get(protocol.HeaderScheduler), h.Get(protocol.HeaderScheduleNext)
 	return &f, nil
 }
-
-// JobEvent is what the worker asks of the job runner: Type
-// [EventJobStart] (run the job: Title, Instructions) or [EventJobCancel]
-// (stop it: Reason). The runner reports back with [Client.ReportJob].
-type JobEvent struct {
-	Type         string    `json:"type"`
-	JobID        string    `json:"job_id"`
-	AgentID      string    `json:"agent_id"`
-	TurnID       string    `json:"turn_id,omitempty"`
-	Title        string    `json:"title,omitempty"`
-	Instructions string    `json:"instructions,omitempty"`
-	Reason       string    `json:"reason,omitempty"`
-	Time         time.Time `json:"time"`
-}
-
-// Job event types, in [JobEvent].Type.
-const (
-	EventJobStart  = "job.start"
-	EventJobCancel = "job.cancel"
-)
 
 // JobEvents consumes job.start and job.cancel (stream JOB_EVENTS) until
 // ctx ends, and returns ctx's error: the job runner's side of the
 // background_jobs binding.
-func (c *Client) JobEvents(ctx context.Context, durable string, handle func(context.Context, *JobEvent) error) error {
-	filters := []string{jobs.PrefixStart + ".*.*", jobs.PrefixCancel + ".*.*"}
-	return c.consume(ctx, jobs.Stream, durable, filters, func(ctx context.Context, m jetstream.Msg) error {
+func (c *Client) JobEvents(ctx context.Context, durable string, handle func(context.Context, *protocol.JobEvent) error) error {
+	filters := []string{protocol.PrefixJobStart + ".*.*", protocol.PrefixJobCancel + ".*.*"}
+	return c.consume(ctx, protocol.StreamJobs, durable, filters, func(ctx context.Context, m jetstream.Msg) error {
 		ev, err := DecodeJobEvent(m.Subject(), m.Data())
 		if err != nil {
 			return err
@@ -174,59 +114,33 @@ func (c *Client) JobEvents(ctx context.Context, durable string, handle func(cont
 
 // DecodeJobEvent decodes a job.start or job.cancel message; anything
 // malformed is an *EventError.
-func DecodeJobEvent(subject string, data []byte) (*JobEvent, error) {
-	bad := func(format string, args ...any) (*JobEvent, error) {
+func DecodeJobEvent(subject string, data []byte) (*protocol.JobEvent, error) {
+	bad := func(format string, args ...any) (*protocol.JobEvent, error) {
 		return nil, &EventError{Subject: subject, Reason: fmt.Sprintf(format, args...)}
 	}
-	var ev JobEvent
+	var ev protocol.JobEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return bad("not a job event object: %v", err)
 	}
 	switch {
-	case ev.Type != EventJobStart && ev.Type != EventJobCancel:
-		return bad("type %q is neither %s nor %s", ev.Type, EventJobStart, EventJobCancel)
+	case ev.Type != protocol.EventJobStart && ev.Type != protocol.EventJobCancel:
+		return bad("type %q is neither %s nor %s", ev.Type, protocol.EventJobStart, protocol.EventJobCancel)
 	case !protocol.ValidID(ev.AgentID) || !protocol.ValidID(ev.JobID):
 		return bad("agent_id or job_id is not 1-64 characters of [A-Za-z0-9_-]")
-	case subject != jobs.Subject(ev.Type, ev.AgentID, ev.JobID):
+	case subject != protocol.Subject(ev.Type, ev.AgentID, ev.JobID):
 		return bad("type and ids disagree with the subject")
 	}
 	return &ev, nil
 }
 
-// JobReport is the runner's report on a job: Status running (with
-// Progress), then succeeded (Result), failed (Error) or cancelled. Seq
-// orders one job's reports (1, 2, …): a report whose Seq is not above the
-// last one applied is ignored.
-type JobReport struct {
-	Status   string       `json:"status"`
-	Seq      int64        `json:"seq,omitempty"`
-	Progress *JobProgress `json:"progress,omitempty"`
-	Result   string       `json:"result,omitempty"`
-	Error    string       `json:"error,omitempty"`
-}
-
-// JobProgress is how far a running job is: Percent 0-100 when known.
-type JobProgress struct {
-	Percent *float64 `json:"percent,omitempty"`
-	Message string   `json:"message,omitempty"`
-}
-
-// Job statuses, in [JobReport].Status.
-const (
-	JobRunning   = "running"
-	JobSucceeded = "succeeded"
-	JobFailed    = "failed"
-	JobCancelled = "cancelled"
-)
-
 // ReportJob publishes a job runner's report on
 // job.report.<agent_id>.<job_id>, with message id <job_id>.report.<seq>
 // when Seq is set, so that a report sent twice is stored once.
-func (c *Client) ReportJob(ctx context.Context, agentID, jobID string, r JobReport) error {
+func (c *Client) ReportJob(ctx context.Context, agentID, jobID string, r protocol.JobReport) error {
 	if !protocol.ValidID(agentID) || !protocol.ValidID(jobID) {
 		return fmt.Errorf("report job: agent and job ids must be 1-64 characters of [A-Za-z0-9_-]")
 	}
-	m := nats.NewMsg(jobs.Subject(jobs.PrefixReport, agentID, jobID))
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixJobReport, agentID, jobID))
 	var err error
 	if m.Data, err = json.Marshal(r); err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // EventError is a message on a turn's subjects that is not a valid
@@ -34,8 +34,8 @@ var ErrUnknownEvent = errors.New("unknown event type")
 // step.pending) or activity subject (turn.activity.<agent_id>.<turn_id>).
 // Anything else, including an event whose ids disagree with the subject,
 // is an *EventError; an event of an unknown type wraps ErrUnknownEvent.
-func DecodeEvent(subject string, data []byte) (Event, error) {
-	bad := func(format string, args ...any) (Event, error) {
+func DecodeEvent(subject string, data []byte) (protocol.Event, error) {
+	bad := func(format string, args ...any) (protocol.Event, error) {
 		return nil, &EventError{Subject: subject, Reason: fmt.Sprintf(format, args...)}
 	}
 	kind, agentID, turnID, ok := splitTurnSubject(subject)
@@ -43,16 +43,16 @@ func DecodeEvent(subject string, data []byte) (Event, error) {
 		return bad("not a turn output or activity subject")
 	}
 	if kind == protocol.PrefixActive {
-		var a Activity
+		var a protocol.Activity
 		if err := json.Unmarshal(data, &a); err != nil {
 			return bad("not an activity object: %v", err)
 		}
 		switch {
 		case !protocol.ValidCallID(a.CallID):
 			return bad("call_id is not 1-256 printable characters")
-		case a.State != ActivityStarted && a.State != ActivityCompleted && a.State != ActivityProgress:
+		case a.State != protocol.ActivityStarted && a.State != protocol.ActivityCompleted && a.State != protocol.ActivityProgress:
 			return bad("state %q is not started, progress or completed", a.State)
-		case a.State == ActivityProgress && a.Progress == nil:
+		case a.State == protocol.ActivityProgress && a.Progress == nil:
 			return bad("a progress activity without progress")
 		}
 		return &a, nil
@@ -74,23 +74,23 @@ func DecodeEvent(subject string, data []byte) (Event, error) {
 	}
 	switch head.Type {
 	case protocol.EventCallOutput:
-		var o CallOutput
+		var o protocol.CallOutput
 		if err := json.Unmarshal(data, &o); err != nil {
 			return bad("call.output: %v", err)
 		}
 		switch {
 		case !protocol.ValidCallID(o.CallID):
 			return bad("call.output: call_id is not 1-256 printable characters")
-		case o.Status != StatusOK && o.Status != StatusError:
+		case o.Status != protocol.StatusOK && o.Status != protocol.StatusError:
 			return bad("call.output: status %q is neither ok nor error", o.Status)
-		case o.Status == StatusError && o.Error == nil:
+		case o.Status == protocol.StatusError && o.Error == nil:
 			return bad("call.output: status error without an error")
 		case !isObject(o.Item):
 			return bad("call.output: item is not an object")
 		}
 		return &o, nil
 	case protocol.EventStepDone:
-		var d StepDone
+		var d protocol.StepDone
 		if err := json.Unmarshal(data, &d); err != nil {
 			return bad("step.done: %v", err)
 		}
@@ -104,7 +104,7 @@ func DecodeEvent(subject string, data []byte) (Event, error) {
 		}
 		return &d, nil
 	case protocol.EventStepPending:
-		var p StepPending
+		var p protocol.StepPending
 		if err := json.Unmarshal(data, &p); err != nil {
 			return bad("step.pending: %v", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Everything on a turn's subjects is untrusted: whatever the bytes, the
@@ -42,19 +43,19 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch ev := ev.(type) {
-		case *gateway.CallOutput:
-			if ev.AgentID != "a1" || ev.TurnID != "t1" || ev.Step < 0 || ev.CallID == "" || (ev.Status == gateway.StatusError && ev.Error == nil) {
+		case *protocol.CallOutput:
+			if ev.AgentID != "a1" || ev.TurnID != "t1" || ev.Step < 0 || ev.CallID == "" || (ev.Status == protocol.StatusError && ev.Error == nil) {
 				t.Fatalf("accepted %+v", ev)
 			}
-		case *gateway.StepDone:
+		case *protocol.StepDone:
 			if ev.AgentID != "a1" || ev.TurnID != "t1" || ev.Step < 0 || ev.Items == nil {
 				t.Fatalf("accepted %+v", ev)
 			}
-		case *gateway.StepPending:
+		case *protocol.StepPending:
 			if ev.AgentID != "a1" || ev.TurnID != "t1" || len(ev.Approvals) == 0 {
 				t.Fatalf("accepted %+v", ev)
 			}
-		case *gateway.Activity:
+		case *protocol.Activity:
 			if subject != "turn.activity.a1.t1" || ev.CallID == "" {
 				t.Fatalf("accepted %+v on %s", ev, subject)
 			}
@@ -99,7 +100,7 @@ func FuzzDecodeStreamMessages(f *testing.F) {
 			check(err)
 		}
 		if ev, err := gateway.DecodeJobEvent("job.start.a1.job_1", data); err == nil {
-			if ev.Type != gateway.EventJobStart || ev.JobID != "job_1" {
+			if ev.Type != protocol.EventJobStart || ev.JobID != "job_1" {
 				t.Fatalf("accepted %+v", ev)
 			}
 		} else {

@@ -5,9 +5,10 @@
 //
 // A turn is a loop. Ask for the turn's tool catalog ([Client.Catalog]),
 // give the tools to the model, publish the model's response as step N
-// ([Client.Send]), read its events until [StepDone], append
-// [StepDone.Items] to the conversation, and call the model again unless
-// [StepDone.EndTurn] is set:
+// ([Client.Send]), read its events until [protocol.StepDone], append
+// its Items to the conversation, and call the model again unless its
+// EndTurn is set. The messages and their names are package protocol,
+// shared with the workers:
 //
 //	c, err := gateway.New(nc, gateway.Options{})
 //	cat, err := c.Catalog(ctx, "a1", "t1", tc)
@@ -21,8 +22,8 @@
 // step.done items are never decoded and encoded again, so the catalog's
 // digest (and the provider's prompt cache) holds.
 //
-// A turn's [Context].Fairness ([Fairness], protocol 1.2) names the share
-// of the fleet its steps draw from: a key shared by a tenant's agents and
+// A turn's [protocol.Context].Fairness ([protocol.Fairness], protocol
+// 1.2) names the share of the fleet its steps draw from: a key shared by a tenant's agents and
 // a weight. Without it each agent is its own key with weight 1, so one
 // agent's burst does not delay the others; with it, a tenant's agents
 // together get the tenant's share.

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // exampleWorker starts an embedded server and a worker with the
@@ -78,8 +79,8 @@ func ExampleClient_Send() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true}}
-	var cat *gateway.Catalog
+	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true}}
+	var cat *protocol.CatalogReply
 	for range 100 { // until the worker's service is up
 		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
 			break
@@ -111,9 +112,9 @@ func ExampleClient_Send() {
 			log.Fatal(err)
 		}
 		switch ev := ev.(type) {
-		case *gateway.CallOutput:
+		case *protocol.CallOutput:
 			outputs++
-		case *gateway.StepDone:
+		case *protocol.StepDone:
 			fmt.Println("outputs:", outputs, "end_turn:", ev.EndTurn)
 			for _, item := range ev.Items {
 				fmt.Println(string(item))
@@ -132,7 +133,7 @@ func ExampleClient_Send() {
 // so the request's tools have the catalog's digest (and the provider's
 // prompt cache holds). Marshalling the SDK's own types would sort the
 // keys of "parameters".
-func ExampleCatalog_Definitions() {
+func ExampleClient_Catalog() {
 	nc, stop := exampleWorker()
 	defer stop()
 	ctx := context.Background()
@@ -140,8 +141,8 @@ func ExampleCatalog_Definitions() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true}}
-	var cat *gateway.Catalog
+	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true}}
+	var cat *protocol.CatalogReply
 	for range 100 { // until the worker's service is up
 		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
 			break
@@ -178,7 +179,7 @@ func ExampleDecodeEvent() {
 	_, err := gateway.DecodeEvent("turn.call.output.a1.t1", []byte(`{"type":"step.done","agent_id":"a1","turn_id":"t2","step":0,"items":[]}`))
 	fmt.Println(err)
 	ev, _ := gateway.DecodeEvent("turn.activity.a1.t1", []byte(`{"call_id":"c1","name":"sleep","state":"started","label":"Waiting 5 ms"}`))
-	fmt.Println(ev.(*gateway.Activity).Label)
+	fmt.Println(ev.(*protocol.Activity).Label)
 	// Output:
 	// bad event on turn.call.output.a1.t1: ids "a1"."t2" disagree with the subject
 	// Waiting 5 ms
@@ -199,8 +200,8 @@ func ExampleClient_Cancel() {
 func ExampleClient_WorkflowEvents() {
 	var c *gateway.Client // from gateway.New
 	ctx := context.Background()
-	err := c.WorkflowEvents(ctx, "gateway", func(ctx context.Context, ev *gateway.WorkflowEvent) error {
-		if ev.Type != gateway.EventTaskReady {
+	err := c.WorkflowEvents(ctx, "gateway", func(ctx context.Context, ev *protocol.WorkflowEvent) error {
+		if ev.Type != protocol.EventTaskReady {
 			return nil
 		}
 		tc := ev.TaskContext(map[string]bool{"web": true})
@@ -215,8 +216,8 @@ func ExampleClient_WorkflowEvents() {
 func ExampleClient_ScheduleFires() {
 	var c *gateway.Client // from gateway.New
 	ctx := context.Background()
-	err := c.ScheduleFires(ctx, "gateway", func(ctx context.Context, f *gateway.ScheduleFire) error {
-		go driveTurn(f.AgentID, f.TurnID(), gateway.Context{Kind: gateway.KindText}, f.Instructions)
+	err := c.ScheduleFires(ctx, "gateway", func(ctx context.Context, f *protocol.ScheduleFire) error {
+		go driveTurn(f.AgentID, f.TurnID(), protocol.Context{Kind: protocol.KindText}, f.Instructions)
 		return nil
 	})
 	log.Print(err)
@@ -226,11 +227,11 @@ func ExampleClient_ScheduleFires() {
 func ExampleClient_JobEvents() {
 	var c *gateway.Client // from gateway.New
 	ctx := context.Background()
-	err := c.JobEvents(ctx, "job-runner", func(ctx context.Context, ev *gateway.JobEvent) error {
-		if ev.Type != gateway.EventJobStart {
+	err := c.JobEvents(ctx, "job-runner", func(ctx context.Context, ev *protocol.JobEvent) error {
+		if ev.Type != protocol.EventJobStart {
 			return nil // a cancel: stop the job if it runs here
 		}
-		return c.ReportJob(ctx, ev.AgentID, ev.JobID, gateway.JobReport{Status: gateway.JobRunning, Seq: 1})
+		return c.ReportJob(ctx, ev.AgentID, ev.JobID, protocol.JobReport{Status: protocol.JobRunning, Seq: 1})
 	})
 	log.Print(err)
 }
@@ -245,10 +246,10 @@ func ExampleClient_Decide() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if p, ok := ev.(*gateway.StepPending); ok {
-		var ds []gateway.Decision
+	if p, ok := ev.(*protocol.StepPending); ok {
+		var ds []protocol.Decision
 		for _, call := range p.Approvals {
-			ds = append(ds, gateway.Decision{CallID: call.CallID, Approved: call.Name != "delete_page", Reason: "pages stay"})
+			ds = append(ds, protocol.Decision{CallID: call.CallID, Approved: call.Name != "delete_page", Reason: "pages stay"})
 		}
 		if err := c.Decide(ctx, p.AgentID, p.TurnID, p.Step, 1, ds); err != nil {
 			log.Fatal(err)
@@ -263,7 +264,7 @@ func ExampleClient_Decide() {
 	log.Print(len(done.Items))
 }
 
-func driveTurn(agentID, turnID string, tc gateway.Context, userMessage string) {}
+func driveTurn(agentID, turnID string, tc protocol.Context, userMessage string) {}
 
 // A tenant's turns share one share of the fleet: every step (and the
 // catalog request) of the turn carries the tenant's fairness key and its
@@ -276,8 +277,8 @@ func ExampleFairness() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{"diagnostics": true},
-		Fairness: gateway.Fairness{Key: "tenant-42", Weight: 2}}
+	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true},
+		Fairness: protocol.Fairness{Key: "tenant-42", Weight: 2}}
 	for range 100 { // until the worker's service is up
 		if _, err = c.Catalog(ctx, "a1", "tf", tc); err == nil {
 			break
@@ -300,7 +301,7 @@ func ExampleFairness() {
 	fmt.Println(string(done.Items[0]))
 
 	bad := tc
-	bad.Fairness = gateway.Fairness{Key: "tenant 42", Weight: 500}
+	bad.Fairness = protocol.Fairness{Key: "tenant 42", Weight: 500}
 	_, err = c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf2", Step: 0, Context: bad, Output: output})
 	fmt.Println(errors.Is(err, gateway.ErrMalformedStep))
 	// Output:

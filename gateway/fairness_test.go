@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Send checks context.fairness as the workers parse it: what they would
@@ -15,7 +15,7 @@ import (
 // they accept is sent and run, and the step.done carries no trace of it.
 func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
 	r := newRig(t)
-	refused := map[string]gateway.Fairness{
+	refused := map[string]protocol.Fairness{
 		"a space in the key":   {Key: "tenant 42"},
 		"a key of 65":          {Key: strings.Repeat("k", 65)},
 		"a weight below 0.01":  {Key: "t", Weight: 0.001},
@@ -32,7 +32,7 @@ func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
 			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
 		}
 	}
-	for i, f := range []gateway.Fairness{{}, {Key: "tenant-42"}, {Key: "team.a:prio_1", Weight: 0.01}, {Weight: 100}, {Key: strings.Repeat("k", protocol.MaxFairKey), Weight: 2.5}} {
+	for i, f := range []protocol.Fairness{{}, {Key: "tenant-42"}, {Key: "team.a:prio_1", Weight: 0.01}, {Weight: 100}, {Key: strings.Repeat("k", protocol.MaxFairKey), Weight: 2.5}} {
 		tc := diagCtx
 		tc.Fairness = f
 		turnID := "tfa" + string(rune('0'+i))

@@ -22,12 +22,12 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // rig is an embedded server with a real worker serving diagnostics,
@@ -71,7 +71,7 @@ func newRig(t testing.TB) *rig {
 	return &rig{t: t, srv: srv, nc: nc, js: js, c: c}
 }
 
-var diagCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
 
 func fc(id, name, args string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"type": "function_call", "call_id": id, "name": name, "arguments": args})
@@ -86,24 +86,24 @@ func ctxT(t testing.TB) context.Context {
 
 // drain reads a run to its step.done and returns the call outputs by
 // call id, in arrival order, and the activity events.
-func drain(t *testing.T, ctx context.Context, run *gateway.StepRun) (map[string]*gateway.CallOutput, []*gateway.Activity, *gateway.StepDone) {
+func drain(t *testing.T, ctx context.Context, run *gateway.StepRun) (map[string]*protocol.CallOutput, []*protocol.Activity, *protocol.StepDone) {
 	t.Helper()
-	outs := map[string]*gateway.CallOutput{}
-	var acts []*gateway.Activity
+	outs := map[string]*protocol.CallOutput{}
+	var acts []*protocol.Activity
 	for {
 		ev, err := run.Next(ctx)
 		if err != nil {
 			t.Fatalf("Next: %v", err)
 		}
 		switch ev := ev.(type) {
-		case *gateway.CallOutput:
+		case *protocol.CallOutput:
 			if outs[ev.CallID] != nil {
 				t.Fatalf("call %s returned twice", ev.CallID)
 			}
 			outs[ev.CallID] = ev
-		case *gateway.Activity:
+		case *protocol.Activity:
 			acts = append(acts, ev)
-		case *gateway.StepDone:
+		case *protocol.StepDone:
 			if _, err := run.Next(ctx); err != io.EOF {
 				t.Fatalf("Next after step.done: %v, want io.EOF", err)
 			}
@@ -137,10 +137,10 @@ func TestStepStreamsOutputsActivityAndDone(t *testing.T) {
 	}
 	defer run.Close()
 	outs, _, done := drain(t, ctx, run)
-	if len(outs) != 3 || outs["c1"].Status != gateway.StatusOK || outs["c2"].Status != gateway.StatusOK {
+	if len(outs) != 3 || outs["c1"].Status != protocol.StatusOK || outs["c2"].Status != protocol.StatusOK {
 		t.Fatalf("outputs: %+v", outs)
 	}
-	if e := outs["c3"].Error; e == nil || e.Kind != gateway.InvalidArguments {
+	if e := outs["c3"].Error; e == nil || e.Kind != protocol.InvalidArguments {
 		t.Fatalf("c3: %+v, want invalid_arguments", outs["c3"])
 	}
 	if done.EndTurn || len(done.Items) != 3 || done.Task != nil {
@@ -172,8 +172,8 @@ func TestActivityOfARunningCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, ok := ev.(*gateway.Activity)
-	if !ok || a.CallID != "c1" || a.State != gateway.ActivityStarted || a.Label != "Waiting 300 ms" {
+	a, ok := ev.(*protocol.Activity)
+	if !ok || a.CallID != "c1" || a.State != protocol.ActivityStarted || a.Label != "Waiting 300 ms" {
 		t.Fatalf("first event %T %+v, want c1's started activity", ev, ev)
 	}
 	if d, err := run.Wait(ctx); err != nil || d.Step != 0 {
@@ -188,7 +188,7 @@ func TestCatalogErrorReplyIsAServiceError(t *testing.T) {
 	if !errors.As(err, &se) || se.Code != "400" || se.Description == "" {
 		t.Fatalf("err %v, want a 400 ServiceError", err)
 	}
-	_, err = r.c.Catalog(ctxT(t), "a1", "t1", gateway.Context{Kind: gateway.KindWorkflowTask, WorkflowID: "wf_none", TaskID: "q"})
+	_, err = r.c.Catalog(ctxT(t), "a1", "t1", protocol.Context{Kind: protocol.KindWorkflowTask, WorkflowID: "wf_none", TaskID: "q"})
 	if !errors.As(err, &se) || se.Code != "400" {
 		t.Fatalf("unknown task: %v, want a 400 ServiceError", err)
 	}
@@ -210,12 +210,12 @@ func TestNoWorkerIsNoResponders(t *testing.T) {
 func TestCatalogApprovalScope(t *testing.T) {
 	r := newRig(t)
 	for _, c := range []struct {
-		scope gateway.ApprovalScope
+		scope protocol.ApprovalScope
 		want  []string
 	}{
-		{gateway.ApprovalScope{}, nil},
-		{gateway.ApprovalScope{Names: []string{"sleep"}}, []string{"sleep"}},
-		{gateway.ApprovalScope{Level: gateway.ApprovalAll}, []string{"start_workflow", "show_workflow", "list_workflows", "cancel_workflow", "ping", "sleep", "finish"}},
+		{protocol.ApprovalScope{}, nil},
+		{protocol.ApprovalScope{Names: []string{"sleep"}}, []string{"sleep"}},
+		{protocol.ApprovalScope{Level: protocol.ApprovalAll}, []string{"start_workflow", "show_workflow", "list_workflows", "cancel_workflow", "ping", "sleep", "finish"}},
 	} {
 		tc := diagCtx
 		tc.Approval = c.scope
@@ -331,7 +331,7 @@ func TestStepNumberReusedWithOtherCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, ok := ev.(*gateway.StepDone); ok {
+		if d, ok := ev.(*protocol.StepDone); ok {
 			if bad == nil || len(d.Items) != 1 || d.EndTurn {
 				t.Fatalf("done %+v after %v, want the worker's after an EventError", d, bad)
 			}
@@ -388,10 +388,10 @@ func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 	for name, s := range map[string]gateway.Step{
 		"bad agent id":      {AgentID: "a.1", TurnID: "t1", Context: diagCtx},
 		"negative step":     {AgentID: "a1", TurnID: "t1", Step: -1, Context: diagCtx},
-		"unknown kind":      {AgentID: "a1", TurnID: "t1", Context: gateway.Context{Kind: "chat"}},
+		"unknown kind":      {AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: "chat"}},
 		"duplicate call id": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}"), fc("c1", "ping", "{}")}},
 		"item not JSON":     {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(`{"type":`)}},
-		"task without ids":  {AgentID: "a1", TurnID: "t1", Context: gateway.Context{Kind: gateway.KindWorkflowTask}},
+		"task without ids":  {AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindWorkflowTask}},
 		// A nil item (a RawJSON that was empty) is sent as null, which
 		// the workers skip and the provider refuses when the
 		// conversation goes back to it.
@@ -456,7 +456,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 	defer run.Close()
 	// read returns the run's events to its step.done: the outputs by
 	// call id (counted), the malformed events' reasons, and the step.done.
-	read := func(run *gateway.StepRun, onOutput func(*gateway.CallOutput)) (map[string]int, []string, *gateway.StepDone) {
+	read := func(run *gateway.StepRun, onOutput func(*protocol.CallOutput)) (map[string]int, []string, *protocol.StepDone) {
 		t.Helper()
 		outs := map[string]int{}
 		var bad []string
@@ -471,7 +471,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch ev := ev.(type) {
-			case *gateway.CallOutput:
+			case *protocol.CallOutput:
 				if ev.Step != 1 {
 					t.Fatalf("an output of step %d", ev.Step)
 				}
@@ -479,7 +479,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 				if onOutput != nil {
 					onOutput(ev)
 				}
-			case *gateway.StepDone:
+			case *protocol.StepDone:
 				return outs, bad, ev
 			}
 		}
@@ -487,13 +487,13 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 	// Once c1's output is in, a copy of it (as a republish after the
 	// duplicate window would store it), garbage, and then a cancel, whose
 	// aborted c9 and step.done come after all of them.
-	outs, bad, done := read(run, func(o *gateway.CallOutput) {
+	outs, bad, done := read(run, func(o *protocol.CallOutput) {
 		if o.CallID != "c1" {
 			return
 		}
 		dup, _ := json.Marshal(struct {
 			Type string `json:"type"`
-			*gateway.CallOutput
+			*protocol.CallOutput
 		}{"call.output", o})
 		r.publishEvent("t2", "republished", string(dup))
 		r.publishEvent("t2", "", `not json`)
@@ -572,7 +572,7 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, ok := ev.(*gateway.Activity); ok && a.State == gateway.ActivityStarted {
+		if a, ok := ev.(*protocol.Activity); ok && a.State == protocol.ActivityStarted {
 			break
 		}
 	}
@@ -580,7 +580,7 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs, _, done := drain(t, ctx, run)
-	if e := outs["c1"].Error; e == nil || e.Kind != gateway.Aborted {
+	if e := outs["c1"].Error; e == nil || e.Kind != protocol.Aborted {
 		t.Fatalf("c1: %+v, want aborted", outs["c1"])
 	}
 	if !done.EndTurn {
@@ -621,14 +621,14 @@ func TestPendingAndDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, ok := ev.(*gateway.StepPending)
+	p, ok := ev.(*protocol.StepPending)
 	if !ok || len(p.Approvals) != 1 || p.Approvals[0].CallID != "c1" || string(p.Approvals[0].Arguments) != `{"ms":60000}` || p.ExpiresAt.IsZero() {
 		t.Fatalf("event %T %+v, want the step.pending", ev, ev)
 	}
-	if err := r.c.Decide(ctx, "a1", "t5", 0, 1, []gateway.Decision{{CallID: "c1"}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t5", 0, 1, []protocol.Decision{{CallID: "c1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.c.Decide(ctx, "a1", "t5", 0, 2, []gateway.Decision{{CallID: "c1", Approved: false, Reason: "not on main"}}); err != nil {
+	if err := r.c.Decide(ctx, "a1", "t5", 0, 2, []protocol.Decision{{CallID: "c1", Approved: false, Reason: "not on main"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.c.Decide(ctx, "a1", "t5", 0, 0, nil); err == nil {
@@ -661,7 +661,7 @@ func TestPendingAndDecisions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := ev.(*gateway.StepDone); ok {
+		if _, ok := ev.(*protocol.StepDone); ok {
 			t.Fatalf("step.done before the answers' dead letters %v", want)
 		}
 	}
@@ -710,7 +710,7 @@ func TestWorkflowTaskTurn(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"tasks": []any{map[string]any{"id": "q1", "instructions": "Answer.",
 		"result_schema": map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}},
 			"required": []string{"answer"}, "additionalProperties": false}}}})
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "main", Step: 0, Context: gateway.Context{Kind: gateway.KindText},
+	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "main", Step: 0, Context: protocol.Context{Kind: protocol.KindText},
 		Output: []json.RawMessage{fc("s1", workflowtask.StartWorkflowName, string(args))}})
 	if err != nil {
 		t.Fatal(err)
@@ -720,18 +720,18 @@ func TestWorkflowTaskTurn(t *testing.T) {
 	if err != nil || done.EndTurn {
 		t.Fatalf("start_workflow: %+v, %v", done, err)
 	}
-	ready := make(chan *gateway.WorkflowEvent, 8)
+	ready := make(chan *protocol.WorkflowEvent, 8)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		_ = r.c.WorkflowEvents(cctx, "gw", func(_ context.Context, ev *gateway.WorkflowEvent) error {
-			if ev.Type == gateway.EventTaskReady {
+		_ = r.c.WorkflowEvents(cctx, "gw", func(_ context.Context, ev *protocol.WorkflowEvent) error {
+			if ev.Type == protocol.EventTaskReady {
 				ready <- ev
 			}
 			return nil
 		})
 	}()
-	var ev *gateway.WorkflowEvent
+	var ev *protocol.WorkflowEvent
 	select {
 	case ev = <-ready:
 	case <-ctx.Done():
@@ -745,7 +745,7 @@ func TestWorkflowTaskTurn(t *testing.T) {
 	if err != nil || !strings.Contains(string(cat.Tools), workflowtask.SubmitResultName) {
 		t.Fatalf("task catalog %s: %v", cat.Tools, err)
 	}
-	step := func(n int64, out ...json.RawMessage) *gateway.StepDone {
+	step := func(n int64, out ...json.RawMessage) *protocol.StepDone {
 		t.Helper()
 		run, err := r.c.Send(ctx, gateway.Step{AgentID: ev.AgentID, TurnID: ev.TurnID, Step: n, Context: tc, Output: out})
 		if err != nil {
@@ -759,15 +759,15 @@ func TestWorkflowTaskTurn(t *testing.T) {
 		return d
 	}
 	d := step(0, json.RawMessage(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Thinking."}]}`))
-	if d.Task.Status != gateway.VerdictRepair || d.Task.Instruction == "" || d.EndTurn {
+	if d.Task.Status != protocol.VerdictRepair || d.Task.Instruction == "" || d.EndTurn {
 		t.Fatalf("prose step: %+v", d.Task)
 	}
 	d = step(1, fc("r1", workflowtask.SubmitResultName, `{"result":{"answer":42}}`))
-	if d.Task.Status != gateway.VerdictRejected || d.EndTurn {
+	if d.Task.Status != protocol.VerdictRejected || d.EndTurn {
 		t.Fatalf("bad submission: %+v", d.Task)
 	}
 	d = step(2, fc("r2", workflowtask.SubmitResultName, `{"result":{"answer":"42"}}`))
-	if d.Task.Status != gateway.VerdictAccepted || !d.EndTurn || string(d.Task.Result) != `{"answer":"42"}` {
+	if d.Task.Status != protocol.VerdictAccepted || !d.EndTurn || string(d.Task.Result) != `{"answer":"42"}` {
 		t.Fatalf("good submission: %+v %s", d.Task, d.Task.Result)
 	}
 }
@@ -777,7 +777,7 @@ func TestScheduleFires(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
-	bind := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{schedule.Binding: true}}
+	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{schedule.Binding: true}}
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t6", Step: 0, Context: bind,
 		Output: []json.RawMessage{fc("c1", schedule.CreateName, fmt.Sprintf(`{"instructions":"Water the plants.","at":%q}`, at))}})
 	if err != nil {
@@ -785,15 +785,15 @@ func TestScheduleFires(t *testing.T) {
 	}
 	outs, _, _ := drain(t, ctx, run)
 	run.Close()
-	if outs["c1"].Status != gateway.StatusOK {
+	if outs["c1"].Status != protocol.StatusOK {
 		t.Fatalf("create_schedule: %s", outs["c1"].Item)
 	}
-	fired := make(chan *gateway.ScheduleFire, 1)
+	fired := make(chan *protocol.ScheduleFire, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- r.c.ScheduleFires(cctx, "gw", func(_ context.Context, f *gateway.ScheduleFire) error {
+		errc <- r.c.ScheduleFires(cctx, "gw", func(_ context.Context, f *protocol.ScheduleFire) error {
 			fired <- f
 			return nil
 		})
@@ -816,7 +816,7 @@ func TestScheduleFires(t *testing.T) {
 func TestJobRunner(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
-	bind := gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{jobs.Binding: true}}
+	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{jobs.Binding: true}}
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: bind,
 		Output: []json.RawMessage{fc("c1", jobs.StartName, `{"title":"Report","instructions":"Write it."}`)}})
 	if err != nil {
@@ -824,28 +824,28 @@ func TestJobRunner(t *testing.T) {
 	}
 	outs, _, _ := drain(t, ctx, run)
 	run.Close()
-	if outs["c1"].Status != gateway.StatusOK {
+	if outs["c1"].Status != protocol.StatusOK {
 		t.Fatalf("start_job: %s", outs["c1"].Item)
 	}
-	started := make(chan *gateway.JobEvent, 1)
+	started := make(chan *protocol.JobEvent, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		_ = r.c.JobEvents(cctx, "runner", func(_ context.Context, ev *gateway.JobEvent) error {
+		_ = r.c.JobEvents(cctx, "runner", func(_ context.Context, ev *protocol.JobEvent) error {
 			started <- ev
 			return nil
 		})
 	}()
-	var ev *gateway.JobEvent
+	var ev *protocol.JobEvent
 	select {
 	case ev = <-started:
 	case <-ctx.Done():
 		t.Fatal("no job.start")
 	}
-	if ev.Type != gateway.EventJobStart || ev.Title != "Report" || ev.Instructions != "Write it." || ev.TurnID != "t7" {
+	if ev.Type != protocol.EventJobStart || ev.Title != "Report" || ev.Instructions != "Write it." || ev.TurnID != "t7" {
 		t.Fatalf("job event %+v", ev)
 	}
-	if err := r.c.ReportJob(ctx, "a1", ev.JobID, gateway.JobReport{Status: gateway.JobSucceeded, Seq: 1, Result: "done: 3 pages"}); err != nil {
+	if err := r.c.ReportJob(ctx, "a1", ev.JobID, protocol.JobReport{Status: protocol.JobSucceeded, Seq: 1, Result: "done: 3 pages"}); err != nil {
 		t.Fatal(err)
 	}
 	// The worker applies the report; show_job then tells the model.
@@ -895,7 +895,7 @@ func TestSendPublishesIdAndTraceContext(t *testing.T) {
 	item := json.RawMessage(`{"type":"function_call","call_id":"c1","name":"ping","arguments":"{}"}`)
 	for _, s := range []gateway.Step{
 		{AgentID: "a1", TurnID: "t1", Step: 4, Context: diagCtx, Output: []json.RawMessage{item}},
-		{AgentID: "a1", TurnID: "t2", Step: 0, Context: gateway.Context{Kind: gateway.KindWorkflowTask, WorkflowID: "wf", TaskID: "q"}},
+		{AgentID: "a1", TurnID: "t2", Step: 0, Context: protocol.Context{Kind: protocol.KindWorkflowTask, WorkflowID: "wf", TaskID: "q"}},
 	} {
 		run, err := c.Send(sctx, s)
 		if err != nil {
@@ -903,7 +903,7 @@ func TestSendPublishesIdAndTraceContext(t *testing.T) {
 		}
 		run.Close()
 		stream, prefix := protocol.StreamCalls, protocol.PrefixCall
-		if s.Context.Kind == gateway.KindWorkflowTask {
+		if s.Context.Kind == protocol.KindWorkflowTask {
 			stream, prefix = protocol.StreamTasks, protocol.PrefixTask
 		}
 		subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
@@ -969,11 +969,11 @@ func TestProgressActivity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.Close()
-	next := func() (gateway.Event, error) {
+	next := func() (protocol.Event, error) {
 		t.Helper()
 		for {
 			ev, err := run.Next(ctx)
-			if a, ok := ev.(*gateway.Activity); ok && a.State == gateway.ActivityStarted {
+			if a, ok := ev.(*protocol.Activity); ok && a.State == protocol.ActivityStarted {
 				continue
 			}
 			return ev, err
@@ -990,8 +990,8 @@ func TestProgressActivity(t *testing.T) {
 		}
 	}
 	ev, err := next()
-	a, ok := ev.(*gateway.Activity)
-	if err != nil || !ok || a.CallID != "c1" || a.State != gateway.ActivityProgress || a.Progress == nil || a.Progress.Done != 3 || *a.Progress.Total != 10 {
+	a, ok := ev.(*protocol.Activity)
+	if err != nil || !ok || a.CallID != "c1" || a.State != protocol.ActivityProgress || a.Progress == nil || a.Progress.Done != 3 || *a.Progress.Total != 10 {
 		t.Fatalf("event %T %+v, %v: want c1's progress", ev, ev, err)
 	}
 	var bad *gateway.EventError
@@ -1032,7 +1032,7 @@ func TestDurableConsumerSettlesMessages(t *testing.T) {
 	calls := map[string]int{}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.WorkflowEvents(cctx, "gw", func(_ context.Context, ev *gateway.WorkflowEvent) error {
+		errc <- c.WorkflowEvents(cctx, "gw", func(_ context.Context, ev *protocol.WorkflowEvent) error {
 			calls[ev.TaskID]++
 			got <- seen{ev.TaskID, calls[ev.TaskID]}
 			switch {

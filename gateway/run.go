@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // StepRun streams the events of one published step: its call outputs
@@ -37,7 +37,7 @@ type StepRun struct {
 	// and its step.pending's).
 	seenCall map[string]bool // call ids whose output was returned
 	pending  bool
-	done     *StepDone
+	done     *protocol.StepDone
 	failed   error // the step's dead letter, or its number reused: it never ends
 	copy     bool  // the stream took the publish for a copy of a step it had
 }
@@ -159,10 +159,10 @@ func (r *StepRun) deliver(m inbound) {
 	}
 }
 
-// Next returns the step's next event: a *CallOutput (one per call, each
-// once, whatever the redeliveries), an *Activity, and last the
-// *StepDone, after which it returns io.EOF. A step whose calls wait for
-// approval starts with a *StepPending, before anything runs: answer it
+// Next returns the step's next event: a *protocol.CallOutput (one per call, each
+// once, whatever the redeliveries), an *protocol.Activity, and last the
+// *protocol.StepDone, after which it returns io.EOF. A step whose calls wait for
+// approval starts with a *protocol.StepPending, before anything runs: answer it
 // with [Client.Decide] and keep calling Next. Events of other
 // steps and duplicates are skipped. A malformed message on the turn's
 // subjects is returned as an *EventError, and Next may be called again.
@@ -172,7 +172,7 @@ func (r *StepRun) deliver(m inbound) {
 // step's calls is an *EventError, or, when the stream had taken the step
 // for a copy of one it had, an error wrapping ErrStepReused, from then on. It returns ctx's error when ctx ends
 // first, and ErrClosed after Close.
-func (r *StepRun) Next(ctx context.Context) (Event, error) {
+func (r *StepRun) Next(ctx context.Context) (protocol.Event, error) {
 	if r.done != nil {
 		return nil, io.EOF
 	}
@@ -209,7 +209,7 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 		if !r.mine(ev) {
 			continue
 		}
-		if d, ok := ev.(*StepDone); ok && !r.answers(d) {
+		if d, ok := ev.(*protocol.StepDone); ok && !r.answers(d) {
 			r.done = nil
 			if !r.copy {
 				// Published as a new step: this one is not the workers'.
@@ -227,7 +227,7 @@ func (r *StepRun) Next(ctx context.Context) (Event, error) {
 // call, in call order. A step.done of the same number that does not is
 // an earlier version's (docs/protocol.md: versions are told apart by the
 // call ids in items).
-func (r *StepRun) answers(d *StepDone) bool {
+func (r *StepRun) answers(d *protocol.StepDone) bool {
 	if len(d.Items) != len(r.step.Calls) {
 		return false
 	}
@@ -243,22 +243,22 @@ func (r *StepRun) answers(d *StepDone) bool {
 }
 
 // mine reports whether ev belongs to this step and was not returned yet.
-func (r *StepRun) mine(ev Event) bool {
+func (r *StepRun) mine(ev protocol.Event) bool {
 	n := r.step.Step
 	switch ev := ev.(type) {
-	case *CallOutput:
+	case *protocol.CallOutput:
 		if ev.Step != n || !r.calls[ev.CallID] || r.seenCall[ev.CallID] {
 			return false
 		}
 		r.seenCall[ev.CallID] = true
-	case *StepPending:
+	case *protocol.StepPending:
 		if ev.Step != n || r.pending {
 			return false
 		}
 		r.pending = true
-	case *Activity:
+	case *protocol.Activity:
 		return r.calls[ev.CallID]
-	case *StepDone:
+	case *protocol.StepDone:
 		if ev.Step != n {
 			return false
 		}
@@ -307,8 +307,8 @@ func (e *DeadLetterError) Error() string {
 // Wait reads the step's events until its step.done and returns it,
 // skipping (and logging) malformed ones; a step the workers dead-lettered
 // is its *DeadLetterError. An approval step waits for its decisions: read
-// its *StepPending with Next to answer it.
-func (r *StepRun) Wait(ctx context.Context) (*StepDone, error) {
+// its *protocol.StepPending with Next to answer it.
+func (r *StepRun) Wait(ctx context.Context) (*protocol.StepDone, error) {
 	for {
 		ev, err := r.Next(ctx)
 		var bad *EventError
@@ -321,7 +321,7 @@ func (r *StepRun) Wait(ctx context.Context) (*StepDone, error) {
 		case err != nil:
 			return nil, err
 		}
-		if d, ok := ev.(*StepDone); ok {
+		if d, ok := ev.(*protocol.StepDone); ok {
 			return d, nil
 		}
 	}

@@ -1,36 +1,41 @@
 package tool
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/agentbull/toolruntime/protocol"
+)
 
 // Kind classifies why a call did not succeed; the values are the wire
-// protocol's error kinds. A tool returns ToolError (the default for any
+// protocol's error kinds ([protocol.ErrorKind]: one type on both sides of
+// the wire). A tool returns ToolError (the default for any
 // error), InvalidArguments (arguments the schema let through but the tool
 // cannot use) or Rejected; the worker sets the others.
-type Kind string
+type Kind = protocol.ErrorKind
 
 // The error kinds.
 const (
 	// ToolError: the tool failed (any error that is not an *Error, and a
 	// panic).
-	ToolError Kind = "tool_error"
+	ToolError = protocol.ToolError
 	// InvalidArguments: the arguments do not fit the tool; the message says
 	// what to fix.
-	InvalidArguments Kind = "invalid_arguments"
+	InvalidArguments = protocol.InvalidArguments
 	// Rejected: the call was refused (by policy or a person).
-	Rejected Kind = "rejected"
+	Rejected = protocol.Rejected
 	// Timeout: the call did not finish within its time limit.
-	Timeout Kind = "timeout"
+	Timeout = protocol.Timeout
 	// Aborted: the turn was cancelled, or another call ended it first.
-	Aborted Kind = "aborted"
+	Aborted = protocol.Aborted
 	// Interrupted: an earlier attempt stopped while the tool ran, and the
 	// tool is not read-only, so it is not run again.
-	Interrupted Kind = "interrupted"
+	Interrupted = protocol.Interrupted
 	// UnknownTool: the turn has no tool of that name.
-	UnknownTool Kind = "unknown_tool"
+	UnknownTool = protocol.UnknownTool
 	// NotLoaded: a deferred tool was called before tool search loaded it.
-	NotLoaded Kind = "not_loaded"
+	NotLoaded = protocol.NotLoaded
 	// Internal: the worker could not run the call.
-	Internal Kind = "internal"
+	Internal = protocol.Internal
 )
 
 // Error is the coded error of a call that did not succeed. The model reads

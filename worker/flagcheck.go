@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // flagError is a setting found wrong once the worker began to start (a

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Agent drives turns: it asks the workers for a turn's tools, calls the
@@ -35,13 +36,13 @@ type Agent struct {
 	TaskBindings map[string]bool
 	// TaskFairness is the fairness of task turns (the zero value: each
 	// agent its own share).
-	TaskFairness gateway.Fairness
+	TaskFairness protocol.Fairness
 	// Approve, when set, decides each call of a step that waits for a
 	// person's approval (the Decision's CallID is filled in).
-	Approve func(ctx context.Context, call gateway.PendingCall) gateway.Decision
+	Approve func(ctx context.Context, call protocol.PendingCall) protocol.Decision
 	// OnEvent, when set, sees every event of every step (for display),
 	// on the goroutine of the event's turn: task turns run at once.
-	OnEvent func(turnID string, ev gateway.Event)
+	OnEvent func(turnID string, ev protocol.Event)
 	Log     *slog.Logger
 
 	tasks sync.WaitGroup
@@ -51,7 +52,7 @@ type Agent struct {
 // message.
 type Turn struct {
 	AgentID, TurnID string
-	Context         gateway.Context
+	Context         protocol.Context
 	Message         string
 }
 
@@ -64,7 +65,7 @@ type Result struct {
 	// Cancelled is set when the turn was cancelled (its ctx ended).
 	Cancelled bool
 	// Verdict is the last step's verdict in a task turn.
-	Verdict *gateway.Verdict
+	Verdict *protocol.Verdict
 }
 
 // ErrMaxSteps is returned for a turn that reached MaxSteps.
@@ -126,7 +127,7 @@ func (a *Agent) RunTurn(ctx context.Context, t Turn) (*Result, error) {
 		}
 		input = append(input, output...)
 		input = append(input, done.Items...)
-		if v := done.Task; v != nil && v.Status == gateway.VerdictRepair {
+		if v := done.Task; v != nil && v.Status == protocol.VerdictRepair {
 			// The one repair instruction of a task turn that answered in
 			// prose: the worker wrote it; the gateway only sends it.
 			input = append(input, userMessage(v.Instruction))
@@ -166,13 +167,13 @@ func (a *Agent) respond(ctx context.Context, tools []responses.ToolUnionParam, i
 // step publishes one step and waits for its step.done. If ctx ends
 // first, the turn is cancelled and the step.done that follows the cancel
 // is still read.
-func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bool, error) {
+func (a *Agent) step(ctx context.Context, s gateway.Step) (*protocol.StepDone, bool, error) {
 	run, err := a.GW.Send(ctx, s, gateway.WithActivity())
 	if err != nil {
 		if ctx.Err() != nil {
 			// Stopped while publishing: the step may be stored all the
 			// same, and the cancel mark makes it run nothing.
-			return &gateway.StepDone{AgentID: s.AgentID, TurnID: s.TurnID, Step: s.Step, EndTurn: true}, true,
+			return &protocol.StepDone{AgentID: s.AgentID, TurnID: s.TurnID, Step: s.Step, EndTurn: true}, true,
 				a.cancel(s.AgentID, s.TurnID, "the gateway stopped the turn")
 		}
 		return nil, false, err
@@ -211,9 +212,9 @@ func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bo
 			a.OnEvent(s.TurnID, ev)
 		}
 		switch ev := ev.(type) {
-		case *gateway.StepDone:
+		case *protocol.StepDone:
 			return ev, cancelled, nil
-		case *gateway.StepPending:
+		case *protocol.StepPending:
 			// Stopped while deciding: the next Next sees ctx's end and
 			// cancels the turn, which answers the held calls aborted.
 			if err := a.decide(ctx, ev); err != nil && ctx.Err() == nil {
@@ -226,12 +227,12 @@ func (a *Agent) step(ctx context.Context, s gateway.Step) (*gateway.StepDone, bo
 // decide answers a step whose calls wait for approval. Without an
 // Approve the step waits for an answer from elsewhere (a user interface
 // that reads the same events), or for its expiry.
-func (a *Agent) decide(ctx context.Context, p *gateway.StepPending) error {
+func (a *Agent) decide(ctx context.Context, p *protocol.StepPending) error {
 	if a.Approve == nil {
 		a.Log.Warn("a step waits for approval", "turn_id", p.TurnID, "step", p.Step, "calls", len(p.Approvals), "expires_at", p.ExpiresAt)
 		return nil
 	}
-	ds := make([]gateway.Decision, len(p.Approvals))
+	ds := make([]protocol.Decision, len(p.Approvals))
 	for i, call := range p.Approvals {
 		ds[i] = a.Approve(ctx, call)
 		ds[i].CallID = call.CallID // every pending call gets its own decision
@@ -253,8 +254,8 @@ func (a *Agent) cancel(agentID, turnID, reason string) error {
 // ServeTasks drives a task turn for every task.ready event until ctx
 // ends; each runs in its own goroutine. WaitTasks waits for them.
 func (a *Agent) ServeTasks(ctx context.Context, durable string) error {
-	return a.GW.WorkflowEvents(ctx, durable, func(_ context.Context, ev *gateway.WorkflowEvent) error {
-		if ev.Type != gateway.EventTaskReady {
+	return a.GW.WorkflowEvents(ctx, durable, func(_ context.Context, ev *protocol.WorkflowEvent) error {
+		if ev.Type != protocol.EventTaskReady {
 			return nil
 		}
 		a.tasks.Add(1)
@@ -286,7 +287,7 @@ func userMessage(text string) json.RawMessage {
 }
 
 // taskContext is the context of the task turn ev starts.
-func (a *Agent) taskContext(ev *gateway.WorkflowEvent) gateway.Context {
+func (a *Agent) taskContext(ev *protocol.WorkflowEvent) protocol.Context {
 	tc := ev.TaskContext(a.TaskBindings)
 	tc.Fairness = a.TaskFairness
 	return tc

@@ -28,6 +28,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // The model is the outside party, so it is the one thing played here: a
@@ -175,7 +176,7 @@ func newRig(t *testing.T, model *fakeModel) *rig {
 	return &rig{t: t, agent: a, model: model, gw: gw, gwConn: nc}
 }
 
-var mainCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{diag.Binding: true}, MCPServers: []string{"issues"}}
+var mainCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}, MCPServers: []string{"issues"}}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -204,7 +205,7 @@ func inputItems(t *testing.T, body []byte) []json.RawMessage {
 
 // checkCatalogSent fails unless every request of the turn carried the
 // catalog's tools exactly as the worker sent them.
-func (r *rig) checkCatalogSent(first string, tc gateway.Context, turnID string) {
+func (r *rig) checkCatalogSent(first string, tc protocol.Context, turnID string) {
 	r.t.Helper()
 	cat, err := r.gw.Catalog(ctxT(r.t), "a1", turnID, tc)
 	if err != nil {
@@ -227,9 +228,9 @@ func TestParallelCallsTurn(t *testing.T) {
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{out0, {say("Both done.")}}})
 	r := newRig(t, model)
 	var mu sync.Mutex
-	var dones []*gateway.StepDone
-	r.agent.OnEvent = func(_ string, ev gateway.Event) {
-		if d, ok := ev.(*gateway.StepDone); ok {
+	var dones []*protocol.StepDone
+	r.agent.OnEvent = func(_ string, ev protocol.Event) {
+		if d, ok := ev.(*protocol.StepDone); ok {
 			mu.Lock()
 			dones = append(dones, d)
 			mu.Unlock()
@@ -280,10 +281,10 @@ func TestDeferredToolLoadedByToolSearch(t *testing.T) {
 		{say("Issue 12 crashes on start.")},
 	}})
 	r := newRig(t, model)
-	outs := map[string]*gateway.CallOutput{}
+	outs := map[string]*protocol.CallOutput{}
 	var mu sync.Mutex
-	r.agent.OnEvent = func(_ string, ev gateway.Event) {
-		if o, ok := ev.(*gateway.CallOutput); ok {
+	r.agent.OnEvent = func(_ string, ev protocol.Event) {
+		if o, ok := ev.(*protocol.CallOutput); ok {
 			mu.Lock()
 			outs[o.CallID] = o
 			mu.Unlock()
@@ -303,14 +304,14 @@ func TestDeferredToolLoadedByToolSearch(t *testing.T) {
 	if res.Text != "Issue 12 crashes on start." || res.Steps != 4 {
 		t.Fatalf("result %+v", res)
 	}
-	if e := outs["c1"].Error; e == nil || e.Kind != gateway.NotLoaded {
+	if e := outs["c1"].Error; e == nil || e.Kind != protocol.NotLoaded {
 		t.Fatalf("c1 before the search: %+v", outs["c1"])
 	}
 	search := outs["c2"].Item
 	if !strings.Contains(string(search), `"type":"tool_search_output"`) || !strings.Contains(string(search), `"list_issues"`) {
 		t.Fatalf("the search's output %s", search)
 	}
-	if outs["c3"].Status != gateway.StatusOK || !strings.Contains(string(outs["c3"].Item), "#12 crash on start [bug]") {
+	if outs["c3"].Status != protocol.StatusOK || !strings.Contains(string(outs["c3"].Item), "#12 crash on start [bug]") {
 		t.Fatalf("c3 after the search: %s", outs["c3"].Item)
 	}
 	// The tool_search_output reached the model byte for byte.
@@ -361,14 +362,14 @@ func TestCancelMidCall(t *testing.T) {
 	r := newRig(t, model)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	var mu sync.Mutex
-	var aborted *gateway.CallOutput
-	r.agent.OnEvent = func(_ string, ev gateway.Event) {
+	var aborted *protocol.CallOutput
+	r.agent.OnEvent = func(_ string, ev protocol.Event) {
 		switch ev := ev.(type) {
-		case *gateway.Activity:
-			if ev.State == gateway.ActivityStarted {
+		case *protocol.Activity:
+			if ev.State == protocol.ActivityStarted {
 				cancel()
 			}
-		case *gateway.CallOutput:
+		case *protocol.CallOutput:
 			mu.Lock()
 			aborted = ev
 			mu.Unlock()
@@ -381,7 +382,7 @@ func TestCancelMidCall(t *testing.T) {
 	if !res.Cancelled || res.Steps != 1 {
 		t.Fatalf("result %+v", res)
 	}
-	if aborted == nil || aborted.Error == nil || aborted.Error.Kind != gateway.Aborted {
+	if aborted == nil || aborted.Error == nil || aborted.Error.Kind != protocol.Aborted {
 		t.Fatalf("the call's output %+v", aborted)
 	}
 	if n := len(model.requests(first)); n != 1 {
@@ -407,10 +408,10 @@ func TestWorkflowTaskTurnSubmitsAResult(t *testing.T) {
 	serve, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = r.agent.ServeTasks(serve, "agent") }()
-	accepted := make(chan *gateway.WorkflowEvent, 1)
+	accepted := make(chan *protocol.WorkflowEvent, 1)
 	go func() {
-		_ = r.gw.WorkflowEvents(serve, "test", func(_ context.Context, ev *gateway.WorkflowEvent) error {
-			if ev.Type == gateway.EventTaskAccepted {
+		_ = r.gw.WorkflowEvents(serve, "test", func(_ context.Context, ev *protocol.WorkflowEvent) error {
+			if ev.Type == protocol.EventTaskAccepted {
 				accepted <- ev
 			}
 			return nil
@@ -420,7 +421,7 @@ func TestWorkflowTaskTurnSubmitsAResult(t *testing.T) {
 	if err != nil || res.Text != "The task is running." {
 		t.Fatalf("main turn %+v, %v", res, err)
 	}
-	var ev *gateway.WorkflowEvent
+	var ev *protocol.WorkflowEvent
 	select {
 	case ev = <-accepted:
 	case <-ctx.Done():
@@ -445,7 +446,7 @@ func TestWorkflowTaskTurnSubmitsAResult(t *testing.T) {
 		t.Fatalf("the task turn's second request ends with %s, not the repair instruction", in[len(in)-1])
 	}
 	// The task turn's tools were its catalog's bytes too.
-	r.checkCatalogSent(instructions, gateway.Context{Kind: gateway.KindWorkflowTask, Bindings: map[string]bool{}, WorkflowID: ev.WorkflowID, TaskID: "q1"}, ev.TurnID)
+	r.checkCatalogSent(instructions, protocol.Context{Kind: protocol.KindWorkflowTask, Bindings: map[string]bool{}, WorkflowID: ev.WorkflowID, TaskID: "q1"}, ev.TurnID)
 }
 
 // The command as a user runs it: the endpoint and key from the SDK's
@@ -479,7 +480,7 @@ func TestApproverAsksOnTheTerminal(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	ask := approver("ask", strings.NewReader("y\nn\n"), &out)
-	call := gateway.PendingCall{CallID: "c1", Namespace: "gh", Name: "close_issue", Arguments: json.RawMessage(`{"n":1}`), Reason: "destructive"}
+	call := protocol.PendingCall{CallID: "c1", Namespace: "gh", Name: "close_issue", Arguments: json.RawMessage(`{"n":1}`), Reason: "destructive"}
 	for i, want := range []bool{true, false, false} { // the third meets the end of input
 		if d := ask(context.Background(), call); d.Approved != want || (!want && d.Reason == "") {
 			t.Errorf("answer %d: %+v, want approved %v with a reason when refused", i, d, want)

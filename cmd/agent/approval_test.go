@@ -24,6 +24,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // approvalWorker runs a real worker that holds every call of mark (which
@@ -52,7 +53,7 @@ func marks(t *testing.T, dir string) []string {
 	return strings.Fields(string(b))
 }
 
-var approvalCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var approvalCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
 
 // Each --approve mode answers the real step.pending of a step with two
 // held calls and one that needs none: the approved calls run, the
@@ -83,29 +84,29 @@ func TestApproveModesAnswerARealPendingStep(t *testing.T) {
 			var asked bytes.Buffer
 			approve := approver(c.mode, strings.NewReader(c.input), &asked)
 			var mu sync.Mutex
-			var pend []*gateway.StepPending
-			var dones []*gateway.StepDone
-			outs := map[string]*gateway.CallOutput{}
+			var pend []*protocol.StepPending
+			var dones []*protocol.StepDone
+			outs := map[string]*protocol.CallOutput{}
 			a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
 				Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
-				Approve: func(ctx context.Context, call gateway.PendingCall) gateway.Decision {
+				Approve: func(ctx context.Context, call protocol.PendingCall) protocol.Decision {
 					d := approve(ctx, call)
 					d.CallID = "forged" // the agent answers for the call it asked about, whatever Approve says
 					return d
 				},
-				OnEvent: func(_ string, ev gateway.Event) {
+				OnEvent: func(_ string, ev protocol.Event) {
 					mu.Lock()
 					defer mu.Unlock()
 					switch ev := ev.(type) {
-					case *gateway.StepPending:
+					case *protocol.StepPending:
 						// Nothing of the held step ran before its step.pending.
 						if len(outs) != 0 || len(marks(t, dir)) != 0 {
 							t.Errorf("outputs %v and marks %v before the step.pending", outs, marks(t, dir))
 						}
 						pend = append(pend, ev)
-					case *gateway.CallOutput:
+					case *protocol.CallOutput:
 						outs[ev.CallID] = ev
-					case *gateway.StepDone:
+					case *protocol.StepDone:
 						dones = append(dones, ev)
 					}
 				}}
@@ -127,11 +128,11 @@ func TestApproveModesAnswerARealPendingStep(t *testing.T) {
 				t.Fatalf("marks %v, want %v", m, c.ran)
 			}
 			for _, id := range c.refused {
-				if e := outs[id].Error; e == nil || e.Kind != gateway.Rejected || !strings.Contains(string(outs[id].Item), "operator") {
+				if e := outs[id].Error; e == nil || e.Kind != protocol.Rejected || !strings.Contains(string(outs[id].Item), "operator") {
 					t.Fatalf("%s %+v %s, want rejected with the operator's reason", id, outs[id], outs[id].Item)
 				}
 			}
-			if outs["c2"].Status != gateway.StatusOK {
+			if outs["c2"].Status != protocol.StatusOK {
 				t.Fatalf("c2 %+v", outs["c2"])
 			}
 			reqs := model.requests(first)
@@ -233,14 +234,14 @@ func TestCancelWhilePending(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(ctxT(t))
-	var out *gateway.CallOutput
+	var out *protocol.CallOutput
 	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
 		Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
-		OnEvent: func(_ string, ev gateway.Event) {
+		OnEvent: func(_ string, ev protocol.Event) {
 			switch ev := ev.(type) {
-			case *gateway.StepPending:
+			case *protocol.StepPending:
 				cancel()
-			case *gateway.CallOutput:
+			case *protocol.CallOutput:
 				out = ev
 			}
 		}}
@@ -248,7 +249,7 @@ func TestCancelWhilePending(t *testing.T) {
 	if err != nil || !res.Cancelled || res.Steps != 1 {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	if out == nil || out.Error == nil || out.Error.Kind != gateway.Aborted {
+	if out == nil || out.Error == nil || out.Error.Kind != protocol.Aborted {
 		t.Fatalf("the held call's output %+v", out)
 	}
 	if n := len(model.requests(first)); n != 1 {
@@ -282,12 +283,12 @@ func TestStopWhileAsking(t *testing.T) {
 		}
 		return len(p), nil
 	})
-	var out *gateway.CallOutput
+	var out *protocol.CallOutput
 	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
 		Model:   openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
 		Approve: approver("ask", in, prompt),
-		OnEvent: func(_ string, ev gateway.Event) {
-			if o, ok := ev.(*gateway.CallOutput); ok {
+		OnEvent: func(_ string, ev protocol.Event) {
+			if o, ok := ev.(*protocol.CallOutput); ok {
 				out = o
 			}
 		}}
@@ -295,7 +296,7 @@ func TestStopWhileAsking(t *testing.T) {
 	if err != nil || !res.Cancelled || res.Steps != 1 {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	if out == nil || out.Error == nil || out.Error.Kind != gateway.Aborted {
+	if out == nil || out.Error == nil || out.Error.Kind != protocol.Aborted {
 		t.Fatalf("the held call's output %+v", out)
 	}
 	if m := marks(t, dir); len(m) != 0 {

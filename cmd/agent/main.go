@@ -34,6 +34,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func main() {
@@ -59,7 +60,7 @@ type config struct {
 	approve                  string
 	message                  string
 	// fairness is the share the turns draw from (protocol 1.2).
-	fairness gateway.Fairness
+	fairness protocol.Fairness
 }
 
 func parse(args []string, stderr io.Writer) (*config, error) {
@@ -95,9 +96,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("give a message, or --tasks or --schedules to serve")
 	}
 	// The workers' own parser judges the flags, as it will judge the steps.
-	if raw, err := json.Marshal(c.fairness); err != nil || json.Unmarshal(raw, new(gateway.Fairness)) != nil {
+	if raw, err := json.Marshal(c.fairness); err != nil || json.Unmarshal(raw, new(protocol.Fairness)) != nil {
 		if err == nil {
-			err = json.Unmarshal(raw, new(gateway.Fairness))
+			err = json.Unmarshal(raw, new(protocol.Fairness))
 		}
 		return nil, fmt.Errorf("--fairness-key %q --fairness-weight %v: %v", c.fairness.Key, c.fairness.Weight, err)
 	}
@@ -145,11 +146,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxSteps: c.maxSteps, Store: c.store, TaskBindings: set(c.taskBind), TaskFairness: c.fairness, Log: log}
 	a.Approve = approver(c.approve, os.Stdin, stderr)
 	if c.events {
-		a.OnEvent = func(turnID string, ev gateway.Event) { printEvent(stderr, turnID, ev) }
+		a.OnEvent = func(turnID string, ev protocol.Event) { printEvent(stderr, turnID, ev) }
 	}
 
 	// The context of the main turn, and of the turns schedule fires start.
-	tc := gateway.Context{Kind: gateway.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills), Fairness: c.fairness}
+	tc := protocol.Context{Kind: protocol.KindText, Bindings: set(c.bind), MCPServers: list(c.mcp), Skills: list(c.skills), Fairness: c.fairness}
 	serve, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	var wg sync.WaitGroup
@@ -163,7 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if c.schedules {
 		wg.Go(func() {
-			served("schedule fires", gw.ScheduleFires(serve, c.durable, func(_ context.Context, f *gateway.ScheduleFire) error {
+			served("schedule fires", gw.ScheduleFires(serve, c.durable, func(_ context.Context, f *protocol.ScheduleFire) error {
 				a.tasks.Add(1)
 				go func() {
 					defer a.tasks.Done()
@@ -195,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // fired drives the main turn of a schedule fire.
-func (a *Agent) fired(ctx context.Context, f *gateway.ScheduleFire, tc gateway.Context, stdout io.Writer) {
+func (a *Agent) fired(ctx context.Context, f *protocol.ScheduleFire, tc protocol.Context, stdout io.Writer) {
 	res, err := a.RunTurn(ctx, Turn{AgentID: f.AgentID, TurnID: f.TurnID(), Context: tc, Message: f.Instructions})
 	if err != nil {
 		a.Log.Error("scheduled turn failed", "schedule_id", f.ScheduleID, "err", err)
@@ -217,13 +218,15 @@ func (a *Agent) WaitTasksOrDone(ctx context.Context) {
 // approver decides pending calls as --approve says: all, none, or by
 // asking on the terminal, one call at a time (end of input refuses, and
 // so does the turn's end while it asks: Ctrl-C then cancels the turn).
-func approver(mode string, in io.Reader, out io.Writer) func(context.Context, gateway.PendingCall) gateway.Decision {
+func approver(mode string, in io.Reader, out io.Writer) func(context.Context, protocol.PendingCall) protocol.Decision {
 	switch mode {
 	case "all":
-		return func(context.Context, gateway.PendingCall) gateway.Decision { return gateway.Decision{Approved: true} }
+		return func(context.Context, protocol.PendingCall) protocol.Decision {
+			return protocol.Decision{Approved: true}
+		}
 	case "none":
-		return func(context.Context, gateway.PendingCall) gateway.Decision {
-			return gateway.Decision{Reason: "the agent's operator refuses every call that needs approval"}
+		return func(context.Context, protocol.PendingCall) protocol.Decision {
+			return protocol.Decision{Reason: "the agent's operator refuses every call that needs approval"}
 		}
 	}
 	var mu sync.Mutex // task turns ask at once; one question at a time
@@ -231,7 +234,7 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 	// is given up when its turn ends rather than holding the turn.
 	lines := make(chan string)
 	var reading sync.Once
-	return func(ctx context.Context, call gateway.PendingCall) gateway.Decision {
+	return func(ctx context.Context, call protocol.PendingCall) protocol.Decision {
 		mu.Lock()
 		defer mu.Unlock()
 		reading.Do(func() {
@@ -247,39 +250,39 @@ func approver(mode string, in io.Reader, out io.Writer) func(context.Context, ga
 		select {
 		case line, ok := <-lines:
 			if ok && strings.EqualFold(strings.TrimSpace(line), "y") {
-				return gateway.Decision{Approved: true}
+				return protocol.Decision{Approved: true}
 			}
 		case <-ctx.Done():
 			fmt.Fprintln(out)
 		}
-		return gateway.Decision{Reason: "refused by the agent's operator"}
+		return protocol.Decision{Reason: "refused by the agent's operator"}
 	}
 }
 
 // toolName is a pending call's tool as the catalog's approval list names
 // it: "name" or "namespace.name".
-func toolName(call gateway.PendingCall) string {
+func toolName(call protocol.PendingCall) string {
 	if call.Namespace != "" {
 		return call.Namespace + "." + call.Name
 	}
 	return call.Name
 }
 
-func printEvent(w io.Writer, turnID string, ev gateway.Event) {
+func printEvent(w io.Writer, turnID string, ev protocol.Event) {
 	switch ev := ev.(type) {
-	case *gateway.StepPending:
+	case *protocol.StepPending:
 		for _, call := range ev.Approvals {
 			fmt.Fprintf(w, "%s  step %d waits for approval: %s %s %s (%s)\n", turnID, ev.Step, call.CallID, toolName(call), call.Arguments, call.Reason)
 		}
-	case *gateway.Activity:
+	case *protocol.Activity:
 		fmt.Fprintf(w, "%s  %s %s: %s\n", turnID, ev.State, ev.Name, ev.Label)
-	case *gateway.CallOutput:
+	case *protocol.CallOutput:
 		status := ev.Status
 		if ev.Error != nil {
 			status = string(ev.Error.Kind)
 		}
 		fmt.Fprintf(w, "%s  %s %s → %s (%d ms)\n", turnID, ev.CallID, ev.Name, status, ev.DurationMS)
-	case *gateway.StepDone:
+	case *protocol.StepDone:
 		fmt.Fprintf(w, "%s  step %d done, end_turn %v\n", turnID, ev.Step, ev.EndTurn)
 	}
 }

@@ -92,9 +92,9 @@ func TestREADMEGatewaySectionBuildsOutside(t *testing.T) {
 	}
 	code := frame(t, goSnippets(t, "## Write a gateway"), map[string]string{
 		"nats.Connect":       "func connect() {\n%s\n_, _, _, _ = nc, gw, tc, err\n}\n",
-		"cat.Definitions":    "func catalog(ctx context.Context, gw *gateway.Client, tc gateway.Context) {\n%s\n_, _ = tools, err\n}\n",
-		"run.Next":           "func step(ctx context.Context, gw *gateway.Client, tc gateway.Context, n int64, output []json.RawMessage) error {\n%s\n_ = done\nreturn nil\n}\n",
-		"gw.WorkflowEvents(": "func tasks(ctx context.Context, gw *gateway.Client) error {\n%s\nreturn err\n}\n\nfunc driveTurn(agentID, turnID string, tc gateway.Context, instructions string) {}\n",
+		"cat.Definitions":    "func catalog(ctx context.Context, gw *gateway.Client, tc protocol.Context) {\n%s\n_, _ = tools, err\n}\n",
+		"run.Next":           "func step(ctx context.Context, gw *gateway.Client, tc protocol.Context, n int64, output []json.RawMessage) error {\n%s\n_ = done\nreturn nil\n}\n",
+		"gw.WorkflowEvents(": "func tasks(ctx context.Context, gw *gateway.Client) error {\n%s\nreturn err\n}\n\nfunc driveTurn(agentID, turnID string, tc protocol.Context, instructions string) {}\n",
 	})
 	if t.Failed() {
 		return
@@ -113,9 +113,11 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 var (
+	_ = protocol.KindText
 	_ = errors.As
 	_ = fmt.Println
 	_ = io.EOF

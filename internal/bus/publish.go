@@ -13,8 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Publisher publishes the worker's events, and TurnState's writes of call
@@ -66,9 +67,19 @@ func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 // reconnect may reach a server with another limit.
 func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
 
-// fitter is an event that can clip itself to a budget
-// (protocol.CallOutput, protocol.StepDone, workflow events).
-type fitter interface{ Fit(budget int) error }
+// fitterOf is what clips v to a budget, when v is an event that can be
+// clipped.
+func fitterOf(v any) (func(budget int) error, bool) {
+	switch v := v.(type) {
+	case *protocol.CallOutput:
+		return func(budget int) error { return fit.CallOutput(v, budget) }, true
+	case *protocol.StepDone:
+		return func(budget int) error { return fit.StepDone(v, budget) }, true
+	case *protocol.WorkflowEvent:
+		return func(budget int) error { return fit.WorkflowEvent(v, budget) }, true
+	}
+	return nil, false
+}
 
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
@@ -76,13 +87,13 @@ func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) err
 }
 
 // publishJSON publishes v, clipped to fit the connection's max payload
-// when it can clip itself (fitter); an event that still does not fit is
+// when it can be clipped (fitterOf); an event that still does not fit is
 // refused with an error wrapping protocol.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	ctx, span := publishSpan(ctx, subject)
-	InjectTrace(ctx, m.Header)
+	protocol.InjectTrace(ctx, m.Header)
 	err := p.encode(m, subject, msgID, v)
 	if err == nil {
 		err = p.publish(ctx, m)
@@ -100,11 +111,11 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
 	}
 	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
 	if len(data) > budget {
-		f, ok := v.(fitter)
+		fits, ok := fitterOf(v)
 		if !ok {
 			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
 		}
-		if err := f.Fit(budget); err != nil {
+		if err := fits(budget); err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
 		if data, err = json.Marshal(v); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // CatalogFunc builds the catalog for a turn.
@@ -113,7 +113,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		defer release()
 		if info.Tracer != nil {
 			var span trace.Span
-			ctx, span = spans.ProcessRequest(ExtractTrace(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
+			ctx, span = spans.ProcessRequest(protocol.ExtractTrace(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
 			defer span.End()
 		}
 		reply, err := catalog(ctx, *req)

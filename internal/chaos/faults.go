@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // leaderStream is the stream whose leader a leader fault stops.

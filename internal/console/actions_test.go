@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func (r *rig) post(t *testing.T, c *http.Client, path string, v url.Values) int {
@@ -35,7 +36,7 @@ func TestCorrectARefusedAnswer(t *testing.T) {
 	run := r.hold(t, "a1", "t1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := r.gw.Decide(ctx, "a1", "t1", 0, 1, []gateway.Decision{{CallID: "c1", Approved: true}}); err != nil {
+	if err := r.gw.Decide(ctx, "a1", "t1", 0, 1, []protocol.Decision{{CallID: "c1", Approved: true}}); err != nil {
 		t.Fatal(err)
 	}
 	c, csrf := r.login(t)
@@ -63,7 +64,7 @@ func TestCorrectARefusedAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := ev.(*gateway.StepDone); ok {
+		if _, ok := ev.(*protocol.StepDone); ok {
 			break
 		}
 	}
@@ -188,10 +189,10 @@ func TestLiveFilters(t *testing.T) {
 		t.Fatal("no answer")
 	}
 	keyed := diagCtx
-	keyed.Fairness = gateway.Fairness{Key: "tenant-x"}
+	keyed.Fairness = protocol.Fairness{Key: "tenant-x"}
 	for _, s := range []struct {
 		turn string
-		c    gateway.Context
+		c    protocol.Context
 	}{{"t6", diagCtx}, {"t7", keyed}, {"t5", diagCtx}} {
 		run, err := r.gw.Send(ctx, gateway.Step{AgentID: "a9", TurnID: s.turn, Step: 0, Context: s.c, Output: []json.RawMessage{fc("c1", "sleep", `{"ms":1}`)}})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Buckets and streams the console reads, as docs/protocol.md names them.
@@ -31,13 +32,13 @@ const (
 // approval.<agent>.<turn>.<step>) the console reads: docs/protocol.md,
 // "Holding a step".
 type heldStep struct {
-	AgentID   string          `json:"agent_id"`
-	TurnID    string          `json:"turn_id"`
-	Step      int64           `json:"step"`
-	Context   gateway.Context `json:"context"`
-	Calls     []heldCall      `json:"calls"`
-	ExpiresAt time.Time       `json:"expires_at"`
-	State     string          `json:"state"`
+	AgentID   string           `json:"agent_id"`
+	TurnID    string           `json:"turn_id"`
+	Step      int64            `json:"step"`
+	Context   protocol.Context `json:"context"`
+	Calls     []heldCall       `json:"calls"`
+	ExpiresAt time.Time        `json:"expires_at"`
+	State     string           `json:"state"`
 }
 
 type heldCall struct {
@@ -53,16 +54,16 @@ type heldCall struct {
 // auditEntry is one decision or re-drive the console sent, kept in
 // CONSOLE_AUDIT.
 type auditEntry struct {
-	Kind      string             `json:"kind"` // "decision" or "redrive"
-	By        string             `json:"by"`
-	At        time.Time          `json:"at"`
-	AgentID   string             `json:"agent_id"`
-	TurnID    string             `json:"turn_id"`
-	Step      int64              `json:"step"`
-	MsgID     string             `json:"msg_id"`
-	Decisions []gateway.Decision `json:"decisions,omitempty"`
-	Subject   string             `json:"subject,omitempty"`
-	DeadSeq   uint64             `json:"dead_seq,omitempty"`
+	Kind      string              `json:"kind"` // "decision" or "redrive"
+	By        string              `json:"by"`
+	At        time.Time           `json:"at"`
+	AgentID   string              `json:"agent_id"`
+	TurnID    string              `json:"turn_id"`
+	Step      int64               `json:"step"`
+	MsgID     string              `json:"msg_id"`
+	Decisions []protocol.Decision `json:"decisions,omitempty"`
+	Subject   string              `json:"subject,omitempty"`
+	DeadSeq   uint64              `json:"dead_seq,omitempty"`
 }
 
 // maxShown is how many held steps the page shows, soonest to expire
@@ -321,7 +322,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s was decided already (%s): nothing sent.", step, agent, turn, h.State))
 		return
 	}
-	var ds []gateway.Decision
+	var ds []protocol.Decision
 	for i, c := range h.Calls {
 		if c.Valid == nil || c.Approval == "" {
 			continue
@@ -337,12 +338,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		reason := strings.TrimSpace(f.Get("reason." + idx))
 		switch f.Get("decision." + idx) {
 		case "approve":
-			ds = append(ds, gateway.Decision{CallID: c.CallID, Approved: true, Reason: reason})
+			ds = append(ds, protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason})
 		case "reject":
 			if reason == "" {
 				reason = "refused by " + sessionOf(r).name
 			}
-			ds = append(ds, gateway.Decision{CallID: c.CallID, Reason: reason})
+			ds = append(ds, protocol.Decision{CallID: c.CallID, Reason: reason})
 		default:
 			s.back(w, r, "/approvals", fmt.Sprintf("Decide every held call of step %d of %s/%s (call %q has no decision): nothing sent.", step, agent, turn, c.CallID))
 			return
@@ -520,7 +521,7 @@ func newCatalogCache() *catalogCache { return &catalogCache{m: map[string]cached
 
 func (c *catalogCache) lookup(ctx context.Context, gw *gateway.Client, h *heldStep) map[string]toolInfo {
 	tc := h.Context
-	tc.Approval = gateway.ApprovalScope{}
+	tc.Approval = protocol.ApprovalScope{}
 	b, _ := json.Marshal(tc)
 	key := h.AgentID + "/" + string(b)
 	c.mu.Lock()
@@ -535,7 +536,7 @@ func (c *catalogCache) lookup(ctx context.Context, gw *gateway.Client, h *heldSt
 		return tools
 	}
 	probe := tc
-	probe.Approval = gateway.ApprovalScope{Level: gateway.ApprovalDestructive}
+	probe.Approval = protocol.ApprovalScope{Level: protocol.ApprovalDestructive}
 	destr, err := gw.Catalog(ctx, h.AgentID, h.TurnID, probe)
 	if err != nil {
 		destr = base

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 const testToken = "test-token-0123456789abcdef"
@@ -71,7 +72,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-var diagCtx = gateway.Context{Kind: gateway.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
 
 func fc(id, name, args string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"type": "function_call", "call_id": id, "name": name, "arguments": args})
@@ -95,7 +96,7 @@ func (r *rig) hold(t *testing.T, agent, turnID string) *gateway.StepRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := ev.(*gateway.StepPending); !ok {
+	if _, ok := ev.(*protocol.StepPending); !ok {
 		t.Fatalf("first event %T, want a step.pending", ev)
 	}
 	return run

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/agentbull/toolruntime/gateway"
 )
 
 const streamOutputs = "TURN_OUTPUTS"
@@ -51,7 +50,7 @@ func (k *keyBook) key(agent, turn string) string {
 	return agent
 }
 
-func fairnessKey(agent string, c gateway.Context) string {
+func fairnessKey(agent string, c protocol.Context) string {
 	if c.Fairness.Key != "" {
 		return c.Fairness.Key
 	}
@@ -63,9 +62,9 @@ func fairnessKey(agent string, c gateway.Context) string {
 func (s *Server) Start(ctx context.Context) error {
 	onStep := func(m *nats.Msg) {
 		var st struct {
-			AgentID string          `json:"agent_id"`
-			TurnID  string          `json:"turn_id"`
-			Context gateway.Context `json:"context"`
+			AgentID string           `json:"agent_id"`
+			TurnID  string           `json:"turn_id"`
+			Context protocol.Context `json:"context"`
 		}
 		if json.Unmarshal(m.Data, &st) == nil && st.AgentID != "" {
 			s.keys.set(st.AgentID, st.TurnID, fairnessKey(st.AgentID, st.Context))

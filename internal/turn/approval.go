@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // DefaultApprovalTimeout is how long a pending step waits for an answer.

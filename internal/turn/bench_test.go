@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // BenchmarkDispatchParallel8 is the dispatcher's own cost: one step of

@@ -16,11 +16,12 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/media"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Defaults of a zero Dispatcher.
@@ -742,14 +743,21 @@ func (d *Dispatcher) bound(p *pending) {
 	}
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step,
-		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: o.Err,
-		Item: o.Item, Details: o.Details, Events: o.Events, Repairs: o.Repairs, Activity: o.Activity,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
+		Item: o.Item, Details: fit.Details(o.Details), Events: fit.Events(o.Events), Repairs: o.Repairs, Activity: o.Activity,
 	}
 	ev.MediaNotes = o.MediaNotes
-	if err := ev.Fit(budget); err != nil {
+	if err := fit.CallOutput(ev, budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
-	o.Item, o.Err, o.Details, o.Events, o.Repairs, o.Activity = ev.Item, ev.Error, ev.Details, ev.Events, ev.Repairs, ev.Activity
+	if o.Err != nil && ev.Error.Message != o.Err.Message {
+		// A copy: the error may be shared with the outcome it came from.
+		o.Err = &tools.Error{Kind: o.Err.Kind, Message: ev.Error.Message}
+	}
+	if o.Details != nil {
+		o.Details = ev.Details
+	}
+	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, fit.ToolEvents(ev.Events), ev.Repairs, ev.Activity
 	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
 		o.MediaNotes = nil // the media are gone: nothing left to note
 	}

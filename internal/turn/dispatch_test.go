@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Consecutive parallel calls run at once: each waits at a barrier until

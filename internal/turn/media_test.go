@@ -11,10 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbull/toolruntime/internal/fit"
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // tinyPNG is a deterministic w×h PNG: a gradient, or noise (which does
@@ -136,7 +137,7 @@ func TestStepDoneWithMediaFits(t *testing.T) {
 	if len(before) <= maxEvent {
 		t.Fatalf("the step.done is only %d bytes: the test does not test", len(before))
 	}
-	if err := done.Fit(maxEvent); err != nil {
+	if err := fit.StepDone(done, maxEvent); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := json.Marshal(done)

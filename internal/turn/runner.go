@@ -2,15 +2,16 @@ package turn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/telemetry/spans"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Emitter publishes a step's events. The worker implements it on NATS:
@@ -201,8 +202,8 @@ func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
 	}
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: o.st.AgentID, TurnID: o.st.TurnID, Step: o.st.Step,
-		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
-		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
+		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: fit.Error(out.Err),
+		Item: out.Item, Details: fit.Details(out.Details), Events: fit.Events(out.Events), Repairs: out.Repairs,
 		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(), MediaNotes: out.MediaNotes,
 	}
 	if out.Reused {
@@ -210,10 +211,10 @@ func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
 		ev.Version = ref.Digest
 	}
 	if ev.Details == nil {
-		ev.Details = struct{}{}
+		ev.Details = json.RawMessage("{}")
 	}
 	if ev.Events == nil {
-		ev.Events = []tools.Event{}
+		ev.Events = []protocol.PresentationEvent{}
 	}
 	if ev.Repairs == nil {
 		ev.Repairs = []string{}

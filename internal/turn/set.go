@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Env is what a category creator sees of the turn.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // kill ends a worker process with SIGKILL: nothing of it is left to

@@ -14,9 +14,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/workertest"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // TestTraceAndMetrics: the gateway's traceparent parents the step's spans

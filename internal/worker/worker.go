@@ -14,10 +14,10 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/media"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Config is how a worker runs. The zero value of each field takes the
@@ -347,7 +347,7 @@ func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindText {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
 	}
-	return stepError(w.runner.Run(bus.ExtractTrace(ctx, msg.Headers()), st))
+	return stepError(w.runner.Run(protocol.ExtractTrace(ctx, msg.Headers()), st))
 }
 
 // stepError turns the errors that would fail the same way on every
@@ -374,7 +374,7 @@ func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindWorkflowTask || st.Context.WorkflowID == "" || st.Context.TaskID == "" {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: a task turn step needs context.kind %q with workflow_id and task_id", protocol.ErrMalformed, protocol.KindWorkflowTask)}
 	}
-	return stepError(w.tasks.Run(bus.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st))
+	return stepError(w.tasks.Run(protocol.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st))
 }
 
 // taskMeter counts task verdicts as their step.done is published.
@@ -385,8 +385,8 @@ type taskMeter struct {
 
 func (t taskMeter) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 	err := t.Emitter.StepDone(ctx, ev)
-	if v, ok := ev.Task.(interface{ TaskStatus() string }); ok && err == nil {
-		t.m.TaskOutcome(v.TaskStatus())
+	if ev.Task != nil && err == nil {
+		t.m.TaskOutcome(ev.Task.Status)
 	}
 	return err
 }

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 const wait = 10 * time.Second

@@ -2,42 +2,25 @@ package workflowtask
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Event types on workflow.event.<workflow_id>.
 const (
-	EventWorkflowStarted   = "workflow.started"
-	EventTaskReady         = "task.ready"
-	EventTaskAccepted      = "task.accepted"
-	EventTaskFailed        = "task.failed"
-	EventWorkflowCompleted = "workflow.completed"
-	EventWorkflowCancelled = "workflow.cancelled"
+	EventWorkflowStarted   = protocol.EventWorkflowStarted
+	EventTaskReady         = protocol.EventTaskReady
+	EventTaskAccepted      = protocol.EventTaskAccepted
+	EventTaskFailed        = protocol.EventTaskFailed
+	EventWorkflowCompleted = protocol.EventWorkflowCompleted
+	EventWorkflowCancelled = protocol.EventWorkflowCancelled
 )
 
-// Event is every event on workflow.event.<workflow_id>; which fields are
-// set depends on Type (see docs_protocol_workflow.md). Times come from
-// the records, so a republished event is identical to the first.
-type Event struct {
-	Type       string `json:"type"`
-	WorkflowID string `json:"workflow_id"`
-	AgentID    string `json:"agent_id"`
-	// TurnID is the task turn's id in task.* events, and the main turn
-	// that started the workflow in workflow.* events.
-	TurnID       string          `json:"turn_id"`
-	TaskID       string          `json:"task_id,omitempty"`
-	Title        string          `json:"title,omitempty"`
-	Instructions string          `json:"instructions,omitempty"`
-	Result       json.RawMessage `json:"result,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	// Tasks are the workflow's tasks with their statuses (workflow.*).
-	Tasks []TaskRef `json:"tasks,omitempty"`
-	Time  time.Time `json:"time"`
-}
+// Event is every event on workflow.event.<workflow_id> (see
+// docs_protocol_workflow.md). Times come from the records, so a
+// republished event is identical to the first.
+type Event = protocol.WorkflowEvent
 
 // EventPublisher stores an event in its stream under a message id, and
 // returns once it is stored. *bus.Publisher implements it.
@@ -133,21 +116,6 @@ func (s *Service) settle(ctx context.Context, t *Task) error {
 	}
 	if wf.Status == WorkflowCompleted {
 		return s.publish(ctx, workflowEvent(EventWorkflowCompleted, wf))
-	}
-	return nil
-}
-
-// Fit clips ev's texts until its encoding is at most budget bytes (the
-// publisher calls it for an event over the server's max payload): the
-// reason, the instructions and the title. A result is never clipped, as
-// its value is the task's answer; results are bounded when submitted
-// (Config.MaxResultBytes), well below any max payload.
-func (ev *Event) Fit(budget int) error {
-	ev.Reason = protocol.ClipReason(ev.Reason)
-	ev.Title = protocol.ClipText(ev.Title, 1<<10)
-	ev.Instructions = protocol.ClipText(ev.Instructions, budget/4)
-	if data, _ := json.Marshal(ev); len(data) > budget {
-		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", protocol.ErrTooLarge, ev.Type, ev.WorkflowID, len(data), budget)
 	}
 	return nil
 }

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // A workflow event over the budget keeps its result and clips its texts;
@@ -16,7 +17,7 @@ func TestEventFit(t *testing.T) {
 	const budget = 64 << 10
 	ev := &Event{Type: EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
 		Instructions: strings.Repeat("i", 200<<10), Reason: strings.Repeat("r", 600<<10), Result: json.RawMessage(`{"ok":true}`)}
-	if err := ev.Fit(budget); err != nil {
+	if err := fit.WorkflowEvent(ev, budget); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(ev)
@@ -29,7 +30,7 @@ func TestEventFit(t *testing.T) {
 		}
 	}
 	big := &Event{Type: EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
-	if err := big.Fit(budget); !errors.Is(err, protocol.ErrTooLarge) {
+	if err := fit.WorkflowEvent(big, budget); !errors.Is(err, protocol.ErrTooLarge) {
 		t.Errorf("a result over the budget: %v", err)
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Names of the main-turn workflow tools.

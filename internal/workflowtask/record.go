@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Workflow statuses.
@@ -60,11 +60,7 @@ type Workflow struct {
 }
 
 // TaskRef is a workflow's entry for one of its tasks.
-type TaskRef struct {
-	TaskID string `json:"task_id"`
-	TurnID string `json:"turn_id"`
-	Status string `json:"status"`
-}
+type TaskRef = protocol.WorkflowTask
 
 // Task is the record of one task, under TaskKey(WorkflowID, TaskID).
 type Task struct {

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // recorder is an Emitter and an EventPublisher that keeps what it is
@@ -92,7 +92,7 @@ func TestRedeliveredCommitReportsTheSame(t *testing.T) {
 		t.Errorf("the redelivery wrote the task again: revision %d, was %d", again.Revision, rec.Revision)
 	}
 	for i, a := range []*recorder{first, second} {
-		if len(a.done) != 1 || a.done[0].Task.(*workflowtask.Verdict).Status != workflowtask.VerdictAccepted || !a.done[0].EndTurn {
+		if len(a.done) != 1 || a.done[0].Task.Status != workflowtask.VerdictAccepted || !a.done[0].EndTurn {
 			t.Fatalf("attempt %d: step.done %+v", i+1, a.done)
 		}
 		if len(a.outputs) != 2 || a.outputs[0].Status != protocol.StatusOK {
@@ -141,7 +141,7 @@ func TestCrashAfterCommitStillAccepted(t *testing.T) {
 	if out := second.outputs[0]; out.Error == nil || out.Error.Kind != tools.Interrupted {
 		t.Errorf("output %+v, want interrupted (never run twice)", out)
 	}
-	v := second.done[0].Task.(*workflowtask.Verdict)
+	v := second.done[0].Task
 	if v.Status != workflowtask.VerdictAccepted || string(v.Result) != `{"answer":"a","confidence":1}` || !second.done[0].EndTurn {
 		t.Errorf("verdict %+v", v)
 	}

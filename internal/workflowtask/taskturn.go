@@ -10,9 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Context bindings a task turn reads; every other binding is ignored.
@@ -27,34 +28,15 @@ var brainTools = [...]string{"recall", "get_page"}
 
 // Verdict statuses, in step.done's task field.
 const (
-	// VerdictAccepted: the result is committed; the turn ends.
-	VerdictAccepted = "accepted"
-	// VerdictRejected: a submission broke the schema; the turn goes on.
-	VerdictRejected = "rejected"
-	// VerdictRepair: a step with no call; Instruction is the one repair.
-	VerdictRepair = "repair"
-	// VerdictFailed: the task failed (Reason); the turn ends.
-	VerdictFailed = "failed"
-	// VerdictActive: the step called tools but nothing was submitted, or
-	// a submission could not be recorded (Reason); the turn goes on.
-	VerdictActive = "active"
+	VerdictAccepted = protocol.VerdictAccepted
+	VerdictRejected = protocol.VerdictRejected
+	VerdictRepair   = protocol.VerdictRepair
+	VerdictFailed   = protocol.VerdictFailed
+	VerdictActive   = protocol.VerdictActive
 )
 
 // Verdict is step.done's task field in a task turn.
-type Verdict struct {
-	WorkflowID  string          `json:"workflow_id"`
-	TaskID      string          `json:"task_id"`
-	Status      string          `json:"status"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Instruction string          `json:"instruction,omitempty"`
-	Reason      string          `json:"reason,omitempty"`
-}
-
-// TaskStatus is the verdict's status, for metrics.
-func (v *Verdict) TaskStatus() string { return v.Status }
-
-// ends reports whether the verdict ends the task turn.
-func (v *Verdict) ends() bool { return v.Status == VerdictAccepted || v.Status == VerdictFailed }
+type Verdict = protocol.Verdict
 
 // verdictOf is the verdict for a task that has ended.
 func verdictOf(t *Task) *Verdict {
@@ -260,8 +242,8 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 func notRun(st *protocol.Step, c protocol.Call, e *tools.Error) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: e,
-		Details: struct{}{}, Events: []tools.Event{}, Repairs: []string{},
+		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: fit.Error(e),
+		Details: json.RawMessage("{}"), Events: []protocol.PresentationEvent{}, Repairs: []string{},
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		ev.Name = "tool_search"
@@ -436,7 +418,7 @@ func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Ste
 	}
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		Items: items, EndTurn: v.ends(), CompleteActorEvent: complete, Task: v,
+		Items: items, EndTurn: v.Ends(), CompleteActorEvent: complete, Task: v,
 	}
 	if res != nil {
 		res.Version(st, done)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func oneTask(id string) taskSpec {

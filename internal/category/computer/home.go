@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Modes of the homes' root and of each home: the worker's alone. Commands

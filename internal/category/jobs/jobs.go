@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Binding is the context binding that enables the category.
@@ -25,12 +25,12 @@ const Binding = "background_jobs"
 
 // Names of the bucket, stream, consumer, subject prefixes and tools.
 const (
-	Bucket          = "JOBS"
-	Stream          = "JOB_EVENTS"
-	ConsumerReports = "job-reports"
-	PrefixStart     = "job.start"
-	PrefixCancel    = "job.cancel"
-	PrefixReport    = "job.report"
+	Bucket          = protocol.BucketJobs
+	Stream          = protocol.StreamJobs
+	ConsumerReports = protocol.ConsumerJobReports
+	PrefixStart     = protocol.PrefixJobStart
+	PrefixCancel    = protocol.PrefixJobCancel
+	PrefixReport    = protocol.PrefixJobReport
 
 	StartName  = "start_job"
 	ShowName   = "show_job"
@@ -40,8 +40,8 @@ const (
 
 // Event types the worker publishes for the job runner.
 const (
-	EventStart  = "job.start"
-	EventCancel = "job.cancel"
+	EventStart  = protocol.EventJobStart
+	EventCancel = protocol.EventJobCancel
 )
 
 // Defaults of a zero Config.

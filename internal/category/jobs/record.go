@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Job statuses. Succeeded, failed and cancelled are final.
 const (
 	StatusQueued    = "queued"
-	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
+	StatusRunning   = protocol.JobRunning
+	StatusSucceeded = protocol.JobSucceeded
+	StatusFailed    = protocol.JobFailed
+	StatusCancelled = protocol.JobCancelled
 )
 
 // Final reports whether a status is an end.

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // SkillServers names the MCP servers a turn's skills need; those servers

@@ -17,9 +17,9 @@ import (
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // golden compares got with testdata/name (see internal/golden).

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // The reference servers from npm: server-everything over stdio and over

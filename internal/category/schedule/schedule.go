@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Binding is the context binding that enables the category.
@@ -25,9 +25,9 @@ const Binding = "schedules"
 
 // Names of the stream, the subject prefixes and the tools.
 const (
-	Stream     = "SCHEDULES"
-	PrefixDef  = "schedule.def"
-	PrefixFire = "schedule.fire"
+	Stream     = protocol.StreamSchedules
+	PrefixDef  = protocol.PrefixScheduleDef
+	PrefixFire = protocol.PrefixScheduleFire
 
 	CreateName = "create_schedule"
 	ListName   = "list_schedules"
@@ -44,8 +44,8 @@ const (
 	HeaderTarget       = "Nats-Schedule-Target"
 	HeaderTimeZone     = "Nats-Schedule-Time-Zone"
 	HeaderScheduleTTL  = "Nats-Schedule-TTL"
-	HeaderScheduler    = "Nats-Scheduler"
-	HeaderScheduleNext = "Nats-Schedule-Next"
+	HeaderScheduler    = protocol.HeaderScheduler
+	HeaderScheduleNext = protocol.HeaderScheduleNext
 )
 
 // Defaults of a zero Config.

@@ -14,8 +14,8 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 
 	"github.com/agentbull/toolruntime/internal/category/skills"
-	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func TestParse(t *testing.T) {

@@ -3,7 +3,7 @@ package protocol_test
 import (
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func BenchmarkParseStep(b *testing.B) {

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // Event types on turn.call.output.<agent_id>.<turn_id>.
@@ -22,49 +20,134 @@ const (
 	StatusError = "error"
 )
 
-// CallOutput is the event published as soon as one call ends.
+// CallOutput is the event published as soon as one call of a step ends
+// (type "call.output").
 type CallOutput struct {
-	Type       string          `json:"type"`
-	AgentID    string          `json:"agent_id"`
-	TurnID     string          `json:"turn_id"`
-	Step       int64           `json:"step"`
-	CallID     string          `json:"call_id"`
-	Name       string          `json:"name"`
-	Namespace  string          `json:"namespace"`
-	Status     string          `json:"status"`
-	Error      *tools.Error    `json:"error"`
-	Item       json.RawMessage `json:"item"`
-	Details    any             `json:"details"`
-	Events     []tools.Event   `json:"events"`
-	Repairs    []string        `json:"repairs"`
-	Activity   string          `json:"activity"`
-	DurationMS int64           `json:"duration_ms"`
-	// Version, when set, versions the event's message id (MsgID): the
-	// call.output of a call whose id a re-sent step reused.
+	Type      string `json:"type"`
+	AgentID   string `json:"agent_id"`
+	TurnID    string `json:"turn_id"`
+	Step      int64  `json:"step"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Status is StatusOK or StatusError; on error, Error says why.
+	Status string     `json:"status"`
+	Error  *CallError `json:"error"`
+	// Item is the function_call_output (or tool_search_output) item for
+	// the model. It is there on errors too: its text says what to fix.
+	Item json.RawMessage `json:"item"`
+	// Details is structured data for logs and user interfaces, never for
+	// the model; Events are the tool's presentation events.
+	Details json.RawMessage     `json:"details"`
+	Events  []PresentationEvent `json:"events"`
+	// Repairs names the repair-ladder rungs that made the arguments
+	// parse, in order.
+	Repairs    []string `json:"repairs"`
+	Activity   string   `json:"activity"`
+	DurationMS int64    `json:"duration_ms"`
+	// Version, on the worker's side, versions the event's message id
+	// (MsgID): the call.output of a call whose id a re-sent step reused.
+	// It is not in the JSON.
 	Version string `json:"-"`
-	// MediaNotes, beside an item whose output is an array, holds for each
-	// of its parts the note that replaces it should it not fit ("" for a
-	// text part): see Fit.
+	// MediaNotes, on the worker's side, holds beside an item whose output
+	// is an array the note that replaces each of its parts should it not
+	// fit ("" for a text part). It is not in the JSON.
 	MediaNotes []string `json:"-"`
 }
 
-// StepDone is the one event that closes a step.
+// CallError is why a call did not succeed.
+type CallError struct {
+	Kind ErrorKind `json:"kind"`
+	// Message is written for the model: what went wrong and what to do.
+	Message string `json:"message"`
+}
+
+// Error makes a CallError an error: "kind: message".
+func (e *CallError) Error() string { return string(e.Kind) + ": " + e.Message }
+
+// ErrorKind classifies a call's error: one of the constants below.
+type ErrorKind string
+
+// Error kinds of a [CallError] (docs/protocol.md, "Error kinds").
+const (
+	UnknownTool      ErrorKind = "unknown_tool"
+	NotLoaded        ErrorKind = "not_loaded"
+	InvalidArguments ErrorKind = "invalid_arguments"
+	ToolError        ErrorKind = "tool_error"
+	Timeout          ErrorKind = "timeout"
+	Aborted          ErrorKind = "aborted"
+	Interrupted      ErrorKind = "interrupted"
+	Rejected         ErrorKind = "rejected"
+	Internal         ErrorKind = "internal"
+)
+
+// PresentationEvent is a tool's event for user interfaces.
+type PresentationEvent struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// StepDone is the one event that closes a step (type "step.done").
 type StepDone struct {
-	Type               string            `json:"type"`
-	AgentID            string            `json:"agent_id"`
-	TurnID             string            `json:"turn_id"`
-	Step               int64             `json:"step"`
-	Items              []json.RawMessage `json:"items"`
-	EndTurn            bool              `json:"end_turn"`
-	CompleteActorEvent bool              `json:"complete_actor_event"`
-	Task               any               `json:"task"`
-	// Version, when set, versions the event's message id (MsgID): the
-	// step.done of a re-sent step with other calls.
+	Type    string `json:"type"`
+	AgentID string `json:"agent_id"`
+	TurnID  string `json:"turn_id"`
+	Step    int64  `json:"step"`
+	// Items holds one output item per call, in the order of the calls:
+	// append them to the conversation as they are.
+	Items []json.RawMessage `json:"items"`
+	// EndTurn is set when a tool ended the turn, the turn was cancelled,
+	// or a task turn ended; otherwise call the model again.
+	EndTurn bool `json:"end_turn"`
+	// CompleteActorEvent is set when a call's tool marked the actor event
+	// the turn answers (the message or event that started it) as done;
+	// what that means is the gateway's: the workers only pass it on.
+	CompleteActorEvent bool `json:"complete_actor_event"`
+	// Task is the verdict of a task turn's step; nil in a main turn.
+	Task *Verdict `json:"task"`
+	// Version, on the worker's side, versions the event's message id
+	// (MsgID): the step.done of a re-sent step with other calls. It is
+	// not in the JSON.
 	Version string `json:"-"`
-	// MediaNotes, when set, holds beside each item the notes of its
-	// parts, as CallOutput.MediaNotes.
+	// MediaNotes, on the worker's side, holds beside each item the notes
+	// of its parts, as CallOutput.MediaNotes. It is not in the JSON.
 	MediaNotes [][]string `json:"-"`
 }
+
+// Verdict is what a task turn's step came to: step.done's task field.
+type Verdict struct {
+	WorkflowID string `json:"workflow_id"`
+	TaskID     string `json:"task_id"`
+	// Status is one of the Verdict* constants.
+	Status string `json:"status"`
+	// Result is the committed value (VerdictAccepted).
+	Result json.RawMessage `json:"result,omitempty"`
+	// Instruction is the one repair instruction (VerdictRepair): send it
+	// to the model as the next user message.
+	Instruction string `json:"instruction,omitempty"`
+	// Reason says why the task failed (VerdictFailed), or why a
+	// submission was not recorded (VerdictActive).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Verdict statuses, in [Verdict].Status.
+const (
+	// VerdictAccepted: the result is committed; the turn ends.
+	VerdictAccepted = "accepted"
+	// VerdictRejected: a submission broke the result schema; the call's
+	// output lists each violation, and the turn goes on.
+	VerdictRejected = "rejected"
+	// VerdictRepair: the step called nothing; send Instruction.
+	VerdictRepair = "repair"
+	// VerdictFailed: the task failed (Reason); the turn ends.
+	VerdictFailed = "failed"
+	// VerdictActive: tools were called but nothing was submitted, or a
+	// submission could not be recorded (Reason); the turn goes on.
+	VerdictActive = "active"
+)
+
+// Ends reports whether the verdict ends the task turn.
+func (v *Verdict) Ends() bool { return v.Status == VerdictAccepted || v.Status == VerdictFailed }
 
 // FunctionCallOutput is the Responses API item answering a function_call.
 // Its output is the text Output, or, when Content is set (a tool returned
@@ -233,6 +316,27 @@ type CatalogReply struct {
 	// definitions, which keep only the Responses API's fields.
 	Approval []string `json:"approval,omitempty"`
 }
+
+// Definitions splits Tools into its entries, each the worker's bytes:
+// send them to the model unchanged, which keeps the provider's prompt
+// cache.
+func (c *CatalogReply) Definitions() ([]json.RawMessage, error) {
+	var defs []json.RawMessage
+	if err := json.Unmarshal(c.Tools, &defs); err != nil {
+		return nil, err
+	}
+	return defs, nil
+}
+
+// Event is a message of a step's run, as a gateway reads it: a
+// *CallOutput, *StepDone or *StepPending from TURN_OUTPUTS, or an
+// *Activity from turn.activity.
+type Event interface{ event() }
+
+func (*CallOutput) event()  {}
+func (*StepDone) event()    {}
+func (*StepPending) event() {}
+func (*Activity) event()    {}
 
 // Subject, stream, consumer and bucket names of the protocol.
 const (
