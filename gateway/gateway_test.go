@@ -232,7 +232,7 @@ func TestCatalogApprovalScope(t *testing.T) {
 // A step the workers give up on (here its turn's tools cannot be built,
 // every delivery) ends its run with the dead letter's reason, not never.
 func TestDeadLetteredStepEndsTheRun(t *testing.T) {
-	t.Parallel() // its own server; it waits out redeliveries
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	broken := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
 		if env.AgentID == "broken" {
@@ -240,7 +240,12 @@ func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 		}
 		return nil, nil, nil
 	}
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	// Redeliveries 50 ms apart, not 1 s doubling: the same three
+	// deliveries and the same delivery-limit advisory, without the 7 s
+	// wait per step.
+	cfg := workertest.Config("w1")
+	cfg.Topology.RetryDelay = 50 * time.Millisecond
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
 		return []turn.Creator{diag.Creator(diag.Config{}), broken}, nil
 	})
 	nc := srv.Connect(t)

@@ -48,6 +48,10 @@ type Consumer struct {
 	Grace time.Duration
 	// Meter, when set, counts steps by result.
 	Meter StepMeter
+	// RetryDelay is the first delay before a failed step is delivered
+	// again (1 s), doubled per attempt up to MaxRetryDelay
+	// (Topology.RetryDelay).
+	RetryDelay time.Duration
 }
 
 // StepMeter counts what became of steps (the worker implements it with
@@ -171,7 +175,7 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		_ = msg.TermWithReason(truncate(dl.Reason, 200))
 		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", truncate(dl.Reason, 2<<10))
 	default:
-		delay := retryDelay(attempt)
+		delay := retryDelay(c.RetryDelay, attempt)
 		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
 		_ = msg.NakWithDelay(delay)
 	}
@@ -208,9 +212,13 @@ func renewLease(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
 	}
 }
 
-// retryDelay doubles from one second per attempt, up to MaxRetryDelay.
-func retryDelay(attempt uint64) time.Duration {
-	d := time.Second
+// retryDelay doubles from first (one second when 0) per attempt, up to
+// MaxRetryDelay.
+func retryDelay(first time.Duration, attempt uint64) time.Duration {
+	d := first
+	if d <= 0 {
+		d = time.Second
+	}
 	for i := uint64(1); i < attempt && d < MaxRetryDelay; i++ {
 		d *= 2
 	}

@@ -283,7 +283,7 @@ func (f *Fair) Run(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", StreamBacklog, err)
 	}
 	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
-	f.inner = Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Meter: f.Meter}
+	f.inner = Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
 	f.cond = sync.NewCond(&f.mu)
 	f.keys = map[string]*fairKey{}
 	f.free = n

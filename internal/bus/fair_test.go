@@ -51,7 +51,8 @@ func newFairRig(t testing.TB, replicas int) *fairRig {
 		t.Fatal(err)
 	}
 	r.js = js
-	r.topo = Topology{Replicas: replicas, Storage: jetstream.MemoryStorage, AckWait: 5 * time.Second}.WithDefaults()
+	// Retries 50 ms apart: TestFairBacklogRetryAndDeadLetter retries once.
+	r.topo = Topology{Replicas: replicas, Storage: jetstream.MemoryStorage, AckWait: 5 * time.Second, RetryDelay: 50 * time.Millisecond}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := Setup(ctx, js, r.topo); err != nil {

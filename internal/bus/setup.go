@@ -39,6 +39,10 @@ type Topology struct {
 	// StateTTL is how long per-turn state lives in TURN_STATE (25 h: a
 	// step pending approval waits there, 24 h by default).
 	StateTTL time.Duration
+	// RetryDelay is the delay before a failed step is delivered again
+	// the first time (1 s); it doubles per attempt, up to MaxRetryDelay.
+	// Tests set it short so that redeliveries end soon.
+	RetryDelay time.Duration
 }
 
 // WithDefaults fills the zero fields.
@@ -67,6 +71,9 @@ func (t Topology) WithDefaults() Topology {
 	if t.StateTTL == 0 {
 		t.StateTTL = 25 * time.Hour
 	}
+	if t.RetryDelay == 0 {
+		t.RetryDelay = time.Second
+	}
 	if t.DuplicateWindow == 0 {
 		t.DuplicateWindow = max(2*time.Minute, t.RedeliverySpan())
 	}
@@ -87,6 +94,8 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("replicas must be 1 to 5, not %d", t.Replicas)
 	case t.AckWait < time.Second:
 		return fmt.Errorf("ack wait must be at least 1s, not %s", t.AckWait)
+	case t.RetryDelay < 0 || t.RetryDelay > MaxRetryDelay:
+		return fmt.Errorf("retry delay must be from 0 (the default, 1s) to %s, not %s", MaxRetryDelay, t.RetryDelay)
 	case t.MaxDeliver < 1:
 		return fmt.Errorf("max deliver must be at least 1, not %d", t.MaxDeliver)
 	case t.DuplicateWindow < t.RedeliverySpan():

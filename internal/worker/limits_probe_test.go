@@ -75,7 +75,12 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 	startWorker(t, s, testConfig(), uniCreator())
 	g := newGateway(t, s)
 	limit := maxPayload(t, g)
-	for n, c := range []struct{ calls, kb int }{{1, 3000}, {40, 100}, {7, 257}} {
+	// Each case is over the max payload (1 MiB) where it must be clipped,
+	// and no bigger, since building and escaping the text is what costs:
+	// one output of 1200 KiB (clipped in its call.output and its item),
+	// 40 outputs of 30 KiB (each call.output whole, step.done's 40 items
+	// share 1 MiB), 7 of 257 KiB (each whole, 1.8 MiB of items).
+	for n, c := range []struct{ calls, kb int }{{1, 1200}, {40, 30}, {7, 257}} {
 		evs := g.watch("a", fmt.Sprint("t", n))
 		var calls []call
 		for i := range c.calls {

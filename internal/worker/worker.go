@@ -297,6 +297,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	approvals := &bus.Consumer{
 		JS: w.js, Stream: protocol.StreamApprovals, Durable: protocol.ConsumerApprovals, Handler: w.handleApproval,
 		Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, Grace: w.cfg.Grace, Meter: w.stepMeter(),
+		RetryDelay: w.cfg.Topology.RetryDelay,
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.state.WatchCancels(gctx, w.cfg.Topology.StateTTL) })

@@ -21,8 +21,9 @@ import (
 // with tools of the mode's kind:
 //
 //   - cursor: small tools, 5 a page;
-//   - huge: a tool with a 1 MiB description and one with a 1 MiB schema
-//     on every page;
+//   - huge: a tool with a 72 KiB description (9 times the most kept)
+//     and one with a 375 KiB schema (1.5 times the most kept) on every
+//     page;
 //   - slow: small tools, each page 300 ms late.
 func hostileServer(mode string) int {
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
@@ -54,11 +55,11 @@ func hostileServer(mode string) int {
 			switch mode {
 			case "huge":
 				props := map[string]any{}
-				for i := range 1 << 13 {
+				for i := range 5000 {
 					props[fmt.Sprintf("p%06d", i)] = map[string]any{"type": "string", "description": strings.Repeat("s", 40)}
 				}
 				ts = append(ts,
-					map[string]any{"name": fmt.Sprintf("long%d", page), "description": strings.Repeat("describe ", 1<<17), "inputSchema": map[string]any{"type": "object"}},
+					map[string]any{"name": fmt.Sprintf("long%d", page), "description": strings.Repeat("describe ", 1<<13), "inputSchema": map[string]any{"type": "object"}},
 					map[string]any{"name": fmt.Sprintf("wide%d", page), "description": "Wide.", "inputSchema": map[string]any{"type": "object", "properties": props}})
 			case "slow":
 				time.Sleep(300 * time.Millisecond)
@@ -108,7 +109,10 @@ func TestHostileListings(t *testing.T) {
 	}{
 		{"cursor", mcp.Options{}, "it gives more than 20 pages", 100},
 		{"cursor", mcp.Options{MaxListTools: 12}, "it lists more than 12 tools", 12},
-		{"huge", mcp.Options{}, "its tool definitions pass 4194304 bytes", 5},
+		// A bound of 640 KiB, not the default 4 MiB, met on the second
+		// page (each is ~500 KiB): the same cut with a tenth of the bytes
+		// to make and parse.
+		{"huge", mcp.Options{MaxListBytes: 640 << 10}, "its tool definitions pass 655360 bytes", 5},
 		{"slow", mcp.Options{ListTimeout: 2 * time.Second}, "listing took longer than 2s", 5},
 		// Answering its requests, unread, the worker may stall on the
 		// pipe: a flood costs the flooder time, whichever bound it meets.
