@@ -1,0 +1,115 @@
+package turn
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// CallRef identifies a call across the fleet.
+type CallRef struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	CallID  string
+	// Digest is protocol.CallDigest of the call: what it asks for, stored
+	// with its claim.
+	Digest string
+}
+
+// Input is one step to dispatch.
+type Input struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	Calls   []protocol.Call
+	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
+	// loaded through tool search.
+	Loaded map[string]bool
+	// Approval, when set, holds the step (Result.Held) if any call whose
+	// arguments are valid needs approval under it.
+	Approval *Policy
+	// Stored are the calls of a decided pending step, by call id: each
+	// runs with its stored arguments, or is answered with its outcome.
+	Stored map[string]*HeldCall
+}
+
+// Outcome is how one call ended. It is stored in the journal and so
+// marshals to JSON.
+type Outcome struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
+	Err       *tools.Error    `json:"error,omitempty"`
+	Item      json.RawMessage `json:"item"`
+	Details   any             `json:"details,omitempty"`
+	Events    []tools.Event   `json:"events,omitempty"`
+	Repairs   []string        `json:"repairs,omitempty"`
+	Activity  string          `json:"activity,omitempty"`
+	Duration  time.Duration   `json:"-"` // duration_ms in JSON (outcome_json.go)
+	EndTurn   bool            `json:"end_turn,omitempty"`
+	Complete  bool            `json:"complete_actor_event,omitempty"`
+	// Loaded are the keys of deferred tools a tool search loaded.
+	Loaded []string `json:"loaded,omitempty"`
+	// MediaNotes, when Item's output is an array, are its parts' notes
+	// (protocol.CallOutput.MediaNotes), kept so that a step.done built
+	// from a replayed outcome can still say what it left out and where.
+	MediaNotes []string `json:"media_notes,omitempty"`
+	// Replayed is set when the outcome came from the journal.
+	Replayed bool `json:"-"`
+	// Ran is set when the tool ran in this attempt.
+	Ran bool `json:"-"`
+	// Reused is set when the call id was the claim of a different call.
+	Reused bool `json:"-"`
+	// bounded is set once the outcome is clipped to the event budget.
+	bounded bool
+}
+
+// Status is "ok" or "error".
+func (o *Outcome) Status() string {
+	if o.Err != nil {
+		return protocol.StatusError
+	}
+	return protocol.StatusOK
+}
+
+// Result is how a step ended.
+type Result struct {
+	// Outcomes are in call order, one per call.
+	Outcomes           []*Outcome
+	EndTurn            bool
+	CompleteActorEvent bool
+	// Abandoned is set when ctx ended for a reason other than the turn's
+	// cancel (the worker is shutting down): the calls that were cut short
+	// were neither stored nor reported, and the step must be delivered
+	// again.
+	Abandoned bool
+	// Held, when set, is a step held for approval: nothing ran.
+	Held []HeldCall
+}
+
+// Items returns the output items in call order.
+func (r *Result) Items() []json.RawMessage {
+	items := make([]json.RawMessage, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		items[i] = o.Item
+	}
+	return items
+}
+
+// MediaNotes returns the outcomes' media notes in call order
+// (protocol.StepDone.MediaNotes), or nil when no output holds media.
+func (r *Result) MediaNotes() [][]string {
+	var notes [][]string
+	for i, o := range r.Outcomes {
+		if len(o.MediaNotes) > 0 {
+			if notes == nil {
+				notes = make([][]string, len(r.Outcomes))
+			}
+			notes[i] = o.MediaNotes
+		}
+	}
+	return notes
+}
