@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/agentbull/toolruntime/internal/protocol"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 )
@@ -93,11 +94,21 @@ func newMetrics(m metric.Meter) (*Metrics, error) {
 
 var bg = context.Background()
 
-// CallStarted implements turn.Meter.
-func (m *Metrics) CallStarted(tool string) {
+// Hooks are the turn hooks that count calls (turn.Runner.Hooks): the
+// calls running now, and each call's end, but for outcomes replayed from
+// the journal, counted when they first ended. A nil *Metrics has none.
+func (m *Metrics) Hooks() *turn.Hooks {
 	if m == nil {
-		return
+		return nil
 	}
+	return &turn.Hooks{Started: m.callStarted, Ended: func(_ turn.CallRef, o *turn.Outcome) {
+		if !o.Replayed {
+			m.callEnded(o)
+		}
+	}}
+}
+
+func (m *Metrics) callStarted(turn.CallRef, protocol.Call, string) {
 	m.inFlight.Add(bg, 1)
 	m.running.Add(1)
 }
@@ -114,11 +125,8 @@ func (m *Metrics) Running() int64 {
 // not have.
 const UnknownToolLabel = "(unknown)"
 
-// CallEnded implements turn.Meter.
-func (m *Metrics) CallEnded(o *turn.Outcome) {
-	if m == nil {
-		return
-	}
+// callEnded counts a call's end.
+func (m *Metrics) callEnded(o *turn.Outcome) {
 	tool := turn.ToolKey(o.Namespace, o.Name)
 	kind := ""
 	if o.Err != nil {

@@ -29,19 +29,35 @@ const (
 // the turn.
 var ErrCancelled = errors.New("the turn was cancelled")
 
-// Observer is told of calls as they start and end. Its methods are called
-// from several goroutines at once.
-type Observer interface {
-	CallStarted(ref CallRef, c protocol.Call, label string)
-	CallEnded(ref CallRef, o *Outcome)
+// Hooks are told of a step's calls as they start, report progress and
+// end (Input.Hooks). A nil field is not called; the funcs are called from
+// several goroutines at once.
+type Hooks struct {
+	// Started is called as a validated call begins to run (not for a call
+	// answered without running), with its started activity label.
+	Started func(ref CallRef, c protocol.Call, label string)
+	// Progress, when set, gives running calls a progress reporter
+	// (tools.ReportProgress) and publishes their reports: called on a
+	// timer's goroutine, never the tool's, at most once per
+	// ProgressInterval per call, and never after the call's Ended began.
+	// It may block (a slow connection) without slowing the tool, whose
+	// reports meanwhile only replace the value waiting to go out.
+	Progress func(ref CallRef, a protocol.Activity)
+	// Ended is called once per call with its outcome (Outcome.Replayed
+	// when it came from the journal), unless the step was abandoned.
+	Ended func(ref CallRef, o *Outcome)
 }
 
-// Meter is told of calls for metrics (the worker implements it with
-// OpenTelemetry). CallEnded is not told of outcomes replayed from the
-// journal; its methods are called from several goroutines at once.
-type Meter interface {
-	CallStarted(tool string)
-	CallEnded(o *Outcome)
+func (h *Hooks) started(ref CallRef, c protocol.Call, label string) {
+	if h != nil && h.Started != nil {
+		h.Started(ref, c, label)
+	}
+}
+
+func (h *Hooks) ended(ref CallRef, o *Outcome) {
+	if h != nil && h.Ended != nil {
+		h.Ended(ref, o)
+	}
 }
 
 // Dispatcher runs the calls of a step against a turn's set. The zero
@@ -57,13 +73,9 @@ type Dispatcher struct {
 	SearchLimit int
 	// Journal, when set, makes calls effectively-once across redelivery.
 	Journal Journal
-	// Observer, when set, is told of calls starting and ending.
-	Observer Observer
 	// Tracer, when set, records a span per call with "validate" and
 	// "execute" children, under the span in the step's context.
 	Tracer trace.Tracer
-	// Meter, when set, is told of calls for metrics.
-	Meter Meter
 	// Goroutines, when set, runs calls on kept goroutines; otherwise each
 	// call starts one.
 	Goroutines *Goroutines
@@ -89,6 +101,7 @@ type Dispatcher struct {
 // allocation holds it all, the outcome of a call that ran included.
 type pending struct {
 	d        *Dispatcher
+	hooks    *Hooks
 	call     protocol.Call
 	ref      CallRef
 	inv      *tools.Invocation
@@ -183,7 +196,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
-	p := &pending{d: d, call: c, parallel: true, ref: CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}}
+	p := &pending{d: d, hooks: in.Hooks, call: c, parallel: true, ref: CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}}
 	if d.Journal != nil {
 		p.ref.Digest = protocol.CallDigest(c)
 	}
@@ -318,19 +331,8 @@ func (p *pending) run() {
 		p.g.release()
 		return
 	}
-	if p.d.Observer != nil || p.d.Meter != nil {
-		p.started()
-	}
+	p.hooks.started(p.ref, p.call, p.inv.Activity)
 	p.invoke()
-}
-
-func (p *pending) started() {
-	if p.d.Observer != nil {
-		p.d.Observer.CallStarted(p.ref, p.call, p.inv.Activity)
-	}
-	if p.d.Meter != nil {
-		p.d.Meter.CallStarted(p.inv.Tool.Name())
-	}
 }
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
@@ -353,12 +355,7 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if abandoned(ctx) {
 		return
 	}
-	if d.Meter != nil && !p.outcome.Replayed {
-		d.Meter.CallEnded(p.outcome)
-	}
-	if d.Observer != nil {
-		d.Observer.CallEnded(p.ref, p.outcome)
-	}
+	p.hooks.ended(p.ref, p.outcome)
 }
 
 func (p *pending) endSpan() {

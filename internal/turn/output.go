@@ -40,12 +40,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if size < budget/4 && o.Details == nil && o.Events == nil {
 		return
 	}
-	ev := &protocol.CallOutput{
-		Type: protocol.EventCallOutput, AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step,
-		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: o.Err,
-		Item: o.Item, Details: o.Details, Events: o.Events, Repairs: o.Repairs, Activity: o.Activity,
-	}
-	ev.MediaNotes = o.MediaNotes
+	ev := o.event(p.ref)
 	if err := ev.Fit(budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}

@@ -34,6 +34,8 @@ type Input struct {
 	// Stored are the calls of a decided pending step, by call id: each
 	// runs with its stored arguments, or is answered with its outcome.
 	Stored map[string]*HeldCall
+	// Hooks, when set, are told of the step's calls.
+	Hooks *Hooks
 }
 
 // Outcome is how one call ended. It is stored in the journal and so
@@ -73,6 +75,22 @@ func (o *Outcome) Status() string {
 		return protocol.StatusError
 	}
 	return protocol.StatusOK
+}
+
+// event is the call.output of o in the step of ref, the one conversion of
+// an outcome to the wire type.
+func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
+	ev := &protocol.CallOutput{
+		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: o.Err,
+		Item: o.Item, Details: o.Details, Events: o.Events, Repairs: o.Repairs,
+		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
+	}
+	if o.Reused {
+		// The call id's own call.output holds its plain message id.
+		ev.Version = ref.Digest
+	}
+	return ev
 }
 
 // Result is how a step ended.

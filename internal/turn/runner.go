@@ -51,6 +51,9 @@ type Runner struct {
 	// Approvals keeps the steps it holds (approval.go).
 	Approval  Policy
 	Approvals Approvals
+	// Hooks, when set, are told of every step's calls after the step's
+	// own events are published (the worker's metrics).
+	Hooks *Hooks
 }
 
 // Run runs one step. A nil error means every event is stored and the step
@@ -156,10 +159,9 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := &stepObserver{ctx: ctx, st: st, em: r.Emitter}
-	d := r.Dispatcher
-	d.Observer = obs
-	res := d.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, Loaded: loaded, Approval: gate, Stored: stored})
+	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
+	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls,
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks()})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -181,34 +183,38 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	return res, nil
 }
 
-// stepObserver publishes activity and call.output events as calls end.
+// stepObserver publishes activity, progress and call.output events as
+// calls start, report and end, then tells the Runner's own hooks.
 type stepObserver struct {
-	ctx context.Context
-	st  *protocol.Step
-	em  Emitter
+	ctx  context.Context
+	em   Emitter
+	also *Hooks
 
 	mu    sync.Mutex
 	first error
 }
 
-func (o *stepObserver) CallStarted(ref CallRef, c protocol.Call, label string) {
-	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+func (o *stepObserver) hooks() *Hooks {
+	return &Hooks{Started: o.started, Progress: o.progress, Ended: o.ended}
 }
 
-func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
+func (o *stepObserver) started(ref CallRef, c protocol.Call, label string) {
+	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+	o.also.started(ref, c, label)
+}
+
+// progress publishes a progress event, fire-and-forget like the other
+// activity events.
+func (o *stepObserver) progress(ref CallRef, a protocol.Activity) {
+	o.em.Activity(ref.AgentID, ref.TurnID, a)
+}
+
+func (o *stepObserver) ended(ref CallRef, out *Outcome) {
+	defer o.also.ended(ref, out)
 	if out.Ran {
 		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}
-	ev := &protocol.CallOutput{
-		Type: protocol.EventCallOutput, AgentID: o.st.AgentID, TurnID: o.st.TurnID, Step: o.st.Step,
-		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: out.Err,
-		Item: out.Item, Details: out.Details, Events: out.Events, Repairs: out.Repairs,
-		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(), MediaNotes: out.MediaNotes,
-	}
-	if out.Reused {
-		// The call id's own call.output holds its plain message id.
-		ev.Version = ref.Digest
-	}
+	ev := out.event(ref)
 	if ev.Details == nil {
 		ev.Details = struct{}{}
 	}
