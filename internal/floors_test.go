@@ -14,7 +14,7 @@ var floors = [][]string{
 	{"internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/protocol"},
-	{"internal/telemetry/spans"},
+	{"internal/spans"},
 	{"internal/turn"},
 	{"internal/bus", "internal/telemetry", "tool"},
 	{"internal/category/", "internal/workflowtask"},
