@@ -138,8 +138,8 @@ type pending struct {
 //     rest (kind aborted);
 //   - a call past its timeout ends with kind timeout, a panic with
 //     tool_error; neither stops the other calls.
-func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
-	res := &Result{Outcomes: make([]*Outcome, len(in.Calls))}
+func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
+	res := &StepResult{Outcomes: make([]*Outcome, len(in.Calls))}
 	ps := make([]*pending, len(in.Calls))
 	for i, c := range in.Calls {
 		ps[i] = d.resolve(ctx, set, in, c)
@@ -147,7 +147,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *Result {
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
 		if held := d.hold(ps, in.Approval); held != nil {
-			return &Result{Held: held}
+			return &StepResult{Held: held}
 		}
 	}
 	step := &inflight{}

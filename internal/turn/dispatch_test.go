@@ -74,7 +74,7 @@ func TestMaxParallelBoundsAGroup(t *testing.T) {
 	}
 	set := mustSet(t, newTool(t, "p", tools.Parallel, body))
 	d := &turn.Dispatcher{MaxParallel: 2}
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	in := input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``), call("c4", "p", ``))
 	go func() { done <- d.Run(context.Background(), set, in) }()
 	for range 2 {

@@ -101,9 +101,9 @@ func input(calls ...protocol.Call) turn.Input {
 
 // dispatch runs d over the step, failing the test if it does not return
 // within waitLimit.
-func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.Set, in turn.Input) *turn.Result {
+func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.Set, in turn.Input) *turn.StepResult {
 	t.Helper()
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	go func() { done <- d.Run(ctx, set, in) }()
 	select {
 	case r := <-done:

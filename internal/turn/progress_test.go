@@ -266,7 +266,7 @@ func TestProgressSlowPublishDoesNotBlockTool(t *testing.T) {
 		close(reported)
 		return tools.Result{Content: "ok"}, nil
 	}, readOnly)
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	go func() {
 		done <- (&turn.Dispatcher{}).Run(context.Background(), mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 	}()

@@ -28,7 +28,7 @@ type Input struct {
 	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
 	// loaded through tool search.
 	Loaded map[string]bool
-	// Approval, when set, holds the step (Result.Held) if any call whose
+	// Approval, when set, holds the step (StepResult.Held) if any call whose
 	// arguments are valid needs approval under it.
 	Approval *Policy
 	// Stored are the calls of a decided pending step, by call id: each
@@ -93,8 +93,8 @@ func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
 	return ev
 }
 
-// Result is how a step ended.
-type Result struct {
+// StepResult is how a step ended.
+type StepResult struct {
 	// Outcomes are in call order, one per call.
 	Outcomes           []*Outcome
 	EndTurn            bool
@@ -109,7 +109,7 @@ type Result struct {
 }
 
 // Items returns the output items in call order.
-func (r *Result) Items() []json.RawMessage {
+func (r *StepResult) Items() []json.RawMessage {
 	items := make([]json.RawMessage, len(r.Outcomes))
 	for i, o := range r.Outcomes {
 		items[i] = o.Item
@@ -119,7 +119,7 @@ func (r *Result) Items() []json.RawMessage {
 
 // MediaNotes returns the outcomes' media notes in call order
 // (protocol.StepDone.MediaNotes), or nil when no output holds media.
-func (r *Result) MediaNotes() [][]string {
+func (r *StepResult) MediaNotes() [][]string {
 	var notes [][]string
 	for i, o := range r.Outcomes {
 		if len(o.MediaNotes) > 0 {

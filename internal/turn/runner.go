@@ -76,7 +76,7 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 }
 
 // stepDone is the step.done of a main-turn step, held or not.
-func (r *Result) stepDone(st *protocol.Step) *protocol.StepDone {
+func (r *StepResult) stepDone(st *protocol.Step) *protocol.StepDone {
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: r.Items(), EndTurn: r.EndTurn || len(st.Calls) == 0, CompleteActorEvent: r.CompleteActorEvent,
@@ -92,7 +92,7 @@ func (r *Result) stepDone(st *protocol.Step) *protocol.StepDone {
 // journal can tell: two attempts of one step running at once (a lease
 // lost in a fault) both claim calls for the first time, so that is no
 // sign of another version.
-func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
+func (r *StepResult) Version(st *protocol.Step, done *protocol.StepDone) {
 	for _, o := range r.Outcomes {
 		if o.Reused {
 			done.Version = protocol.StepDigest(st)
@@ -117,14 +117,14 @@ func (r *Runner) Process(ctx context.Context, st *protocol.Step) (context.Contex
 // dispatches the calls and publishes every call.output, but not
 // step.done: task turns add their verdict to it. ctx is the one Process
 // returned, whose span the caller ends after step.done.
-func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Result, error) {
+func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*StepResult, error) {
 	return r.dispatch(ctx, st, set, nil, nil)
 }
 
 // dispatch is Dispatch, with a main turn's approval gate (a step held
-// comes back with Result.Held, nothing run nor published), or with the
+// comes back with StepResult.Held, nothing run nor published), or with the
 // stored calls of a decided pending step.
-func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*Result, error) {
+func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*StepResult, error) {
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
