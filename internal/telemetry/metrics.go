@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,32 +65,17 @@ func (c *setCache) get(k setKey, build func() attribute.Set) metric.MeasurementO
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
-	var (
-		x   = Metrics{meter: m}
-		err error
-	)
-	must := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	x.steps, err = m.Int64Counter("turn_worker_steps", metric.WithDescription("Steps handled, by stream and result (done, dead_letter, retry, abandoned)."))
-	var e error
-	x.calls, e = m.Int64Counter("turn_worker_calls", metric.WithDescription("Calls ended, by tool, status and error kind."))
-	must(e)
-	x.repairs, e = m.Int64Counter("turn_worker_repairs", metric.WithDescription("Repair-ladder rungs that made arguments parse, by rung."))
-	must(e)
-	x.duration, e = m.Float64Histogram("turn_worker_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("How long tools ran, by tool."))
-	must(e)
-	x.inFlight, e = m.Int64UpDownCounter("turn_worker_calls_in_flight", metric.WithDescription("Calls whose tools are running now."))
-	must(e)
-	x.redelivered, e = m.Int64Counter("turn_worker_redeliveries", metric.WithDescription("Steps received again after an earlier delivery, by stream."))
-	must(e)
-	x.dead, e = m.Int64Counter("turn_worker_dead_letters", metric.WithDescription("Steps copied to TURN_DEAD, by stream and reason (malformed, delivery_limit)."))
-	must(e)
-	x.tasks, e = m.Int64Counter("turn_worker_task_outcomes", metric.WithDescription("Workflow task-turn verdicts, by status."))
-	must(e)
-	return &x, err
+	x := Metrics{meter: m}
+	var errs [8]error
+	x.steps, errs[0] = m.Int64Counter("turn_worker_steps", metric.WithDescription("Steps handled, by stream and result (done, dead_letter, retry, abandoned)."))
+	x.calls, errs[1] = m.Int64Counter("turn_worker_calls", metric.WithDescription("Calls ended, by tool, status and error kind."))
+	x.repairs, errs[2] = m.Int64Counter("turn_worker_repairs", metric.WithDescription("Repair-ladder rungs that made arguments parse, by rung."))
+	x.duration, errs[3] = m.Float64Histogram("turn_worker_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("How long tools ran, by tool."))
+	x.inFlight, errs[4] = m.Int64UpDownCounter("turn_worker_calls_in_flight", metric.WithDescription("Calls whose tools are running now."))
+	x.redelivered, errs[5] = m.Int64Counter("turn_worker_redeliveries", metric.WithDescription("Steps received again after an earlier delivery, by stream."))
+	x.dead, errs[6] = m.Int64Counter("turn_worker_dead_letters", metric.WithDescription("Steps copied to TURN_DEAD, by stream and reason (malformed, delivery_limit)."))
+	x.tasks, errs[7] = m.Int64Counter("turn_worker_task_outcomes", metric.WithDescription("Workflow task-turn verdicts, by status."))
+	return &x, errors.Join(errs[:]...)
 }
 
 var bg = context.Background()

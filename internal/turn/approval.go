@@ -289,7 +289,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 // conservative repairs of a destructive tool), so that a running call
 // keeps nothing it does not need.
 func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
-	opt := d.repairOptions()
+	opt := d.Repair
 	opt.Conservative = opt.Conservative || p.inv.Tool.Spec().Destructive
 	v, _, err := p.inv.Tool.Params().ParseValue(p.call.Arguments, opt)
 	if err != nil {

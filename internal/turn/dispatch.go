@@ -234,7 +234,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	inv, err := t.Prepare(c.Arguments, d.repairOptions())
+	inv, err := t.Prepare(c.Arguments, d.Repair)
 	var te *tools.Error
 	if err != nil && !errors.As(err, &te) {
 		te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
@@ -274,8 +274,6 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 	return p
 }
-
-func (d *Dispatcher) repairOptions() schema.RepairOptions { return d.Repair }
 
 func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
 	g := &group{step: step}
@@ -375,7 +373,7 @@ func (p *pending) invoke() {
 	parent := p.turnCtx
 	var espan trace.Span
 	if p.span != nil {
-		parent, espan = p.executeSpan()
+		parent, espan = p.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
 	// The step's timer serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause errCallTimeout)
@@ -404,12 +402,6 @@ func (p *pending) invoke() {
 	if p.finished.CompareAndSwap(false, true) {
 		p.finish(res, err)
 	}
-}
-
-// executeSpan starts the call's "execute" span, under which the tool's
-// own spans nest.
-func (p *pending) executeSpan() (context.Context, trace.Span) {
-	return p.d.Tracer.Start(p.spanCtx, "execute")
 }
 
 // finish stores and reports the outcome of a call that ran, and releases

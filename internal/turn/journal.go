@@ -143,13 +143,9 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 		// The outcome is stored even when the turn is being aborted: a
 		// redelivery must not run the call again.
 		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref, p.outcome); err != nil {
-			d.storeFailed(p, err)
+			d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
+				"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
 		}
 	}
 	d.ended(ctx, p)
-}
-
-func (d *Dispatcher) storeFailed(p *pending, err error) {
-	d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
-		"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
 }

@@ -50,7 +50,7 @@ type Outcome struct {
 	Events    []tools.Event   `json:"events,omitempty"`
 	Repairs   []string        `json:"repairs,omitempty"`
 	Activity  string          `json:"activity,omitempty"`
-	Duration  time.Duration   `json:"-"` // duration_ms in JSON (outcome_json.go)
+	Duration  time.Duration   `json:"-"` // duration_ms in JSON (MarshalJSON)
 	EndTurn   bool            `json:"end_turn,omitempty"`
 	Complete  bool            `json:"complete_actor_event,omitempty"`
 	// Loaded are the keys of deferred tools a tool search loaded.
@@ -130,4 +130,38 @@ func (r *StepResult) MediaNotes() [][]string {
 		}
 	}
 	return notes
+}
+
+// outcomeFields is Outcome without its methods, for the JSON below.
+type outcomeFields Outcome
+
+// MarshalJSON writes the journal's record of an outcome: Duration as
+// duration_ms, the unit of the call.output event.
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		outcomeFields
+		DurationMS int64 `json:"duration_ms"`
+	}{outcomeFields(o), o.Duration.Milliseconds()})
+}
+
+// UnmarshalJSON reads duration_ms, and the nanoseconds of "duration" that
+// workers before it stored: during a rolling upgrade a new worker replays
+// outcomes an old one journaled.
+func (o *Outcome) UnmarshalJSON(data []byte) error {
+	var v struct {
+		*outcomeFields
+		DurationMS *int64 `json:"duration_ms"`
+		DurationNS *int64 `json:"duration"`
+	}
+	v.outcomeFields = (*outcomeFields)(o)
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch {
+	case v.DurationMS != nil:
+		o.Duration = time.Duration(*v.DurationMS) * time.Millisecond
+	case v.DurationNS != nil:
+		o.Duration = time.Duration(*v.DurationNS)
+	}
+	return nil
 }
