@@ -125,7 +125,6 @@ type pending struct {
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
-	item     textItem      // functionOutput's scratch
 	progress progressState // the call's reporter, when the observer publishes progress
 }
 

@@ -56,12 +56,12 @@ func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.
 		Details: res.Details, Events: res.Events}
 	if err != nil {
 		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, &p.item, p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	o.Item, o.MediaNotes = d.outputItem(p.turnCtx, &p.item, p.call.CallID, res.Content, res.Media)
+	o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -79,7 +79,7 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 	if c.Type == protocol.ItemToolSearchCall {
 		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
 	} else {
-		o.Item = functionOutput(new(textItem), c.CallID, failureText(e, ""))
+		o.Item = functionOutput(c.CallID, failureText(e, ""))
 	}
 	return o
 }
@@ -92,9 +92,9 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 // back as notes leave a string again. The fitting runs after the call's
 // time (the tool has returned) but stops with the turn (ctx): an aborted
 // turn's step does not wait for images to be decoded.
-func (d *Dispatcher) outputItem(ctx context.Context, scratch *textItem, callID, text string, ms []tools.Media) (json.RawMessage, []string) {
+func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tools.Media) (json.RawMessage, []string) {
 	if len(ms) == 0 {
-		return functionOutput(scratch, callID, text), nil
+		return functionOutput(callID, text), nil
 	}
 	items := make([]media.Item, len(ms))
 	for i, m := range ms {
@@ -121,7 +121,7 @@ func (d *Dispatcher) outputItem(ctx context.Context, scratch *textItem, callID, 
 		fo.Content, notes = append(fo.Content, c), append(notes, p.Note)
 	}
 	if !kept {
-		return functionOutput(scratch, callID, strings.Join(texts, "\n")), nil
+		return functionOutput(callID, strings.Join(texts, "\n")), nil
 	}
 	return mustJSON(fo), notes
 }
@@ -137,19 +137,13 @@ func (d *Dispatcher) mediaBudget() int {
 	return b
 }
 
-// textItem is a function_call_output item with a text output:
-// protocol.FunctionCallOutput's encoding (FuzzFunctionOutput), without the
-// detour through its MarshalJSON.
-type textItem struct {
-	Type   string `json:"type"`
-	CallID string `json:"call_id"`
-	Output string `json:"output"`
-}
-
-// functionOutput encodes the item of a text output in scratch, which a
-// call's record holds: encoding a value that is already on the heap
-// allocates nothing more than the bytes.
-func functionOutput(scratch *textItem, callID, text string) json.RawMessage {
-	*scratch = textItem{protocol.ItemFunctionCallOutput, callID, text}
-	return mustJSON(scratch)
+// functionOutput is the function_call_output item of a text output:
+// protocol.FunctionCallOutput's encoding (FuzzFunctionOutput), without
+// the detour through its MarshalJSON.
+func functionOutput(callID, text string) json.RawMessage {
+	return mustJSON(struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Output string `json:"output"`
+	}{protocol.ItemFunctionCallOutput, callID, text})
 }

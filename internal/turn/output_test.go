@@ -18,7 +18,7 @@ func FuzzFunctionOutput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := functionOutput(new(textItem), callID, text); !bytes.Equal(got, want) {
+		if got := functionOutput(callID, text); !bytes.Equal(got, want) {
 			t.Fatalf("functionOutput(%q, %q)\n got %s\nwant %s", callID, text, got, want)
 		}
 	})
