@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -149,7 +148,7 @@ func addingNote(n int64) string {
 	if n <= 0 {
 		return "."
 	}
-	return fmt.Sprintf("; this write adds %s.", textclip.ByteCount(n))
+	return fmt.Sprintf("; this write adds %s.", byteCount(n))
 }
 
 // describe says a usage against the quota: "1.0 GiB of 1.0 GiB on disk,
@@ -157,9 +156,9 @@ func addingNote(n int64) string {
 func (q *quotas) describe(u *usage) string {
 	var s string
 	if q.bytes > 0 {
-		s = fmt.Sprintf("%s of the %s it may hold on disk", textclip.ByteCount(u.bytes), textclip.ByteCount(q.bytes))
+		s = fmt.Sprintf("%s of the %s it may hold on disk", byteCount(u.bytes), byteCount(q.bytes))
 	} else {
-		s = textclip.ByteCount(u.bytes) + " on disk"
+		s = byteCount(u.bytes) + " on disk"
 	}
 	files := fmt.Sprint(u.files)
 	if u.over {

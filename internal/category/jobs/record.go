@@ -5,8 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-
-	"github.com/agentbull/toolruntime/internal/textclip"
+	"unicode/utf8"
 )
 
 // Job statuses. Succeeded, failed and cancelled are final.
@@ -144,5 +143,9 @@ func clipBytes(s string, n int) string {
 		return s
 	}
 	const mark = "\n[… clipped]"
-	return textclip.Head(s, n-len(mark)) + mark
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
