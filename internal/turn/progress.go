@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/protocol"
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // ProgressInterval is the least time between two progress events of one
@@ -163,9 +164,5 @@ func progressLabel(text, started string) string {
 		return text
 	}
 	const ellipsis = "…"
-	cut := MaxProgressLabel - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut] + ellipsis
+	return textclip.Head(text, MaxProgressLabel-len(ellipsis)) + ellipsis
 }

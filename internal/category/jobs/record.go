@@ -5,7 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // Job statuses. Succeeded, failed and cancelled are final.
@@ -143,9 +144,5 @@ func clipBytes(s string, n int) string {
 		return s
 	}
 	const mark = "\n[… clipped]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
+	return textclip.Head(s, n-len(mark)) + mark
 }
