@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/protocol"
@@ -137,13 +138,71 @@ func (d *Dispatcher) mediaBudget() int {
 	return b
 }
 
-// functionOutput is the function_call_output item of a text output:
-// protocol.FunctionCallOutput's encoding (FuzzFunctionOutput), without
-// the detour through its MarshalJSON.
+// functionOutput is protocol.FunctionCallOutput marshalled by hand: it is
+// built for every call, and the encoder's reflection was a visible part of
+// the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
+// encoding/json's bytes.
 func functionOutput(callID, text string) json.RawMessage {
-	return mustJSON(struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-		Output string `json:"output"`
-	}{protocol.ItemFunctionCallOutput, callID, text})
+	b := make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8)
+	b = append(b, `{"type":"function_call_output","call_id":`...)
+	b = appendJSONString(b, callID)
+	b = append(b, `,"output":`...)
+	b = appendJSONString(b, text)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json
+// writes it: <, > and & escaped for HTML, U+2028 and U+2029 escaped, and
+// invalid UTF-8 replaced with U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
