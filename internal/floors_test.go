@@ -11,11 +11,11 @@ import (
 // floors are the module's layers, lowest first: a package imports only
 // packages on floors below its own. The README's package table shows them.
 var floors = [][]string{
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip"},
 	{"tool"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/fit"},
-	{"internal/telemetry/spans"},
+	{"internal/spans"},
 	{"internal/turn"},
 	{"internal/bus", "internal/telemetry", "tool/tooltest"},
 	{"internal/category/", "internal/workflowtask"},

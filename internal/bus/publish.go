@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/protocol"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/protocol"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/protocol"
 )
 

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Metrics are the worker's instruments. Every method is safe for
@@ -63,41 +65,36 @@ func (c *setCache) get(k setKey, build func() attribute.Set) metric.MeasurementO
 }
 
 func newMetrics(m metric.Meter) (*Metrics, error) {
-	var (
-		x   = Metrics{meter: m}
-		err error
-	)
-	must := func(e error) {
-		if err == nil {
-			err = e
-		}
-	}
-	x.steps, err = m.Int64Counter("turn_worker_steps", metric.WithDescription("Steps handled, by stream and result (done, dead_letter, retry, abandoned)."))
-	var e error
-	x.calls, e = m.Int64Counter("turn_worker_calls", metric.WithDescription("Calls ended, by tool, status and error kind."))
-	must(e)
-	x.repairs, e = m.Int64Counter("turn_worker_repairs", metric.WithDescription("Repair-ladder rungs that made arguments parse, by rung."))
-	must(e)
-	x.duration, e = m.Float64Histogram("turn_worker_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("How long tools ran, by tool."))
-	must(e)
-	x.inFlight, e = m.Int64UpDownCounter("turn_worker_calls_in_flight", metric.WithDescription("Calls whose tools are running now."))
-	must(e)
-	x.redelivered, e = m.Int64Counter("turn_worker_redeliveries", metric.WithDescription("Steps received again after an earlier delivery, by stream."))
-	must(e)
-	x.dead, e = m.Int64Counter("turn_worker_dead_letters", metric.WithDescription("Steps copied to TURN_DEAD, by stream and reason (malformed, delivery_limit)."))
-	must(e)
-	x.tasks, e = m.Int64Counter("turn_worker_task_outcomes", metric.WithDescription("Workflow task-turn verdicts, by status."))
-	must(e)
-	return &x, err
+	x := Metrics{meter: m}
+	var errs [8]error
+	x.steps, errs[0] = m.Int64Counter("turn_worker_steps", metric.WithDescription("Steps handled, by stream and result (done, dead_letter, retry, abandoned)."))
+	x.calls, errs[1] = m.Int64Counter("turn_worker_calls", metric.WithDescription("Calls ended, by tool, status and error kind."))
+	x.repairs, errs[2] = m.Int64Counter("turn_worker_repairs", metric.WithDescription("Repair-ladder rungs that made arguments parse, by rung."))
+	x.duration, errs[3] = m.Float64Histogram("turn_worker_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("How long tools ran, by tool."))
+	x.inFlight, errs[4] = m.Int64UpDownCounter("turn_worker_calls_in_flight", metric.WithDescription("Calls whose tools are running now."))
+	x.redelivered, errs[5] = m.Int64Counter("turn_worker_redeliveries", metric.WithDescription("Steps received again after an earlier delivery, by stream."))
+	x.dead, errs[6] = m.Int64Counter("turn_worker_dead_letters", metric.WithDescription("Steps copied to TURN_DEAD, by stream and reason (malformed, delivery_limit)."))
+	x.tasks, errs[7] = m.Int64Counter("turn_worker_task_outcomes", metric.WithDescription("Workflow task-turn verdicts, by status."))
+	return &x, errors.Join(errs[:]...)
 }
 
 var bg = context.Background()
 
-// CallStarted implements turn.Meter.
-func (m *Metrics) CallStarted(tool string) {
+// Hooks are the turn hooks that count calls (turn.Runner.Hooks): the
+// calls running now, and each call's end, but for outcomes replayed from
+// the journal, counted when they first ended. A nil *Metrics has none.
+func (m *Metrics) Hooks() *turn.Hooks {
 	if m == nil {
-		return
+		return nil
 	}
+	return &turn.Hooks{Started: m.callStarted, Ended: func(_ turn.CallRef, o *turn.Outcome) {
+		if !o.Replayed {
+			m.callEnded(o)
+		}
+	}}
+}
+
+func (m *Metrics) callStarted(turn.CallRef, protocol.Call, string) {
 	m.inFlight.Add(bg, 1)
 	m.running.Add(1)
 }
@@ -114,11 +111,8 @@ func (m *Metrics) Running() int64 {
 // not have.
 const UnknownToolLabel = "(unknown)"
 
-// CallEnded implements turn.Meter.
-func (m *Metrics) CallEnded(o *turn.Outcome) {
-	if m == nil {
-		return
-	}
+// callEnded counts a call's end.
+func (m *Metrics) callEnded(o *turn.Outcome) {
 	tool := turn.ToolKey(o.Namespace, o.Name)
 	kind := ""
 	if o.Err != nil {

@@ -20,13 +20,13 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		m.CallEnded(&turn.Outcome{Name: "a", Ran: true})
+		m.callEnded(&turn.Outcome{Name: "a", Ran: true})
 	}
-	m.CallEnded(&turn.Outcome{Name: "b", Err: tools.Errorf(tools.ToolError, "no")})
-	m.CallEnded(&turn.Outcome{Name: "a", Err: tools.Errorf(tools.Timeout, "slow")})
+	m.callEnded(&turn.Outcome{Name: "b", Err: tools.Errorf(tools.ToolError, "no")})
+	m.callEnded(&turn.Outcome{Name: "a", Err: tools.Errorf(tools.Timeout, "slow")})
 	// Names the model made up share one label.
 	for i := range 3 {
-		m.CallEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tools.Errorf(tools.UnknownTool, "no such tool")})
+		m.callEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tools.Errorf(tools.UnknownTool, "no such tool")})
 	}
 	for i := range maxCachedSets + 10 {
 		m.Step("S", string(rune('a'+i%26))+string(rune('a'+i/26)), 1)
@@ -81,7 +81,7 @@ func BenchmarkCallEnded(b *testing.B) {
 	o := &turn.Outcome{Name: "ping", Ran: true}
 	b.ReportAllocs()
 	for b.Loop() {
-		m.CallEnded(o)
+		m.callEnded(o)
 		m.Step("TURN_CALLS", "done", 1)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/internal/spans"
 )
 
 // receiver is an OTLP/HTTP trace receiver as a collector has it: it

@@ -5,7 +5,7 @@
 // Setup builds a tracer provider (exporting over OTLP/HTTP when an
 // endpoint is configured, otherwise recording nothing) and a meter
 // provider read by a Prometheus registry of its own. Metrics implements
-// the hooks the turn and bus packages call (turn.Meter, bus.StepMeter):
+// the hooks the turn and bus packages call (turn.Hooks, bus.StepMeter):
 // they only count; nothing here decides anything.
 package telemetry
 

@@ -134,8 +134,10 @@ type PendingStep struct {
 	ExpiresAt time.Time  `json:"expires_at"`
 	// State is "pending" until an answer, the timeout or a cancel decides
 	// the step ("decided"), and "done" once its step.done is out.
-	State   string   `json:"state"`
-	Verdict *Verdict `json:"verdict,omitempty"`
+	State string `json:"state"`
+	// Resolution is what decided it (still "verdict" in the stored record,
+	// which workers of every version read).
+	Resolution *Resolution `json:"verdict,omitempty"`
 }
 
 // States of a PendingStep.
@@ -169,8 +171,9 @@ type HeldCall struct {
 	Activity string `json:"activity,omitempty"`
 }
 
-// Verdict is what decided a pending step.
-type Verdict struct {
+// Resolution is what decided a pending step (not a task turn's verdict,
+// workflowtask.Verdict).
+type Resolution struct {
 	// By is "answer", "timeout" or "cancel".
 	By string `json:"by"`
 	// Seq is the TURN_APPROVALS sequence of the message that decided: its
@@ -294,7 +297,7 @@ func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
 // refused or timed out. Approved calls get none. (A cancelled step's
 // calls are all answered aborted by Resolve.)
 func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
-	v := p.Verdict
+	v := p.Resolution
 	switch {
 	case v.By == ByTimeout:
 		return errorOutcome(c, tools.Errorf(tools.Rejected, "Not run: %s: nobody approved this call by %s. Ask whether it is still wanted before calling it again.",
@@ -344,17 +347,17 @@ func (r *Runner) holdStep(ctx context.Context, st *protocol.Step, calls []HeldCa
 // journal makes it effectively-once: a redelivered decision runs nothing
 // twice. A nil error means every event is stored.
 func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
-	if p.Verdict == nil {
+	if p.Resolution == nil {
 		return errors.New("the pending step is not decided")
 	}
 	cancelled, reason, err := r.State.Cancelled(ctx, p.AgentID, p.TurnID)
 	if err != nil {
 		return fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
-	if p.Verdict.By == ByCancel {
+	if p.Resolution.By == ByCancel {
 		// The note decides even where the mark is missing (its write
 		// failed where the cancel was heard): the step is cancelled.
-		cancelled, reason = true, p.Verdict.Reason
+		cancelled, reason = true, p.Resolution.Reason
 	}
 	st := &protocol.Step{AgentID: p.AgentID, TurnID: p.TurnID, Step: p.Step, Context: p.Context, Items: len(p.Calls)}
 	stored := make(map[string]*HeldCall, len(p.Calls))

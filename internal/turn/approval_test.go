@@ -149,7 +149,7 @@ func TestHeldStepRunsTheStoredArguments(t *testing.T) {
 	}
 	// What was shown is what runs: the stored value, not the model's text.
 	p.Calls[0].Valid = []byte(`{"text":"shown"}`)
-	p.State, p.Verdict = turn.StateDecided, &turn.Verdict{By: turn.ByAnswer, Decisions: []protocol.Decision{{CallID: "c1", Approved: true}, {CallID: "c3", Reason: "no"}}}
+	p.State, p.Resolution = turn.StateDecided, &turn.Resolution{By: turn.ByAnswer, Decisions: []protocol.Decision{{CallID: "c1", Approved: true}, {CallID: "c3", Reason: "no"}}}
 	if err := r.Resolve(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func decideAll(ap *memApprovals, n int64) *turn.PendingStep {
 			ds = append(ds, protocol.Decision{CallID: c.CallID, Approved: true})
 		}
 	}
-	p.State, p.Verdict = turn.StateDecided, &turn.Verdict{By: turn.ByAnswer, Decisions: ds}
+	p.State, p.Resolution = turn.StateDecided, &turn.Resolution{By: turn.ByAnswer, Decisions: ds}
 	return p
 }
 

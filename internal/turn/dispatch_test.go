@@ -74,7 +74,7 @@ func TestMaxParallelBoundsAGroup(t *testing.T) {
 	}
 	set := mustSet(t, newTool(t, "p", tools.Parallel, body))
 	d := &turn.Dispatcher{MaxParallel: 2}
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	in := input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``), call("c4", "p", ``))
 	go func() { done <- d.Run(context.Background(), set, in) }()
 	for range 2 {
@@ -166,8 +166,8 @@ func TestOutcomesInCallOrder(t *testing.T) {
 	}
 	set := mustSet(t, newTool(t, "p", tools.Parallel, logged(&log, body)))
 	obs := newRecorder()
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set,
-		input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
+		observe(obs, input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``))))
 	for i, o := range res.Outcomes {
 		if want := "out c" + string(rune('1'+i)); o.Err != nil || output(t, o) != want {
 			t.Errorf("outcome %d = %q, %v; want %q", i, output(t, o), o.Err, want)
@@ -285,9 +285,9 @@ func TestTimeout(t *testing.T) {
 		newTool(t, "quick", tools.Parallel, reply("quick")),
 	)
 	obs := newRecorder()
-	d := &turn.Dispatcher{Timeout: 80 * time.Millisecond, Observer: obs}
-	res := dispatch(t, context.Background(), d, set, input(
-		call("c1", "honest", ``), call("c2", "deaf", ``), call("c3", "lying", ``), call("c4", "dflt", ``), call("c5", "quick", ``)))
+	d := &turn.Dispatcher{Timeout: 80 * time.Millisecond}
+	res := dispatch(t, context.Background(), d, set, observe(obs, input(
+		call("c1", "honest", ``), call("c2", "deaf", ``), call("c3", "lying", ``), call("c4", "dflt", ``), call("c5", "quick", ``))))
 	for i, limit := range []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 80 * time.Millisecond} {
 		o := res.Outcomes[i]
 		if kind(o) != tools.Timeout || !strings.Contains(o.Err.Message, limit.String()) {
@@ -362,7 +362,7 @@ func TestActivityLabels(t *testing.T) {
 	set := mustSet(t, newTool(t, "echo", tools.Parallel, reply("x")),
 		newTool(t, "bad", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) { return tools.Result{}, errors.New("no") }))
 	obs := newRecorder()
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(call("c1", "echo", ``), call("c2", "bad", ``), call("c3", "nope", ``)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(call("c1", "echo", ``), call("c2", "bad", ``), call("c3", "nope", ``))))
 	if obs.labels["c1"] != "Running echo" || res.Outcomes[0].Activity != "Running echo" || res.Outcomes[1].Activity != "Running bad" {
 		t.Errorf("labels %v, outcome activities %q %q", obs.labels, res.Outcomes[0].Activity, res.Outcomes[1].Activity)
 	}
@@ -402,8 +402,8 @@ func TestEndTurnLetsItsParallelGroupFinishAndAbortsLaterGroups(t *testing.T) {
 		}),
 	)
 	obs := newRecorder()
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(
-		call("c1", "slow", ``), call("c2", "finish", ``), call("c3", "later", ``), call("c4", "laterp", ``), call("c5", "nope", ``)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(
+		call("c1", "slow", ``), call("c2", "finish", ``), call("c3", "later", ``), call("c4", "laterp", ``), call("c5", "nope", ``))))
 	if o := res.Outcomes[0]; o.Err != nil || output(t, o) != "slow done" {
 		t.Errorf("the group neighbour: %v %q", o.Err, output(t, o))
 	}
@@ -476,7 +476,7 @@ func TestTurnAbort(t *testing.T) {
 	obs, j := newRecorder(), newJournal()
 	in := input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "laterp", ``), searchCall("c5", `{"query":"later"}`))
 	in.Loaded = map[string]bool{"laterp": true}
-	res := dispatch(t, ctx, &turn.Dispatcher{Observer: obs, Journal: j}, set, in)
+	res := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, set, observe(obs, in))
 	want := []tools.Kind{"", tools.Aborted, tools.Aborted, tools.Aborted, tools.Aborted}
 	for i, o := range res.Outcomes {
 		if kind(o) != want[i] {
@@ -532,8 +532,8 @@ func TestAbandonedStep(t *testing.T) {
 		}
 	}()
 	obs, j := newRecorder(), newJournal()
-	res := dispatch(t, ctx, &turn.Dispatcher{Observer: obs, Journal: j}, set,
-		input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "nope", ``)))
+	res := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, set,
+		observe(obs, input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "nope", ``))))
 	if !res.Abandoned || !res.EndTurn {
 		t.Errorf("Abandoned %v, EndTurn %v; want both", res.Abandoned, res.EndTurn)
 	}
@@ -572,7 +572,7 @@ func TestJournal(t *testing.T) {
 		j := newJournal()
 		j.stored["c1"] = &turn.Outcome{CallID: "c1", Name: "write", Item: []byte(`{"type":"function_call_output","call_id":"c1","output":"stored"}`), EndTurn: true}
 		obs := newRecorder()
-		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j, Observer: obs}, set, input(call("c1", "write", ``), call("c2", "read", ``)))
+		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, observe(obs, input(call("c1", "write", ``), call("c2", "read", ``))))
 		o := res.Outcomes[0]
 		if !o.Replayed || o.Ran || output(t, o) != "stored" {
 			t.Errorf("outcome %+v, want the stored one replayed", o)

@@ -12,8 +12,9 @@
 // validated, consecutive parallel calls run together (bounded) and each
 // sequential call runs alone, in call order; outcomes come back in call
 // order. A Journal (the worker's TURN_STATE bucket) makes calls
-// effectively-once across redelivery, and an Observer hears of calls as
-// they start and end so events can be published as soon as each ends;
-// one that is also a ProgressObserver hears of their progress, at most
-// once per ProgressInterval per call (progress.go).
+// effectively-once across redelivery (journal.go), and the step's Hooks
+// hear of calls as they start, report progress (at most once per
+// ProgressInterval per call) and end, so that events are published as
+// soon as each ends. One timer per step keeps the calls' deadlines
+// (deadline.go); output.go builds each outcome's output item.
 package turn

@@ -101,9 +101,9 @@ func input(calls ...protocol.Call) turn.Input {
 
 // dispatch runs d over the step, failing the test if it does not return
 // within waitLimit.
-func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.Set, in turn.Input) *turn.Result {
+func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.Set, in turn.Input) *turn.StepResult {
 	t.Helper()
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	go func() { done <- d.Run(ctx, set, in) }()
 	select {
 	case r := <-done:
@@ -229,7 +229,7 @@ func atBarrier(b *barrier, content string) execFunc {
 	}
 }
 
-// recorder is an Observer that keeps what it was told.
+// recorder is an observer that keeps what it was told.
 type recorder struct {
 	mu      sync.Mutex
 	started []string
@@ -322,4 +322,22 @@ func (j *memJournal) storedIDs() []string {
 	ids := slices.Clone(j.stores)
 	slices.Sort(ids)
 	return ids
+}
+
+// observer is what the tests' recorders implement; a recorder that also
+// has CallProgress publishes progress.
+type observer interface {
+	CallStarted(turn.CallRef, protocol.Call, string)
+	CallEnded(turn.CallRef, *turn.Outcome)
+}
+
+// observe gives in the hooks of o.
+func observe(o observer, in turn.Input) turn.Input {
+	in.Hooks = &turn.Hooks{Started: o.CallStarted, Ended: o.CallEnded}
+	if p, ok := o.(interface {
+		CallProgress(turn.CallRef, protocol.Activity)
+	}); ok {
+		in.Hooks.Progress = p.CallProgress
+	}
+	return in
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -18,16 +19,6 @@ const ProgressInterval = 250 * time.Millisecond
 // longer one is cut at a character boundary and ends with "…".
 const MaxProgressLabel = 200
 
-// ProgressObserver is an Observer that also publishes the progress of
-// running calls. CallProgress is called on a timer's goroutine, never the
-// tool's, at most once per ProgressInterval per call, and never after
-// the call's CallEnded began; it may block (a slow connection) without
-// slowing the tool, whose reports meanwhile only replace the value
-// waiting to go out.
-type ProgressObserver interface {
-	CallProgress(ref CallRef, a protocol.Activity)
-}
-
 // progress is one call's progress reporter (pending.report, reached
 // through tools.ReportProgress): it keeps the latest report and publishes
 // it from a timer, so a report costs a lock and a few stores, and never
@@ -38,7 +29,7 @@ type ProgressObserver interface {
 // never reports costs its record 16 bytes and one small allocation (the
 // report func).
 type progress struct {
-	obs ProgressObserver
+	publish func(CallRef, protocol.Activity) // Hooks.Progress
 
 	mu          sync.Mutex
 	done, total int64
@@ -64,8 +55,7 @@ type progressState struct {
 func (p *pending) report(done, total int64, label string) {
 	g := p.progress.p.Load()
 	if g == nil {
-		po, _ := p.d.Observer.(ProgressObserver) // withProgress checked it
-		g = &progress{obs: po}
+		g = &progress{publish: p.hooks.Progress}
 		if !p.progress.p.CompareAndSwap(nil, g) {
 			g = p.progress.p.Load()
 		}
@@ -118,7 +108,7 @@ func (p *pending) publishProgress() {
 	g.dirty, g.last = false, time.Now()
 	g.mu.Unlock()
 
-	g.obs.CallProgress(p.ref, a)
+	g.publish(p.ref, a)
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
@@ -129,10 +119,10 @@ func (p *pending) publishProgress() {
 	g.mu.Unlock()
 }
 
-// withProgress gives the call a progress reporter when the observer
-// publishes progress.
+// withProgress gives the call a progress reporter when its hooks
+// publish progress.
 func (p *pending) withProgress() {
-	if _, ok := p.d.Observer.(ProgressObserver); ok {
+	if p.hooks != nil && p.hooks.Progress != nil {
 		p.ctx.Progress = p.report
 	}
 }
@@ -174,15 +164,5 @@ func progressLabel(text, started string) string {
 		return text
 	}
 	const ellipsis = "…"
-	cut := MaxProgressLabel - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut] + ellipsis
-}
-
-// CallProgress publishes a progress event, fire-and-forget like the
-// other activity events.
-func (o *stepObserver) CallProgress(ref CallRef, a protocol.Activity) {
-	o.em.Activity(ref.AgentID, ref.TurnID, a)
+	return textclip.Head(text, MaxProgressLabel-len(ellipsis)) + ellipsis
 }

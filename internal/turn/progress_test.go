@@ -100,7 +100,7 @@ func TestProgressRateLimitedKeepsLatest(t *testing.T) {
 	}, readOnly)
 	set := mustSet(t, flood)
 	start := time.Now()
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(call("c1", "flood", `{}`)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(call("c1", "flood", `{}`))))
 	elapsed := time.Since(start)
 	if err := res.Outcomes[0].Err; err != nil {
 		t.Fatal(err.Message)
@@ -151,7 +151,7 @@ func TestProgressNoneAfterEnd(t *testing.T) {
 		}
 	}, readOnly, withTimeout(50*time.Millisecond))
 	set := mustSet(t, stubborn)
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, set, input(call("c1", "stubborn", `{}`)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(call("c1", "stubborn", `{}`))))
 	if res.Outcomes[0].Err == nil || res.Outcomes[0].Err.Kind != tools.Timeout {
 		t.Fatalf("outcome %+v, want a timeout", res.Outcomes[0].Err)
 	}
@@ -205,7 +205,7 @@ func TestProgressBoundsReports(t *testing.T) {
 				obs.waitDone(wctx, math.MinInt64)
 				return tools.Result{Content: "ok"}, nil
 			}, readOnly)
-			dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, mustSet(t, rep), input(call("c1", "rep", `{}`)))
+			dispatch(t, context.Background(), &turn.Dispatcher{}, mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 			events, _ := obs.snapshot()
 			if len(events) != 1 {
 				t.Fatalf("%d events, want 1", len(events))
@@ -235,7 +235,7 @@ func TestProgressWithoutProgressObserver(t *testing.T) {
 		tools.ReportProgress(ctx, 1, 2, "x")
 		return tools.Result{Content: "ok"}, nil
 	}, readOnly)
-	res := dispatch(t, context.Background(), &turn.Dispatcher{Observer: obs}, mustSet(t, rep), input(call("c1", "rep", `{}`)))
+	res := dispatch(t, context.Background(), &turn.Dispatcher{}, mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 	if res.Outcomes[0].Err != nil {
 		t.Fatal(res.Outcomes[0].Err.Message)
 	}
@@ -266,9 +266,9 @@ func TestProgressSlowPublishDoesNotBlockTool(t *testing.T) {
 		close(reported)
 		return tools.Result{Content: "ok"}, nil
 	}, readOnly)
-	done := make(chan *turn.Result, 1)
+	done := make(chan *turn.StepResult, 1)
 	go func() {
-		done <- (&turn.Dispatcher{Observer: obs}).Run(context.Background(), mustSet(t, rep), input(call("c1", "rep", `{}`)))
+		done <- (&turn.Dispatcher{}).Run(context.Background(), mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 	}()
 	select {
 	case <-reported:
@@ -300,7 +300,7 @@ func BenchmarkReportProgress(b *testing.B) {
 			}
 			return tools.Result{Content: "ok"}, nil
 		}, readOnly, withTimeout(time.Hour))
-		res := (&turn.Dispatcher{Observer: obs}).Run(context.Background(), mustSet(b, hot), input(call("c1", "hot", `{}`)))
+		res := (&turn.Dispatcher{}).Run(context.Background(), mustSet(b, hot), observe(obs, input(call("c1", "hot", `{}`))))
 		if res.Outcomes[0].Err != nil {
 			b.Fatal(res.Outcomes[0].Err.Message)
 		}
@@ -340,10 +340,11 @@ func BenchmarkDispatchProgressReporter(b *testing.B) {
 	in := turn.Input{AgentID: "a1", TurnID: "t1", Calls: calls}
 	for _, bc := range []struct {
 		name string
-		obs  turn.Observer
+		obs  observer
 	}{{"observer", nopObserver{}}, {"progress", nopProgressObserver{}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			d := &turn.Dispatcher{Goroutines: turn.NewGoroutines(8), Observer: bc.obs}
+			d := &turn.Dispatcher{Goroutines: turn.NewGoroutines(8)}
+			in := observe(bc.obs, in)
 			b.ReportAllocs()
 			for b.Loop() {
 				d.Run(context.Background(), set, in)

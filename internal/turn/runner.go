@@ -9,8 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/telemetry/spans"
+	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -52,6 +51,9 @@ type Runner struct {
 	// Approvals keeps the steps it holds (approval.go).
 	Approval  Policy
 	Approvals Approvals
+	// Hooks, when set, are told of every step's calls after the step's
+	// own events are published (the worker's metrics).
+	Hooks *Hooks
 }
 
 // Run runs one step. A nil error means every event is stored and the step
@@ -74,7 +76,7 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 }
 
 // stepDone is the step.done of a main-turn step, held or not.
-func (r *Result) stepDone(st *protocol.Step) *protocol.StepDone {
+func (r *StepResult) stepDone(st *protocol.Step) *protocol.StepDone {
 	done := &protocol.StepDone{
 		Type: protocol.EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		Items: r.Items(), EndTurn: r.EndTurn || len(st.Calls) == 0, CompleteActorEvent: r.CompleteActorEvent,
@@ -90,7 +92,7 @@ func (r *Result) stepDone(st *protocol.Step) *protocol.StepDone {
 // journal can tell: two attempts of one step running at once (a lease
 // lost in a fault) both claim calls for the first time, so that is no
 // sign of another version.
-func (r *Result) Version(st *protocol.Step, done *protocol.StepDone) {
+func (r *StepResult) Version(st *protocol.Step, done *protocol.StepDone) {
 	for _, o := range r.Outcomes {
 		if o.Reused {
 			done.Version = protocol.StepDigest(st)
@@ -115,14 +117,14 @@ func (r *Runner) Process(ctx context.Context, st *protocol.Step) (context.Contex
 // dispatches the calls and publishes every call.output, but not
 // step.done: task turns add their verdict to it. ctx is the one Process
 // returned, whose span the caller ends after step.done.
-func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*Result, error) {
+func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*StepResult, error) {
 	return r.dispatch(ctx, st, set, nil, nil)
 }
 
 // dispatch is Dispatch, with a main turn's approval gate (a step held
-// comes back with Result.Held, nothing run nor published), or with the
+// comes back with StepResult.Held, nothing run nor published), or with the
 // stored calls of a decided pending step.
-func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*Result, error) {
+func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*StepResult, error) {
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
@@ -157,10 +159,9 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := &stepObserver{ctx: ctx, st: st, em: r.Emitter}
-	d := r.Dispatcher
-	d.Observer = obs
-	res := d.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, Loaded: loaded, Approval: gate, Stored: stored})
+	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
+	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls,
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks()})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -182,34 +183,38 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	return res, nil
 }
 
-// stepObserver publishes activity and call.output events as calls end.
+// stepObserver publishes activity, progress and call.output events as
+// calls start, report and end, then tells the Runner's own hooks.
 type stepObserver struct {
-	ctx context.Context
-	st  *protocol.Step
-	em  Emitter
+	ctx  context.Context
+	em   Emitter
+	also *Hooks
 
 	mu    sync.Mutex
 	first error
 }
 
-func (o *stepObserver) CallStarted(ref CallRef, c protocol.Call, label string) {
-	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+func (o *stepObserver) hooks() *Hooks {
+	return &Hooks{Started: o.started, Progress: o.progress, Ended: o.ended}
 }
 
-func (o *stepObserver) CallEnded(ref CallRef, out *Outcome) {
+func (o *stepObserver) started(ref CallRef, c protocol.Call, label string) {
+	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+	o.also.started(ref, c, label)
+}
+
+// progress publishes a progress event, fire-and-forget like the other
+// activity events.
+func (o *stepObserver) progress(ref CallRef, a protocol.Activity) {
+	o.em.Activity(ref.AgentID, ref.TurnID, a)
+}
+
+func (o *stepObserver) ended(ref CallRef, out *Outcome) {
+	defer o.also.ended(ref, out)
 	if out.Ran {
 		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}
-	ev := &protocol.CallOutput{
-		Type: protocol.EventCallOutput, AgentID: o.st.AgentID, TurnID: o.st.TurnID, Step: o.st.Step,
-		CallID: out.CallID, Name: out.Name, Namespace: out.Namespace, Status: out.Status(), Error: fit.Error(out.Err),
-		Item: out.Item, Details: fit.Details(out.Details), Events: fit.Events(out.Events), Repairs: out.Repairs,
-		Activity: out.Activity, DurationMS: out.Duration.Milliseconds(), MediaNotes: out.MediaNotes,
-	}
-	if out.Reused {
-		// The call id's own call.output holds its plain message id.
-		ev.Version = ref.Digest
-	}
+	ev := out.event(ref)
 	if ev.Details == nil {
 		ev.Details = json.RawMessage("{}")
 	}

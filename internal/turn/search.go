@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -235,11 +235,7 @@ func sibilant(stem string) bool {
 
 func quoteLabel(s string) string {
 	if len(s) > 60 {
-		n := 60
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n-- // never cut a character in half
-		}
-		s = s[:n] + "…"
+		s = textclip.Head(s, 60) + "…"
 	}
 	return "“" + s + "”"
 }

@@ -39,8 +39,8 @@ func (w *Worker) handleApproval(ctx context.Context, msg jetstream.Msg) error {
 		// A timer always follows its record's store; one that finds no
 		// record found it lost (expired with a TTL shrunk since, or
 		// purged): its step gets no step.done, which the dead letter says.
-		return w.decide(ctx, t[3], t[4], step, seq, true, func(*turn.PendingStep) (*turn.Verdict, error) {
-			return &turn.Verdict{By: turn.ByTimeout, Seq: seq}, nil
+		return w.decide(ctx, t[3], t[4], step, seq, true, func(*turn.PendingStep) (*turn.Resolution, error) {
+			return &turn.Resolution{By: turn.ByTimeout, Seq: seq}, nil
 		})
 	case len(t) == 5 && msg.Subject() == protocol.Subject(protocol.PrefixApprovalCancel, t[3], t[4]):
 		var c protocol.Cancel
@@ -68,11 +68,11 @@ func (w *Worker) onAnswer(ctx context.Context, msg jetstream.Msg, seq uint64) er
 	if err != nil {
 		return &bus.DeadLetter{Reason: err.Error()}
 	}
-	return w.decide(ctx, a.AgentID, a.TurnID, a.Step, seq, true, func(p *turn.PendingStep) (*turn.Verdict, error) {
+	return w.decide(ctx, a.AgentID, a.TurnID, a.Step, seq, true, func(p *turn.PendingStep) (*turn.Resolution, error) {
 		if err := p.Decide(a); err != nil {
 			return nil, &bus.DeadLetter{Reason: err.Error()}
 		}
-		return &turn.Verdict{By: turn.ByAnswer, Seq: seq, Decisions: a.Decisions}, nil
+		return &turn.Resolution{By: turn.ByAnswer, Seq: seq, Decisions: a.Decisions}, nil
 	})
 }
 
@@ -84,8 +84,8 @@ func (w *Worker) onTurnCancel(ctx context.Context, agentID, turnID, reason strin
 	}
 	var errs []error
 	for _, step := range steps {
-		err := w.decide(ctx, agentID, turnID, step, seq, false, func(*turn.PendingStep) (*turn.Verdict, error) {
-			return &turn.Verdict{By: turn.ByCancel, Seq: seq, Reason: reason}, nil
+		err := w.decide(ctx, agentID, turnID, step, seq, false, func(*turn.PendingStep) (*turn.Resolution, error) {
+			return &turn.Resolution{By: turn.ByCancel, Seq: seq, Reason: reason}, nil
 		})
 		errs = append(errs, err)
 	}
@@ -101,7 +101,7 @@ const decideAttempts = 5
 // is decided already, then finishes the step. strict says that a message
 // for a step without a record is a dead letter (an answer, a timer); a
 // cancel that finds none has nothing to do.
-func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64, seq uint64, strict bool, verdict func(*turn.PendingStep) (*turn.Verdict, error)) error {
+func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64, seq uint64, strict bool, verdict func(*turn.PendingStep) (*turn.Resolution, error)) error {
 	log := w.log.With("agent_id", agentID, "turn_id", turnID, "step", step, "approvals_seq", seq)
 	for range decideAttempts {
 		p, rev, err := w.state.PendingStep(ctx, agentID, turnID, step)
@@ -116,10 +116,10 @@ func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64,
 			return nil
 		}
 		switch {
-		case p.State == turn.StateDone || p.State == turn.StateDecided && p.Verdict != nil && p.Verdict.Seq != seq:
+		case p.State == turn.StateDone || p.State == turn.StateDecided && p.Resolution != nil && p.Resolution.Seq != seq:
 			by := ""
-			if p.Verdict != nil {
-				by = p.Verdict.By
+			if p.Resolution != nil {
+				by = p.Resolution.By
 			}
 			log.Info("approval message ignored: the step was decided already", "decided_by", by)
 			return nil
@@ -131,7 +131,7 @@ func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64,
 		if err != nil {
 			return err
 		}
-		p.State, p.Verdict = turn.StateDecided, v
+		p.State, p.Resolution = turn.StateDecided, v
 		next, err := w.state.UpdatePending(ctx, p, rev)
 		if errors.Is(err, bus.ErrChanged) {
 			continue

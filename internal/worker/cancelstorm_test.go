@@ -227,7 +227,7 @@ func TestCancelStormOfPendingSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		var p turn.PendingStep
-		if err := json.Unmarshal(e.Value(), &p); err != nil || p.Verdict == nil {
+		if err := json.Unmarshal(e.Value(), &p); err != nil || p.Resolution == nil {
 			t.Errorf("turn t%d's step is still pending: %s", i, e.Value())
 		}
 	}

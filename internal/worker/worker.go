@@ -238,9 +238,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		Emitter: w.pub, State: w.state, Cancels: w.cancels,
 		Approval: cfg.Approval, Approvals: w.state,
 	}
-	if meter != nil {
-		w.runner.Dispatcher.Meter = meter
-	}
+	w.runner.Hooks = meter.Hooks()
 	if cfg.Telemetry != nil {
 		w.runner.Dispatcher.Tracer = cfg.Telemetry.Tracer
 	}

@@ -256,7 +256,7 @@ func notRun(st *protocol.Step, c protocol.Call, e *tools.Error) *protocol.CallOu
 
 // verdict decides the task's status after a step's calls ran, from the
 // task record as stored now.
-func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.Result) (*Verdict, error) {
+func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult) (*Verdict, error) {
 	var submitted, committed, rejected bool
 	var unrecorded *tools.Error
 	for _, o := range res.Outcomes {
@@ -411,8 +411,8 @@ func repairInstruction(t *Task) string {
 
 // stepDone publishes the step's step.done with the verdict; res, when
 // the step's calls were dispatched, versions its message id for a re-sent
-// step (turn.Result.Version).
-func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.Result, items []json.RawMessage, complete bool, v *Verdict) error {
+// step (turn.StepResult.Version).
+func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult, items []json.RawMessage, complete bool, v *Verdict) error {
 	if items == nil {
 		items = []json.RawMessage{}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/sandbox"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -76,10 +77,10 @@ func (c *Category) commandDescription() string {
 		"The environment holds only %s; stdin is empty. "+
 		"Time limit %s by default, at most %s; the command and every process it started are killed when it ends, times out or is aborted, "+
 		"so nothing keeps running in the background. Output over %s keeps its head and tail; the full output is saved in %s/ in your home.",
-		envNames(c.cfg.Env, c.cfg.Sandbox != nil && c.cfg.Sandbox.Network()), duration(c.cfg.CommandTimeout), duration(c.cfg.MaxCommandTimeout), byteCount(int64(c.cfg.OutputBudget)), outputsDir)
+		envNames(c.cfg.Env, c.cfg.Sandbox != nil && c.cfg.Sandbox.Network()), duration(c.cfg.CommandTimeout), duration(c.cfg.MaxCommandTimeout), textclip.ByteCount(int64(c.cfg.OutputBudget)), outputsDir)
 	if s := c.cfg.Sandbox; s != nil {
 		l := s.Limits()
-		fmt.Fprintf(&b, " It runs in a sandbox: your home and a private /tmp (%s) are the only writable places, the system is read-only, other processes are invisible; ", byteCount(l.TmpBytes))
+		fmt.Fprintf(&b, " It runs in a sandbox: your home and a private /tmp (%s) are the only writable places, the system is read-only, other processes are invisible; ", textclip.ByteCount(l.TmpBytes))
 		if s.Network() {
 			b.WriteString("the network is reached only through an HTTP(S) proxy (set in the environment) to public internet addresses. ")
 		} else {
@@ -87,10 +88,10 @@ func (c *Category) commandDescription() string {
 		}
 		b.WriteString("Limits: ")
 		if s.Cgroups() {
-			fmt.Fprintf(&b, "%s of memory in all (its processes, /tmp and /dev/shm together), %g CPU cores; ", byteCount(l.Memory), l.CPU)
+			fmt.Fprintf(&b, "%s of memory in all (its processes, /tmp and /dev/shm together), %g CPU cores; ", textclip.ByteCount(l.Memory), l.CPU)
 		}
 		fmt.Fprintf(&b, "at most %d processes; each process at most %s of memory (address space), %d s of CPU and files of %s; the output says when a limit stopped it.",
-			l.Processes, byteCount(l.MemoryBytes), l.CPUSeconds, byteCount(l.FileBytes))
+			l.Processes, textclip.ByteCount(l.MemoryBytes), l.CPUSeconds, textclip.ByteCount(l.FileBytes))
 	}
 	return b.String()
 }
@@ -170,7 +171,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	case len(p.Command) > maxCommandBytes:
 		return tools.Result{}, tools.Errorf(tools.InvalidArguments,
 			"The command is %s, over the %s the system lets a command line be. Put long content in a file with write_file and run a short command on it (e.g. sh script.sh).",
-			byteCount(int64(len(p.Command))), byteCount(maxCommandBytes))
+			textclip.ByteCount(int64(len(p.Command))), textclip.ByteCount(maxCommandBytes))
 	}
 	h, call, err := c.homeOf(ctx)
 	if err != nil {
@@ -198,7 +199,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		logMax = min(logMax, room) // the log is in the home: it counts
 	}
 	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx)}
-	d := &CommandDetails{Command: headOf(p.Command, maxDetailCommand)}
+	d := &CommandDetails{Command: textclip.Head(p.Command, maxDetailCommand)}
 	logRel := filepath.Join(outputsDir, logName(call))
 	if f, err := openLog(h, logRel); err != nil {
 		d.LogError = err.Error()
@@ -282,7 +283,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 		b.WriteString(n + "\n")
 	}
 	if d.LogTruncated {
-		fmt.Fprintf(&b, "[the saved output stops at %s; the rest was counted, not kept]\n", byteCount(d.LogBytes))
+		fmt.Fprintf(&b, "[the saved output stops at %s; the rest was counted, not kept]\n", textclip.ByteCount(d.LogBytes))
 	}
 	if d.KilledLeftovers {
 		b.WriteString("[processes the command left running in the background were killed]\n")

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -68,7 +69,7 @@ func (c *Category) readFile() *tools.Tool {
 	return tools.Must(tools.Def[ReadParams]{
 		Spec: tools.Spec{Name: ReadFileName, ReadOnly: true,
 			Description: fmt.Sprintf("Read a text file in your home directory: by lines (start_line, end_line) or by bytes (offset, length). At most %s comes back per call; the answer says how to read on. "+
-				"An image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large.", byteCount(int64(c.cfg.OutputBudget)))},
+				"An image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large.", textclip.ByteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p ReadParams) string { return "Reading " + displayPath(p.Path) },
 		Execute:  c.read,
 	})
@@ -121,7 +122,7 @@ func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error)
 	}
 	switch {
 	case fi.Mode().IsRegular():
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a file (%s). Read it with read_file.", displayPath(p.Path), byteCount(fi.Size()))
+		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a file (%s). Read it with read_file.", displayPath(p.Path), textclip.ByteCount(fi.Size()))
 	case !fi.IsDir():
 		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a %s, not a directory.", displayPath(p.Path), typeName(fi.Mode()))
 	}
@@ -205,7 +206,7 @@ func (l *lister) walk(rel, prefix string, level int) error {
 				fmt.Fprintf(&l.b, "%s\n", shown)
 				continue
 			}
-			fmt.Fprintf(&l.b, "%s  (%s)\n", shown, byteCount(info.Size()))
+			fmt.Fprintf(&l.b, "%s  (%s)\n", shown, textclip.ByteCount(info.Size()))
 		default:
 			fmt.Fprintf(&l.b, "%s  (%s)\n", shown, typeName(d.Type()))
 		}
@@ -272,7 +273,7 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 	if bytes.IndexByte(sniff[:n], 0) >= 0 {
 		return tools.Result{}, tools.Errorf(tools.ToolError,
 			"%s looks binary (%s; it contains NUL bytes), so it is not shown as text. Inspect it with run_command, e.g. `file %s` or `xxd -l 512 %s`.",
-			p.Path, byteCount(fi.Size()), shellQuote(rel), shellQuote(rel))
+			p.Path, textclip.ByteCount(fi.Size()), shellQuote(rel), shellQuote(rel))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return tools.Result{}, fileError("read", p.Path, err)
@@ -294,7 +295,7 @@ func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParam
 	}
 	if fi.Size() > c.cfg.MaxFileBytes {
 		return tools.Result{}, tools.Errorf(tools.ToolError, "%s is %s of %s, larger than the %s read_file reads whole. Make a smaller copy with run_command first.",
-			p.Path, what, byteCount(fi.Size()), byteCount(c.cfg.MaxFileBytes))
+			p.Path, what, textclip.ByteCount(fi.Size()), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return tools.Result{}, fileError("read", p.Path, err)
@@ -304,13 +305,13 @@ func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParam
 		return tools.Result{}, fileError("read", p.Path, err)
 	}
 	if int64(len(data)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "%s grew past the %s read_file reads whole while it was read.", p.Path, byteCount(c.cfg.MaxFileBytes))
+		return tools.Result{}, tools.Errorf(tools.ToolError, "%s grew past the %s read_file reads whole while it was read.", p.Path, textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	details := map[string]any{"path": rel, "size": len(data), "media_type": kind}
-	text := fmt.Sprintf("%s: %s, %s.", rel, what, byteCount(int64(len(data))))
+	text := fmt.Sprintf("%s: %s, %s.", rel, what, textclip.ByteCount(int64(len(data))))
 	if info, err := media.Probe(data); err == nil {
 		details["width"], details["height"] = info.Width, info.Height
-		text = fmt.Sprintf("%s: %s, %d×%d pixels, %s.", rel, what, info.Width, info.Height, byteCount(int64(len(data))))
+		text = fmt.Sprintf("%s: %s, %d×%d pixels, %s.", rel, what, info.Width, info.Height, textclip.ByteCount(int64(len(data))))
 	}
 	return tools.Result{
 		Content: text,
@@ -322,7 +323,7 @@ func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParam
 func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tools.Result, error) {
 	size := fi.Size()
 	if p.Offset >= size && size > 0 || p.Offset > 0 && size == 0 {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Offset %d is at or past the end of %s (%s).", p.Offset, p.Path, byteCount(size))
+		return tools.Result{}, tools.Errorf(tools.ToolError, "Offset %d is at or past the end of %s (%s).", p.Offset, p.Path, textclip.ByteCount(size))
 	}
 	want := int64(limit)
 	if p.Length > 0 && p.Length < want {
@@ -340,7 +341,7 @@ func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParam
 	b.WriteString(strings.ToValidUTF8(string(buf), "\uFFFD"))
 	truncated := p.Length > int64(n) && end < size || p.Length == 0 && end < size
 	if truncated {
-		fmt.Fprintf(&b, "\n[%s more; read on with offset=%d]\n", byteCount(size-end), end)
+		fmt.Fprintf(&b, "\n[%s more; read on with offset=%d]\n", textclip.ByteCount(size-end), end)
 	}
 	return tools.Result{
 		Content: b.String(),
@@ -369,7 +370,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 						// over the budget.
 						break
 					}
-					part := headOf(string(chunk), limit-out.Len())
+					part := textclip.Head(string(chunk), limit-out.Len())
 					out.WriteString(part)
 					cutAt = pos + int64(len(part))
 					break
@@ -420,9 +421,9 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 			return tools.Result{}, tools.Errorf(tools.ToolError, "%s has %d lines; start_line %d is past the end.", p.Path, total, first)
 		}
 	case eof && cutAt < 0:
-		fmt.Fprintf(&b, "%s: lines %d–%d of %d (%s)\n", rel, first, last, total, byteCount(fi.Size()))
+		fmt.Fprintf(&b, "%s: lines %d–%d of %d (%s)\n", rel, first, last, total, textclip.ByteCount(fi.Size()))
 	default:
-		fmt.Fprintf(&b, "%s: lines %d–%d (%s in all)\n", rel, first, max(last, first), byteCount(fi.Size()))
+		fmt.Fprintf(&b, "%s: lines %d–%d (%s in all)\n", rel, first, max(last, first), textclip.ByteCount(fi.Size()))
 	}
 	b.WriteString(strings.ToValidUTF8(out.String(), "\uFFFD"))
 	truncated := false
@@ -430,7 +431,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 	case cutAt >= 0:
 		truncated = true
 		fmt.Fprintf(&b, "\n[cut at the %s output budget inside line %d; read on with start_line=%d, or with offset=%d for bytes]\n",
-			byteCount(int64(c.cfg.OutputBudget)), last+1, last+1, cutAt)
+			textclip.ByteCount(int64(c.cfg.OutputBudget)), last+1, last+1, cutAt)
 	case !eof && (p.EndLine == 0 || last < p.EndLine):
 		truncated = true
 		fmt.Fprintf(&b, "\n[more lines follow; read on with start_line=%d]\n", last+1)
@@ -445,7 +446,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 
 func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, error) {
 	if int64(len(p.Content)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The content is %s, over the %s limit of write_file.", byteCount(int64(len(p.Content))), byteCount(c.cfg.MaxFileBytes))
+		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The content is %s, over the %s limit of write_file.", textclip.ByteCount(int64(len(p.Content))), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
@@ -476,7 +477,7 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 		what = "appended to"
 	}
 	return tools.Result{
-		Content: fmt.Sprintf("%s %s (%d lines) to %s (%s; now %s).", verb, byteCount(int64(len(p.Content))), lineCount(p.Content), rel, what, byteCount(size)),
+		Content: fmt.Sprintf("%s %s (%d lines) to %s (%s; now %s).", verb, textclip.ByteCount(int64(len(p.Content))), lineCount(p.Content), rel, what, textclip.ByteCount(size)),
 		Details: map[string]any{"path": rel, "bytes": len(p.Content), "size": size, "created": created, "append": p.Append},
 	}, nil
 }
@@ -575,7 +576,7 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	}
 	defer f.Close()
 	tooBig := func(n int64) error {
-		return tools.Errorf(tools.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, byteCount(n), byteCount(c.cfg.MaxFileBytes))
+		return tools.Errorf(tools.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, textclip.ByteCount(n), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	if fi.Size() > c.cfg.MaxFileBytes {
 		return tools.Result{}, tooBig(fi.Size())
@@ -605,9 +606,9 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	if !ok || size > c.cfg.MaxFileBytes {
 		shown := "more than 8 EiB"
 		if ok {
-			shown = byteCount(size)
+			shown = textclip.ByteCount(size)
 		}
-		return tools.Result{}, tools.Errorf(tools.ToolError, "The edit (%d replacements) would make %s %s, over the %s limit of edit_file; nothing was changed.", count, p.Path, shown, byteCount(c.cfg.MaxFileBytes))
+		return tools.Result{}, tools.Errorf(tools.ToolError, "The edit (%d replacements) would make %s %s, over the %s limit of edit_file; nothing was changed.", count, p.Path, shown, textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	at := occurrences(text, p.OldText, maxListedOccurrences+1)
 	var updated string
@@ -638,7 +639,7 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 		noun = "occurrences"
 	}
 	return tools.Result{
-		Content: fmt.Sprintf("Replaced %d %s in %s (at lines %s); the file is now %s.", count, noun, rel, lineList(text, at), byteCount(int64(len(updated)))),
+		Content: fmt.Sprintf("Replaced %d %s in %s (at lines %s); the file is now %s.", count, noun, rel, lineList(text, at), textclip.ByteCount(int64(len(updated)))),
 		Details: map[string]any{"path": rel, "replacements": count, "lines": lines, "bytes_before": len(text), "bytes_after": len(updated)},
 	}, nil
 }

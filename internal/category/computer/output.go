@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -20,8 +21,8 @@ func clip(text string, budget int, where string) (string, bool) {
 		return text, false
 	}
 	keep := max(budget-noteReserve, 0)
-	head := headOf(text, keep/2)
-	tail := tailOf(text, keep-len(head))
+	head := textclip.Head(text, keep/2)
+	tail := textclip.Tail(text, keep-len(head))
 	return head + elisionNote(int64(len(text)-len(head)-len(tail)), where) + tail, true
 }
 
@@ -30,53 +31,11 @@ func clip(text string, budget int, where string) (string, bool) {
 const noteReserve = 512
 
 func elisionNote(elided int64, where string) string {
-	n := fmt.Sprintf("\n[… %s elided", byteCount(elided))
+	n := fmt.Sprintf("\n[… %s elided", textclip.ByteCount(elided))
 	if where != "" {
 		n += "; the full text is in " + where + " (read it in ranges with read_file)"
 	}
 	return n + " …]\n"
-}
-
-// headOf is the longest prefix of s of at most n bytes that does not end
-// inside a UTF-8 sequence.
-func headOf(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// tailOf is the longest suffix of s of at most n bytes that does not
-// start inside a UTF-8 sequence.
-func tailOf(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
-}
-
-// byteCount writes a size for people: "812 bytes", "16.0 KiB", "47.7 MiB".
-func byteCount(n int64) string {
-	const unit = 1024
-	if n < unit {
-		if n == 1 {
-			return "1 byte"
-		}
-		return fmt.Sprintf("%d bytes", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // capture is where a command's combined output goes: the first headMax
@@ -117,13 +76,13 @@ func outputProgress(ctx context.Context) func(int64) {
 	var label string
 	return func(n int64) {
 		if k := shownSize(n); k != shown {
-			shown, label = k, byteCount(n)+" of output"
+			shown, label = k, textclip.ByteCount(n)+" of output"
 		}
 		tools.ReportProgress(ctx, n, 0, label)
 	}
 }
 
-// shownSize is what byteCount(n) shows, as one number: n below 1 KiB,
+// shownSize is what textclip.ByteCount(n) shows, as one number: n below 1 KiB,
 // else tenths of the unit plus the unit's rank in the top bits.
 func shownSize(n int64) int64 {
 	if n < 1024 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -90,8 +91,8 @@ func BenchmarkCaptureWrite(b *testing.B) {
 func TestShownSize(t *testing.T) {
 	for n := int64(0); n < 3<<20; n += 37 {
 		a, b := n, n+37
-		if (shownSize(a) == shownSize(b)) != (byteCount(a) == byteCount(b)) {
-			t.Fatalf("%d (%s) and %d (%s): shownSize %d and %d", a, byteCount(a), b, byteCount(b), shownSize(a), shownSize(b))
+		if (shownSize(a) == shownSize(b)) != (textclip.ByteCount(a) == textclip.ByteCount(b)) {
+			t.Fatalf("%d (%s) and %d (%s): shownSize %d and %d", a, textclip.ByteCount(a), b, textclip.ByteCount(b), shownSize(a), shownSize(b))
 		}
 	}
 }

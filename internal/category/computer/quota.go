@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -148,7 +149,7 @@ func addingNote(n int64) string {
 	if n <= 0 {
 		return "."
 	}
-	return fmt.Sprintf("; this write adds %s.", byteCount(n))
+	return fmt.Sprintf("; this write adds %s.", textclip.ByteCount(n))
 }
 
 // describe says a usage against the quota: "1.0 GiB of 1.0 GiB on disk,
@@ -156,9 +157,9 @@ func addingNote(n int64) string {
 func (q *quotas) describe(u *usage) string {
 	var s string
 	if q.bytes > 0 {
-		s = fmt.Sprintf("%s of the %s it may hold on disk", byteCount(u.bytes), byteCount(q.bytes))
+		s = fmt.Sprintf("%s of the %s it may hold on disk", textclip.ByteCount(u.bytes), textclip.ByteCount(q.bytes))
 	} else {
-		s = byteCount(u.bytes) + " on disk"
+		s = textclip.ByteCount(u.bytes) + " on disk"
 	}
 	files := fmt.Sprint(u.files)
 	if u.over {

@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -145,9 +145,5 @@ func clipBytes(s string, n int) string {
 		return s
 	}
 	const mark = "\n[… clipped]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
+	return textclip.Head(s, n-len(mark)) + mark
 }

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -114,9 +114,6 @@ func clip(text string, limit int) string {
 	if len(text) <= limit {
 		return text
 	}
-	n := limit
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return text[:n] + fmt.Sprintf("\n[… %d more bytes of output left out]", len(text)-n)
+	head := textclip.Head(text, limit)
+	return head + fmt.Sprintf("\n[… %d more bytes of output left out]", len(text)-len(head))
 }

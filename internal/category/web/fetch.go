@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/netguard"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -101,11 +102,11 @@ func (c *Category) fetchTool() *tools.Tool {
 		Spec: tools.Spec{Name: FetchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
 			Description: fmt.Sprintf("Fetch a web page (HTTP GET) and read it as text: HTML comes back as Markdown without scripts and styles, JSON pretty-printed, plain text as is; "+
 				"an image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large; other binary files are refused. "+
-				"At most %s of text per call; a longer page says which offset reads on. Private and local network addresses cannot be fetched.", byteCount(int64(c.cfg.OutputBudget)))},
+				"At most %s of text per call; a longer page says which offset reads on. Private and local network addresses cannot be fetched.", textclip.ByteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p FetchParams) string { return "Fetching " + hostPath(p.URL) },
 		CompletedActivity: func(p FetchParams, r tools.Result) string {
 			if d, ok := r.Details.(*FetchDetails); ok && d.Status != 0 {
-				return fmt.Sprintf("Fetched %s (%d, %s)", hostPath(p.URL), d.Status, byteCount(d.Bytes))
+				return fmt.Sprintf("Fetched %s (%d, %s)", hostPath(p.URL), d.Status, textclip.ByteCount(d.Bytes))
 			}
 			return "Fetched " + hostPath(p.URL)
 		},
@@ -182,7 +183,7 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 		d.DurationMS = time.Since(start).Milliseconds()
 		size := "size unknown"
 		if resp.ContentLength >= 0 {
-			size = byteCount(resp.ContentLength)
+			size = textclip.ByteCount(resp.ContentLength)
 		}
 		return res, tools.Errorf(tools.ToolError,
 			"%s is %s (%s), a binary format: web_fetch reads HTML, JSON, text, images (PNG, JPEG, GIF, WebP) and PDF files. Look for an HTML or text version of it.", d.FinalURL, mtype, size)
@@ -232,14 +233,14 @@ func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchPara
 	d.Bytes = int64(len(data))
 	if int64(len(data)) > c.cfg.MaxBytes {
 		d.Bytes, d.BodyTruncated, d.Truncated = c.cfg.MaxBytes, true, true
-		return res, tools.Errorf(tools.ToolError, "%s is %s larger than the %s web_fetch reads, so it was not read.", d.FinalURL, what, byteCount(c.cfg.MaxBytes))
+		return res, tools.Errorf(tools.ToolError, "%s is %s larger than the %s web_fetch reads, so it was not read.", d.FinalURL, what, textclip.ByteCount(c.cfg.MaxBytes))
 	}
 	if p.Offset > 0 {
 		return res, tools.Errorf(tools.InvalidArguments, "%s is %s, which comes back whole: call web_fetch without offset.", d.FinalURL, what)
 	}
-	line := fmt.Sprintf("%s, %s.", strings.ToUpper(what[:1])+what[1:], byteCount(d.Bytes))
+	line := fmt.Sprintf("%s, %s.", strings.ToUpper(what[:1])+what[1:], textclip.ByteCount(d.Bytes))
 	if info, err := media.Probe(data); err == nil {
-		line = fmt.Sprintf("%s, %d×%d pixels, %s.", strings.ToUpper(what[:1])+what[1:], info.Width, info.Height, byteCount(d.Bytes))
+		line = fmt.Sprintf("%s, %d×%d pixels, %s.", strings.ToUpper(what[:1])+what[1:], info.Width, info.Height, textclip.ByteCount(d.Bytes))
 	}
 	res.Content = c.page(d, line, 0)
 	name := ""
@@ -270,7 +271,7 @@ func (c *Category) page(d *FetchDetails, text string, offset int) string {
 	h.WriteString("\n")
 	room := max(c.cfg.OutputBudget-h.Len()-noteReserve, 0)
 	part := text[offset:]
-	part = headOf(part, room)
+	part = textclip.Head(part, room)
 	d.Returned = len(part)
 	end := offset + len(part)
 	d.Truncated = d.BodyTruncated || offset > 0 || end < len(text)
@@ -284,10 +285,10 @@ func (c *Category) page(d *FetchDetails, text string, offset int) string {
 		b.WriteByte('\n')
 	}
 	if end < len(text) {
-		fmt.Fprintf(&b, "\n[cut: bytes %d–%d of the page's %s of text shown; call web_fetch again with offset=%d to read on]\n", offset, end, byteCount(int64(len(text))), end)
+		fmt.Fprintf(&b, "\n[cut: bytes %d–%d of the page's %s of text shown; call web_fetch again with offset=%d to read on]\n", offset, end, textclip.ByteCount(int64(len(text))), end)
 	}
 	if d.BodyTruncated {
-		fmt.Fprintf(&b, "[the page is larger than %s; only its first %s were read]\n", byteCount(d.Bytes), byteCount(d.Bytes))
+		fmt.Fprintf(&b, "[the page is larger than %s; only its first %s were read]\n", textclip.ByteCount(d.Bytes), textclip.ByteCount(d.Bytes))
 	}
 	return b.String()
 }

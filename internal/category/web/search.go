@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
 
@@ -114,7 +115,7 @@ func (s *SearXNG) Search(ctx context.Context, query string, n int) ([]Result, er
 		return nil, fmt.Errorf("reading the search provider's answer: %w", err)
 	}
 	if int64(len(data)) > s.opts.MaxBytes {
-		return nil, fmt.Errorf("the search provider's answer is over %s", byteCount(s.opts.MaxBytes))
+		return nil, fmt.Errorf("the search provider's answer is over %s", textclip.ByteCount(s.opts.MaxBytes))
 	}
 	return parseSearXNG(data, n)
 }

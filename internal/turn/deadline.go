@@ -1,0 +1,167 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/tools"
+)
+
+// errCallTimeout is the cause of a call's context when its time ran out.
+var errCallTimeout = errors.New("call timed out")
+
+// inflight tracks the calls of a step that are running. It holds the
+// step's one timer, which fires at the earliest deadline of its running
+// calls, and it lets the turn's abort start their watchdogs: one timer and
+// one registration on the turn's context per step instead of one per
+// call.
+type inflight struct {
+	mu      sync.Mutex
+	calls   []*pending
+	aborted bool
+	stopped bool // the step is over: the timer stays stopped
+	timer   *time.Timer
+	next    time.Time // when timer fires, if armed
+}
+
+// add registers a running call whose deadline is set. It reports false
+// when the turn was aborted before: the call's watchdog must start.
+func (f *inflight) add(p *pending) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, p)
+	if f.next.IsZero() || p.ctx.deadline.Before(f.next) {
+		f.arm(p.ctx.deadline)
+	}
+	return !f.aborted
+}
+
+func (f *inflight) remove(p *pending) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, c := range f.calls {
+		if c == p {
+			last := len(f.calls) - 1
+			f.calls[i], f.calls[last] = f.calls[last], nil
+			f.calls = f.calls[:last]
+			return
+		}
+	}
+}
+
+// arm sets the timer to fire at t. The caller holds mu.
+func (f *inflight) arm(t time.Time) {
+	if f.stopped {
+		return
+	}
+	f.next = t
+	if f.timer == nil {
+		f.timer = time.AfterFunc(time.Until(t), f.expire)
+		return
+	}
+	f.timer.Reset(time.Until(t))
+}
+
+// expire ends the time of every running call past its deadline, and
+// arms the timer for the next deadline.
+func (f *inflight) expire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	f.next = time.Time{}
+	var next time.Time
+	for _, p := range f.calls {
+		switch {
+		case p.expired:
+		case !p.ctx.deadline.After(now):
+			p.expired = true
+			go p.expire()
+		case next.IsZero() || p.ctx.deadline.Before(next):
+			next = p.ctx.deadline
+		}
+	}
+	if !next.IsZero() {
+		f.arm(next)
+	}
+}
+
+// abort starts the watchdog of every running call.
+func (f *inflight) abort() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.aborted = true
+	for _, p := range f.calls {
+		go p.watchdog()
+	}
+}
+
+// stop stops the timer once the step is over.
+func (f *inflight) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// returnGrace is how long a tool has to return once its context ended. A
+// tool that honours its context returns within it, and its answer (often
+// the partial output of the work it stopped) is kept.
+const returnGrace = time.Second
+
+// expire ends the call's time: its context is cancelled with the timeout
+// cause, and the watchdog gives the tool returnGrace to return.
+func (p *pending) expire() {
+	p.cancel(errCallTimeout)
+	p.watchdog()
+}
+
+// watchdog runs when the call's time limit passes or its turn is aborted
+// while the tool runs. A tool that returns within returnGrace has ended
+// the call itself by then, and the watchdog does nothing.
+func (p *pending) watchdog() {
+	time.Sleep(returnGrace)
+	if !p.finished.CompareAndSwap(false, true) {
+		return
+	}
+	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.ctx))
+	p.finish(tools.Result{}, p.ctx.Err())
+}
+
+// callContext is a call's context: cancelled by the call's own timer or
+// the turn's abort, reporting the timer's deadline as a context with a
+// timeout would (so tools can pass it on to HTTP clients and MCP
+// sessions), and carrying the call's identity.
+type callContext struct {
+	tools.CallContext
+	deadline time.Time
+}
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *callContext) Err() error {
+	if context.Cause(c.Context) == errCallTimeout {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+// classify decides the error kind of a failed run: the clock and the
+// turn's abort take precedence over whatever the tool said about them.
+func classify(err error, callCtx, turnCtx context.Context, timeout time.Duration) *tools.Error {
+	if context.Cause(callCtx) == errCallTimeout && turnCtx.Err() == nil {
+		return tools.Errorf(tools.Timeout, "The call did not finish within %s and was stopped.", timeout)
+	}
+	if turnCtx.Err() != nil {
+		return tools.Errorf(tools.Aborted, "The call was aborted: %v.", context.Cause(turnCtx))
+	}
+	var te *tools.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return &tools.Error{Kind: tools.ToolError, Message: err.Error()}
+}

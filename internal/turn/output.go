@@ -1,0 +1,216 @@
+package turn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
+)
+
+// bound clips p's outcome to MaxEventBytes. Outcomes far below the
+// budget, the common case, are recognised without encoding them.
+func (d *Dispatcher) bound(p *pending) {
+	o, budget := p.outcome, d.MaxEventBytes
+	if budget <= 0 || o.bounded {
+		return
+	}
+	o.bounded = true
+	size := len(o.Item) + len(o.Activity) + len(o.Name) + len(o.Namespace) + len(o.CallID)
+	if o.Err != nil {
+		size += len(o.Err.Message)
+	}
+	for _, r := range o.Repairs {
+		size += len(r)
+	}
+	// The media notes travel in the journal's record beside the item, not
+	// in the event: the event is fitted to what they leave.
+	notes := 0
+	for _, n := range o.MediaNotes {
+		notes += len(n) + 3
+	}
+	budget -= notes
+	size += notes
+	if size < budget/4 && o.Details == nil && o.Events == nil {
+		return
+	}
+	ev := o.event(p.ref)
+	if err := fit.CallOutput(ev, budget); err != nil {
+		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
+	}
+	if o.Err != nil && ev.Error.Message != o.Err.Message {
+		// A copy: the error may be shared with the outcome it came from.
+		o.Err = &tools.Error{Kind: o.Err.Kind, Message: ev.Error.Message}
+	}
+	if o.Details != nil {
+		o.Details = ev.Details
+	}
+	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, fit.ToolEvents(ev.Events), ev.Repairs, ev.Activity
+	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
+		o.MediaNotes = nil // the media are gone: nothing left to note
+	}
+}
+
+// outcome builds, in p's own storage, the outcome of a call that ran.
+func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.Duration) *Outcome {
+	o := &p.out
+	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
+		Details: res.Details, Events: res.Events}
+	if err != nil {
+		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
+		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Activity = p.inv.Activity
+		return o
+	}
+	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
+	o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
+	o.Activity = p.inv.CompletedActivity(res)
+	return o
+}
+
+func failureText(e *tools.Error, content string) string {
+	text := fmt.Sprintf("Error (%s): %s", e.Kind, e.Message)
+	if content != "" {
+		text += "\n" + content
+	}
+	return text
+}
+
+func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
+	o := &Outcome{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Err: e}
+	if c.Type == protocol.ItemToolSearchCall {
+		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
+	} else {
+		o.Item = functionOutput(c.CallID, failureText(e, ""))
+	}
+	return o
+}
+
+// outputItem builds the function_call_output of a call that ran, the one
+// place that does: text alone is a string (functionOutput); with media it
+// is an array of the text, then each medium fitted to the media budget
+// (an input_image, an input_file, or the input_text note that replaced
+// it), with the notes that would replace them later. Media that all came
+// back as notes leave a string again. The fitting runs after the call's
+// time (the tool has returned) but stops with the turn (ctx): an aborted
+// turn's step does not wait for images to be decoded.
+func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tools.Media) (json.RawMessage, []string) {
+	if len(ms) == 0 {
+		return functionOutput(callID, text), nil
+	}
+	items := make([]media.Item, len(ms))
+	for i, m := range ms {
+		items[i] = media.Item(m)
+	}
+	fo := protocol.FunctionCallOutput{Type: protocol.ItemFunctionCallOutput, CallID: callID}
+	var notes, texts []string
+	if text != "" {
+		fo.Content = append(fo.Content, protocol.InputContent{Type: protocol.ContentText, Text: text})
+		notes, texts = append(notes, ""), append(texts, text)
+	}
+	kept := false
+	for _, p := range media.Fit(ctx, items, d.mediaBudget(), media.Options{Slots: d.MediaSlots}) {
+		c := protocol.InputContent{Type: protocol.ContentText, Text: p.Text}
+		switch p.Kind {
+		case media.Image:
+			c = protocol.InputContent{Type: protocol.ContentImage, ImageURL: p.URL, Detail: protocol.DetailAuto}
+		case media.File:
+			c = protocol.InputContent{Type: protocol.ContentFile, Filename: p.Filename, FileData: p.URL}
+		default:
+			texts = append(texts, p.Text)
+		}
+		kept = kept || p.Kind != media.Text
+		fo.Content, notes = append(fo.Content, c), append(notes, p.Note)
+	}
+	if !kept {
+		return functionOutput(callID, strings.Join(texts, "\n")), nil
+	}
+	return mustJSON(fo), notes
+}
+
+func (d *Dispatcher) mediaBudget() int {
+	b := d.MediaBudget
+	if b <= 0 {
+		b = media.DefaultBudget
+	}
+	if d.MaxEventBytes > 0 {
+		b = min(b, d.MaxEventBytes/2)
+	}
+	return b
+}
+
+// functionOutput is protocol.FunctionCallOutput marshalled by hand: it is
+// built for every call, and the encoder's reflection was a visible part of
+// the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
+// encoding/json's bytes.
+func functionOutput(callID, text string) json.RawMessage {
+	b := make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8)
+	b = append(b, `{"type":"function_call_output","call_id":`...)
+	b = appendJSONString(b, callID)
+	b = append(b, `,"output":`...)
+	b = appendJSONString(b, text)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json
+// writes it: <, > and & escaped for HTML, U+2028 and U+2029 escaped, and
+// invalid UTF-8 replaced with U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

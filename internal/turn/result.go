@@ -1,0 +1,168 @@
+package turn
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/protocol"
+)
+
+// CallRef identifies a call across the fleet.
+type CallRef struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	CallID  string
+	// Digest is protocol.CallDigest of the call: what it asks for, stored
+	// with its claim.
+	Digest string
+}
+
+// Input is one step to dispatch.
+type Input struct {
+	AgentID string
+	TurnID  string
+	Step    int64
+	Calls   []protocol.Call
+	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
+	// loaded through tool search.
+	Loaded map[string]bool
+	// Approval, when set, holds the step (StepResult.Held) if any call whose
+	// arguments are valid needs approval under it.
+	Approval *Policy
+	// Stored are the calls of a decided pending step, by call id: each
+	// runs with its stored arguments, or is answered with its outcome.
+	Stored map[string]*HeldCall
+	// Hooks, when set, are told of the step's calls.
+	Hooks *Hooks
+}
+
+// Outcome is how one call ended. It is stored in the journal and so
+// marshals to JSON.
+type Outcome struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Namespace string          `json:"namespace"`
+	Err       *tools.Error    `json:"error,omitempty"`
+	Item      json.RawMessage `json:"item"`
+	Details   any             `json:"details,omitempty"`
+	Events    []tools.Event   `json:"events,omitempty"`
+	Repairs   []string        `json:"repairs,omitempty"`
+	Activity  string          `json:"activity,omitempty"`
+	Duration  time.Duration   `json:"-"` // duration_ms in JSON (MarshalJSON)
+	EndTurn   bool            `json:"end_turn,omitempty"`
+	Complete  bool            `json:"complete_actor_event,omitempty"`
+	// Loaded are the keys of deferred tools a tool search loaded.
+	Loaded []string `json:"loaded,omitempty"`
+	// MediaNotes, when Item's output is an array, are its parts' notes
+	// (protocol.CallOutput.MediaNotes), kept so that a step.done built
+	// from a replayed outcome can still say what it left out and where.
+	MediaNotes []string `json:"media_notes,omitempty"`
+	// Replayed is set when the outcome came from the journal.
+	Replayed bool `json:"-"`
+	// Ran is set when the tool ran in this attempt.
+	Ran bool `json:"-"`
+	// Reused is set when the call id was the claim of a different call.
+	Reused bool `json:"-"`
+	// bounded is set once the outcome is clipped to the event budget.
+	bounded bool
+}
+
+// Status is "ok" or "error".
+func (o *Outcome) Status() string {
+	if o.Err != nil {
+		return protocol.StatusError
+	}
+	return protocol.StatusOK
+}
+
+// event is the call.output of o in the step of ref, the one conversion of
+// an outcome to the wire type.
+func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
+	ev := &protocol.CallOutput{
+		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
+		Item: o.Item, Details: fit.Details(o.Details), Events: fit.Events(o.Events), Repairs: o.Repairs,
+		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
+	}
+	if o.Reused {
+		// The call id's own call.output holds its plain message id.
+		ev.Version = ref.Digest
+	}
+	return ev
+}
+
+// StepResult is how a step ended.
+type StepResult struct {
+	// Outcomes are in call order, one per call.
+	Outcomes           []*Outcome
+	EndTurn            bool
+	CompleteActorEvent bool
+	// Abandoned is set when ctx ended for a reason other than the turn's
+	// cancel (the worker is shutting down): the calls that were cut short
+	// were neither stored nor reported, and the step must be delivered
+	// again.
+	Abandoned bool
+	// Held, when set, is a step held for approval: nothing ran.
+	Held []HeldCall
+}
+
+// Items returns the output items in call order.
+func (r *StepResult) Items() []json.RawMessage {
+	items := make([]json.RawMessage, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		items[i] = o.Item
+	}
+	return items
+}
+
+// MediaNotes returns the outcomes' media notes in call order
+// (protocol.StepDone.MediaNotes), or nil when no output holds media.
+func (r *StepResult) MediaNotes() [][]string {
+	var notes [][]string
+	for i, o := range r.Outcomes {
+		if len(o.MediaNotes) > 0 {
+			if notes == nil {
+				notes = make([][]string, len(r.Outcomes))
+			}
+			notes[i] = o.MediaNotes
+		}
+	}
+	return notes
+}
+
+// outcomeFields is Outcome without its methods, for the JSON below.
+type outcomeFields Outcome
+
+// MarshalJSON writes the journal's record of an outcome: Duration as
+// duration_ms, the unit of the call.output event.
+func (o Outcome) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		outcomeFields
+		DurationMS int64 `json:"duration_ms"`
+	}{outcomeFields(o), o.Duration.Milliseconds()})
+}
+
+// UnmarshalJSON reads duration_ms, and the nanoseconds of "duration" that
+// workers before it stored: during a rolling upgrade a new worker replays
+// outcomes an old one journaled.
+func (o *Outcome) UnmarshalJSON(data []byte) error {
+	var v struct {
+		*outcomeFields
+		DurationMS *int64 `json:"duration_ms"`
+		DurationNS *int64 `json:"duration"`
+	}
+	v.outcomeFields = (*outcomeFields)(o)
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch {
+	case v.DurationMS != nil:
+		o.Duration = time.Duration(*v.DurationMS) * time.Millisecond
+	case v.DurationNS != nil:
+		o.Duration = time.Duration(*v.DurationNS)
+	}
+	return nil
+}
