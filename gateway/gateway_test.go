@@ -22,12 +22,12 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // rig is an embedded server with a real worker serving diagnostics,
@@ -234,7 +234,7 @@ func TestCatalogApprovalScope(t *testing.T) {
 func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 	t.Parallel() // its own server
 	srv := natstest.Start(t)
-	broken := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	broken := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if env.AgentID == "broken" {
 			return nil, nil, errors.New("the tool directory is down")
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/tool"
@@ -35,7 +34,7 @@ type entry struct {
 // the worker goes on. A workflow task turn never reaches it (its catalog
 // is fixed), and main turns only do: the worker routes by kind.
 func creator(c tool.Category) turn.Creator {
-	return func(ctx context.Context, env turn.Env) (ts []*tools.Tool, _ []string, err error) {
+	return func(ctx context.Context, env turn.Env) (ts []*tool.Tool, _ []string, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("category %s panicked: %v", c.Name, r)

@@ -15,7 +15,6 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -27,10 +26,10 @@ type noopParams struct {
 const calls = 8
 
 func BenchmarkRuntimeDispatch8(b *testing.B) {
-	t := tools.Must(tools.Def[noopParams]{
-		Spec: tools.Spec{Name: "noop", Description: "does nothing", ReadOnly: true},
-		Execute: func(context.Context, noopParams) (tools.Result, error) {
-			return tools.Result{Content: "ok"}, nil
+	t := tool.Must(tool.Def[noopParams]{
+		Spec: tool.Spec{Name: "noop", Description: "does nothing", ReadOnly: true},
+		Execute: func(context.Context, noopParams) (tool.Result, error) {
+			return tool.Result{Content: "ok"}, nil
 		},
 	})
 	set, err := turn.NewSet(t)

@@ -3,12 +3,12 @@ package fit
 import (
 	"encoding/json"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Error is a tool's error as a call.output carries it; nil stays nil.
-func Error(e *tools.Error) *protocol.CallError {
+func Error(e *tool.Error) *protocol.CallError {
 	if e == nil {
 		return nil
 	}
@@ -34,7 +34,7 @@ func Details(v any) json.RawMessage {
 
 // Events are a tool's presentation events as a call.output carries them;
 // nil stays nil. Data that does not encode is replaced as in Details.
-func Events(evs []tools.Event) []protocol.PresentationEvent {
+func Events(evs []tool.Event) []protocol.PresentationEvent {
 	if evs == nil {
 		return nil
 	}
@@ -47,13 +47,13 @@ func Events(evs []tools.Event) []protocol.PresentationEvent {
 
 // ToolEvents turns events back into the tool's type (for the journal,
 // after CallOutput clipped them); their data stays encoded.
-func ToolEvents(evs []protocol.PresentationEvent) []tools.Event {
+func ToolEvents(evs []protocol.PresentationEvent) []tool.Event {
 	if evs == nil {
 		return nil
 	}
-	out := make([]tools.Event, len(evs))
+	out := make([]tool.Event, len(evs))
 	for i, e := range evs {
-		out[i] = tools.Event{Type: e.Type}
+		out[i] = tool.Event{Type: e.Type}
 		if len(e.Data) > 0 {
 			out[i].Data = e.Data
 		}

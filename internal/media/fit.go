@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Item is an image or file a tool returned (the fields of tools.Media,
+// Item is an image or file a tool returned (the fields of tool.Media,
 // so that one converts to the other).
 type Item struct {
 	MIMEType string

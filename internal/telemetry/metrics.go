@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Metrics are the worker's instruments. Every method is safe for
@@ -113,22 +113,22 @@ const UnknownToolLabel = "(unknown)"
 
 // callEnded counts a call's end.
 func (m *Metrics) callEnded(o *turn.Outcome) {
-	tool := turn.ToolKey(o.Namespace, o.Name)
+	name := turn.ToolKey(o.Namespace, o.Name)
 	kind := ""
 	if o.Err != nil {
 		kind = string(o.Err.Kind)
-		if o.Err.Kind == tools.UnknownTool {
+		if o.Err.Kind == tool.UnknownTool {
 			// The name is the model's, any text of any size: one series
 			// per made-up name would grow without bound.
-			tool = UnknownToolLabel
+			name = UnknownToolLabel
 		}
 	}
 	status := o.Status()
-	m.calls.Add(bg, 1, m.sets.get(setKey{"calls", tool, status, kind}, func() attribute.Set {
+	m.calls.Add(bg, 1, m.sets.get(setKey{"calls", name, status, kind}, func() attribute.Set {
 		if kind == "" { // a success has no error kind, not an empty one
-			return attribute.NewSet(attribute.String("tool", tool), attribute.String("status", status))
+			return attribute.NewSet(attribute.String("tool", name), attribute.String("status", status))
 		}
-		return attribute.NewSet(attribute.String("tool", tool), attribute.String("status", status), attribute.String("error_kind", kind))
+		return attribute.NewSet(attribute.String("tool", name), attribute.String("status", status), attribute.String("error_kind", kind))
 	}))
 	for _, r := range o.Repairs {
 		m.repairs.Add(bg, 1, attrs(attribute.String("rung", r)))
@@ -136,8 +136,8 @@ func (m *Metrics) callEnded(o *turn.Outcome) {
 	if o.Ran {
 		m.inFlight.Add(bg, -1)
 		m.running.Add(-1)
-		m.duration.Record(bg, o.Duration.Seconds(), m.sets.get(setKey{instrument: "duration", a: tool}, func() attribute.Set {
-			return attribute.NewSet(attribute.String("tool", tool))
+		m.duration.Record(bg, o.Duration.Seconds(), m.sets.get(setKey{instrument: "duration", a: name}, func() attribute.Set {
+			return attribute.NewSet(attribute.String("tool", name))
 		}))
 	}
 }

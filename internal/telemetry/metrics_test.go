@@ -7,8 +7,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // TestCachedSetsKeepLabelsApart: measurements with cached attribute sets
@@ -22,11 +22,11 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 	for range 3 {
 		m.callEnded(&turn.Outcome{Name: "a", Ran: true})
 	}
-	m.callEnded(&turn.Outcome{Name: "b", Err: tools.Errorf(tools.ToolError, "no")})
-	m.callEnded(&turn.Outcome{Name: "a", Err: tools.Errorf(tools.Timeout, "slow")})
+	m.callEnded(&turn.Outcome{Name: "b", Err: tool.Errorf(tool.ToolError, "no")})
+	m.callEnded(&turn.Outcome{Name: "a", Err: tool.Errorf(tool.Timeout, "slow")})
 	// Names the model made up share one label.
 	for i := range 3 {
-		m.callEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tools.Errorf(tools.UnknownTool, "no such tool")})
+		m.callEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tool.Errorf(tool.UnknownTool, "no such tool")})
 	}
 	for i := range maxCachedSets + 10 {
 		m.Step("S", string(rune('a'+i%26))+string(rune('a'+i/26)), 1)

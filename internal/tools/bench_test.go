@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // benchParams is a typical six-field call: a string, a bounded integer, a
@@ -26,16 +27,16 @@ type benchWindow struct {
 
 const benchArgs = `{"query":"golang structured concurrency patterns","limit":20,"exact":false,"sort":"date","sites":["go.dev","github.com","pkg.go.dev"],"window":{"from":"2024-01-01","days":90}}`
 
-func benchTool(b *testing.B, strict bool) *tools.Tool {
+func benchTool(b *testing.B, strict bool) *tool.Tool {
 	b.Helper()
 	notStrict := ""
 	if !strict {
 		notStrict = "the benchmark of the path without null handling"
 	}
-	return tools.Must(tools.Def[benchParams]{
-		Spec: tools.Spec{Name: "search", Description: "Search.", ReadOnly: true, NotStrict: notStrict},
-		Execute: func(context.Context, benchParams) (tools.Result, error) {
-			return tools.Result{}, nil
+	return tool.Must(tool.Def[benchParams]{
+		Spec: tool.Spec{Name: "search", Description: "Search.", ReadOnly: true, NotStrict: notStrict},
+		Execute: func(context.Context, benchParams) (tool.Result, error) {
+			return tool.Result{}, nil
 		},
 	})
 }

@@ -28,7 +28,7 @@ type Invocation struct {
 func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 	a, repairs, err := t.Parse(args, repairLimit)
 	if err != nil {
-		var te *Error
+		var te *tool.Error
 		if errors.As(err, &te) {
 			te.Repairs = repairs
 			return nil, te
@@ -40,25 +40,25 @@ func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 
 // Run executes the call. A panic in the tool becomes a tool_error, and an
 // error that is not an *Error becomes a tool_error with its text.
-func (inv *Invocation) Run(ctx context.Context) (res Result, err error) {
+func (inv *Invocation) Run(ctx context.Context) (res tool.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			res = Result{Details: map[string]string{"panic": fmt.Sprint(r), "stack": string(debug.Stack())}}
-			err = &Error{Kind: ToolError, Message: fmt.Sprintf("the tool failed unexpectedly: %v", r)}
+			res = tool.Result{Details: map[string]string{"panic": fmt.Sprint(r), "stack": string(debug.Stack())}}
+			err = &tool.Error{Kind: tool.ToolError, Message: fmt.Sprintf("the tool failed unexpectedly: %v", r)}
 		}
 	}()
 	res, err = inv.args.Run(ctx)
 	if err != nil {
-		var te *Error
+		var te *tool.Error
 		if !errors.As(err, &te) {
-			err = &Error{Kind: ToolError, Message: err.Error()}
+			err = &tool.Error{Kind: tool.ToolError, Message: err.Error()}
 		}
 	}
 	return res, err
 }
 
 // CompletedActivity is the label to show once the call ended with r.
-func (inv *Invocation) CompletedActivity(r Result) string { return inv.args.Completed(r) }
+func (inv *Invocation) CompletedActivity(r tool.Result) string { return inv.args.Completed(r) }
 
 // maxShapeBytes bounds the schema quoted back to the model in an
 // invalid_arguments message.
@@ -67,7 +67,7 @@ const maxShapeBytes = 4 << 10
 // argumentsError turns a parse or validation failure into the message the
 // model reads: every violation with its JSON pointer, and the expected
 // shape so that the next call can be right in one try.
-func argumentsError(t *tool.Tool, err error, repairs []string) *Error {
+func argumentsError(t *tool.Tool, err error, repairs []string) *tool.Error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "The arguments for %s were rejected.\n", t.Name())
 	var ve *schema.ValidationError
@@ -90,7 +90,7 @@ func argumentsError(t *tool.Tool, err error, repairs []string) *Error {
 	} else {
 		fmt.Fprintf(&b, "Expected a JSON object matching this schema: %s", shape)
 	}
-	return &Error{Kind: InvalidArguments, Message: b.String(), Repairs: repairs}
+	return &tool.Error{Kind: tool.InvalidArguments, Message: b.String(), Repairs: repairs}
 }
 
 // Bounds of a violation list the model reads: a model that sends 60,000

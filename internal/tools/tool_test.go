@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 type searchArgs struct {
@@ -29,35 +30,35 @@ type noArgs struct {
 	Verbose bool `json:"verbose,omitempty"`
 }
 
-func okExec[P any](_ context.Context, _ P) (tools.Result, error) {
-	return tools.Result{Content: "ok"}, nil
+func okExec[P any](_ context.Context, _ P) (tool.Result, error) {
+	return tool.Result{Content: "ok"}, nil
 }
 
 // counted wraps a tool body to count its runs.
-func counted[P any](n *atomic.Int32, f func(P) string) func(context.Context, P) (tools.Result, error) {
-	return func(_ context.Context, p P) (tools.Result, error) {
+func counted[P any](n *atomic.Int32, f func(P) string) func(context.Context, P) (tool.Result, error) {
+	return func(_ context.Context, p P) (tool.Result, error) {
 		n.Add(1)
-		return tools.Result{Content: f(p)}, nil
+		return tool.Result{Content: f(p)}, nil
 	}
 }
 
 func TestPrepare(t *testing.T) {
 	var runs atomic.Int32
-	search := tools.Must(tools.Def[searchArgs]{
-		Spec:    tools.Spec{Name: "web_search", Description: "Search.", ReadOnly: true},
+	search := tool.Must(tool.Def[searchArgs]{
+		Spec:    tool.Spec{Name: "web_search", Description: "Search.", ReadOnly: true},
 		Execute: counted(&runs, func(p searchArgs) string { return fmt.Sprintf("%s/%d/%s/%v", p.Query, p.Limit, p.Sort, p.Sites) }),
 	})
-	opts := tools.Must(tools.Def[noArgs]{
-		Spec:    tools.Spec{Name: "status", Description: "Status.", ReadOnly: true},
+	opts := tool.Must(tool.Def[noArgs]{
+		Spec:    tool.Spec{Name: "status", Description: "Status.", ReadOnly: true},
 		Execute: counted(&runs, func(p noArgs) string { return fmt.Sprintf("verbose=%v", p.Verbose) }),
 	})
-	del := tools.Must(tools.Def[pathArgs]{
-		Spec:    tools.Spec{Name: "delete_file", Description: "Delete.", Destructive: true},
+	del := tool.Must(tool.Def[pathArgs]{
+		Spec:    tool.Spec{Name: "delete_file", Description: "Delete.", Destructive: true},
 		Execute: counted(&runs, func(p pathArgs) string { return "deleted " + p.Path }),
 	})
 	tests := []struct {
 		name    string
-		tool    *tools.Tool
+		tool    *tool.Tool
 		args    string
 		content string   // the run's content when prepared
 		repairs []string // when prepared
@@ -93,8 +94,8 @@ func TestPrepare(t *testing.T) {
 				if inv != nil {
 					t.Fatalf("Prepare returned an invocation and %v", err)
 				}
-				var te *tools.Error
-				if !errors.As(err, &te) || te.Kind != tools.InvalidArguments {
+				var te *tool.Error
+				if !errors.As(err, &te) || te.Kind != tool.InvalidArguments {
 					t.Fatalf("Prepare error = %v, want an *Error of kind invalid_arguments", err)
 				}
 				for _, w := range append([]string{
@@ -132,13 +133,13 @@ func TestPrepare(t *testing.T) {
 
 func TestPrepareLargeSchemaNotQuoted(t *testing.T) {
 	long := strings.Repeat("Explain at length. ", 300)
-	tool := tools.Must(tools.Def[pathArgs]{
-		Spec: tools.Spec{Name: "big", Description: "d",
+	tl := tool.Must(tool.Def[pathArgs]{
+		Spec: tool.Spec{Name: "big", Description: "d",
 			JSONSchema: json.RawMessage(`{"type":"object","description":"` + long + `","properties":{"path":{"type":"string"}},"required":["path"]}`)},
 		Execute: okExec[pathArgs],
 	})
-	_, err := tools.Prepare(tool, `{}`, 0)
-	var te *tools.Error
+	_, err := tools.Prepare(tl, `{}`, 0)
+	var te *tool.Error
 	if !errors.As(err, &te) {
 		t.Fatalf("Prepare = %v", err)
 	}
@@ -151,13 +152,13 @@ func TestPrepareLargeSchemaNotQuoted(t *testing.T) {
 // cannot be decoded, which is still the model's invalid_arguments, not a
 // crash.
 func TestPrepareSchemaTypeMismatch(t *testing.T) {
-	tool := tools.Must(tools.Def[pathArgs]{
-		Spec:    tools.Spec{Name: "odd", Description: "d", JSONSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"integer"}}}`)},
+	tl := tool.Must(tool.Def[pathArgs]{
+		Spec:    tool.Spec{Name: "odd", Description: "d", JSONSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"integer"}}}`)},
 		Execute: okExec[pathArgs],
 	})
-	_, err := tools.Prepare(tool, `{"path":3}`, 0)
-	var te *tools.Error
-	if !errors.As(err, &te) || te.Kind != tools.InvalidArguments || !strings.Contains(te.Message, "do not fit") {
+	_, err := tools.Prepare(tl, `{"path":3}`, 0)
+	var te *tool.Error
+	if !errors.As(err, &te) || te.Kind != tool.InvalidArguments || !strings.Contains(te.Message, "do not fit") {
 		t.Errorf("Prepare = %v, want invalid_arguments saying the arguments do not fit", err)
 	}
 }
@@ -168,14 +169,14 @@ func TestStrictNullsReachTheToolAsAbsent(t *testing.T) {
 		Limit *int   `json:"limit,omitempty" jsonschema:"minimum=1"`
 	}
 	var got args
-	tool := tools.Must(tools.Def[args]{
-		Spec: tools.Spec{Name: "s", Description: "d", Strict: true},
-		Execute: func(_ context.Context, p args) (tools.Result, error) {
+	tl := tool.Must(tool.Def[args]{
+		Spec: tool.Spec{Name: "s", Description: "d", Strict: true},
+		Execute: func(_ context.Context, p args) (tool.Result, error) {
 			got = p
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		},
 	})
-	inv, err := tools.Prepare(tool, `{"query":"go","limit":null}`, 0)
+	inv, err := tools.Prepare(tl, `{"query":"go","limit":null}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,22 +186,22 @@ func TestStrictNullsReachTheToolAsAbsent(t *testing.T) {
 	if got.Query != "go" || got.Limit != nil {
 		t.Errorf("tool got %+v", got)
 	}
-	if _, err := tools.Prepare(tool, `{"query":"go","limit":0}`, 0); err == nil {
+	if _, err := tools.Prepare(tl, `{"query":"go","limit":0}`, 0); err == nil {
 		t.Error("a strict tool accepted a value below its minimum")
 	}
 }
 
 func TestRun(t *testing.T) {
-	run := func(f func(context.Context, pathArgs) (tools.Result, error)) (tools.Result, error) {
-		tool := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "t", Description: "d"}, Execute: f})
-		inv, err := tools.Prepare(tool, `{"path":"/x"}`, 0)
+	run := func(f func(context.Context, pathArgs) (tool.Result, error)) (tool.Result, error) {
+		tl := tool.Must(tool.Def[pathArgs]{Spec: tool.Spec{Name: "t", Description: "d"}, Execute: f})
+		inv, err := tools.Prepare(tl, `{"path":"/x"}`, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return inv.Run(context.Background())
 	}
-	kindOf := func(err error) tools.Kind {
-		var te *tools.Error
+	kindOf := func(err error) tool.Kind {
+		var te *tool.Error
 		if !errors.As(err, &te) {
 			return ""
 		}
@@ -208,16 +209,16 @@ func TestRun(t *testing.T) {
 	}
 
 	t.Run("success", func(t *testing.T) {
-		res, err := run(func(context.Context, pathArgs) (tools.Result, error) {
-			return tools.Result{Content: "done", EndTurn: true, Details: map[string]int{"n": 1}}, nil
+		res, err := run(func(context.Context, pathArgs) (tool.Result, error) {
+			return tool.Result{Content: "done", EndTurn: true, Details: map[string]int{"n": 1}}, nil
 		})
 		if err != nil || res.Content != "done" || !res.EndTurn {
 			t.Errorf("Run = %+v, %v", res, err)
 		}
 	})
 	t.Run("panic becomes tool_error", func(t *testing.T) {
-		res, err := run(func(context.Context, pathArgs) (tools.Result, error) { panic("disk on fire") })
-		if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk on fire") {
+		res, err := run(func(context.Context, pathArgs) (tool.Result, error) { panic("disk on fire") })
+		if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk on fire") {
 			t.Errorf("Run error = %v, want tool_error with the panic value", err)
 		}
 		d, _ := res.Details.(map[string]string)
@@ -226,54 +227,54 @@ func TestRun(t *testing.T) {
 		}
 	})
 	t.Run("nil panic becomes tool_error", func(t *testing.T) {
-		_, err := run(func(context.Context, pathArgs) (tools.Result, error) { panic(nil) })
-		if kindOf(err) != tools.ToolError {
+		_, err := run(func(context.Context, pathArgs) (tool.Result, error) { panic(nil) })
+		if kindOf(err) != tool.ToolError {
 			t.Errorf("Run error = %v, want tool_error", err)
 		}
 	})
 	t.Run("plain error becomes tool_error", func(t *testing.T) {
-		_, err := run(func(context.Context, pathArgs) (tools.Result, error) {
-			return tools.Result{}, errors.New("no such file")
+		_, err := run(func(context.Context, pathArgs) (tool.Result, error) {
+			return tool.Result{}, errors.New("no such file")
 		})
-		var te *tools.Error
-		if !errors.As(err, &te) || te.Kind != tools.ToolError || te.Message != "no such file" {
+		var te *tool.Error
+		if !errors.As(err, &te) || te.Kind != tool.ToolError || te.Message != "no such file" {
 			t.Errorf("Run error = %#v, want tool_error \"no such file\"", err)
 		}
 	})
 	t.Run("coded error kept", func(t *testing.T) {
-		want := tools.Errorf(tools.InvalidArguments, "path %s is not a file", "/x")
-		_, err := run(func(context.Context, pathArgs) (tools.Result, error) { return tools.Result{}, want })
+		want := tool.Errorf(tool.InvalidArguments, "path %s is not a file", "/x")
+		_, err := run(func(context.Context, pathArgs) (tool.Result, error) { return tool.Result{}, want })
 		if err != want {
 			t.Errorf("Run error = %v, want the tool's own *Error", err)
 		}
 	})
 	t.Run("wrapped coded error kept", func(t *testing.T) {
-		_, err := run(func(context.Context, pathArgs) (tools.Result, error) {
-			return tools.Result{}, fmt.Errorf("fetching: %w", tools.Errorf(tools.Timeout, "upstream slow"))
+		_, err := run(func(context.Context, pathArgs) (tool.Result, error) {
+			return tool.Result{}, fmt.Errorf("fetching: %w", tool.Errorf(tool.Timeout, "upstream slow"))
 		})
-		if kindOf(err) != tools.Timeout {
+		if kindOf(err) != tool.Timeout {
 			t.Errorf("Run error = %v, want kind timeout", err)
 		}
 	})
 	t.Run("content kept with an error", func(t *testing.T) {
-		res, err := run(func(context.Context, pathArgs) (tools.Result, error) {
-			return tools.Result{Content: "partial"}, errors.New("boom")
+		res, err := run(func(context.Context, pathArgs) (tool.Result, error) {
+			return tool.Result{Content: "partial"}, errors.New("boom")
 		})
 		if res.Content != "partial" || err == nil {
 			t.Errorf("Run = %+v, %v", res, err)
 		}
 	})
 	t.Run("context reaches the tool", func(t *testing.T) {
-		tool := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "t", Description: "d"},
-			Execute: func(ctx context.Context, _ pathArgs) (tools.Result, error) {
-				c, ok := tools.CallFrom(ctx)
+		tl := tool.Must(tool.Def[pathArgs]{Spec: tool.Spec{Name: "t", Description: "d"},
+			Execute: func(ctx context.Context, _ pathArgs) (tool.Result, error) {
+				c, ok := tool.CallFrom(ctx)
 				if !ok {
-					return tools.Result{}, errors.New("no call in context")
+					return tool.Result{}, errors.New("no call in context")
 				}
-				return tools.Result{Content: fmt.Sprintf("%s/%s/%d/%s", c.AgentID, c.TurnID, c.Step, c.CallID)}, nil
+				return tool.Result{Content: fmt.Sprintf("%s/%s/%d/%s", c.AgentID, c.TurnID, c.Step, c.CallID)}, nil
 			}})
-		inv, _ := tools.Prepare(tool, `{"path":"/"}`, 0)
-		ctx := tools.WithCall(context.Background(), tools.Call{AgentID: "a1", TurnID: "t1", Step: 2, CallID: "c9"})
+		inv, _ := tools.Prepare(tl, `{"path":"/"}`, 0)
+		ctx := tools.WithCall(context.Background(), tool.Call{AgentID: "a1", TurnID: "t1", Step: 2, CallID: "c9"})
 		res, err := inv.Run(ctx)
 		if err != nil || res.Content != "a1/t1/2/c9" {
 			t.Errorf("Run = %q, %v", res.Content, err)
@@ -282,22 +283,22 @@ func TestRun(t *testing.T) {
 }
 
 func TestActivity(t *testing.T) {
-	both := tools.Must(tools.Def[pathArgs]{
-		Spec:     tools.Spec{Name: "read", Description: "d", ReadOnly: true},
+	both := tool.Must(tool.Def[pathArgs]{
+		Spec:     tool.Spec{Name: "read", Description: "d", ReadOnly: true},
 		Activity: func(p pathArgs) string { return "Reading " + p.Path },
-		CompletedActivity: func(p pathArgs, r tools.Result) string {
+		CompletedActivity: func(p pathArgs, r tool.Result) string {
 			return fmt.Sprintf("Read %s (%d bytes)", p.Path, len(r.Content))
 		},
-		Execute: func(context.Context, pathArgs) (tools.Result, error) { return tools.Result{Content: "hello"}, nil },
+		Execute: func(context.Context, pathArgs) (tool.Result, error) { return tool.Result{Content: "hello"}, nil },
 	})
-	startOnly := tools.Must(tools.Def[pathArgs]{
-		Spec:     tools.Spec{Name: "stat", Description: "d", ReadOnly: true},
+	startOnly := tool.Must(tool.Def[pathArgs]{
+		Spec:     tool.Spec{Name: "stat", Description: "d", ReadOnly: true},
 		Activity: func(p pathArgs) string { return "Checking " + p.Path },
 		Execute:  okExec[pathArgs],
 	})
-	none := tools.Must(tools.Def[pathArgs]{Spec: tools.Spec{Name: "quiet", Description: "d"}, Execute: okExec[pathArgs]})
+	none := tool.Must(tool.Def[pathArgs]{Spec: tool.Spec{Name: "quiet", Description: "d"}, Execute: okExec[pathArgs]})
 	tests := []struct {
-		tool           *tools.Tool
+		tool           *tool.Tool
 		started, ended string
 	}{
 		{both, "Reading /etc/hosts", "Read /etc/hosts (5 bytes)"},

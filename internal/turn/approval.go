@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // DefaultApprovalTimeout is how long a pending step waits for an answer.
@@ -83,7 +83,7 @@ func (p Policy) With(scope protocol.ApprovalScope) Policy {
 
 // Reason says why a call of t waits for approval under p ("destructive",
 // "named" or "all"), or "" when it does not.
-func (p Policy) Reason(t *tools.Tool) string {
+func (p Policy) Reason(t *tool.Tool) string {
 	sp := t.Spec()
 	if sp.Destructive && (p.Destructive || p.All) {
 		return protocol.ApprovalDestructive
@@ -270,7 +270,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 			if err != nil {
 				// A validated value always encodes; should it not, the call
 				// is answered, not held with arguments nobody saw.
-				h.Outcome = errorOutcome(c, tools.Errorf(tools.Internal, "The validated arguments could not be kept for approval: %v", err))
+				h.Outcome = errorOutcome(c, tool.Errorf(tool.Internal, "The validated arguments could not be kept for approval: %v", err))
 				break
 			}
 			h.Valid, h.Repairs, h.Activity, h.Approval = args, p.inv.Repairs, p.inv.Activity, policy.Reason(p.inv.Tool)
@@ -300,7 +300,7 @@ func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
 	v := p.Resolution
 	switch {
 	case v.By == ByTimeout:
-		return errorOutcome(c, tools.Errorf(tools.Rejected, "Not run: %s: nobody approved this call by %s. Ask whether it is still wanted before calling it again.",
+		return errorOutcome(c, tool.Errorf(tool.Rejected, "Not run: %s: nobody approved this call by %s. Ask whether it is still wanted before calling it again.",
 			protocol.ApprovalTimedOut, p.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
 	for _, d := range v.Decisions {
@@ -314,9 +314,9 @@ func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
 		if d.Reason != "" {
 			text = fmt.Sprintf("Not run: the person asked to approve this call refused it: %s", d.Reason)
 		}
-		return errorOutcome(c, tools.Errorf(tools.Rejected, "%s", text))
+		return errorOutcome(c, tool.Errorf(tool.Rejected, "%s", text))
 	}
-	return errorOutcome(c, tools.Errorf(tools.Rejected, "Not run: no decision was recorded for this call."))
+	return errorOutcome(c, tool.Errorf(tool.Rejected, "Not run: no decision was recorded for this call."))
 }
 
 // holdStep stores and announces a step whose calls wait for approval.

@@ -5,17 +5,17 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 type noParams struct{}
 
-func policyTool(ns, name string, destructive, readOnly bool) *tools.Tool {
-	return tools.Must(tools.Def[noParams]{
-		Spec:    tools.Spec{Name: name, Namespace: ns, Description: "t", Destructive: destructive, ReadOnly: readOnly},
-		Execute: func(context.Context, noParams) (tools.Result, error) { return tools.Result{}, nil },
+func policyTool(ns, name string, destructive, readOnly bool) *tool.Tool {
+	return tool.Must(tool.Def[noParams]{
+		Spec:    tool.Spec{Name: name, Namespace: ns, Description: "t", Destructive: destructive, ReadOnly: readOnly},
+		Execute: func(context.Context, noParams) (tool.Result, error) { return tool.Result{}, nil },
 	})
 }
 
@@ -61,7 +61,7 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	p, _ := turn.ParsePolicy("all,github.delete_issue")
-	for tool, want := range map[*tools.Tool]string{rm: "destructive", del: "named", read: "all"} {
+	for tool, want := range map[*tool.Tool]string{rm: "destructive", del: "named", read: "all"} {
 		if got := p.Reason(tool); got != want {
 			t.Errorf("%s: reason %q, want %q", tool.Name(), got, want)
 		}
@@ -123,11 +123,11 @@ func (m *memApprovals) Announce(context.Context, *turn.PendingStep) error {
 // says, and answers a refused call rejected.
 func TestHeldStepRunsTheStoredArguments(t *testing.T) {
 	var got []string
-	echo := func(_ context.Context, p textArgs) (tools.Result, error) {
+	echo := func(_ context.Context, p textArgs) (tool.Result, error) {
 		got = append(got, p.Text)
-		return tools.Result{Content: "ran " + p.Text}, nil
+		return tool.Result{Content: "ran " + p.Text}, nil
 	}
-	r, em, _ := newRunner(t, newTool(t, "write", tools.Sequential, echo), newTool(t, "read", tools.Parallel, echo, readOnly))
+	r, em, _ := newRunner(t, newTool(t, "write", tool.Sequential, echo), newTool(t, "read", tool.Parallel, echo, readOnly))
 	ap := &memApprovals{held: map[int64]*turn.PendingStep{}}
 	r.Approval, r.Approvals = turn.Policy{Names: []string{"write"}}, ap
 	st := step(0, call("c1", "write", `{"text":"model",}`), call("c2", "read", `{"text":"r"}`), call("c3", "write", `{"text":"other"}`), call("c4", "nope", `{}`))
@@ -144,7 +144,7 @@ func TestHeldStepRunsTheStoredArguments(t *testing.T) {
 	if ev := p.Event(); len(ev.Approvals) != 2 || string(ev.Approvals[0].Arguments) != `{"text":"model"}` || ev.Approvals[0].Activity != "Running write" {
 		t.Fatalf("step.pending %+v", ev)
 	}
-	if p.Calls[3].Outcome == nil || p.Calls[3].Outcome.Err.Kind != tools.UnknownTool {
+	if p.Calls[3].Outcome == nil || p.Calls[3].Outcome.Err.Kind != tool.UnknownTool {
 		t.Errorf("the unknown tool's call is not answered in the record: %+v", p.Calls[3])
 	}
 	// What was shown is what runs: the stored value, not the model's text.
@@ -159,10 +159,10 @@ func TestHeldStepRunsTheStoredArguments(t *testing.T) {
 	if o := em.output("c1"); o == nil || o.Status != "ok" || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
 		t.Errorf("c1 %+v", o)
 	}
-	if o := em.output("c3"); o == nil || o.Error == nil || o.Error.Kind != tools.Rejected {
+	if o := em.output("c3"); o == nil || o.Error == nil || o.Error.Kind != tool.Rejected {
 		t.Errorf("c3 %+v", o)
 	}
-	if o := em.output("c4"); o == nil || o.Error == nil || o.Error.Kind != tools.UnknownTool {
+	if o := em.output("c4"); o == nil || o.Error == nil || o.Error.Kind != tool.UnknownTool {
 		t.Errorf("c4 %+v", o)
 	}
 	if len(em.done) != 1 || len(em.done[0].Items) != 4 || em.done[0].EndTurn {
@@ -188,7 +188,7 @@ func decideAll(ap *memApprovals, n int64) *turn.PendingStep {
 // does, so that a step.done too large for one event replaces each medium
 // by what its own note says.
 func TestApprovedMediaKeepTheirNotesInStepDone(t *testing.T) {
-	shot := mediaTool(t, "shot", "A screenshot.", tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 2, 2, false), Source: "shots/a.png in your home"})
+	shot := mediaTool(t, "shot", "A screenshot.", tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 2, 2, false), Source: "shots/a.png in your home"})
 	r, em, _ := newRunner(t, shot)
 	if err := r.Run(context.Background(), step(0, call("c1", "shot", `{"text":"x"}`))); err != nil {
 		t.Fatal(err)
@@ -216,9 +216,9 @@ func TestApprovedMediaKeepTheirNotesInStepDone(t *testing.T) {
 // approved call into not_loaded.
 func TestApprovedDeferredCallRunsAfterItsLoadExpired(t *testing.T) {
 	var ran int
-	mail := newTool(t, "mail", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+	mail := newTool(t, "mail", tool.Sequential, func(context.Context, textArgs) (tool.Result, error) {
 		ran++
-		return tools.Result{Content: "sent"}, nil
+		return tool.Result{Content: "sent"}, nil
 	}, deferred, describe("Send an email."))
 	r, em, st := newRunner(t, mail)
 	ap := &memApprovals{held: map[int64]*turn.PendingStep{}}

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // BenchmarkDispatchParallel8 is the dispatcher's own cost: one step of
 // eight parallel calls of a no-op tool, no journal, no observer.
 func BenchmarkDispatchParallel8(b *testing.B) {
-	noop := newTool(b, "noop", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-		return tools.Result{Content: "ok"}, nil
+	noop := newTool(b, "noop", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(b, noop)
 	calls := make([]protocol.Call, 8)

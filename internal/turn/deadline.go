@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // errCallTimeout is the cause of a call's context when its time ran out.
@@ -129,7 +129,7 @@ func (p *pending) watchdog() {
 	}
 	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
 		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.ctx))
-	p.finish(tools.Result{}, p.ctx.Err())
+	p.finish(tool.Result{}, p.ctx.Err())
 }
 
 // callContext is a call's context: cancelled by the call's own timer or
@@ -137,7 +137,7 @@ func (p *pending) watchdog() {
 // timeout would (so tools can pass it on to HTTP clients and MCP
 // sessions), and carrying the call's identity.
 type callContext struct {
-	tools.CallContext
+	tool.CallContext
 	deadline time.Time
 }
 
@@ -152,16 +152,16 @@ func (c *callContext) Err() error {
 
 // classify decides the error kind of a failed run: the clock and the
 // turn's abort take precedence over whatever the tool said about them.
-func classify(err error, callCtx, turnCtx context.Context, timeout time.Duration) *tools.Error {
+func classify(err error, callCtx, turnCtx context.Context, timeout time.Duration) *tool.Error {
 	if context.Cause(callCtx) == errCallTimeout && turnCtx.Err() == nil {
-		return tools.Errorf(tools.Timeout, "The call did not finish within %s and was stopped.", timeout)
+		return tool.Errorf(tool.Timeout, "The call did not finish within %s and was stopped.", timeout)
 	}
 	if turnCtx.Err() != nil {
-		return tools.Errorf(tools.Aborted, "The call was aborted: %v.", context.Cause(turnCtx))
+		return tool.Errorf(tool.Aborted, "The call was aborted: %v.", context.Cause(turnCtx))
 	}
-	var te *tools.Error
+	var te *tool.Error
 	if errors.As(err, &te) {
 		return te
 	}
-	return &tools.Error{Kind: tools.ToolError, Message: err.Error()}
+	return &tool.Error{Kind: tool.ToolError, Message: err.Error()}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Defaults of a zero Dispatcher.
@@ -37,7 +38,7 @@ type Hooks struct {
 	// answered without running), with its started activity label.
 	Started func(ref CallRef, c protocol.Call, label string)
 	// Progress, when set, gives running calls a progress reporter
-	// (tools.ReportProgress) and publishes their reports: called on a
+	// (tool.ReportProgress) and publishes their reports: called on a
 	// timer's goroutine, never the tool's, at most once per
 	// ProgressInterval per call, and never after the call's Ended began.
 	// It may block (a slow connection) without slowing the tool, whose
@@ -165,7 +166,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 		if endedBy != nil {
 			for _, p := range group {
 				if p.outcome == nil {
-					p.outcome = errorOutcome(p.call, tools.Errorf(tools.Aborted,
+					p.outcome = errorOutcome(p.call, tool.Errorf(tool.Aborted,
 						"Not run: call %s (%s) ended the turn before this call started.", endedBy.CallID, endedBy.Name))
 				}
 				d.ended(ctx, p)
@@ -219,7 +220,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
-		p.outcome = errorOutcome(c, tools.Errorf(tools.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
+		p.outcome = errorOutcome(c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
 		return p
 	}
 	sp := t.Spec()
@@ -227,7 +228,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	// loaded set may have left TURN_STATE with its TTL while a person
 	// decided.
 	if sp.DeferLoading && held == nil && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
-		p.outcome = errorOutcome(c, tools.Errorf(tools.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
+		p.outcome = errorOutcome(c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
 		return p
 	}
 	var vspan trace.Span
@@ -235,9 +236,9 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
 	inv, err := tools.Prepare(t, c.Arguments, d.Repair.Limit)
-	var te *tools.Error
+	var te *tool.Error
 	if err != nil && !errors.As(err, &te) {
-		te = &tools.Error{Kind: tools.InvalidArguments, Message: err.Error()}
+		te = &tool.Error{Kind: tool.InvalidArguments, Message: err.Error()}
 	}
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
@@ -264,7 +265,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	if held != nil {
 		inv.Repairs = held.Repairs
 	}
-	p.parallel = sp.ExecutionMode == tools.Parallel
+	p.parallel = sp.ExecutionMode == tool.Parallel
 	p.timeout = sp.Timeout
 	if p.timeout == 0 {
 		p.timeout = d.Timeout
@@ -336,7 +337,7 @@ func (p *pending) run() {
 // notRun is the outcome of a call the turn's abort (cause) kept from
 // running.
 func notRun(c protocol.Call, cause error) *Outcome {
-	return errorOutcome(c, tools.Errorf(tools.Aborted, "Not run: %v.", cause))
+	return errorOutcome(c, tool.Errorf(tool.Aborted, "Not run: %v.", cause))
 }
 
 // abandoned reports whether ctx ended for a reason other than the turn's
@@ -383,7 +384,7 @@ func (p *pending) invoke() {
 	p.cancel = cancel
 	p.began = time.Now()
 	p.ctx.Context = ctx
-	p.ctx.Call = tools.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
+	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
@@ -406,7 +407,7 @@ func (p *pending) invoke() {
 
 // finish stores and reports the outcome of a call that ran, and releases
 // its place in its group.
-func (p *pending) finish(res tools.Result, err error) {
+func (p *pending) finish(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)

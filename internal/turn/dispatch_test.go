@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Consecutive parallel calls run at once: each waits at a barrier until
@@ -20,9 +20,9 @@ import (
 func TestParallelCallsRunConcurrently(t *testing.T) {
 	b := newBarrier(3)
 	set := mustSet(t,
-		newTool(t, "p1", tools.Parallel, atBarrier(b, "one")),
-		newTool(t, "p2", tools.Parallel, atBarrier(b, "two"), readOnly),
-		newTool(t, "p3", tools.Parallel, atBarrier(b, "three"), readOnly),
+		newTool(t, "p1", tool.Parallel, atBarrier(b, "one")),
+		newTool(t, "p2", tool.Parallel, atBarrier(b, "two"), readOnly),
+		newTool(t, "p3", tool.Parallel, atBarrier(b, "three"), readOnly),
 	)
 	d := &turn.Dispatcher{}
 	res := dispatch(t, context.Background(), d, set, input(call("c1", "p1", `{}`), call("c2", "p2", `{}`), call("c3", "p3", `{}`)))
@@ -38,12 +38,12 @@ func TestParallelCallsRunConcurrently(t *testing.T) {
 func TestParallelGroupSpansCallsThatRunNothing(t *testing.T) {
 	b := newBarrier(2)
 	set := mustSet(t,
-		newTool(t, "p1", tools.Parallel, atBarrier(b, "one")),
-		newTool(t, "p2", tools.Parallel, atBarrier(b, "two")),
+		newTool(t, "p1", tool.Parallel, atBarrier(b, "one")),
+		newTool(t, "p2", tool.Parallel, atBarrier(b, "two")),
 	)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c1", "p1", `{}`), call("c2", "nope", `{}`), call("c3", "p2", `{"text":7}`), call("c4", "p2", `{}`)))
-	want := []tools.Kind{"", tools.UnknownTool, tools.InvalidArguments, ""}
+	want := []tool.Kind{"", tool.UnknownTool, tool.InvalidArguments, ""}
 	for i, o := range res.Outcomes {
 		if kind(o) != want[i] {
 			t.Errorf("call %s: kind %q (%v), want %q", o.CallID, kind(o), o.Err, want[i])
@@ -55,7 +55,7 @@ func TestMaxParallelBoundsAGroup(t *testing.T) {
 	var inflight, peak atomic.Int32
 	started := make(chan struct{}, 4)
 	release := make(chan struct{})
-	body := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	body := func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		n := inflight.Add(1)
 		for {
 			p := peak.Load()
@@ -67,12 +67,12 @@ func TestMaxParallelBoundsAGroup(t *testing.T) {
 		defer inflight.Add(-1)
 		select {
 		case <-release:
-			return tools.Result{Content: "ok"}, nil
+			return tool.Result{Content: "ok"}, nil
 		case <-ctx.Done():
-			return tools.Result{}, ctx.Err()
+			return tool.Result{}, ctx.Err()
 		}
 	}
-	set := mustSet(t, newTool(t, "p", tools.Parallel, body))
+	set := mustSet(t, newTool(t, "p", tool.Parallel, body))
 	d := &turn.Dispatcher{MaxParallel: 2}
 	done := make(chan *turn.StepResult, 1)
 	in := input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``), call("c4", "p", ``))
@@ -103,12 +103,12 @@ func TestSequentialCallRunsAlone(t *testing.T) {
 	var log eventLog
 	before, after := newBarrier(2), newBarrier(2)
 	set := mustSet(t,
-		newTool(t, "before", tools.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tools.Result, error) {
-			return tools.Result{}, before.wait(ctx)
+		newTool(t, "before", tool.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+			return tool.Result{}, before.wait(ctx)
 		})),
-		newTool(t, "seq", tools.Sequential, logged(&log, reply("seq"))),
-		newTool(t, "after", tools.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tools.Result, error) {
-			return tools.Result{}, after.wait(ctx)
+		newTool(t, "seq", tool.Sequential, logged(&log, reply("seq"))),
+		newTool(t, "after", tool.Parallel, logged(&log, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+			return tool.Result{}, after.wait(ctx)
 		})),
 	)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(
@@ -152,19 +152,19 @@ func TestOutcomesInCallOrder(t *testing.T) {
 	var log eventLog
 	ended := map[string]chan struct{}{"c1": make(chan struct{}), "c2": make(chan struct{}), "c3": make(chan struct{})}
 	next := map[string]string{"c1": "c2", "c2": "c3"}
-	body := func(ctx context.Context, _ textArgs) (tools.Result, error) {
-		c, _ := tools.CallFrom(ctx)
+	body := func(ctx context.Context, _ textArgs) (tool.Result, error) {
+		c, _ := tool.CallFrom(ctx)
 		defer close(ended[c.CallID])
 		if n, ok := next[c.CallID]; ok {
 			select {
 			case <-ended[n]:
 			case <-time.After(waitLimit):
-				return tools.Result{}, errors.New("the later call never ended")
+				return tool.Result{}, errors.New("the later call never ended")
 			}
 		}
-		return tools.Result{Content: "out " + c.CallID}, nil
+		return tool.Result{Content: "out " + c.CallID}, nil
 	}
-	set := mustSet(t, newTool(t, "p", tools.Parallel, logged(&log, body)))
+	set := mustSet(t, newTool(t, "p", tool.Parallel, logged(&log, body)))
 	obs := newRecorder()
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		observe(obs, input(call("c1", "p", ``), call("c2", "p", ``), call("c3", "p", ``))))
@@ -186,14 +186,14 @@ func TestOutcomesInCallOrder(t *testing.T) {
 
 func TestCallsThatCannotRun(t *testing.T) {
 	var runs atomic.Int32
-	count := func(ctx context.Context, p textArgs) (tools.Result, error) {
+	count := func(ctx context.Context, p textArgs) (tool.Result, error) {
 		runs.Add(1)
-		return tools.Result{Content: "ran " + p.Text}, nil
+		return tool.Result{Content: "ran " + p.Text}, nil
 	}
 	set := mustSet(t,
-		newTool(t, "echo", tools.Parallel, count),
-		newTool(t, "lazy", tools.Parallel, count, deferred),
-		newTool(t, "issues", tools.Parallel, count, deferred, inNamespace("github", "GitHub.")),
+		newTool(t, "echo", tool.Parallel, count),
+		newTool(t, "lazy", tool.Parallel, count, deferred),
+		newTool(t, "issues", tool.Parallel, count, deferred, inNamespace("github", "GitHub.")),
 	)
 	in := input(
 		call("c1", "missing", `{}`),
@@ -206,15 +206,15 @@ func TestCallsThatCannotRun(t *testing.T) {
 	)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, in)
 	want := []struct {
-		kind tools.Kind
+		kind tool.Kind
 		text string
 	}{
-		{tools.UnknownTool, "There is no tool missing"},
-		{tools.InvalidArguments, "- /text: "},
-		{tools.NotLoaded, "The tool lazy is deferred"},
-		{tools.NotLoaded, "The tool github.issues is deferred"},
-		{tools.UnknownTool, "There is no tool issues"},
-		{tools.UnknownTool, "There is no tool other.echo"},
+		{tool.UnknownTool, "There is no tool missing"},
+		{tool.InvalidArguments, "- /text: "},
+		{tool.NotLoaded, "The tool lazy is deferred"},
+		{tool.NotLoaded, "The tool github.issues is deferred"},
+		{tool.UnknownTool, "There is no tool issues"},
+		{tool.UnknownTool, "There is no tool other.echo"},
 		{"", "ran fine"},
 	}
 	for i, o := range res.Outcomes {
@@ -241,7 +241,7 @@ func TestCallsThatCannotRun(t *testing.T) {
 }
 
 func TestRepairsReported(t *testing.T) {
-	set := mustSet(t, newTool(t, "echo", tools.Parallel, reply("ok")))
+	set := mustSet(t, newTool(t, "echo", tool.Parallel, reply("ok")))
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c1", "echo", "```json\n{\"text\":\"a\"}\n```"), call("c2", "echo", `{"text":"a"}`)))
 	if got := res.Outcomes[0].Repairs; !slices.Equal(got, []string{"strip_fences"}) {
@@ -254,35 +254,35 @@ func TestRepairsReported(t *testing.T) {
 	// A refusal names the rungs that ran before it, too.
 	res = dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c3", "echo", "```json\n{'text': 'a',\n```"), call("c4", "echo", `{"text": 3,}`)))
-	if o := res.Outcomes[0]; kind(o) != tools.InvalidArguments || !slices.Equal(o.Repairs, []string{"strip_fences", "single_quotes"}) {
+	if o := res.Outcomes[0]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs, []string{"strip_fences", "single_quotes"}) {
 		t.Errorf("cut-off refusal: %v, repairs %v", o.Err, o.Repairs)
 	}
-	if o := res.Outcomes[1]; kind(o) != tools.InvalidArguments || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
+	if o := res.Outcomes[1]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
 		t.Errorf("schema refusal: %v, repairs %v", o.Err, o.Repairs)
 	}
 }
 
 func TestTimeout(t *testing.T) {
-	honest := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	honest := func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		<-ctx.Done()
-		return tools.Result{}, ctx.Err()
+		return tool.Result{}, ctx.Err()
 	}
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
-	deaf := func(context.Context, textArgs) (tools.Result, error) {
+	deaf := func(context.Context, textArgs) (tool.Result, error) {
 		<-stuck // ignores its context
-		return tools.Result{Content: "too late"}, nil
+		return tool.Result{Content: "too late"}, nil
 	}
-	lying := func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	lying := func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		<-ctx.Done()
-		return tools.Result{}, errors.New("connection reset")
+		return tool.Result{}, errors.New("connection reset")
 	}
 	set := mustSet(t,
-		newTool(t, "honest", tools.Parallel, honest, withTimeout(50*time.Millisecond)),
-		newTool(t, "deaf", tools.Parallel, deaf, withTimeout(50*time.Millisecond)),
-		newTool(t, "lying", tools.Parallel, lying, withTimeout(50*time.Millisecond)),
-		newTool(t, "dflt", tools.Parallel, honest), // the dispatcher's default
-		newTool(t, "quick", tools.Parallel, reply("quick")),
+		newTool(t, "honest", tool.Parallel, honest, withTimeout(50*time.Millisecond)),
+		newTool(t, "deaf", tool.Parallel, deaf, withTimeout(50*time.Millisecond)),
+		newTool(t, "lying", tool.Parallel, lying, withTimeout(50*time.Millisecond)),
+		newTool(t, "dflt", tool.Parallel, honest), // the dispatcher's default
+		newTool(t, "quick", tool.Parallel, reply("quick")),
 	)
 	obs := newRecorder()
 	d := &turn.Dispatcher{Timeout: 80 * time.Millisecond}
@@ -290,7 +290,7 @@ func TestTimeout(t *testing.T) {
 		call("c1", "honest", ``), call("c2", "deaf", ``), call("c3", "lying", ``), call("c4", "dflt", ``), call("c5", "quick", ``))))
 	for i, limit := range []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, 80 * time.Millisecond} {
 		o := res.Outcomes[i]
-		if kind(o) != tools.Timeout || !strings.Contains(o.Err.Message, limit.String()) {
+		if kind(o) != tool.Timeout || !strings.Contains(o.Err.Message, limit.String()) {
 			t.Errorf("call %s: %v, want a timeout after %s", o.CallID, o.Err, limit)
 		}
 		// The step's one timer serves every deadline: none ends early.
@@ -315,14 +315,14 @@ func TestTimeout(t *testing.T) {
 // A tool that honours its context and returns what it had when stopped
 // gets that partial output to the model with the timeout.
 func TestTimeoutKeepsPartialOutput(t *testing.T) {
-	set := mustSet(t, newTool(t, "tail", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	set := mustSet(t, newTool(t, "tail", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		<-ctx.Done()
-		return tools.Result{Content: "line 1\nline 2", Details: map[string]int{"lines": 2}}, ctx.Err()
+		return tool.Result{Content: "line 1\nline 2", Details: map[string]int{"lines": 2}}, ctx.Err()
 	}, withTimeout(50*time.Millisecond)))
 	for range 20 {
 		res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("c1", "tail", ``)))
 		o := res.Outcomes[0]
-		if kind(o) != tools.Timeout || output(t, o) != "Error (timeout): The call did not finish within 50ms and was stopped.\nline 1\nline 2" || o.Details == nil {
+		if kind(o) != tool.Timeout || output(t, o) != "Error (timeout): The call did not finish within 50ms and was stopped.\nline 1\nline 2" || o.Details == nil {
 			t.Fatalf("outcome %v, output %q, details %v", o.Err, output(t, o), o.Details)
 		}
 	}
@@ -330,27 +330,27 @@ func TestTimeoutKeepsPartialOutput(t *testing.T) {
 
 func TestPanicIsToolError(t *testing.T) {
 	set := mustSet(t,
-		newTool(t, "boom", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) { panic("kaboom") }),
-		newTool(t, "fail", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-			return tools.Result{Content: "partial output"}, errors.New("exit status 2")
+		newTool(t, "boom", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) { panic("kaboom") }),
+		newTool(t, "fail", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+			return tool.Result{Content: "partial output"}, errors.New("exit status 2")
 		}),
-		newTool(t, "coded", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-			return tools.Result{}, tools.Errorf(tools.InvalidArguments, "no such branch")
+		newTool(t, "coded", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+			return tool.Result{}, tool.Errorf(tool.InvalidArguments, "no such branch")
 		}),
-		newTool(t, "fine", tools.Sequential, reply("fine")),
+		newTool(t, "fine", tool.Sequential, reply("fine")),
 	)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c1", "boom", ``), call("c2", "fail", ``), call("c3", "coded", ``), call("c4", "fine", ``)))
-	if o := res.Outcomes[0]; kind(o) != tools.ToolError || !strings.Contains(output(t, o), "kaboom") {
+	if o := res.Outcomes[0]; kind(o) != tool.ToolError || !strings.Contains(output(t, o), "kaboom") {
 		t.Errorf("panic: %v / %q", o.Err, output(t, o))
 	}
 	if d, _ := res.Outcomes[0].Details.(map[string]string); d["stack"] == "" {
 		t.Errorf("panic details %v, want the stack", res.Outcomes[0].Details)
 	}
-	if o := res.Outcomes[1]; kind(o) != tools.ToolError || output(t, o) != "Error (tool_error): exit status 2\npartial output" {
+	if o := res.Outcomes[1]; kind(o) != tool.ToolError || output(t, o) != "Error (tool_error): exit status 2\npartial output" {
 		t.Errorf("error: %v / %q", o.Err, output(t, o))
 	}
-	if o := res.Outcomes[2]; kind(o) != tools.InvalidArguments {
+	if o := res.Outcomes[2]; kind(o) != tool.InvalidArguments {
 		t.Errorf("coded error: %v", o.Err)
 	}
 	if o := res.Outcomes[3]; o.Err != nil || output(t, o) != "fine" {
@@ -359,8 +359,8 @@ func TestPanicIsToolError(t *testing.T) {
 }
 
 func TestActivityLabels(t *testing.T) {
-	set := mustSet(t, newTool(t, "echo", tools.Parallel, reply("x")),
-		newTool(t, "bad", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) { return tools.Result{}, errors.New("no") }))
+	set := mustSet(t, newTool(t, "echo", tool.Parallel, reply("x")),
+		newTool(t, "bad", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) { return tool.Result{}, errors.New("no") }))
 	obs := newRecorder()
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(call("c1", "echo", ``), call("c2", "bad", ``), call("c3", "nope", ``))))
 	if obs.labels["c1"] != "Running echo" || res.Outcomes[0].Activity != "Running echo" || res.Outcomes[1].Activity != "Running bad" {
@@ -380,25 +380,25 @@ func TestEndTurnLetsItsParallelGroupFinishAndAbortsLaterGroups(t *testing.T) {
 	decided := make(chan struct{})
 	var laterRuns atomic.Int32
 	set := mustSet(t,
-		newTool(t, "finish", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "finish", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
 			close(decided)
-			return tools.Result{Content: "done", EndTurn: true, CompleteActorEvent: true}, nil
+			return tool.Result{Content: "done", EndTurn: true, CompleteActorEvent: true}, nil
 		}),
-		newTool(t, "slow", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		newTool(t, "slow", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 			select { // still running after finish decided to end the turn
 			case <-decided:
-				return tools.Result{Content: "slow done"}, nil
+				return tool.Result{Content: "slow done"}, nil
 			case <-ctx.Done():
-				return tools.Result{}, ctx.Err()
+				return tool.Result{}, ctx.Err()
 			}
 		}),
-		newTool(t, "later", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "later", tool.Sequential, func(context.Context, textArgs) (tool.Result, error) {
 			laterRuns.Add(1)
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		}),
-		newTool(t, "laterp", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "laterp", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
 			laterRuns.Add(1)
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		}),
 	)
 	obs := newRecorder()
@@ -411,11 +411,11 @@ func TestEndTurnLetsItsParallelGroupFinishAndAbortsLaterGroups(t *testing.T) {
 		t.Errorf("the ending call: %+v", o)
 	}
 	for _, o := range res.Outcomes[2:4] {
-		if kind(o) != tools.Aborted || !strings.Contains(output(t, o), "call c2 (finish) ended the turn") {
+		if kind(o) != tool.Aborted || !strings.Contains(output(t, o), "call c2 (finish) ended the turn") {
 			t.Errorf("call %s after the end: %v %q", o.CallID, o.Err, output(t, o))
 		}
 	}
-	if kind(res.Outcomes[4]) != tools.UnknownTool {
+	if kind(res.Outcomes[4]) != tool.UnknownTool {
 		t.Errorf("an unknown tool keeps its own outcome: %v", res.Outcomes[4].Err)
 	}
 	if laterRuns.Load() != 0 {
@@ -431,14 +431,14 @@ func TestEndTurnLetsItsParallelGroupFinishAndAbortsLaterGroups(t *testing.T) {
 
 func TestEndTurnFromASequentialCall(t *testing.T) {
 	set := mustSet(t,
-		newTool(t, "finish", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
-			return tools.Result{EndTurn: true}, nil
+		newTool(t, "finish", tool.Sequential, func(context.Context, textArgs) (tool.Result, error) {
+			return tool.Result{EndTurn: true}, nil
 		}),
-		newTool(t, "p", tools.Parallel, reply("p")),
+		newTool(t, "p", tool.Parallel, reply("p")),
 	)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("c1", "p", ``), call("c2", "finish", ``), call("c3", "p", ``)))
-	got := []tools.Kind{kind(res.Outcomes[0]), kind(res.Outcomes[1]), kind(res.Outcomes[2])}
-	if !slices.Equal(got, []tools.Kind{"", "", tools.Aborted}) || !res.EndTurn {
+	got := []tool.Kind{kind(res.Outcomes[0]), kind(res.Outcomes[1]), kind(res.Outcomes[2])}
+	if !slices.Equal(got, []tool.Kind{"", "", tool.Aborted}) || !res.EndTurn {
 		t.Errorf("kinds %v, EndTurn %v", got, res.EndTurn)
 	}
 }
@@ -449,19 +449,19 @@ func TestTurnAbort(t *testing.T) {
 	started := make(chan struct{})
 	var laterRuns atomic.Int32
 	set := mustSet(t,
-		newTool(t, "first", tools.Parallel, reply("first")),
-		newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		newTool(t, "first", tool.Parallel, reply("first")),
+		newTool(t, "block", tool.Sequential, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 			close(started)
 			<-ctx.Done()
-			return tools.Result{}, context.Cause(ctx)
+			return tool.Result{}, context.Cause(ctx)
 		}),
-		newTool(t, "later", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "later", tool.Sequential, func(context.Context, textArgs) (tool.Result, error) {
 			laterRuns.Add(1)
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		}),
-		newTool(t, "laterp", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "laterp", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
 			laterRuns.Add(1)
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		}, deferred),
 	)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -477,7 +477,7 @@ func TestTurnAbort(t *testing.T) {
 	in := input(call("c1", "first", ``), call("c2", "block", ``), call("c3", "later", ``), call("c4", "laterp", ``), searchCall("c5", `{"query":"later"}`))
 	in.Loaded = map[string]bool{"laterp": true}
 	res := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, set, observe(obs, in))
-	want := []tools.Kind{"", tools.Aborted, tools.Aborted, tools.Aborted, tools.Aborted}
+	want := []tool.Kind{"", tool.Aborted, tool.Aborted, tool.Aborted, tool.Aborted}
 	for i, o := range res.Outcomes {
 		if kind(o) != want[i] {
 			t.Errorf("call %s: kind %q (%v), want %q", o.CallID, kind(o), o.Err, want[i])
@@ -513,13 +513,13 @@ func TestTurnAbort(t *testing.T) {
 func TestAbandonedStep(t *testing.T) {
 	started := make(chan struct{})
 	set := mustSet(t,
-		newTool(t, "first", tools.Sequential, reply("first")),
-		newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		newTool(t, "first", tool.Sequential, reply("first")),
+		newTool(t, "block", tool.Sequential, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 			close(started)
 			<-ctx.Done()
-			return tools.Result{}, context.Cause(ctx)
+			return tool.Result{}, context.Cause(ctx)
 		}),
-		newTool(t, "later", tools.Parallel, reply("later")),
+		newTool(t, "later", tool.Parallel, reply("later")),
 	)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -545,7 +545,7 @@ func TestAbandonedStep(t *testing.T) {
 	if got := j.storedIDs(); !slices.Equal(got, []string{"c1"}) {
 		t.Errorf("journal stored %v, want only c1", got)
 	}
-	if kind(res.Outcomes[0]) != "" || kind(res.Outcomes[1]) != tools.Aborted || kind(res.Outcomes[2]) != tools.Aborted {
+	if kind(res.Outcomes[0]) != "" || kind(res.Outcomes[1]) != tool.Aborted || kind(res.Outcomes[2]) != tool.Aborted {
 		t.Errorf("kinds %q %q %q", kind(res.Outcomes[0]), kind(res.Outcomes[1]), kind(res.Outcomes[2]))
 	}
 }
@@ -554,9 +554,9 @@ func TestJournal(t *testing.T) {
 	var runs sync.Map // tool name → *atomic.Int32
 	counted := func(name string) execFunc {
 		n, _ := runs.LoadOrStore(name, new(atomic.Int32))
-		return func(context.Context, textArgs) (tools.Result, error) {
+		return func(context.Context, textArgs) (tool.Result, error) {
 			n.(*atomic.Int32).Add(1)
-			return tools.Result{Content: "fresh " + name}, nil
+			return tool.Result{Content: "fresh " + name}, nil
 		}
 	}
 	runsOf := func(name string) int32 {
@@ -564,8 +564,8 @@ func TestJournal(t *testing.T) {
 		return n.(*atomic.Int32).Load()
 	}
 	set := mustSet(t,
-		newTool(t, "write", tools.Sequential, counted("write")),
-		newTool(t, "read", tools.Parallel, counted("read"), readOnly),
+		newTool(t, "write", tool.Sequential, counted("write")),
+		newTool(t, "read", tool.Parallel, counted("read"), readOnly),
 	)
 
 	t.Run("stored outcome replayed without running", func(t *testing.T) {
@@ -581,7 +581,7 @@ func TestJournal(t *testing.T) {
 			t.Error("the stored call ran again")
 		}
 		// The replayed outcome keeps its meaning: it ended the turn.
-		if kind(res.Outcomes[1]) != tools.Aborted || !res.EndTurn {
+		if kind(res.Outcomes[1]) != tool.Aborted || !res.EndTurn {
 			t.Errorf("after a replayed end of turn: %v, EndTurn %v", res.Outcomes[1].Err, res.EndTurn)
 		}
 		if len(obs.started) != 0 || len(obs.ended) != 2 {
@@ -593,7 +593,7 @@ func TestJournal(t *testing.T) {
 		j.claimed["c1"] = true
 		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
 		o := res.Outcomes[0]
-		if kind(o) != tools.Interrupted || !strings.Contains(output(t, o), "not run again") {
+		if kind(o) != tool.Interrupted || !strings.Contains(output(t, o), "not run again") {
 			t.Errorf("outcome %v %q, want interrupted", o.Err, output(t, o))
 		}
 		if runsOf("write") != 0 {
@@ -601,7 +601,7 @@ func TestJournal(t *testing.T) {
 		}
 		// Stored, so the next redelivery replays the same answer.
 		res = dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
-		if o := res.Outcomes[0]; !o.Replayed || kind(o) != tools.Interrupted {
+		if o := res.Outcomes[0]; !o.Replayed || kind(o) != tool.Interrupted {
 			t.Errorf("second redelivery: %+v", o)
 		}
 	})
@@ -632,7 +632,7 @@ func TestJournal(t *testing.T) {
 		j.failing = errors.New("kv unavailable")
 		before := runsOf("write")
 		res := dispatch(t, context.Background(), &turn.Dispatcher{Journal: j}, set, input(call("c1", "write", ``)))
-		if o := res.Outcomes[0]; kind(o) != tools.Internal || !strings.Contains(o.Err.Message, "kv unavailable") {
+		if o := res.Outcomes[0]; kind(o) != tool.Internal || !strings.Contains(o.Err.Message, "kv unavailable") {
 			t.Errorf("outcome %v", o.Err)
 		}
 		if runsOf("write") != before {
@@ -642,13 +642,13 @@ func TestJournal(t *testing.T) {
 }
 
 func TestCallIdentityReachesTheTool(t *testing.T) {
-	var got tools.Call
-	set := mustSet(t, newTool(t, "who", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
-		got, _ = tools.CallFrom(ctx)
-		return tools.Result{}, nil
+	var got tool.Call
+	set := mustSet(t, newTool(t, "who", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+		got, _ = tool.CallFrom(ctx)
+		return tool.Result{}, nil
 	}))
 	dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(call("call-9", "who", ``)))
-	if want := (tools.Call{AgentID: "a1", TurnID: "t1", Step: 3, CallID: "call-9"}); got != want {
+	if want := (tool.Call{AgentID: "a1", TurnID: "t1", Step: 3, CallID: "call-9"}); got != want {
 		t.Errorf("CallFrom = %+v, want %+v", got, want)
 	}
 }
@@ -661,7 +661,7 @@ func TestEmptyStep(t *testing.T) {
 }
 
 func TestOutcomeStatus(t *testing.T) {
-	if (&turn.Outcome{}).Status() != protocol.StatusOK || (&turn.Outcome{Err: &tools.Error{Kind: tools.Timeout}}).Status() != protocol.StatusError {
+	if (&turn.Outcome{}).Status() != protocol.StatusOK || (&turn.Outcome{Err: &tool.Error{Kind: tool.Timeout}}).Status() != protocol.StatusError {
 		t.Error("Status does not follow Err")
 	}
 }
@@ -683,9 +683,9 @@ func (j *slowJournal) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcom
 // is stored for a redelivery.
 func TestCancelDuringClaim(t *testing.T) {
 	var ran atomic.Bool
-	set := mustSet(t, newTool(t, "act", tools.Sequential, func(context.Context, textArgs) (tools.Result, error) {
+	set := mustSet(t, newTool(t, "act", tool.Sequential, func(context.Context, textArgs) (tool.Result, error) {
 		ran.Store(true)
-		return tools.Result{Content: "did it"}, nil
+		return tool.Result{Content: "did it"}, nil
 	}))
 	j := &slowJournal{memJournal: newJournal(), claiming: make(chan struct{}), release: make(chan struct{})}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -695,7 +695,7 @@ func TestCancelDuringClaim(t *testing.T) {
 		close(j.release)
 	}()
 	o := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, set, input(call("c1", "act", ``))).Outcomes[0]
-	if ran.Load() || kind(o) != tools.Aborted {
+	if ran.Load() || kind(o) != tool.Aborted {
 		t.Fatalf("tool ran: %v; outcome %v, want aborted and not run", ran.Load(), o.Err)
 	}
 	if ids := j.storedIDs(); !slices.Equal(ids, []string{"c1"}) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // TestGoroutines: calls run on kept goroutines, at most keep of them
@@ -14,11 +14,11 @@ import (
 func TestGoroutines(t *testing.T) {
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
-	deaf := newTool(t, "deaf", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+	deaf := newTool(t, "deaf", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
 		<-stuck // ignores its context
-		return tools.Result{}, nil
+		return tool.Result{}, nil
 	}, withTimeout(20*time.Millisecond))
-	quick := newTool(t, "quick", tools.Parallel, reply("ok"))
+	quick := newTool(t, "quick", tool.Parallel, reply("ok"))
 	pool := turn.NewGoroutines(2)
 	d := &turn.Dispatcher{Goroutines: pool}
 	// settled waits until the pool has live goroutines, idle of them:
@@ -36,7 +36,7 @@ func TestGoroutines(t *testing.T) {
 	for range 3 {
 		// The five wait for each other, so they run at once, on five
 		// goroutines.
-		set := mustSet(t, newTool(t, "together", tools.Parallel, atBarrier(newBarrier(5), "ok")))
+		set := mustSet(t, newTool(t, "together", tool.Parallel, atBarrier(newBarrier(5), "ok")))
 		for _, o := range dispatch(t, context.Background(), d, set, five).Outcomes {
 			if o.Err != nil || output(t, o) != "ok" {
 				t.Fatalf("call %s: %v", o.CallID, o.Err)
@@ -49,7 +49,7 @@ func TestGoroutines(t *testing.T) {
 	set := mustSet(t, quick, deaf)
 	res := dispatch(t, context.Background(), d, set, input(call("c1", "deaf", ``), call("c2", "deaf", ``)))
 	for _, o := range res.Outcomes {
-		if kind(o) != tools.Timeout {
+		if kind(o) != tool.Timeout {
 			t.Fatalf("call %s: %v, want a timeout", o.CallID, o.Err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/tool"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -28,16 +28,16 @@ type textArgs struct {
 	Text string `json:"text,omitempty"`
 }
 
-type execFunc func(ctx context.Context, p textArgs) (tools.Result, error)
+type execFunc func(ctx context.Context, p textArgs) (tool.Result, error)
 
 // newTool defines a test tool; opts adjust its spec.
-func newTool(t testing.TB, name string, mode tools.Mode, exec execFunc, opts ...func(*tools.Spec)) *tools.Tool {
+func newTool(t testing.TB, name string, mode tool.Mode, exec execFunc, opts ...func(*tool.Spec)) *tool.Tool {
 	t.Helper()
-	s := tools.Spec{Name: name, Description: "Test tool " + name + ".", ExecutionMode: mode}
+	s := tool.Spec{Name: name, Description: "Test tool " + name + ".", ExecutionMode: mode}
 	for _, o := range opts {
 		o(&s)
 	}
-	tool, err := tools.New(tools.Def[textArgs]{
+	tool, err := tool.New(tool.Def[textArgs]{
 		Spec:     s,
 		Activity: func(p textArgs) string { return "Running " + name },
 		Execute:  exec,
@@ -48,24 +48,24 @@ func newTool(t testing.TB, name string, mode tools.Mode, exec execFunc, opts ...
 	return tool
 }
 
-func readOnly(s *tools.Spec) { s.ReadOnly = true }
+func readOnly(s *tool.Spec) { s.ReadOnly = true }
 
-func deferred(s *tools.Spec) { s.DeferLoading = true }
+func deferred(s *tool.Spec) { s.DeferLoading = true }
 
-func inNamespace(ns, desc string) func(*tools.Spec) {
-	return func(s *tools.Spec) { s.Namespace, s.NamespaceDescription = ns, desc }
+func inNamespace(ns, desc string) func(*tool.Spec) {
+	return func(s *tool.Spec) { s.Namespace, s.NamespaceDescription = ns, desc }
 }
 
-func withTimeout(d time.Duration) func(*tools.Spec) {
-	return func(s *tools.Spec) { s.Timeout = d }
+func withTimeout(d time.Duration) func(*tool.Spec) {
+	return func(s *tool.Spec) { s.Timeout = d }
 }
 
-func describe(d string) func(*tools.Spec) {
-	return func(s *tools.Spec) { s.Description = d }
+func describe(d string) func(*tool.Spec) {
+	return func(s *tool.Spec) { s.Description = d }
 }
 
 func reply(text string) execFunc {
-	return func(context.Context, textArgs) (tools.Result, error) { return tools.Result{Content: text}, nil }
+	return func(context.Context, textArgs) (tool.Result, error) { return tool.Result{Content: text}, nil }
 }
 
 func call(id, name, args string) protocol.Call {
@@ -86,7 +86,7 @@ func searchCall(id, args string) protocol.Call {
 	return c
 }
 
-func mustSet(t testing.TB, ts ...*tools.Tool) *turn.Set {
+func mustSet(t testing.TB, ts ...*tool.Tool) *turn.Set {
 	t.Helper()
 	s, err := turn.NewSet(ts...)
 	if err != nil {
@@ -126,7 +126,7 @@ func dispatch(t *testing.T, ctx context.Context, d *turn.Dispatcher, set *turn.S
 }
 
 // kind is the error kind of an outcome, "" when it succeeded.
-func kind(o *turn.Outcome) tools.Kind {
+func kind(o *turn.Outcome) tool.Kind {
 	if o.Err == nil {
 		return ""
 	}
@@ -176,8 +176,8 @@ func index(t *testing.T, events []string, e string) int {
 
 // logged wraps a tool body with start and end events named by call id.
 func logged(l *eventLog, body execFunc) execFunc {
-	return func(ctx context.Context, p textArgs) (tools.Result, error) {
-		c, _ := tools.CallFrom(ctx)
+	return func(ctx context.Context, p textArgs) (tool.Result, error) {
+		c, _ := tool.CallFrom(ctx)
 		l.add("start %s", c.CallID)
 		defer l.add("end %s", c.CallID)
 		return body(ctx, p)
@@ -221,11 +221,11 @@ func (b *barrier) count() int {
 }
 
 func atBarrier(b *barrier, content string) execFunc {
-	return func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	return func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		if err := b.wait(ctx); err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
-		return tools.Result{Content: content}, nil
+		return tool.Result{Content: content}, nil
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // ErrClaimed is returned by Journal.Claim when an earlier attempt claimed
@@ -81,14 +81,14 @@ func (p *pending) answered() bool {
 		d.ended(ctx, p)
 		return true
 	case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Interrupted,
+		p.outcome = errorOutcome(p.call, tool.Errorf(tool.Interrupted,
 			"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
 		d.store(ctx, p)
 		return true
 	case errors.Is(err, ErrClaimed):
 		// A read-only tool changes nothing: running it again is safe.
 	case err != nil:
-		p.outcome = errorOutcome(p.call, tools.Errorf(tools.Internal, "The call could not be recorded before running, so it was not run: %v", err))
+		p.outcome = errorOutcome(p.call, tool.Errorf(tool.Internal, "The call could not be recorded before running, so it was not run: %v", err))
 		d.ended(ctx, p)
 		return true
 	}
@@ -128,7 +128,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 // reusedOutcome answers a call whose id an earlier version of its step
 // used for another call.
 func reusedOutcome(c protocol.Call, step int64) *Outcome {
-	o := errorOutcome(c, tools.Errorf(tools.InvalidArguments,
+	o := errorOutcome(c, tool.Errorf(tool.InvalidArguments,
 		"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
 		protocol.ClipText(c.CallID, 300), step))
 	o.Reused = true

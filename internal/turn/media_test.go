@@ -13,9 +13,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/fit"
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // tinyPNG is a deterministic w×h PNG: a gradient, or noise (which does
@@ -43,9 +43,9 @@ func tinyPNG(t testing.TB, w, h int, noisy bool) []byte {
 
 var tinyPDF = []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
 
-func mediaTool(t testing.TB, name, text string, ms ...tools.Media) *tools.Tool {
-	return newTool(t, name, tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-		return tools.Result{Content: text, Media: ms}, nil
+func mediaTool(t testing.TB, name, text string, ms ...tool.Media) *tool.Tool {
+	return newTool(t, name, tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+		return tool.Result{Content: text, Media: ms}, nil
 	}, readOnly)
 }
 
@@ -56,13 +56,13 @@ func mediaTool(t testing.TB, name, text string, ms ...tools.Media) *tools.Tool {
 func TestMediaItemShapes(t *testing.T) {
 	set := mustSet(t,
 		mediaTool(t, "shot", "A screenshot and its report.",
-			tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 2, 2, false), Source: "shots/a.png in your home"},
-			tools.Media{MIMEType: "application/pdf", Data: tinyPDF, Filename: "reports/report.pdf", Source: "reports/report.pdf in your home"},
-			tools.Media{MIMEType: "audio/wav", Data: []byte("RIFF\x00\x00\x00\x00WAVEfmt "), Source: "the MCP tool rec.play"}),
-		mediaTool(t, "only_image", "", tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 1, 1, false)}),
+			tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 2, 2, false), Source: "shots/a.png in your home"},
+			tool.Media{MIMEType: "application/pdf", Data: tinyPDF, Filename: "reports/report.pdf", Source: "reports/report.pdf in your home"},
+			tool.Media{MIMEType: "audio/wav", Data: []byte("RIFF\x00\x00\x00\x00WAVEfmt "), Source: "the MCP tool rec.play"}),
+		mediaTool(t, "only_image", "", tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 1, 1, false)}),
 		mediaTool(t, "only_notes", "Two sounds.",
-			tools.Media{MIMEType: "audio/mpeg", Data: []byte("ID3"), Source: "https://example.com/a.mp3"},
-			tools.Media{MIMEType: "image/png", Data: []byte("not a png"), Source: "https://example.com/b.png"}),
+			tool.Media{MIMEType: "audio/mpeg", Data: []byte("ID3"), Source: "https://example.com/a.mp3"},
+			tool.Media{MIMEType: "image/png", Data: []byte("not a png"), Source: "https://example.com/b.png"}),
 	)
 	d := &turn.Dispatcher{}
 	res := dispatch(t, context.Background(), d, set, input(call("c1", "shot", "{}"), call("c2", "only_image", "{}"), call("c3", "only_notes", "{}")))
@@ -100,7 +100,7 @@ func TestMediaBudgetScalesImages(t *testing.T) {
 	if len(big) < 2*budget {
 		t.Fatalf("test image of %d bytes", len(big))
 	}
-	set := mustSet(t, mediaTool(t, "shot", "here", tools.Media{MIMEType: "image/png", Data: big, Source: "big.png"}))
+	set := mustSet(t, mediaTool(t, "shot", "here", tool.Media{MIMEType: "image/png", Data: big, Source: "big.png"}))
 	d := &turn.Dispatcher{MediaBudget: budget}
 	res := dispatch(t, context.Background(), d, set, input(call("c1", "shot", "{}")))
 	var fo protocol.FunctionCallOutput
@@ -121,15 +121,15 @@ func TestMediaBudgetScalesImages(t *testing.T) {
 // notes that say where they are, as many as fit stay images.
 func TestStepDoneWithMediaFits(t *testing.T) {
 	const maxEvent = 200 << 10
-	var ts []*tools.Tool
+	var ts []*tool.Tool
 	var calls []protocol.Call
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 	for i, n := range names {
-		ts = append(ts, mediaTool(t, n, "shot "+n, tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 120+10*i, 100, true), Source: n + ".png in your home"}))
+		ts = append(ts, mediaTool(t, n, "shot "+n, tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 120+10*i, 100, true), Source: n + ".png in your home"}))
 		calls = append(calls, call("c"+n, n, "{}"))
 	}
 	calls = append(calls, call("text", "plain", "{}"))
-	ts = append(ts, newTool(t, "plain", tools.Parallel, reply(strings.Repeat("words ", 2000)), readOnly))
+	ts = append(ts, newTool(t, "plain", tool.Parallel, reply(strings.Repeat("words ", 2000)), readOnly))
 	d := &turn.Dispatcher{MaxEventBytes: maxEvent, MediaBudget: 60 << 10}
 	res := dispatch(t, context.Background(), d, mustSet(t, ts...), input(calls...))
 	done := &protocol.StepDone{Type: protocol.EventStepDone, AgentID: "a1", TurnID: "t1", Step: 3, Items: res.Items(), MediaNotes: res.MediaNotes()}
@@ -179,9 +179,9 @@ func TestStepDoneWithMediaFits(t *testing.T) {
 // when the tool's text fills it.
 func TestMediaOutcomeFitsTheJournal(t *testing.T) {
 	const maxEvent = 24 << 10
-	var ms []tools.Media
+	var ms []tool.Media
 	for i := range 20 {
-		ms = append(ms, tools.Media{MIMEType: "image/png", Data: tinyPNG(t, 8, 8+i%3, true), Source: strings.Repeat("a-long-source/", 40) + "x.png"})
+		ms = append(ms, tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 8, 8+i%3, true), Source: strings.Repeat("a-long-source/", 40) + "x.png"})
 	}
 	set := mustSet(t, mediaTool(t, "shots", strings.Repeat("text ", 3500), ms...))
 	d := &turn.Dispatcher{MaxEventBytes: maxEvent}
@@ -212,10 +212,10 @@ func TestMediaOutcomeFitsTheJournal(t *testing.T) {
 func TestAbortedTurnSkipsTheFitting(t *testing.T) {
 	big := tinyPNG(t, 600, 400, true)
 	started := make(chan struct{})
-	set := mustSet(t, newTool(t, "shot", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	set := mustSet(t, newTool(t, "shot", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		close(started)
 		<-ctx.Done()
-		return tools.Result{Content: "partial", Media: []tools.Media{{MIMEType: "image/png", Data: big, Source: "big.png"}}}, context.Cause(ctx)
+		return tool.Result{Content: "partial", Media: []tool.Media{{MIMEType: "image/png", Data: big, Source: "big.png"}}}, context.Cause(ctx)
 	}))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -225,7 +225,7 @@ func TestAbortedTurnSkipsTheFitting(t *testing.T) {
 	}()
 	res := dispatch(t, ctx, &turn.Dispatcher{MediaBudget: 40 << 10}, set, input(call("c1", "shot", "{}")))
 	o := res.Outcomes[0]
-	if kind(o) != tools.Aborted || o.MediaNotes != nil {
+	if kind(o) != tool.Aborted || o.MediaNotes != nil {
 		t.Fatalf("kind %q, notes %q", kind(o), o.MediaNotes)
 	}
 	if want := "its call was stopped before the image was fitted]"; !strings.Contains(output(t, o), want) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/media"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // bound clips p's outcome to MaxEventBytes. Outcomes far below the
@@ -47,7 +47,7 @@ func (d *Dispatcher) bound(p *pending) {
 	}
 	if o.Err != nil && ev.Error.Message != o.Err.Message {
 		// A copy: the error may be shared with the outcome it came from.
-		o.Err = &tools.Error{Kind: o.Err.Kind, Message: ev.Error.Message}
+		o.Err = &tool.Error{Kind: o.Err.Kind, Message: ev.Error.Message}
 	}
 	if o.Details != nil {
 		o.Details = ev.Details
@@ -59,7 +59,7 @@ func (d *Dispatcher) bound(p *pending) {
 }
 
 // outcome builds, in p's own storage, the outcome of a call that ran.
-func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.Duration) *Outcome {
+func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.Duration) *Outcome {
 	o := &p.out
 	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
 		Details: res.Details, Events: res.Events}
@@ -75,7 +75,7 @@ func (d *Dispatcher) outcome(p *pending, res tools.Result, err error, took time.
 	return o
 }
 
-func failureText(e *tools.Error, content string) string {
+func failureText(e *tool.Error, content string) string {
 	text := fmt.Sprintf("Error (%s): %s", e.Kind, e.Message)
 	if content != "" {
 		text += "\n" + content
@@ -83,7 +83,7 @@ func failureText(e *tools.Error, content string) string {
 	return text
 }
 
-func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
+func errorOutcome(c protocol.Call, e *tool.Error) *Outcome {
 	o := &Outcome{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Err: e}
 	if c.Type == protocol.ItemToolSearchCall {
 		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
@@ -101,7 +101,7 @@ func errorOutcome(c protocol.Call, e *tools.Error) *Outcome {
 // back as notes leave a string again. The fitting runs after the call's
 // time (the tool has returned) but stops with the turn (ctx): an aborted
 // turn's step does not wait for images to be decoded.
-func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tools.Media) (json.RawMessage, []string) {
+func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tool.Media) (json.RawMessage, []string) {
 	if len(ms) == 0 {
 		return functionOutput(callID, text), nil
 	}

@@ -20,7 +20,7 @@ const ProgressInterval = 250 * time.Millisecond
 const MaxProgressLabel = 200
 
 // progress is one call's progress reporter (pending.report, reached
-// through tools.ReportProgress): it keeps the latest report and publishes
+// through tool.ReportProgress): it keeps the latest report and publishes
 // it from a timer, so a report costs a lock and a few stores, and never
 // waits for the network. The timer is set on a report when none is, and
 // re-armed only while reports keep coming: the last report before a pause

@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // progressRecorder is a recorder that also keeps progress events, and
@@ -87,16 +87,16 @@ func noProgressAfterEnd(t *testing.T, log []string) {
 func TestProgressRateLimitedKeepsLatest(t *testing.T) {
 	obs := newProgressRecorder()
 	const last = 1_000_000
-	flood := newTool(t, "flood", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	flood := newTool(t, "flood", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		for i := int64(1); i <= last; i++ {
-			tools.ReportProgress(ctx, i, last, "")
+			tool.ReportProgress(ctx, i, last, "")
 		}
 		wctx, cancel := context.WithTimeout(ctx, waitLimit)
 		defer cancel()
 		if !obs.waitDone(wctx, last) {
-			return tools.Result{}, tools.Errorf(tools.ToolError, "the last report was never published")
+			return tool.Result{}, tool.Errorf(tool.ToolError, "the last report was never published")
 		}
-		return tools.Result{Content: "ok"}, nil
+		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(t, flood)
 	start := time.Now()
@@ -139,20 +139,20 @@ func TestProgressNoneAfterEnd(t *testing.T) {
 	obs := newProgressRecorder()
 	release := make(chan struct{})
 	stopped := make(chan struct{})
-	stubborn := newTool(t, "stubborn", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	stubborn := newTool(t, "stubborn", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		defer close(stopped)
 		for i := int64(1); ; i++ {
-			tools.ReportProgress(ctx, i, 0, "working")
+			tool.ReportProgress(ctx, i, 0, "working")
 			select {
 			case <-release:
-				return tools.Result{Content: "late"}, nil
+				return tool.Result{Content: "late"}, nil
 			default:
 			}
 		}
 	}, readOnly, withTimeout(50*time.Millisecond))
 	set := mustSet(t, stubborn)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, observe(obs, input(call("c1", "stubborn", `{}`))))
-	if res.Outcomes[0].Err == nil || res.Outcomes[0].Err.Kind != tools.Timeout {
+	if res.Outcomes[0].Err == nil || res.Outcomes[0].Err.Kind != tool.Timeout {
 		t.Fatalf("outcome %+v, want a timeout", res.Outcomes[0].Err)
 	}
 	// The tool keeps reporting for two more intervals after its end; had
@@ -198,12 +198,12 @@ func TestProgressBoundsReports(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := newProgressRecorder()
-			rep := newTool(t, "rep", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
-				tools.ReportProgress(ctx, tc.done, tc.total, tc.label)
+			rep := newTool(t, "rep", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+				tool.ReportProgress(ctx, tc.done, tc.total, tc.label)
 				wctx, cancel := context.WithTimeout(ctx, waitLimit)
 				defer cancel()
 				obs.waitDone(wctx, math.MinInt64)
-				return tools.Result{Content: "ok"}, nil
+				return tool.Result{Content: "ok"}, nil
 			}, readOnly)
 			dispatch(t, context.Background(), &turn.Dispatcher{}, mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 			events, _ := obs.snapshot()
@@ -231,9 +231,9 @@ func TestProgressBoundsReports(t *testing.T) {
 // reporter: reports cost a context lookup and go nowhere.
 func TestProgressWithoutProgressObserver(t *testing.T) {
 	obs := newRecorder()
-	rep := newTool(t, "rep", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
-		tools.ReportProgress(ctx, 1, 2, "x")
-		return tools.Result{Content: "ok"}, nil
+	rep := newTool(t, "rep", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+		tool.ReportProgress(ctx, 1, 2, "x")
+		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, mustSet(t, rep), observe(obs, input(call("c1", "rep", `{}`))))
 	if res.Outcomes[0].Err != nil {
@@ -259,12 +259,12 @@ func (s *slowObserver) CallProgress(ref turn.CallRef, a protocol.Activity) {
 func TestProgressSlowPublishDoesNotBlockTool(t *testing.T) {
 	obs := &slowObserver{progressRecorder: newProgressRecorder(), gate: make(chan struct{})}
 	reported := make(chan struct{})
-	rep := newTool(t, "rep", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	rep := newTool(t, "rep", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		for i := int64(1); i <= 100_000; i++ {
-			tools.ReportProgress(ctx, i, 0, "")
+			tool.ReportProgress(ctx, i, 0, "")
 		}
 		close(reported)
-		return tools.Result{Content: "ok"}, nil
+		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	done := make(chan *turn.StepResult, 1)
 	go func() {
@@ -291,14 +291,14 @@ func TestProgressSlowPublishDoesNotBlockTool(t *testing.T) {
 func BenchmarkReportProgress(b *testing.B) {
 	b.Run("reporter", func(b *testing.B) {
 		obs := newProgressRecorder()
-		hot := newTool(b, "hot", tools.Parallel, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+		hot := newTool(b, "hot", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 			b.ReportAllocs()
 			var i int64
 			for b.Loop() {
 				i++
-				tools.ReportProgress(ctx, i, 0, "hot loop")
+				tool.ReportProgress(ctx, i, 0, "hot loop")
 			}
-			return tools.Result{Content: "ok"}, nil
+			return tool.Result{Content: "ok"}, nil
 		}, readOnly, withTimeout(time.Hour))
 		res := (&turn.Dispatcher{}).Run(context.Background(), mustSet(b, hot), observe(obs, input(call("c1", "hot", `{}`))))
 		if res.Outcomes[0].Err != nil {
@@ -311,7 +311,7 @@ func BenchmarkReportProgress(b *testing.B) {
 		var i int64
 		for b.Loop() {
 			i++
-			tools.ReportProgress(ctx, i, 0, "hot loop")
+			tool.ReportProgress(ctx, i, 0, "hot loop")
 		}
 	})
 }
@@ -329,8 +329,8 @@ func (nopProgressObserver) CallProgress(turn.CallRef, protocol.Activity) {}
 // reporter costs a step of eight no-op calls that never report: an
 // observer without CallProgress against one with it.
 func BenchmarkDispatchProgressReporter(b *testing.B) {
-	noop := newTool(b, "noop", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
-		return tools.Result{Content: "ok"}, nil
+	noop := newTool(b, "noop", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(b, noop)
 	calls := make([]protocol.Call, 8)

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // CallRef identifies a call across the fleet.
@@ -45,10 +45,10 @@ type Outcome struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Namespace string          `json:"namespace"`
-	Err       *tools.Error    `json:"error,omitempty"`
+	Err       *tool.Error     `json:"error,omitempty"`
 	Item      json.RawMessage `json:"item"`
 	Details   any             `json:"details,omitempty"`
-	Events    []tools.Event   `json:"events,omitempty"`
+	Events    []tool.Event    `json:"events,omitempty"`
 	Repairs   []string        `json:"repairs,omitempty"`
 	Activity  string          `json:"activity,omitempty"`
 	Duration  time.Duration   `json:"-"` // duration_ms in JSON (MarshalJSON)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // fakeEmitter records events.
@@ -103,7 +103,7 @@ func step(n int64, calls ...protocol.Call) *protocol.Step {
 	return &protocol.Step{AgentID: "a1", TurnID: "t1", Step: n, Context: protocol.Context{Kind: protocol.KindText}, Calls: calls}
 }
 
-func newRunner(t *testing.T, ts ...*tools.Tool) (*turn.Runner, *fakeEmitter, *fakeState) {
+func newRunner(t *testing.T, ts ...*tool.Tool) (*turn.Runner, *fakeEmitter, *fakeState) {
 	t.Helper()
 	em, st := &fakeEmitter{}, newState()
 	r := &turn.Runner{
@@ -118,9 +118,9 @@ func newRunner(t *testing.T, ts ...*tools.Tool) (*turn.Runner, *fakeEmitter, *fa
 func TestRunnerStep(t *testing.T) {
 	var runs atomic.Int32
 	r, em, st := newRunner(t,
-		newTool(t, "echo", tools.Parallel, func(_ context.Context, p textArgs) (tools.Result, error) {
+		newTool(t, "echo", tool.Parallel, func(_ context.Context, p textArgs) (tool.Result, error) {
 			runs.Add(1)
-			return tools.Result{Content: "echo " + p.Text, Events: []tools.Event{{Type: "note"}}}, nil
+			return tool.Result{Content: "echo " + p.Text, Events: []tool.Event{{Type: "note"}}}, nil
 		}),
 		newTool(t, "mail", "", reply("sent"), deferred, describe("Send an email.")),
 	)
@@ -154,7 +154,7 @@ func TestRunnerStep(t *testing.T) {
 		t.Errorf("call.output c1 %+v", c1)
 	}
 	c3 := em.output("c3")
-	if c3 == nil || c3.Status != protocol.StatusError || c3.Error.Kind != tools.UnknownTool || c3.Repairs == nil || c3.Events == nil || c3.Details == nil {
+	if c3 == nil || c3.Status != protocol.StatusError || c3.Error.Kind != tool.UnknownTool || c3.Repairs == nil || c3.Events == nil || c3.Details == nil {
 		t.Errorf("call.output c3 %+v (repairs, events and details must marshal as empty, not null)", c3)
 	}
 	if loaded, _ := st.Loaded(context.Background(), "a1", "t1"); !loaded["mail"] {
@@ -198,9 +198,9 @@ func TestRunnerEmptyStepEndsTheTurn(t *testing.T) {
 func TestRunnerCancelledTurnRunsNothing(t *testing.T) {
 	var runs atomic.Int32
 	r, em, st := newRunner(t,
-		newTool(t, "echo", tools.Parallel, func(context.Context, textArgs) (tools.Result, error) {
+		newTool(t, "echo", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
 			runs.Add(1)
-			return tools.Result{}, nil
+			return tool.Result{}, nil
 		}),
 		newTool(t, "mail", "", reply("sent"), deferred, describe("Send an email.")),
 	)
@@ -210,7 +210,7 @@ func TestRunnerCancelledTurnRunsNothing(t *testing.T) {
 	}
 	for _, id := range []string{"c1", "c2"} {
 		o := em.output(id)
-		if o == nil || o.Error == nil || o.Error.Kind != tools.Aborted {
+		if o == nil || o.Error == nil || o.Error.Kind != tool.Aborted {
 			t.Errorf("call.output %s %+v, want aborted", id, o)
 		}
 	}
@@ -227,10 +227,10 @@ func TestRunnerCancelledTurnRunsNothing(t *testing.T) {
 
 func TestRunnerCancelReachesRunningCalls(t *testing.T) {
 	started := make(chan struct{})
-	r, em, _ := newRunner(t, newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	r, em, _ := newRunner(t, newTool(t, "block", tool.Sequential, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		close(started)
 		<-ctx.Done()
-		return tools.Result{}, ctx.Err()
+		return tool.Result{}, ctx.Err()
 	}))
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(context.Background(), step(0, call("c1", "block", ``), call("c2", "block", ``))) }()
@@ -250,7 +250,7 @@ func TestRunnerCancelReachesRunningCalls(t *testing.T) {
 		t.Fatal("the step did not end after the cancel")
 	}
 	for _, id := range []string{"c1", "c2"} {
-		if o := em.output(id); o == nil || o.Error == nil || o.Error.Kind != tools.Aborted {
+		if o := em.output(id); o == nil || o.Error == nil || o.Error.Kind != tool.Aborted {
 			t.Errorf("call.output %s %+v, want aborted", id, o)
 		}
 	}
@@ -261,10 +261,10 @@ func TestRunnerCancelReachesRunningCalls(t *testing.T) {
 
 func TestRunnerAbandonedStepReportsNothing(t *testing.T) {
 	started := make(chan struct{})
-	r, em, _ := newRunner(t, newTool(t, "block", tools.Sequential, func(ctx context.Context, _ textArgs) (tools.Result, error) {
+	r, em, _ := newRunner(t, newTool(t, "block", tool.Sequential, func(ctx context.Context, _ textArgs) (tool.Result, error) {
 		close(started)
 		<-ctx.Done()
-		return tools.Result{}, ctx.Err()
+		return tool.Result{}, ctx.Err()
 	}))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
@@ -284,7 +284,7 @@ func TestRunnerAbandonedStepReportsNothing(t *testing.T) {
 }
 
 func TestRunnerPublishFailure(t *testing.T) {
-	r, em, _ := newRunner(t, newTool(t, "echo", tools.Parallel, reply("x")))
+	r, em, _ := newRunner(t, newTool(t, "echo", tool.Parallel, reply("x")))
 	em.fail = errors.New("stream full")
 	err := r.Run(context.Background(), step(0, call("c1", "echo", ``)))
 	if err == nil || !errors.Is(err, em.fail) {

@@ -8,8 +8,8 @@ import (
 	"unicode"
 
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // search answers a client tool_search_call: it ranks the turn's deferred
@@ -22,11 +22,11 @@ func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
 	}
 	if len(c.Search) > 0 {
 		if err := json.Unmarshal(c.Search, &args); err != nil {
-			return errorOutcome(c, tools.Errorf(tools.InvalidArguments, `tool_search takes {"query": "<what you need a tool for>"}: %v`, err))
+			return errorOutcome(c, tool.Errorf(tool.InvalidArguments, `tool_search takes {"query": "<what you need a tool for>"}: %v`, err))
 		}
 	}
 	if strings.TrimSpace(args.Query) == "" {
-		return errorOutcome(c, tools.Errorf(tools.InvalidArguments, `tool_search needs a non-empty "query" saying what you need a tool for.`))
+		return errorOutcome(c, tool.Errorf(tool.InvalidArguments, `tool_search needs a non-empty "query" saying what you need a tool for.`))
 	}
 	limit := d.SearchLimit
 	if limit <= 0 {
@@ -91,7 +91,7 @@ func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
 // out, and so are those scoring under MinRelativeScore of the best: a
 // search loads what was asked for, not every tool that shares a word
 // with it. Ties keep the set's order, so the answer is deterministic.
-func Rank(ts []*tools.Tool, query string, limit int) []*tools.Tool {
+func Rank(ts []*tool.Tool, query string, limit int) []*tool.Tool {
 	q := terms(query)
 	if len(q) == 0 || len(ts) == 0 {
 		return nil
@@ -118,7 +118,7 @@ func Rank(ts []*tools.Tool, query string, limit int) []*tools.Tool {
 	for keep < len(hits) && keep < limit && hits[keep].score >= MinRelativeScore*hits[0].score {
 		keep++
 	}
-	out := make([]*tools.Tool, keep)
+	out := make([]*tool.Tool, keep)
 	for i, h := range hits[:keep] {
 		out[i] = ts[h.i]
 	}

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // searchCorpus is a small set of deferred tools with distinct topics.
-func searchCorpus(t testing.TB) []*tools.Tool {
-	d := func(name, desc string, opts ...func(*tools.Spec)) *tools.Tool {
-		return newTool(t, name, "", reply(name), append([]func(*tools.Spec){deferred, describe(desc)}, opts...)...)
+func searchCorpus(t testing.TB) []*tool.Tool {
+	d := func(name, desc string, opts ...func(*tool.Spec)) *tool.Tool {
+		return newTool(t, name, "", reply(name), append([]func(*tool.Spec){deferred, describe(desc)}, opts...)...)
 	}
 	gh := inNamespace("github", "GitHub repositories, issues and pull requests.")
-	return []*tools.Tool{
+	return []*tool.Tool{
 		d("list_issues", "List the open issues of a repository.", gh),
 		d("create_pull_request", "Open a pull request from a branch.", gh),
 		d("send_email", "Send an email message to one or more recipients."),
@@ -72,10 +72,10 @@ func TestRank(t *testing.T) {
 	// Equal scores keep the set's order.
 	alpha := newTool(t, "alpha", "", reply("a"), deferred, describe("Does the thing."))
 	beta := newTool(t, "beta", "", reply("b"), deferred, describe("Does the thing."))
-	if got := names(turn.Rank([]*tools.Tool{alpha, beta}, "thing", 5)); !slices.Equal(got, []string{"alpha", "beta"}) {
+	if got := names(turn.Rank([]*tool.Tool{alpha, beta}, "thing", 5)); !slices.Equal(got, []string{"alpha", "beta"}) {
 		t.Errorf("tie = %v, want set order alpha, beta", got)
 	}
-	if got := names(turn.Rank([]*tools.Tool{beta, alpha}, "thing", 5)); !slices.Equal(got, []string{"beta", "alpha"}) {
+	if got := names(turn.Rank([]*tool.Tool{beta, alpha}, "thing", 5)); !slices.Equal(got, []string{"beta", "alpha"}) {
 		t.Errorf("tie = %v, want set order beta, alpha", got)
 	}
 	if got := turn.Rank(corpus, "create", 1); len(got) != 1 {
@@ -89,12 +89,12 @@ func TestRank(t *testing.T) {
 // A namespace with long instructions for its description still ranks its
 // tools by their own words, and weak matches are not loaded.
 func TestRankFields(t *testing.T) {
-	d := func(name, desc string, opts ...func(*tools.Spec)) *tools.Tool {
-		return newTool(t, name, "", reply(name), append([]func(*tools.Spec){deferred, describe(desc)}, opts...)...)
+	d := func(name, desc string, opts ...func(*tool.Spec)) *tool.Tool {
+		return newTool(t, name, "", reply(name), append([]func(*tool.Spec){deferred, describe(desc)}, opts...)...)
 	}
 	long := inNamespace("everything", "Instructions for agents: "+strings.Repeat("use the tools with care and read the docs first; ", 40)+"echo is for tests.")
 	short := inNamespace("go", "Echo text, add numbers.")
-	corpus := []*tools.Tool{
+	corpus := []*tool.Tool{
 		d("echo", "Echo the text back.", short),
 		d("add", "Add two whole numbers.", short),
 		d("echo", "Echoes back the input string.", long),
@@ -119,7 +119,7 @@ func TestRankFields(t *testing.T) {
 
 func TestToolSearchCall(t *testing.T) {
 	corpus := searchCorpus(t)
-	set := mustSet(t, append([]*tools.Tool{newTool(t, "ping", "", reply("pong"), readOnly)}, corpus...)...)
+	set := mustSet(t, append([]*tool.Tool{newTool(t, "ping", "", reply("pong"), readOnly)}, corpus...)...)
 	d := &turn.Dispatcher{SearchLimit: 2}
 	res := dispatch(t, context.Background(), d, set, input(searchCall("s1", `{"query":"github issues and pull requests"}`)))
 	o := res.Outcomes[0]
@@ -180,7 +180,7 @@ func TestToolSearchBadArguments(t *testing.T) {
 	for _, args := range []string{``, `{}`, `{"query":""}`, `{"query":"   "}`, `"email"`, `{"query":7}`} {
 		res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(searchCall("s1", args)))
 		o := res.Outcomes[0]
-		if kind(o) != tools.InvalidArguments || o.Loaded != nil {
+		if kind(o) != tool.InvalidArguments || o.Loaded != nil {
 			t.Errorf("arguments %s: %v, loaded %v; want invalid_arguments", args, o.Err, o.Loaded)
 		}
 		var item protocol.ToolSearchOutput
@@ -195,7 +195,7 @@ func TestToolSearchThenCall(t *testing.T) {
 	set := mustSet(t, searchCorpus(t)...)
 	d := &turn.Dispatcher{}
 	res := dispatch(t, context.Background(), d, set, input(searchCall("s1", `{"query":"send email"}`), call("c2", "send_email", `{}`)))
-	if kind(res.Outcomes[1]) != tools.NotLoaded {
+	if kind(res.Outcomes[1]) != tool.NotLoaded {
 		t.Errorf("a tool found in the same step is not loaded yet: %v", res.Outcomes[1].Err)
 	}
 	loaded := map[string]bool{}

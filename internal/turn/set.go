@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Env is what a category creator sees of the turn.
@@ -22,13 +22,13 @@ type Env struct {
 // Creator contributes one category's tools to a turn. It returns nothing
 // when its category is not bound for the turn. Notes explain a source that
 // could not contribute (a server that is down) without failing the turn.
-type Creator func(ctx context.Context, env Env) (ts []*tools.Tool, notes []string, err error)
+type Creator func(ctx context.Context, env Env) (ts []*tool.Tool, notes []string, err error)
 
 // Offer returns the creator of a category whose tools are fixed: ts, in
 // that order, for the turns of kind (any kind when empty) whose context
 // binds binding (every such turn when empty); nothing for the others.
-func Offer(kind, binding string, ts ...*tools.Tool) Creator {
-	return func(_ context.Context, env Env) ([]*tools.Tool, []string, error) {
+func Offer(kind, binding string, ts ...*tool.Tool) Creator {
+	return func(_ context.Context, env Env) ([]*tool.Tool, []string, error) {
 		if kind != "" && env.Context.Kind != kind || binding != "" && !env.Context.Bound(binding) {
 			return nil, nil, nil
 		}
@@ -50,7 +50,7 @@ func NewAssembler(creators ...Creator) *Assembler {
 // Assemble builds the set for one turn. Two tools with the same namespace
 // and name are an error.
 func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
-	var all []*tools.Tool
+	var all []*tool.Tool
 	var notes []string
 	for _, c := range a.creators {
 		ts, n, err := c(ctx, env)
@@ -72,8 +72,8 @@ type key struct{ namespace, name string }
 
 // Set is one turn's tools, in catalog order.
 type Set struct {
-	tools []*tools.Tool
-	index map[key]*tools.Tool
+	tools []*tool.Tool
+	index map[key]*tool.Tool
 	// Notes are the creators' notes on sources that could not contribute.
 	Notes []string
 
@@ -83,8 +83,8 @@ type Set struct {
 }
 
 // NewSet builds a set from tools in order; duplicate names are an error.
-func NewSet(ts ...*tools.Tool) (*Set, error) {
-	s := &Set{tools: ts, index: make(map[key]*tools.Tool, len(ts))}
+func NewSet(ts ...*tool.Tool) (*Set, error) {
+	s := &Set{tools: ts, index: make(map[key]*tool.Tool, len(ts))}
 	for _, t := range ts {
 		sp := t.Spec()
 		k := key{sp.Namespace, sp.Name}
@@ -100,16 +100,16 @@ func NewSet(ts ...*tools.Tool) (*Set, error) {
 }
 
 // Lookup finds a tool by namespace ("" for none) and name.
-func (s *Set) Lookup(namespace, name string) *tools.Tool {
+func (s *Set) Lookup(namespace, name string) *tool.Tool {
 	return s.index[key{namespace, name}]
 }
 
 // Tools returns the set's tools in order.
-func (s *Set) Tools() []*tools.Tool { return s.tools }
+func (s *Set) Tools() []*tool.Tool { return s.tools }
 
 // Deferred returns the deferred tools of the set, in order.
-func (s *Set) Deferred() []*tools.Tool {
-	var out []*tools.Tool
+func (s *Set) Deferred() []*tool.Tool {
+	var out []*tool.Tool
 	for _, t := range s.tools {
 		if t.Spec().DeferLoading {
 			out = append(out, t)
@@ -155,7 +155,7 @@ var ToolSearchEntry = json.RawMessage(`{"type":"tool_search","execution":"client
 // name alone, because the provider shows a deferred namespace by its own
 // name and description until tool search loads its functions, so their
 // descriptions would be bytes no model reads.
-func buildCatalog(ts []*tools.Tool) json.RawMessage {
+func buildCatalog(ts []*tool.Tool) json.RawMessage {
 	var entries []any
 	namespaces := map[string]*namespaceEntry{}
 	deferred := false

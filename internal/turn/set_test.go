@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
-func names(ts []*tools.Tool) []string {
+func names(ts []*tool.Tool) []string {
 	out := make([]string, len(ts))
 	for i, t := range ts {
 		out[i] = turn.ToolKey(t.Spec().Namespace, t.Name())
@@ -26,8 +26,8 @@ func names(ts []*tools.Tool) []string {
 
 // category returns a creator that contributes ts when binding is bound
 // (always when binding is "").
-func category(binding string, ts ...*tools.Tool) turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+func category(binding string, ts ...*tool.Tool) turn.Creator {
+	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if binding != "" && !env.Context.Bound(binding) {
 			return nil, nil, nil
 		}
@@ -44,14 +44,14 @@ func env(bindings ...string) turn.Env {
 }
 
 func TestAssemble(t *testing.T) {
-	tl := func(name string, opts ...func(*tools.Spec)) *tools.Tool {
+	tl := func(name string, opts ...func(*tool.Spec)) *tool.Tool {
 		return newTool(t, name, "", reply(name), opts...)
 	}
 	core := category("", tl("ping"), tl("todo"))
 	web := category("web", tl("web_search"), tl("web_fetch"))
 	brain := category("brain", tl("recall"))
-	flaky := func(context.Context, turn.Env) ([]*tools.Tool, []string, error) {
-		return []*tools.Tool{tl("list", inNamespace("github", "GitHub."))}, []string{"linear: server unreachable"}, nil
+	flaky := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) {
+		return []*tool.Tool{tl("list", inNamespace("github", "GitHub."))}, []string{"linear: server unreachable"}, nil
 	}
 	a := turn.NewAssembler(core, web, brain, flaky)
 
@@ -81,7 +81,7 @@ func TestAssemble(t *testing.T) {
 
 	// The creator sees the turn.
 	var seen turn.Env
-	spy := func(_ context.Context, e turn.Env) ([]*tools.Tool, []string, error) { seen = e; return nil, nil, nil }
+	spy := func(_ context.Context, e turn.Env) ([]*tool.Tool, []string, error) { seen = e; return nil, nil, nil }
 	if _, err := turn.NewAssembler(spy).Assemble(context.Background(), env("web")); err != nil {
 		t.Fatal(err)
 	}
@@ -91,26 +91,26 @@ func TestAssemble(t *testing.T) {
 
 	// A creator's error fails the assembly.
 	boom := errors.New("config missing")
-	fail := func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return nil, nil, boom }
+	fail := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return nil, nil, boom }
 	if _, err := turn.NewAssembler(core, fail).Assemble(context.Background(), env()); !errors.Is(err, boom) {
 		t.Errorf("Assemble = %v, want the creator's error", err)
 	}
 }
 
 func TestAssembleDuplicates(t *testing.T) {
-	tl := func(name string, opts ...func(*tools.Spec)) *tools.Tool {
+	tl := func(name string, opts ...func(*tool.Spec)) *tool.Tool {
 		return newTool(t, name, "", reply(name), opts...)
 	}
 	tests := []struct {
 		name    string
-		sets    [][]*tools.Tool
+		sets    [][]*tool.Tool
 		wantErr string
 	}{
-		{"same name twice", [][]*tools.Tool{{tl("search")}, {tl("search")}}, "duplicate tool search in one turn"},
-		{"same name in one creator", [][]*tools.Tool{{tl("search"), tl("search")}}, "duplicate tool search in one turn"},
-		{"same namespaced name twice", [][]*tools.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("github", ""))}},
+		{"same name twice", [][]*tool.Tool{{tl("search")}, {tl("search")}}, "duplicate tool search in one turn"},
+		{"same name in one creator", [][]*tool.Tool{{tl("search"), tl("search")}}, "duplicate tool search in one turn"},
+		{"same namespaced name twice", [][]*tool.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("github", ""))}},
 			"duplicate tool github.list in one turn"},
-		{"same name across namespaces", [][]*tools.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("linear", ""))}, {tl("list")}}, ""},
+		{"same name across namespaces", [][]*tool.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("linear", ""))}, {tl("list")}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,23 +149,23 @@ type issueArgs struct {
 // catalogTools covers every catalog form: plain functions, a strict one, a
 // namespace whose tools are not adjacent, deferred plain and namespaced
 // tools.
-func catalogTools(t testing.TB) []*tools.Tool {
-	ok := func(context.Context, issueArgs) (tools.Result, error) { return tools.Result{}, nil }
-	def := func(s tools.Spec) *tools.Tool {
-		tool, err := tools.New(tools.Def[issueArgs]{Spec: s, Execute: ok})
+func catalogTools(t testing.TB) []*tool.Tool {
+	ok := func(context.Context, issueArgs) (tool.Result, error) { return tool.Result{}, nil }
+	def := func(s tool.Spec) *tool.Tool {
+		tool, err := tool.New(tool.Def[issueArgs]{Spec: s, Execute: ok})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tool
 	}
-	return []*tools.Tool{
-		def(tools.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true}),
-		def(tools.Spec{Name: "list_issues", Description: "List the issues of a repository.", Namespace: "github", ReadOnly: true}),
-		def(tools.Spec{Name: "submit", Description: "Submit the result.", Strict: true}),
-		def(tools.Spec{Name: "get_issue", Description: "Get one issue.", Namespace: "github", NamespaceDescription: "GitHub, through its MCP server.", ReadOnly: true}),
-		def(tools.Spec{Name: "send_email", Description: "Send an email.", DeferLoading: true}),
-		def(tools.Spec{Name: "close_issue", Description: "Close an issue.", Namespace: "github", DeferLoading: true}),
-		def(tools.Spec{Name: "create_ticket", Description: "Create a ticket.", Namespace: "linear", NamespaceDescription: "Linear.", DeferLoading: true}),
+	return []*tool.Tool{
+		def(tool.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true}),
+		def(tool.Spec{Name: "list_issues", Description: "List the issues of a repository.", Namespace: "github", ReadOnly: true}),
+		def(tool.Spec{Name: "submit", Description: "Submit the result.", Strict: true}),
+		def(tool.Spec{Name: "get_issue", Description: "Get one issue.", Namespace: "github", NamespaceDescription: "GitHub, through its MCP server.", ReadOnly: true}),
+		def(tool.Spec{Name: "send_email", Description: "Send an email.", DeferLoading: true}),
+		def(tool.Spec{Name: "close_issue", Description: "Close an issue.", Namespace: "github", DeferLoading: true}),
+		def(tool.Spec{Name: "create_ticket", Description: "Create a ticket.", Namespace: "linear", NamespaceDescription: "Linear.", DeferLoading: true}),
 	}
 }
 

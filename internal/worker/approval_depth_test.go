@@ -9,9 +9,9 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/schema"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 type storeParams struct {
@@ -28,19 +28,19 @@ type storeParams struct {
 func TestApprovalDeepestArgumentsAreDecidedAndRun(t *testing.T) {
 	t.Parallel()
 	got := make(chan json.RawMessage, 4)
-	store := tools.Must(tools.Def[storeParams]{
-		Spec: tools.Spec{Name: "store", Description: "Store a JSON document.", ExecutionMode: tools.Sequential,
+	store := tool.Must(tool.Def[storeParams]{
+		Spec: tool.Spec{Name: "store", Description: "Store a JSON document.", ExecutionMode: tool.Sequential,
 			JSONSchema: json.RawMessage(`{"type":"object","properties":{"doc":{}},"required":["doc"]}`)},
-		Execute: func(_ context.Context, p storeParams) (tools.Result, error) {
+		Execute: func(_ context.Context, p storeParams) (tool.Result, error) {
 			got <- p.Doc
-			return tools.Result{Content: "stored"}, nil
+			return tool.Result{Content: "stored"}, nil
 		},
 	})
-	s := newApprovalRigWith(t, turn.Policy{Names: []string{"store"}}, func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	s := newApprovalRigWith(t, turn.Policy{Names: []string{"store"}}, func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if !env.Context.Bound(diag.Binding) {
 			return nil, nil, nil
 		}
-		return []*tools.Tool{store}, nil, nil
+		return []*tool.Tool{store}, nil, nil
 	})
 	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	doc := nest(schema.MaxDepth - 1) // inside the arguments' object: MaxDepth levels

@@ -17,9 +17,9 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Probes of the size limits from outside, beyond the cases the issue
@@ -39,15 +39,15 @@ const uniPiece = "日本語のテキスト😀<&>\u2028\x00\"\\\xff"
 // uniCreator offers "uni", which returns kb KiB of uniPiece starting with
 // HEAD and ending with TAIL, and as much again in its details.
 func uniCreator() turn.Creator {
-	uni := tools.Must(tools.Def[uniParams]{
-		Spec: tools.Spec{Name: "uni", Description: "returns kb KiB of unicode", ExecutionMode: tools.Parallel, ReadOnly: true},
-		Execute: func(_ context.Context, p uniParams) (tools.Result, error) {
+	uni := tool.Must(tool.Def[uniParams]{
+		Spec: tool.Spec{Name: "uni", Description: "returns kb KiB of unicode", ExecutionMode: tool.Parallel, ReadOnly: true},
+		Execute: func(_ context.Context, p uniParams) (tool.Result, error) {
 			body := "HEAD" + strings.Repeat(uniPiece, p.KB*1024/len(uniPiece)) + "TAIL"
-			return tools.Result{Content: body, Details: map[string]any{"copy": body, "list": strings.Split(body[:min(len(body), 200<<10)], "😀")}}, nil
+			return tool.Result{Content: body, Details: map[string]any{"copy": body, "list": strings.Split(body[:min(len(body), 200<<10)], "😀")}}, nil
 		},
 	})
-	ts := []*tools.Tool{uni}
-	return func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return ts, nil, nil }
+	ts := []*tool.Tool{uni}
+	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
 }
 
 // checkEvent fails the test unless raw is valid JSON, valid UTF-8, and
@@ -165,7 +165,7 @@ func TestProbeHugeNameAndNamespace(t *testing.T) {
 	checkEvent(t, done, maxPayload(t, g))
 	ev := outputs["c1"]
 	checkEvent(t, ev, maxPayload(t, g))
-	if ev.Error == nil || ev.Error.Kind != string(tools.UnknownTool) {
+	if ev.Error == nil || ev.Error.Kind != string(tool.UnknownTool) {
 		t.Fatalf("c1: %.300s", ev.Raw)
 	}
 	// The name is in the event (name, namespace) but not echoed again in
@@ -271,7 +271,7 @@ func TestProbeCancelThatIsNotJSON(t *testing.T) {
 	}, "the cancel mark")
 	g.sendStep("a", "t", 0, fc("c1", "ping", "{}"))
 	outputs, done := evs.untilDone()
-	if ev := outputs["c1"]; ev.Error == nil || ev.Error.Kind != string(tools.Aborted) || !done.EndTurn {
+	if ev := outputs["c1"]; ev.Error == nil || ev.Error.Kind != string(tool.Aborted) || !done.EndTurn {
 		t.Errorf("after a cancel that is not JSON: %.300s / end_turn %v", ev.Raw, done.EndTurn)
 	}
 }
@@ -329,7 +329,7 @@ func TestProbeReusedCallIDWithAnotherTool(t *testing.T) {
 	// Same id and arguments, another tool: not the same call.
 	g.publish(subject, "a.t.0.b", step("a", "t", 0, fc("c1", "sleep", `{}`)))
 	outputs, done := evs.untilDone()
-	if ev := outputs["c1"]; ev.Error == nil || ev.Error.Kind != string(tools.InvalidArguments) || !strings.Contains(ev.Error.Message, "already used") {
+	if ev := outputs["c1"]; ev.Error == nil || ev.Error.Kind != string(tool.InvalidArguments) || !strings.Contains(ev.Error.Message, "already used") {
 		t.Errorf("c1 as another tool: %s", ev.Raw)
 	}
 	if len(done.Items) != 1 {
@@ -484,18 +484,18 @@ func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
 func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	var ts []*tools.Tool
+	var ts []*tool.Tool
 	for i := range 6 {
 		size := 300 << 10
 		if i == 5 {
 			size = 1 << 10
 		}
-		ts = append(ts, tools.Must(tools.Def[struct{}]{
-			Spec:    tools.Spec{Name: fmt.Sprintf("widget_%d", i), Description: "widget tool " + strings.Repeat("w ", size/2), DeferLoading: true, ReadOnly: true},
-			Execute: func(context.Context, struct{}) (tools.Result, error) { return tools.Result{Content: "ok"}, nil },
+		ts = append(ts, tool.Must(tool.Def[struct{}]{
+			Spec:    tool.Spec{Name: fmt.Sprintf("widget_%d", i), Description: "widget tool " + strings.Repeat("w ", size/2), DeferLoading: true, ReadOnly: true},
+			Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{Content: "ok"}, nil },
 		}))
 	}
-	deferred := func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return ts, nil, nil }
+	deferred := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
 	startWorker(t, s, testConfig(), deferred)
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // The tests of this file play the careless gateway and the misbehaving
@@ -43,21 +44,21 @@ type todoParams struct {
 // text that starts with HEAD and ends with TAIL (and details as large),
 // and "todo", a todo_write-like tool with a list of objects.
 func sizeCreator() turn.Creator {
-	big := tools.Must(tools.Def[bigParams]{
-		Spec: tools.Spec{Name: "big", Description: "returns kb KiB of text", ExecutionMode: tools.Parallel, ReadOnly: true},
-		Execute: func(_ context.Context, p bigParams) (tools.Result, error) {
+	big := tool.Must(tool.Def[bigParams]{
+		Spec: tool.Spec{Name: "big", Description: "returns kb KiB of text", ExecutionMode: tool.Parallel, ReadOnly: true},
+		Execute: func(_ context.Context, p bigParams) (tool.Result, error) {
 			body := "HEAD" + strings.Repeat("line of a large file\n", p.KB*1024/21) + "TAIL"
-			return tools.Result{Content: body, Details: map[string]string{"copy": body}}, nil
+			return tool.Result{Content: body, Details: map[string]string{"copy": body}}, nil
 		},
 	})
-	todo := tools.Must(tools.Def[todoParams]{
-		Spec: tools.Spec{Name: "todo", Description: "writes a todo list", ExecutionMode: tools.Sequential},
-		Execute: func(_ context.Context, p todoParams) (tools.Result, error) {
-			return tools.Result{Content: fmt.Sprintf("%d items", len(p.Items))}, nil
+	todo := tool.Must(tool.Def[todoParams]{
+		Spec: tool.Spec{Name: "todo", Description: "writes a todo list", ExecutionMode: tool.Sequential},
+		Execute: func(_ context.Context, p todoParams) (tool.Result, error) {
+			return tool.Result{Content: fmt.Sprintf("%d items", len(p.Items))}, nil
 		},
 	})
-	ts := []*tools.Tool{big, todo}
-	return func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return ts, nil, nil }
+	ts := []*tool.Tool{big, todo}
+	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
 }
 
 // maxPayload is the test server's max payload, as the worker reads it.
@@ -204,7 +205,7 @@ func TestHugeViolationListIsCapped(t *testing.T) {
 	g.sendStep("a", "t", 0, fc("c1", "todo", args))
 	outputs, _ := evs.untilDone()
 	ev := outputs["c1"]
-	if ev.Error == nil || ev.Error.Kind != string(tools.InvalidArguments) {
+	if ev.Error == nil || ev.Error.Kind != string(tool.InvalidArguments) {
 		t.Fatalf("not invalid_arguments: %.300s", ev.Raw)
 	}
 	_, out := itemOutput(t, ev.Item)
@@ -241,7 +242,7 @@ func TestHugeCancelReasonIsBounded(t *testing.T) {
 		g.sendStep("a", "t", n, fc("c1", "ping", "{}"))
 		outputs, done := evs.untilDone()
 		ev := outputs["c1"]
-		if ev.Error == nil || ev.Error.Kind != string(tools.Aborted) {
+		if ev.Error == nil || ev.Error.Kind != string(tool.Aborted) {
 			t.Fatalf("step %d: not aborted: %.300s", n, ev.Raw)
 		}
 		if !strings.Contains(ev.Error.Message, "START") || !strings.Contains(ev.Error.Message, "bytes left out") {
@@ -258,7 +259,7 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
-	failing := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	failing := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if env.Context.Bound("explode") {
 			return nil, nil, fmt.Errorf("this category cannot be built")
 		}
@@ -317,13 +318,13 @@ func TestHugeCatalogReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	huge := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if !env.Context.Bound("huge") {
 			return nil, nil, nil
 		}
-		return []*tools.Tool{tools.Must(tools.Def[struct{}]{
-			Spec:    tools.Spec{Name: "huge", Description: strings.Repeat("d", 1<<20)},
-			Execute: func(context.Context, struct{}) (tools.Result, error) { return tools.Result{}, nil },
+		return []*tool.Tool{tool.Must(tool.Def[struct{}]{
+			Spec:    tool.Spec{Name: "huge", Description: strings.Repeat("d", 1<<20)},
+			Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{}, nil },
 		})}, nil, nil
 	}
 	startWorker(t, s, testConfig(), skills.Creator(lib), huge)
@@ -393,7 +394,7 @@ func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 	g.publish(subject, "a.t.0.again", step("a", "t", 0, fc("c1", "ping", `{"note":"second"}`), fc("c2", "ping", `{"note":"new"}`)))
 	outputs, done := evs.untilDone()
 	c1, c2 := outputs["c1"], outputs["c2"]
-	if c1.Error == nil || c1.Error.Kind != string(tools.InvalidArguments) || !strings.Contains(c1.Error.Message, "already used") || !strings.Contains(c1.Error.Message, "new call id") {
+	if c1.Error == nil || c1.Error.Kind != string(tool.InvalidArguments) || !strings.Contains(c1.Error.Message, "already used") || !strings.Contains(c1.Error.Message, "new call id") {
 		t.Errorf("reused c1 answered %s", c1.Raw)
 	}
 	if strings.Contains(string(c1.Raw), "first") {

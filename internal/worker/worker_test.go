@@ -16,10 +16,10 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // orderLog records when probe tools start and end.
@@ -48,25 +48,25 @@ type probeParams struct {
 // probeCreator offers par (parallel, read-only) and seq (sequential)
 // tools that log their start and end.
 func probeCreator(log *orderLog, runs *counter) turn.Creator {
-	mk := func(name string, mode tools.Mode, ro bool) *tools.Tool {
-		return tools.Must(tools.Def[probeParams]{
-			Spec:     tools.Spec{Name: name, Description: "probe " + name, ExecutionMode: mode, ReadOnly: ro},
+	mk := func(name string, mode tool.Mode, ro bool) *tool.Tool {
+		return tool.Must(tool.Def[probeParams]{
+			Spec:     tool.Spec{Name: name, Description: "probe " + name, ExecutionMode: mode, ReadOnly: ro},
 			Activity: func(p probeParams) string { return name + " " + p.Label },
-			Execute: func(ctx context.Context, p probeParams) (tools.Result, error) {
+			Execute: func(ctx context.Context, p probeParams) (tool.Result, error) {
 				runs.add(p.Label)
 				log.add("start:" + p.Label)
 				defer log.add("end:" + p.Label)
 				select {
 				case <-time.After(time.Duration(p.MS) * time.Millisecond):
 				case <-ctx.Done():
-					return tools.Result{}, context.Cause(ctx)
+					return tool.Result{}, context.Cause(ctx)
 				}
-				return tools.Result{Content: name + " " + p.Label + " done", Details: map[string]string{"label": p.Label}}, nil
+				return tool.Result{Content: name + " " + p.Label + " done", Details: map[string]string{"label": p.Label}}, nil
 			},
 		})
 	}
-	ts := []*tools.Tool{mk("par", tools.Parallel, true), mk("seq", tools.Sequential, false)}
-	return func(context.Context, turn.Env) ([]*tools.Tool, []string, error) { return ts, nil, nil }
+	ts := []*tool.Tool{mk("par", tool.Parallel, true), mk("seq", tool.Sequential, false)}
+	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
 }
 
 func TestStepMixedParallelAndSequential(t *testing.T) {
@@ -338,7 +338,7 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
-	failing := func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	failing := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if env.Context.Bound("explode") {
 			return nil, nil, errors.New("this category cannot be built")
 		}

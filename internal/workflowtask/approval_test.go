@@ -7,10 +7,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // TestTaskTurnsAreNeverHeldForApproval: a task turn's catalog is fixed
@@ -46,7 +46,7 @@ func TestTaskTurnsAreNeverHeldForApproval(t *testing.T) {
 	if se.calls["c1"].Status != protocol.StatusOK || se.calls["c3"].Status != protocol.StatusOK {
 		t.Errorf("outputs %+v", se.calls)
 	}
-	if e := se.calls["c2"].Error; e == nil || e.Kind != tools.UnknownTool {
+	if e := se.calls["c2"].Error; e == nil || e.Kind != tool.UnknownTool {
 		t.Errorf("a destructive tool in a task turn: %+v", e)
 	}
 	// Nothing was held: no step.pending on the turn (the harness files

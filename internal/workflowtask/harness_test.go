@@ -15,12 +15,12 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // The service is what the worker serves task turns with.
@@ -40,18 +40,18 @@ type queryParams struct {
 // returns its tools when its binding is set and counts their runs.
 type fakeCategory struct {
 	binding string
-	tools   []*tools.Tool
+	tools   []*tool.Tool
 	runs    atomic.Int64
 }
 
-func newFakeCategory(binding string, specs ...tools.Spec) *fakeCategory {
+func newFakeCategory(binding string, specs ...tool.Spec) *fakeCategory {
 	c := &fakeCategory{binding: binding}
 	for _, sp := range specs {
-		c.tools = append(c.tools, tools.Must(tools.Def[queryParams]{
+		c.tools = append(c.tools, tool.Must(tool.Def[queryParams]{
 			Spec: sp,
-			Execute: func(_ context.Context, p queryParams) (tools.Result, error) {
+			Execute: func(_ context.Context, p queryParams) (tool.Result, error) {
 				c.runs.Add(1)
-				return tools.Result{Content: sp.Name + " found nothing for " + p.Query}, nil
+				return tool.Result{Content: sp.Name + " found nothing for " + p.Query}, nil
 			},
 		}))
 	}
@@ -59,7 +59,7 @@ func newFakeCategory(binding string, specs ...tools.Spec) *fakeCategory {
 }
 
 func (c *fakeCategory) creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if !env.Context.Bound(c.binding) {
 			return nil, nil, nil
 		}
@@ -69,8 +69,8 @@ func (c *fakeCategory) creator() turn.Creator {
 
 func webCategory() *fakeCategory {
 	return newFakeCategory("web",
-		tools.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true},
-		tools.Spec{Name: "web_fetch", Description: "Fetch a web page.", ReadOnly: true},
+		tool.Spec{Name: "web_search", Description: "Search the web.", ReadOnly: true},
+		tool.Spec{Name: "web_fetch", Description: "Fetch a web page.", ReadOnly: true},
 	)
 }
 
@@ -78,10 +78,10 @@ func webCategory() *fakeCategory {
 // that the task catalog's filter shows.
 func brainCategory() *fakeCategory {
 	return newFakeCategory("brain",
-		tools.Spec{Name: "remember", Description: "Store a memory."},
-		tools.Spec{Name: "get_page", Description: "Read a page of the brain.", ReadOnly: true},
-		tools.Spec{Name: "recall", Description: "Recall memories.", ReadOnly: true},
-		tools.Spec{Name: "forget", Description: "Forget a memory.", Destructive: true},
+		tool.Spec{Name: "remember", Description: "Store a memory."},
+		tool.Spec{Name: "get_page", Description: "Read a page of the brain.", ReadOnly: true},
+		tool.Spec{Name: "recall", Description: "Recall memories.", ReadOnly: true},
+		tool.Spec{Name: "forget", Description: "Forget a memory.", Destructive: true},
 	)
 }
 
@@ -209,7 +209,7 @@ type outEvent struct {
 	CallID  string            `json:"call_id"`
 	Name    string            `json:"name"`
 	Status  string            `json:"status"`
-	Error   *tools.Error      `json:"error"`
+	Error   *tool.Error       `json:"error"`
 	Item    json.RawMessage   `json:"item"`
 	Details json.RawMessage   `json:"details"`
 	Items   []json.RawMessage `json:"items"`

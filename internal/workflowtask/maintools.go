@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Names of the main-turn workflow tools.
@@ -59,10 +59,10 @@ func (s *Service) Creator() turn.Creator {
 }
 
 // mainTools defines the main-turn tools once; every main turn shares them.
-func (s *Service) mainTools() []*tools.Tool {
-	return []*tools.Tool{
-		tools.Must(tools.Def[StartParams]{
-			Spec: tools.Spec{Name: StartWorkflowName,
+func (s *Service) mainTools() []*tool.Tool {
+	return []*tool.Tool{
+		tool.Must(tool.Def[StartParams]{
+			Spec: tool.Spec{Name: StartWorkflowName,
 				NotStrict: "each task's result_schema is any JSON Schema object: strict mode would close it to {}",
 				Description: "Start a workflow of tasks that run in parallel, each in its own isolated turn with only web and read-only memory tools. " +
 					"Each task gets its instructions and must submit a result matching its result schema. " +
@@ -70,20 +70,20 @@ func (s *Service) mainTools() []*tools.Tool {
 			Activity: func(p StartParams) string { return fmt.Sprintf("Starting a workflow of %d tasks", len(p.Tasks)) },
 			Execute:  s.startWorkflow,
 		}),
-		tools.Must(tools.Def[ShowParams]{
-			Spec:     tools.Spec{Name: ShowWorkflowName, Description: "Show a workflow: its status and each task's status, result or failure reason.", ReadOnly: true},
+		tool.Must(tool.Def[ShowParams]{
+			Spec:     tool.Spec{Name: ShowWorkflowName, Description: "Show a workflow: its status and each task's status, result or failure reason.", ReadOnly: true},
 			Activity: func(p ShowParams) string { return "Reading workflow " + p.WorkflowID },
 			Execute:  s.showWorkflow,
 		}),
-		tools.Must(tools.Def[ListParams]{
-			Spec:     tools.Spec{Name: ListWorkflowsName, Description: "List this agent's workflows, newest first, with their status and task counts.", ReadOnly: true},
+		tool.Must(tool.Def[ListParams]{
+			Spec:     tool.Spec{Name: ListWorkflowsName, Description: "List this agent's workflows, newest first, with their status and task counts.", ReadOnly: true},
 			Activity: func(ListParams) string { return "Listing workflows" },
 			Execute:  s.listWorkflows,
 		}),
-		tools.Must(tools.Def[CancelParams]{
-			Spec: tools.Spec{Name: CancelWorkflowName,
+		tool.Must(tool.Def[CancelParams]{
+			Spec: tool.Spec{Name: CancelWorkflowName,
 				Description: "Cancel a running workflow: its unfinished tasks fail and their results are never recorded. This cannot be undone.",
-				Destructive: true, ExecutionMode: tools.Sequential},
+				Destructive: true, ExecutionMode: tool.Sequential},
 			Activity: func(p CancelParams) string { return "Cancelling workflow " + p.WorkflowID },
 			Execute:  s.cancelWorkflow,
 		}),
@@ -92,10 +92,10 @@ func (s *Service) mainTools() []*tools.Tool {
 
 // callOf returns the calling turn's identity, which every workflow tool
 // needs (workflows belong to the agent that started them).
-func callOf(ctx context.Context) (tools.Call, error) {
-	c, ok := tools.CallFrom(ctx)
+func callOf(ctx context.Context) (tool.Call, error) {
+	c, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(c.AgentID) {
-		return c, tools.Errorf(tools.Internal, "the call carries no agent identity")
+		return c, tool.Errorf(tool.Internal, "the call carries no agent identity")
 	}
 	return c, nil
 }
@@ -110,13 +110,13 @@ type startedTask struct {
 // startWorkflow checks every task, its id and its result schema, before
 // storing anything; then stores the workflow and announces it and each
 // task. All tasks are ready at once: they run in parallel.
-func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tools.Result, error) {
+func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if len(p.Tasks) > s.cfg.MaxTasks {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "A workflow has at most %d tasks; %d were given. Split the work or combine tasks.", s.cfg.MaxTasks, len(p.Tasks))
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "A workflow has at most %d tasks; %d were given. Split the work or combine tasks.", s.cfg.MaxTasks, len(p.Tasks))
 	}
 	now := s.now()
 	wf := &Workflow{ID: newWorkflowID(now), AgentID: call.AgentID, TurnID: call.TurnID, Title: p.Title, Status: WorkflowRunning, CreatedAt: now}
@@ -162,14 +162,14 @@ func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tools.Resul
 		wf.Tasks = append(wf.Tasks, TaskRef{TaskID: t.TaskID, TurnID: t.TurnID, Status: TaskReady})
 	}
 	if len(problems) > 0 {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments,
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments,
 			"Nothing was started. Fix these and call start_workflow again:\n%s", strings.Join(problems, "\n"))
 	}
 	if err := s.store.create(ctx, wf, tasks); err != nil {
-		return tools.Result{}, fmt.Errorf("the workflow could not be stored, so it was not started: %w", err)
+		return tool.Result{}, fmt.Errorf("the workflow could not be stored, so it was not started: %w", err)
 	}
 	if err := s.announce(ctx, wf, tasks); err != nil {
-		return tools.Result{}, fmt.Errorf("workflow %s is stored but could not be announced (%w); cancel it with cancel_workflow and start it again", wf.ID, err)
+		return tool.Result{}, fmt.Errorf("workflow %s is stored but could not be announced (%w); cancel it with cancel_workflow and start it again", wf.ID, err)
 	}
 	out := struct {
 		WorkflowID string        `json:"workflow_id"`
@@ -179,7 +179,7 @@ func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tools.Resul
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, startedTask{TaskID: t.TaskID, TurnID: t.TurnID, Status: TaskReady})
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: fmt.Sprintf("Started workflow %s with %d tasks; they run in parallel. Results arrive as tasks finish; show_workflow reports progress.\n%s",
 			wf.ID, len(tasks), mustJSON(out)),
 		Details: out,
@@ -211,7 +211,7 @@ func (s *Service) announce(ctx context.Context, wf *Workflow, tasks []*Task) err
 func (s *Service) ownWorkflow(ctx context.Context, agentID, id string) (*Workflow, error) {
 	wf, err := s.store.workflow(ctx, id)
 	if errors.Is(err, ErrNotFound) || (err == nil && wf.AgentID != agentID) {
-		return nil, tools.Errorf(tools.ToolError, "There is no workflow %s for this agent. list_workflows shows the ones there are.", id)
+		return nil, tool.Errorf(tool.ToolError, "There is no workflow %s for this agent. list_workflows shows the ones there are.", id)
 	}
 	return wf, err
 }
@@ -238,18 +238,18 @@ type workflowView struct {
 // maxShownResult bounds one result quoted back by show_workflow.
 const maxShownResult = 8 << 10
 
-func (s *Service) showWorkflow(ctx context.Context, p ShowParams) (tools.Result, error) {
+func (s *Service) showWorkflow(ctx context.Context, p ShowParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	wf, err := s.ownWorkflow(ctx, call.AgentID, p.WorkflowID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	ts, err := s.store.tasks(ctx, wf)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	v := workflowView{WorkflowID: wf.ID, Title: wf.Title, Status: wf.Status, Reason: wf.Reason, CreatedAt: wf.CreatedAt.Format("2006-01-02T15:04:05Z")}
 	var notes []string
@@ -265,7 +265,7 @@ func (s *Service) showWorkflow(ctx context.Context, p ShowParams) (tools.Result,
 	if len(notes) > 0 {
 		content += "\n" + strings.Join(notes, "\n")
 	}
-	return tools.Result{Content: content, Details: v}, nil
+	return tool.Result{Content: content, Details: v}, nil
 }
 
 // workflowSummary is a workflow as list_workflows reports it.
@@ -277,10 +277,10 @@ type workflowSummary struct {
 	Tasks      map[string]int `json:"tasks"` // count by status
 }
 
-func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tools.Result, error) {
+func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -288,7 +288,7 @@ func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tools.Result
 	}
 	ids, err := s.store.agentWorkflows(ctx, call.AgentID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	list := []workflowSummary{}
 	for _, id := range ids {
@@ -300,7 +300,7 @@ func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tools.Result
 			continue // an index entry whose workflow was removed
 		}
 		if err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		if p.Status != "" && wf.Status != p.Status {
 			continue
@@ -311,20 +311,20 @@ func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tools.Result
 		}
 		list = append(list, sum)
 	}
-	return tools.Result{Content: string(mustJSON(map[string]any{"workflows": list})), Details: list}, nil
+	return tool.Result{Content: string(mustJSON(map[string]any{"workflows": list})), Details: list}, nil
 }
 
 // cancelWorkflow marks the workflow cancelled, fails its open tasks, and
 // reports each (task.failed) and then the workflow (workflow.cancelled).
 // Calling it again on a cancelled workflow finishes a cancel that was cut
 // short and reports it again; the events' ids make that harmless.
-func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tools.Result, error) {
+func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if _, err := s.ownWorkflow(ctx, call.AgentID, p.WorkflowID); err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	reason := p.Reason
 	if reason == "" {
@@ -341,22 +341,22 @@ func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tools.Res
 		return true, nil
 	})
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if wf.Status == WorkflowCompleted {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Workflow %s has already completed: every task ended, so there is nothing to cancel.", wf.ID)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "Workflow %s has already completed: every task ended, so there is nothing to cancel.", wf.ID)
 	}
 	by := EndedBy{TurnID: call.TurnID, Step: int64(call.Step), CallID: call.CallID}
 	final := map[string]string{}
 	for _, ref := range wf.Tasks {
 		t, err := s.store.failTask(ctx, wf.ID, ref.TaskID, ReasonWorkflowCancelled, by, now)
 		if err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		final[t.TaskID] = t.Status
 		if t.Status == TaskFailed && t.Reason == ReasonWorkflowCancelled {
 			if err := s.publish(ctx, taskEvent(t)); err != nil {
-				return tools.Result{}, err
+				return tool.Result{}, err
 			}
 		}
 	}
@@ -371,16 +371,16 @@ func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tools.Res
 		return changed, nil
 	})
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if err := s.publish(ctx, workflowEvent(EventWorkflowCancelled, wf)); err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	what := "Cancelled workflow %s (%s). Tasks that had not finished have failed.\n%s"
 	if already {
 		what = "Workflow %s had already been cancelled (%s); its tasks stand as follows.\n%s"
 	}
-	return tools.Result{Content: fmt.Sprintf(what, wf.ID, wf.Reason, mustJSON(wf.Tasks)), Details: wf.Tasks}, nil
+	return tool.Result{Content: fmt.Sprintf(what, wf.ID, wf.Reason, mustJSON(wf.Tasks)), Details: wf.Tasks}, nil
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // recorder is an Emitter and an EventPublisher that keeps what it is
@@ -113,7 +113,7 @@ func TestRedeliveredCommitReportsTheSame(t *testing.T) {
 
 	// A later step is answered from the record, and reports nothing again.
 	later := attempt(t, h, c, turnID, 1, submit("c3", map[string]any{"answer": "b", "confidence": 0}))
-	if len(later.eventIDs) != 0 || later.outputs[0].Error == nil || later.outputs[0].Error.Kind != tools.Aborted {
+	if len(later.eventIDs) != 0 || later.outputs[0].Error == nil || later.outputs[0].Error.Kind != tool.Aborted {
 		t.Errorf("later step: events %v, output %+v", later.eventIDs, later.outputs)
 	}
 }
@@ -138,7 +138,7 @@ func TestCrashAfterCommitStillAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := attempt(t, h, c, turnID, 0, step)
-	if out := second.outputs[0]; out.Error == nil || out.Error.Kind != tools.Interrupted {
+	if out := second.outputs[0]; out.Error == nil || out.Error.Kind != tool.Interrupted {
 		t.Errorf("output %+v, want interrupted (never run twice)", out)
 	}
 	v := second.done[0].Task

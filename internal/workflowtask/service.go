@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Default limits of a zero Config.
@@ -51,7 +51,7 @@ type Service struct {
 	events EventPublisher
 	log    *slog.Logger
 	submit submitCache
-	main   []*tools.Tool
+	main   []*tool.Tool
 }
 
 // New returns a service over the WORKFLOWS and TURN_STATE buckets and

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // SubmitResultName is the name of the tool that ends a task.
@@ -43,7 +44,7 @@ type submitParams struct {
 // submitTool is one task's submit_result with the validator of its stored
 // schema (the same wrapper, compiled as given rather than strict).
 type submitTool struct {
-	tool  *tools.Tool
+	tool  *tool.Tool
 	check *schema.Params
 }
 
@@ -93,16 +94,16 @@ func (s *Service) newSubmit(workflowID, taskID string, resultSchema json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	t, err := tools.New(tools.Def[submitParams]{
-		Spec: tools.Spec{
+	t, err := tool.New(tool.Def[submitParams]{
+		Spec: tool.Spec{
 			Name: SubmitResultName, Description: submitDescription,
 			JSONSchema: params, Strict: true,
 			// A commit is final: no repair rung may invent or drop part of
 			// a result, and no two submissions of a step run at once.
-			Destructive: true, ExecutionMode: tools.Sequential,
+			Destructive: true, ExecutionMode: tool.Sequential,
 		},
 		Activity: func(submitParams) string { return "Submitting the result" },
-		Execute: func(ctx context.Context, p submitParams) (tools.Result, error) {
+		Execute: func(ctx context.Context, p submitParams) (tool.Result, error) {
 			return s.commit(ctx, workflowID, taskID, p.Result)
 		},
 	})
@@ -119,7 +120,7 @@ func (st *submitTool) validate(result json.RawMessage) error {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return tools.Errorf(tools.InvalidArguments, "The result is not valid JSON: %v. Call submit_result again with the complete value.", err)
+		return tool.Errorf(tool.InvalidArguments, "The result is not valid JSON: %v. Call submit_result again with the complete value.", err)
 	}
 	err := st.check.Validate(map[string]any{"result": v})
 	if err == nil {
@@ -127,9 +128,9 @@ func (st *submitTool) validate(result json.RawMessage) error {
 	}
 	var ve *schema.ValidationError
 	if !errors.As(err, &ve) {
-		return tools.Errorf(tools.InvalidArguments, "The result was rejected: %v", err)
+		return tool.Errorf(tool.InvalidArguments, "The result was rejected: %v", err)
 	}
-	return tools.Errorf(tools.InvalidArguments, "%s", violationsText(ve))
+	return tool.Errorf(tool.InvalidArguments, "%s", violationsText(ve))
 }
 
 // violationsText is what the model reads about a rejected result.
@@ -155,68 +156,68 @@ type submitDetails struct {
 // with a compare-and-set that only succeeds on an open task. Of any
 // number of racing submissions exactly one commits; the others find the
 // task accepted and are told so, with nothing written.
-func (s *Service) commit(ctx context.Context, workflowID, taskID string, result json.RawMessage) (tools.Result, error) {
-	call, ok := tools.CallFrom(ctx)
+func (s *Service) commit(ctx context.Context, workflowID, taskID string, result json.RawMessage) (tool.Result, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok {
-		return tools.Result{}, tools.Errorf(tools.Internal, "submit_result ran without a call identity")
+		return tool.Result{}, tool.Errorf(tool.Internal, "submit_result ran without a call identity")
 	}
 	details := submitDetails{WorkflowID: workflowID, TaskID: taskID}
 	if len(result) > s.cfg.MaxResultBytes {
-		return tools.Result{Details: details}, tools.Errorf(tools.InvalidArguments,
+		return tool.Result{Details: details}, tool.Errorf(tool.InvalidArguments,
 			"The result is %d bytes, over the %d byte limit, and was not recorded. Submit a smaller result.", len(result), s.cfg.MaxResultBytes)
 	}
 	wf, err := s.store.workflow(ctx, workflowID)
 	if err != nil {
-		return tools.Result{Details: details}, unrecorded(err)
+		return tool.Result{Details: details}, unrecorded(err)
 	}
 	if wf.Status == WorkflowCancelled {
 		details.Status = TaskFailed
-		return tools.Result{Details: details}, tools.Errorf(tools.ToolError, "Not recorded: the workflow was cancelled, so this task has ended without a result.")
+		return tool.Result{Details: details}, tool.Errorf(tool.ToolError, "Not recorded: the workflow was cancelled, so this task has ended without a result.")
 	}
 	by := EndedBy{TurnID: call.TurnID, Step: int64(call.Step), CallID: call.CallID}
 	now := s.now()
 	t, err := s.store.updateTask(ctx, workflowID, taskID, func(t *Task) (bool, error) {
 		if t.AgentID != call.AgentID || t.TurnID != call.TurnID {
-			return false, tools.Errorf(tools.Internal, "this turn (%s) is not the task's turn", call.TurnID)
+			return false, tool.Errorf(tool.Internal, "this turn (%s) is not the task's turn", call.TurnID)
 		}
 		if !t.Open() {
 			return false, nil
 		}
 		st, err := s.submitFor(t)
 		if err != nil {
-			return false, tools.Errorf(tools.Internal, "the stored result schema is not usable: %v", err)
+			return false, tool.Errorf(tool.Internal, "the stored result schema is not usable: %v", err)
 		}
 		if err := st.validate(result); err != nil {
 			return false, err
 		}
 		var b bytes.Buffer
 		if err := json.Compact(&b, result); err != nil {
-			return false, tools.Errorf(tools.InvalidArguments, "The result is not valid JSON: %v", err)
+			return false, tool.Errorf(tool.InvalidArguments, "The result is not valid JSON: %v", err)
 		}
 		t.Status, t.Result, t.EndedBy, t.EndedAt = TaskAccepted, b.Bytes(), &by, &now
 		return true, nil
 	})
 	if err != nil {
-		var te *tools.Error
+		var te *tool.Error
 		if errors.As(err, &te) {
-			return tools.Result{Details: details}, te
+			return tool.Result{Details: details}, te
 		}
-		return tools.Result{Details: details}, unrecorded(err)
+		return tool.Result{Details: details}, unrecorded(err)
 	}
 	details.Status = t.Status
 	switch {
 	case t.Status == TaskAccepted && t.EndedBy != nil && *t.EndedBy == by:
 		details.Committed = true
-		return tools.Result{Content: "Accepted: the result matches the task's result schema and is committed. The task is complete.", Details: details, EndTurn: true}, nil
+		return tool.Result{Content: "Accepted: the result matches the task's result schema and is committed. The task is complete.", Details: details, EndTurn: true}, nil
 	case t.Status == TaskAccepted:
-		return tools.Result{Content: "Not recorded: this task's result had already been accepted from an earlier submission, and a task has exactly one result. The task is complete; nothing more is needed.",
+		return tool.Result{Content: "Not recorded: this task's result had already been accepted from an earlier submission, and a task has exactly one result. The task is complete; nothing more is needed.",
 			Details: details, EndTurn: true}, nil
 	default:
-		return tools.Result{Details: details}, tools.Errorf(tools.ToolError, "Not recorded: this task has already ended as %s (%s).", t.Status, t.Reason)
+		return tool.Result{Details: details}, tool.Errorf(tool.ToolError, "Not recorded: this task has already ended as %s (%s).", t.Status, t.Reason)
 	}
 }
 
 // unrecorded is the model's answer when the store failed under a commit.
-func unrecorded(err error) *tools.Error {
-	return tools.Errorf(tools.Internal, "The result could not be recorded (%v). Call submit_result again with the same value.", err)
+func unrecorded(err error) *tool.Error {
+	return tool.Errorf(tool.Internal, "The result could not be recorded (%v). Call submit_result again with the same value.", err)
 }

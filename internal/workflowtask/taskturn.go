@@ -11,9 +11,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Context bindings a task turn reads; every other binding is ignored.
@@ -96,7 +96,7 @@ func (s *Service) taskSet(ctx context.Context, agentID, turnID string, c protoco
 			Kind: protocol.KindWorkflowTask, Bindings: map[string]bool{binding: true}, WorkflowID: t.WorkflowID, TaskID: t.TaskID,
 		}}
 	}
-	var all []*tools.Tool
+	var all []*tool.Tool
 	var notes []string
 	if s.cfg.Web != nil && c.Bound(BindingWeb) {
 		ts, n, err := s.cfg.Web(ctx, env(BindingWeb))
@@ -220,14 +220,14 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 	}
 	items := make([]json.RawMessage, len(st.Calls))
 	for i, c := range st.Calls {
-		var e *tools.Error
+		var e *tool.Error
 		switch {
 		case t.Status == TaskAccepted && c.Name == SubmitResultName && c.Namespace == "":
-			e = tools.Errorf(tools.Aborted, "Not recorded: this task's result had already been accepted, and a task has exactly one result. The task is complete; nothing more is needed.")
+			e = tool.Errorf(tool.Aborted, "Not recorded: this task's result had already been accepted, and a task has exactly one result. The task is complete; nothing more is needed.")
 		case t.Status == TaskAccepted:
-			e = tools.Errorf(tools.Aborted, "Not run: this task has already ended with its result accepted. Nothing more runs in its turn.")
+			e = tool.Errorf(tool.Aborted, "Not run: this task has already ended with its result accepted. Nothing more runs in its turn.")
 		default:
-			e = tools.Errorf(tools.Aborted, "Not run: this task has already ended: it failed (%s). Nothing more runs in its turn.", t.Reason)
+			e = tool.Errorf(tool.Aborted, "Not run: this task has already ended: it failed (%s). Nothing more runs in its turn.", t.Reason)
 		}
 		ev := notRun(st, c, e)
 		if err := r.Emitter.CallOutput(ctx, ev); err != nil {
@@ -239,7 +239,7 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 }
 
 // notRun is the call.output of a call that was not run.
-func notRun(st *protocol.Step, c protocol.Call, e *tools.Error) *protocol.CallOutput {
+func notRun(st *protocol.Step, c protocol.Call, e *tool.Error) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: fit.Error(e),
@@ -258,7 +258,7 @@ func notRun(st *protocol.Step, c protocol.Call, e *tools.Error) *protocol.CallOu
 // task record as stored now.
 func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult) (*Verdict, error) {
 	var submitted, committed, rejected bool
-	var unrecorded *tools.Error
+	var unrecorded *tool.Error
 	for _, o := range res.Outcomes {
 		if o.Name != SubmitResultName || o.Namespace != "" {
 			continue
@@ -267,7 +267,7 @@ func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step
 		switch {
 		case o.Err == nil:
 			committed = true // this call, or a racing one, committed
-		case o.Err.Kind == tools.InvalidArguments:
+		case o.Err.Kind == tool.InvalidArguments:
 			rejected = true
 		case unrecorded == nil:
 			unrecorded = o.Err

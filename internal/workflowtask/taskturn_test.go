@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 func oneTask(id string) taskSpec {
@@ -89,7 +89,7 @@ func TestAccepted(t *testing.T) {
 	if out := se.calls["c2"]; out.Error == nil || !strings.Contains(out.output(), "already been accepted") {
 		t.Errorf("second submission answered %s", out.output())
 	}
-	if out := se.calls["c3"]; out.Error == nil || out.Error.Kind != tools.Aborted {
+	if out := se.calls["c3"]; out.Error == nil || out.Error.Kind != tool.Aborted {
 		t.Errorf("call after acceptance: %+v", out.Error)
 	}
 	if h.web.runs.Load() != 0 {
@@ -112,7 +112,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 		submit("c1", map[string]any{"answer": "", "confidence": 7, "extra": true}))
 	wantVerdict(t, se, workflowtask.VerdictRejected, false)
 	out := se.calls["c1"]
-	if out.Error == nil || out.Error.Kind != tools.InvalidArguments {
+	if out.Error == nil || out.Error.Kind != tool.InvalidArguments {
 		t.Fatalf("rejected submission: %+v", out.Error)
 	}
 	for _, want := range []string{"/result/answer", "/result/confidence", "/result"} {
@@ -221,7 +221,7 @@ func TestForbiddenToolsInTaskTurn(t *testing.T) {
 		call("c5", "web_search", map[string]any{"query": "x"}),
 	)
 	for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
-		if out := se.calls[id]; out.Error == nil || out.Error.Kind != tools.UnknownTool {
+		if out := se.calls[id]; out.Error == nil || out.Error.Kind != tool.UnknownTool {
 			t.Errorf("%s (%s): %+v, want unknown_tool", id, out.Name, out.Error)
 		}
 	}
@@ -305,7 +305,7 @@ func TestStoredSchemaWins(t *testing.T) {
 	})
 	se := h.runStep(protocol.PrefixTask, turns["q1"], 0, c, submit("c1", map[string]any{"answer": 42}))
 	wantVerdict(t, se, workflowtask.VerdictRejected, false)
-	if out := se.calls["c1"]; out.Error == nil || out.Error.Kind != tools.InvalidArguments || !strings.Contains(out.output(), "/result/answer") {
+	if out := se.calls["c1"]; out.Error == nil || out.Error.Kind != tool.InvalidArguments || !strings.Contains(out.output(), "/result/answer") {
 		t.Errorf("output %s", out.output())
 	}
 	if rec, _ := h.task(wf, "q1"); rec.Status != workflowtask.TaskReady {
@@ -461,7 +461,7 @@ func TestCancelledWorkflow(t *testing.T) {
 		t.Errorf("reason %q", v.Reason)
 	}
 	for _, id := range []string{"c1", "c2"} {
-		if out := se.calls[id]; out.Error == nil || out.Error.Kind != tools.Aborted {
+		if out := se.calls[id]; out.Error == nil || out.Error.Kind != tool.Aborted {
 			t.Errorf("%s: %+v", id, out.Error)
 		}
 	}
@@ -514,7 +514,7 @@ func TestCancelledTurnFailsTask(t *testing.T) {
 	if v.Reason != workflowtask.ReasonTurnCancelled {
 		t.Errorf("reason %q", v.Reason)
 	}
-	if out := se.calls["c1"]; out.Error == nil || out.Error.Kind != tools.Aborted {
+	if out := se.calls["c1"]; out.Error == nil || out.Error.Kind != tool.Aborted {
 		t.Errorf("submission in a cancelled turn: %+v", out.Error)
 	}
 	if rec, _ := h.task(wf, "q1"); rec.Status != workflowtask.TaskFailed || rec.Reason != workflowtask.ReasonTurnCancelled {
@@ -551,7 +551,7 @@ func TestStartWorkflowChecksBeforeStoring(t *testing.T) {
 	for name, c := range cases {
 		ev := h.mainStep(step, workflowtask.StartWorkflowName, map[string]any{"tasks": c.tasks})
 		step++
-		if ev.Error == nil || ev.Error.Kind != tools.InvalidArguments {
+		if ev.Error == nil || ev.Error.Kind != tool.InvalidArguments {
 			t.Errorf("%s: %+v", name, ev.Error)
 			continue
 		}

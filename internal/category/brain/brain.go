@@ -15,6 +15,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that enables the category.
@@ -66,8 +67,8 @@ type Brain struct {
 	cfg      Config
 	kv       jetstream.KeyValue
 	cache    *cache
-	all      []*tools.Tool
-	readOnly []*tools.Tool
+	all      []*tool.Tool
+	readOnly []*tool.Tool
 }
 
 // New creates or updates the BRAIN bucket and builds the tools.
@@ -113,7 +114,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Brain, error
 // "brain", all five tools; in a workflow task turn that binds it, only
 // recall and get_page; otherwise nothing.
 func (b *Brain) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if !env.Context.Bound(Binding) {
 			return nil, nil, nil
 		}
@@ -161,46 +162,46 @@ type DeletePageParams struct {
 	Page string `json:"page" jsonschema:"description=The title of the page to delete.,minLength=1,maxLength=200"`
 }
 
-func (b *Brain) build() []*tools.Tool {
-	return []*tools.Tool{
-		tools.Must(tools.Def[RecallParams]{
-			Spec: tools.Spec{Name: RecallName, ReadOnly: true,
+func (b *Brain) build() []*tool.Tool {
+	return []*tool.Tool{
+		tool.Must(tool.Def[RecallParams]{
+			Spec: tool.Spec{Name: RecallName, ReadOnly: true,
 				Description: "Search your brain (the pages you have kept across turns) by words, ranked by relevance, with the matching lines. " +
 					"Read a page found this way with get_page."},
 			Activity:          func(p RecallParams) string { return "Recalling " + tools.Clip(p.Query, 60) },
-			CompletedActivity: func(p RecallParams, r tools.Result) string { return recallLabel(p, r) },
+			CompletedActivity: func(p RecallParams, r tool.Result) string { return recallLabel(p, r) },
 			Execute:           b.recall,
 		}),
-		tools.Must(tools.Def[GetPageParams]{
-			Spec: tools.Spec{Name: GetPageName, ReadOnly: true,
+		tool.Must(tool.Def[GetPageParams]{
+			Spec: tool.Spec{Name: GetPageName, ReadOnly: true,
 				Description: "Read a page of your brain by its title. Long pages come in ranges of lines: the answer says which lines it holds and where to go on."},
 			Activity: func(p GetPageParams) string { return "Reading page " + tools.Clip(p.Page, 60) },
 			Execute:  b.getPage,
 		}),
-		tools.Must(tools.Def[ListPagesParams]{
-			Spec:     tools.Spec{Name: ListPagesName, ReadOnly: true, Description: "List the pages of your brain by title, with their size and when they were last written."},
+		tool.Must(tool.Def[ListPagesParams]{
+			Spec:     tool.Spec{Name: ListPagesName, ReadOnly: true, Description: "List the pages of your brain by title, with their size and when they were last written."},
 			Activity: func(ListPagesParams) string { return "Listing pages" },
 			Execute:  b.listPages,
 		}),
-		tools.Must(tools.Def[WritePageParams]{
-			Spec: tools.Spec{Name: WritePageName, ExecutionMode: tools.Sequential,
+		tool.Must(tool.Def[WritePageParams]{
+			Spec: tool.Spec{Name: WritePageName, ExecutionMode: tool.Sequential,
 				Description: "Write a page to your brain: what you want to know again in later turns (facts, decisions, notes, how-tos). " +
 					"One page per topic, titled so you will recognise it. Replaces the page with the same title, or appends to it."},
 			Activity: func(p WritePageParams) string { return "Writing page " + tools.Clip(p.Page, 60) },
 			Execute:  b.writePage,
 		}),
-		tools.Must(tools.Def[DeletePageParams]{
-			Spec:     tools.Spec{Name: DeletePageName, Destructive: true, ExecutionMode: tools.Sequential, Description: "Delete a page of your brain. This cannot be undone."},
+		tool.Must(tool.Def[DeletePageParams]{
+			Spec:     tool.Spec{Name: DeletePageName, Destructive: true, ExecutionMode: tool.Sequential, Description: "Delete a page of your brain. This cannot be undone."},
 			Activity: func(p DeletePageParams) string { return "Deleting page " + tools.Clip(p.Page, 60) },
 			Execute:  b.deletePage,
 		}),
 	}
 }
 
-func agentOf(ctx context.Context) (tools.Call, error) {
-	call, ok := tools.CallFrom(ctx)
+func agentOf(ctx context.Context) (tool.Call, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tools.Errorf(tools.Internal, "the call carries no agent identity")
+		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
 	}
 	return call, nil
 }
@@ -235,23 +236,23 @@ func (b *Brain) Search(ctx context.Context, agentID, query string, limit int) ([
 	return out, err
 }
 
-func (b *Brain) recall(ctx context.Context, p RecallParams) (tools.Result, error) {
+func (b *Brain) recall(ctx context.Context, p RecallParams) (tool.Result, error) {
 	call, err := agentOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if p.Limit == 0 {
 		p.Limit = 5
 	}
 	if len(queryTerms(p.Query)) == 0 {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The query %q has no words to search for; use words that would appear in the page.", p.Query)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "The query %q has no words to search for; use words that would appear in the page.", p.Query)
 	}
 	hits, err := b.Search(ctx, call.AgentID, p.Query, p.Limit)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if len(hits) == 0 {
-		return tools.Result{Content: fmt.Sprintf("No page matches %q. Try other words, or list_pages to see every title.", p.Query), Details: hits}, nil
+		return tool.Result{Content: fmt.Sprintf("No page matches %q. Try other words, or list_pages to see every title.", p.Query), Details: hits}, nil
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d page%s match %q, best first:", len(hits), tools.Plural(len(hits)), p.Query)
@@ -262,10 +263,10 @@ func (b *Brain) recall(ctx context.Context, p RecallParams) (tools.Result, error
 		}
 	}
 	sb.WriteString("\nRead one with get_page (offset = a line number to start there).")
-	return tools.Result{Content: sb.String(), Details: hits}, nil
+	return tool.Result{Content: sb.String(), Details: hits}, nil
 }
 
-func recallLabel(p RecallParams, r tools.Result) string {
+func recallLabel(p RecallParams, r tool.Result) string {
 	if hits, ok := r.Details.([]Hit); ok {
 		return fmt.Sprintf("Recalled %d page%s for %s", len(hits), tools.Plural(len(hits)), tools.Clip(p.Query, 60))
 	}
@@ -294,7 +295,7 @@ func (b *Brain) load(ctx context.Context, agentID, title string) (*Page, uint64,
 func (b *Brain) resolve(ctx context.Context, agentID, title string) (*Page, uint64, error) {
 	t, err := normTitle(title)
 	if err != nil {
-		return nil, 0, tools.Errorf(tools.InvalidArguments, "%v.", err)
+		return nil, 0, tool.Errorf(tool.InvalidArguments, "%v.", err)
 	}
 	p, rev, err := b.load(ctx, agentID, t)
 	if p != nil || err != nil {
@@ -328,17 +329,17 @@ func (b *Brain) resolve(ctx context.Context, agentID, title string) (*Page, uint
 	} else {
 		msg += " recall searches by words; list_pages shows every title."
 	}
-	return nil, 0, tools.Errorf(tools.ToolError, "%s", msg)
+	return nil, 0, tool.Errorf(tool.ToolError, "%s", msg)
 }
 
-func (b *Brain) getPage(ctx context.Context, p GetPageParams) (tools.Result, error) {
+func (b *Brain) getPage(ctx context.Context, p GetPageParams) (tool.Result, error) {
 	call, err := agentOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	page, _, err := b.resolve(ctx, call.AgentID, p.Page)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	offset, limit := max(p.Offset, 1), p.Limit
 	if limit == 0 {
@@ -348,10 +349,10 @@ func (b *Brain) getPage(ctx context.Context, p GetPageParams) (tools.Result, err
 	total := len(lines)
 	head := fmt.Sprintf("Page %q (%d lines, updated %s)", page.Title, total, page.UpdatedAt.Format(time.RFC3339))
 	if total == 0 {
-		return tools.Result{Content: head + " is empty."}, nil
+		return tool.Result{Content: head + " is empty."}, nil
 	}
 	if offset > total {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "%s: offset %d is past its last line; use an offset from 1 to %d.", head, offset, total)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "%s: offset %d is past its last line; use an offset from 1 to %d.", head, offset, total)
 	}
 	var body strings.Builder
 	end := offset - 1
@@ -377,7 +378,7 @@ func (b *Brain) getPage(ctx context.Context, p GetPageParams) (tools.Result, err
 		fmt.Fprintf(&sb, "\n[Lines %d-%d follow: get_page with offset %d.]", end+1, total, end+1)
 	}
 	details := map[string]any{"title": page.Title, "lines": total, "from": offset, "to": end}
-	return tools.Result{Content: sb.String(), Details: details}, nil
+	return tool.Result{Content: sb.String(), Details: details}, nil
 }
 
 // PageInfo is one page as list_pages shows it.
@@ -388,10 +389,10 @@ type PageInfo struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tools.Result, error) {
+func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tool.Result, error) {
 	call, err := agentOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if p.Limit == 0 {
 		p.Limit = 50
@@ -409,7 +410,7 @@ func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tools.Result,
 		return nil
 	})
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	sort.Slice(pages, func(i, j int) bool {
 		a, z := strings.ToLower(pages[i].Title), strings.ToLower(pages[j].Title)
@@ -424,9 +425,9 @@ func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tools.Result,
 	}
 	if matched == 0 {
 		if total == 0 {
-			return tools.Result{Content: "Your brain has no pages yet; write_page keeps one.", Details: pages}, nil
+			return tool.Result{Content: "Your brain has no pages yet; write_page keeps one.", Details: pages}, nil
 		}
-		return tools.Result{Content: fmt.Sprintf("No page title starts with %q (there are %d pages).", p.Prefix, total), Details: pages}, nil
+		return tool.Result{Content: fmt.Sprintf("No page title starts with %q (there are %d pages).", p.Prefix, total), Details: pages}, nil
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d of %d page%s", len(pages), matched, tools.Plural(matched))
@@ -437,17 +438,17 @@ func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tools.Result,
 	for _, pg := range pages {
 		fmt.Fprintf(&sb, "\n- %q (%d lines, updated %s)", pg.Title, pg.Lines, pg.UpdatedAt.Format(time.DateOnly))
 	}
-	return tools.Result{Content: sb.String(), Details: pages}, nil
+	return tool.Result{Content: sb.String(), Details: pages}, nil
 }
 
-func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tools.Result, error) {
+func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tool.Result, error) {
 	call, err := agentOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	title, err := normTitle(p.Page)
 	if err != nil {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was written: %v.", err)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was written: %v.", err)
 	}
 	key := Key(call.AgentID, title)
 	ref := &Ref{TurnID: call.TurnID, Step: call.Step, CallID: call.CallID}
@@ -455,7 +456,7 @@ func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tools.Result,
 		now := time.Now().UTC()
 		old, rev, err := b.load(ctx, call.AgentID, title)
 		if err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		page := &Page{Title: title, Body: p.Content, CreatedAt: now, UpdatedAt: now, UpdatedBy: ref}
 		if old != nil {
@@ -468,15 +469,15 @@ func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tools.Result,
 				page.Body = old.Body + sep + p.Content
 			}
 		} else if err := b.roomForOneMore(ctx, call.AgentID); err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		if len(page.Body) > b.cfg.MaxPageBytes {
-			return tools.Result{}, tools.Errorf(tools.InvalidArguments,
+			return tool.Result{}, tool.Errorf(tool.InvalidArguments,
 				"Nothing was written: the page would be %d bytes, over the %d byte limit. Split it into several pages.", len(page.Body), b.cfg.MaxPageBytes)
 		}
 		data, err := json.Marshal(page)
 		if err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		// Create or compare-and-set, so that an append never loses a
 		// write that landed in between.
@@ -491,7 +492,7 @@ func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tools.Result,
 			}
 		}
 		if err != nil {
-			return tools.Result{}, fmt.Errorf("page %q could not be written: %w", title, err)
+			return tool.Result{}, fmt.Errorf("page %q could not be written: %w", title, err)
 		}
 		verb := "Created"
 		switch {
@@ -501,7 +502,7 @@ func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tools.Result,
 			verb = "Replaced"
 		}
 		n := len(splitLines(page.Body))
-		return tools.Result{
+		return tool.Result{
 			Content: fmt.Sprintf("%s page %q (%d lines, %d bytes).", verb, title, n, len(page.Body)),
 			Details: PageInfo{Title: title, Lines: n, Bytes: len(page.Body), UpdatedAt: page.UpdatedAt},
 		}, nil
@@ -514,33 +515,33 @@ func (b *Brain) roomForOneMore(ctx context.Context, agentID string) error {
 		return err
 	}
 	if n >= b.cfg.MaxPages {
-		return tools.Errorf(tools.ToolError, "Your brain holds %d pages, the most it may; delete or merge pages before writing a new one.", n)
+		return tool.Errorf(tool.ToolError, "Your brain holds %d pages, the most it may; delete or merge pages before writing a new one.", n)
 	}
 	return nil
 }
 
-func (b *Brain) deletePage(ctx context.Context, p DeletePageParams) (tools.Result, error) {
+func (b *Brain) deletePage(ctx context.Context, p DeletePageParams) (tool.Result, error) {
 	call, err := agentOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	t, err := normTitle(p.Page)
 	if err != nil {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "%v.", err)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "%v.", err)
 	}
 	// Only the exact title: a destructive tool does not guess.
 	page, rev, err := b.load(ctx, call.AgentID, t)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if page == nil {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "There is no page titled %q (titles are matched exactly here; list_pages shows them).", t)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "There is no page titled %q (titles are matched exactly here; list_pages shows them).", t)
 	}
 	if err := b.kv.Delete(ctx, Key(call.AgentID, t), jetstream.LastRevision(rev)); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return tools.Result{}, tools.Errorf(tools.ToolError, "Page %q changed while it was being deleted; read it again and decide.", t)
+			return tool.Result{}, tool.Errorf(tool.ToolError, "Page %q changed while it was being deleted; read it again and decide.", t)
 		}
-		return tools.Result{}, fmt.Errorf("page %q could not be deleted: %w", t, err)
+		return tool.Result{}, fmt.Errorf("page %q could not be deleted: %w", t, err)
 	}
-	return tools.Result{Content: fmt.Sprintf("Deleted page %q.", t)}, nil
+	return tool.Result{Content: fmt.Sprintf("Deleted page %q.", t)}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/tool"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -154,7 +155,7 @@ func TestLongPages(t *testing.T) {
 }
 
 // tool finds a tool by name in what a creator gives for env.
-func tool(t *testing.T, c turn.Creator, env turn.Env, name string) *tools.Tool {
+func findTool(t *testing.T, c turn.Creator, env turn.Env, name string) *tool.Tool {
 	t.Helper()
 	ts, _, err := c(context.Background(), env)
 	if err != nil {
@@ -170,13 +171,13 @@ func tool(t *testing.T, c turn.Creator, env turn.Env, name string) *tools.Tool {
 }
 
 // invoke runs a tool as the dispatcher would, as a call of agent a1.
-func invoke(t *testing.T, tl *tools.Tool, arguments string) (tools.Result, error) {
+func invoke(t *testing.T, tl *tool.Tool, arguments string) (tool.Result, error) {
 	t.Helper()
 	inv, err := tools.Prepare(tl, arguments, 0)
 	if err != nil {
 		t.Fatalf("%s %s: %v", tl.Name(), arguments, err)
 	}
-	return inv.Run(tools.WithCall(context.Background(), tools.Call{AgentID: "a1", TurnID: "t1", CallID: "c"}))
+	return inv.Run(tools.WithCall(context.Background(), tool.Call{AgentID: "a1", TurnID: "t1", CallID: "c"}))
 }
 
 var mainEnv = turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText, Bindings: bound}}
@@ -186,8 +187,8 @@ var mainEnv = turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Ki
 func TestIndexFollowsOtherWorkers(t *testing.T) {
 	s := natstest.Start(t)
 	x, y := newBrain(t, s.JetStream(t)), newBrain(t, s.JetStream(t))
-	write := tool(t, x.Creator(), mainEnv, brain.WritePageName)
-	del := tool(t, x.Creator(), mainEnv, brain.DeletePageName)
+	write := findTool(t, x.Creator(), mainEnv, brain.WritePageName)
+	del := findTool(t, x.Creator(), mainEnv, brain.DeletePageName)
 	titles := func(q string) string {
 		hits, err := y.Search(context.Background(), "a1", q, 10)
 		if err != nil {
@@ -218,7 +219,7 @@ func TestIndexFollowsOtherWorkers(t *testing.T) {
 	}
 }
 
-func must(_ tools.Result, err error) {
+func must(_ tool.Result, err error) {
 	if err != nil {
 		panic(err)
 	}
@@ -238,7 +239,7 @@ func TestCatalog(t *testing.T) {
 		return []turn.Creator{b.Creator()}, wf
 	})
 	// A workflow with one task, started as start_workflow would be.
-	start := tool(t, wf.Creator(), mainEnv, workflowtask.StartWorkflowName)
+	start := findTool(t, wf.Creator(), mainEnv, workflowtask.StartWorkflowName)
 	res, err := invoke(t, start, `{"tasks":[{"id":"q1","instructions":"Answer.","result_schema":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestCatalog(t *testing.T) {
 
 	// The task turn runs recall against the agent's pages; write_page is
 	// not its to call.
-	must(invoke(t, tool(t, b.Creator(), mainEnv, brain.WritePageName), `{"page":"Answer","content":"The answer is 42."}`))
+	must(invoke(t, findTool(t, b.Creator(), mainEnv, brain.WritePageName), `{"page":"Answer","content":"The answer is 42."}`))
 	outs := g.RunStep(protocol.PrefixTask, "a1", taskTurn, 0, taskCtx(all),
 		fc("r1", brain.RecallName, `{"query":"answer"}`),
 		fc("w1", brain.WritePageName, `{"page":"x","content":"y"}`),

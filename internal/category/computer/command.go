@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Directories in the home the worker uses itself.
@@ -50,12 +50,12 @@ type CommandParams struct {
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty" jsonschema:"description=Time limit in seconds (default and maximum are set by the worker).,minimum=1,maximum=86400"`
 }
 
-func (c *Category) runCommand() *tools.Tool {
-	return tools.Must(tools.Def[CommandParams]{
-		Spec: tools.Spec{Name: RunCommandName, Destructive: true, Timeout: c.cfg.MaxCommandTimeout + commandMargin,
+func (c *Category) runCommand() *tool.Tool {
+	return tool.Must(tool.Def[CommandParams]{
+		Spec: tool.Spec{Name: RunCommandName, Destructive: true, Timeout: c.cfg.MaxCommandTimeout + commandMargin,
 			Description: c.commandDescription()},
 		Activity: func(p CommandParams) string { return "Running " + commandLabel(p.Command) },
-		CompletedActivity: func(p CommandParams, r tools.Result) string {
+		CompletedActivity: func(p CommandParams, r tool.Result) string {
 			d, ok := r.Details.(*CommandDetails)
 			switch {
 			case !ok:
@@ -161,21 +161,21 @@ type CommandDetails struct {
 	PipeHeld bool `json:"pipe_held,omitempty"`
 }
 
-func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, error) {
+func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error) {
 	switch {
 	case strings.TrimSpace(p.Command) == "":
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command is empty.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "The command is empty.")
 	case strings.IndexByte(p.Command, 0) >= 0:
 		// No program can be given a NUL byte in an argument.
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The command contains a NUL byte, which a shell command line cannot hold; write such bytes with printf '\\000'.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "The command contains a NUL byte, which a shell command line cannot hold; write such bytes with printf '\\000'.")
 	case len(p.Command) > maxCommandBytes:
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments,
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments,
 			"The command is %s, over the %s the system lets a command line be. Put long content in a file with write_file and run a short command on it (e.g. sh script.sh).",
 			textclip.ByteCount(int64(len(p.Command))), textclip.ByteCount(maxCommandBytes))
 	}
 	h, call, err := c.homeOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer h.close()
 
@@ -190,7 +190,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	}
 
 	if err := h.workDir(tmpDir); err != nil {
-		return tools.Result{}, fileError("create", tmpDir, err)
+		return tool.Result{}, fileError("create", tmpDir, err)
 	}
 	half := (c.cfg.OutputBudget - noteReserve) / 2
 	logMax := c.cfg.MaxLogBytes
@@ -231,7 +231,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	cancel()
 	<-watched
 	if err != nil {
-		return tools.Result{Details: d}, err
+		return tool.Result{Details: d}, err
 	}
 	d.DurationMS = time.Since(start).Milliseconds()
 	var quotaNote string
@@ -294,20 +294,20 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	switch {
 	case overQuota && !d.Aborted:
 		fmt.Fprintf(&b, "[stopped: %s; the command and every process it started were killed]", quotaNote)
-		return tools.Result{Content: b.String(), Details: d},
-			tools.Errorf(tools.ToolError, "The command was stopped because your home went over its disk quota (%s); it and every process it started were killed, and file writes are refused until you delete files (run_command `rm`, which runs while over quota as long as it frees space). Its output so far follows.", strings.TrimPrefix(quotaNote, "your home is over its disk quota: "))
+		return tool.Result{Content: b.String(), Details: d},
+			tool.Errorf(tool.ToolError, "The command was stopped because your home went over its disk quota (%s); it and every process it started were killed, and file writes are refused until you delete files (run_command `rm`, which runs while over quota as long as it frees space). Its output so far follows.", strings.TrimPrefix(quotaNote, "your home is over its disk quota: "))
 	case quotaNote != "" && !d.Aborted && !d.TimedOut:
 		b.WriteString("[" + quotaNote + "; file writes are refused until you delete files]\n")
 	}
 	switch {
 	case d.Aborted:
 		b.WriteString("[aborted; the command and every process it started were killed]")
-		return tools.Result{Content: b.String(), Details: d},
-			tools.Errorf(tools.Aborted, "The command was aborted (%v); it and every process it started were killed.", context.Cause(ctx))
+		return tool.Result{Content: b.String(), Details: d},
+			tool.Errorf(tool.Aborted, "The command was aborted (%v); it and every process it started were killed.", context.Cause(ctx))
 	case d.TimedOut:
 		fmt.Fprintf(&b, "[timed out after %s; the command and every process it started were killed]", duration(limit))
-		return tools.Result{Content: b.String(), Details: d},
-			tools.Errorf(tools.Timeout, "The command did not finish within %s and was killed, with every process it started. Its output so far follows.", duration(limit))
+		return tool.Result{Content: b.String(), Details: d},
+			tool.Errorf(tool.Timeout, "The command did not finish within %s and was killed, with every process it started. Its output so far follows.", duration(limit))
 	case d.Signal != "" && d.ExitCode > 0:
 		// The sandbox reports a signal as 128+n, as shells do.
 		fmt.Fprintf(&b, "[killed by signal %s (exit status %d)]", d.Signal, d.ExitCode)
@@ -316,7 +316,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tools.Result, erro
 	default:
 		fmt.Fprintf(&b, "[exit status %d]", d.ExitCode)
 	}
-	return tools.Result{Content: b.String(), Details: d}, nil
+	return tool.Result{Content: b.String(), Details: d}, nil
 }
 
 // commandStatus is how a command ended.
@@ -453,7 +453,7 @@ var plainToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
 // step is in the name because call ids are only unique within a model
 // response: providers number them per response, and step 1's call_1 must
 // not overwrite step 0's log.
-func logName(c tools.Call) string {
+func logName(c tool.Call) string {
 	id := c.CallID
 	if !plainToken.MatchString(id) {
 		sum := sha256.Sum256([]byte(id))

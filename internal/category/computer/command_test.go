@@ -14,9 +14,10 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
-func details(t *testing.T, res tools.Result) *computer.CommandDetails {
+func details(t *testing.T, res tool.Result) *computer.CommandDetails {
 	t.Helper()
 	d, ok := res.Details.(*computer.CommandDetails)
 	if !ok {
@@ -91,11 +92,11 @@ func TestRunCommandKeepsTheLog(t *testing.T) {
 		t.Errorf("log %q (%d bytes)", got, d.LogBytes)
 	}
 	// A call id that is not a plain file name is replaced by a digest.
-	inv, err := tools.Prepare(tool(t, c, computer.RunCommandName), `{"command":"echo x"}`, 0)
+	inv, err := tools.Prepare(findTool(t, c, computer.RunCommandName), `{"command":"echo x"}`, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = inv.Run(tools.WithCall(context.Background(), tools.Call{AgentID: agent, TurnID: "t1", CallID: "../../etc/passwd"}))
+	res, err = inv.Run(tools.WithCall(context.Background(), tool.Call{AgentID: agent, TurnID: "t1", CallID: "../../etc/passwd"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
 	res, err := run(t, c, computer.RunCommandName, map[string]any{
 		"command": `sleep ` + m + ` & echo started; setsid sleep ` + m + ` & wait`,
 	})
-	if kindOf(err) != tools.Timeout {
+	if kindOf(err) != tool.Timeout {
 		t.Fatalf("err = %v, want kind timeout", err)
 	}
 	d := details(t, res)
@@ -121,7 +122,7 @@ func TestRunCommandTimeoutKillsTheGroup(t *testing.T) {
 		t.Errorf("result %q, details %+v", res.Content, d)
 	}
 	assertNoProcess(t, "a sleep of the timed out command", m)
-	inv, _ := tools.Prepare(tool(t, c, computer.RunCommandName), `{"command":"sleep 1000"}`, 0)
+	inv, _ := tools.Prepare(findTool(t, c, computer.RunCommandName), `{"command":"sleep 1000"}`, 0)
 	if got := inv.CompletedActivity(res); got != "Ran `sleep 1000` (timed out)" {
 		t.Errorf("completed activity %q", got)
 	}
@@ -132,7 +133,7 @@ func TestRunCommandTimeoutParameter(t *testing.T) {
 	needSandbox(t)
 	c := newCategory(t, computer.Config{CommandTimeout: time.Hour, MaxCommandTimeout: time.Hour})
 	_, err := run(t, c, computer.RunCommandName, map[string]any{"command": "sleep 1000", "timeout_seconds": 1})
-	if kindOf(err) != tools.Timeout || !strings.Contains(err.Error(), "within 1 s") {
+	if kindOf(err) != tool.Timeout || !strings.Contains(err.Error(), "within 1 s") {
 		t.Fatalf("err = %v, want a timeout after 1s", err)
 	}
 	// More than the worker allows is lowered, and the answer says so.
@@ -152,11 +153,11 @@ func TestRunCommandAbort(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	type outcome struct {
-		res tools.Result
+		res tool.Result
 		err error
 	}
 	done := make(chan outcome, 1)
-	rc := tool(t, c, computer.RunCommandName)
+	rc := findTool(t, c, computer.RunCommandName)
 	go func() {
 		inv, err := tools.Prepare(rc, `{"command":"sleep `+m+` & nohup sleep `+m+` >/dev/null 2>&1 & wait"}`, 0)
 		if err != nil {
@@ -169,7 +170,7 @@ func TestRunCommandAbort(t *testing.T) {
 	waitFor(t, "the command to start its children", func() bool { return len(hostProcs(m)) == 2 })
 	cancel(errors.New("turn cancelled"))
 	o := <-done
-	if kindOf(o.err) != tools.Aborted || !strings.Contains(o.err.Error(), "turn cancelled") {
+	if kindOf(o.err) != tool.Aborted || !strings.Contains(o.err.Error(), "turn cancelled") {
 		t.Fatalf("err = %v, want kind aborted with the cause", o.err)
 	}
 	if d := details(t, o.res); !d.Aborted {
@@ -257,7 +258,7 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 	needSandbox(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
-	rc := tool(t, c, computer.RunCommandName)
+	rc := findTool(t, c, computer.RunCommandName)
 	for _, args := range []string{
 		`{"command":"rm -rf /tmp/x`,
 		`{"command":"touch ran`,
@@ -266,7 +267,7 @@ func TestTruncatedCommandNeverRuns(t *testing.T) {
 		`{command:"touch ran", timeout_seconds: 1`,
 	} {
 		inv, err := tools.Prepare(rc, args, 0)
-		if inv != nil || kindOf(err) != tools.InvalidArguments {
+		if inv != nil || kindOf(err) != tool.InvalidArguments {
 			t.Errorf("Prepare(%s) = %v, %v; want no invocation and invalid_arguments", args, inv, err)
 			continue
 		}
@@ -319,7 +320,7 @@ func TestRunCommandNeedsASandbox(t *testing.T) {
 	if res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "echo unconfined"}); err != nil || !strings.Contains(res.Content, "unconfined\n[exit status 0]") {
 		t.Errorf("%q %v", res.Content, err)
 	}
-	if strings.Contains(tool(t, c, computer.RunCommandName).Spec().Description, "sandbox") {
+	if strings.Contains(findTool(t, c, computer.RunCommandName).Spec().Description, "sandbox") {
 		t.Error("an unconfined run_command claims a sandbox")
 	}
 }
@@ -338,7 +339,7 @@ func TestRunCommandUnpassable(t *testing.T) {
 		{map[string]any{"command": "echo " + strings.Repeat("x", 128<<10)}, "write_file"},
 	} {
 		_, err := run(t, c, computer.RunCommandName, tt.args)
-		if kindOf(err) != tools.InvalidArguments || !strings.Contains(err.Error(), tt.want) {
+		if kindOf(err) != tool.InvalidArguments || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%.40v: %v, want invalid_arguments saying %q", tt.args, err, tt.want)
 		}
 	}

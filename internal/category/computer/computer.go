@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/sandbox"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that offers the category to a main turn.
@@ -165,7 +165,7 @@ func (c Config) validate() error {
 type Category struct {
 	cfg   Config
 	homes *homes
-	tools []*tools.Tool
+	tools []*tool.Tool
 }
 
 // New checks cfg, opens (creating it when missing) the homes' root and
@@ -193,7 +193,7 @@ func New(cfg Config) (*Category, error) {
 	}
 	cfg.Root = h.dir
 	c := &Category{cfg: cfg, homes: h}
-	c.tools = []*tools.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile()}
+	c.tools = []*tool.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile()}
 	if commands {
 		c.tools = append(c.tools, c.runCommand())
 	}
@@ -204,7 +204,7 @@ func New(cfg Config) (*Category, error) {
 func (c *Category) Close() error { return c.homes.close() }
 
 // Tools returns the category's tools, in catalog order.
-func (c *Category) Tools() []*tools.Tool { return c.tools }
+func (c *Category) Tools() []*tool.Tool { return c.tools }
 
 // Root is the absolute directory of the homes.
 func (c *Category) Root() string { return c.cfg.Root }
@@ -231,10 +231,10 @@ func (c *Category) open(ctx context.Context, path string) (*home, string, error)
 	return h, rel, nil
 }
 
-func (c *Category) homeOf(ctx context.Context) (*home, tools.Call, error) {
-	call, ok := tools.CallFrom(ctx)
+func (c *Category) homeOf(ctx context.Context) (*home, tool.Call, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) {
-		return nil, call, tools.Errorf(tools.Internal, "the call carries no agent identity, so there is no home to work in")
+		return nil, call, tool.Errorf(tool.Internal, "the call carries no agent identity, so there is no home to work in")
 	}
 	h, err := c.homes.open(call.AgentID)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Overshoot bounds, with a wide margin over what was measured (README,
@@ -149,7 +149,7 @@ func overshoot(t *testing.T, commands []string, walksOnly bool, bound int64) str
 	}
 	// Over (or at) the quota, a write_file that grows the home is
 	// refused; rm frees the home.
-	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "more", "content": strings.Repeat("x", 1<<20)}); kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota") {
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "more", "content": strings.Repeat("x", 1<<20)}); kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") {
 		t.Errorf("write_file of 1 MiB after the writer: %v", err)
 	}
 	if _, err := run(t, c, computer.RunCommandName, map[string]any{"command": "rm -rf ./*"}); err != nil {
@@ -191,7 +191,7 @@ for i in range(128):
 				u, _ := c.Usage(agent)
 				t.Logf("overshoot: %d KiB", (u.Bytes-quotaBytes)>>10)
 				switch {
-				case kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota"):
+				case kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota"):
 					return fmt.Sprintf("the writer was not stopped for the quota: %v\n%s", err, res.Content)
 				case u.Bytes-quotaBytes > 8*maxOvershootBytes:
 					return fmt.Sprintf("the home is %d KiB over its quota", (u.Bytes-quotaBytes)>>10)

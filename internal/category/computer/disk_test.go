@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // smallFS mounts a tmpfs of size bytes for the test and returns its
@@ -73,7 +74,7 @@ func TestFullDiskLosesNothing(t *testing.T) {
 	}
 	for _, call := range calls {
 		_, err := runCtx(t, context.Background(), c, "a2", call.name, call.args)
-		if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "no space left") {
+		if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "no space left") {
 			t.Errorf("%s on a full disk: %v, want a tool error saying the disk is full", call.name, err)
 		}
 		if got := readFile(t, path); got != old {
@@ -144,7 +145,7 @@ func TestQuotaFileTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := run(t, c, computer.WriteFileName, map[string]any{"path": "b.txt", "content": strings.Repeat("y", 600<<10)})
-	if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota") || !strings.Contains(err.Error(), "of the 1.0 MiB") {
+	if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") || !strings.Contains(err.Error(), "of the 1.0 MiB") {
 		t.Fatalf("a write over the quota: %v", err)
 	}
 	if _, serr := os.Stat(filepath.Join(h, "b.txt")); serr == nil {
@@ -197,7 +198,7 @@ func TestQuotaCommands(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := run(t, c, computer.RunCommandName, map[string]any{"command": tt.command, "timeout_seconds": 120})
-			if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "disk quota") || !strings.Contains(err.Error(), tt.usage) {
+			if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") || !strings.Contains(err.Error(), tt.usage) {
 				t.Fatalf("a command filling its home: %v\n%s", err, res.Content)
 			}
 			if d, ok := res.Details.(*computer.CommandDetails); !ok || !d.OverQuota || d.TimedOut {
@@ -229,11 +230,11 @@ func TestOutputLogPerStep(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
 	for step := range 2 {
-		inv, err := tools.Prepare(tool(t, c, computer.RunCommandName), fmt.Sprintf(`{"command":"echo step %d"}`, step), 0)
+		inv, err := tools.Prepare(findTool(t, c, computer.RunCommandName), fmt.Sprintf(`{"command":"echo step %d"}`, step), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := inv.Run(tools.WithCall(context.Background(), tools.Call{AgentID: agent, TurnID: "t1", Step: step, CallID: "call_1"})); err != nil {
+		if _, err := inv.Run(tools.WithCall(context.Background(), tool.Call{AgentID: agent, TurnID: "t1", Step: step, CallID: "call_1"})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,7 +5,7 @@
 // The category is built once from a Config (New) and contributes its
 // tools to main turns (context kind "text") that bind "computer"; task
 // turns never get it. A tool learns whose home to use from the call
-// (tools.CallFrom): the home of agent A is <Root>/A, created with mode
+// (tool.CallFrom): the home of agent A is <Root>/A, created with mode
 // 0700 the first time A needs it.
 //
 // Data flows like this:

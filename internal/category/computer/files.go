@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // maxListEntries bounds the entries list_files looks at, whatever the
@@ -56,18 +56,18 @@ type EditParams struct {
 	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"description=Replace every occurrence instead of requiring exactly one."`
 }
 
-func (c *Category) listFiles() *tools.Tool {
-	return tools.Must(tools.Def[ListParams]{
-		Spec: tools.Spec{Name: ListFilesName, ReadOnly: true,
+func (c *Category) listFiles() *tool.Tool {
+	return tool.Must(tool.Def[ListParams]{
+		Spec: tool.Spec{Name: ListFilesName, ReadOnly: true,
 			Description: "List the files and directories in your home directory or one of its subdirectories: directories end with /, symbolic links show their target, files their size."},
 		Activity: func(p ListParams) string { return "Listing " + displayPath(p.Path) },
 		Execute:  c.list,
 	})
 }
 
-func (c *Category) readFile() *tools.Tool {
-	return tools.Must(tools.Def[ReadParams]{
-		Spec: tools.Spec{Name: ReadFileName, ReadOnly: true,
+func (c *Category) readFile() *tool.Tool {
+	return tool.Must(tool.Def[ReadParams]{
+		Spec: tool.Spec{Name: ReadFileName, ReadOnly: true,
 			Description: fmt.Sprintf("Read a text file in your home directory: by lines (start_line, end_line) or by bytes (offset, length). At most %s comes back per call; the answer says how to read on. "+
 				"An image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large.", textclip.ByteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p ReadParams) string { return "Reading " + displayPath(p.Path) },
@@ -75,18 +75,18 @@ func (c *Category) readFile() *tools.Tool {
 	})
 }
 
-func (c *Category) writeFile() *tools.Tool {
-	return tools.Must(tools.Def[WriteParams]{
-		Spec: tools.Spec{Name: WriteFileName,
+func (c *Category) writeFile() *tool.Tool {
+	return tool.Must(tool.Def[WriteParams]{
+		Spec: tool.Spec{Name: WriteFileName,
 			Description: "Write a file in your home directory, replacing its content (or appending to it). Creates the file and its missing parent directories."},
 		Activity: func(p WriteParams) string { return "Writing " + displayPath(p.Path) },
 		Execute:  c.write,
 	})
 }
 
-func (c *Category) editFile() *tools.Tool {
-	return tools.Must(tools.Def[EditParams]{
-		Spec: tools.Spec{Name: EditFileName,
+func (c *Category) editFile() *tool.Tool {
+	return tool.Must(tool.Def[EditParams]{
+		Spec: tool.Spec{Name: EditFileName,
 			Description: "Edit a file in your home directory by exact replacement: old_text must occur exactly once (or set replace_all). Read the file first and copy the text exactly."},
 		Activity: func(p EditParams) string { return "Editing " + displayPath(p.Path) },
 		Execute:  c.edit,
@@ -109,26 +109,26 @@ func short(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error) {
+func (c *Category) list(ctx context.Context, p ListParams) (tool.Result, error) {
 	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer h.close()
 	depth := max(p.Depth, 1)
 	fi, err := h.root.Stat(rel)
 	if err != nil {
-		return tools.Result{}, fileError("list", p.Path, err)
+		return tool.Result{}, fileError("list", p.Path, err)
 	}
 	switch {
 	case fi.Mode().IsRegular():
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a file (%s). Read it with read_file.", displayPath(p.Path), textclip.ByteCount(fi.Size()))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "Cannot list %s: it is a file (%s). Read it with read_file.", displayPath(p.Path), textclip.ByteCount(fi.Size()))
 	case !fi.IsDir():
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Cannot list %s: it is a %s, not a directory.", displayPath(p.Path), typeName(fi.Mode()))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "Cannot list %s: it is a %s, not a directory.", displayPath(p.Path), typeName(fi.Mode()))
 	}
 	l := &lister{ctx: ctx, h: h, depth: depth}
 	if err := l.walk(rel, "", 1); err != nil {
-		return tools.Result{}, fileError("list", p.Path, err)
+		return tool.Result{}, fileError("list", p.Path, err)
 	}
 	text, entries, cut := l.b.String(), l.entries, l.cut
 	if entries == 0 {
@@ -138,7 +138,7 @@ func (c *Category) list(ctx context.Context, p ListParams) (tools.Result, error)
 		text += fmt.Sprintf("[stopped after %d entries; list a subdirectory or use a smaller depth]\n", maxListEntries)
 	}
 	text, clipped := clip(text, c.cfg.OutputBudget, "")
-	return tools.Result{
+	return tool.Result{
 		Content: text,
 		Details: map[string]any{"path": rel, "entries": entries, "depth": depth, "truncated": cut || clipped},
 	}, nil
@@ -241,29 +241,29 @@ func needsQuote(s string) bool {
 // binarySniff is how much of a file is looked at to tell binary from text.
 const binarySniff = 8000
 
-func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error) {
+func (c *Category) read(ctx context.Context, p ReadParams) (tool.Result, error) {
 	byLines := p.StartLine > 0 || p.EndLine > 0
 	byBytes := p.Offset > 0 || p.Length > 0
 	switch {
 	case byLines && byBytes:
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Give either a line range (start_line, end_line) or a byte range (offset, length), not both.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Give either a line range (start_line, end_line) or a byte range (offset, length), not both.")
 	case p.EndLine > 0 && p.StartLine > p.EndLine:
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "end_line %d is before start_line %d.", p.EndLine, p.StartLine)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "end_line %d is before start_line %d.", p.EndLine, p.StartLine)
 	}
 	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer h.close()
 	f, fi, err := h.openFile("read", p.Path, rel, os.O_RDONLY, 0)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer f.Close()
 	sniff := make([]byte, binarySniff)
 	n, err := io.ReadFull(f, sniff)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	if kind := media.Sniff(sniff[:n]); kind != "" && !byBytes {
 		// An image or a PDF is read whole, for the model to see; the
@@ -271,12 +271,12 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 		return c.readMedia(f, rel, fi, p, kind)
 	}
 	if bytes.IndexByte(sniff[:n], 0) >= 0 {
-		return tools.Result{}, tools.Errorf(tools.ToolError,
+		return tool.Result{}, tool.Errorf(tool.ToolError,
 			"%s looks binary (%s; it contains NUL bytes), so it is not shown as text. Inspect it with run_command, e.g. `file %s` or `xxd -l 512 %s`.",
 			p.Path, textclip.ByteCount(fi.Size()), shellQuote(rel), shellQuote(rel))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	limit := c.cfg.OutputBudget - noteReserve
 	if byBytes {
@@ -288,24 +288,24 @@ func (c *Category) read(ctx context.Context, p ReadParams) (tools.Result, error)
 // readMedia returns an image or PDF file as media (the runtime fits it to
 // the media budget: an image is scaled down, a PDF that does not fit is
 // replaced by a note naming the path), with a line saying what it is.
-func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParams, kind string) (tools.Result, error) {
+func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParams, kind string) (tool.Result, error) {
 	what := "a PDF file"
 	if media.IsImage(kind) {
 		what = "an image (" + kind + ")"
 	}
 	if fi.Size() > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "%s is %s of %s, larger than the %s read_file reads whole. Make a smaller copy with run_command first.",
+		return tool.Result{}, tool.Errorf(tool.ToolError, "%s is %s of %s, larger than the %s read_file reads whole. Make a smaller copy with run_command first.",
 			p.Path, what, textclip.ByteCount(fi.Size()), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, c.cfg.MaxFileBytes+1))
 	if err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	if int64(len(data)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "%s grew past the %s read_file reads whole while it was read.", p.Path, textclip.ByteCount(c.cfg.MaxFileBytes))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "%s grew past the %s read_file reads whole while it was read.", p.Path, textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	details := map[string]any{"path": rel, "size": len(data), "media_type": kind}
 	text := fmt.Sprintf("%s: %s, %s.", rel, what, textclip.ByteCount(int64(len(data))))
@@ -313,17 +313,17 @@ func (c *Category) readMedia(f *os.File, rel string, fi os.FileInfo, p ReadParam
 		details["width"], details["height"] = info.Width, info.Height
 		text = fmt.Sprintf("%s: %s, %d×%d pixels, %s.", rel, what, info.Width, info.Height, textclip.ByteCount(int64(len(data))))
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: text,
-		Media:   []tools.Media{{MIMEType: kind, Data: data, Filename: rel, Source: rel + " in your home"}},
+		Media:   []tool.Media{{MIMEType: kind, Data: data, Filename: rel, Source: rel + " in your home"}},
 		Details: details,
 	}, nil
 }
 
-func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tools.Result, error) {
+func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tool.Result, error) {
 	size := fi.Size()
 	if p.Offset >= size && size > 0 || p.Offset > 0 && size == 0 {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Offset %d is at or past the end of %s (%s).", p.Offset, p.Path, textclip.ByteCount(size))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "Offset %d is at or past the end of %s (%s).", p.Offset, p.Path, textclip.ByteCount(size))
 	}
 	want := int64(limit)
 	if p.Length > 0 && p.Length < want {
@@ -332,7 +332,7 @@ func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParam
 	buf := make([]byte, want)
 	n, err := f.ReadAt(buf, p.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	buf = buf[:n]
 	end := p.Offset + int64(n)
@@ -343,13 +343,13 @@ func (c *Category) readBytes(f *os.File, rel string, fi os.FileInfo, p ReadParam
 	if truncated {
 		fmt.Fprintf(&b, "\n[%s more; read on with offset=%d]\n", textclip.ByteCount(size-end), end)
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: b.String(),
 		Details: map[string]any{"path": rel, "size": size, "offset": p.Offset, "bytes": n, "truncated": truncated},
 	}, nil
 }
 
-func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tools.Result, error) {
+func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.FileInfo, p ReadParams, limit int) (tool.Result, error) {
 	first := max(p.StartLine, 1)
 	br := bufio.NewReaderSize(f, 64<<10)
 	var out strings.Builder
@@ -359,7 +359,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 	partial := false // part of the current line is in out
 	for {
 		if err := ctx.Err(); err != nil {
-			return tools.Result{}, err
+			return tool.Result{}, err
 		}
 		chunk, err := br.ReadSlice('\n')
 		if len(chunk) > 0 {
@@ -398,7 +398,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 			break
 		}
 		if err != nil {
-			return tools.Result{}, fileError("read", p.Path, err)
+			return tool.Result{}, fileError("read", p.Path, err)
 		}
 		if p.EndLine > 0 && line > p.EndLine {
 			break
@@ -418,7 +418,7 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 		fmt.Fprintf(&b, "%s: empty file\n", rel)
 	case first > last && cutAt < 0:
 		if eof {
-			return tools.Result{}, tools.Errorf(tools.ToolError, "%s has %d lines; start_line %d is past the end.", p.Path, total, first)
+			return tool.Result{}, tool.Errorf(tool.ToolError, "%s has %d lines; start_line %d is past the end.", p.Path, total, first)
 		}
 	case eof && cutAt < 0:
 		fmt.Fprintf(&b, "%s: lines %d–%d of %d (%s)\n", rel, first, last, total, textclip.ByteCount(fi.Size()))
@@ -438,32 +438,32 @@ func (c *Category) readLines(ctx context.Context, f *os.File, rel string, fi os.
 	case !eof:
 		fmt.Fprintf(&b, "\n[the file goes on after line %d]\n", last)
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: b.String(),
 		Details: map[string]any{"path": rel, "size": fi.Size(), "start_line": first, "end_line": last, "lines": total, "truncated": truncated},
 	}, nil
 }
 
-func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, error) {
+func (c *Category) write(ctx context.Context, p WriteParams) (tool.Result, error) {
 	if int64(len(p.Content)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The content is %s, over the %s limit of write_file.", textclip.ByteCount(int64(len(p.Content))), textclip.ByteCount(c.cfg.MaxFileBytes))
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "The content is %s, over the %s limit of write_file.", textclip.ByteCount(int64(len(p.Content))), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer h.close()
 	if rel == "." {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "The path names your home directory itself; name a file in it.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "The path names your home directory itself; name a file in it.")
 	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := h.mkdirAll(dir, 0o755); err != nil {
-			return tools.Result{}, fileError("create the directory for", p.Path, err)
+			return tool.Result{}, fileError("create the directory for", p.Path, err)
 		}
 	}
 	size, created, err := c.writeContent(h, p, rel)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	verb := "Wrote"
 	if p.Append {
@@ -476,7 +476,7 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 	case p.Append:
 		what = "appended to"
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: fmt.Sprintf("%s %s (%d lines) to %s (%s; now %s).", verb, textclip.ByteCount(int64(len(p.Content))), lineCount(p.Content), rel, what, textclip.ByteCount(size)),
 		Details: map[string]any{"path": rel, "bytes": len(p.Content), "size": size, "created": created, "append": p.Append},
 	}, nil
@@ -561,42 +561,42 @@ func lineCount(s string) int {
 // maxListedOccurrences bounds the line numbers an ambiguity error names.
 const maxListedOccurrences = 10
 
-func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error) {
+func (c *Category) edit(ctx context.Context, p EditParams) (tool.Result, error) {
 	if p.OldText == p.NewText {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "old_text and new_text are the same: there is nothing to change.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "old_text and new_text are the same: there is nothing to change.")
 	}
 	h, rel, err := c.open(ctx, p.Path)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer h.close()
 	f, fi, err := h.openFile("edit", p.Path, rel, os.O_RDONLY, 0)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	defer f.Close()
 	tooBig := func(n int64) error {
-		return tools.Errorf(tools.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, textclip.ByteCount(n), textclip.ByteCount(c.cfg.MaxFileBytes))
+		return tool.Errorf(tool.ToolError, "Cannot edit %s: it is %s, over the %s limit of edit_file. Use run_command (sed, a script) instead.", p.Path, textclip.ByteCount(n), textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	if fi.Size() > c.cfg.MaxFileBytes {
-		return tools.Result{}, tooBig(fi.Size())
+		return tool.Result{}, tooBig(fi.Size())
 	}
 	// The limit again while reading: the file may have grown since fstat.
 	data, err := io.ReadAll(io.LimitReader(f, c.cfg.MaxFileBytes+1))
 	if err != nil {
-		return tools.Result{}, fileError("read", p.Path, err)
+		return tool.Result{}, fileError("read", p.Path, err)
 	}
 	if int64(len(data)) > c.cfg.MaxFileBytes {
-		return tools.Result{}, tooBig(int64(len(data)))
+		return tool.Result{}, tooBig(int64(len(data)))
 	}
 	text := string(data)
 	data = nil
 	count := strings.Count(text, p.OldText) // what strings.ReplaceAll replaces
 	switch {
 	case count == 0:
-		return tools.Result{}, tools.Errorf(tools.ToolError, "old_text was not found in %s; nothing was changed. %s", p.Path, missHint(text, p.OldText))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "old_text was not found in %s; nothing was changed. %s", p.Path, missHint(text, p.OldText))
 	case count > 1 && !p.ReplaceAll:
-		return tools.Result{}, tools.Errorf(tools.ToolError,
+		return tool.Result{}, tool.Errorf(tool.ToolError,
 			"old_text occurs %d times in %s (at lines %s); nothing was changed. Include more of the surrounding text so that it occurs once, or set replace_all to replace every occurrence.",
 			count, p.Path, lineList(text, occurrences(text, p.OldText, maxListedOccurrences+1)))
 	}
@@ -608,7 +608,7 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 		if ok {
 			shown = textclip.ByteCount(size)
 		}
-		return tools.Result{}, tools.Errorf(tools.ToolError, "The edit (%d replacements) would make %s %s, over the %s limit of edit_file; nothing was changed.", count, p.Path, shown, textclip.ByteCount(c.cfg.MaxFileBytes))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "The edit (%d replacements) would make %s %s, over the %s limit of edit_file; nothing was changed.", count, p.Path, shown, textclip.ByteCount(c.cfg.MaxFileBytes))
 	}
 	at := occurrences(text, p.OldText, maxListedOccurrences+1)
 	var updated string
@@ -621,14 +621,14 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	// content whole.
 	to, err := h.target(rel, f)
 	if err != nil {
-		return tools.Result{}, fileError("write", p.Path, err)
+		return tool.Result{}, fileError("write", p.Path, err)
 	}
 	if err := h.quota.admit(h, int64(len(updated)-len(text)), 0); err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if err := h.replace(to, updated, keptMode(fi.Mode())); err != nil {
 		h.quota.release(h, int64(len(updated)-len(text)), 0)
-		return tools.Result{}, fileError("write", p.Path, err)
+		return tool.Result{}, fileError("write", p.Path, err)
 	}
 	lines := make([]int, 0, min(len(at), maxListedOccurrences))
 	for _, i := range at[:min(len(at), maxListedOccurrences)] {
@@ -638,7 +638,7 @@ func (c *Category) edit(ctx context.Context, p EditParams) (tools.Result, error)
 	if count > 1 {
 		noun = "occurrences"
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: fmt.Sprintf("Replaced %d %s in %s (at lines %s); the file is now %s.", count, noun, rel, lineList(text, at), textclip.ByteCount(int64(len(updated)))),
 		Details: map[string]any{"path": rel, "replacements": count, "lines": lines, "bytes_before": len(text), "bytes_after": len(updated)},
 	}, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // hostileSetup is a root with two homes and a file beside the root:
@@ -117,7 +118,7 @@ func TestHostilePaths(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%s %v succeeded: %q", tt.tool, tt.args, res.Content)
 			}
-			if k := kindOf(err); k != tools.InvalidArguments && k != tools.ToolError {
+			if k := kindOf(err); k != tool.InvalidArguments && k != tool.ToolError {
 				t.Errorf("kind = %q (%v), want invalid_arguments or tool_error", k, err)
 			}
 			for _, s := range secrets {
@@ -340,13 +341,13 @@ func TestWriteFile(t *testing.T) {
 	if res, err = run(t, c, computer.WriteFileName, map[string]any{"path": "dir/f.txt", "content": ""}); err != nil || !strings.Contains(res.Content, "replaced") || readFile(t, filepath.Join(h, "dir/f.txt")) != "" {
 		t.Fatalf("replace: %q, %v", res.Content, err)
 	}
-	if _, err = run(t, c, computer.WriteFileName, map[string]any{"path": "big", "content": strings.Repeat("x", 101)}); kindOf(err) != tools.InvalidArguments {
+	if _, err = run(t, c, computer.WriteFileName, map[string]any{"path": "big", "content": strings.Repeat("x", 101)}); kindOf(err) != tool.InvalidArguments {
 		t.Errorf("over the limit: %v", err)
 	}
 	if _, err = run(t, c, computer.WriteFileName, map[string]any{"path": "dir", "content": "x"}); err == nil {
 		t.Error("writing over a directory succeeded")
 	}
-	if _, err = run(t, c, computer.WriteFileName, map[string]any{"path": "~", "content": "x"}); kindOf(err) != tools.InvalidArguments {
+	if _, err = run(t, c, computer.WriteFileName, map[string]any{"path": "~", "content": "x"}); kindOf(err) != tool.InvalidArguments {
 		t.Errorf("writing the home itself: %v", err)
 	}
 }
@@ -426,14 +427,14 @@ func TestSpecs(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	type flags struct {
 		readOnly, destructive bool
-		mode                  tools.Mode
+		mode                  tool.Mode
 	}
 	want := map[string]flags{
-		computer.ListFilesName:  {true, false, tools.Parallel},
-		computer.ReadFileName:   {true, false, tools.Parallel},
-		computer.WriteFileName:  {false, false, tools.Sequential},
-		computer.EditFileName:   {false, false, tools.Sequential},
-		computer.RunCommandName: {false, true, tools.Sequential},
+		computer.ListFilesName:  {true, false, tool.Parallel},
+		computer.ReadFileName:   {true, false, tool.Parallel},
+		computer.WriteFileName:  {false, false, tool.Sequential},
+		computer.EditFileName:   {false, false, tool.Sequential},
+		computer.RunCommandName: {false, true, tool.Sequential},
 	}
 	var names []string
 	for _, tl := range c.Tools() {
@@ -463,7 +464,7 @@ func TestActivityLabels(t *testing.T) {
 		{computer.EditFileName, `{"path":"a.txt","old_text":"a","new_text":"b"}`, "Editing a.txt"},
 	}
 	for _, tt := range tests {
-		inv, err := tools.Prepare(tool(t, c, tt.tool), tt.args, 0)
+		inv, err := tools.Prepare(findTool(t, c, tt.tool), tt.args, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/sandbox"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // specials makes, in dir, one file of each kind the file tools must refuse
@@ -89,7 +89,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 				if err == nil {
 					t.Fatalf("%s %v succeeded: %q", call.tool, call.args, res.Content)
 				}
-				if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "not a") {
+				if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "not a") {
 					t.Errorf("error %q (%s), want a tool_error saying it is not a regular file or directory", err, kindOf(err))
 				}
 			})
@@ -196,7 +196,7 @@ func TestFIFOSwappedIn(t *testing.T) {
 				case err == nil:
 				case strings.Contains(err.Error(), "named pipe"):
 					err = nil
-				case kindOf(err) == tools.ToolError: // a regular file's answer: no match for edit, say
+				case kindOf(err) == tool.ToolError: // a regular file's answer: no match for edit, say
 					err = nil
 				}
 				if err != nil {
@@ -705,7 +705,7 @@ func TestDeepPathRefused(t *testing.T) {
 				args["content"] = "x"
 			}
 			_, err := run(t, c, name, args)
-			if kindOf(err) != tools.InvalidArguments || !strings.Contains(err.Error(), "longer than the file tools take") {
+			if kindOf(err) != tool.InvalidArguments || !strings.Contains(err.Error(), "longer than the file tools take") {
 				t.Errorf("%s of a %d-byte path: %v", name, len(p), err)
 			}
 		}

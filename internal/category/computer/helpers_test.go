@@ -17,6 +17,7 @@ import (
 	"time"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/tool"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/sandbox"
@@ -92,7 +93,7 @@ func needSandbox(t testing.TB) {
 	}
 }
 
-func tool(t *testing.T, c *computer.Category, name string) *tools.Tool {
+func findTool(t *testing.T, c *computer.Category, name string) *tool.Tool {
 	t.Helper()
 	for _, tl := range c.Tools() {
 		if tl.Name() == name {
@@ -105,16 +106,16 @@ func tool(t *testing.T, c *computer.Category, name string) *tools.Tool {
 
 // callCtx is the context the dispatcher gives a call of agent's turn t1.
 func callCtx(ctx context.Context, agentID, callID string) context.Context {
-	return tools.WithCall(ctx, tools.Call{AgentID: agentID, TurnID: "t1", Step: 0, CallID: callID})
+	return tools.WithCall(ctx, tool.Call{AgentID: agentID, TurnID: "t1", Step: 0, CallID: callID})
 }
 
 // run prepares and runs one call of agent a1 as the dispatcher would.
-func run(t *testing.T, c *computer.Category, name string, args any) (tools.Result, error) {
+func run(t *testing.T, c *computer.Category, name string, args any) (tool.Result, error) {
 	t.Helper()
 	return runCtx(t, context.Background(), c, agent, name, args)
 }
 
-func runCtx(t *testing.T, ctx context.Context, c *computer.Category, agentID, name string, args any) (tools.Result, error) {
+func runCtx(t *testing.T, ctx context.Context, c *computer.Category, agentID, name string, args any) (tool.Result, error) {
 	t.Helper()
 	s, ok := args.(string)
 	if !ok {
@@ -124,15 +125,15 @@ func runCtx(t *testing.T, ctx context.Context, c *computer.Category, agentID, na
 		}
 		s = string(b)
 	}
-	inv, err := tools.Prepare(tool(t, c, name), s, 0)
+	inv, err := tools.Prepare(findTool(t, c, name), s, 0)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	return inv.Run(callCtx(ctx, agentID, "call_"+name))
 }
 
-func kindOf(err error) tools.Kind {
-	var te *tools.Error
+func kindOf(err error) tool.Kind {
+	var te *tool.Error
 	if errors.As(err, &te) {
 		return te.Kind
 	}

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Modes of the homes' root and of each home: the worker's alone. Commands
@@ -296,7 +296,7 @@ func (h *home) rel(p string) (string, error) {
 	case p == "" || p == "." || p == "~" && !quoted:
 		return ".", nil
 	case strings.ContainsRune(p, 0):
-		return "", tools.Errorf(tools.InvalidArguments, "The path contains a NUL byte.")
+		return "", tool.Errorf(tool.InvalidArguments, "The path contains a NUL byte.")
 	case strings.HasPrefix(p, "~/") && !quoted:
 		p = p[2:]
 	}
@@ -313,7 +313,7 @@ func (h *home) rel(p string) (string, error) {
 	// Each component costs a lookup of every one above it: a path of
 	// thousands of directories would hold the worker's CPU for minutes.
 	if len(clean) > maxPathBytes || strings.Count(clean, "/") >= maxPathDepth {
-		return "", tools.Errorf(tools.InvalidArguments, "The path is longer than the file tools take (%d bytes, %d directories deep at most).", maxPathBytes, maxPathDepth)
+		return "", tool.Errorf(tool.InvalidArguments, "The path is longer than the file tools take (%d bytes, %d directories deep at most).", maxPathBytes, maxPathDepth)
 	}
 	return clean, nil
 }
@@ -391,12 +391,12 @@ func regular(op, shown string, fi fs.FileInfo) error {
 		if op == "read" || op == "edit" {
 			hint = " List it with list_files."
 		}
-		return tools.Errorf(tools.ToolError, "Cannot %s %s: it is a directory.%s", op, shown, hint)
+		return tool.Errorf(tool.ToolError, "Cannot %s %s: it is a directory.%s", op, shown, hint)
 	case !fi.Mode().IsRegular():
 		return notRegular(op, shown, fi.Mode())
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		return tools.Errorf(tools.ToolError,
+		return tool.Errorf(tool.ToolError,
 			"Cannot %s %s: it is a hard link (the same file has %d names, which may lie outside your home), so the file tools do not %s it. Copy it first (run_command `cp %s %s.copy`) and work on the copy.",
 			op, shown, st.Nlink, op, shellQuote(shown), shellQuote(shown))
 	}
@@ -404,7 +404,7 @@ func regular(op, shown string, fi fs.FileInfo) error {
 }
 
 func notRegular(op, shown string, m fs.FileMode) error {
-	return tools.Errorf(tools.ToolError, "Cannot %s %s: it is a %s, not a regular file; the file tools work on regular files and directories only.", op, shown, typeName(m))
+	return tool.Errorf(tool.ToolError, "Cannot %s %s: it is a %s, not a regular file; the file tools work on regular files and directories only.", op, shown, typeName(m))
 }
 
 // typeName names a file type for people.
@@ -429,7 +429,7 @@ func typeName(m fs.FileMode) string {
 }
 
 func outside(p string) error {
-	return tools.Errorf(tools.InvalidArguments,
+	return tool.Errorf(tool.InvalidArguments,
 		"The path %q is outside your home directory. Paths are relative to your home (the working directory of run_command); absolute paths must lie inside it.", p)
 }
 
@@ -437,7 +437,7 @@ func outside(p string) error {
 // which path, and the system's reason (which says "path escapes from
 // parent" when a symbolic link leads out of the home).
 func fileError(op, p string, err error) error {
-	var te *tools.Error
+	var te *tool.Error
 	if errors.As(err, &te) {
 		return err
 	}
@@ -447,11 +447,11 @@ func fileError(op, p string, err error) error {
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return tools.Errorf(tools.ToolError, "Cannot %s %s: it does not exist.", op, p)
+		return tool.Errorf(tool.ToolError, "Cannot %s %s: it does not exist.", op, p)
 	case errors.Is(err, fs.ErrPermission):
-		return tools.Errorf(tools.ToolError, "Cannot %s %s: permission denied.", op, p)
+		return tool.Errorf(tool.ToolError, "Cannot %s %s: permission denied.", op, p)
 	}
-	return tools.Errorf(tools.ToolError, "Cannot %s %s: %v.", op, p, err)
+	return tool.Errorf(tool.ToolError, "Cannot %s %s: %v.", op, p, err)
 }
 
 // target is the file a write of rel changes: rel itself, or, when rel is

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // clip fits text into budget bytes, keeping its head and its tail and
@@ -69,7 +69,7 @@ type capture struct {
 // writes of a large output report without allocating. Called under the
 // capture's lock, like the state it keeps.
 func outputProgress(ctx context.Context) func(int64) {
-	if !tools.ProgressWanted(ctx) {
+	if !tool.ProgressWanted(ctx) {
 		return nil
 	}
 	var shown int64 = -1
@@ -78,7 +78,7 @@ func outputProgress(ctx context.Context) func(int64) {
 		if k := shownSize(n); k != shown {
 			shown, label = k, textclip.ByteCount(n)+" of output"
 		}
-		tools.ReportProgress(ctx, n, 0, label)
+		tool.ReportProgress(ctx, n, 0, label)
 	}
 }
 

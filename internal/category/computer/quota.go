@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Defaults of the quota of each home.
@@ -141,7 +141,7 @@ func (q *quotas) room(h *home) int64 {
 
 // overError is the model's error for a home at or over its quota.
 func (q *quotas) overError(u *usage, adding int64, what string) error {
-	return tools.Errorf(tools.ToolError, "Your home is over its disk quota: %s%s %s Delete files you no longer need (find them with run_command `du -a . | sort -n | tail`) and try again.",
+	return tool.Errorf(tool.ToolError, "Your home is over its disk quota: %s%s %s Delete files you no longer need (find them with run_command `du -a . | sort -n | tail`) and try again.",
 		q.describe(u), addingNote(adding), what)
 }
 

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that enables the category for a turn.
@@ -55,44 +55,44 @@ type FinishParams struct {
 
 // Tools builds the category's tools once; the creator hands them to every
 // turn that binds the category.
-func Tools(cfg Config) []*tools.Tool {
-	ts := []*tools.Tool{
-		tools.Must(tools.Def[PingParams]{
-			Spec:     tools.Spec{Name: "ping", Description: "Answer pong at once. A no-op for health checks and load runs.", ReadOnly: true},
+func Tools(cfg Config) []*tool.Tool {
+	ts := []*tool.Tool{
+		tool.Must(tool.Def[PingParams]{
+			Spec:     tool.Spec{Name: "ping", Description: "Answer pong at once. A no-op for health checks and load runs.", ReadOnly: true},
 			Activity: func(PingParams) string { return "Pinging" },
-			Execute: func(_ context.Context, p PingParams) (tools.Result, error) {
-				return tools.Result{Content: "pong " + p.Note}, nil
+			Execute: func(_ context.Context, p PingParams) (tool.Result, error) {
+				return tool.Result{Content: "pong " + p.Note}, nil
 			},
 		}),
-		tools.Must(tools.Def[SleepParams]{
-			Spec:     tools.Spec{Name: "sleep", Description: "Wait for the given number of milliseconds, reporting progress as it waits, then answer.", ReadOnly: true},
+		tool.Must(tool.Def[SleepParams]{
+			Spec:     tool.Spec{Name: "sleep", Description: "Wait for the given number of milliseconds, reporting progress as it waits, then answer.", ReadOnly: true},
 			Activity: func(p SleepParams) string { return fmt.Sprintf("Waiting %d ms", p.MS) },
-			Execute: func(ctx context.Context, p SleepParams) (tools.Result, error) {
+			Execute: func(ctx context.Context, p SleepParams) (tool.Result, error) {
 				every := sleepReportEvery
 				if p.ReportEveryMS > 0 {
 					every = time.Duration(p.ReportEveryMS) * time.Millisecond
 				}
 				if err := sleep(ctx, p.MS, every); err != nil {
-					return tools.Result{}, err
+					return tool.Result{}, err
 				}
-				return tools.Result{Content: fmt.Sprintf("waited %d ms", p.MS)}, nil
+				return tool.Result{Content: fmt.Sprintf("waited %d ms", p.MS)}, nil
 			},
 		}),
-		tools.Must(tools.Def[FinishParams]{
-			Spec:     tools.Spec{Name: "finish", Description: "End the turn with a summary.", ReadOnly: true},
+		tool.Must(tool.Def[FinishParams]{
+			Spec:     tool.Spec{Name: "finish", Description: "End the turn with a summary.", ReadOnly: true},
 			Activity: func(FinishParams) string { return "Finishing" },
-			Execute: func(_ context.Context, p FinishParams) (tools.Result, error) {
-				return tools.Result{Content: p.Summary, EndTurn: true}, nil
+			Execute: func(_ context.Context, p FinishParams) (tool.Result, error) {
+				return tool.Result{Content: p.Summary, EndTurn: true}, nil
 			},
 		}),
 	}
 	if cfg.MarkDir != "" {
 		var mu sync.Mutex
-		ts = append(ts, tools.Must(tools.Def[MarkParams]{
-			Spec: tools.Spec{Name: "mark", Description: "Append a line to this worker's mark file, then wait. Not read-only: each run leaves a trace.",
-				ExecutionMode: tools.Sequential},
+		ts = append(ts, tool.Must(tool.Def[MarkParams]{
+			Spec: tool.Spec{Name: "mark", Description: "Append a line to this worker's mark file, then wait. Not read-only: each run leaves a trace.",
+				ExecutionMode: tool.Sequential},
 			Activity: func(p MarkParams) string { return "Marking " + p.Label },
-			Execute: func(ctx context.Context, p MarkParams) (tools.Result, error) {
+			Execute: func(ctx context.Context, p MarkParams) (tool.Result, error) {
 				mu.Lock()
 				f, err := os.OpenFile(filepath.Join(cfg.MarkDir, "marks.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 				if err == nil {
@@ -103,12 +103,12 @@ func Tools(cfg Config) []*tools.Tool {
 				}
 				mu.Unlock()
 				if err != nil {
-					return tools.Result{}, err
+					return tool.Result{}, err
 				}
 				if err := wait(ctx, p.MS); err != nil {
-					return tools.Result{}, err
+					return tool.Result{}, err
 				}
-				return tools.Result{Content: "marked " + p.Label}, nil
+				return tool.Result{Content: "marked " + p.Label}, nil
 			},
 		}))
 	}
@@ -149,7 +149,7 @@ func sleep(ctx context.Context, ms int, every time.Duration) error {
 			return nil
 		case <-tick.C:
 			waited := min(time.Since(start), total).Milliseconds()
-			tools.ReportProgress(ctx, waited, int64(ms), fmt.Sprintf("Waited %d of %d ms", waited, ms))
+			tool.ReportProgress(ctx, waited, int64(ms), fmt.Sprintf("Waited %d of %d ms", waited, ms))
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that enables the category.
@@ -89,7 +90,7 @@ type Service struct {
 	kv    jetstream.KeyValue
 	retry bus.Retry
 	log   *slog.Logger
-	tools []*tools.Tool
+	tools []*tool.Tool
 }
 
 // New creates or updates the JOBS bucket, the JOB_EVENTS stream and its
@@ -197,27 +198,27 @@ type CancelParams struct {
 	Reason string `json:"reason,omitempty" jsonschema:"description=Why; recorded and passed to the job runner.,maxLength=500"`
 }
 
-func (s *Service) build() []*tools.Tool {
-	return []*tools.Tool{
-		tools.Must(tools.Def[StartParams]{
-			Spec: tools.Spec{Name: StartName, ExecutionMode: tools.Sequential,
+func (s *Service) build() []*tool.Tool {
+	return []*tool.Tool{
+		tool.Must(tool.Def[StartParams]{
+			Spec: tool.Spec{Name: StartName, ExecutionMode: tool.Sequential,
 				Description: "Start a background job: another agent works on the instructions while this conversation goes on. " +
 					"Returns the job id at once; show_job reports its progress and result."},
 			Activity: func(p StartParams) string { return "Starting job " + tools.Clip(p.Title, 60) },
 			Execute:  s.start,
 		}),
-		tools.Must(tools.Def[ShowParams]{
-			Spec:     tools.Spec{Name: ShowName, ReadOnly: true, Description: "Show a background job: its status, progress, and result or error."},
+		tool.Must(tool.Def[ShowParams]{
+			Spec:     tool.Spec{Name: ShowName, ReadOnly: true, Description: "Show a background job: its status, progress, and result or error."},
 			Activity: func(p ShowParams) string { return "Reading job " + p.JobID },
 			Execute:  s.show,
 		}),
-		tools.Must(tools.Def[ListParams]{
-			Spec:     tools.Spec{Name: ListName, ReadOnly: true, Description: "List your background jobs, newest first, with their status and progress."},
+		tool.Must(tool.Def[ListParams]{
+			Spec:     tool.Spec{Name: ListName, ReadOnly: true, Description: "List your background jobs, newest first, with their status and progress."},
 			Activity: func(ListParams) string { return "Listing jobs" },
 			Execute:  s.list,
 		}),
-		tools.Must(tools.Def[CancelParams]{
-			Spec: tools.Spec{Name: CancelName, Destructive: true, ExecutionMode: tools.Sequential,
+		tool.Must(tool.Def[CancelParams]{
+			Spec: tool.Spec{Name: CancelName, Destructive: true, ExecutionMode: tool.Sequential,
 				Description: "Cancel a background job that has not ended: the job runner is told to stop, and nothing it reports afterwards is kept."},
 			Activity: func(p CancelParams) string { return "Cancelling job " + p.JobID },
 			Execute:  s.cancel,
@@ -225,25 +226,25 @@ func (s *Service) build() []*tools.Tool {
 	}
 }
 
-func callOf(ctx context.Context) (tools.Call, error) {
-	call, ok := tools.CallFrom(ctx)
+func callOf(ctx context.Context) (tool.Call, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tools.Errorf(tools.Internal, "the call carries no agent identity")
+		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
 	}
 	return call, nil
 }
 
-func (s *Service) start(ctx context.Context, p StartParams) (tools.Result, error) {
+func (s *Service) start(ctx context.Context, p StartParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if strings.TrimSpace(p.Instructions) == "" || strings.TrimSpace(p.Title) == "" {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was started: the title and the instructions must not be blank.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was started: the title and the instructions must not be blank.")
 	}
 	all, err := s.Jobs(ctx, call.AgentID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	open := 0
 	for _, j := range all {
@@ -252,7 +253,7 @@ func (s *Service) start(ctx context.Context, p StartParams) (tools.Result, error
 		}
 	}
 	if open >= s.cfg.MaxOpen {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "You have %d jobs that have not ended, the most allowed; wait for one or cancel one (list_jobs shows them).", open)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "You have %d jobs that have not ended, the most allowed; wait for one or cancel one (list_jobs shows them).", open)
 	}
 	now := time.Now().UTC()
 	j := &Job{
@@ -261,10 +262,10 @@ func (s *Service) start(ctx context.Context, p StartParams) (tools.Result, error
 	}
 	data, err := json.Marshal(j)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if _, err := s.kv.Create(ctx, Key(j.AgentID, j.JobID), data); err != nil {
-		return tools.Result{}, fmt.Errorf("the job could not be stored, so it was not started: %w", err)
+		return tool.Result{}, fmt.Errorf("the job could not be stored, so it was not started: %w", err)
 	}
 	ev := StartEvent{Type: EventStart, JobID: j.JobID, AgentID: j.AgentID, TurnID: call.TurnID, Title: j.Title, Instructions: j.Instructions, Time: now}
 	if err := s.publish(ctx, Subject(PrefixStart, j.AgentID, j.JobID), j.JobID+".start", ev); err != nil {
@@ -273,9 +274,9 @@ func (s *Service) start(ctx context.Context, p StartParams) (tools.Result, error
 		_, _ = s.update(context.WithoutCancel(ctx), j.AgentID, j.JobID, func(j *Job) bool {
 			return j.Status == StatusQueued && s.end(j, StatusFailed, "the job could not be announced to the job runner")
 		})
-		return tools.Result{}, fmt.Errorf("the job could not be announced to the job runner, so it will not run (%w); start it again", err)
+		return tool.Result{}, fmt.Errorf("the job could not be announced to the job runner, so it will not run (%w); start it again", err)
 	}
-	return tools.Result{
+	return tool.Result{
 		Content: fmt.Sprintf("Started job %s (%q); it runs in the background. show_job %s reports its progress and result.", j.JobID, j.Title, j.JobID),
 		Details: j,
 	}, nil
@@ -393,17 +394,17 @@ func (s *Service) Jobs(ctx context.Context, agentID string) ([]*Job, error) {
 	return out, nil
 }
 
-func (s *Service) show(ctx context.Context, p ShowParams) (tools.Result, error) {
+func (s *Service) show(ctx context.Context, p ShowParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	j, err := s.Get(ctx, call.AgentID, p.JobID)
 	if errors.Is(err, ErrNotFound) {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "You have no job %s; list_jobs shows yours.", p.JobID)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "You have no job %s; list_jobs shows yours.", p.JobID)
 	}
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Job %s %q: %s", j.JobID, j.Title, statusLine(j))
@@ -422,7 +423,7 @@ func (s *Service) show(ctx context.Context, p ShowParams) (tools.Result, error) 
 	case StatusCancelled:
 		fmt.Fprintf(&b, "\nCancelled: %s", j.CancelReason)
 	}
-	return tools.Result{Content: b.String(), Details: j}, nil
+	return tool.Result{Content: b.String(), Details: j}, nil
 }
 
 // statusLine is a job's status with its progress.
@@ -439,17 +440,17 @@ func statusLine(j *Job) string {
 	return s
 }
 
-func (s *Service) list(ctx context.Context, p ListParams) (tools.Result, error) {
+func (s *Service) list(ctx context.Context, p ListParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if p.Limit == 0 {
 		p.Limit = 20
 	}
 	all, err := s.Jobs(ctx, call.AgentID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	var jobs []*Job
 	for _, j := range all {
@@ -463,22 +464,22 @@ func (s *Service) list(ctx context.Context, p ListParams) (tools.Result, error) 
 	}
 	if matched == 0 {
 		if p.Status != "" {
-			return tools.Result{Content: fmt.Sprintf("You have no %s jobs.", p.Status), Details: jobs}, nil
+			return tool.Result{Content: fmt.Sprintf("You have no %s jobs.", p.Status), Details: jobs}, nil
 		}
-		return tools.Result{Content: "You have no jobs.", Details: jobs}, nil
+		return tool.Result{Content: "You have no jobs.", Details: jobs}, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d job%s, newest first:", len(jobs), matched, tools.Plural(matched))
 	for _, j := range jobs {
 		fmt.Fprintf(&b, "\n- %s %q: %s (started %s)", j.JobID, j.Title, statusLine(j), j.CreatedAt.Format(time.RFC3339))
 	}
-	return tools.Result{Content: b.String(), Details: jobs}, nil
+	return tool.Result{Content: b.String(), Details: jobs}, nil
 }
 
-func (s *Service) cancel(ctx context.Context, p CancelParams) (tools.Result, error) {
+func (s *Service) cancel(ctx context.Context, p CancelParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	reason := strings.TrimSpace(p.Reason)
 	if reason == "" {
@@ -493,24 +494,24 @@ func (s *Service) cancel(ctx context.Context, p CancelParams) (tools.Result, err
 		return s.end(j, StatusCancelled, reason)
 	})
 	if errors.Is(err, ErrNotFound) {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "You have no job %s; list_jobs shows yours.", p.JobID)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "You have no job %s; list_jobs shows yours.", p.JobID)
 	}
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	switch ended {
 	case StatusSucceeded, StatusFailed:
-		return tools.Result{}, tools.Errorf(tools.ToolError, "Job %s already %s; there is nothing to cancel.", j.JobID, ended)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "Job %s already %s; there is nothing to cancel.", j.JobID, ended)
 	}
 	// Also when it was cancelled already: a cancel cut short before its
 	// announcement is finished now (the message id makes a repeat harmless).
 	ev := CancelEvent{Type: EventCancel, JobID: j.JobID, AgentID: j.AgentID, Reason: j.CancelReason, Time: *j.EndedAt}
 	if err := s.publish(ctx, Subject(PrefixCancel, j.AgentID, j.JobID), j.JobID+".cancel", ev); err != nil {
-		return tools.Result{}, fmt.Errorf("job %s is marked cancelled but the job runner could not be told (%w); call cancel_job again", j.JobID, err)
+		return tool.Result{}, fmt.Errorf("job %s is marked cancelled but the job runner could not be told (%w); call cancel_job again", j.JobID, err)
 	}
 	msg := fmt.Sprintf("Cancelled job %s (%q); the job runner was told to stop, and nothing it reports from now on is kept.", j.JobID, j.Title)
 	if ended == StatusCancelled {
 		msg = fmt.Sprintf("Job %s (%q) was already cancelled (%s); the job runner has been told.", j.JobID, j.Title, j.CancelReason)
 	}
-	return tools.Result{Content: msg, Details: j}, nil
+	return tool.Result{Content: msg, Details: j}, nil
 }

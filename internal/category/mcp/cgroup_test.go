@@ -16,7 +16,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/cgroup"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 type holdIn struct {
@@ -244,7 +244,7 @@ func TestServerMemoryInItsCgroup(t *testing.T) {
 	}()
 	waitMark(t, marks, "start b1")
 	o := dispatch(context.Background(), setA, "hog", "hog", `{}`)
-	if kind(o) != tools.ToolError || !strings.Contains(output(t, o), "killed by its memory limit (its processes may hold 192 MiB)") {
+	if kind(o) != tool.ToolError || !strings.Contains(output(t, o), "killed by its memory limit (its processes may hold 192 MiB)") {
 		t.Errorf("the hog's answer: %s %q", kind(o), output(t, o))
 	}
 	if got := <-slow; got != " worked b1" {

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // SkillServers names the MCP servers a turn's skills need; those servers
@@ -26,7 +26,7 @@ type SkillServers interface {
 // cannot be reached, or a name that is not configured, gives a note,
 // never an error.
 func Creator(m *Manager, skills SkillServers) turn.Creator {
-	return func(ctx context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	return func(ctx context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if env.Context.Kind != protocol.KindText {
 			return nil, nil, nil
 		}
@@ -40,7 +40,7 @@ func Creator(m *Manager, skills SkillServers) turn.Creator {
 			wg.Go(func() { got[i] = m.servers[name].listing(ctx) })
 		}
 		wg.Wait()
-		var ts []*tools.Tool
+		var ts []*tool.Tool
 		for _, l := range got {
 			ts = append(ts, l.tools...)
 			notes = append(notes, l.notes...)

@@ -24,7 +24,7 @@
 // listed again after notifications/tools/list_changed; the tools built
 // from a list (schemas compiled) are reused for as long as the list is
 // the same, across turns and reconnects. Every MCP tool becomes a
-// tools.Tool with P = json.RawMessage: its inputSchema is the raw
+// tool.Tool with P = json.RawMessage: its inputSchema is the raw
 // parameters schema (validated before the call is sent; a tool whose
 // schema is not a usable object schema, or whose name the provider would
 // refuse, is left out with a note), its namespace is the server's name

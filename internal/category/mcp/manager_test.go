@@ -15,9 +15,9 @@ import (
 	"time"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/tool"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -74,7 +74,7 @@ func output(t *testing.T, o *turn.Outcome) string {
 	return it.Output
 }
 
-func kind(o *turn.Outcome) tools.Kind {
+func kind(o *turn.Outcome) tool.Kind {
 	if o.Err == nil {
 		return ""
 	}
@@ -144,16 +144,16 @@ func TestAnnotations(t *testing.T) {
 	tests := []struct {
 		name                  string
 		readOnly, destructive bool
-		mode                  tools.Mode
+		mode                  tool.Mode
 		deferred              bool
 		timeout               time.Duration
 	}{
-		{"echo", true, false, tools.Parallel, true, 20 * time.Second},
-		{"slow", true, false, tools.Parallel, false, time.Second},
-		{"write_note", false, true, tools.Sequential, true, 20 * time.Second},
-		{"append_note", false, false, tools.Sequential, true, 20 * time.Second},
+		{"echo", true, false, tool.Parallel, true, 20 * time.Second},
+		{"slow", true, false, tool.Parallel, false, time.Second},
+		{"write_note", false, true, tool.Sequential, true, 20 * time.Second},
+		{"append_note", false, false, tool.Sequential, true, 20 * time.Second},
 		// No annotations: the MCP defaults, not read-only and destructive.
-		{"grow", false, true, tools.Sequential, true, 20 * time.Second},
+		{"grow", false, true, tool.Sequential, true, 20 * time.Second},
 	}
 	for _, tt := range tests {
 		tool := set.Lookup("go", tt.name)
@@ -189,16 +189,16 @@ func TestCalls(t *testing.T) {
 		ctx := context.Background()
 		tests := []struct {
 			name, args string
-			kind       tools.Kind
+			kind       tool.Kind
 			output     string
 			details    string
 		}{
 			{name: "echo", args: `{"text":"hello"}`, output: "hello"},
 			{name: "add", args: `{"a":2,"b":40}`, output: `{"sum":42}`, details: `{"sum":42}`},
-			{name: "fail", args: `{}`, kind: tools.ToolError, output: "Error (tool_error): it failed on purpose"},
+			{name: "fail", args: `{}`, kind: tool.ToolError, output: "Error (tool_error): it failed on purpose"},
 			{name: "draw", args: ``, output: "a picture:\n[resource note://1, text/plain]\nthe caption\n[left out: audio/wav content (16 bytes) from the MCP tool go.draw, because the model reads only images"},
 			// Checked against the server's schema before anything is sent.
-			{name: "echo", args: `{"text":5}`, kind: tools.InvalidArguments, output: "- /text: "},
+			{name: "echo", args: `{"text":5}`, kind: tool.InvalidArguments, output: "- /text: "},
 		}
 		for _, tt := range tests {
 			o := dispatch(ctx, set, "go", tt.name, tt.args)
@@ -216,7 +216,7 @@ func TestCalls(t *testing.T) {
 		res := d.Run(ctx, set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.Call{
 			{Type: protocol.ItemFunctionCall, CallID: "c1", Namespace: "go", Name: "echo", Arguments: `{"text":"x"}`},
 		}})
-		if k := kind(res.Outcomes[0]); k != tools.NotLoaded {
+		if k := kind(res.Outcomes[0]); k != tool.NotLoaded {
 			t.Errorf("an unloaded deferred tool gave %q, want not_loaded", k)
 		}
 	})
@@ -238,7 +238,7 @@ func TestCancel(t *testing.T) {
 		cancel(turn.ErrCancelled)
 		select {
 		case o := <-done:
-			if kind(o) != tools.Aborted {
+			if kind(o) != tool.Aborted {
 				t.Errorf("cancelled call: %s %q, want aborted", kind(o), output(t, o))
 			}
 		case <-time.After(10 * time.Second):
@@ -247,7 +247,7 @@ func TestCancel(t *testing.T) {
 		waitMark(t, marks, "cancelled aborted")
 
 		o := dispatch(context.Background(), set, "go", "slow_write", `{"ms":60000,"tag":"late"}`)
-		if kind(o) != tools.Timeout {
+		if kind(o) != tool.Timeout {
 			t.Errorf("slow call past its timeout: %s %q, want timeout", kind(o), output(t, o))
 		}
 		waitMark(t, marks, "cancelled late")
@@ -268,7 +268,7 @@ func TestServerKilled(t *testing.T) {
 		waitMark(t, marks, "start w1")
 		kill(m)
 		o := <-done
-		if kind(o) != tools.ToolError || !strings.Contains(output(t, o), "may or may not have taken effect") {
+		if kind(o) != tool.ToolError || !strings.Contains(output(t, o), "may or may not have taken effect") {
 			t.Errorf("call whose server died: %s %q", kind(o), output(t, o))
 		}
 		if n := countMarks(marks, "start w1"); n != 1 {
@@ -352,7 +352,7 @@ func TestServerDown(t *testing.T) {
 	// the server gone, tries a new session once, and reports it.
 	set = assemble(t, m, textContext("later"))
 	o := dispatch(context.Background(), set, "later", "echo", `{"text":"x"}`)
-	if kind(o) != tools.ToolError || !strings.Contains(output(t, o), `mcp server "later" is unavailable`) {
+	if kind(o) != tool.ToolError || !strings.Contains(output(t, o), `mcp server "later" is unavailable`) {
 		t.Errorf("call to a server that is down: %s %q", kind(o), output(t, o))
 	}
 	t.Log(output(t, o))
@@ -439,7 +439,7 @@ func TestClose(t *testing.T) {
 	}
 	waitReaped(t, pid)
 	o := dispatch(context.Background(), set, "go", "echo", `{"text":"x"}`)
-	if kind(o) != tools.ToolError || !strings.Contains(output(t, o), mcp.ErrClosed.Error()) {
+	if kind(o) != tool.ToolError || !strings.Contains(output(t, o), mcp.ErrClosed.Error()) {
 		t.Errorf("call after Close: %s %q", kind(o), output(t, o))
 	}
 }

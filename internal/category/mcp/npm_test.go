@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // The reference servers from npm: server-everything over stdio and over
@@ -119,7 +119,7 @@ func testEverything(t *testing.T, m *mcp.Manager, kill func()) {
 		!strings.Contains(sp.NamespaceDescription, "Everything Server") {
 		t.Errorf("echo spec %+v", sp)
 	}
-	if sp := set.Lookup("everything", "toggle-simulated-logging").Spec(); sp.ReadOnly || sp.Destructive || sp.ExecutionMode != tools.Sequential {
+	if sp := set.Lookup("everything", "toggle-simulated-logging").Spec(); sp.ReadOnly || sp.Destructive || sp.ExecutionMode != tool.Sequential {
 		t.Errorf("toggle-simulated-logging: read-only %v destructive %v %s", sp.ReadOnly, sp.Destructive, sp.ExecutionMode)
 	}
 
@@ -148,7 +148,7 @@ func testEverything(t *testing.T, m *mcp.Manager, kill func()) {
 	if b, _ := json.Marshal(o.Details); o.Err != nil || !strings.Contains(string(b), "temperature") {
 		t.Errorf("structured content: %s, details %s", output(t, o), b)
 	}
-	if o := dispatch(ctx, set, "everything", "get-sum", `{"a":"two"}`); kind(o) != tools.InvalidArguments {
+	if o := dispatch(ctx, set, "everything", "get-sum", `{"a":"two"}`); kind(o) != tool.InvalidArguments {
 		t.Errorf("bad arguments: %s %q", kind(o), output(t, o))
 	}
 
@@ -157,7 +157,7 @@ func testEverything(t *testing.T, m *mcp.Manager, kill func()) {
 	time.AfterFunc(300*time.Millisecond, func() { cancel(turn.ErrCancelled) })
 	start := time.Now()
 	o = dispatch(cctx, set, "everything", "trigger-long-running-operation", `{"duration":30,"steps":30}`)
-	if kind(o) != tools.Aborted || time.Since(start) > 5*time.Second {
+	if kind(o) != tool.Aborted || time.Since(start) > 5*time.Second {
 		t.Errorf("cancelled long operation: %s %q after %s", kind(o), output(t, o), time.Since(start))
 	}
 
@@ -222,7 +222,7 @@ func TestFilesystem(t *testing.T) {
 		t.Errorf("the file holds %q", b)
 	}
 	// The server's own refusal comes back as the tool's error.
-	if o := dispatch(ctx, set, "fs", "read_text_file", `{"path":"/etc/passwd"}`); kind(o) != tools.ToolError {
+	if o := dispatch(ctx, set, "fs", "read_text_file", `{"path":"/etc/passwd"}`); kind(o) != tool.ToolError {
 		t.Errorf("reading outside the allowed directory: %s %q", kind(o), output(t, o))
 	}
 }

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentbull/toolruntime/tool"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 // A call whose context has a progress listener asks the server for
 // progress notifications (a random progress token in the request's _meta) and
-// hands each one to tools.ReportProgress of that call. Servers are
+// hands each one to tool.ReportProgress of that call. Servers are
 // hostile: a notification whose token is not one of this server's running
 // calls, whose progress is not a finite number ≥ 0 or goes back, is
 // dropped; a total that is not a finite number above 0, or is below the
@@ -113,14 +112,14 @@ func (c *progressCall) report(progress, total float64, message string) {
 	// Rounded down, so done never claims more than the server did. Under
 	// the lock, so reports keep the order of the notifications; the
 	// reporter never blocks.
-	tools.ReportProgress(c.ctx, int64(math.Floor(progress*scale)), int64(math.Floor(total*scale)), strings.TrimSpace(message))
+	tool.ReportProgress(c.ctx, int64(math.Floor(progress*scale)), int64(math.Floor(total*scale)), strings.TrimSpace(message))
 	c.mu.Unlock()
 }
 
 // requestProgress asks for progress notifications in params when ctx's
 // call has a listener; the returned func ends the route.
 func (s *server) requestProgress(ctx context.Context, params *sdk.CallToolParams) func() {
-	if !tools.ProgressWanted(ctx) {
+	if !tool.ProgressWanted(ctx) {
 		return func() {}
 	}
 	token, remove := s.progress.add(ctx)

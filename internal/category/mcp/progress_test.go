@@ -23,6 +23,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // progressLog is a call's progress listener: it keeps every report and
@@ -144,7 +145,7 @@ func runWithProgress(t *testing.T, m *mcp.Manager, server, name, args string, lo
 	if log != nil {
 		ctx = tools.WithProgress(ctx, log.report)
 	}
-	res, err := inv.Run(tools.WithCall(ctx, tools.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
+	res, err := inv.Run(tools.WithCall(ctx, tool.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // result maps a tool result onto the contract: text content joined for
@@ -17,11 +17,11 @@ import (
 // to the media budget, and words a note for any it cannot send), links
 // described in a line, structured content as details (and as the text
 // when there is no other content), isError as a tool_error whose message
-// is the text. tool names the tool, for the media's source.
-func (s *server) result(res *sdk.CallToolResult, tool string) (tools.Result, error) {
+// is the text. toolName names the tool, for the media's source.
+func (s *server) result(res *sdk.CallToolResult, toolName string) (tool.Result, error) {
 	limit := s.m.opts.MaxResultBytes
-	text, ms := s.render(res.Content, tool)
-	out := tools.Result{Media: ms}
+	text, ms := s.render(res.Content, toolName)
+	out := tool.Result{Media: ms}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
 		switch {
@@ -41,7 +41,7 @@ func (s *server) result(res *sdk.CallToolResult, tool string) (tools.Result, err
 		if text == "" {
 			text = "The tool reported an error without saying what it was."
 		}
-		return out, tools.Errorf(tools.ToolError, "%s", text)
+		return out, tool.Errorf(tool.ToolError, "%s", text)
 	}
 	out.Content = text
 	return out, nil
@@ -49,23 +49,23 @@ func (s *server) result(res *sdk.CallToolResult, tool string) (tools.Result, err
 
 // render joins the text blocks, with a one-line description of each link,
 // and returns images, audio and blob resources as media, in order.
-func (s *server) render(content []sdk.Content, tool string) (string, []tools.Media) {
+func (s *server) render(content []sdk.Content, toolName string) (string, []tool.Media) {
 	parts := make([]string, 0, len(content))
-	var ms []tools.Media
-	from := "the MCP tool " + s.name + "." + tool
+	var ms []tool.Media
+	from := "the MCP tool " + s.name + "." + toolName
 	for _, c := range content {
 		switch c := c.(type) {
 		case *sdk.TextContent:
 			parts = append(parts, c.Text)
 		case *sdk.ImageContent:
-			ms = append(ms, tools.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
+			ms = append(ms, tool.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
 		case *sdk.AudioContent:
-			ms = append(ms, tools.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
+			ms = append(ms, tool.Media{MIMEType: c.MIMEType, Data: c.Data, Source: from})
 		case *sdk.ResourceLink:
 			parts = append(parts, describeLink(c))
 		case *sdk.EmbeddedResource:
 			if r := c.Resource; r != nil && r.Blob != nil {
-				ms = append(ms, tools.Media{MIMEType: r.MIMEType, Data: r.Blob, Filename: r.URI, Source: r.URI + " (a resource of the MCP tool " + s.name + "." + tool + ")"})
+				ms = append(ms, tool.Media{MIMEType: r.MIMEType, Data: r.Blob, Filename: r.URI, Source: r.URI + " (a resource of the MCP tool " + s.name + "." + toolName + ")"})
 				continue
 			}
 			parts = append(parts, describeResource(c.Resource))

@@ -13,7 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/spans"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // toolSet is a server's tools as built from one tool list. Building
@@ -21,14 +21,14 @@ import (
 // the namespace description) stays the same, across sessions.
 type toolSet struct {
 	hash  [sha256.Size]byte
-	tools []*tools.Tool
+	tools []*tool.Tool
 	// notes name the tools that were left out, and why.
 	notes []string
 }
 
 // listing is what a turn gets of one server.
 type listing struct {
-	tools []*tools.Tool
+	tools []*tool.Tool
 	notes []string
 }
 
@@ -204,7 +204,7 @@ func (s *server) build(list []*sdk.Tool, cut *listCut, nsDesc string) *toolSet {
 
 // newTool maps one MCP tool onto the contract: its input schema sent and
 // enforced as the server gave it, its annotations as flags.
-func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tools.Tool, error) {
+func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tool.Tool, error) {
 	schema := json.RawMessage(`{"type":"object"}`)
 	if t.InputSchema != nil {
 		b, err := json.Marshal(t.InputSchema)
@@ -219,8 +219,8 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tools.Tool, error) {
 	readOnly, destructive := hints(t.Annotations)
 	name := t.Name
 	label := s.name + "." + name
-	return tools.New(tools.Def[json.RawMessage]{
-		Spec: tools.Spec{
+	return tool.New(tool.Def[json.RawMessage]{
+		Spec: tool.Spec{
 			Name:                 name,
 			Description:          toolDescription(s.name, t),
 			JSONSchema:           schema,
@@ -232,10 +232,10 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tools.Tool, error) {
 			Timeout:              s.cfg.timeout(name),
 		},
 		Activity: func(json.RawMessage) string { return "Calling " + label },
-		CompletedActivity: func(_ json.RawMessage, r tools.Result) string {
+		CompletedActivity: func(_ json.RawMessage, r tool.Result) string {
 			return "Called " + label
 		},
-		Execute: func(ctx context.Context, args json.RawMessage) (tools.Result, error) {
+		Execute: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
 			return s.call(ctx, name, args, readOnly)
 		},
 	})
@@ -307,14 +307,14 @@ func namespaceDescription(name string, cfg ServerConfig, init *sdk.InitializeRes
 // gone is sent again on a new session when it cannot have reached the
 // server, or when the tool is read-only; otherwise the model is told it
 // may have taken effect.
-func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool) (tools.Result, error) {
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool) (tool.Result, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.connection(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return tools.Result{}, context.Cause(ctx)
+				return tool.Result{}, context.Cause(ctx)
 			}
-			return tools.Result{}, tools.Errorf(tools.ToolError,
+			return tool.Result{}, tool.Errorf(tool.ToolError,
 				"%v, so %s was not run. Try again later, or do without it.", noteError(s.name, err), name)
 		}
 		sctx, span := spans.MCP(ctx, s.name, "tools/call", name)
@@ -328,16 +328,16 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		}
 		if ctx.Err() != nil {
 			// Timeout or abort: the dispatcher says which.
-			return tools.Result{}, context.Cause(ctx)
+			return tool.Result{}, context.Cause(ctx)
 		}
 		if unreadable(err) {
 			// The server answered: its connection is sound, and dropping it
 			// (or calling again) for one bad image would lose its state.
-			return tools.Result{}, tools.Errorf(tools.ToolError,
+			return tool.Result{}, tool.Errorf(tool.ToolError,
 				"The MCP server %s ran %s, but its result could not be read (%v), so its output is lost. Check its effect before calling it again.", s.name, name, err)
 		}
 		if !lost(c, err) {
-			return tools.Result{}, tools.Errorf(tools.ToolError, "The MCP server %s refused the call: %v", s.name, err)
+			return tool.Result{}, tool.Errorf(tool.ToolError, "The MCP server %s refused the call: %v", s.name, err)
 		}
 		err = c.why(err)
 		s.drop(c, err)
@@ -345,7 +345,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		if attempt == 0 && (notSent || readOnly) {
 			continue
 		}
-		return tools.Result{}, tools.Errorf(tools.ToolError,
+		return tool.Result{}, tool.Errorf(tool.ToolError,
 			"The connection to the MCP server %s was lost while %s ran (%v), so it may or may not have taken effect. The next call reconnects; check the effect before calling it again.",
 			s.name, name, err)
 	}

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/tool"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/agentbull/toolruntime/internal/tools"
 )
 
 func testServer(cfg ServerConfig) *server {
@@ -123,7 +122,7 @@ func TestResult(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := s.result(tt.res, "t")
 			if tt.err != "" {
-				var te *tools.Error
+				var te *tool.Error
 				if !errors.As(err, &te) || err.Error() != tt.err {
 					t.Fatalf("error %v, want %s", err, tt.err)
 				}

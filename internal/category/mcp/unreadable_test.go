@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // corrupting serves the test server with every tools/call result's
@@ -60,7 +60,7 @@ func TestUnreadableResult(t *testing.T) {
 	set := assemble(t, m, textContext("go"))
 	for range 2 {
 		o := dispatch(context.Background(), set, "go", "draw", ``)
-		if want := "The MCP server go ran draw, but its result could not be read"; kind(o) != tools.ToolError || !strings.Contains(output(t, o), want) {
+		if want := "The MCP server go ran draw, but its result could not be read"; kind(o) != tool.ToolError || !strings.Contains(output(t, o), want) {
 			t.Errorf("draw = %s %q; want a tool_error containing %q", kind(o), output(t, o), want)
 		}
 	}

@@ -13,10 +13,11 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // invoke runs one of the service's tools as the dispatcher would.
-func invoke(t *testing.T, svc *schedule.Service, name, args string) tools.Result {
+func invoke(t *testing.T, svc *schedule.Service, name, args string) tool.Result {
 	t.Helper()
 	ts, _, err := svc.Creator()(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText, Bindings: bound}})
 	if err != nil {
@@ -32,17 +33,17 @@ func invoke(t *testing.T, svc *schedule.Service, name, args string) tools.Result
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		res, err := inv.Run(tools.WithCall(ctx, tools.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
+		res, err := inv.Run(tools.WithCall(ctx, tool.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		return res
 	}
 	t.Fatalf("no tool %s", name)
-	return tools.Result{}
+	return tool.Result{}
 }
 
-func idOf(t *testing.T, res tools.Result) string {
+func idOf(t *testing.T, res tool.Result) string {
 	t.Helper()
 	raw, _ := json.Marshal(res.Details)
 	var d struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that enables the category.
@@ -78,7 +79,7 @@ type Service struct {
 	// retry makes every request to the stream: a short attempt timeout,
 	// not the call's, and transient failures tried again.
 	retry bus.Retry
-	tools []*tools.Tool
+	tools []*tool.Tool
 }
 
 // StreamConfig is the SCHEDULES stream: schedule definitions and the
@@ -183,23 +184,23 @@ type DeleteParams struct {
 	ScheduleID string `json:"schedule_id" jsonschema:"description=The schedule's id\\, as create_schedule or list_schedules gave it.,pattern=^[A-Za-z0-9_-]{1\\,64}$"`
 }
 
-func (s *Service) build() []*tools.Tool {
-	return []*tools.Tool{
-		tools.Must(tools.Def[CreateParams]{
-			Spec: tools.Spec{Name: CreateName, ExecutionMode: tools.Sequential,
+func (s *Service) build() []*tool.Tool {
+	return []*tool.Tool{
+		tool.Must(tool.Def[CreateParams]{
+			Spec: tool.Spec{Name: CreateName, ExecutionMode: tool.Sequential,
 				Description: fmt.Sprintf("Schedule yourself to act later: once at a time (at), repeatedly at an interval (every), or on a cron schedule (cron, "+
 					"with time_zone). Each time it fires, a new turn starts with the instructions. Give exactly one of at, every and cron; "+
 					"runs are at least %s apart.", s.cfg.MinInterval)},
 			Activity: func(p CreateParams) string { return "Scheduling " + describeSpec(p) },
 			Execute:  s.create,
 		}),
-		tools.Must(tools.Def[ListParams]{
-			Spec:     tools.Spec{Name: ListName, ReadOnly: true, Description: "List your schedules: when each fires next, when it fired last, and its instructions."},
+		tool.Must(tool.Def[ListParams]{
+			Spec:     tool.Spec{Name: ListName, ReadOnly: true, Description: "List your schedules: when each fires next, when it fired last, and its instructions."},
 			Activity: func(ListParams) string { return "Listing schedules" },
 			Execute:  s.list,
 		}),
-		tools.Must(tools.Def[DeleteParams]{
-			Spec:     tools.Spec{Name: DeleteName, Destructive: true, ExecutionMode: tools.Sequential, Description: "Delete a schedule so that it never fires again."},
+		tool.Must(tool.Def[DeleteParams]{
+			Spec:     tool.Spec{Name: DeleteName, Destructive: true, ExecutionMode: tool.Sequential, Description: "Delete a schedule so that it never fires again."},
 			Activity: func(p DeleteParams) string { return "Deleting schedule " + p.ScheduleID },
 			Execute:  s.delete,
 		}),
@@ -219,10 +220,10 @@ func describeSpec(p CreateParams) string {
 	}
 }
 
-func callOf(ctx context.Context) (tools.Call, error) {
-	call, ok := tools.CallFrom(ctx)
+func callOf(ctx context.Context) (tool.Call, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tools.Errorf(tools.Internal, "the call carries no agent identity")
+		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
 	}
 	return call, nil
 }
@@ -233,25 +234,25 @@ func newScheduleID(now time.Time) string {
 	return fmt.Sprintf("sch_%012x%s", now.UnixMilli(), hex.EncodeToString(r[:]))
 }
 
-func (s *Service) create(ctx context.Context, p CreateParams) (tools.Result, error) {
+func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	now := time.Now().UTC()
 	plan, err := Check(Spec{At: p.At, Every: p.Every, Cron: p.Cron, TimeZone: p.TimeZone}, now, s.cfg.MinInterval)
 	if err != nil {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was scheduled: %v.", err)
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was scheduled: %v.", err)
 	}
 	if strings.TrimSpace(p.Instructions) == "" {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was scheduled: the instructions are empty.")
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was scheduled: the instructions are empty.")
 	}
 	ids, err := s.ids(ctx, call.AgentID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if len(ids) >= s.cfg.MaxPerAgent {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "You have %d schedules, the most allowed; delete one first (list_schedules shows them).", len(ids))
+		return tool.Result{}, tool.Errorf(tool.ToolError, "You have %d schedules, the most allowed; delete one first (list_schedules shows them).", len(ids))
 	}
 	sc := Schedule{
 		ScheduleID: newScheduleID(now), AgentID: call.AgentID, Name: strings.TrimSpace(p.Name), Instructions: p.Instructions,
@@ -260,7 +261,7 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tools.Result, err
 	}
 	data, err := json.Marshal(sc)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	m := nats.NewMsg(DefSubject(sc.AgentID, sc.ScheduleID))
 	m.Data = data
@@ -281,12 +282,12 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tools.Result, err
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.Code == 400 {
 			// The checks above should have caught it; the server's word.
-			return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was scheduled: the server refused the schedule: %s.", apiErr.Description)
+			return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was scheduled: the server refused the schedule: %s.", apiErr.Description)
 		}
-		return tools.Result{}, fmt.Errorf("the schedule could not be stored, so it will not fire: %w", err)
+		return tool.Result{}, fmt.Errorf("the schedule could not be stored, so it will not fire: %w", err)
 	}
 	info := Info{Schedule: sc, NextFire: &plan.First}
-	return tools.Result{
+	return tool.Result{
 		Content: fmt.Sprintf("Created schedule %s (%s); it first fires at %s. Each time, a new turn starts with the instructions.",
 			sc.ScheduleID, describe(sc), plan.First.Format(time.RFC3339)),
 		Details: info,
@@ -426,17 +427,17 @@ func nextFire(sc *Schedule, nextHdr string, now time.Time) *time.Time {
 	return nil
 }
 
-func (s *Service) list(ctx context.Context, _ ListParams) (tools.Result, error) {
+func (s *Service) list(ctx context.Context, _ ListParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	infos, err := s.List(ctx, call.AgentID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if len(infos) == 0 {
-		return tools.Result{Content: "You have no schedules.", Details: infos}, nil
+		return tool.Result{Content: "You have no schedules.", Details: infos}, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d schedule%s:", len(infos), tools.Plural(len(infos)))
@@ -454,20 +455,20 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tools.Result, error) 
 		}
 		fmt.Fprintf(&b, "\n  instructions: %s", tools.Clip(in.Instructions, 200))
 	}
-	return tools.Result{Content: b.String(), Details: infos}, nil
+	return tool.Result{Content: b.String(), Details: infos}, nil
 }
 
-func (s *Service) delete(ctx context.Context, p DeleteParams) (tools.Result, error) {
+func (s *Service) delete(ctx context.Context, p DeleteParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	sc, err := s.Get(ctx, call.AgentID, p.ScheduleID)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return tools.Result{}, tools.Errorf(tools.ToolError, "You have no schedule %s (a one-off schedule is gone once it has fired); list_schedules shows yours.", p.ScheduleID)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "You have no schedule %s (a one-off schedule is gone once it has fired); list_schedules shows yours.", p.ScheduleID)
 	}
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	// Purging the definition's subject takes it off the server's
 	// scheduler: it never fires again.
@@ -475,7 +476,7 @@ func (s *Service) delete(ctx context.Context, p DeleteParams) (tools.Result, err
 		return s.stream.Purge(ctx, jetstream.WithPurgeSubject(DefSubject(call.AgentID, p.ScheduleID)))
 	})
 	if err != nil {
-		return tools.Result{}, fmt.Errorf("schedule %s could not be deleted: %w", p.ScheduleID, err)
+		return tool.Result{}, fmt.Errorf("schedule %s could not be deleted: %w", p.ScheduleID, err)
 	}
-	return tools.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(*sc)), Details: sc}, nil
+	return tool.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(*sc)), Details: sc}, nil
 }

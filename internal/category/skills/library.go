@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Library is the skills of one directory, loaded once at start. It is
@@ -21,7 +21,7 @@ type Library struct {
 	names  []string
 
 	mu    sync.Mutex
-	tools map[string]*tools.Tool // read_skill per set of enabled skills
+	tools map[string]*tool.Tool // read_skill per set of enabled skills
 }
 
 // FileName is the file that makes a folder a skill.
@@ -36,7 +36,7 @@ func Load(dir string) (*Library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("skills: %w", err)
 	}
-	lib := &Library{dir: dir, skills: map[string]*Skill{}, tools: map[string]*tools.Tool{}}
+	lib := &Library{dir: dir, skills: map[string]*Skill{}, tools: map[string]*tool.Tool{}}
 	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // ToolName is the tool that projects a turn's skills into its catalog.
@@ -29,7 +29,7 @@ const maxCachedTools = 1024
 // returns a skill's full instructions. Skills the library does not have
 // give notes.
 func Creator(lib *Library) turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if env.Context.Kind != protocol.KindText || len(env.Context.Skills) == 0 {
 			return nil, nil, nil
 		}
@@ -41,14 +41,14 @@ func Creator(lib *Library) turn.Creator {
 		if err != nil {
 			return nil, nil, err
 		}
-		return []*tools.Tool{t}, notes, nil
+		return []*tool.Tool{t}, notes, nil
 	}
 }
 
 // readTool returns the read_skill tool for one set of enabled skills,
 // built once: its description and the enum of its parameter depend on
 // the set.
-func (l *Library) readTool(enabled []*Skill) (*tools.Tool, error) {
+func (l *Library) readTool(enabled []*Skill) (*tool.Tool, error) {
 	names := make([]string, len(enabled))
 	for i, s := range enabled {
 		names[i] = s.Name
@@ -75,17 +75,17 @@ func (l *Library) readTool(enabled []*Skill) (*tools.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := tools.New(tools.Def[ReadParams]{
-		Spec: tools.Spec{Name: ToolName, Description: desc.String(), JSONSchema: schema, ReadOnly: true, Strict: true},
+	t, err := tool.New(tool.Def[ReadParams]{
+		Spec: tool.Spec{Name: ToolName, Description: desc.String(), JSONSchema: schema, ReadOnly: true, Strict: true},
 		Activity: func(p ReadParams) string {
 			return "Reading the skill " + p.Name
 		},
-		Execute: func(_ context.Context, p ReadParams) (tools.Result, error) {
+		Execute: func(_ context.Context, p ReadParams) (tool.Result, error) {
 			s, ok := l.Get(p.Name)
 			if !ok { // the schema's enum holds only skills the library has
-				return tools.Result{}, tools.Errorf(tools.InvalidArguments, "There is no skill %q.", p.Name)
+				return tool.Result{}, tool.Errorf(tool.InvalidArguments, "There is no skill %q.", p.Name)
 			}
-			return tools.Result{
+			return tool.Result{
 				Content: s.Body,
 				Details: map[string]any{"skill": s.Name, "path": s.Path, "mcp_servers": s.MCPServers},
 			}, nil

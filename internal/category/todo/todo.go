@@ -14,6 +14,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that can switch the category off: a
@@ -58,7 +59,7 @@ type Config struct {
 type Category struct {
 	cfg   Config
 	kv    jetstream.KeyValue
-	tools []*tools.Tool
+	tools []*tool.Tool
 }
 
 // New creates or updates the TODOS bucket and builds the tools.
@@ -90,7 +91,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Category, er
 // Creator returns the category's creator: both tools in every main turn
 // whose context does not bind "todo" to false; nothing in a task turn.
 func (c *Category) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tools.Tool, []string, error) {
+	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
 		if !Enabled(env.Context) {
 			return nil, nil, nil
 		}
@@ -134,40 +135,40 @@ type List struct {
 // Key is the TODOS key of a turn's list.
 func Key(agentID, turnID string) string { return "todo." + agentID + "." + turnID }
 
-func (c *Category) build() []*tools.Tool {
-	return []*tools.Tool{
-		tools.Must(tools.Def[WriteParams]{
-			Spec: tools.Spec{Name: WriteName,
+func (c *Category) build() []*tool.Tool {
+	return []*tool.Tool{
+		tool.Must(tool.Def[WriteParams]{
+			Spec: tool.Spec{Name: WriteName,
 				Description: "Write your todo list for this turn: every item with its status. Use it to plan multi-step work and to keep track " +
 					"of progress; update it as items start and finish (one item in_progress at a time is usual). The list replaces the stored one.",
-				ExecutionMode: tools.Sequential},
+				ExecutionMode: tool.Sequential},
 			Activity:          func(p WriteParams) string { return "Updating todo list: " + Summary(p.Items) },
-			CompletedActivity: func(p WriteParams, _ tools.Result) string { return "Todo: " + Summary(p.Items) },
+			CompletedActivity: func(p WriteParams, _ tool.Result) string { return "Todo: " + Summary(p.Items) },
 			Execute:           c.write,
 		}),
-		tools.Must(tools.Def[ReadParams]{
-			Spec:     tools.Spec{Name: ReadName, Description: "Read your todo list for this turn, as last written with todo_write.", ReadOnly: true},
+		tool.Must(tool.Def[ReadParams]{
+			Spec:     tool.Spec{Name: ReadName, Description: "Read your todo list for this turn, as last written with todo_write.", ReadOnly: true},
 			Activity: func(ReadParams) string { return "Reading todo list" },
 			Execute:  c.read,
 		}),
 	}
 }
 
-func callOf(ctx context.Context) (tools.Call, error) {
-	call, ok := tools.CallFrom(ctx)
+func callOf(ctx context.Context) (tool.Call, error) {
+	call, ok := tool.CallFrom(ctx)
 	if !ok || !protocol.ValidID(call.AgentID) || !protocol.ValidID(call.TurnID) {
-		return call, tools.Errorf(tools.Internal, "the call carries no agent and turn identity")
+		return call, tool.Errorf(tool.Internal, "the call carries no agent and turn identity")
 	}
 	return call, nil
 }
 
-func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, error) {
+func (c *Category) write(ctx context.Context, p WriteParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if len(p.Items) > c.cfg.MaxItems {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "A todo list holds at most %d items; %d were given. Merge or drop some.", c.cfg.MaxItems, len(p.Items))
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "A todo list holds at most %d items; %d were given. Merge or drop some.", c.cfg.MaxItems, len(p.Items))
 	}
 	items := make([]Item, 0, len(p.Items))
 	var problems []string
@@ -179,32 +180,32 @@ func (c *Category) write(ctx context.Context, p WriteParams) (tools.Result, erro
 		items = append(items, it)
 	}
 	if len(problems) > 0 {
-		return tools.Result{}, tools.Errorf(tools.InvalidArguments, "Nothing was written. Fix these and call %s again:\n%s", WriteName, strings.Join(problems, "\n"))
+		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was written. Fix these and call %s again:\n%s", WriteName, strings.Join(problems, "\n"))
 	}
 	list := List{AgentID: call.AgentID, TurnID: call.TurnID, Items: items, Step: call.Step, CallID: call.CallID, UpdatedAt: time.Now().UTC()}
 	data, err := json.Marshal(list)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if _, err := c.kv.Put(ctx, Key(call.AgentID, call.TurnID), data); err != nil {
-		return tools.Result{}, fmt.Errorf("the todo list could not be stored: %w", err)
+		return tool.Result{}, fmt.Errorf("the todo list could not be stored: %w", err)
 	}
-	return tools.Result{Content: "Todo list saved. " + Render(items), Details: list}, nil
+	return tool.Result{Content: "Todo list saved. " + Render(items), Details: list}, nil
 }
 
-func (c *Category) read(ctx context.Context, _ ReadParams) (tools.Result, error) {
+func (c *Category) read(ctx context.Context, _ ReadParams) (tool.Result, error) {
 	call, err := callOf(ctx)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	list, err := c.Load(ctx, call.AgentID, call.TurnID)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	if list == nil {
-		return tools.Result{Content: "The todo list of this turn is empty: nothing was written with " + WriteName + " yet."}, nil
+		return tool.Result{Content: "The todo list of this turn is empty: nothing was written with " + WriteName + " yet."}, nil
 	}
-	return tools.Result{Content: Render(list.Items), Details: list}, nil
+	return tool.Result{Content: Render(list.Items), Details: list}, nil
 }
 
 // Load reads a turn's list; nil when none was written (or it expired).

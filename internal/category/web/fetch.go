@@ -22,7 +22,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // FetchParams are web_fetch's parameters.
@@ -97,14 +97,14 @@ func newClient(cfg Config, g *netguard.Guard) *http.Client {
 	}
 }
 
-func (c *Category) fetchTool() *tools.Tool {
-	return tools.Must(tools.Def[FetchParams]{
-		Spec: tools.Spec{Name: FetchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
+func (c *Category) fetchTool() *tool.Tool {
+	return tool.Must(tool.Def[FetchParams]{
+		Spec: tool.Spec{Name: FetchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
 			Description: fmt.Sprintf("Fetch a web page (HTTP GET) and read it as text: HTML comes back as Markdown without scripts and styles, JSON pretty-printed, plain text as is; "+
 				"an image (PNG, JPEG, GIF, WebP) or a PDF comes back whole for you to see, an image scaled down when it is large; other binary files are refused. "+
 				"At most %s of text per call; a longer page says which offset reads on. Private and local network addresses cannot be fetched.", textclip.ByteCount(int64(c.cfg.OutputBudget)))},
 		Activity: func(p FetchParams) string { return "Fetching " + hostPath(p.URL) },
-		CompletedActivity: func(p FetchParams, r tools.Result) string {
+		CompletedActivity: func(p FetchParams, r tool.Result) string {
 			if d, ok := r.Details.(*FetchDetails); ok && d.Status != 0 {
 				return fmt.Sprintf("Fetched %s (%d, %s)", hostPath(p.URL), d.Status, textclip.ByteCount(d.Bytes))
 			}
@@ -133,33 +133,33 @@ func target(raw string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, tools.Errorf(tools.InvalidArguments, "%q is not a URL: %v", raw, errors.Unwrap(err))
+		return nil, tool.Errorf(tool.InvalidArguments, "%q is not a URL: %v", raw, errors.Unwrap(err))
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, tools.Errorf(tools.InvalidArguments, "%s: %v.", u.Redacted(), errUnsupportedScheme)
+		return nil, tool.Errorf(tool.InvalidArguments, "%s: %v.", u.Redacted(), errUnsupportedScheme)
 	}
 	if u.Hostname() == "" {
-		return nil, tools.Errorf(tools.InvalidArguments, "%q has no host.", raw)
+		return nil, tool.Errorf(tool.InvalidArguments, "%q has no host.", raw)
 	}
 	u.Fragment = ""
 	return u, nil
 }
 
-func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, error) {
+func (c *Category) fetch(ctx context.Context, p FetchParams) (tool.Result, error) {
 	u, err := target(p.URL)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	start := time.Now()
 	d := &FetchDetails{URL: u.Redacted(), Offset: p.Offset}
-	res := tools.Result{Details: d}
+	res := tool.Result{Details: d}
 	fctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errFetchTimeout)
 	defer cancel()
 	fctx = context.WithValue(fctx, redirectsKey{}, &d.Redirects)
 	req, err := http.NewRequestWithContext(fctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return res, tools.Errorf(tools.InvalidArguments, "%s cannot be requested: %v", u.Redacted(), err)
+		return res, tool.Errorf(tool.InvalidArguments, "%s cannot be requested: %v", u.Redacted(), err)
 	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	req.Header.Set("Accept", "text/html,application/xhtml+xml,application/json;q=0.9,text/plain;q=0.8,*/*;q=0.5")
@@ -185,7 +185,7 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 		if resp.ContentLength >= 0 {
 			size = textclip.ByteCount(resp.ContentLength)
 		}
-		return res, tools.Errorf(tools.ToolError,
+		return res, tool.Errorf(tool.ToolError,
 			"%s is %s (%s), a binary format: web_fetch reads HTML, JSON, text, images (PNG, JPEG, GIF, WebP) and PDF files. Look for an HTML or text version of it.", d.FinalURL, mtype, size)
 	}
 	d.Format = format
@@ -205,11 +205,11 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 	}
 	d.TextBytes = len(text)
 	if p.Offset > 0 && p.Offset >= len(text) {
-		return res, tools.Errorf(tools.InvalidArguments, "offset %d is past the end of the page's text (%d bytes).", p.Offset, len(text))
+		return res, tool.Errorf(tool.InvalidArguments, "offset %d is past the end of the page's text (%d bytes).", p.Offset, len(text))
 	}
 	res.Content = c.page(d, text, p.Offset)
 	if resp.StatusCode >= 400 {
-		return res, tools.Errorf(tools.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
+		return res, tool.Errorf(tool.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
 	}
 	return res, nil
 }
@@ -218,7 +218,7 @@ func (c *Category) fetch(ctx context.Context, p FetchParams) (tools.Result, erro
 // it as media, under the page's header lines; the runtime fits it to the
 // media budget (an image scaled down, a PDF that does not fit replaced by
 // a note naming the URL).
-func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchParams, resp *http.Response, body io.Reader, kind string, res tools.Result, start time.Time) (tools.Result, error) {
+func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchParams, resp *http.Response, body io.Reader, kind string, res tool.Result, start time.Time) (tool.Result, error) {
 	d := res.Details.(*FetchDetails)
 	what, format := "a PDF file", "pdf"
 	if media.IsImage(kind) {
@@ -233,10 +233,10 @@ func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchPara
 	d.Bytes = int64(len(data))
 	if int64(len(data)) > c.cfg.MaxBytes {
 		d.Bytes, d.BodyTruncated, d.Truncated = c.cfg.MaxBytes, true, true
-		return res, tools.Errorf(tools.ToolError, "%s is %s larger than the %s web_fetch reads, so it was not read.", d.FinalURL, what, textclip.ByteCount(c.cfg.MaxBytes))
+		return res, tool.Errorf(tool.ToolError, "%s is %s larger than the %s web_fetch reads, so it was not read.", d.FinalURL, what, textclip.ByteCount(c.cfg.MaxBytes))
 	}
 	if p.Offset > 0 {
-		return res, tools.Errorf(tools.InvalidArguments, "%s is %s, which comes back whole: call web_fetch without offset.", d.FinalURL, what)
+		return res, tool.Errorf(tool.InvalidArguments, "%s is %s, which comes back whole: call web_fetch without offset.", d.FinalURL, what)
 	}
 	line := fmt.Sprintf("%s, %s.", strings.ToUpper(what[:1])+what[1:], textclip.ByteCount(d.Bytes))
 	if info, err := media.Probe(data); err == nil {
@@ -247,9 +247,9 @@ func (c *Category) fetchMedia(ctx, fctx context.Context, u *url.URL, p FetchPara
 	if base := path.Base(resp.Request.URL.Path); kind == media.PDF && strings.HasSuffix(strings.ToLower(base), ".pdf") {
 		name = base
 	}
-	res.Media = []tools.Media{{MIMEType: kind, Data: data, Filename: name, Source: d.FinalURL}}
+	res.Media = []tool.Media{{MIMEType: kind, Data: data, Filename: name, Source: d.FinalURL}}
 	if resp.StatusCode >= 400 {
-		return res, tools.Errorf(tools.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
+		return res, tool.Errorf(tool.ToolError, "%s answered HTTP %s.", d.FinalURL, resp.Status)
 	}
 	return res, nil
 }
@@ -385,21 +385,21 @@ func (c *Category) fetchError(ctx, fctx context.Context, u *url.URL, err error) 
 	case ctx.Err() != nil:
 		return context.Cause(ctx)
 	case errors.As(err, &blocked):
-		return tools.Errorf(tools.ToolError,
+		return tool.Errorf(tool.ToolError,
 			"Refused to fetch %s: %v. web_fetch does not reach loopback, private, link-local (cloud metadata), multicast or other non-public addresses, directly or through a redirect.",
 			u.Redacted(), blocked)
 	case context.Cause(fctx) == errFetchTimeout:
-		return tools.Errorf(tools.Timeout, "%s did not answer in full within %s.", u.Redacted(), c.cfg.Timeout)
+		return tool.Errorf(tool.Timeout, "%s did not answer in full within %s.", u.Redacted(), c.cfg.Timeout)
 	case isTimeout(err):
-		return tools.Errorf(tools.Timeout, "Fetching %s timed out: %v.", u.Redacted(), unwrapURL(err))
+		return tool.Errorf(tool.Timeout, "Fetching %s timed out: %v.", u.Redacted(), unwrapURL(err))
 	case errors.Is(err, errTooManyRedirects):
-		return tools.Errorf(tools.ToolError, "%s redirected more than %d times; stopped.", u.Redacted(), c.cfg.MaxRedirects)
+		return tool.Errorf(tool.ToolError, "%s redirected more than %d times; stopped.", u.Redacted(), c.cfg.MaxRedirects)
 	case errors.Is(err, errRedirectScheme):
-		return tools.Errorf(tools.ToolError, "%s: %v.", u.Redacted(), err)
+		return tool.Errorf(tool.ToolError, "%s: %v.", u.Redacted(), err)
 	case errors.As(err, &dnsErr):
-		return tools.Errorf(tools.ToolError, "Could not fetch %s: the host name %s could not be resolved.", u.Redacted(), dnsErr.Name)
+		return tool.Errorf(tool.ToolError, "Could not fetch %s: the host name %s could not be resolved.", u.Redacted(), dnsErr.Name)
 	}
-	return tools.Errorf(tools.ToolError, "Could not fetch %s: %v.", u.Redacted(), unwrapURL(err))
+	return tool.Errorf(tool.ToolError, "Could not fetch %s: %v.", u.Redacted(), unwrapURL(err))
 }
 
 // unwrapURL drops the *url.Error wrapper, which repeats the URL.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // server is an httptest server on 127.0.0.1 that counts its requests.
@@ -52,7 +53,7 @@ func newWeb(t *testing.T, cfg web.Config) *web.Category {
 	return c
 }
 
-func webTool(t *testing.T, c *web.Category, name string) *tools.Tool {
+func webTool(t *testing.T, c *web.Category, name string) *tool.Tool {
 	t.Helper()
 	for _, tl := range c.Tools() {
 		if tl.Name() == name {
@@ -63,7 +64,7 @@ func webTool(t *testing.T, c *web.Category, name string) *tools.Tool {
 	return nil
 }
 
-func fetchCtx(t *testing.T, ctx context.Context, c *web.Category, args any) (tools.Result, error) {
+func fetchCtx(t *testing.T, ctx context.Context, c *web.Category, args any) (tool.Result, error) {
 	t.Helper()
 	b, err := json.Marshal(args)
 	if err != nil {
@@ -71,25 +72,25 @@ func fetchCtx(t *testing.T, ctx context.Context, c *web.Category, args any) (too
 	}
 	inv, err := tools.Prepare(webTool(t, c, web.FetchName), string(b), 0)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
-	return inv.Run(tools.WithCall(ctx, tools.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
+	return inv.Run(tools.WithCall(ctx, tool.Call{AgentID: "a1", TurnID: "t1", CallID: "c1"}))
 }
 
-func fetch(t *testing.T, c *web.Category, rawURL string) (tools.Result, error) {
+func fetch(t *testing.T, c *web.Category, rawURL string) (tool.Result, error) {
 	t.Helper()
 	return fetchCtx(t, context.Background(), c, map[string]any{"url": rawURL})
 }
 
-func kindOf(err error) tools.Kind {
-	var te *tools.Error
+func kindOf(err error) tool.Kind {
+	var te *tool.Error
 	if errors.As(err, &te) {
 		return te.Kind
 	}
 	return ""
 }
 
-func fetchDetails(t *testing.T, res tools.Result) *web.FetchDetails {
+func fetchDetails(t *testing.T, res tool.Result) *web.FetchDetails {
 	t.Helper()
 	d, ok := res.Details.(*web.FetchDetails)
 	if !ok {
@@ -155,7 +156,7 @@ func TestFetchRefusesLocalAddresses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := fetch(t, tt.c, tt.url)
-			if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "Refused to fetch") || !strings.Contains(err.Error(), tt.reason) {
+			if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "Refused to fetch") || !strings.Contains(err.Error(), tt.reason) {
 				t.Fatalf("err = %v, want a refusal saying %q", err, tt.reason)
 			}
 			if strings.Contains(res.Content, "internal secret") {
@@ -269,7 +270,7 @@ func TestFetchContent(t *testing.T) {
 		path         string
 		format       string
 		want, absent []string
-		errKind      tools.Kind
+		errKind      tool.Kind
 		errHas       string
 	}{
 		{path: "/article", format: "markdown",
@@ -286,8 +287,8 @@ func TestFetchContent(t *testing.T) {
 		{path: "/png", want: []string{"An image (image/png), 16 bytes."}},
 		{path: "/disguised", want: []string{"An image (image/png), 16 bytes."}},
 		{path: "/pdf", want: []string{"A PDF file, 15 bytes."}},
-		{path: "/nul", errKind: tools.ToolError, errHas: "binary"},
-		{path: "/missing", errKind: tools.ToolError, errHas: "404 Not Found", want: []string{"Status: 404", "# Not here"}},
+		{path: "/nul", errKind: tool.ToolError, errHas: "binary"},
+		{path: "/missing", errKind: tool.ToolError, errHas: "404 Not Found", want: []string{"Status: 404", "# Not here"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -356,7 +357,7 @@ func TestFetchPaging(t *testing.T) {
 	if got.String() != full.String() {
 		t.Errorf("the parts do not join up to the page (%d of %d bytes)", got.Len(), full.Len())
 	}
-	if _, err := fetchCtx(t, context.Background(), c, map[string]any{"url": s.URL, "offset": full.Len() + 1}); kindOf(err) != tools.InvalidArguments {
+	if _, err := fetchCtx(t, context.Background(), c, map[string]any{"url": s.URL, "offset": full.Len() + 1}); kindOf(err) != tool.InvalidArguments {
 		t.Errorf("offset past the end: %v", err)
 	}
 }
@@ -411,7 +412,7 @@ func TestFetchSlowServer(t *testing.T) {
 	c := newWeb(t, web.Config{Fetch: true, Allow: []string{"127.0.0.1"}, Timeout: 300 * time.Millisecond})
 	for _, path := range []string{"/silent", "/trickle"} {
 		_, err := fetch(t, c, s.URL+path)
-		if kindOf(err) != tools.Timeout || !strings.Contains(err.Error(), "within 300ms") {
+		if kindOf(err) != tool.Timeout || !strings.Contains(err.Error(), "within 300ms") {
 			t.Errorf("%s: err = %v, want kind timeout", path, err)
 		}
 	}
@@ -446,13 +447,13 @@ func TestFetchRedirectLimits(t *testing.T) {
 		}
 	})
 	c := newWeb(t, web.Config{Fetch: true, Allow: []string{"127.0.0.1"}, MaxRedirects: 3})
-	if _, err := fetch(t, c, s.URL+"/loop"); kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "redirected more than 3 times") {
+	if _, err := fetch(t, c, s.URL+"/loop"); kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "redirected more than 3 times") {
 		t.Errorf("loop: %v", err)
 	}
 	if n := s.hits.Load(); n != 4 {
 		t.Errorf("the server saw %d requests, want 4 (the first and 3 redirects)", n)
 	}
-	if _, err := fetch(t, c, s.URL+"/file"); kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "not http or https") {
+	if _, err := fetch(t, c, s.URL+"/file"); kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "not http or https") {
 		t.Errorf("redirect to file: %v", err)
 	}
 }
@@ -460,7 +461,7 @@ func TestFetchRedirectLimits(t *testing.T) {
 func TestFetchBadURLs(t *testing.T) {
 	c := newWeb(t, web.Config{Fetch: true})
 	for _, u := range []string{"file:///etc/passwd", "ftp://example.com/x", "gopher://example.com", "http://", "javascript:alert(1)"} {
-		if _, err := fetch(t, c, u); kindOf(err) != tools.InvalidArguments {
+		if _, err := fetch(t, c, u); kindOf(err) != tool.InvalidArguments {
 			t.Errorf("%s: %v, want invalid_arguments", u, err)
 		}
 	}
@@ -475,11 +476,11 @@ func TestFetchActivity(t *testing.T) {
 	if inv.Activity != "Fetching example.com/docs/page" {
 		t.Errorf("activity %q", inv.Activity)
 	}
-	done := inv.CompletedActivity(tools.Result{Details: &web.FetchDetails{Status: 200, Bytes: 2048}})
+	done := inv.CompletedActivity(tool.Result{Details: &web.FetchDetails{Status: 200, Bytes: 2048}})
 	if done != "Fetched example.com/docs/page (200, 2.0 KiB)" {
 		t.Errorf("completed activity %q", done)
 	}
-	if sp := inv.Tool.Spec(); !sp.ReadOnly || sp.ExecutionMode != tools.Parallel {
+	if sp := inv.Tool.Spec(); !sp.ReadOnly || sp.ExecutionMode != tool.Parallel {
 		t.Errorf("spec %+v", sp)
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/media"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 func gradient(w, h int) *image.NRGBA {
@@ -88,13 +88,13 @@ func TestFetchMedia(t *testing.T) {
 		t.Errorf("details %+v", d)
 	}
 
-	if _, err := fetchCtx(t, context.Background(), c, map[string]any{"url": s.URL + "/logo.png", "offset": 10}); kindOf(err) != tools.InvalidArguments {
+	if _, err := fetchCtx(t, context.Background(), c, map[string]any{"url": s.URL + "/logo.png", "offset": 10}); kindOf(err) != tool.InvalidArguments {
 		t.Errorf("an image with an offset: %v", err)
 	}
 	if _, err := fetch(t, c, s.URL+"/claims-png"); err == nil || !strings.Contains(err.Error(), "image/png") {
 		t.Errorf("text served as image/png: %v", err)
 	}
-	if res, err := fetch(t, c, s.URL+"/gone.png"); kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), "404") || len(res.Media) != 1 {
+	if res, err := fetch(t, c, s.URL+"/gone.png"); kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "404") || len(res.Media) != 1 {
 		t.Errorf("an image with a 404: %v, %d media", err, len(res.Media))
 	}
 	small := newWeb(t, web.Config{Fetch: true, Allow: []string{"127.0.0.1"}, MaxBytes: 1 << 10})

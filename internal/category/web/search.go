@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/textclip"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Provider answers web searches. Implementations are safe for concurrent
@@ -159,24 +159,24 @@ type SearchDetails struct {
 // maxSnippet bounds one result's snippet, in runes.
 const maxSnippet = 300
 
-func (c *Category) searchTool(p Provider) *tools.Tool {
-	return tools.Must(tools.Def[SearchParams]{
-		Spec: tools.Spec{Name: SearchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
+func (c *Category) searchTool(p Provider) *tool.Tool {
+	return tool.Must(tool.Def[SearchParams]{
+		Spec: tool.Spec{Name: SearchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
 			Description: "Search the web. Returns titles, URLs and snippets, best first; read a result with web_fetch."},
 		Activity: func(sp SearchParams) string { return "Searching the web for " + short(oneLine(sp.Query), 60) },
-		CompletedActivity: func(sp SearchParams, r tools.Result) string {
+		CompletedActivity: func(sp SearchParams, r tool.Result) string {
 			if d, ok := r.Details.(*SearchDetails); ok {
 				return fmt.Sprintf("Searched the web for %s (%d results)", short(oneLine(sp.Query), 60), len(d.Results))
 			}
 			return "Searched the web for " + short(oneLine(sp.Query), 60)
 		},
-		Execute: func(ctx context.Context, sp SearchParams) (tools.Result, error) {
+		Execute: func(ctx context.Context, sp SearchParams) (tool.Result, error) {
 			return c.search(ctx, p, sp)
 		},
 	})
 }
 
-func (c *Category) search(ctx context.Context, p Provider, sp SearchParams) (tools.Result, error) {
+func (c *Category) search(ctx context.Context, p Provider, sp SearchParams) (tool.Result, error) {
 	n := sp.Count
 	if n <= 0 {
 		n = DefaultResults
@@ -187,16 +187,16 @@ func (c *Category) search(ctx context.Context, p Provider, sp SearchParams) (too
 	results, err := p.Search(sctx, sp.Query, n)
 	switch {
 	case ctx.Err() != nil:
-		return tools.Result{}, context.Cause(ctx)
+		return tool.Result{}, context.Cause(ctx)
 	case context.Cause(sctx) == errFetchTimeout:
-		return tools.Result{}, tools.Errorf(tools.Timeout, "The search did not answer within %s.", c.cfg.Timeout)
+		return tool.Result{}, tool.Errorf(tool.Timeout, "The search did not answer within %s.", c.cfg.Timeout)
 	case err != nil:
-		return tools.Result{}, tools.Errorf(tools.ToolError, "The search failed: %v.", err)
+		return tool.Result{}, tool.Errorf(tool.ToolError, "The search failed: %v.", err)
 	}
 	results = results[:min(len(results), n)]
 	d := &SearchDetails{Query: sp.Query, Results: results}
 	if len(results) == 0 {
-		return tools.Result{Content: fmt.Sprintf("No results for %q.", sp.Query), Details: d}, nil
+		return tool.Result{Content: fmt.Sprintf("No results for %q.", sp.Query), Details: d}, nil
 	}
 	var b strings.Builder
 	room := c.cfg.OutputBudget - noteReserve
@@ -213,5 +213,5 @@ func (c *Category) search(ctx context.Context, p Provider, sp SearchParams) (too
 		}
 		b.WriteString(e.String())
 	}
-	return tools.Result{Content: b.String(), Details: d}, nil
+	return tool.Result{Content: b.String(), Details: d}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // searxng serves SearXNG-shaped JSON at /searx/search and records the
@@ -45,11 +46,11 @@ func searxng(t *testing.T, results int) (*server, *[]string) {
 	return s, &queries
 }
 
-func search(t *testing.T, c *web.Category, args string) (tools.Result, error) {
+func search(t *testing.T, c *web.Category, args string) (tool.Result, error) {
 	t.Helper()
 	inv, err := tools.Prepare(webTool(t, c, web.SearchName), args, 0)
 	if err != nil {
-		return tools.Result{}, err
+		return tool.Result{}, err
 	}
 	return inv.Run(context.Background())
 }
@@ -79,7 +80,7 @@ func TestSearXNGSearch(t *testing.T) {
 	if err != nil || len(res.Details.(*web.SearchDetails).Results) != 3 {
 		t.Errorf("count 3: %v, %+v", err, res.Details)
 	}
-	if _, err := search(t, c, `{"query":"go","count":50}`); kindOf(err) != tools.InvalidArguments {
+	if _, err := search(t, c, `{"query":"go","count":50}`); kindOf(err) != tool.InvalidArguments {
 		t.Errorf("count over the maximum: %v", err)
 	}
 	inv, _ := tools.Prepare(webTool(t, c, web.SearchName), `{"query":"go"}`, 0)
@@ -105,7 +106,7 @@ func TestSearXNGFailures(t *testing.T) {
 	for _, tt := range tests {
 		c := newWeb(t, web.Config{SearchURL: tt.base})
 		_, err := search(t, c, `{"query":"x"}`)
-		if kindOf(err) != tools.ToolError || !strings.Contains(err.Error(), tt.errHas) {
+		if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), tt.errHas) {
 			t.Errorf("%s: %v, want a tool_error saying %q", tt.base, err, tt.errHas)
 		}
 		if err != nil && strings.Contains(err.Error(), tt.base) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
+	"github.com/agentbull/toolruntime/tool"
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/web"
@@ -69,7 +70,7 @@ func TestTaskTurnCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := inv.Run(tools.WithCall(ctx, tools.Call{AgentID: "a1", TurnID: "main1", CallID: "c1"}))
+	res, err := inv.Run(tools.WithCall(ctx, tool.Call{AgentID: "a1", TurnID: "main1", CallID: "c1"}))
 	if err != nil {
 		t.Fatalf("start_workflow: %v", err)
 	}

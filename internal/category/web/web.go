@@ -9,8 +9,8 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 
 	"github.com/agentbull/toolruntime/internal/netguard"
-	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Binding is the context binding that offers the category to a turn.
@@ -101,7 +101,7 @@ type Category struct {
 	cfg    Config
 	client *http.Client // web_fetch's, through the guard
 	md     *converter.Converter
-	tools  []*tools.Tool
+	tools  []*tool.Tool
 }
 
 // New checks cfg and builds the tools it offers.
@@ -142,7 +142,7 @@ func New(cfg Config) (*Category, error) {
 }
 
 // Tools returns the tools the configuration offers, in catalog order.
-func (c *Category) Tools() []*tools.Tool { return c.tools }
+func (c *Category) Tools() []*tool.Tool { return c.tools }
 
 // Close drops idle connections.
 func (c *Category) Close() {
