@@ -226,8 +226,12 @@ func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
 }
 
 // ahead is how many of a key's backlog steps are fetched here beyond its
-// claims: its slot bound, at most 128.
-func (f *Fair) ahead() int { return max(1, min(f.KeySteps, 128)) }
+// claims: four times its slot bound (at least 16, at most 128), so that a
+// key's supply covers its share while a fetch is on its way (a read-ahead
+// of one slot bound held a loaded cluster's keys to one batch per round
+// trip, 0.6 for a key of weight 3 against 1), and so that no worker holds
+// much more of a key's backlog than it will run soon.
+func (f *Fair) ahead() int { return min(128, max(16, 4*f.KeySteps)) }
 
 // KeyStat is one key's share on this worker, for operators.
 type KeyStat struct {
@@ -539,9 +543,9 @@ func (f *Fair) feeder(k *fairKey) {
 			f.mu.Unlock()
 			return
 		}
-		room, gen := k.claims+f.ahead()-len(k.queue), k.spills
+		room, gen, wait := k.claims+f.ahead()-len(k.queue), k.spills, k.claims > 0
 		f.mu.Unlock()
-		got, err := f.fetch(ctx, k, room)
+		got, err := f.fetch(ctx, k, room, wait)
 		if err != nil {
 			log.Warn("fetching a key's backlog", "key", k.key, "err", err)
 			f.mu.Lock()
@@ -572,7 +576,12 @@ func (f *Fair) feeder(k *fairKey) {
 }
 
 // fetch takes up to n of key's backlog into its queue.
-func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
+// With wait (the key has claims to fill) the request waits on the server
+// for the key's next step, up to the discovery interval (at least 100 ms):
+// an empty backlog may be one that spills fill more slowly than the key's
+// share drains it, and a claim given back at once would hand the key's
+// share to the keys whose steps are held here.
+func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, error) {
 	if k.cons == nil {
 		t := f.Topology
 		c, err := f.JS.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
@@ -589,7 +598,13 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 		}
 		k.cons = c
 	}
-	batch, err := k.cons.FetchNoWait(n)
+	var batch jetstream.MessageBatch
+	var err error
+	if wait {
+		batch, err = k.cons.Fetch(n, jetstream.FetchMaxWait(max(f.Discover, 100*time.Millisecond)))
+	} else {
+		batch, err = k.cons.FetchNoWait(n)
+	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 			k.cons = nil
