@@ -40,11 +40,11 @@ import (
 // what it happened to fetch: a key with steps in the backlog is a
 // candidate on every worker even when none of its steps is here yet. The
 // slot it wins is claimed for it (its pass charged at once) and filled by
-// its next fetched step; a fetch that finds the backlog empty releases the
-// claim. A worker fetches ahead at most KeySteps of a key beyond its
-// claims, so that no worker hoards a key's backlog while another worker
-// serves only the other keys (each worker ending up with one key, an even
-// split whatever the weights, was what a deep read-ahead led to).
+// its next fetched step, which the feeder waits on the server for; a fetch
+// that finds the backlog empty releases the claims. So a key whose backlog
+// drains faster than spills fill it (a loaded cluster) keeps its share
+// instead of losing its slots to the keys whose steps are held here, which
+// gave two keys of weights 1 and 3 down to half each.
 const (
 	// StreamBacklog holds the steps waiting for their key's share.
 	StreamBacklog = "TURN_BACKLOG"
@@ -225,13 +225,23 @@ func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &c, nil
 }
 
+// claimWait is how long a claimed slot waits for its key's next step.
+const claimWait = 100 * time.Millisecond
+
+// maxClaims bounds a key's claimed slots: its slot bound, so that a key
+// whose backlog fills more slowly than its share drains it (spills landing
+// on a loaded cluster) keeps its share rather than handing it to the keys
+// whose steps happen to be here. The cost: a key whose backlog is all
+// running on other workers (its subject count is not zero) may, after a
+// discovery, hold up to its share of the slots idle for claimWait.
+func (f *Fair) maxClaims() int { return f.KeySteps }
+
 // ahead is how many of a key's backlog steps are fetched here beyond its
-// claims: four times its slot bound (at least 16, at most 128), so that a
-// key's supply covers its share while a fetch is on its way (a read-ahead
-// of one slot bound held a loaded cluster's keys to one batch per round
-// trip, 0.6 for a key of weight 3 against 1), and so that no worker holds
-// much more of a key's backlog than it will run soon.
-func (f *Fair) ahead() int { return min(128, max(16, 4*f.KeySteps)) }
+// claims (128): enough that a key's supply covers its share while a fetch
+// is on its way on a loaded cluster (a read-ahead of its slot bound, or of
+// 16, held each key to one batch per fetch round trip there: 0.6 to 0.69
+// for a key of weight 3 against 1).
+func (f *Fair) ahead() int { return 128 }
 
 // KeyStat is one key's share on this worker, for operators.
 type KeyStat struct {
@@ -577,7 +587,7 @@ func (f *Fair) feeder(k *fairKey) {
 
 // fetch takes up to n of key's backlog into its queue.
 // With wait (the key has claims to fill) the request waits on the server
-// for the key's next step, up to the discovery interval (at least 100 ms):
+// for the key's next step, up to claimWait:
 // an empty backlog may be one that spills fill more slowly than the key's
 // share drains it, and a claim given back at once would hand the key's
 // share to the keys whose steps are held here.
@@ -601,7 +611,7 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, er
 	var batch jetstream.MessageBatch
 	var err error
 	if wait {
-		batch, err = k.cons.Fetch(n, jetstream.FetchMaxWait(max(f.Discover, 100*time.Millisecond)))
+		batch, err = k.cons.Fetch(n, jetstream.FetchMaxWait(claimWait))
 	} else {
 		batch, err = k.cons.FetchNoWait(n)
 	}
@@ -662,7 +672,7 @@ func (f *Fair) dispatch() {
 		}
 		if claimed == nil && f.free > 0 {
 			for _, k := range f.keys {
-				if len(k.queue) == 0 && !(k.feeding && !k.dry) || k.inflight >= f.KeySteps {
+				if len(k.queue) == 0 && (!k.feeding || k.dry || k.claims >= f.maxClaims()) || k.inflight >= f.KeySteps {
 					continue
 				}
 				if best == nil || k.pass < best.pass || k.pass == best.pass && k.key < best.key {
