@@ -33,8 +33,18 @@ import (
 // durable consumer per key (their filters do not overlap, as a work queue
 // requires) into the same per-key queues. Whenever a slot frees, the next
 // key is picked by weighted round-robin (stride scheduling) over the keys
-// with steps queued, so that keys with work waiting share the worker in
-// proportion to their weights.
+// with work waiting, here or in the backlog, so that they share the worker
+// in proportion to their weights.
+//
+// Across a fleet the share holds because no worker's choice depends on
+// what it happened to fetch: a key with steps in the backlog is a
+// candidate on every worker even when none of its steps is here yet. The
+// slot it wins is claimed for it (its pass charged at once) and filled by
+// its next fetched step, which the feeder waits on the server for; a fetch
+// that finds the backlog empty releases the claims. So a key whose backlog
+// drains faster than spills fill it (a loaded cluster) keeps its share
+// instead of losing its slots to the keys whose steps are held here, which
+// gave two keys of weights 1 and 3 down to half each.
 const (
 	// StreamBacklog holds the steps waiting for their key's share.
 	StreamBacklog = "TURN_BACKLOG"
@@ -181,7 +191,12 @@ type fairKey struct {
 	feeding    bool
 	// spills counts spills begun, pending those not yet stored.
 	spills, pending uint64
-	cons            jetstream.Consumer
+	// claims are slots won by the key (counted in inflight) that its next
+	// fetched steps fill; dry is set when its last fetch found nothing, so
+	// that it wins no slot until a fetch, a spill or discovery finds some.
+	claims int
+	dry    bool
+	cons   jetstream.Consumer
 }
 
 type fairItem struct {
@@ -210,7 +225,23 @@ func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &c, nil
 }
 
-const fairQueue = 128 // backlog steps fetched ahead per key
+// claimWait is how long a claimed slot waits for its key's next step.
+const claimWait = 100 * time.Millisecond
+
+// maxClaims bounds a key's claimed slots: its slot bound, so that a key
+// whose backlog fills more slowly than its share drains it (spills landing
+// on a loaded cluster) keeps its share rather than handing it to the keys
+// whose steps happen to be here. The cost: a key whose backlog is all
+// running on other workers (its subject count is not zero) may, after a
+// discovery, hold up to its share of the slots idle for claimWait.
+func (f *Fair) maxClaims() int { return f.KeySteps }
+
+// ahead is how many of a key's backlog steps are fetched here beyond its
+// claims (128): enough that a key's supply covers its share while a fetch
+// is on its way on a loaded cluster (a read-ahead of its slot bound, or of
+// 16, held each key to one batch per fetch round trip there: 0.6 to 0.69
+// for a key of weight 3 against 1).
+func (f *Fair) ahead() int { return 128 }
 
 // KeyStat is one key's share on this worker, for operators.
 type KeyStat struct {
@@ -478,8 +509,21 @@ func (f *Fair) spilled(k *fairKey, stored bool) {
 	defer f.mu.Unlock()
 	k.pending--
 	if stored {
+		k.dry = false
 		f.feed(k)
 	}
+}
+
+// release gives key's claimed slots back. f.mu is held.
+func (f *Fair) release(k *fairKey) {
+	k.dry = true
+	if k.claims == 0 {
+		return
+	}
+	k.inflight -= k.claims
+	f.free += k.claims
+	k.claims = 0
+	f.cond.Broadcast()
 }
 
 // feed starts key's feeder unless it runs. f.mu is held.
@@ -500,7 +544,8 @@ func (f *Fair) feeder(k *fairKey) {
 	quiet := 0
 	for {
 		f.mu.Lock()
-		for !f.stop && len(k.queue) >= fairQueue/2 {
+		// Refilled once half the read-ahead is taken, or for a claim.
+		for !f.stop && len(k.queue) >= k.claims+(f.ahead()+1)/2 {
 			f.cond.Wait()
 		}
 		if f.stop {
@@ -508,11 +553,14 @@ func (f *Fair) feeder(k *fairKey) {
 			f.mu.Unlock()
 			return
 		}
-		room, gen := fairQueue-len(k.queue), k.spills
+		room, gen, wait := k.claims+f.ahead()-len(k.queue), k.spills, k.claims > 0
 		f.mu.Unlock()
-		got, err := f.fetch(ctx, k, room)
+		got, err := f.fetch(ctx, k, room, wait)
 		if err != nil {
 			log.Warn("fetching a key's backlog", "key", k.key, "err", err)
+			f.mu.Lock()
+			f.release(k)
+			f.mu.Unlock()
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
@@ -521,6 +569,11 @@ func (f *Fair) feeder(k *fairKey) {
 			continue
 		}
 		f.mu.Lock()
+		// Nothing to fill the key's claims with (other workers took its
+		// backlog, or it is served): they go back to the other keys.
+		if k.spills == gen && k.pending == 0 {
+			f.release(k)
+		}
 		if k.spills == gen && k.pending == 0 && quiet >= 2 {
 			k.backlogged, k.feeding = false, false
 			f.mu.Unlock()
@@ -533,7 +586,12 @@ func (f *Fair) feeder(k *fairKey) {
 }
 
 // fetch takes up to n of key's backlog into its queue.
-func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
+// With wait (the key has claims to fill) the request waits on the server
+// for the key's next step, up to claimWait:
+// an empty backlog may be one that spills fill more slowly than the key's
+// share drains it, and a claim given back at once would hand the key's
+// share to the keys whose steps are held here.
+func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, error) {
 	if k.cons == nil {
 		t := f.Topology
 		c, err := f.JS.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
@@ -550,7 +608,13 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 		}
 		k.cons = c
 	}
-	batch, err := k.cons.FetchNoWait(n)
+	var batch jetstream.MessageBatch
+	var err error
+	if wait {
+		batch, err = k.cons.Fetch(n, jetstream.FetchMaxWait(claimWait))
+	} else {
+		batch, err = k.cons.FetchNoWait(n)
+	}
 	if err != nil {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 			k.cons = nil
@@ -575,6 +639,7 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 			continue
 		}
 		k.queue = append(k.queue, queued{msg: backlogMsg{Msg: m, subject: subject, before: before}, renewed: time.Now()})
+		k.dry = false
 		f.cond.Broadcast()
 		f.mu.Unlock()
 	}
@@ -584,10 +649,13 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int) (int, error) {
 	return got, nil
 }
 
-// dispatch gives each free slot to the key with queued steps, under its
-// bound, that is furthest behind its share (stride scheduling: a key's
-// pass advances by 1/weight per step; a key that was idle starts at the
-// current virtual time, so it cannot claim a share for its idle time).
+// dispatch gives each free slot to the key with work waiting (queued here,
+// or in the backlog and not found dry), under its bound, that is furthest
+// behind its share (stride scheduling: a key's pass advances by 1/weight
+// per step; a key that was idle starts at the current virtual time, so it
+// cannot claim a share for its idle time). A key that wins with nothing
+// queued here has the slot claimed; its fetched steps fill its claims
+// first.
 func (f *Fair) dispatch() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -595,10 +663,16 @@ func (f *Fair) dispatch() {
 		if f.stop {
 			return
 		}
-		var best *fairKey
-		if f.free > 0 {
+		var best, claimed *fairKey
+		for _, k := range f.keys {
+			if k.claims > 0 && len(k.queue) > 0 {
+				claimed = k
+				break
+			}
+		}
+		if claimed == nil && f.free > 0 {
 			for _, k := range f.keys {
-				if len(k.queue) == 0 || k.inflight >= f.KeySteps {
+				if len(k.queue) == 0 && (!k.feeding || k.dry || k.claims >= f.maxClaims()) || k.inflight >= f.KeySteps {
 					continue
 				}
 				if best == nil || k.pass < best.pass || k.pass == best.pass && k.key < best.key {
@@ -606,31 +680,48 @@ func (f *Fair) dispatch() {
 				}
 			}
 		}
-		if best == nil {
+		if claimed == nil && best == nil {
 			f.gc()
 			f.cond.Wait()
+			continue
+		}
+		if claimed != nil {
+			// Charged when claimed: the slot is its already.
+			claimed.claims--
+			f.take1(claimed)
 			continue
 		}
 		best.pass = max(best.pass, f.vtime)
 		f.vtime = best.pass
 		best.pass += 1 / best.weight
-		q := best.queue[0]
-		best.queue[0] = queued{}
-		best.queue = best.queue[1:]
-		if q.held {
-			best.held--
-			best.heldBytes -= q.size
-			f.held--
-			f.heldBytes -= q.size
-		}
-		msg := q.msg
 		best.inflight++
 		f.free--
-		f.cond.Broadcast() // the feeder may have room now
-		f.mu.Unlock()
-		f.work <- fairItem{best, msg}
-		f.mu.Lock()
+		if len(best.queue) == 0 {
+			best.claims++
+			f.cond.Broadcast() // its feeder fetches for the claim
+			continue
+		}
+		f.take1(best)
 	}
+}
+
+// take1 hands key's first queued step to a worker goroutine, its slot
+// already counted. f.mu is held; it is released while the step is handed.
+func (f *Fair) take1(k *fairKey) {
+	q := k.queue[0]
+	k.queue[0] = queued{}
+	k.queue = k.queue[1:]
+	if q.held {
+		k.held--
+		k.heldBytes -= q.size
+		f.held--
+		f.heldBytes -= q.size
+	}
+	msg := q.msg
+	f.cond.Broadcast() // the feeder may have room now
+	f.mu.Unlock()
+	f.work <- fairItem{k, msg}
+	f.mu.Lock()
 }
 
 // gc forgets keys with nothing here, so that a stream of one-off agents
@@ -640,7 +731,7 @@ func (f *Fair) gc() {
 		return
 	}
 	for name, k := range f.keys {
-		if k.inflight == 0 && len(k.queue) == 0 && !k.backlogged && !k.feeding && k.pending == 0 {
+		if k.inflight == 0 && len(k.queue) == 0 && !k.backlogged && !k.feeding && k.pending == 0 && k.claims == 0 {
 			delete(f.keys, name)
 		}
 	}
@@ -667,7 +758,9 @@ func (f *Fair) discover(ctx context.Context, backlog jetstream.Stream, bg *sync.
 		f.mu.Lock()
 		for key, n := range counts {
 			if n > 0 {
-				f.feed(f.key(key))
+				k := f.key(key)
+				k.dry = false
+				f.feed(k)
 			}
 		}
 		f.mu.Unlock()

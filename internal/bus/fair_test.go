@@ -363,3 +363,58 @@ func FuzzAgentToken(f *testing.F) {
 		}
 	})
 }
+
+// A key whose backlog is all taken by another worker (its subject count
+// is not zero, nothing can be fetched) wins the slot on each listing, but
+// its claim is given back when the fetch finds nothing: on one slot, the
+// other key's steps are all handled, and the taken step is handled once,
+// after its lease ends, too.
+func TestFairClaimOfATakenBacklogIsGivenBack(t *testing.T) {
+	r := newFairRig(t, 1)
+	ctx := context.Background()
+	m := nats.NewMsg(BacklogSubject(KindCall, "x"))
+	m.Header.Set(HeaderSubject, protocol.Subject(protocol.PrefixCall, "x", "x-0"))
+	m.Header.Set(HeaderWeight, "1")
+	m.Data = []byte(`{"agent_id":"x","turn_id":"x-0","step":0,"context":{"kind":"text"},"output":[]}`)
+	if _, err := r.js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	// Another worker's fetch, not acknowledged: the step runs there.
+	other, err := r.js.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
+		Durable: BacklogDurable(KindCall, "x"), FilterSubject: BacklogSubject(KindCall, "x"),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: r.topo.AckWait, MaxDeliver: r.topo.MaxDeliver,
+		MaxAckPending: r.topo.MaxAckPending, MemoryStorage: true, InactiveThreshold: time.Hour,
+		Description: "Backlog of fairness key x",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := other.Fetch(1, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := 0
+	for range batch.Messages() {
+		taken++
+	}
+	if taken != 1 {
+		t.Fatalf("took %d steps of x, want 1", taken)
+	}
+	r.publish("quiet", "", 0, 20)
+	stop := r.run(r.fair(r.js, 1, 0, sleepy(time.Millisecond)))
+	defer stop()
+	r.waitHandled(21)
+	order := r.order()
+	quiet := 0
+	for _, s := range order {
+		if strings.HasPrefix(s, "quiet/") {
+			quiet++
+		}
+	}
+	if quiet != 20 || len(order) != 21 {
+		t.Fatalf("handled %v; want the 20 quiet steps and x's once", order)
+	}
+	if order[len(order)-1] != "x/0" {
+		t.Errorf("x's step, running elsewhere, was handled at %v before its lease ended", order)
+	}
+}
