@@ -39,6 +39,10 @@ type PendingCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 	Reason    string          `json:"reason"`
 	Activity  string          `json:"activity"`
+	// ReadOnly and Destructive are the tool's flags (Spec.ReadOnly,
+	// Spec.Destructive), for the person who decides.
+	ReadOnly    bool `json:"read_only"`
+	Destructive bool `json:"destructive"`
 }
 
 // Approval is a gateway's answer for a pending step, published on

@@ -49,6 +49,10 @@ type heldCall struct {
 	Repairs   []string        `json:"repairs"`
 	Approval  string          `json:"approval"`
 	Activity  string          `json:"activity"`
+	// ReadOnly and Destructive are the tool's flags as the worker stored
+	// them with the held call; nil in records of workers before they did.
+	ReadOnly    *bool `json:"read_only"`
+	Destructive *bool `json:"destructive"`
 }
 
 // auditEntry is one decision or re-drive the console sent, kept in
@@ -283,7 +287,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			}
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
-				Description: t.description, Flags: t.flags(c.Approval), Args: formatArgs(c.Valid), Repairs: c.Repairs}
+				Description: t.description, Flags: c.flags(t), Args: formatArgs(c.Valid), Repairs: c.Repairs}
 			if c.Approval != "" {
 				sv.Held = append(sv.Held, cv)
 			} else {
@@ -490,6 +494,22 @@ type toolInfo struct {
 	// destructive: yes, no, or unknown (the worker's policy holds it
 	// whatever its flags, so the catalog cannot tell).
 	destructive string
+}
+
+// flags describes the call's tool: from the flags the worker stored with
+// the held call, else from what the catalog tells.
+func (c heldCall) flags(t toolInfo) string {
+	if c.ReadOnly != nil && c.Destructive != nil {
+		switch {
+		case *c.Destructive:
+			return "destructive: it changes or removes something that cannot be had back, and is not run again after a crash"
+		case *c.ReadOnly:
+			return "read-only: it changes nothing, and may run again after a crash"
+		default:
+			return "not read-only, not destructive: it changes something, and is not run again after a crash"
+		}
+	}
+	return t.flags(c.Approval)
 }
 
 func (t toolInfo) flags(reason string) string {

@@ -169,6 +169,10 @@ type HeldCall struct {
 	// approved ones.
 	Approval string `json:"approval,omitempty"`
 	Activity string `json:"activity,omitempty"`
+	// ReadOnly and Destructive are the tool's flags, for the person who
+	// decides (a console shows them beside the arguments).
+	ReadOnly    bool `json:"read_only"`
+	Destructive bool `json:"destructive"`
 }
 
 // Resolution is what decided a pending step (not a task turn's verdict,
@@ -227,7 +231,7 @@ func (p *PendingStep) Event() *protocol.StepPending {
 	ev := &protocol.StepPending{Type: protocol.EventStepPending, AgentID: p.AgentID, TurnID: p.TurnID, Step: p.Step, ExpiresAt: p.ExpiresAt, Approvals: []protocol.PendingCall{}}
 	for _, c := range p.Calls {
 		if c.Approval != "" {
-			ev.Approvals = append(ev.Approvals, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Valid, Reason: c.Approval, Activity: c.Activity})
+			ev.Approvals = append(ev.Approvals, protocol.PendingCall{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Arguments: c.Valid, Reason: c.Approval, Activity: c.Activity, ReadOnly: c.ReadOnly, Destructive: c.Destructive})
 		}
 	}
 	return ev
@@ -274,6 +278,8 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 				break
 			}
 			h.Valid, h.Repairs, h.Activity, h.Approval = args, p.inv.Repairs, p.inv.Activity, policy.Reason(p.inv.Tool)
+			sp := p.inv.Tool.Spec()
+			h.ReadOnly, h.Destructive = sp.ReadOnly, sp.Destructive
 		}
 		held[i] = h
 		if p.span != nil {
