@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cloudwego/eino/components/tool"
+	einotool "github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/components/tool/utils"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 type noopParams struct {
@@ -60,7 +61,7 @@ func BenchmarkEinoToolsNode8(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	node, err := compose.NewToolNode(ctx, &compose.ToolsNodeConfig{Tools: []tool.BaseTool{noop}})
+	node, err := compose.NewToolNode(ctx, &compose.ToolsNodeConfig{Tools: []einotool.BaseTool{noop}})
 	if err != nil {
 		b.Fatal(err)
 	}
