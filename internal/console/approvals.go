@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -121,14 +122,16 @@ func formatArgs(raw json.RawMessage) []argLine {
 		b.Reset()
 		b.Write(raw)
 	}
+	return foldLines(unescapeHTML(b.Bytes()))
+}
+
+// foldLines splits text into lines, folding each longer than foldAt
+// behind its head (cut on a character boundary).
+func foldLines(text string) []argLine {
 	var out []argLine
-	for _, l := range strings.Split(unescapeHTML(b.Bytes()), "\n") {
+	for _, l := range strings.Split(text, "\n") {
 		if len(l) > foldAt {
-			head := l[:foldAt]
-			for !utf8Start(head) {
-				head = head[:len(head)-1]
-			}
-			out = append(out, argLine{Text: l, Head: head + "…", Long: true})
+			out = append(out, argLine{Text: l, Head: textclip.Head(l, foldAt) + "…", Long: true})
 			continue
 		}
 		out = append(out, argLine{Text: l})
@@ -170,29 +173,6 @@ func unescapeHTML(b []byte) string {
 		i++
 	}
 	return out.String()
-}
-
-// utf8Start reports whether s does not end inside a multi-byte character.
-func utf8Start(s string) bool {
-	if s == "" {
-		return true
-	}
-	for i := len(s) - 1; i >= 0 && i >= len(s)-4; i-- {
-		c := s[i]
-		if c < 0x80 {
-			return true
-		}
-		if c >= 0xC0 {
-			n := 2
-			if c >= 0xF0 {
-				n = 4
-			} else if c >= 0xE0 {
-				n = 3
-			}
-			return len(s)-i >= n
-		}
-	}
-	return true
 }
 
 func timeLeft(d time.Duration) string {

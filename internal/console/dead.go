@@ -118,19 +118,7 @@ func redriveNote(subject string) string {
 // formatText shows bytes that are not JSON as lines of text (invalid
 // UTF-8 replaced), folded like arguments.
 func formatText(b []byte) []argLine {
-	var out []argLine
-	for _, l := range strings.Split(strings.ToValidUTF8(string(b), "\uFFFD"), "\n") {
-		if len(l) > foldAt {
-			head := l[:foldAt]
-			for !utf8Start(head) {
-				head = head[:len(head)-1]
-			}
-			out = append(out, argLine{Text: l, Head: head + "…", Long: true})
-			continue
-		}
-		out = append(out, argLine{Text: l})
-	}
-	return out
+	return foldLines(strings.ToValidUTF8(string(b), "\uFFFD"))
 }
 
 // redrive publishes a dead-lettered step (or approval answer) again on
