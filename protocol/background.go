@@ -97,7 +97,7 @@ type ScheduleFire struct {
 // ScheduleCreation names the call that created a schedule.
 type ScheduleCreation struct {
 	TurnID string `json:"turn_id"`
-	Step   int    `json:"step"`
+	Step   int64  `json:"step"`
 	CallID string `json:"call_id"`
 }
 

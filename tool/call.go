@@ -7,7 +7,7 @@ import "context"
 type Call struct {
 	AgentID string
 	TurnID  string
-	Step    int
+	Step    int64
 	CallID  string
 }
 

@@ -384,7 +384,7 @@ func (p *pending) invoke() {
 	p.cancel = cancel
 	p.began = time.Now()
 	p.ctx.Context = ctx
-	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: int(p.ref.Step), CallID: p.ref.CallID}
+	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or

@@ -129,7 +129,7 @@ func FC(id, name, args string) Call { return Call{ID: id, Name: name, Args: args
 func NsFC(ns, id, name, args string) Call { return Call{ID: id, Name: name, Args: args, Namespace: ns} }
 
 // SendStep publishes a step on prefix.<agent>.<turn>.
-func (g *Gateway) SendStep(prefix, agent, turnID string, n int, c protocol.Context, calls ...Call) {
+func (g *Gateway) SendStep(prefix, agent, turnID string, n int64, c protocol.Context, calls ...Call) {
 	g.T.Helper()
 	out := []any{}
 	for _, c := range calls {
@@ -167,13 +167,13 @@ type Output struct {
 
 // Run publishes a main-turn step with the given bindings and returns its
 // call.output events by call id, once step.done has arrived.
-func (g *Gateway) Run(agent, turnID string, n int, bindings map[string]bool, calls ...Call) map[string]Output {
+func (g *Gateway) Run(agent, turnID string, n int64, bindings map[string]bool, calls ...Call) map[string]Output {
 	g.T.Helper()
 	return g.RunStep(protocol.PrefixCall, agent, turnID, n, protocol.Context{Kind: protocol.KindText, Bindings: bindings}, calls...)
 }
 
 // RunStep is Run for any subject prefix and context.
-func (g *Gateway) RunStep(prefix, agent, turnID string, n int, sc protocol.Context, calls ...Call) map[string]Output {
+func (g *Gateway) RunStep(prefix, agent, turnID string, n int64, sc protocol.Context, calls ...Call) map[string]Output {
 	g.T.Helper()
 	ctx := context.Background()
 	c, err := g.JS.OrderedConsumer(ctx, protocol.StreamOutputs, jetstream.OrderedConsumerConfig{
@@ -192,7 +192,7 @@ func (g *Gateway) RunStep(prefix, agent, turnID string, n int, sc protocol.Conte
 		}
 		var head struct {
 			Type string `json:"type"`
-			Step int    `json:"step"`
+			Step int64  `json:"step"`
 		}
 		_ = json.Unmarshal(m.Data(), &head)
 		if head.Step != n {

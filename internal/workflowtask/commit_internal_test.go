@@ -64,7 +64,7 @@ func TestConcurrentCommits(t *testing.T) {
 		for i := range n {
 			other := New(srv.JetStream(t), Config{Events: nopEvents{}})
 			wg.Go(func() {
-				cctx := tools.WithCall(ctx, tool.Call{AgentID: "a", TurnID: task.TurnID, Step: i, CallID: fmt.Sprintf("c%d", i)})
+				cctx := tools.WithCall(ctx, tool.Call{AgentID: "a", TurnID: task.TurnID, Step: int64(i), CallID: fmt.Sprintf("c%d", i)})
 				<-start
 				res, err := other.commit(cctx, wf.ID, "t", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
 				if err != nil {

@@ -31,7 +31,7 @@ type Page struct {
 // Ref names a call.
 type Ref struct {
 	TurnID string `json:"turn_id"`
-	Step   int    `json:"step"`
+	Step   int64  `json:"step"`
 	CallID string `json:"call_id"`
 }
 

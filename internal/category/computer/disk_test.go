@@ -229,7 +229,7 @@ func TestOutputLogPerStep(t *testing.T) {
 	needSandbox(t)
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)
-	for step := range 2 {
+	for step := range int64(2) {
 		inv, err := tools.Prepare(findTool(t, c, computer.RunCommandName), fmt.Sprintf(`{"command":"echo step %d"}`, step), 0)
 		if err != nil {
 			t.Fatal(err)

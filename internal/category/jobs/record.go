@@ -53,7 +53,7 @@ type Job struct {
 // Ref names the call that started a job.
 type Ref struct {
 	TurnID string `json:"turn_id"`
-	Step   int    `json:"step"`
+	Step   int64  `json:"step"`
 	CallID string `json:"call_id"`
 }
 

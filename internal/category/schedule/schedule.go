@@ -162,7 +162,7 @@ type Schedule struct {
 // Ref names the call that created a schedule.
 type Ref struct {
 	TurnID string `json:"turn_id"`
-	Step   int    `json:"step"`
+	Step   int64  `json:"step"`
 	CallID string `json:"call_id"`
 }
 

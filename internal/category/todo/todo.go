@@ -127,7 +127,7 @@ type List struct {
 	AgentID   string    `json:"agent_id"`
 	TurnID    string    `json:"turn_id"`
 	Items     []Item    `json:"items"`
-	Step      int       `json:"step"`
+	Step      int64     `json:"step"`
 	CallID    string    `json:"call_id"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
