@@ -201,7 +201,10 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call, p *pending) {
-	*p = pending{d: d, hooks: in.Hooks, call: c, parallel: true, ref: CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}}
+	// p is zero (Run's fresh slice): set field by field, since assigning
+	// a whole pending copies it through the write barrier.
+	p.d, p.hooks, p.call, p.parallel = d, in.Hooks, c, true
+	p.ref = CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}
 	if d.Journal != nil {
 		p.ref.Digest = protocol.CallDigest(c)
 	}
