@@ -157,7 +157,9 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 	}
 	step := &inflight{}
 	defer step.stop()
-	defer context.AfterFunc(ctx, step.abort)()
+	if ctx.Done() != nil { // a context that can never end needs no watch
+		defer context.AfterFunc(ctx, step.abort)()
+	}
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
 		j := i + 1
