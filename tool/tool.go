@@ -189,11 +189,14 @@ func New[P any](d Def[P]) (*Tool, error) {
 		Parameters: params.Sent(), Strict: s.Strict,
 	})
 	def := &d
+	bindP := schema.BinderFor[P]()
 	t.bind = func(v schema.Value) (*Args, error) {
 		// One allocation holds the arguments and their decoded parameters.
 		c := &typedCall[P]{def: def}
-		bound, err := schema.Bind(v.V, &c.p)
-		if !bound && err == nil {
+		var err error
+		if bindP != nil {
+			err = bindP(v.V, &c.p)
+		} else {
 			// A type Bind does not cover: through the JSON text.
 			err = v.Unmarshal(&c.p)
 		}

@@ -26,7 +26,20 @@ type noopParams struct {
 
 const calls = 8
 
+// BenchmarkRuntimeDispatch8 runs the step as the worker does: on the
+// dispatcher's kept goroutines (turn.NewGoroutines, which the worker
+// always sets), so that a call's goroutine has its stack grown already.
 func BenchmarkRuntimeDispatch8(b *testing.B) {
+	runtimeDispatch8(b, &turn.Dispatcher{Goroutines: turn.NewGoroutines(calls)})
+}
+
+// BenchmarkRuntimeDispatch8Fresh is a zero Dispatcher: a new goroutine
+// per call, as Eino's ToolsNode starts.
+func BenchmarkRuntimeDispatch8Fresh(b *testing.B) {
+	runtimeDispatch8(b, &turn.Dispatcher{})
+}
+
+func runtimeDispatch8(b *testing.B, d *turn.Dispatcher) {
 	t := tool.Must(tool.Def[noopParams]{
 		Spec: tool.Spec{Name: "noop", Description: "does nothing", ReadOnly: true},
 		Execute: func(context.Context, noopParams) (tool.Result, error) {
@@ -41,7 +54,6 @@ func BenchmarkRuntimeDispatch8(b *testing.B) {
 	for i := range calls {
 		in.Calls = append(in.Calls, protocol.Call{Type: protocol.ItemFunctionCall, CallID: fmt.Sprintf("c%d", i), Name: "noop", Arguments: `{"note":"x"}`})
 	}
-	var d turn.Dispatcher
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

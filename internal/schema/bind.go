@@ -30,6 +30,17 @@ func Bind[T any](v any, dst *T) (bool, error) {
 	return true, b(v, reflect.ValueOf(dst).Elem())
 }
 
+// BinderFor is Bind for one T, with the lookup of T's binder done once:
+// nil when T is not covered. A tool binds every call of its type, and the
+// lookup was a visible part of a call's cost.
+func BinderFor[T any]() func(v any, dst *T) error {
+	b := binderFor(reflect.TypeFor[T]())
+	if b == nil {
+		return nil
+	}
+	return func(v any, dst *T) error { return b(v, reflect.ValueOf(dst).Elem()) }
+}
+
 func binderFor(t reflect.Type) binder {
 	if b, ok := binders.Load(t); ok {
 		return b.(binder)

@@ -26,16 +26,34 @@ type Invocation struct {
 // string. The error is an *Error of kind invalid_arguments whose message
 // tells the model what to fix.
 func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
+	inv := new(Invocation)
+	if err := inv.Prepare(t, args, repairLimit); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+// Prepare is [Prepare] into inv, for a caller that holds the invocation
+// in a larger value (the dispatcher's per-call state): one allocation
+// fewer per call. On an error inv is left as it was.
+func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) error {
 	a, repairs, err := t.Parse(args, repairLimit)
 	if err != nil {
-		var te *tool.Error
-		if errors.As(err, &te) {
-			te.Repairs = repairs
-			return nil, te
-		}
-		return nil, argumentsError(t, err, repairs)
+		return prepareError(t, err, repairs)
 	}
-	return &Invocation{Tool: t, Repairs: repairs, Activity: a.Activity, args: a}, nil
+	*inv = Invocation{Tool: t, Repairs: repairs, Activity: a.Activity, args: a}
+	return nil
+}
+
+// prepareError is out of Prepare's way so that the error target of
+// errors.As is allocated only when there is an error.
+func prepareError(t *tool.Tool, err error, repairs []string) error {
+	var te *tool.Error
+	if errors.As(err, &te) {
+		te.Repairs = repairs
+		return te
+	}
+	return argumentsError(t, err, repairs)
 }
 
 // Run executes the call. A panic in the tool becomes a tool_error, and an

@@ -101,15 +101,16 @@ type Dispatcher struct {
 // found and, once it runs, what the call and its watchdog share. One
 // allocation holds it all, the outcome of a call that ran included.
 type pending struct {
-	d        *Dispatcher
-	hooks    *Hooks
-	call     protocol.Call
-	ref      CallRef
-	inv      *tools.Invocation
-	timeout  time.Duration
-	search   bool
-	parallel bool
-	outcome  *Outcome // set early for calls that run nothing
+	d          *Dispatcher
+	hooks      *Hooks
+	call       protocol.Call
+	ref        CallRef
+	inv        *tools.Invocation // &invocation once the arguments validated
+	invocation tools.Invocation
+	timeout    time.Duration
+	search     bool
+	parallel   bool
+	outcome    *Outcome // set early for calls that run nothing
 	// With a Tracer: the call's span, and the context that carries it.
 	span    trace.Span
 	spanCtx context.Context
@@ -141,9 +142,12 @@ type pending struct {
 //     tool_error; neither stops the other calls.
 func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 	res := &StepResult{Outcomes: make([]*Outcome, len(in.Calls))}
+	// One allocation holds every call's state.
+	calls := make([]pending, len(in.Calls))
 	ps := make([]*pending, len(in.Calls))
 	for i, c := range in.Calls {
-		ps[i] = d.resolve(ctx, set, in, c)
+		ps[i] = &calls[i]
+		d.resolve(ctx, set, in, c, ps[i])
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -153,7 +157,9 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 	}
 	step := &inflight{}
 	defer step.stop()
-	defer context.AfterFunc(ctx, step.abort)()
+	if ctx.Done() != nil { // a context that can never end needs no watch
+		defer context.AfterFunc(ctx, step.abort)()
+	}
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
 		j := i + 1
@@ -196,8 +202,11 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call) *pending {
-	p := &pending{d: d, hooks: in.Hooks, call: c, parallel: true, ref: CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}}
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call, p *pending) {
+	// p is zero (Run's fresh slice): set field by field, since assigning
+	// a whole pending copies it through the write barrier.
+	p.d, p.hooks, p.call, p.parallel = d, in.Hooks, c, true
+	p.ref = CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}
 	if d.Journal != nil {
 		p.ref.Digest = protocol.CallDigest(c)
 	}
@@ -206,13 +215,13 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
-		return p
+		return
 	}
 	held := in.Stored[c.CallID]
 	if held != nil {
 		if held.Outcome != nil {
 			p.outcome = held.Outcome
-			return p
+			return
 		}
 		// Approved: the value validated when the step was held runs, not
 		// the model's text again.
@@ -221,7 +230,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
 		p.outcome = errorOutcome(c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
-		return p
+		return
 	}
 	sp := t.Spec()
 	// A stored call of a deferred tool was loaded when it was held; the
@@ -229,22 +238,22 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	// decided.
 	if sp.DeferLoading && held == nil && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
 		p.outcome = errorOutcome(c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
-		return p
+		return
 	}
 	var vspan trace.Span
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	inv, err := tools.Prepare(t, c.Arguments, d.Repair.Limit)
+	err := p.invocation.Prepare(t, c.Arguments, d.Repair.Limit)
 	var te *tool.Error
-	if err != nil && !errors.As(err, &te) {
-		te = &tool.Error{Kind: tool.InvalidArguments, Message: err.Error()}
+	if err != nil {
+		te = invalidArguments(err)
 	}
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
-	if inv != nil {
-		repairs = inv.Repairs
-	} else if te != nil {
+	if err == nil {
+		repairs = p.invocation.Repairs
+	} else {
 		repairs = te.Repairs
 	}
 	if vspan != nil {
@@ -259,11 +268,11 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	if err != nil {
 		p.outcome = errorOutcome(c, te)
 		p.outcome.Repairs = repairs
-		return p
+		return
 	}
-	p.inv = inv
+	p.inv = &p.invocation
 	if held != nil {
-		inv.Repairs = held.Repairs
+		p.inv.Repairs = held.Repairs
 	}
 	p.parallel = sp.ExecutionMode == tool.Parallel
 	p.timeout = sp.Timeout
@@ -273,7 +282,6 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	if p.timeout == 0 {
 		p.timeout = DefaultTimeout
 	}
-	return p
 }
 
 func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
@@ -413,6 +421,17 @@ func (p *pending) finish(res tool.Result, err error) {
 	p.d.store(p.turnCtx, p)
 	p.g.release()
 	p.cancel(nil)
+}
+
+// invalidArguments is the *tool.Error of a call whose arguments Prepare
+// refused; apart from resolve, so that the errors.As target is allocated
+// only for a refusal.
+func invalidArguments(err error) *tool.Error {
+	var te *tool.Error
+	if !errors.As(err, &te) {
+		te = &tool.Error{Kind: tool.InvalidArguments, Message: err.Error()}
+	}
+	return te
 }
 
 // displayName is the call's tool as the model named it, for messages and
