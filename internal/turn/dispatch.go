@@ -101,13 +101,16 @@ type Dispatcher struct {
 // found and, once it runs, what the call and its watchdog share. One
 // allocation holds it all, the outcome of a call that ran included.
 type pending struct {
-	d        *Dispatcher
-	hooks    *Hooks
-	call     protocol.Call
-	ref      CallRef
-	inv      *tools.Invocation
-	timeout  time.Duration
-	search   bool
+	d       *Dispatcher
+	hooks   *Hooks
+	call    protocol.Call
+	ref     CallRef
+	inv     *tools.Invocation
+	timeout time.Duration
+	search  bool
+	// record is set for a read-only call that runs before it is
+	// journaled, with one write after (Recorder).
+	record   bool
 	parallel bool
 	outcome  *Outcome // set early for calls that run nothing
 	// With a Tracer: the call's span, and the context that carries it.
