@@ -6,6 +6,13 @@
 # the workers and the load program share the machine), and calls that
 # sleep SLEEP (default 200ms; tool-bound: a worker's --concurrency is the
 # limit, so a second worker adds its own).
+# The summary also gives the op-mix bound of the same server, 1 / (1/consume
+# + W/pub async) for W stored writes per step (the gateway's publish, the
+# call key, call.output, step.done: 4 for a read-only call; 5 when the call
+# is claimed before it runs and its outcome stored after), and the one
+# worker's share of it. WORKER=path runs a worker binary built elsewhere
+# (for interleaved A/B runs against another commit); WFLAGS adds flags to
+# the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
 # Usage: scripts/load-compare.sh [steps] [concurrency]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,9 +20,9 @@ steps=${1:-20000}
 conc=${2:-256}
 dir=$(mktemp -d)
 url=nats://127.0.0.1:4333
-go build -o "$dir/worker" ./cmd/worker
+if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$dir/worker"; else go build -o "$dir/worker" ./cmd/worker; fi
 go build -o "$dir/loadgen" ./cmd/loadgen
-"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w1.log" &
+"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" ${WFLAGS:-} 2>"$dir/w1.log" &
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
@@ -41,3 +48,5 @@ consume=$(msgs consume)
 echo "== summary (steps/s)"
 echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s; pub async $(msgs pub) msgs/s), two workers $(rate two)"
 echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
+bound() { awk -v c="$consume" -v p="$(msgs pub)" -v w="$1" -v a="$(rate one)" 'BEGIN{b=1/(1/c+w/p); printf "%d writes: %.0f steps/s, one worker %.2f of it", w, b, a/b}'; }
+echo "op-mix bound:     $(bound 4); $(bound 5)"

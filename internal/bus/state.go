@@ -66,42 +66,13 @@ const claimAttempts = 5
 func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest})
-	// The first attempt of a step finds no key (the common case): a write
-	// that expects the key's last sequence to be 0 claims it. Anything
-	// else goes to KV.Create, which also claims a key that was deleted.
-	m := s.msg(key, claim)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	if s.Pub.publish(ctx, m) == nil {
-		return nil, nil
+	e, err := s.create(ctx, key, claim)
+	if err != nil || e == nil {
+		return nil, err
 	}
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
-	var e jetstream.KeyValueEntry
-	for attempt := 1; ; attempt++ {
-		_, err := kv.Create(ctx, key, claim)
-		if err == nil {
-			return nil, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, err
-		}
-		e, err = kv.Get(ctx, key)
-		if err == nil {
-			break
-		}
-		// The server has just said the key exists, and a read misses it:
-		// the read was answered by a replica that is behind (reads are
-		// direct gets, which any replica answers), around a leader change.
-		// Claim again: the key is found, or it is claimed now.
-		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
-			return nil, err
-		}
-		if err := Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
-			return nil, err
-		}
-	}
-	var rec callRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, fmt.Errorf("call record %s is unreadable: %w", key, err)
+	rec, err := readRecord(key, e)
+	if err != nil {
+		return nil, err
 	}
 	if rec.reused(ref) {
 		return nil, turn.ErrReused
@@ -113,6 +84,93 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 		return nil, nil
 	}
 	return nil, turn.ErrClaimed
+}
+
+// Record implements turn.Recorder: a read-only call's outcome, stored
+// with one create-only write once the call ran, and no claim before.
+func (s *TurnState) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcome) (*turn.Outcome, error) {
+	return s.record(ctx, ref, o, nuid.Next())
+}
+
+func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
+	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
+	data, err := json.Marshal(callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest})
+	if err != nil {
+		return nil, err
+	}
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	for attempt := 1; ; attempt++ {
+		e, err := s.create(ctx, key, data)
+		if err != nil || e == nil {
+			return nil, err
+		}
+		rec, err := readRecord(key, e)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case rec.reused(ref):
+			return nil, turn.ErrReused
+		case rec.Claim == id:
+			return nil, nil // this very write, its acknowledgement lost
+		case rec.State == "done" && rec.Outcome != nil:
+			return rec.Outcome, nil
+		}
+		// Claimed by an attempt that has stored no outcome (a worker that
+		// claims read-only calls, or one that died running it): this
+		// outcome is stored over the claim, unless the key changes first.
+		if _, err := kv.Update(ctx, key, data, e.Revision()); err == nil {
+			return nil, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt == claimAttempts {
+			return nil, err
+		}
+	}
+}
+
+// create writes value to key unless the key exists. It returns nil when
+// this write created the key, and otherwise the key's entry.
+func (s *TurnState) create(ctx context.Context, key string, value []byte) (jetstream.KeyValueEntry, error) {
+	// The first attempt of a step finds no key (the common case): a write
+	// that expects the key's last sequence to be 0 creates it. Anything
+	// else goes to KV.Create, which also creates a key that was deleted.
+	m := s.msg(key, value)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	if s.Pub.publish(ctx, m) == nil {
+		return nil, nil
+	}
+	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	for attempt := 1; ; attempt++ {
+		_, err := kv.Create(ctx, key, value)
+		if err == nil {
+			return nil, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, err
+		}
+		e, err := kv.Get(ctx, key)
+		if err == nil {
+			return e, nil
+		}
+		// The server has just said the key exists, and a read misses it:
+		// the read was answered by a replica that is behind (reads are
+		// direct gets, which any replica answers), around a leader change.
+		// Create again: the key is found, or it is created now.
+		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
+			return nil, err
+		}
+		if err := Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// readRecord decodes a call key's entry.
+func readRecord(key string, e jetstream.KeyValueEntry) (*callRecord, error) {
+	var rec callRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, fmt.Errorf("call record %s is unreadable: %w", key, err)
+	}
+	return &rec, nil
 }
 
 // Store implements turn.Journal.

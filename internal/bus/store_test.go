@@ -140,6 +140,77 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// TestRecord runs the one-write journal of read-only calls on a real
+// TURN_STATE bucket: the first outcome stored is the one every attempt
+// reports, a lost acknowledgement finds its own write, a claim without an
+// outcome is written over, and a key of another call is refused as
+// reused. Each case counts the bucket's writes.
+func TestRecord(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &TurnState{KV: kv, Pub: &Publisher{JS: js}, Worker: "w1"}
+	stream := "KV_" + protocol.BucketState
+	out := func(text string) *turn.Outcome {
+		return &turn.Outcome{CallID: "c1", Name: "ping", Item: json.RawMessage(`{"type":"function_call_output","output":"` + text + `"}`)}
+	}
+	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1", Digest: "d1"}
+	if o, err := st.Record(ctx, ref, out("first")); o != nil || err != nil {
+		t.Fatalf("first record: %v, %v", o, err)
+	}
+	wantStored(t, js, stream, 1)
+	got, err := st.Record(ctx, ref, out("second"))
+	if err != nil || got == nil || string(got.Item) != string(out("first").Item) {
+		t.Fatalf("a second attempt's record: got %+v, %v; want the first outcome", got, err)
+	}
+	if got, err := st.Claim(ctx, ref); err != nil || got == nil || string(got.Item) != string(out("first").Item) {
+		t.Fatalf("a claim of a recorded call: got %+v, %v; want the recorded outcome", got, err)
+	}
+	wantStored(t, js, stream, 1)
+	// A write that landed with its acknowledgement lost, tried again.
+	ref.CallID = "c2"
+	if o, err := st.record(ctx, ref, out("mine"), "id1"); o != nil || err != nil {
+		t.Fatalf("record: %v, %v", o, err)
+	}
+	if o, err := st.record(ctx, ref, out("mine"), "id1"); o != nil || err != nil {
+		t.Fatalf("the same record again: got %v, %v; want its own write", o, err)
+	}
+	wantStored(t, js, stream, 2)
+	// A claim with no outcome (an older worker, or one that died): the
+	// outcome is stored over it, and a later claim is answered from it.
+	ref.CallID = "c3"
+	if o, err := st.Claim(ctx, ref); o != nil || err != nil {
+		t.Fatalf("claim: %v, %v", o, err)
+	}
+	if o, err := st.Record(ctx, ref, out("over")); o != nil || err != nil {
+		t.Fatalf("record over a claim: %v, %v", o, err)
+	}
+	if got, err := st.Claim(ctx, ref); err != nil || got == nil || string(got.Item) != string(out("over").Item) {
+		t.Fatalf("claim after a record over a claim: %+v, %v", got, err)
+	}
+	// The id of another call.
+	ref.Digest = "d2"
+	if o, err := st.Record(ctx, ref, out("other")); !errors.Is(err, turn.ErrReused) || o != nil {
+		t.Fatalf("record of another call under a used id: got %v, %v; want ErrReused", o, err)
+	}
+	// A key an operator deleted is recorded again.
+	ref.Digest, ref.CallID = "d1", "c1"
+	if err := kv.Delete(ctx, protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := st.Record(ctx, ref, out("again")); o != nil || err != nil {
+		t.Fatalf("record of a deleted key: %v, %v", o, err)
+	}
+}
+
 // FuzzPubAckError: any answer is read as stored or as an error, never a
 // panic; and it is read as stored only when it says so.
 func FuzzPubAckError(f *testing.F) {

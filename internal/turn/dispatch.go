@@ -109,8 +109,11 @@ type pending struct {
 	invocation tools.Invocation
 	timeout    time.Duration
 	search     bool
-	parallel   bool
-	outcome    *Outcome // set early for calls that run nothing
+	// record is set for a read-only call that runs before it is
+	// journaled, with one write after (Recorder).
+	record   bool
+	parallel bool
+	outcome  *Outcome // set early for calls that run nothing
 	// With a Tracer: the call's span, and the context that carries it.
 	span    trace.Span
 	spanCtx context.Context

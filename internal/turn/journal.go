@@ -30,6 +30,43 @@ type Journal interface {
 	Store(ctx context.Context, ref CallRef, o *Outcome) error
 }
 
+// Recorder is implemented by a Journal that can journal a read-only
+// call with one write, after it ran, instead of a claim before and its
+// outcome after (docs/protocol.md, "Writes per step"). Running a
+// read-only call twice is harmless, so nothing needs to be claimed before
+// it runs; what the journal still owes is that every attempt publishes
+// the same outcome, and that a reused call id is found.
+type Recorder interface {
+	// Record stores o as the outcome of ref's call with a create-only
+	// write. It returns the stored outcome when an earlier (or a
+	// concurrent) attempt stored one first, which is then the outcome to
+	// report, and ErrReused when the key holds another call's.
+	Record(ctx context.Context, ref CallRef, o *Outcome) (*Outcome, error)
+}
+
+// redeliveredKey marks a context as the handling of a step the server
+// delivered before.
+type redeliveredKey struct{}
+
+// Redelivered marks ctx as the handling of a step delivered at least once
+// before. Its read-only calls are claimed before they run, as every
+// other call is, so that one an earlier attempt finished is answered from
+// the journal rather than run again.
+func Redelivered(ctx context.Context) context.Context {
+	return context.WithValue(ctx, redeliveredKey{}, true)
+}
+
+// recordAfter reports whether the call is journaled with one write once
+// it ran (Recorder): a read-only tool, a journal that can, and a step on
+// its first delivery.
+func (p *pending) recordAfter() bool {
+	if _, ok := p.d.Journal.(Recorder); !ok || !p.inv.Tool.Spec().ReadOnly {
+		return false
+	}
+	redelivered, _ := p.turnCtx.Value(redeliveredKey{}).(bool)
+	return !redelivered
+}
+
 // ReuseChecker is implemented by a Journal that can tell which of the
 // calls of one step that failed before running (unknown tool, invalid
 // arguments: never claimed) use a call id the journal holds for another
@@ -58,6 +95,10 @@ func (p *pending) answered() bool {
 		return true
 	}
 	if d.Journal == nil {
+		return false
+	}
+	if p.recordAfter() {
+		p.record = true
 		return false
 	}
 	stored, err := d.Journal.Claim(ctx, p.ref)
@@ -139,7 +180,9 @@ func reusedOutcome(c protocol.Call, step int64) *Outcome {
 // cut short by an abandoned step is neither: the redelivery decides.
 func (d *Dispatcher) store(ctx context.Context, p *pending) {
 	d.bound(p)
-	if d.Journal != nil && !abandoned(ctx) {
+	if p.record && !abandoned(ctx) {
+		d.record(ctx, p)
+	} else if d.Journal != nil && !abandoned(ctx) {
 		// The outcome is stored even when the turn is being aborted: a
 		// redelivery must not run the call again.
 		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref, p.outcome); err != nil {
@@ -148,4 +191,24 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 		}
 	}
 	d.ended(ctx, p)
+}
+
+// record journals a read-only call that ran unclaimed (Recorder). The
+// outcome an earlier or concurrent attempt stored first is the one
+// reported, so that every attempt's events are the same; a call id the
+// journal holds for another call is answered as reused, not stored.
+func (d *Dispatcher) record(ctx context.Context, p *pending) {
+	stored, err := d.Journal.(Recorder).Record(context.WithoutCancel(ctx), p.ref, p.outcome)
+	switch {
+	case err == nil && stored != nil:
+		stored.Replayed = true
+		p.outcome = stored
+	case errors.Is(err, ErrReused):
+		p.outcome = reusedOutcome(p.call, p.ref.Step)
+	case err != nil:
+		// Reported all the same: a redelivery runs the read-only call
+		// again, which is harmless.
+		d.logger().Error("recording a read-only call's outcome failed; a redelivery will run it again",
+			"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+	}
 }

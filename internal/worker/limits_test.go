@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/agentbull/toolruntime/internal/bus"
@@ -467,4 +468,35 @@ func TestDeadLetterWaitsForItsStream(t *testing.T) {
 		info := must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx))
 		return info.State.Msgs == 0
 	}, "the work queue to empty")
+}
+
+// TestReadOnlyCallIsJournaledWithOneWrite: a read-only call on its
+// step's first delivery writes its call key once, after it ran (no claim
+// before), and the step sent again is answered with the stored outcome:
+// nothing new reaches the gateway and the key is not written again.
+func TestReadOnlyCallIsJournaledWithOneWrite(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	g := newGateway(t, s)
+	evs := g.watch("a", "t")
+	subject := protocol.Subject(protocol.PrefixCall, "a", "t")
+	g.publish(subject, "a.t.0", step("a", "t", 0, fc("c1", "ping", `{"note":"first"}`)))
+	if outputs, _ := evs.untilDone(); outputs["c1"].Status != protocol.StatusOK {
+		t.Fatalf("c1: %s", outputs["c1"].Raw)
+	}
+	ctx := context.Background()
+	key := "$KV." + protocol.BucketState + "." + protocol.CallKey("a", "t", 0, "c1")
+	writes := func() uint64 {
+		info := must(must(g.js.Stream(ctx, "KV_"+protocol.BucketState)).Info(ctx, jetstream.WithSubjectFilter(key)))
+		return info.State.Subjects[key]
+	}
+	if n := writes(); n != 1 {
+		t.Fatalf("the read-only call's key was written %d times, want 1", n)
+	}
+	g.publish(subject, "a.t.0.again", step("a", "t", 0, fc("c1", "ping", `{"note":"first"}`)))
+	evs.quiet(time.Second)
+	if n := writes(); n != 1 {
+		t.Fatalf("after the step was sent again the key was written %d times, want 1", n)
+	}
 }

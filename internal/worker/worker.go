@@ -346,7 +346,17 @@ func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindText {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
 	}
-	return stepError(w.runner.Run(protocol.ExtractTrace(ctx, msg.Headers()), st))
+	return stepError(w.runner.Run(stepContext(ctx, msg), st))
+}
+
+// stepContext is the context of handling msg: the gateway's trace, and
+// whether the server delivered the step before (turn.Redelivered).
+func stepContext(ctx context.Context, msg jetstream.Msg) context.Context {
+	ctx = protocol.ExtractTrace(ctx, msg.Headers())
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered > 1 {
+		ctx = turn.Redelivered(ctx)
+	}
+	return ctx
 }
 
 // stepError turns the errors that would fail the same way on every
@@ -373,7 +383,7 @@ func (w *Worker) handleTaskStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindWorkflowTask || st.Context.WorkflowID == "" || st.Context.TaskID == "" {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: a task turn step needs context.kind %q with workflow_id and task_id", protocol.ErrMalformed, protocol.KindWorkflowTask)}
 	}
-	return stepError(w.tasks.Run(protocol.ExtractTrace(ctx, msg.Headers()), w.taskRunner, st))
+	return stepError(w.tasks.Run(stepContext(ctx, msg), w.taskRunner, st))
 }
 
 // taskMeter counts task verdicts as their step.done is published.
