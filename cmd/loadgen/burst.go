@@ -45,6 +45,9 @@ type burstReport struct {
 	// Shares are the weighted tenants' fractions of the steps done while
 	// both had steps waiting (zero without --shares).
 	Shares [2]float64
+	// Timeline is the quiet steps' stages during the burst (nil unless
+	// the workers are in-process).
+	Timeline *timelineReport
 }
 
 // stepWatch tells who waits for which step.done.
@@ -77,6 +80,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 		delete(w.done, key)
 		w.mu.Unlock()
 		if ok {
+			o.stages.mark(key, tlDone, time.Now())
 			f(time.Since(t0))
 		}
 	})
@@ -95,6 +99,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	ackSub, err := nc.Subscribe(acks+".>", func(m *nats.Msg) {
 		storedMu.Lock()
 		if t0, ok := storing[m.Subject]; ok {
+			o.stages.mark(strings.TrimPrefix(m.Subject, acks+"."), tlStored, time.Now())
 			stored = append(stored, time.Since(t0))
 			delete(storing, m.Subject)
 		}
@@ -141,6 +146,9 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 			storedMu.Lock()
 			storing[m.Reply] = now
 			storedMu.Unlock()
+		}
+		if timeStore {
+			o.stages.mark(agent+"."+turnID, tlPublished, now)
 		}
 		w.expect(agent+"."+turnID, now, done)
 		return nc.PublishMsg(m)
@@ -231,6 +239,7 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	storedMu.Lock()
 	rep.StoredP50, rep.StoredP99, _ = percentiles(stored)
 	storedMu.Unlock()
+	rep.Timeline = o.stages.report()
 
 	if b.shares > 0 {
 		// Two tenants flood together; their steps done are counted until
@@ -282,6 +291,7 @@ func (r *burstReport) print(o options) {
 	fmt.Fprintf(o.out, "quiet idle: n=%d p50=%s p99=%s\n", r.QuietIdle, r.IdleP50.Round(10*time.Microsecond), r.IdleP99.Round(10*time.Microsecond))
 	fmt.Fprintf(o.out, "quiet during burst: n=%d p50=%s p99=%s max=%s\n", r.QuietBurst, r.BurstP50.Round(10*time.Microsecond), r.BurstP99.Round(10*time.Microsecond), r.BurstMax.Round(10*time.Microsecond))
 	fmt.Fprintf(o.out, "quiet during burst, stored by the server (publish to its ack): p50=%s p99=%s\n", r.StoredP50.Round(10*time.Microsecond), r.StoredP99.Round(10*time.Microsecond))
+	r.Timeline.print(o.out)
 	fmt.Fprintf(o.out, "burst drained in %s\n", r.Drain.Round(time.Millisecond))
 	if b.shares > 0 {
 		fmt.Fprintf(o.out, "shares while both had backlog: weight %g -> %.3f, weight %g -> %.3f\n", b.weights[0], r.Shares[0], b.weights[1], r.Shares[1])

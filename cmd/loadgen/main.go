@@ -58,6 +58,9 @@ type options struct {
 	out         io.Writer // the report
 	onRetry     func()    // told of each publish retried after no responders (tests)
 	burstOpts   burstOptions
+	// stages, with --workers in burst mode, times the quiet steps'
+	// stages in the workers' intake (the timeline of the report).
+	stages *timeline
 }
 
 func main() {
@@ -86,6 +89,9 @@ func main() {
 		os.Exit(2)
 	}
 	o.out = os.Stdout
+	if o.workers > 0 && o.burstOpts.burst > 0 {
+		o.stages = newTimeline()
+	}
 	if os.Getenv("GOGC") == "" {
 		// As the worker does (its --gc-percent): this program shares the
 		// machine with what it measures, and its live heap is small.
@@ -176,6 +182,9 @@ func startWorkers(ctx context.Context, o options) (func(), string, error) {
 			return nil, "", err
 		}
 		cfg := worker.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage}}
+		if o.stages != nil {
+			cfg.FairStage = o.stages.stage
+		}
 		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
 		if err != nil {
 			cancel()

@@ -153,6 +153,12 @@ type Fair struct {
 	// Discover is how often the backlog's keys are listed, to find keys
 	// other workers spilled (250 ms).
 	Discover time.Duration
+	// Stage, when set, is told when a step of the work stream reaches each
+	// stage here: StageTaken (delivered to the intake), StageStarted (given
+	// a slot) and StageHandled (its handler returned: its events are
+	// published). For timelines of slow steps (loadgen's burst mode); nil
+	// costs nothing.
+	Stage func(stage, subject string)
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -224,6 +230,13 @@ func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	c.NumDelivered += m.before
 	return &c, nil
 }
+
+// The stages Fair.Stage is told of.
+const (
+	StageTaken   = "taken"
+	StageStarted = "started"
+	StageHandled = "handled"
+)
 
 // claimWait is how long a claimed slot waits for its key's next step.
 const claimWait = 100 * time.Millisecond
@@ -325,7 +338,13 @@ func (f *Fair) Run(ctx context.Context) error {
 	for range n {
 		wg.Go(func() {
 			for it := range f.work {
+				if f.Stage != nil {
+					f.Stage(StageStarted, it.msg.Subject())
+				}
 				f.inner.handle(work, log, it.msg, ackWait, maxDeliver)
+				if f.Stage != nil {
+					f.Stage(StageHandled, it.msg.Subject())
+				}
 				f.mu.Lock()
 				it.k.inflight--
 				f.free++
@@ -417,6 +436,9 @@ func (f *Fair) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) 
 		return
 	}
 	subject, data := msg.Subject(), msg.Data()
+	if f.Stage != nil {
+		f.Stage(StageTaken, subject)
+	}
 	key, weight := FairKeyOf(subject, data)
 	size := len(data) + len(subject)
 	now := time.Now()

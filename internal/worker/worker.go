@@ -46,6 +46,9 @@ type Config struct {
 	// Concurrency; task turns: 128 × TaskConcurrency); HoldBytes their
 	// bytes, per work stream (0: 64 MiB).
 	HoldSteps, HoldBytes int
+	// FairStage, when set, is told when a main-turn step reaches each of
+	// the intake's stages (bus.Fair.Stage): timelines for loadgen.
+	FairStage func(stage, subject string)
 	// Grace is how long a stop waits for running steps (30 s).
 	Grace time.Duration
 	// MaxStepBytes is the largest step message processed (1 MiB).
@@ -252,7 +255,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	w.fair = []*bus.Fair{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: bus.KindCall, Topology: w.cfg.Topology,
 		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
-		HoldSteps: w.cfg.HoldSteps, HoldBytes: w.cfg.HoldBytes,
+		HoldSteps: w.cfg.HoldSteps, HoldBytes: w.cfg.HoldBytes, Stage: w.cfg.FairStage,
 		Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
 	if w.tasks != nil {
