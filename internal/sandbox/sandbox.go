@@ -488,6 +488,7 @@ type Run struct {
 	// ends it.
 	unbind func() bool
 	cancel context.CancelFunc
+	refill func() // makes the home's next spare
 	// fileBytes and fileWhy are the command's own file size limit, when
 	// Spec lowered it.
 	fileBytes int64
@@ -605,10 +606,13 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			return nil, err
 		}
 	}
-	if refill {
-		s.refill(key, spec)
+	r, err := s.claim(ctx, p, spec, out, waitDelay)
+	if err == nil && refill {
+		// After the command, off its path: a spare made beside it
+		// would take CPU from it.
+		r.refill = func() { s.refill(key, spec) }
 	}
-	return s.claim(ctx, p, spec, out, waitDelay)
+	return r, err
 }
 
 // prepare starts a sandbox for spec's home, shell and environment that
@@ -850,6 +854,9 @@ func (r *Run) End() (End, error) {
 	}
 	if r.cancel != nil {
 		r.cancel()
+	}
+	if r.refill != nil {
+		defer r.refill()
 	}
 	defer r.left.Close()
 	r.block.Close()
