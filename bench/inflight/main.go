@@ -2,7 +2,9 @@
 // (issue 26): N calls of the diagnostics tool sleep (8,192 of 5 s by
 // default) are put in flight on one worker, and the worker's live heap
 // (runtime/metrics /gc/heap/live:bytes right after a forced collection)
-// is read before the load and every 250 ms during it.
+// is read before the load and once during it, just before the first
+// calls end (at --sleep less 600 ms), when every call started is in
+// flight.
 //
 // Three processes, so that only the worker is counted: this program
 // re-executes itself as the NATS server (bus.StartEmbedded, JetStream on
@@ -37,14 +39,17 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func main() {
@@ -57,7 +62,7 @@ func main() {
 	calls := flag.Int("calls", 8192, "calls in flight")
 	sleep := flag.Duration("sleep", 5*time.Second, "how long each call takes")
 	loadgen := flag.String("loadgen", "", "the load program's binary (go build ./cmd/loadgen)")
-	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading with the most calls in flight (from half of them on)")
+	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading")
 	flag.Parse()
 	if *loadgen == "" {
 		exit(errors.New("--loadgen is required: go build -o /tmp/loadgen ./cmd/loadgen"))
@@ -251,39 +256,81 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
 	if err != nil {
 		return err
 	}
+	// The worker is stopped (SIGSTOP) while the load publishes every
+	// step, and continued once TURN_CALLS holds them all: started while
+	// the load program and the server stored the steps, on two cores it
+	// started some 1,300 calls a second, and the first ended before the
+	// last began.
+	nc, err := nats.Connect(url, nats.Name("inflight-driver"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = w.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
 	var loadOut strings.Builder
 	load := exec.Command(loadgen, "--nats-url", url, "--steps", strconv.Itoa(calls), "--concurrency", strconv.Itoa(calls), "--sleep", sleep.String())
 	load.Stdout, load.Stderr = &loadOut, os.Stderr
-	t0 := time.Now()
 	if err := load.Start(); err != nil {
 		return err
 	}
+	stored := time.Now().Add(60 * time.Second)
+	for {
+		st, err := js.Stream(context.Background(), protocol.StreamCalls)
+		if err != nil {
+			return err
+		}
+		if st.CachedInfo().State.Msgs >= uint64(calls) || time.Now().After(stored) {
+			fmt.Printf("stored %d steps with the worker stopped\n", st.CachedInfo().State.Msgs)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	stopped = false
+	t0 := time.Now()
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.Wait() }()
-	// The reading with the most calls in flight (the larger heap of
-	// equal ones) is the figure.
+	// One reading, just before the first calls end (they started at
+	// the earliest when the load did): then every call started so far
+	// is in flight. A reading collects the heap and walks every
+	// goroutine's stack, which on two cores takes the CPU the worker's
+	// intake needs: readings every 250 ms held the calls in flight to
+	// 3,471..6,255 of 8,192, one reading lets all of them be.
+	margin := min(600*time.Millisecond, sleep/8)
+	at := time.NewTimer(sleep - margin)
+	defer at.Stop()
 	var peak reading
 	var peakAt time.Duration
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
 	var loadErr error
 wait:
 	for {
 		select {
 		case loadErr = <-loadDone:
 			break wait
-		case <-tick.C:
+		case <-at.C:
 			r, err := sample(w)
 			if err != nil {
 				return err
 			}
-			if r.inFlight > peak.inFlight || r.inFlight == peak.inFlight && r.live > peak.live {
-				peak, peakAt = r, time.Since(t0)
-				if memprofile != "" && r.inFlight >= calls/2 {
-					fmt.Fprintln(w.in, "profile "+memprofile)
-					if _, err := w.line(); err != nil {
-						return err
-					}
+			peak, peakAt = r, time.Since(t0)
+			if memprofile != "" {
+				fmt.Fprintln(w.in, "profile "+memprofile)
+				if _, err := w.line(); err != nil {
+					return err
 				}
 			}
 		}
