@@ -39,7 +39,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,11 +62,12 @@ func main() {
 	sleep := flag.Duration("sleep", 5*time.Second, "how long each call takes")
 	loadgen := flag.String("loadgen", "", "the load program's binary (go build ./cmd/loadgen)")
 	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading")
+	goroutines := flag.String("goroutines", "", "write the worker's goroutines (pprof debug=1: how many wait where) here at the reading")
 	flag.Parse()
 	if *loadgen == "" {
 		exit(errors.New("--loadgen is required: go build -o /tmp/loadgen ./cmd/loadgen"))
 	}
-	exit(drive(*calls, *sleep, *loadgen, *memprofile))
+	exit(drive(*calls, *sleep, *loadgen, *memprofile, *goroutines))
 }
 
 func exit(err error) {
@@ -111,26 +111,42 @@ func work(url string, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The streams exist (worker.New set them up); the worker serves
+	// once told to ("run").
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	running := false
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
 		switch cmd {
+		case "run":
+			if !running {
+				running = true
+				go func() { done <- w.Run(ctx) }()
+			}
+			fmt.Println("running")
 		case "m":
 			live, stacks, sleeping := measure()
 			fmt.Println(live, stacks, sleeping)
-		case "profile":
+		case "profile", "goroutines":
 			runtime.GC()
 			f, err := os.Create(arg)
 			if err == nil {
-				err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+				if cmd == "profile" {
+					err = pprof.Lookup("heap").WriteTo(f, 0)
+				} else {
+					err = pprof.Lookup("goroutine").WriteTo(f, 1)
+				}
+				err = errors.Join(err, f.Close())
 			}
 			fmt.Println("profiled", err)
 		}
 	}
 	cancel()
+	if !running {
+		return nil
+	}
 	return <-done
 }
 
@@ -221,7 +237,7 @@ func sample(w *proc) (reading, error) {
 	return r, nil
 }
 
-func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
+func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -245,22 +261,18 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
 	if l, err := w.line(); err != nil || l != "ready" {
 		return fmt.Errorf("worker: %q %v", l, err)
 	}
-	// A first small load, so that what is allocated once (pools, the
-	// streams' consumers, caches) is in the baseline.
-	warm := exec.Command(loadgen, "--nats-url", url, "--steps", "64", "--concurrency", "64", "--sleep", "10ms")
-	warm.Stderr = os.Stderr
-	if err := warm.Run(); err != nil {
-		return fmt.Errorf("warm-up load: %w", err)
-	}
+	// The worker's figure before it serves: what it allocates once
+	// when it starts serving (its consumers, pools) is counted in the
+	// calls' figure, which errs high by that much over 8,192 calls.
 	base, err := sample(w)
 	if err != nil {
 		return err
 	}
-	// The worker is stopped (SIGSTOP) while the load publishes every
-	// step, and continued once TURN_CALLS holds them all: started while
-	// the load program and the server stored the steps, on two cores it
-	// started some 1,300 calls a second, and the first ended before the
-	// last began.
+	// The load publishes every step, and the server stores them, before
+	// the worker serves: serving while the load program and the server
+	// stored the steps, on two cores it started some 1,300 calls a
+	// second, and the first ended before the last began. (A worker
+	// stopped with SIGSTOP meanwhile missed its pulls' heartbeats.)
 	nc, err := nats.Connect(url, nats.Name("inflight-driver"))
 	if err != nil {
 		return err
@@ -270,15 +282,6 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	stopped := true
-	defer func() {
-		if stopped {
-			_ = w.cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
 	var loadOut strings.Builder
 	load := exec.Command(loadgen, "--nats-url", url, "--steps", strconv.Itoa(calls), "--concurrency", strconv.Itoa(calls), "--sleep", sleep.String())
 	load.Stdout, load.Stderr = &loadOut, os.Stderr
@@ -292,15 +295,15 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
 			return err
 		}
 		if st.CachedInfo().State.Msgs >= uint64(calls) || time.Now().After(stored) {
-			fmt.Printf("stored %d steps with the worker stopped\n", st.CachedInfo().State.Msgs)
+			fmt.Printf("stored %d steps before the worker serves\n", st.CachedInfo().State.Msgs)
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return err
+	fmt.Fprintln(w.in, "run")
+	if l, err := w.line(); err != nil || l != "running" {
+		return fmt.Errorf("worker: %q %v", l, err)
 	}
-	stopped = false
 	t0 := time.Now()
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.Wait() }()
@@ -327,10 +330,12 @@ wait:
 				return err
 			}
 			peak, peakAt = r, time.Since(t0)
-			if memprofile != "" {
-				fmt.Fprintln(w.in, "profile "+memprofile)
-				if _, err := w.line(); err != nil {
-					return err
+			for cmd, path := range map[string]string{"profile": memprofile, "goroutines": goroutines} {
+				if path != "" {
+					fmt.Fprintln(w.in, cmd+" "+path)
+					if _, err := w.line(); err != nil {
+						return err
+					}
 				}
 			}
 		}
