@@ -45,6 +45,8 @@ func (c *commandSandbox) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Network, "command-network", false, "let sandboxed commands reach the network through the worker's proxy, to public addresses (and --web-allow) only; off: no network at all")
 	fs.DurationVar(&c.Config.ProxyIdle, "command-proxy-idle", sandbox.DefaultProxyIdle, "with --command-network: close a command's proxy connection or CONNECT tunnel through which no byte passed either way for this long")
 	fs.IntVar(&c.Config.ProxyConns, "command-proxy-conns", sandbox.DefaultProxyConns, "with --command-network: connections one command may have open through the proxy at once; one more gets 503")
+	fs.IntVar(&c.Config.Spares, "command-spares", sandbox.DefaultSpares, "sandboxes made ahead, one for the next command of each home that ran one, so that a command waits for its shell's start only (-1: none, each command waits for its sandbox's making)")
+	fs.DurationVar(&c.Config.SpareIdle, "command-spare-idle", sandbox.DefaultSpareIdle, "end a home's spare sandbox no command took for this long")
 	fs.StringVar(&c.ReadOnly, "command-ro-bind", "", "more host paths (comma-separated, absolute) that commands see read-only, e.g. /opt")
 	fs.IntVar(&l.Processes, "command-max-procs", sandbox.DefaultProcesses, "processes and threads one command may have at once (RLIMIT_NPROC in its own user namespace)")
 	fs.Int64Var(&l.MemoryBytes, "command-max-memory", sandbox.DefaultMemoryBytes, "address space of each process of a command, in bytes (RLIMIT_AS)")

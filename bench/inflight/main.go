@@ -2,7 +2,9 @@
 // (issue 26): N calls of the diagnostics tool sleep (8,192 of 5 s by
 // default) are put in flight on one worker, and the worker's live heap
 // (runtime/metrics /gc/heap/live:bytes right after a forced collection)
-// is read before the load and every 250 ms during it.
+// is read before the load and once during it, just before the first
+// calls end (at --sleep less 600 ms), when every call started is in
+// flight.
 //
 // Three processes, so that only the worker is counted: this program
 // re-executes itself as the NATS server (bus.StartEmbedded, JetStream on
@@ -40,11 +42,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func main() {
@@ -57,12 +61,13 @@ func main() {
 	calls := flag.Int("calls", 8192, "calls in flight")
 	sleep := flag.Duration("sleep", 5*time.Second, "how long each call takes")
 	loadgen := flag.String("loadgen", "", "the load program's binary (go build ./cmd/loadgen)")
-	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading with the most calls in flight (from half of them on)")
+	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading")
+	goroutines := flag.String("goroutines", "", "write the worker's goroutines (pprof debug=1: how many wait where) here at the reading")
 	flag.Parse()
 	if *loadgen == "" {
 		exit(errors.New("--loadgen is required: go build -o /tmp/loadgen ./cmd/loadgen"))
 	}
-	exit(drive(*calls, *sleep, *loadgen, *memprofile))
+	exit(drive(*calls, *sleep, *loadgen, *memprofile, *goroutines))
 }
 
 func exit(err error) {
@@ -106,26 +111,42 @@ func work(url string, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The streams exist (worker.New set them up); the worker serves
+	// once told to ("run").
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	running := false
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		cmd, arg, _ := strings.Cut(in.Text(), " ")
 		switch cmd {
+		case "run":
+			if !running {
+				running = true
+				go func() { done <- w.Run(ctx) }()
+			}
+			fmt.Println("running")
 		case "m":
 			live, stacks, sleeping := measure()
 			fmt.Println(live, stacks, sleeping)
-		case "profile":
+		case "profile", "goroutines":
 			runtime.GC()
 			f, err := os.Create(arg)
 			if err == nil {
-				err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+				if cmd == "profile" {
+					err = pprof.Lookup("heap").WriteTo(f, 0)
+				} else {
+					err = pprof.Lookup("goroutine").WriteTo(f, 1)
+				}
+				err = errors.Join(err, f.Close())
 			}
 			fmt.Println("profiled", err)
 		}
 	}
 	cancel()
+	if !running {
+		return nil
+	}
 	return <-done
 }
 
@@ -216,7 +237,7 @@ func sample(w *proc) (reading, error) {
 	return r, nil
 }
 
-func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
+func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -240,47 +261,78 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile string) error {
 	if l, err := w.line(); err != nil || l != "ready" {
 		return fmt.Errorf("worker: %q %v", l, err)
 	}
-	// A first small load, so that what is allocated once (pools, the
-	// streams' consumers, caches) is in the baseline.
-	warm := exec.Command(loadgen, "--nats-url", url, "--steps", "64", "--concurrency", "64", "--sleep", "10ms")
-	warm.Stderr = os.Stderr
-	if err := warm.Run(); err != nil {
-		return fmt.Errorf("warm-up load: %w", err)
-	}
+	// The worker's figure before it serves: what it allocates once
+	// when it starts serving (its consumers, pools) is counted in the
+	// calls' figure, which errs high by that much over 8,192 calls.
 	base, err := sample(w)
+	if err != nil {
+		return err
+	}
+	// The load publishes every step, and the server stores them, before
+	// the worker serves: serving while the load program and the server
+	// stored the steps, on two cores it started some 1,300 calls a
+	// second, and the first ended before the last began. (A worker
+	// stopped with SIGSTOP meanwhile missed its pulls' heartbeats.)
+	nc, err := nats.Connect(url, nats.Name("inflight-driver"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
 	var loadOut strings.Builder
 	load := exec.Command(loadgen, "--nats-url", url, "--steps", strconv.Itoa(calls), "--concurrency", strconv.Itoa(calls), "--sleep", sleep.String())
 	load.Stdout, load.Stderr = &loadOut, os.Stderr
-	t0 := time.Now()
 	if err := load.Start(); err != nil {
 		return err
 	}
+	stored := time.Now().Add(60 * time.Second)
+	for {
+		st, err := js.Stream(context.Background(), protocol.StreamCalls)
+		if err != nil {
+			return err
+		}
+		if st.CachedInfo().State.Msgs >= uint64(calls) || time.Now().After(stored) {
+			fmt.Printf("stored %d steps before the worker serves\n", st.CachedInfo().State.Msgs)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fmt.Fprintln(w.in, "run")
+	if l, err := w.line(); err != nil || l != "running" {
+		return fmt.Errorf("worker: %q %v", l, err)
+	}
+	t0 := time.Now()
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.Wait() }()
-	// The reading with the most calls in flight (the larger heap of
-	// equal ones) is the figure.
+	// One reading, just before the first calls end (they started at
+	// the earliest when the load did): then every call started so far
+	// is in flight. A reading collects the heap and walks every
+	// goroutine's stack, which on two cores takes the CPU the worker's
+	// intake needs: readings every 250 ms held the calls in flight to
+	// 3,471..6,255 of 8,192, one reading lets all of them be.
+	margin := min(600*time.Millisecond, sleep/8)
+	at := time.NewTimer(sleep - margin)
+	defer at.Stop()
 	var peak reading
 	var peakAt time.Duration
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
 	var loadErr error
 wait:
 	for {
 		select {
 		case loadErr = <-loadDone:
 			break wait
-		case <-tick.C:
+		case <-at.C:
 			r, err := sample(w)
 			if err != nil {
 				return err
 			}
-			if r.inFlight > peak.inFlight || r.inFlight == peak.inFlight && r.live > peak.live {
-				peak, peakAt = r, time.Since(t0)
-				if memprofile != "" && r.inFlight >= calls/2 {
-					fmt.Fprintln(w.in, "profile "+memprofile)
+			peak, peakAt = r, time.Since(t0)
+			for cmd, path := range map[string]string{"profile": memprofile, "goroutines": goroutines} {
+				if path != "" {
+					fmt.Fprintln(w.in, cmd+" "+path)
 					if _, err := w.line(); err != nil {
 						return err
 					}

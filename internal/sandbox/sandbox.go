@@ -184,6 +184,13 @@ type Config struct {
 	// ProxyConns bounds the connections one command has open through the
 	// proxy at once (0: DefaultProxyConns).
 	ProxyConns int
+	// Spares bounds the sandboxes made ahead, one per home (with its
+	// shell and environment) that ran a command (0: DefaultSpares;
+	// negative: none, each command waits for its sandbox's making).
+	Spares int
+	// SpareIdle ends a spare no command took for this long (0:
+	// DefaultSpareIdle).
+	SpareIdle time.Duration
 }
 
 // Sandbox runs commands in bubblewrap sandboxes; it is safe for
@@ -198,6 +205,7 @@ type Sandbox struct {
 	fsArgs  []string
 	etcDir  string // the copy of /etc's allowlist commands see as /etc
 	proxy   *proxy
+	spares  spares
 }
 
 // New finds the tools a sandbox needs and, with Network, starts the
@@ -221,6 +229,12 @@ func New(cfg Config) (*Sandbox, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Spares == 0 {
+		cfg.Spares = DefaultSpares
+	}
+	if cfg.SpareIdle <= 0 {
+		cfg.SpareIdle = DefaultSpareIdle
 	}
 	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0}
 	var errs []error
@@ -283,8 +297,9 @@ func (l Limits) fit() Limits {
 // Cgroups reports whether each command runs in a cgroup of its own.
 func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 
-// Close stops the egress proxy.
+// Close ends the spares and stops the egress proxy.
 func (s *Sandbox) Close() error {
+	s.closeSpares()
 	err := os.RemoveAll(s.etcDir)
 	if s.proxy != nil {
 		err = errors.Join(err, s.proxy.close())
@@ -452,8 +467,9 @@ type Spec struct {
 	// proxy's variables are added.
 	Env []string
 	// FileBytes, when positive and below Limits.FileBytes, is this
-	// command's RLIMIT_FSIZE instead (the room left in a disk quota), and
-	// FileWhy says why in the notes ("the room left in …").
+	// command's RLIMIT_FSIZE instead (the room left in a disk quota),
+	// rounded down to a multiple of 1 KiB (at least 1 KiB), and FileWhy
+	// says why in the notes ("the room left in …").
 	FileBytes int64
 	FileWhy   string
 }
@@ -468,6 +484,11 @@ type Run struct {
 	// end of Start's context, whichever comes first.
 	proxy *session
 	stop  func() bool
+	// unbind stops tying the sandbox's context to the call's; cancel
+	// ends it.
+	unbind func() bool
+	cancel context.CancelFunc
+	refill func() // makes the home's next spare
 	// fileBytes and fileWhy are the command's own file size limit, when
 	// Spec lowered it.
 	fileBytes int64
@@ -498,10 +519,18 @@ exec "$@"
 // the sandbox's pid 1; the limit must be set after it exists, see
 // Start), starts the network bridge when asked ($5: port, $6: socket,
 // $7: the listening address as /proc/net/tcp spells it) and waits until
-// it listens, runs the command ($1 -c $2) with nothing on fd 3, and then says on fd 3 whether the
-// command left processes running, which die with the sandbox when it
-// exits. ulimit's option for processes is -p in dash and -u in bash;
-// /proc/self/limits says whether one of them took.
+// it listens. Then it says on fd 7 that it is ready and reads from
+// fd 6 a line with the command's own RLIMIT_FSIZE in bytes, a multiple
+// of 1024 (empty: pid 1's; ulimit's unit is 512 bytes in dash, 1024 in
+// bash, /proc/self/limits tells which took; the worker cannot prlimit
+// a process of another user without CAP_SYS_RESOURCE, which containers
+// drop), and then its command up to EOF (the worker appends a newline,
+// which it takes off; nothing at all: the spare is not used, it
+// exits), runs it
+// ($1 -c command) with nothing on fds 3, 6 and 7, and then says on fd 3
+// whether the command left processes running, which die with the
+// sandbox when it exits. ulimit's option for processes is -p in dash
+// and -u in bash; /proc/self/limits says whether one of them took.
 const wrapper = `cd "$3" || exit 126
 echo 1000 >/proc/self/oom_score_adj 2>/dev/null
 nproc() { while read -r a b s h _; do [ "$a $b" = "Max processes" ] && [ "$s" = "$1" ] && [ "$h" = "$1" ] && return 0; done </proc/self/limits; return 1; }
@@ -510,7 +539,7 @@ nproc "$4" || { echo "sandbox: cannot set the process limit" >&2; exit 126; }
 px=
 ready() { while read -r _ l _ st _; do [ "$l" = "$1" ] && [ "$st" = 0A ] && return 0; done </proc/net/tcp; return 1; }
 if [ -n "$5" ]; then
-  socat TCP-LISTEN:"$5",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$6" </dev/null >/dev/null 2>&1 3>&- &
+  socat TCP-LISTEN:"$5",bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:"$6" </dev/null >/dev/null 2>&1 3>&- 6<&- 7>&- &
   px=$!
   i=0
   until ready "$7"; do
@@ -518,7 +547,20 @@ if [ -n "$5" ]; then
     if [ $i -ge 200000 ]; then echo "sandbox: the network bridge did not start" >&2; break; fi
   done
 fi
-"$1" -c "$2" 3>&-
+echo r >&7
+exec 7>&-
+fsize() { while read -r a b c s h _; do [ "$a $b $c" = "Max file size" ] && [ "$s" = "$1" ] && [ "$h" = "$1" ] && return 0; done </proc/self/limits; return 1; }
+IFS= read -r fz <&6 || exit 125
+if [ -n "$fz" ]; then
+  ulimit -f $((fz/512)) 2>/dev/null; fsize "$fz" || ulimit -f $((fz/1024)) 2>/dev/null
+  fsize "$fz" || { echo "sandbox: cannot set the file size limit" >&2; exit 126; }
+fi
+c= nl='
+'
+while IFS= read -r l; do c=$c$l$nl; done <&6
+exec 6<&-
+[ -n "$c" ] || exit 125
+"$1" -c "${c%?}" 3>&-
 s=$?
 for p in /proc/[0-9]*; do
   n=${p#/proc/}
@@ -536,11 +578,47 @@ exit $s
 // Start starts spec's command in a new sandbox. The caller sets Stdout
 // and Stderr on nothing: Start takes them from out; it waits with
 // r.Cmd.Wait and then asks r.Leftovers. ctx's end kills the sandbox.
+//
+// The sandbox is a spare when one is ready for spec's home, shell and
+// environment (see spare.go): made beforehand, it waits, namespaces,
+// mounts, limits, cgroup and bridge in place, for its command on a
+// pipe, so that a command pays for the start of a shell only. Else it
+// is made now. Either way a spare for the next command of the same home
+// is made in the background.
 func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay time.Duration) (*Run, error) {
+	return s.start(ctx, spec, out, waitDelay, true)
+}
+
+func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay time.Duration, refill bool) (*Run, error) {
 	home := filepath.Clean(spec.Home)
 	if !filepath.IsAbs(home) || home == "/" {
 		return nil, fmt.Errorf("sandbox: home %q is not an absolute directory", spec.Home)
 	}
+	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Shell, 0) >= 0 {
+		return nil, errors.New("sandbox: the command holds a NUL byte")
+	}
+	spec.Home = home
+	key := spareKey(spec)
+	p := s.take(ctx, key, home)
+	if p == nil {
+		var err error
+		if p, err = s.prepare(spec); err != nil {
+			return nil, err
+		}
+	}
+	r, err := s.claim(ctx, p, spec, out, waitDelay)
+	if err == nil && refill {
+		// After the command, off its path: a spare made beside it
+		// would take CPU from it.
+		r.refill = func() { s.refill(key, spec) }
+	}
+	return r, err
+}
+
+// prepare starts a sandbox for spec's home, shell and environment that
+// waits for its command (see claim).
+func (s *Sandbox) prepare(spec Spec) (*spare, error) {
+	home := spec.Home
 	// fds 4 and 5: see gate.
 	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5"}
 	if s.root {
@@ -584,11 +662,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
 	}
 	l := s.cfg.Limits
-	var fileWhy string
-	if spec.FileBytes > 0 && spec.FileBytes < l.FileBytes {
-		l.FileBytes, fileWhy = spec.FileBytes, spec.FileWhy
-	}
-	a = append(a, "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, spec.Command, home, strconv.Itoa(l.Processes))
+	a = append(a, "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, "", home, strconv.Itoa(l.Processes))
 	a = append(a, bridge...)
 
 	var g *cgroup.Group
@@ -600,6 +674,8 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
 		}
 	}
+	// The spare's own context: claim ties it to the call's.
+	ctx, cancel := context.WithCancel(context.Background())
 	if g != nil && len(g.Procs()) > 0 {
 		// cgroup v1: a small shell joins the groups before it execs
 		// bwrap (v2 clones bwrap into its group).
@@ -607,9 +683,10 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	} else {
 		cmd = exec.CommandContext(ctx, s.bwrap, a...)
 	}
+	o := &outSwitch{}
 	cmd.Env = env
 	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = o, o
 	// The outer bwrap dies with the worker; the sandbox's init dies with
 	// the outer bwrap (--die-with-parent), and every process of the
 	// sandbox with its init.
@@ -621,25 +698,43 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		g.Kill()
 		return cmd.Process.Kill()
 	}
-	cmd.WaitDelay = waitDelay
+	var fail []io.Closer
+	undo := func(err error) (*spare, error) {
+		cancel()
+		for _, f := range fail {
+			f.Close()
+		}
+		sess.closeNil()
+		if cerr := g.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
 	lr, lw, err := os.Pipe()
 	if err != nil {
-		g.Close()
-		sess.closeNil()
-		return nil, err
+		return undo(err)
 	}
+	fail = append(fail, lr, lw)
+	cr, cw, err := os.Pipe() // the command, fd 6
+	if err != nil {
+		return undo(err)
+	}
+	fail = append(fail, cr, cw)
+	rr, rw, err := os.Pipe() // the wrapper's ready, fd 7
+	if err != nil {
+		return undo(err)
+	}
+	fail = append(fail, rr, rw)
 	gt, err := newGate()
 	if err != nil {
-		lr.Close()
-		lw.Close()
-		g.Close()
-		sess.closeNil()
-		return nil, err
+		return undo(err)
 	}
 	defer gt.closeInfo()
-	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR}
+	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR, cr, rw}
 	err = cmd.Start()
 	lw.Close()
+	cr.Close()
+	rw.Close()
 	gt.started()
 	if err == nil {
 		if err = s.limit(ctx, cmd, gt, l); err != nil {
@@ -648,21 +743,47 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		}
 	}
 	if err != nil {
-		lr.Close()
 		gt.blockW.Close()
-		sess.closeNil()
-		if cerr := g.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return nil, err
+		return undo(err)
 	}
-	r := &Run{Cmd: cmd, left: lr, block: gt.blockW, group: g, proxy: sess}
-	if fileWhy != "" {
-		r.fileBytes, r.fileWhy = l.FileBytes, fileWhy
+	p := &spare{
+		run:    &Run{Cmd: cmd, left: lr, block: gt.blockW, group: g, proxy: sess},
+		cancel: cancel, cmdW: cw, out: o,
 	}
-	if sess != nil {
+	// The wrapper says it waits for its command; EOF: the sandbox
+	// failed, which the command's status and output will tell.
+	_ = rr.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	n, _ := rr.Read(b[:])
+	rr.Close()
+	p.ready = n == 1
+	if fi, err := os.Stat(home); err == nil {
+		p.home = fi
+	}
+	return p, nil
+}
+
+// claim gives spare p its command.
+func (s *Sandbox) claim(ctx context.Context, p *spare, spec Spec, out io.Writer, waitDelay time.Duration) (*Run, error) {
+	r := p.run
+	l := s.cfg.Limits
+	fz := ""
+	if spec.FileBytes > 0 && spec.FileBytes < l.FileBytes {
+		n := max(spec.FileBytes&^1023, 1024)
+		fz = strconv.FormatInt(n, 10)
+		r.fileBytes, r.fileWhy = n, spec.FileWhy
+	}
+	r.Cmd.WaitDelay = waitDelay
+	p.out.set(out)
+	r.unbind = context.AfterFunc(ctx, p.cancel)
+	r.cancel = p.cancel
+	if r.proxy != nil {
+		sess := r.proxy
 		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
 	}
+	// EPIPE: the sandbox is gone, as Wait will say.
+	_, _ = io.WriteString(p.cmdW, fz+"\n"+spec.Command+"\n")
+	p.cmdW.Close()
 	return r, nil
 }
 
@@ -723,8 +844,19 @@ type End struct {
 // handed to its Manager for removal (Manager.Close waits for it).
 func (r *Run) End() (End, error) {
 	if r.proxy != nil {
-		r.stop()
+		if r.stop != nil {
+			r.stop()
+		}
 		_ = r.proxy.close()
+	}
+	if r.unbind != nil {
+		r.unbind()
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if r.refill != nil {
+		defer r.refill()
 	}
 	defer r.left.Close()
 	r.block.Close()
@@ -777,7 +909,7 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if s.proxy != nil {
 		probe = `test -S ` + proxySocket + ` && ` + probe
 	}
-	r, err := s.Start(ctx, Spec{Home: dir, Shell: "/bin/sh", Command: probe, Env: []string{"PATH=/usr/bin:/bin"}}, &out, time.Second)
+	r, err := s.start(ctx, Spec{Home: dir, Shell: "/bin/sh", Command: probe, Env: []string{"PATH=/usr/bin:/bin"}}, &out, time.Second, false)
 	if err != nil {
 		return fmt.Errorf("sandbox: starting %s: %w; %s", s.bwrap, err, Install)
 	}
