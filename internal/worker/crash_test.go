@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,17 +23,26 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// builtWorker is the worker binary, built by the first test that needs
-// it and shared by the rest (each link takes seconds); TestMain removes
-// its directory.
+// builtWorker is the worker binary, built once and shared by every test
+// that runs it (each link takes seconds); TestMain removes its directory.
 var builtWorker struct {
 	once     sync.Once
 	dir, bin string
 	err      error
 }
 
+// TestMain starts the worker's build at once when the whole package runs
+// (no -run, not -short): the tests that run the binary are parallel, so
+// they start only after every serial test has ended, and otherwise the
+// first of them would wait for the build there, on the package's
+// critical path. With -run, the first test that needs it builds it.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
+		go builtWorker.once.Do(build)
+	}
 	code := m.Run()
+	builtWorker.once.Do(func() {}) // waits for a build under way
 	if builtWorker.dir != "" {
 		_ = os.RemoveAll(builtWorker.dir)
 	}
@@ -42,25 +52,28 @@ func TestMain(m *testing.M) {
 // buildWorker builds the worker binary once per test binary run.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	builtWorker.once.Do(func() {
-		dir, err := os.MkdirTemp("", "worker-bin-")
-		if err != nil {
-			builtWorker.err = err
-			return
-		}
-		builtWorker.dir = dir
-		bin := filepath.Join(dir, "worker")
-		cmd := exec.Command("go", "build", "-o", bin, "../../cmd/worker")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			builtWorker.err = fmt.Errorf("%w\n%s", err, out)
-			return
-		}
-		builtWorker.bin = bin
-	})
+	builtWorker.once.Do(build)
 	if builtWorker.err != nil {
 		t.Fatalf("building the worker: %v", builtWorker.err)
 	}
 	return builtWorker.bin
+}
+
+// build builds the worker binary into builtWorker.
+func build() {
+	dir, err := os.MkdirTemp("", "worker-bin-")
+	if err != nil {
+		builtWorker.err = err
+		return
+	}
+	builtWorker.dir = dir
+	bin := filepath.Join(dir, "worker")
+	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/worker")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		builtWorker.err = fmt.Errorf("%w\n%s", err, out)
+		return
+	}
+	builtWorker.bin = bin
 }
 
 type process struct {
