@@ -27,16 +27,44 @@ type passwords struct {
 }
 
 // setPasswords puts fresh passwords in the environment the NATS
-// configurations read them from (ADMIN_PASSWORD, …).
+// configurations read them from (ADMIN_PASSWORD, …). It uses t.Setenv, so
+// its test cannot be parallel: parallel tests take sharedPasswords.
 func setPasswords(t *testing.T) passwords {
 	t.Helper()
-	p := passwords{admin: newPassword(), gateway: newPassword(), worker: newPassword(), runner: newPassword(), sys: newPassword()}
-	t.Setenv("ADMIN_PASSWORD", p.admin)
-	t.Setenv("GATEWAY_PASSWORD", p.gateway)
-	t.Setenv("WORKER_PASSWORD", p.worker)
-	t.Setenv("RUNNER_PASSWORD", p.runner)
-	t.Setenv("SYS_PASSWORD", p.sys)
+	p := freshPasswords()
+	for key, value := range p.env() {
+		t.Setenv(key, value)
+	}
 	return p
+}
+
+func freshPasswords() passwords {
+	return passwords{admin: newPassword(), gateway: newPassword(), worker: newPassword(), runner: newPassword(), sys: newPassword()}
+}
+
+func (p passwords) env() map[string]string {
+	return map[string]string{"ADMIN_PASSWORD": p.admin, "GATEWAY_PASSWORD": p.gateway,
+		"WORKER_PASSWORD": p.worker, "RUNNER_PASSWORD": p.runner, "SYS_PASSWORD": p.sys}
+}
+
+// shared are the passwords TestMain puts in the environment for the
+// whole run, so that tests that start servers from the configurations
+// can be parallel (t.Setenv refuses a parallel test). A sequential test
+// that sets its own (setPasswords) restores them when it ends, before
+// any parallel test goes on.
+var shared = freshPasswords()
+
+// sharedPasswords are the run's passwords, for a parallel test.
+func sharedPasswords() passwords { return shared }
+
+func TestMain(m *testing.M) {
+	for key, value := range shared.env() {
+		if err := os.Setenv(key, value); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
 }
 
 // newPassword is a password of the form the README recommends: a letter,

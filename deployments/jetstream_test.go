@@ -119,7 +119,8 @@ func TestJetStreamDefinitionsMatchTopology(t *testing.T) {
 // operator provisioning ahead of the fleet would, then runs the worker's
 // set-up with the worker user: it must accept them and change nothing.
 func TestJetStreamDefinitionsProvision(t *testing.T) {
-	pw := setPasswords(t)
+	t.Parallel() // its own servers; the run's passwords (sharedPasswords)
+	pw := sharedPasswords()
 	srv, _ := startServer(t, loadConfig(t, "nats/single.conf"))
 	admin := connect(t, srv.ClientURL(), "admin", pw.admin)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -142,8 +143,9 @@ func TestJetStreamDefinitionsProvision(t *testing.T) {
 // `nats stream add --config` and `nats consumer add --config` on every
 // file. It is skipped when nats is not installed.
 func TestJetStreamDefinitionsWithNATSCLI(t *testing.T) {
+	t.Parallel() // its own servers; the run's passwords (sharedPasswords)
 	cli := natsCLI(t)
-	pw := setPasswords(t)
+	pw := sharedPasswords()
 	srv, _ := startServer(t, loadConfig(t, "nats/single.conf"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

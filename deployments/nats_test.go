@@ -37,7 +37,8 @@ const wait = 15 * time.Second
 // (main turns, workflow task turns, cancels, catalogs, dead letters), the
 // gateway user drives it, and each is refused what belongs to the other.
 func TestSingleNodePermissions(t *testing.T) {
-	pw := setPasswords(t)
+	t.Parallel() // its own servers; the run's passwords (sharedPasswords)
+	pw := sharedPasswords()
 	srv, srvLog := startServer(t, loadConfig(t, "nats/single.conf"))
 	addr := srv.ClientURL()
 	defer func() {
@@ -658,7 +659,8 @@ func TestPasswordsFromEnvironment(t *testing.T) {
 // worker user sets up everything a worker creates with replicas 3, and
 // that a step is still accepted with one node down.
 func TestClusterForms(t *testing.T) {
-	pw := setPasswords(t)
+	t.Parallel() // its own servers; the run's passwords (sharedPasswords)
+	pw := sharedPasswords()
 	ports := freePorts(t, 3)
 	var servers []*server.Server
 	var urls []string

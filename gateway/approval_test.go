@@ -310,6 +310,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 // expires_at, seen through the same run; the call that needed no
 // approval runs then. An answer after that is ignored.
 func TestApprovalTimeoutThroughTheClient(t *testing.T) {
+	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}, Timeout: time.Second})
 	ctx := ctxT(t)
 	before := time.Now()
@@ -343,6 +344,7 @@ func TestApprovalTimeoutThroughTheClient(t *testing.T) {
 // (protocol.ApprovalScope); a cancel while the step is pending answers
 // its calls aborted and ends the turn, through the same run.
 func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
+	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{})
 	ctx := ctxT(t)
 	tc := diagCtx
@@ -387,6 +389,7 @@ func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
 // an id with a dot would put the answer on another subject of
 // TURN_APPROVALS (turn.approval.cancel.a1.t1 is turn a1.t1's cancel note).
 func TestDecideRefusesWhatNoWorkerWouldTake(t *testing.T) {
+	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{})
 	ctx := ctxT(t)
 	ok := []protocol.Decision{{CallID: "c1", Approved: true}}
@@ -431,6 +434,7 @@ func TestApprovalNamesMatchTheWorkers(t *testing.T) {
 // would), has the id of its step's step.pending. The events are the
 // worker's shapes, on a stream with a short window; no worker runs.
 func TestOutputWithThePendingsIdIsReturned(t *testing.T) {
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
@@ -490,6 +494,7 @@ func TestOutputWithThePendingsIdIsReturned(t *testing.T) {
 // sends it once more: the worker finds the step decided and publishes
 // nothing, so the run must read the events the first send caused.
 func TestResentDecidedStepPastTheWindow(t *testing.T) {
+	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ctx := ctxT(t)
 	first, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx}) // the turn's history

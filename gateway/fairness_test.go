@@ -14,6 +14,7 @@ import (
 // dead-letter is refused with ErrMalformedStep and not published; what
 // they accept is sent and run, and the step.done carries no trace of it.
 func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	refused := map[string]protocol.Fairness{
 		"a space in the key":   {Key: "tenant 42"},

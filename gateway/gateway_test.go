@@ -115,6 +115,7 @@ func drain(t *testing.T, ctx context.Context, run *gateway.StepRun) (map[string]
 }
 
 func TestStepStreamsOutputsActivityAndDone(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	cat, err := r.c.Catalog(ctx, "a1", "t1", diagCtx)
@@ -182,6 +183,7 @@ func TestActivityOfARunningCall(t *testing.T) {
 }
 
 func TestCatalogErrorReplyIsAServiceError(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	_, err := r.c.Catalog(ctxT(t), "a 1", "t1", diagCtx)
 	var se *gateway.ServiceError
@@ -195,6 +197,7 @@ func TestCatalogErrorReplyIsAServiceError(t *testing.T) {
 }
 
 func TestNoWorkerIsNoResponders(t *testing.T) {
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	c, err := gateway.New(srv.Connect(t), gateway.Options{})
 	if err != nil {
@@ -208,6 +211,7 @@ func TestNoWorkerIsNoResponders(t *testing.T) {
 // A turn's context asks for approvals with the public ApprovalScope; the
 // catalog says which of its tools a call would wait for.
 func TestCatalogApprovalScope(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	for _, c := range []struct {
 		scope protocol.ApprovalScope
@@ -303,6 +307,7 @@ func TestSendRefusesMoreCallsThanOneStepDoneHolds(t *testing.T) {
 // first step's items for calls they do not answer. A step.done that
 // does not answer a new step's calls is a malformed event.
 func TestStepNumberReusedWithOtherCalls(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	send := func(turnID, callID string) *gateway.StepRun {
@@ -543,6 +548,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 }
 
 func TestNextEndsWithItsContext(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	run, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: "t3", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}})
@@ -562,6 +568,7 @@ func TestNextEndsWithItsContext(t *testing.T) {
 }
 
 func TestCancelAbortsTheRunningCall(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx,
@@ -610,6 +617,7 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 // (the first answer and a correction) are stored under the protocol's
 // message ids, in the shape the worker's type reads.
 func TestPendingAndDecisions(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	// The worker made TURN_APPROVALS (answers are stored there).
@@ -819,6 +827,7 @@ func TestScheduleFires(t *testing.T) {
 }
 
 func TestJobRunner(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{jobs.Binding: true}}
@@ -876,6 +885,7 @@ func TestJobRunner(t *testing.T) {
 // A step is published with its message id, the trace context of ctx and
 // the body Send was given, on the subject its kind says.
 func TestSendPublishesIdAndTraceContext(t *testing.T) {
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
@@ -939,6 +949,7 @@ func TestSendPublishesIdAndTraceContext(t *testing.T) {
 // Replies that are not the workers' catalog are errors, not catalogs: a
 // digest that is not that of the tools, and a body that is not JSON.
 func TestCatalogReplyIsChecked(t *testing.T) {
+	t.Parallel() // its own server
 	srv := natstest.Start(t)
 	nc := srv.Connect(t)
 	replies := []string{`{"tools":[{"type":"function","name":"x"}],"digest":"0000"}`, `not json`}
@@ -966,6 +977,7 @@ func TestCatalogReplyIsChecked(t *testing.T) {
 // tools that report progress): the run returns them with their progress,
 // skips other calls', and reports a malformed one as an error.
 func TestProgressActivity(t *testing.T) {
+	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
 	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t8", Step: 0, Context: diagCtx,

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -18,12 +20,67 @@ func TestBuildsOutsideTheModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the example as another module")
 	}
-	src, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
+	if exampleBinary(t) == "" {
+		t.Skip("no module proxy is reachable: " + example.skip)
 	}
-	dir := outsideModule(t, "example.com/custom", map[string]string{"main.go": string(src)})
-	goOutside(t, dir, "build", "-o", filepath.Join(dir, "custom"), ".")
+}
+
+// example is the example's program built once, as a module outside this
+// one: TestBuildsOutsideTheModule checks that it builds and TestProgram
+// runs it (one link of the worker, not two). TestMain removes its dir.
+var example struct {
+	once      sync.Once
+	dir, bin  string
+	skip      string // why it could not be built (no proxy); bin is ""
+	args      []string
+	out       []byte
+	err       error
+	setupFail error
+}
+
+// exampleBinary builds the example outside the module once and returns
+// its path, or "" when no module proxy could be reached for what the
+// build needs (example.skip says why). Any other failure fails t.
+func exampleBinary(t *testing.T) string {
+	t.Helper()
+	example.once.Do(func() {
+		src, err := os.ReadFile("main.go")
+		if err != nil {
+			example.setupFail = err
+			return
+		}
+		if example.dir, err = os.MkdirTemp("", "custom-tool-outside-"); err != nil {
+			example.setupFail = err
+			return
+		}
+		if err := writeOutsideModule(example.dir, "example.com/custom", map[string]string{"main.go": string(src)}); err != nil {
+			example.setupFail = err
+			return
+		}
+		bin := filepath.Join(example.dir, "custom")
+		example.args = []string{"build", "-o", bin, "."}
+		example.out, example.err = runGo(example.dir, example.args...)
+		if example.err == nil {
+			example.bin = bin
+		} else if m := noProxy.Find(example.out); m != nil {
+			example.skip = string(m)
+		}
+	})
+	if example.setupFail != nil {
+		t.Fatal(example.setupFail)
+	}
+	if example.err != nil && example.skip == "" {
+		t.Fatalf("go %v outside the module: %v\n%s", example.args, example.err, example.out)
+	}
+	return example.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if example.dir != "" {
+		_ = os.RemoveAll(example.dir)
+	}
+	os.Exit(code)
 }
 
 // outsideModule writes files into a new module named name that requires
@@ -35,27 +92,38 @@ func TestBuildsOutsideTheModule(t *testing.T) {
 // go-logr/logr v1.2.2, that nothing else downloads).
 func outsideModule(t *testing.T, name string, files map[string]string) string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
+	dir := t.TempDir()
+	if err := writeOutsideModule(dir, name, files); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	return dir
+}
+
+// writeOutsideModule is outsideModule in dir, for a caller without a t.
+func writeOutsideModule(dir, name string, files map[string]string) error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return err
+	}
 	for _, f := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		files[f] = string(data)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 	}
-	goOutside(t, dir, "mod", "edit", "-module="+name,
+	args := []string{"mod", "edit", "-module=" + name,
 		"-require=github.com/agentbull/toolruntime@v0.0.0",
-		"-replace=github.com/agentbull/toolruntime="+root)
-	return dir
+		"-replace=github.com/agentbull/toolruntime=" + root}
+	if out, err := runGo(dir, args...); err != nil {
+		return fmt.Errorf("go %v outside the module: %v\n%s", args, err, out)
+	}
+	return nil
 }
 
 // goOutside runs the go command in dir, a module outside this one. It
@@ -64,15 +132,7 @@ func outsideModule(t *testing.T, name string, files map[string]string) string {
 // no proxy can be reached the test is skipped, saying so.
 func goOutside(t *testing.T, dir string, args ...string) {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if args[0] != "mod" {
-		// -mod=mod: go.mod may gain the "// indirect" marks it lacks.
-		args = append(args[:1:1], append([]string{"-mod=mod"}, args[1:]...)...)
-	}
-	cmd := exec.Command(goTool, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
+	out, err := runGo(dir, args...)
 	if err == nil {
 		return
 	}
@@ -81,6 +141,20 @@ func goOutside(t *testing.T, dir string, args ...string) {
 			args, goEnv(t, "GOPROXY"), m, out)
 	}
 	t.Fatalf("go %v outside the module: %v\n%s", args, err, out)
+}
+
+// runGo runs the go command in dir, outside this module, and returns
+// what it wrote.
+func runGo(dir string, args ...string) ([]byte, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if args[0] != "mod" {
+		// -mod=mod: go.mod may gain the "// indirect" marks it lacks.
+		args = append(args[:1:1], append([]string{"-mod=mod"}, args[1:]...)...)
+	}
+	cmd := exec.Command(goTool, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	return cmd.CombinedOutput()
 }
 
 // noProxy matches the go command's words for a download that could not

@@ -108,6 +108,7 @@ func transports(t *testing.T, f func(t *testing.T, cfg mcp.ServerConfig, marks s
 // configured description and one tool deferred. The tool search output
 // for a query is pinned too.
 func TestCatalogGolden(t *testing.T) {
+	t.Parallel()
 	notes, _ := stdioConfig(t)
 	calc, _ := stdioConfig(t)
 	calc.Description = "Arithmetic and echoes."
@@ -136,6 +137,7 @@ func TestCatalogGolden(t *testing.T) {
 }
 
 func TestAnnotations(t *testing.T) {
+	t.Parallel()
 	cfg, _ := stdioConfig(t)
 	cfg.Timeout = mcp.Duration(20 * time.Second)
 	cfg.Tools = map[string]mcp.ToolConfig{"slow": {Timeout: mcp.Duration(time.Second), Defer: new(false)}}
@@ -183,6 +185,7 @@ func TestAnnotations(t *testing.T) {
 }
 
 func TestCalls(t *testing.T) {
+	t.Parallel()
 	transports(t, func(t *testing.T, cfg mcp.ServerConfig, _ string, _ func(*mcp.Manager)) {
 		m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 		set := assemble(t, m, textContext("go"))
@@ -226,6 +229,7 @@ func TestCalls(t *testing.T) {
 // both reach the server as notifications/cancelled, whose handler sees
 // its context end.
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	transports(t, func(t *testing.T, cfg mcp.ServerConfig, marks string, _ func(*mcp.Manager)) {
 		cfg.Tools = map[string]mcp.ToolConfig{"slow_write": {Timeout: mcp.Duration(500 * time.Millisecond)}}
 		m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
@@ -258,6 +262,7 @@ func TestCancel(t *testing.T) {
 // call (a read-only one is sent again on a new session), and the next
 // call reconnects.
 func TestServerKilled(t *testing.T) {
+	t.Parallel()
 	transports(t, func(t *testing.T, cfg mcp.ServerConfig, marks string, kill func(*mcp.Manager)) {
 		m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 		set := assemble(t, m, textContext("go"))
@@ -369,6 +374,7 @@ func TestServerDown(t *testing.T) {
 
 // TestListChanged: tools/list_changed makes the next turn list again.
 func TestListChanged(t *testing.T) {
+	t.Parallel()
 	transports(t, func(t *testing.T, cfg mcp.ServerConfig, _ string, _ func(*mcp.Manager)) {
 		m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 		set := assemble(t, m, textContext("go"))
@@ -399,6 +405,7 @@ func TestListChanged(t *testing.T) {
 // TestToolsReused: turns share the tools built from one list, across a
 // reconnect too, so schemas are compiled once per list.
 func TestToolsReused(t *testing.T) {
+	t.Parallel()
 	cfg, _ := stdioConfig(t)
 	m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 	first := assemble(t, m, textContext("go")).Tools()
@@ -427,6 +434,7 @@ func TestToolsReused(t *testing.T) {
 
 // TestClose: Close ends the sessions and reaps the children.
 func TestClose(t *testing.T) {
+	t.Parallel()
 	cfg, _ := stdioConfig(t)
 	m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 	set := assemble(t, m, textContext("go"))

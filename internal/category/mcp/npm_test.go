@@ -90,6 +90,7 @@ func (e *everythingHTTP) config() mcp.ServerConfig {
 }
 
 func TestEverything(t *testing.T) {
+	t.Parallel()
 	npmDir(t)
 	t.Run("stdio", func(t *testing.T) {
 		t.Parallel()
@@ -188,6 +189,7 @@ func toolNames(set *turn.Set) []string {
 }
 
 func TestFilesystem(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from disk\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -234,6 +236,7 @@ func TestFilesystem(t *testing.T) {
 // each tool's description and parameters come with the tool_search_output
 // that loads it), and the catalog ends with the tool_search entry.
 func TestCatalogSize(t *testing.T) {
+	t.Parallel()
 	goCfg, _ := stdioConfig(t)
 	servers := map[string]mcp.ServerConfig{
 		"everything": everythingStdio(t),

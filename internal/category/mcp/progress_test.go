@@ -164,6 +164,7 @@ func startProgressServer(t *testing.T, log **progressLog) *mcp.Manager {
 // notifications reach the listener in order, with their totals and
 // messages; fractions are reported in thousandths.
 func TestMCPProgress(t *testing.T) {
+	t.Parallel()
 	var log *progressLog
 	m := startProgressServer(t, &log)
 	t.Run("counts", func(t *testing.T) {
@@ -217,6 +218,7 @@ func TestMCPProgress(t *testing.T) {
 // server-everything's trigger-long-running-operation sends a progress
 // notification per step: they arrive with its totals, in order.
 func TestEverythingProgress(t *testing.T) {
+	t.Parallel()
 	npmDir(t)
 	m := newManager(t, map[string]mcp.ServerConfig{"everything": everythingStdio(t)})
 	log := newProgressLog("")
@@ -244,6 +246,7 @@ func TestEverythingProgress(t *testing.T) {
 // order, the latest one ("final") sent while the tool waits, and nothing
 // after completed.
 func TestMCPProgressOverNATS(t *testing.T) {
+	t.Parallel()
 	gate := make(chan struct{})
 	srv := newProgressServer(func() <-chan struct{} { return gate })
 	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))

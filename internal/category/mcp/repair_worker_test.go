@@ -20,6 +20,7 @@ import (
 // with invalid_arguments, one sentence naming the byte, and the rungs
 // that ran.
 func TestWorkerRepairs(t *testing.T) {
+	t.Parallel()
 	hs := startHTTPServer(t)
 	r := startRig(t, map[string]mcp.ServerConfig{"calc": hs.config()})
 	ctx := protocol.Context{Kind: protocol.KindText, MCPServers: []string{"calc"}}

@@ -22,6 +22,7 @@ import (
 // second request of the slow turn waits for the same start instead of
 // starting another process.
 func TestSlowMCPStartDelaysOnlyItsTurn(t *testing.T) {
+	t.Parallel()
 	cfg, marks := stdioConfig(t)
 	hold := filepath.Join(t.TempDir(), "go")
 	cfg.Env[holdEnv] = hold

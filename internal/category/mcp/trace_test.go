@@ -14,6 +14,7 @@ import (
 // tools/list when the catalog is built, tools/call <tool> per call, a
 // failed call marked failed.
 func TestMCPSpans(t *testing.T) {
+	t.Parallel()
 	cfg, _ := stdioConfig(t)
 	m := newManager(t, map[string]mcp.ServerConfig{"go": cfg})
 	rec := tracetest.NewSpanRecorder()

@@ -52,6 +52,7 @@ func (s *spoiler) Flush() {
 // could not be read, nothing is retried, and the session is kept (a
 // reconnect would lose the server's state for one bad image).
 func TestUnreadableResult(t *testing.T) {
+	t.Parallel()
 	hs := startHTTPServer(t)
 	c := &corrupting{next: *hs.handler.Load()}
 	var h http.Handler = c

@@ -188,6 +188,7 @@ func errKind(ev event) string {
 // aborted by turn.cancel with the cancel reaching the server; and a
 // server killed under a call, then used again.
 func TestWorker(t *testing.T) {
+	t.Parallel()
 	goCfg, marks := stdioConfig(t)
 	hs := startHTTPServer(t)
 	r := startRig(t, map[string]mcp.ServerConfig{"go": goCfg, "calc": hs.config()})
@@ -315,6 +316,7 @@ func mustJSON(v any) []byte {
 // input_image, its PDF blob resource as an input_file, and its audio as a
 // note saying what was left out, in call.output and in step.done alike.
 func TestMediaOverNATS(t *testing.T) {
+	t.Parallel()
 	goCfg, _ := stdioConfig(t)
 	r := startRig(t, map[string]mcp.ServerConfig{"go": goCfg})
 	ctx := protocol.Context{Kind: protocol.KindText, MCPServers: []string{"go"}}
