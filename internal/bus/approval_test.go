@@ -15,7 +15,9 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-func approvalState(t *testing.T) (*TurnState, jetstream.JetStream) {
+// turnState sets the topology up on a server of its own and returns the
+// TURN_STATE journal on it (worker "w1").
+func turnState(t *testing.T) (*TurnState, jetstream.JetStream) {
 	t.Helper()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
@@ -38,7 +40,7 @@ func approvalState(t *testing.T) (*TurnState, jetstream.JetStream) {
 // answered.
 func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
 	t.Parallel()
-	st, _ := approvalState(t)
+	st, _ := turnState(t)
 	ctx := context.Background()
 	budget := int(st.Pub.MaxPayload()) - protocol.Margin
 	for _, under := range []int{1, 200, 1500, 3000} {
@@ -78,7 +80,7 @@ func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
 // written by another worker: this one's mirror does not know it.
 func TestAnnounceAfterACancelNotesIt(t *testing.T) {
 	t.Parallel()
-	st, js := approvalState(t)
+	st, js := turnState(t)
 	ctx := context.Background()
 	other := &TurnState{KV: st.KV, Pub: st.Pub, Worker: "w2"}
 	stream, err := js.Stream(ctx, protocol.StreamApprovals)

@@ -86,17 +86,9 @@ func wantStored(t *testing.T, js jetstream.JetStream, stream string, n uint64) {
 // TURN_STATE bucket, including a claim of a key an operator deleted.
 func TestJournal(t *testing.T) {
 	t.Parallel()
-	s := natstest.Start(t)
-	js := s.JetStream(t)
+	st, _ := turnState(t)
+	kv := st.KV
 	ctx := context.Background()
-	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, protocol.BucketState)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &TurnState{KV: kv, Pub: &Publisher{JS: js}, Worker: "w1"}
 	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
 	if o, err := st.Claim(ctx, ref); o != nil || err != nil {
 		t.Fatalf("first claim: %v, %v", o, err)
@@ -147,17 +139,9 @@ func TestJournal(t *testing.T) {
 // reused. Each case counts the bucket's writes.
 func TestRecord(t *testing.T) {
 	t.Parallel()
-	s := natstest.Start(t)
-	js := s.JetStream(t)
+	st, js := turnState(t)
+	kv := st.KV
 	ctx := context.Background()
-	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, protocol.BucketState)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &TurnState{KV: kv, Pub: &Publisher{JS: js}, Worker: "w1"}
 	stream := "KV_" + protocol.BucketState
 	out := func(text string) *turn.Outcome {
 		return &turn.Outcome{CallID: "c1", Name: "ping", Item: json.RawMessage(`{"type":"function_call_output","output":"` + text + `"}`)}
