@@ -237,27 +237,54 @@ func decodeCheck(text string, base int) *SyntaxError {
 // to refuse.
 //
 // JSON encoded twice ("\"{\\\"a\\\":1}\""), a string whose content is
-// a JSON string holding the object, has that one reading too.
+// a JSON string holding the object, or three times (see peelStrings), has
+// that one reading too.
 func doubleEncoded(b []byte) ([]byte, uint32, error) {
 	var inner string
 	if json.Unmarshal(b, &inner) != nil {
 		return b, 0, nil
 	}
-	if t := trimJSONSpace(inner); strings.HasPrefix(t, `"`) {
-		d := decoder{s: t}
-		if s, err := d.str(); err == nil && d.i == len(t) && strings.HasPrefix(trimJSONSpace(s), "{") {
-			inner = s
-		}
-	}
+	inner = peelStrings(inner)
 	if !strings.HasPrefix(trimJSONSpace(inner), "{") {
 		return b, 0, nil
 	}
 	return readInner(inner)
 }
 
-// readInner reads the object held in a JSON string. Its own content is
-// never taken as a string holding an object again.
+// maxEncodings bounds the layers of JSON string around the object:
+// a JSON string holding the object, one holding that string (JSON
+// encoded twice), and one more (three times) are seen; a fourth layer is
+// not an accident and is left for the schema to refuse.
+const maxEncodings = 3
+
+// peelStrings returns the content of a JSON string's content that is
+// itself a complete JSON string (JSON encoded two or three times), as
+// long as what is left is an object or another such string; otherwise
+// inner as it is. Each layer is read by the strict decoder, so a layer
+// that holds no text (a lone surrogate) is not taken off.
+func peelStrings(inner string) string {
+	for range maxEncodings - 1 {
+		t := trimJSONSpace(inner)
+		if !strings.HasPrefix(t, `"`) {
+			break
+		}
+		d := decoder{s: t}
+		s, err := d.str()
+		if err != nil || d.i != len(t) {
+			break
+		}
+		if c := trimJSONSpace(s); !strings.HasPrefix(c, "{") && !strings.HasPrefix(c, `"`) {
+			break
+		}
+		inner = s
+	}
+	return inner
+}
+
+// readInner reads the object held in a JSON string (after peelStrings).
+// Its own content is never taken as a string holding an object again.
 func readInner(inner string) ([]byte, uint32, error) {
+	inner = peelStrings(inner)
 	if t := trimJSONSpace(inner); json.Valid([]byte(t)) {
 		if err := decodeCheck(t, -1); err != nil {
 			err.msg = innerMessage.Replace(err.msg)
@@ -294,7 +321,7 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 		var inner string
 		switch {
 		case t.str(s[q]):
-			if strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil && strings.HasPrefix(trimJSONSpace(inner), "{") {
+			if strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil && strings.HasPrefix(trimJSONSpace(peelStrings(inner)), "{") {
 				if _, _, err := readInner(inner); err == nil {
 					// "{\"a\":1}" and then {"a":2}: two objects.
 					return nil, used, &SyntaxError{Offset: q, kinds: []error{ErrUnparseable}, msg: fmt.Sprintf(
@@ -302,7 +329,7 @@ func read(s string, outer bool) ([]byte, uint32, error) {
 				}
 			}
 			if !strings.Contains(s[t.i:], "{") && json.Unmarshal(t.out, &inner) == nil &&
-				strings.HasPrefix(trimJSONSpace(inner), "{") {
+				strings.HasPrefix(trimJSONSpace(peelStrings(inner)), "{") {
 				if q > base || trimJSONSpace(s[t.i:]) != "" {
 					used |= usedStripFences
 				}

@@ -404,11 +404,17 @@ func TestRepairDoubleEncodedPackaged(t *testing.T) {
 		}
 	}
 	// JSON encoded twice, a string holding a string holding the object,
-	// has that one reading; one level more is not unwrapped.
+	// and three times, one level more, have that one reading; a fourth
+	// level is not unwrapped.
 	if got, rungs, err := Repair(`"\"{\\\"a\\\":1}\""`, RepairOptions{}); err != nil || string(got) != `{"a":1}` || !slices.Equal(rungs, r(RungDoubleEncoded)) {
 		t.Errorf("encoded twice: %s, %q, %v", got, rungs, err)
 	}
-	if got, _, err := Repair(`"\"\\\"{\\\\\\\"a\\\\\\\":1}\\\"\""`, RepairOptions{}); err == nil && string(got) == `{"a":1}` {
-		t.Errorf("encoded three times, unwrapped")
+	three := `"\"\\\"{\\\\\\\"a\\\\\\\":1}\\\"\""`
+	if got, rungs, err := Repair(three, RepairOptions{}); err != nil || string(got) != `{"a":1}` || !slices.Equal(rungs, r(RungDoubleEncoded)) {
+		t.Errorf("encoded three times: %s, %q, %v", got, rungs, err)
+	}
+	four, _ := json.Marshal(three)
+	if got, _, err := Repair(string(four), RepairOptions{}); err == nil && string(got) == `{"a":1}` {
+		t.Errorf("encoded four times, unwrapped")
 	}
 }

@@ -496,7 +496,14 @@ func (t *tolerant) str(q byte) bool {
 func (t *tolerant) escape(q byte) bool {
 	at := t.i
 	switch e := t.s[t.i+1]; e {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	case '/':
+		if q == '\'' {
+			// Python keeps the backslash, JavaScript and JSON5 drop it.
+			return t.ambiguousAt(at, `\/ between single quotes is a slash in JavaScript but a backslash and a slash in Python; write / for the slash, or \\/ for a backslash and a slash`)
+		}
+		t.out = append(t.out, '\\', e)
+		t.i += 2
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
 		t.out = append(t.out, '\\', e)
 		t.i += 2
 	case 'u':
@@ -563,10 +570,18 @@ func (t *tolerant) escape(q byte) bool {
 		case q == '\'':
 			return t.unusable(at, "the escape "+t.s[at:t.i+2+n]+" is no Unicode character; write the character itself")
 		}
+		if n < digits {
+			// \xA, \U1F680: too few digits for Python, JavaScript or C.
+			return t.unusable(at, incompleteEscape(t.s[at:t.i+2+n], digits))
+		}
 		if !utf8.ValidRune(r) {
 			r = -1
 		}
-		return t.ambiguousAt(at, readsAsChar(t.s[at:t.i+2+n], r, "Python and JavaScript"))
+		langs := "Python and JavaScript"
+		if e == 'U' {
+			langs = "Python" // JavaScript reads \U as U
+		}
+		return t.ambiguousAt(at, readsAsChar(t.s[at:t.i+2+n], r, langs))
 	case 'a', 'v', 'e':
 		r, langs := rune(7), "Python and C"
 		switch e {
@@ -578,9 +593,14 @@ func (t *tolerant) escape(q byte) bool {
 		return t.ambiguousAt(at, readsAsChar(t.s[at:at+2], r, langs))
 	case '0', '1', '2', '3', '4', '5', '6', '7':
 		k, r := t.i+1, rune(0)
-		for k < len(t.s) && k < t.i+4 && t.s[k] >= '0' && t.s[k] <= '7' && r*8+rune(t.s[k]-'0') <= 0o377 {
+		for k < len(t.s) && k < t.i+4 && t.s[k] >= '0' && t.s[k] <= '7' {
 			r = r*8 + rune(t.s[k]-'0')
 			k++
+		}
+		if r > 0o377 {
+			// \777: Python reads three digits (U+01FF), JavaScript and
+			// C two (\77 and a 7): no one character to suggest.
+			r = -1
 		}
 		return t.ambiguousAt(at, readsAsChar(t.s[at:k], r, "Python, JavaScript and C (octal)"))
 	case 'N':
@@ -596,6 +616,12 @@ func (t *tolerant) escape(q byte) bool {
 			t.out = append(t.out, '\'')
 			t.i += 2
 			return true
+		}
+		fallthrough
+	case '\n', '\r':
+		if q == '\'' {
+			// Python and JavaScript read a line continuation: nothing.
+			return t.ambiguousAt(at, `a backslash before a line break between single quotes is a line continuation (no character) in Python and JavaScript but a backslash and a line break as written; write \\\n for a backslash and a line break, or join the lines`)
 		}
 		fallthrough
 	default:
