@@ -346,6 +346,11 @@ func (t *tolerant) member() bool {
 		if j == len(t.s) {
 			return t.eof("a key")
 		}
+		if k := t.s[t.i:j]; k == "True" || k == "False" || k == "None" {
+			// Python's dict key True is the boolean ("true" once
+			// encoded), JavaScript's the text "True".
+			return t.ambiguous("the unquoted key " + k + " is a Python literal (the key " + strconv.Quote(strings.ToLower(strings.Replace(k, "None", "null", 1))) + " once encoded as JSON) or the text " + strconv.Quote(k) + "; write the key in double quotes")
+		}
 		t.used |= fUnquotedKeys
 		t.out = append(t.out, '"')
 		t.out = append(t.out, t.s[t.i:j]...)

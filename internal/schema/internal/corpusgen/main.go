@@ -27,6 +27,7 @@ func main() {
 	}
 	g.providerSamples()
 	g.shapeSamples()
+	g.hostileSamples()
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
