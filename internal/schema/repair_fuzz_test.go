@@ -42,6 +42,14 @@ func FuzzRepair(f *testing.F) {
 			}
 		}
 	}
+	// The paths of issue 22's hostile shapes: escapes between single
+	// quotes, unquoted literal keys, JSON in three layers of string.
+	for _, s := range []string{
+		`{'a': 'x\/y'}`, "{'a': 'x\\\ny'}", `{"a": "\777\400\xA\U1F680"}`, `{True: 1}`,
+		`"\"\\\"{\\\\\\\"a\\\\\\\":1}\\\"\""`, `Here: "\"{\\\"a\\\": 1}\""`,
+	} {
+		f.Add(s, false)
+	}
 	rank := map[string]int{}
 	for i, r := range Rungs() {
 		rank[r.Name] = i

@@ -273,13 +273,13 @@ func (g *gen) hostileSamples() {
 	// Depth and width: refused over MaxDepth with a bounded message; a
 	// wide value runs whole; a fault deep or far in is named briefly.
 	no("deep", "submit_result", `{"result": `+strings.Repeat(`{"a":`, 10000)+"1"+strings.Repeat("}", 10000)+`}`, "", "512")
-	no("deep", "submit_result", `{"result": `+strings.Repeat(`[`, 100000)+strings.Repeat("]", 100000)+`}`, "", "512")
+	no("deep", "submit_result", `{"result": `+strings.Repeat(`[`, 20000)+strings.Repeat("]", 20000)+`}`, "", "512")
 	no("deep", "submit_result", `{'result': `+strings.Repeat(`{'a': [`, 3000)+"1"+strings.Repeat("]}", 3000)+`}`, "", "512")
 	no("deep", "submit_result", `{"result": `+strings.Repeat(`{"a":`, 400)+`"\x1b"`+strings.Repeat("}", 400)+`}`, `\x1b`)
 	no("deep", "submit_result", `{"result": `+strings.Repeat(`{"a":`, 5000), "", "512")
 	var wide strings.Builder
 	var wideWant strings.Builder
-	for i := range 20000 {
+	for i := range 5000 {
 		fmt.Fprintf(&wide, "%q: %d, ", fmt.Sprint("k", i), i)
 		if i > 0 {
 			wideWant.WriteString(",")
@@ -287,8 +287,8 @@ func (g *gen) hostileSamples() {
 		fmt.Fprintf(&wideWant, "%q:%d", fmt.Sprint("k", i), i)
 	}
 	ok("wide", "submit_result", `{"result": {`+wide.String()+`}}`, `{"result":{`+wideWant.String()+`}}`)
-	no("wide", "submit_result", `{"result": {`+wide.String()+`"k19999": 0}}`, "", "more than once")
+	no("wide", "submit_result", `{"result": {`+wide.String()+`"k4999": 0}}`, "", "more than once")
 	no("wide", "submit_result", `{"result": {`+wide.String()+`"z": "\x1b"}}`, `\x1b`)
-	no("wide", "sql_execute", `{"sql": "x", "params": [`+strings.Repeat("1, ", 50000)+`"\ud800"]}`, `\ud800`)
-	no("wide", "write_file", `{"path": "a", "content": "`+strings.Repeat("é", 100000)+`\0"}`, `\0`)
+	no("wide", "sql_execute", `{"sql": "x", "params": [`+strings.Repeat("1, ", 10000)+`"\ud800"]}`, `\ud800`)
+	no("wide", "write_file", `{"path": "a", "content": "`+strings.Repeat("é", 20000)+`\0"}`, `\0`)
 }
