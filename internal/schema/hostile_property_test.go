@@ -61,6 +61,9 @@ var escapeTable = []escapeSegment{
 	{text: `\u{41}`, dqRefuse: true, sqRefuse: true},
 	{text: `\N{BULLET}`, dqRefuse: true, sqRefuse: true},
 	{text: "\\\n", dq: "\\\n", sqRefuse: true},
+	{text: "\\\u2028", dq: "\\\u2028", sqRefuse: true},
+	{text: `\N`, dq: `\N`, sq: `\N`},
+	{text: `\?`, dq: `\?`, sq: `\?`},
 	{text: "\xff", dqRefuse: true, sqRefuse: true},
 	{text: "\xed\xa0\x80", dqRefuse: true, sqRefuse: true},
 }

@@ -181,7 +181,7 @@ func render(v any, style int, r *rand.Rand) string {
 				if style == 1 && r.IntN(3) == 0 {
 					b.WriteString("/* c */ ")
 				}
-				if style == 2 && isIdent(k) {
+				if style == 2 && isIdent(k) && k != "True" && k != "False" && k != "None" { // those have two readings unquoted
 					b.WriteString(k)
 				} else {
 					quote(k)

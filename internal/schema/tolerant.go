@@ -608,6 +608,16 @@ func (t *tolerant) escape(q byte) bool {
 			r = -1
 		}
 		return t.ambiguousAt(at, readsAsChar(t.s[at:k], r, "Python, JavaScript and C (octal)"))
+	case '\n', '\r', 0xe2:
+		if e == 0xe2 && !strings.HasPrefix(t.s[t.i+1:], "\u2028") && !strings.HasPrefix(t.s[t.i+1:], "\u2029") {
+			return t.keepBackslash() // another character
+		}
+		if q == '\'' {
+			// Python and JavaScript read a line continuation: nothing
+			// (JavaScript and JSON5 after U+2028 and U+2029 too).
+			return t.ambiguousAt(at, `a backslash before a line break between single quotes is a line continuation (no character) in Python and JavaScript but a backslash and a line break as written; write \\\n for a backslash and a line break, or join the lines`)
+		}
+		return t.keepBackslash()
 	case 'N':
 		if t.i+2 < len(t.s) && t.s[t.i+2] == '{' {
 			return t.ambiguousAt(at, readsAsChar(`\N{`, -1, "Python (a named character)"))
@@ -623,20 +633,20 @@ func (t *tolerant) escape(q byte) bool {
 			return true
 		}
 		fallthrough
-	case '\n', '\r':
-		if q == '\'' {
-			// Python and JavaScript read a line continuation: nothing.
-			return t.ambiguousAt(at, `a backslash before a line break between single quotes is a line continuation (no character) in Python and JavaScript but a backslash and a line break as written; write \\\n for a backslash and a line break, or join the lines`)
-		}
-		fallthrough
 	default:
-		// A backslash before a raw line break stays too: in a shell
-		// command, the most common place for one, it is a line
-		// continuation the shell must see.
-		t.used |= fInvalidEscapes
-		t.out = append(t.out, '\\', '\\')
-		t.i++ // the character itself is copied as content
+		return t.keepBackslash()
 	}
+	return true
+}
+
+// keepBackslash keeps the backslash at t.i as content; the character
+// after it is read as content next. A backslash before a raw line break
+// between double quotes stays too: in a shell command, the most common
+// place for one, it is a line continuation the shell must see.
+func (t *tolerant) keepBackslash() bool {
+	t.used |= fInvalidEscapes
+	t.out = append(t.out, '\\', '\\')
+	t.i++
 	return true
 }
 
