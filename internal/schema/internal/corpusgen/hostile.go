@@ -88,7 +88,7 @@ func (g *gen) hostileSamples() {
 		ok("single_quotes", "slack_post_message", `{'channel': '#a', 'text': '`+e.in+`'}`, `{"channel":"#a","text":"`+e.want+`"}`)
 		ok("single_quotes", "write_file", `{"path": 'a', "content": '`+e.in+`'}`, `{"path":"a","content":"`+e.want+`"}`)
 	}
-	for _, esc := range []string{`\/`, "\\\n", "\\\r\n", `\0`, `\v`, `\a`, `\N{BULLET}`, `\u{41}`, `\x4`, `\U0011FFFF`} {
+	for _, esc := range []string{`\/`, "\\\n", "\\\r\n", "\\\u2028", "\\\u2029", `\0`, `\v`, `\a`, `\N{BULLET}`, `\u{41}`, `\x4`, `\U0011FFFF`} {
 		no("single_quotes", "slack_post_message", `{'channel': '#a', 'text': 'x`+esc+`y'}`, esc)
 	}
 	no("single_quotes", "slack_post_message", `{'channel': '#a', 'text': 'it's'}`, "")
