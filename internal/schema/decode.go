@@ -318,10 +318,12 @@ func (d *decoder) number() (any, error) {
 			return nil, errSyntax
 		}
 	}
+	small := false
 	if d.i < len(d.s) && (d.s[d.i] == 'e' || d.s[d.i] == 'E') {
 		d.notes.fractionOrExponent = true
 		d.i++
 		if d.i < len(d.s) && (d.s[d.i] == '+' || d.s[d.i] == '-') {
+			small = d.s[d.i] == '-'
 			d.i++
 		}
 		if d.digits() == 0 {
@@ -332,6 +334,9 @@ func (d *decoder) number() (any, error) {
 	// usableNumber); anything with an exponent or longer is checked.
 	if d.i-start > 300 {
 		d.notes.long = true
+	}
+	if (small || d.notes.long) && underflows(d.s[start:d.i]) {
+		return nil, &decodeError{off: start, what: tooSmall(d.s[start:d.i])}
 	}
 	return json.Number(d.s[start:d.i]), nil
 }

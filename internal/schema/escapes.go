@@ -116,3 +116,30 @@ func depthOver(v any, limit int) bool {
 	}
 	return false
 }
+
+// underflows reports whether a number literal is not zero but reads as
+// zero in a float64 (1e-400): validated and run, it would be two values.
+func underflows(lit string) bool {
+	if f, err := strconv.ParseFloat(lit, 64); err != nil || f != 0 {
+		return false
+	}
+	for i := 0; i < len(lit) && lit[i] != 'e' && lit[i] != 'E'; i++ {
+		if lit[i] >= '1' && lit[i] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// clipNumber bounds a number literal quoted in a message.
+func clipNumber(lit string) string {
+	if len(lit) > 40 {
+		return lit[:20] + "…" + lit[len(lit)-12:]
+	}
+	return lit
+}
+
+// tooSmall is the refusal of a number that underflows.
+func tooSmall(lit string) string {
+	return "the number " + clipNumber(lit) + " is not 0 but too small for a float64, which reads it as 0 (as most JSON readers do); send 0 if 0 is meant"
+}

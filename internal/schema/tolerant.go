@@ -793,6 +793,9 @@ func (t *tolerant) number() bool {
 		t.i = j
 		return t.fail("unexpected character after the number")
 	}
+	if underflows(t.s[start:j]) {
+		return t.unusable(start, tooSmall(t.s[start:j]))
+	}
 	t.out = append(t.out, t.s[start:j]...)
 	t.i = j
 	return true

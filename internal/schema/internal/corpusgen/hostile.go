@@ -131,10 +131,16 @@ func (g *gen) hostileSamples() {
 		no("numbers", "create_schedule", `{"name": "n", "cron": "* * * * *", "prompt": "p", "jitter_seconds": `+nm+`}`, "", "/jitter_seconds")
 		no("numbers", "read_file", `{"path": "a", "offset": `+nm+`}`, "", "/offset")
 	}
+	// Out of a float64's range: too large, or not 0 but read as 0.
+	for _, nm := range []string{"-1e-400", "1e-400", "0.1e-399", "2e-324"} {
+		no("numbers", "create_schedule", `{"name": "n", "cron": "* * * * *", "prompt": "p", "jitter_seconds": `+nm+`}`, nm, "too small")
+		no("numbers", "read_file", `{"path": "a", "offset": `+nm+`}`, nm, "too small")
+		no("numbers", "sql_execute", `{'sql': 'x', 'params': [`+nm+`,]}`, nm, "too small")
+	}
 	for _, nm := range []string{"1e400", "-1e400", "1E+400"} {
 		no("numbers", "create_schedule", `{"name": "n", "cron": "* * * * *", "prompt": "p", "jitter_seconds": `+nm+`}`, "")
 	}
-	for _, nm := range []string{"-0", "-0.0", "-0e0", "-0E-0", "0.0", "2e2", "2E+2", "1.50", "-1e-400", "1e-400", "0.1e-399", "9007199254740993", "12345678901234567890", "-12345678901234567890", "1.000000000000000000000000000001", "123456789012345678901234567890.5"} {
+	for _, nm := range []string{"-0", "-0.0", "-0e0", "-0E-0", "0.0", "2e2", "2E+2", "1.50", "4.9e-324", "1e-300", "9007199254740993", "12345678901234567890", "-12345678901234567890", "1.000000000000000000000000000001", "123456789012345678901234567890.5"} {
 		ok("numbers", "create_schedule", `{"name": "n", "cron": "* * * * *", "prompt": "p", "jitter_seconds": `+nm+`}`, `{"name":"n","cron":"* * * * *","prompt":"p","jitter_seconds":`+nm+`}`)
 		ok("numbers", "sql_execute", `{'sql': 'x', 'params': [`+nm+`, `+nm+`,]}`, `{"sql":"x","params":[`+nm+`,`+nm+`]}`)
 	}
