@@ -190,7 +190,7 @@ func (c *Client) consume(ctx context.Context, stream, durable string, filters []
 			// Missed heartbeats and the like: the iterator goes on by
 			// itself; a pause keeps a persistent one from spinning.
 			c.log.Warn("reading a consumer", "stream", stream, "consumer", durable, "err", err)
-			if sleep(ctx, 100*time.Millisecond) != nil {
+			if protocol.Pause(ctx, 100*time.Millisecond) != nil {
 				return ctx.Err()
 			}
 			continue
@@ -220,21 +220,9 @@ func (c *Client) durableConsumer(ctx context.Context, stream, durable string, fi
 			c.log.Info("waiting for a worker to create the stream", "stream", stream)
 			logged = true
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := protocol.Pause(ctx, time.Second); err != nil {
 			return nil, err
 		}
-	}
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -68,6 +68,22 @@ func exampleWorker() (nc *nats.Conn, stop func()) {
 	}
 }
 
+// exampleCatalog asks for agent a1's catalog of turnID until the
+// example's worker answers.
+func exampleCatalog(c *gateway.Client, turnID string, tc protocol.Context) *protocol.CatalogReply {
+	for range 99 {
+		if cat, err := c.Catalog(context.Background(), "a1", turnID, tc); err == nil {
+			return cat
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cat, err := c.Catalog(context.Background(), "a1", turnID, tc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return cat
+}
+
 // One step of a turn: the model called ping twice; the step's outputs
 // stream in as the calls end, and step.done holds the items for the
 // model, in call order.
@@ -80,16 +96,7 @@ func ExampleClient_Send() {
 		log.Fatal(err)
 	}
 	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true}}
-	var cat *protocol.CatalogReply
-	for range 100 { // until the worker's service is up
-		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
+	cat := exampleCatalog(c, "t1", tc) // the worker's service is up
 	defs, _ := cat.Definitions()
 	fmt.Println("tools:", len(defs))
 
@@ -142,13 +149,8 @@ func ExampleClient_Catalog() {
 		log.Fatal(err)
 	}
 	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true}}
-	var cat *protocol.CatalogReply
-	for range 100 { // until the worker's service is up
-		if cat, err = c.Catalog(ctx, "a1", "t1", tc); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	exampleCatalog(c, "t1", tc) // the worker's service is up
+	cat, err := c.Catalog(ctx, "a1", "t1", tc)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -279,15 +281,7 @@ func ExampleFairness() {
 	}
 	tc := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{"diagnostics": true},
 		Fairness: protocol.Fairness{Key: "tenant-42", Weight: 2}}
-	for range 100 { // until the worker's service is up
-		if _, err = c.Catalog(ctx, "a1", "tf", tc); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
+	exampleCatalog(c, "tf", tc) // the worker's service is up
 	output := []json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"hi\"}"}`)}
 	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf", Step: 0, Context: tc, Output: output})
 	if err != nil {

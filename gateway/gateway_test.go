@@ -73,6 +73,20 @@ func newRig(t testing.TB) *rig {
 
 var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
 
+// callOK runs call as step 0 of agent a1's turn and fails t unless its
+// output is ok.
+func (r *rig) callOK(t *testing.T, ctx context.Context, turnID string, tc protocol.Context, call json.RawMessage) {
+	t.Helper()
+	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: tc, Output: []json.RawMessage{call}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if outs, _, _ := drain(t, ctx, run); outs["c1"] == nil || outs["c1"].Status != protocol.StatusOK {
+		t.Fatalf("%s: %+v", call, outs)
+	}
+}
+
 func fc(id, name, args string) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"type": "function_call", "call_id": id, "name": name, "arguments": args})
 	return b
@@ -791,16 +805,7 @@ func TestScheduleFires(t *testing.T) {
 	ctx := ctxT(t)
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{schedule.Binding: true}}
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t6", Step: 0, Context: bind,
-		Output: []json.RawMessage{fc("c1", schedule.CreateName, fmt.Sprintf(`{"instructions":"Water the plants.","at":%q}`, at))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outs, _, _ := drain(t, ctx, run)
-	run.Close()
-	if outs["c1"].Status != protocol.StatusOK {
-		t.Fatalf("create_schedule: %s", outs["c1"].Item)
-	}
+	r.callOK(t, ctx, "t6", bind, fc("c1", schedule.CreateName, fmt.Sprintf(`{"instructions":"Water the plants.","at":%q}`, at)))
 	fired := make(chan *protocol.ScheduleFire, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -831,16 +836,7 @@ func TestJobRunner(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{jobs.Binding: true}}
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: bind,
-		Output: []json.RawMessage{fc("c1", jobs.StartName, `{"title":"Report","instructions":"Write it."}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outs, _, _ := drain(t, ctx, run)
-	run.Close()
-	if outs["c1"].Status != protocol.StatusOK {
-		t.Fatalf("start_job: %s", outs["c1"].Item)
-	}
+	r.callOK(t, ctx, "t7", bind, fc("c1", jobs.StartName, `{"title":"Report","instructions":"Write it."}`))
 	started := make(chan *protocol.JobEvent, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -82,11 +82,11 @@ type ScheduleFire struct {
 	Instructions string `json:"instructions"`
 	// Kind is at, every or cron; Expression the time, interval or cron
 	// expression; TimeZone the cron's zone (empty: UTC).
-	Kind       string           `json:"kind"`
-	Expression string           `json:"expression"`
-	TimeZone   string           `json:"time_zone,omitempty"`
-	CreatedBy  ScheduleCreation `json:"created_by"`
-	CreatedAt  time.Time        `json:"created_at"`
+	Kind       string    `json:"kind"`
+	Expression string    `json:"expression"`
+	TimeZone   string    `json:"time_zone,omitempty"`
+	CreatedBy  CallRef   `json:"created_by"`
+	CreatedAt  time.Time `json:"created_at"`
 	// Scheduler (the schedule's subject) and Next (the next fire time, or
 	// "purge" after the last one) are the server's headers of the fire;
 	// together they name the slot that fired.
@@ -94,8 +94,9 @@ type ScheduleFire struct {
 	Next      string `json:"-"`
 }
 
-// ScheduleCreation names the call that created a schedule.
-type ScheduleCreation struct {
+// CallRef names one function call of a turn: the call that created a
+// schedule or a job, or last wrote a brain page.
+type CallRef struct {
 	TurnID string `json:"turn_id"`
 	Step   int64  `json:"step"`
 	CallID string `json:"call_id"`

@@ -1,6 +1,10 @@
 package tool
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentbull/toolruntime/protocol"
+)
 
 // Call identifies the call a tool is executing, for tools that keep state
 // per agent or per turn (homes, todo lists, workflows).
@@ -9,6 +13,11 @@ type Call struct {
 	TurnID  string
 	Step    int64
 	CallID  string
+}
+
+// Ref is the call's reference as records store it ("created_by").
+func (c Call) Ref() protocol.CallRef {
+	return protocol.CallRef{TurnID: c.TurnID, Step: c.Step, CallID: c.CallID}
 }
 
 // CallContext is the context a worker runs a call in: its parent with the

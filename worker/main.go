@@ -30,6 +30,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/natsconn"
 	"github.com/agentbull/toolruntime/internal/procguard"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -388,7 +389,7 @@ func (m *program) applyNATSContext(set map[string]bool) error {
 	if m.NATSContext == "" {
 		return nil
 	}
-	c, path, err := loadNATSContext(m.NATSContext)
+	c, path, err := natsconn.LoadContext(m.NATSContext)
 	if err != nil {
 		return fmt.Errorf("--context: %w", err)
 	}
@@ -711,32 +712,9 @@ func (m *program) natsOptions() ([]nats.Option, error) {
 			m.log.Error("NATS error", "err", err)
 		}),
 	}
-	if m.User != "" {
-		opts = append(opts, nats.UserInfo(m.User, m.Password))
-	}
-	if m.Token != "" {
-		opts = append(opts, nats.Token(m.Token))
-	}
-	if m.NKeySeed != "" {
-		o, err := nats.NkeyOptionFromSeed(m.NKeySeed)
-		if err != nil {
-			return nil, fmt.Errorf("--nkey: %w", err)
-		}
-		opts = append(opts, o)
-	}
-	if m.Creds != "" {
-		opts = append(opts, nats.UserCredentials(m.Creds))
-	}
-	if m.TLSCert != "" {
-		opts = append(opts, nats.ClientCert(m.TLSCert, m.TLSKey))
-	}
-	if m.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(m.TLSCA))
-	}
-	if m.tlsFirst {
-		opts = append(opts, nats.TLSHandshakeFirst())
-	}
-	return opts, nil
+	auth, err := natsconn.Auth{User: m.User, Password: m.Password, Token: m.Token, NKey: m.NKeySeed, Creds: m.Creds,
+		TLSCert: m.TLSCert, TLSKey: m.TLSKey, TLSCA: m.TLSCA, TLSFirst: m.tlsFirst}.Options()
+	return append(opts, auth...), err
 }
 
 // Close drains the connection and stops the embedded server.

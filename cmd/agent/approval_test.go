@@ -41,6 +41,21 @@ func approvalWorker(t *testing.T, srv *natstest.Server, timeout time.Duration) (
 	return markDir
 }
 
+// approvalAgent is an agent on the model, and on a worker of its own that
+// holds mark for approval (for at most timeout; 0: the default);
+// markDir is where the worker's marks go.
+func approvalAgent(t *testing.T, model *fakeModel, timeout time.Duration) (a *Agent, markDir string) {
+	t.Helper()
+	srv := natstest.Start(t)
+	markDir = approvalWorker(t, srv, timeout)
+	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
+		Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0))}, markDir
+}
+
 func marks(t *testing.T, dir string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "marks.log"))
@@ -75,41 +90,34 @@ func TestApproveModesAnswerARealPendingStep(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			model := newFakeModel(t, &script{first: first, outputs: [][]string{out0, {say("Done.")}}})
-			srv := natstest.Start(t)
-			dir := approvalWorker(t, srv, 0)
-			gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, dir := approvalAgent(t, model, 0)
 			var asked bytes.Buffer
 			approve := approver(c.mode, strings.NewReader(c.input), &asked)
 			var mu sync.Mutex
 			var pend []*protocol.StepPending
 			var dones []*protocol.StepDone
 			outs := map[string]*protocol.CallOutput{}
-			a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
-				Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
-				Approve: func(ctx context.Context, call protocol.PendingCall) protocol.Decision {
-					d := approve(ctx, call)
-					d.CallID = "forged" // the agent answers for the call it asked about, whatever Approve says
-					return d
-				},
-				OnEvent: func(_ string, ev protocol.Event) {
-					mu.Lock()
-					defer mu.Unlock()
-					switch ev := ev.(type) {
-					case *protocol.StepPending:
-						// Nothing of the held step ran before its step.pending.
-						if len(outs) != 0 || len(marks(t, dir)) != 0 {
-							t.Errorf("outputs %v and marks %v before the step.pending", outs, marks(t, dir))
-						}
-						pend = append(pend, ev)
-					case *protocol.CallOutput:
-						outs[ev.CallID] = ev
-					case *protocol.StepDone:
-						dones = append(dones, ev)
+			a.Approve = func(ctx context.Context, call protocol.PendingCall) protocol.Decision {
+				d := approve(ctx, call)
+				d.CallID = "forged" // the agent answers for the call it asked about, whatever Approve says
+				return d
+			}
+			a.OnEvent = func(_ string, ev protocol.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch ev := ev.(type) {
+				case *protocol.StepPending:
+					// Nothing of the held step ran before its step.pending.
+					if len(outs) != 0 || len(marks(t, dir)) != 0 {
+						t.Errorf("outputs %v and marks %v before the step.pending", outs, marks(t, dir))
 					}
-				}}
+					pend = append(pend, ev)
+				case *protocol.CallOutput:
+					outs[ev.CallID] = ev
+				case *protocol.StepDone:
+					dones = append(dones, ev)
+				}
+			}
 			res, err := a.RunTurn(ctxT(t), Turn{AgentID: "a1", TurnID: "t1", Context: approvalCtx, Message: first})
 			if err != nil {
 				t.Fatal(err)
@@ -194,14 +202,7 @@ func TestUnansweredPendingStepTimesOut(t *testing.T) {
 	t.Parallel()
 	const first = "Mark it later."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"late"}`)}, {say("Nobody approved.")}}})
-	srv := natstest.Start(t)
-	dir := approvalWorker(t, srv, time.Second)
-	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
-		Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0))}
+	a, dir := approvalAgent(t, model, time.Second)
 	res, err := a.RunTurn(ctxT(t), Turn{AgentID: "a1", TurnID: "t1", Context: approvalCtx, Message: first})
 	if err != nil || res.Text != "Nobody approved." || res.Steps != 2 {
 		t.Fatalf("result %+v, %v", res, err)
@@ -227,24 +228,17 @@ func TestCancelWhilePending(t *testing.T) {
 	t.Parallel()
 	const first = "Mark it, or not."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"x"}`)}, {say("never")}}})
-	srv := natstest.Start(t)
-	dir := approvalWorker(t, srv, 0)
-	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir := approvalAgent(t, model, 0)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	var out *protocol.CallOutput
-	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
-		Model: openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
-		OnEvent: func(_ string, ev protocol.Event) {
-			switch ev := ev.(type) {
-			case *protocol.StepPending:
-				cancel()
-			case *protocol.CallOutput:
-				out = ev
-			}
-		}}
+	a.OnEvent = func(_ string, ev protocol.Event) {
+		switch ev := ev.(type) {
+		case *protocol.StepPending:
+			cancel()
+		case *protocol.CallOutput:
+			out = ev
+		}
+	}
 	res, err := a.RunTurn(ctx, Turn{AgentID: "a1", TurnID: "t1", Context: approvalCtx, Message: first})
 	if err != nil || !res.Cancelled || res.Steps != 1 {
 		t.Fatalf("result %+v, %v", res, err)
@@ -267,12 +261,7 @@ func TestStopWhileAsking(t *testing.T) {
 	t.Parallel()
 	const first = "Mark it if I say so."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "mark", `{"label":"x"}`)}, {say("never")}}})
-	srv := natstest.Start(t)
-	dir := approvalWorker(t, srv, 0)
-	gw, err := gateway.New(srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir := approvalAgent(t, model, 0)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	// Nobody types; the prompt's appearance is the user's Ctrl-C.
 	in, w := io.Pipe()
@@ -284,14 +273,12 @@ func TestStopWhileAsking(t *testing.T) {
 		return len(p), nil
 	})
 	var out *protocol.CallOutput
-	a := &Agent{GW: gw, ModelName: "fake", MaxSteps: 10, Log: workertest.Logger(),
-		Model:   openai.NewClient(option.WithBaseURL(model.srv.URL+"/v1/"), option.WithAPIKey("test-key"), option.WithMaxRetries(0)),
-		Approve: approver("ask", in, prompt),
-		OnEvent: func(_ string, ev protocol.Event) {
-			if o, ok := ev.(*protocol.CallOutput); ok {
-				out = o
-			}
-		}}
+	a.Approve = approver("ask", in, prompt)
+	a.OnEvent = func(_ string, ev protocol.Event) {
+		if o, ok := ev.(*protocol.CallOutput); ok {
+			out = o
+		}
+	}
 	res, err := a.RunTurn(ctx, Turn{AgentID: "a1", TurnID: "t1", Context: approvalCtx, Message: first})
 	if err != nil || !res.Cancelled || res.Steps != 1 {
 		t.Fatalf("result %+v, %v", res, err)

@@ -309,19 +309,6 @@ func (k retryKV) holds(ctx context.Context, key string, value []byte) (uint64, b
 	return e.Revision(), true
 }
 
-// Pause waits d, or until ctx ends (then it returns ctx's cause): the
-// pause between two tries of a conflicting write.
-func Pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // Watch's attempts fail with these: errWatchStalled when the watch
 // stopped delivering (an ordered consumer whose server went away can be
 // silent rather than fail) and errWatchEnded when it was closed, both

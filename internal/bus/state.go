@@ -158,7 +158,7 @@ func (s *TurnState) create(ctx context.Context, key string, value []byte) (jetst
 		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
 			return nil, err
 		}
-		if err := Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+		if err := protocol.Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

@@ -142,7 +142,7 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 		}
 		// A short random pause lets the other writer's update become
 		// visible (reads may be served by a replica that is behind).
-		if err := bus.Pause(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
+		if err := protocol.Pause(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
 			return nil, err
 		}
 	}

@@ -333,7 +333,7 @@ func (s *Service) readEnded(ctx context.Context, workflowID, taskID string, comm
 		if attempt == 5 {
 			return nil, fmt.Errorf("task %s of workflow %s was committed but reads as %s", taskID, workflowID, t.Status)
 		}
-		if err := bus.Pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+		if err := protocol.Pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

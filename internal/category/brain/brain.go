@@ -451,14 +451,14 @@ func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tool.Result, 
 		return tool.Result{}, tool.Errorf(tool.InvalidArguments, "Nothing was written: %v.", err)
 	}
 	key := Key(call.AgentID, title)
-	ref := &Ref{TurnID: call.TurnID, Step: call.Step, CallID: call.CallID}
+	ref := call.Ref()
 	for attempt := 0; ; attempt++ {
 		now := time.Now().UTC()
 		old, rev, err := b.load(ctx, call.AgentID, title)
 		if err != nil {
 			return tool.Result{}, err
 		}
-		page := &Page{Title: title, Body: p.Content, CreatedAt: now, UpdatedAt: now, UpdatedBy: ref}
+		page := &Page{Title: title, Body: p.Content, CreatedAt: now, UpdatedAt: now, UpdatedBy: &ref}
 		if old != nil {
 			page.CreatedAt = old.CreatedAt
 			if p.Mode == "append" && old.Body != "" {

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Limits of titles and lines.
@@ -25,14 +27,7 @@ type Page struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// UpdatedBy is the call that wrote the page last.
-	UpdatedBy *Ref `json:"updated_by,omitempty"`
-}
-
-// Ref names a call.
-type Ref struct {
-	TurnID string `json:"turn_id"`
-	Step   int64  `json:"step"`
-	CallID string `json:"call_id"`
+	UpdatedBy *protocol.CallRef `json:"updated_by,omitempty"`
 }
 
 // Key is the BRAIN key of an agent's page.

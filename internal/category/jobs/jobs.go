@@ -258,7 +258,7 @@ func (s *Service) start(ctx context.Context, p StartParams) (tool.Result, error)
 	now := time.Now().UTC()
 	j := &Job{
 		JobID: newJobID(now), AgentID: call.AgentID, Title: strings.TrimSpace(p.Title), Instructions: p.Instructions, Status: StatusQueued,
-		CreatedBy: Ref{TurnID: call.TurnID, Step: call.Step, CallID: call.CallID}, CreatedAt: now, UpdatedAt: now,
+		CreatedBy: call.Ref(), CreatedAt: now, UpdatedAt: now,
 	}
 	data, err := json.Marshal(j)
 	if err != nil {

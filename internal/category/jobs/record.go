@@ -41,20 +41,13 @@ type Job struct {
 	// reported cancelled itself.
 	CancelReason string `json:"cancel_reason,omitempty"`
 	// ReportSeq is the highest report seq applied.
-	ReportSeq int64      `json:"report_seq,omitempty"`
-	CreatedBy Ref        `json:"created_by"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	ReportSeq int64            `json:"report_seq,omitempty"`
+	CreatedBy protocol.CallRef `json:"created_by"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	EndedAt   *time.Time       `json:"ended_at,omitempty"`
 
 	revision uint64
-}
-
-// Ref names the call that started a job.
-type Ref struct {
-	TurnID string `json:"turn_id"`
-	Step   int64  `json:"step"`
-	CallID string `json:"call_id"`
 }
 
 // Progress is how far a running job is.

@@ -152,18 +152,11 @@ type Schedule struct {
 	Instructions string `json:"instructions"`
 	// Kind is at, every or cron; Expression the time (UTC), interval or
 	// cron expression; TimeZone the cron's zone (empty: UTC).
-	Kind       string    `json:"kind"`
-	Expression string    `json:"expression"`
-	TimeZone   string    `json:"time_zone,omitempty"`
-	CreatedBy  Ref       `json:"created_by"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-// Ref names the call that created a schedule.
-type Ref struct {
-	TurnID string `json:"turn_id"`
-	Step   int64  `json:"step"`
-	CallID string `json:"call_id"`
+	Kind       string           `json:"kind"`
+	Expression string           `json:"expression"`
+	TimeZone   string           `json:"time_zone,omitempty"`
+	CreatedBy  protocol.CallRef `json:"created_by"`
+	CreatedAt  time.Time        `json:"created_at"`
 }
 
 // CreateParams are create_schedule's parameters.
@@ -257,7 +250,7 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, erro
 	sc := Schedule{
 		ScheduleID: newScheduleID(now), AgentID: call.AgentID, Name: strings.TrimSpace(p.Name), Instructions: p.Instructions,
 		Kind: plan.Kind, Expression: plan.Expression, TimeZone: plan.TimeZone,
-		CreatedBy: Ref{TurnID: call.TurnID, Step: call.Step, CallID: call.CallID}, CreatedAt: now,
+		CreatedBy: call.Ref(), CreatedAt: now,
 	}
 	data, err := json.Marshal(sc)
 	if err != nil {

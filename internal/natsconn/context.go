@@ -1,4 +1,4 @@
-package worker
+package natsconn
 
 import (
 	"encoding/json"
@@ -7,14 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nats-io/nats.go"
 )
 
-// natsContext is the part of a NATS CLI context (`nats context save`) the
-// worker uses: ADR-21 documents the file, ~/.config/nats/context/<name>.json.
+// Context is the part of a NATS CLI context (`nats context save`) the
+// worker and the console use: ADR-21 documents the file, ~/.config/nats/context/<name>.json.
 // It is read here rather than with jsm.go's natscontext, which would bring
 // the JetStream management library and nats-server's certificate store
-// into the worker for a dozen JSON fields.
-type natsContext struct {
+// into the programs for a dozen JSON fields.
+type Context struct {
 	URL      string `json:"url"`
 	Token    string `json:"token"`
 	User     string `json:"user"`
@@ -25,7 +27,7 @@ type natsContext struct {
 	Key      string `json:"key"`
 	CA       string `json:"ca"`
 	TLSFirst bool   `json:"tls_first"`
-	// What the worker cannot honour: a context that sets any of these is
+	// What cannot be honoured here: a context that sets any of these is
 	// refused rather than half used.
 	NSC         string `json:"nsc"`
 	UserJWT     string `json:"user_jwt"`
@@ -48,10 +50,10 @@ func natsConfigDir() (string, error) {
 	return filepath.Join(home, ".config", "nats"), nil
 }
 
-// loadNATSContext reads the context name (a name in the CLI's context
+// LoadContext reads the context name (a name in the CLI's context
 // directory, or the path of a .json file, as the CLI accepts) and returns
 // it with the file it came from.
-func loadNATSContext(name string) (*natsContext, string, error) {
+func LoadContext(name string) (*Context, string, error) {
 	path := name
 	if !strings.HasSuffix(name, ".json") || !strings.ContainsRune(name, os.PathSeparator) {
 		if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
@@ -70,7 +72,7 @@ func loadNATSContext(name string) (*natsContext, string, error) {
 	if err != nil {
 		return nil, path, err
 	}
-	var c natsContext
+	var c Context
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, path, fmt.Errorf("NATS context %s: %w", path, err)
 	}
@@ -82,7 +84,7 @@ func loadNATSContext(name string) (*natsContext, string, error) {
 		}
 	}
 	if len(unsupported) > 0 {
-		return nil, path, fmt.Errorf("NATS context %s sets %s, which the worker does not support", path, strings.Join(unsupported, ", "))
+		return nil, path, fmt.Errorf("NATS context %s sets %s, which is not supported", path, strings.Join(unsupported, ", "))
 	}
 	for _, p := range []*string{&c.Creds, &c.NKey, &c.Cert, &c.Key, &c.CA} {
 		*p = expandHome(*p)
@@ -99,4 +101,44 @@ func expandHome(p string) string {
 		}
 	}
 	return p
+}
+
+// Auth are the credentials and TLS files of a connection, as the
+// --user, --password, --token, --nkey, --creds and --tls-* flags give
+// them; TLSFirst is a context's tls_first.
+type Auth struct {
+	User, Password, Token, NKey, Creds, TLSCert, TLSKey, TLSCA string
+	TLSFirst                                                   bool
+}
+
+// Options are the nats.go options of the set fields; a bad nkey seed
+// file is an error naming --nkey.
+func (a Auth) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if a.User != "" {
+		opts = append(opts, nats.UserInfo(a.User, a.Password))
+	}
+	if a.Token != "" {
+		opts = append(opts, nats.Token(a.Token))
+	}
+	if a.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(a.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("--nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if a.Creds != "" {
+		opts = append(opts, nats.UserCredentials(a.Creds))
+	}
+	if a.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(a.TLSCert, a.TLSKey))
+	}
+	if a.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(a.TLSCA))
+	}
+	if a.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	return opts, nil
 }
