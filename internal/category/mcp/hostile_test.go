@@ -24,7 +24,7 @@ import (
 //   - huge: a tool with a 72 KiB description (9 times the most kept)
 //     and one with a 375 KiB schema (1.5 times the most kept) on every
 //     page;
-//   - slow: small tools, each page 300 ms late.
+//   - slow: small tools, each page 100 ms late.
 func hostileServer(mode string) int {
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
@@ -62,7 +62,7 @@ func hostileServer(mode string) int {
 					map[string]any{"name": fmt.Sprintf("long%d", page), "description": strings.Repeat("describe ", 1<<13), "inputSchema": map[string]any{"type": "object"}},
 					map[string]any{"name": fmt.Sprintf("wide%d", page), "description": "Wide.", "inputSchema": map[string]any{"type": "object", "properties": props}})
 			case "slow":
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond)
 			case "flood":
 				// Before the page: notifications of every kind a client
 				// may get, and requests it never asked for.
@@ -113,7 +113,8 @@ func TestHostileListings(t *testing.T) {
 		// page (each is ~500 KiB): the same cut with a tenth of the bytes
 		// to make and parse.
 		{"huge", mcp.Options{MaxListBytes: 640 << 10}, "its tool definitions pass 655360 bytes", 5},
-		{"slow", mcp.Options{ListTimeout: 2 * time.Second}, "listing took longer than 2s", 5},
+		// 1 s: pages 100 ms apart meet it after ~10, not the first.
+		{"slow", mcp.Options{ListTimeout: time.Second}, "listing took longer than 1s", 5},
 		// Answering its requests, unread, the worker may stall on the
 		// pipe: a flood costs the flooder time, whichever bound it meets.
 		{"flood", mcp.Options{MaxListPages: 3}, "", 5},
