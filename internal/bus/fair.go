@@ -153,6 +153,10 @@ type Fair struct {
 	// Discover is how often the backlog's keys are listed, to find keys
 	// other workers spilled (250 ms).
 	Discover time.Duration
+	// Pull is how many steps the intake asks the server for at once
+	// (DefaultPull): its pull requests carry the burst, so fewer and
+	// larger ones cost less per step.
+	Pull int
 	// Stage, when set, is told when a step of the work stream reaches each
 	// stage here: StageTaken (delivered to the intake), StageStarted (given
 	// a slot) and StageHandled (its handler returned: its events are
@@ -238,6 +242,9 @@ const (
 	StageHandled = "handled"
 )
 
+// DefaultPull is Fair.Pull's default.
+const DefaultPull = 512
+
 // claimWait is how long a claimed slot waits for its key's next step.
 const claimWait = 100 * time.Millisecond
 
@@ -308,6 +315,9 @@ func (f *Fair) Run(ctx context.Context) error {
 	}
 	if f.HoldSteps <= 0 {
 		f.HoldSteps = 128 * n
+	}
+	if f.Pull <= 0 {
+		f.Pull = DefaultPull
 	}
 	if f.HoldBytes <= 0 {
 		f.HoldBytes = 64 << 20
@@ -404,7 +414,7 @@ func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.Wai
 	// Consume rather than Messages: the iterator's Next arms and stops a
 	// heartbeat timer per step, the callback only resets one.
 	cc, err := cons.Consume(func(msg jetstream.Msg) { f.take(ctx, msg, bg) },
-		jetstream.PullMaxMessages(512), jetstream.PullHeartbeat(5*time.Second),
+		jetstream.PullMaxMessages(f.Pull), jetstream.PullHeartbeat(5*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if ctx.Err() == nil {
 				log.Warn("pulling steps", "stream", f.Stream, "err", err)

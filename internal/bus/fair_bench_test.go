@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,27 +17,70 @@ import (
 // until its handler starts, over b.N, is the intake's cost per burst step
 // (reported also as steps/s).
 func BenchmarkFairIntake(b *testing.B) {
-	r := newFairRig(b, 1)
-	publishBurst(b, r)
-	release := make(chan struct{})
-	quiet := make(chan struct{}, 1)
-	f := r.fair(r.js, 256, 0, func(subject string) error {
-		if subject == protocol.Subject(protocol.PrefixCall, "quiet", "quiet-0") {
-			quiet <- struct{}{}
-			return nil
-		}
-		<-release
-		return nil
-	})
-	f.Grace = time.Second
-	b.ResetTimer()
-	stop := r.run(f)
-	r.publish("quiet", "", 0, 1)
-	<-quiet
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
-	close(release)
-	stop()
+	for _, pull := range []int{512, 2048, 8192} {
+		b.Run("pull="+strconv.Itoa(pull), func(b *testing.B) {
+			r := newFairRig(b, 1)
+			publishBurst(b, r)
+			release := make(chan struct{})
+			quiet := make(chan struct{}, 1)
+			f := r.fair(r.js, 256, 0, func(subject string) error {
+				if subject == protocol.Subject(protocol.PrefixCall, "quiet", "quiet-0") {
+					quiet <- struct{}{}
+					return nil
+				}
+				<-release
+				return nil
+			})
+			f.Grace, f.Pull = time.Second, pull
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			stop := r.run(f)
+			r.publish("quiet", "", 0, 1)
+			<-quiet
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/step")
+			close(release)
+			stop()
+		})
+	}
+}
+
+// BenchmarkFairIntakeLive is BenchmarkFairIntake with the burst
+// published while the intake runs, as in a real burst (the server stores
+// and delivers at once), for each size of the intake's pulls; then one step
+// of another key. It reports the burst's steps/s to that step's start and
+// the process's CPU per burst step (server, publisher and intake together:
+// the figure to read on a loaded machine).
+func BenchmarkFairIntakeLive(b *testing.B) {
+	for _, pull := range []int{512, 2048, 8192} {
+		b.Run("pull="+strconv.Itoa(pull), func(b *testing.B) {
+			r := newFairRig(b, 1)
+			release := make(chan struct{})
+			quiet := make(chan struct{}, 1)
+			f := r.fair(r.js, 256, 0, func(subject string) error {
+				if subject == protocol.Subject(protocol.PrefixCall, "quiet", "quiet-0") {
+					quiet <- struct{}{}
+					return nil
+				}
+				<-release
+				return nil
+			})
+			f.Grace, f.Pull = time.Second, pull
+			stop := r.run(f)
+			time.Sleep(100 * time.Millisecond) // the intake's first pull is out
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			publishBurst(b, r)
+			r.publish("quiet", "", 0, 1)
+			<-quiet
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/step")
+			close(release)
+			stop()
+		})
+	}
 }
 
 // BenchmarkPullFloor is BenchmarkFairIntake's floor: the same burst
