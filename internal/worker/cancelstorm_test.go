@@ -93,10 +93,8 @@ func checkNothingDropped(t *testing.T, s *natstest.Server, errs *asyncErrors) {
 // their marks are written off the subscription. The latency from the
 // real cancel's publish to its call.output is logged, not asserted.
 func TestCancelStormDoesNotDelayARunningCall(t *testing.T) {
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait (leases, timers, TestClusterFaults)
-	// rather than before all of them; no deadline of it is near.
-	t.Parallel()
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	errs := startWorkerWatched(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -162,10 +160,8 @@ func TestCancelStormDoesNotDelayARunningCall(t *testing.T) {
 // none stays pending, nothing is dropped, and the reason the model reads
 // is clipped.
 func TestCancelStormOfPendingSteps(t *testing.T) {
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait (leases, timers, TestClusterFaults)
-	// rather than before all of them; no deadline of it is near.
-	t.Parallel()
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	markDir := t.TempDir()
 	cfg := testConfig()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,34 +41,12 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
 		go builtWorker.once.Do(build)
 	}
-	widenParallel()
 	code := m.Run()
 	builtWorker.once.Do(func() {}) // waits for a build under way
 	if builtWorker.dir != "" {
 		_ = os.RemoveAll(builtWorker.dir)
 	}
 	os.Exit(code)
-}
-
-// testParallel is how many parallel tests run at once unless -parallel
-// is given. Most of this package's tests mostly wait (ack waits, approval
-// timers, grace, worker processes, a cluster's restarts): with the
-// default, GOMAXPROCS (2 in CI), TestClusterFaults takes one of two slots
-// for its whole run and every other parallel test queues for the second
-// while the cores are idle. The few tests that keep a core busy are not
-// made faster by this, and no test asserts wall time.
-const testParallel = 6
-
-// widenParallel sets -test.parallel to testParallel when it was not given
-// and is smaller.
-func widenParallel() {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if f := flag.Lookup("test.parallel"); f != nil && !given {
-		if n, err := strconv.Atoi(f.Value.String()); err == nil && n < testParallel {
-			_ = f.Value.Set(strconv.Itoa(testParallel))
-		}
-	}
 }
 
 // buildWorker builds the worker binary once per test binary run.
@@ -311,12 +288,11 @@ func countStepDone(t *testing.T, js jetstream.JetStream, filter string) map[stri
 // a thousand steps are in flight: every step gets exactly one
 // step.done, none is lost and none doubled.
 func TestServerRestartUnderLoad(t *testing.T) {
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	if testing.Short() {
 		t.Skip("load test")
 	}
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait rather than before all of them.
-	t.Parallel()
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 10

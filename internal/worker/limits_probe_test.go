@@ -69,10 +69,8 @@ func checkEvent(t *testing.T, ev event, limit int) {
 }
 
 func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait (leases, timers, TestClusterFaults)
-	// rather than before all of them; no deadline of it is near.
-	t.Parallel()
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), uniCreator())
 	g := newGateway(t, s)
@@ -115,10 +113,8 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 }
 
 func TestProbeLongCallIDs(t *testing.T) {
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait (leases, timers, TestClusterFaults)
-	// rather than before all of them; no deadline of it is near.
-	t.Parallel()
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)

@@ -137,10 +137,8 @@ func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
 }
 
 func TestThousandsOfCallsToAnUnknownTool(t *testing.T) {
-	// It keeps a core busy for many seconds: parallel, so that it runs
-	// beside the tests that mostly wait (leases, timers, TestClusterFaults)
-	// rather than before all of them; no deadline of it is near.
-	t.Parallel()
+	// Not parallel: it keeps the cores busy for many seconds, and
+	// beside another test it could miss its deadline on a loaded machine.
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
