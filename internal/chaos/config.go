@@ -96,6 +96,12 @@ type Config struct {
 	// evenly over the publishing of Steps: fault i of n is injected once
 	// (i+1)/(n+1) of the steps are published.
 	FaultEvery time.Duration
+	// HoldForFaults, with FaultEvery zero, makes the publishing wait at
+	// each fault's share of the steps until that fault has begun: every
+	// fault then begins while main-turn steps are still being published
+	// however long the faults before it took, without a Rate slow enough
+	// to cover the slowest machine (the tests use it; cmd/chaos does not).
+	HoldForFaults bool
 	// Downtime is how long a stopped node stays down (2 s).
 	Downtime time.Duration
 	// HealthTimeout bounds the wait for the cluster to be healthy again

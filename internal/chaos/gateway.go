@@ -91,6 +91,8 @@ type gateway struct {
 	outputs, events jetstream.ConsumeContext
 	consumersMu     sync.Mutex
 	pubCount        atomic.Int64 // main steps published, for the fault plan
+	faultsBegun     atomic.Int64 // faults begun, for HoldForFaults
+	faultsOver      atomic.Bool  // no fault will begin any more
 }
 
 func newGateway(cfg Config, nc *nats.Conn, js jetstream.JetStream) *gateway {
@@ -247,6 +249,9 @@ func (g *gateway) publishMain(ctx context.Context) error {
 				}
 			}
 		}
+		if err := g.holdForFault(ctx, i); err != nil {
+			return err
+		}
 		select {
 		case g.slots <- struct{}{}:
 		case <-ctx.Done():
@@ -257,6 +262,31 @@ func (g *gateway) publishMain(ctx context.Context) error {
 			return err
 		}
 		g.pubCount.Add(1)
+	}
+}
+
+// faultShare is the number of main-turn steps published before fault i
+// of a plan spread over Steps begins.
+func faultShare(cfg Config, i int) int {
+	return (i + 1) * cfg.Steps / (len(cfg.Faults) + 1)
+}
+
+// holdForFault, with HoldForFaults, waits before main-turn step i while a
+// fault whose share is i or less has not begun yet.
+func (g *gateway) holdForFault(ctx context.Context, i int) error {
+	if !g.cfg.HoldForFaults || g.cfg.FaultEvery > 0 || g.cfg.Steps <= 0 {
+		return nil
+	}
+	for {
+		k := int(g.faultsBegun.Load())
+		if k >= len(g.cfg.Faults) || i < faultShare(g.cfg, k) || g.faultsOver.Load() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

@@ -149,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // or, with FaultEvery zero, each fault once its share of the steps is
 // published (all of them, even if the publishing ends first).
 func injectFaults(ctx context.Context, cfg Config, g *gateway, in *injector, count func(Fault)) error {
+	defer g.faultsOver.Store(true)
 	if len(cfg.Faults) == 0 {
 		return nil
 	}
@@ -170,7 +171,7 @@ func injectFaults(ctx context.Context, cfg Config, g *gateway, in *injector, cou
 			if i >= len(cfg.Faults) {
 				return nil
 			}
-			at := int64((i + 1) * cfg.Steps / (len(cfg.Faults) + 1))
+			at := int64(faultShare(cfg, i))
 			for g.pubCount.Load() < at && publishing() {
 				select {
 				case <-ctx.Done():
@@ -181,6 +182,7 @@ func injectFaults(ctx context.Context, cfg Config, g *gateway, in *injector, cou
 		}
 		s := g.snapshot()
 		start := time.Now()
+		g.faultsBegun.Add(1)
 		what, err := in.inject(ctx, f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)

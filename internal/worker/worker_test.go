@@ -42,7 +42,7 @@ func (l *orderLog) index(s string) int {
 
 type probeParams struct {
 	Label string `json:"label"`
-	MS    int    `json:"ms,omitempty" jsonschema:"minimum=0,maximum=5000"`
+	MS    int    `json:"ms,omitempty" jsonschema:"minimum=0,maximum=20000"`
 }
 
 // probeCreator offers par (parallel, read-only) and seq (sequential)
@@ -131,17 +131,24 @@ func TestStepMixedParallelAndSequential(t *testing.T) {
 
 // A call that runs for several ack waits keeps its step's lease: the step
 // is not delivered again while it runs.
+//
+// The lease is renewed every third of the ack wait, so what a renewal may
+// be late by before the server redelivers is two thirds of it: with a
+// 1–2 s ack wait that is under 1.4 s, which a timer or the step's handling
+// on a loaded 2-core machine under -race has exceeded (a redelivery, the
+// test failed). With 4 s, a renewal may be 2.7 s late; the call outlives
+// two and a half ack waits. It mostly sleeps, beside the other tests.
 func TestLongCallKeepsItsLease(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
 	cfg := testConfig()
-	cfg.Topology.AckWait = time.Second
+	cfg.Topology.AckWait = 4 * time.Second
 	startWorker(t, s, cfg, probeCreator(&log, &runs))
 	g := newGateway(t, s)
 	ev := g.watch("a1", "t1")
-	g.sendStep("a1", "t1", 0, fc("c1", "par", `{"label":"long","ms":3500}`))
+	g.sendStep("a1", "t1", 0, fc("c1", "par", `{"label":"long","ms":10000}`))
 	outputs, _ := ev.untilDone()
 	if outputs["c1"].Status != "ok" {
 		t.Fatalf("c1: %s", outputs["c1"].Raw)

@@ -101,6 +101,10 @@ func WaitForService(t testing.TB, nc *nats.Conn) {
 		if _, err := nc.Request(protocol.SubjectTools, req, 2*time.Second); err == nil {
 			return
 		}
+		// No responders comes back at once: without a pause this loop
+		// spins a core (beside the worker it waits for) until the service
+		// is up.
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("worker never answered a catalog request")
 }
