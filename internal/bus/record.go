@@ -1,6 +1,10 @@
 package bus
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/agentbull/toolruntime/protocol"
+)
 
 // encode writes rec as json.Marshal does, byte for byte, at about half
 // its cost: json.Marshal validates and compacts again what the outcome's
@@ -48,4 +52,19 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// encodeActivity writes a as json.Marshal does, byte for byte: every
+// call publishes two (started, completed), and json.Marshal's reflection
+// was most of their cost. Progress events go through json.Marshal.
+func encodeActivity(a protocol.Activity) ([]byte, error) {
+	if a.Progress != nil {
+		return json.Marshal(a)
+	}
+	b := make([]byte, 0, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
+	b = appendString(append(b, `{"call_id":`...), a.CallID)
+	b = appendString(append(b, `,"name":`...), a.Name)
+	b = appendString(append(b, `,"state":`...), a.State)
+	b = appendString(append(b, `,"label":`...), a.Label)
+	return append(b, '}'), nil
 }
