@@ -49,7 +49,7 @@ func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 // Activity publishes a progress event on core NATS; losing one is
 // harmless. A label too large for the connection is clipped.
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
-	data, err := json.Marshal(a)
+	data, err := encodeActivity(a)
 	if err != nil {
 		return
 	}

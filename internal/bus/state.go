@@ -65,7 +65,7 @@ const claimAttempts = 5
 
 func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	claim, _ := json.Marshal(callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest})
+	claim, _ := (&callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest}).encode()
 	e, err := s.create(ctx, key, claim)
 	if err != nil || e == nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *TurnState) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcom
 
 func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	data, err := json.Marshal(callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest})
+	data, err := (&callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func readRecord(key string, e jetstream.KeyValueEntry) (*callRecord, error) {
 // Store implements turn.Journal.
 func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
-	data, err := json.Marshal(callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest})
+	data, err := (&callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
 		return err
 	}
