@@ -290,15 +290,21 @@ func DirectFor[T any](p *Params) func(args string, dst *T) bool {
 		return nil
 	}
 	return func(args string, dst *T) bool {
-		c := scanner{s: args}
+		// Pooled: handed to the parsers through a func value, a scanner
+		// on the stack would escape, one allocation per call.
+		c := scanners.Get().(*scanner)
+		c.s, c.i = args, 0
 		c.space()
-		if !fn(&c, reflect.ValueOf(dst).Elem(), 0) {
-			return false
-		}
+		ok := fn(c, reflect.ValueOf(dst).Elem(), 0)
 		c.space()
-		return c.i == len(c.s)
+		ok = ok && c.i == len(c.s)
+		c.s = ""
+		scanners.Put(c)
+		return ok
 	}
 }
+
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
 // scanner reads JSON text for a direct parser.
 type scanner struct {

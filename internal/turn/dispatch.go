@@ -131,6 +131,10 @@ type pending struct {
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
 	progress progressState // the call's reporter, when the observer publishes progress
+	// item holds a short output item (an error's, a status line's): no
+	// allocation of its own. Its size is a trade: bytes in every call's
+	// state against an allocation for the outputs that fit.
+	item [160]byte
 }
 
 // Run dispatches one step: every call is resolved and validated, then
