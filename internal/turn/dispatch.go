@@ -123,7 +123,7 @@ type pending struct {
 	set     *Set
 	turnCtx context.Context
 	ctx     callContext
-	cancel  context.CancelCauseFunc
+	cancel  lazyCancel // ctx's cancellation
 	began   time.Time
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
@@ -395,10 +395,9 @@ func (p *pending) invoke() {
 	// when the deadline passes it cancels the call (cause errCallTimeout)
 	// and starts the watchdog. The context still reports the deadline
 	// (callContext).
-	ctx, cancel := context.WithCancelCause(parent)
-	p.cancel = cancel
+	p.cancel.parent = parent
 	p.began = time.Now()
-	p.ctx.Context = ctx
+	p.ctx.Context = &p.cancel
 	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
 	p.withProgress()
@@ -427,7 +426,7 @@ func (p *pending) finish(res tool.Result, err error) {
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)
 	p.g.release()
-	p.cancel(nil)
+	p.cancel.with(nil)
 }
 
 // invalidArguments is the *tool.Error of a call whose arguments Prepare
