@@ -118,6 +118,9 @@ type Tool struct {
 	params     *schema.Params
 	definition json.RawMessage
 	bind       func(v schema.Value) (*Args, error)
+	// direct, when set, parses the common case (plain JSON, valid)
+	// straight into the parameters; nil means Parse's general path.
+	direct func(arguments string) *Args
 }
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
@@ -209,6 +212,19 @@ func New[P any](d Def[P]) (*Tool, error) {
 		}
 		return &c.args, nil
 	}
+	if directP := schema.DirectFor[P](params); directP != nil {
+		t.direct = func(arguments string) *Args {
+			c := &typedCall[P]{def: def}
+			if !directP(arguments, &c.p) {
+				return nil
+			}
+			c.args = Args{call: c}
+			if d.Activity != nil {
+				c.args.Activity = d.Activity(c.p)
+			}
+			return &c.args
+		}
+	}
 	return t, nil
 }
 
@@ -292,6 +308,11 @@ func (c *typedCall[P]) completed(r Result) (string, bool) {
 // InvalidArguments when the validated value does not decode into P.
 // Package tooltest runs whole calls.
 func (t *Tool) Parse(arguments string, repairLimit int) (a *Args, repairs []string, err error) {
+	if t.direct != nil {
+		if a := t.direct(arguments); a != nil {
+			return a, nil, nil
+		}
+	}
 	v, repairs, err := t.parse(arguments, repairLimit)
 	if err != nil {
 		return nil, repairs, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbull/toolruntime/tool"
@@ -115,7 +116,7 @@ const returnGrace = time.Second
 // expire ends the call's time: its context is cancelled with the timeout
 // cause, and the watchdog gives the tool returnGrace to return.
 func (p *pending) expire() {
-	p.cancel(errCallTimeout)
+	p.cancel.with(errCallTimeout)
 	p.watchdog()
 }
 
@@ -130,6 +131,68 @@ func (p *pending) watchdog() {
 	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
 		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.ctx))
 	p.finish(tool.Result{}, p.ctx.Err())
+}
+
+// lazyCancel is the cancellation of a call's context, made only when
+// something looks at it: a context.WithCancelCause per call was two
+// allocations and a tenth of a no-op call's cost, for the many tools that
+// never read their context. Until it is made, a cancel is only recorded
+// (the context is made cancelled with that cause), and values other than
+// the context package's own (an *int key) come from the parent, as they
+// would through the made context. Made, it is that context: Done, Err,
+// Cause, and the children a tool derives from it (context.WithCancel
+// finds it as their parent, no goroutine needed) behave as before.
+type lazyCancel struct {
+	parent context.Context
+	made   atomic.Bool // inner and cancel are set, and never change again
+	mu     sync.Mutex
+	inner  context.Context
+	cancel context.CancelCauseFunc
+	cause  error // a cancel before inner was made
+}
+
+func (c *lazyCancel) ctx() context.Context {
+	if c.made.Load() {
+		return c.inner
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.made.Load() {
+		c.inner, c.cancel = context.WithCancelCause(c.parent)
+		if c.cause != nil {
+			c.cancel(c.cause)
+		}
+		c.made.Store(true)
+	}
+	return c.inner
+}
+
+// with cancels the context with cause (nil: context.Canceled); the first
+// cause stays.
+func (c *lazyCancel) with(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.made.Load() {
+		c.cancel(cause)
+		return
+	}
+	if c.cause == nil {
+		if cause == nil {
+			cause = context.Canceled
+		}
+		c.cause = cause
+	}
+}
+
+func (c *lazyCancel) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *lazyCancel) Done() <-chan struct{}       { return c.ctx().Done() }
+func (c *lazyCancel) Err() error                  { return c.ctx().Err() }
+
+func (c *lazyCancel) Value(key any) any {
+	if _, own := key.(*int); own { // the context package's cancelCtxKey
+		return c.ctx().Value(key)
+	}
+	return c.parent.Value(key)
 }
 
 // callContext is a call's context: cancelled by the call's own timer or

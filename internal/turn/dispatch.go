@@ -123,7 +123,7 @@ type pending struct {
 	set     *Set
 	turnCtx context.Context
 	ctx     callContext
-	cancel  context.CancelCauseFunc
+	cancel  lazyCancel // ctx's cancellation
 	began   time.Time
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
@@ -131,6 +131,10 @@ type pending struct {
 	expired  bool // guarded by the step's inflight.mu
 	out      Outcome
 	progress progressState // the call's reporter, when the observer publishes progress
+	// item holds a short output item (an error's, a status line's): no
+	// allocation of its own. Its size is a trade: bytes in every call's
+	// state against an allocation for the outputs that fit.
+	item [160]byte
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -391,10 +395,9 @@ func (p *pending) invoke() {
 	// when the deadline passes it cancels the call (cause errCallTimeout)
 	// and starts the watchdog. The context still reports the deadline
 	// (callContext).
-	ctx, cancel := context.WithCancelCause(parent)
-	p.cancel = cancel
+	p.cancel.parent = parent
 	p.began = time.Now()
-	p.ctx.Context = ctx
+	p.ctx.Context = &p.cancel
 	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
 	p.ctx.deadline = p.began.Add(p.timeout)
 	p.withProgress()
@@ -423,7 +426,7 @@ func (p *pending) finish(res tool.Result, err error) {
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)
 	p.g.release()
-	p.cancel(nil)
+	p.cancel.with(nil)
 }
 
 // invalidArguments is the *tool.Error of a call whose arguments Prepare

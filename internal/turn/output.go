@@ -70,7 +70,14 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
+	if len(res.Media) == 0 && len(p.call.CallID)+len(res.Content) <= len(p.item)-len(`{"type":"function_call_output","call_id":"","output":""}`) {
+		// A short output goes in the call's own storage (the capacity is
+		// capped, so that nothing appends into it); an escape that makes
+		// it longer only costs the allocation saved.
+		o.Item = appendFunctionOutput(p.item[:0:len(p.item)], p.call.CallID, res.Content)
+	} else {
+		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
+	}
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -151,7 +158,11 @@ func (d *Dispatcher) mediaBudget() int {
 // the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
 // encoding/json's bytes.
 func functionOutput(callID, text string) json.RawMessage {
-	b := make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8)
+	return appendFunctionOutput(make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8), callID, text)
+}
+
+// appendFunctionOutput is functionOutput appended to b.
+func appendFunctionOutput(b []byte, callID, text string) json.RawMessage {
 	b = append(b, `{"type":"function_call_output","call_id":`...)
 	b = appendJSONString(b, callID)
 	b = append(b, `,"output":`...)
