@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -105,7 +106,7 @@ func Tools(cfg Config) []*tool.Tool {
 				if err != nil {
 					return tool.Result{}, err
 				}
-				if err := wait(ctx, p.MS); err != nil {
+				if err := protocol.Pause(ctx, time.Duration(p.MS)*time.Millisecond); err != nil {
 					return tool.Result{}, err
 				}
 				return tool.Result{Content: "marked " + p.Label}, nil
@@ -120,23 +121,12 @@ func Creator(cfg Config) turn.Creator {
 	return turn.Offer("", Binding, Tools(cfg)...)
 }
 
-func wait(ctx context.Context, ms int) error {
-	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // sleep waits ms milliseconds, reporting the milliseconds waited so far
 // every interval: "Waited 1200 of 5000 ms".
 func sleep(ctx context.Context, ms int, every time.Duration) error {
 	total := time.Duration(ms) * time.Millisecond
 	if every >= total {
-		return wait(ctx, ms)
+		return protocol.Pause(ctx, time.Duration(ms)*time.Millisecond)
 	}
 	start := time.Now()
 	end := time.NewTimer(total)
