@@ -16,35 +16,7 @@ import (
 // the key may take), then one step of another key is published; the time
 // until its handler starts, over b.N, is the intake's cost per burst step
 // (reported also as steps/s).
-func BenchmarkFairIntake(b *testing.B) {
-	for _, pull := range []int{512, 2048, 8192} {
-		b.Run("pull="+strconv.Itoa(pull), func(b *testing.B) {
-			r := newFairRig(b, 1)
-			publishBurst(b, r)
-			release := make(chan struct{})
-			quiet := make(chan struct{}, 1)
-			f := r.fair(r.js, 256, 0, func(subject string) error {
-				if subject == protocol.Subject(protocol.PrefixCall, "quiet", "quiet-0") {
-					quiet <- struct{}{}
-					return nil
-				}
-				<-release
-				return nil
-			})
-			f.Grace, f.Pull = time.Second, pull
-			cpu0 := cpuTime()
-			b.ResetTimer()
-			stop := r.run(f)
-			r.publish("quiet", "", 0, 1)
-			<-quiet
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/step")
-			close(release)
-			stop()
-		})
-	}
-}
+func BenchmarkFairIntake(b *testing.B) { benchIntake(b, false) }
 
 // BenchmarkFairIntakeLive is BenchmarkFairIntake with the burst
 // published while the intake runs, as in a real burst (the server stores
@@ -52,10 +24,17 @@ func BenchmarkFairIntake(b *testing.B) {
 // of another key. It reports the burst's steps/s to that step's start and
 // the process's CPU per burst step (server, publisher and intake together:
 // the figure to read on a loaded machine).
-func BenchmarkFairIntakeLive(b *testing.B) {
+func BenchmarkFairIntakeLive(b *testing.B) { benchIntake(b, true) }
+
+// benchIntake runs the intake benchmarks for each size of the intake's
+// pulls, the burst published before the intake starts or while it runs.
+func benchIntake(b *testing.B, live bool) {
 	for _, pull := range []int{512, 2048, 8192} {
 		b.Run("pull="+strconv.Itoa(pull), func(b *testing.B) {
 			r := newFairRig(b, 1)
+			if !live {
+				publishBurst(b, r)
+			}
 			release := make(chan struct{})
 			quiet := make(chan struct{}, 1)
 			f := r.fair(r.js, 256, 0, func(subject string) error {
@@ -67,11 +46,18 @@ func BenchmarkFairIntakeLive(b *testing.B) {
 				return nil
 			})
 			f.Grace, f.Pull = time.Second, pull
-			stop := r.run(f)
-			time.Sleep(100 * time.Millisecond) // the intake's first pull is out
+			var stop func()
+			if live {
+				stop = r.run(f)
+				time.Sleep(100 * time.Millisecond) // the intake's first pull is out
+			}
 			cpu0 := cpuTime()
 			b.ResetTimer()
-			publishBurst(b, r)
+			if live {
+				publishBurst(b, r)
+			} else {
+				stop = r.run(f)
+			}
 			r.publish("quiet", "", 0, 1)
 			<-quiet
 			b.StopTimer()
