@@ -158,9 +158,14 @@ func (c *lazyCancel) ctx() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.made.Load() {
-		c.inner, c.cancel = context.WithCancelCause(c.parent)
 		if c.cause != nil {
+			// Cancelled before it was made: with the first cause, even
+			// if the parent has ended since (made from the parent, it
+			// would take the parent's cause instead).
+			c.inner, c.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
 			c.cancel(c.cause)
+		} else {
+			c.inner, c.cancel = context.WithCancelCause(c.parent)
 		}
 		c.made.Store(true)
 	}
@@ -177,7 +182,10 @@ func (c *lazyCancel) with(cause error) {
 		return
 	}
 	if c.cause == nil {
-		if cause == nil {
+		switch {
+		case c.parent.Err() != nil: // the parent ended first: its cause stays
+			cause = context.Cause(c.parent)
+		case cause == nil:
 			cause = context.Canceled
 		}
 		c.cause = cause
