@@ -220,8 +220,8 @@ func (c *Client) durableConsumer(ctx context.Context, stream, durable string, fi
 			c.log.Info("waiting for a worker to create the stream", "stream", stream)
 			logged = true
 		}
-		if err := protocol.Pause(ctx, time.Second); err != nil {
-			return nil, err
+		if protocol.Pause(ctx, time.Second) != nil {
+			return nil, ctx.Err() // the documented error, not the cause
 		}
 	}
 }
