@@ -486,6 +486,9 @@ func compileDirectStruct(n *fastNode, plan *nullPlan, t reflect.Type, seen map[r
 	if seen[t] || n.types != 0 && n.types&typeObject == 0 || n.extra != nil || n.enum != nil || n.hasConst || n.format != nil {
 		return nil
 	}
+	if !plainFields(t) {
+		return nil
+	}
 	seen[t] = true
 	defer delete(seen, t)
 	var fields []directField
@@ -813,6 +816,35 @@ func (n *fastNode) directNumber(v json.Number) bool {
 		if c := compareNumbers(v, n.max.n); c > 0 || c == 0 && n.max.exclusive {
 			return false
 		}
+	}
+	return true
+}
+
+// plainFields reports whether t's JSON keys are its own fields' names,
+// no two alike ignoring case and none embedded: encoding/json's rules
+// for those (which of two fields wins, promoted fields) are left to the
+// general path.
+func plainFields(t reflect.Type) bool {
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if f.Anonymous {
+			return false
+		}
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		for _, n := range names {
+			if strings.EqualFold(n, name) {
+				return false
+			}
+		}
+		names = append(names, name)
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -128,5 +129,35 @@ func TestDirectTakesTheCommonCase(t *testing.T) {
 	var got directTarget
 	if !DirectFor[directTarget](p)(`{"query":"hello","window":{"from":"2024-01-31"},"opt":null,"tags":null,"ptr":null}`, &got) {
 		t.Error("strict: the nulls of absent fields are not taken")
+	}
+}
+
+// Fields whose JSON names are alike ignoring case, or promoted from an
+// embedded struct, follow encoding/json's rules on which field a key
+// fills: the direct parser leaves such types to the general path.
+func TestDirectLeavesAmbiguousFields(t *testing.T) {
+	type twoNames struct {
+		Foo string
+		Bar string `json:"Foo"`
+	}
+	p, err := Compile(json.RawMessage(`{"type":"object","properties":{"Foo":{"type":"string"}}}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if DirectFor[twoNames](p) != nil {
+		t.Error("direct covers a type with a key two fields answer to")
+	}
+	type Inner struct {
+		X string `json:"x"`
+	}
+	type embeds struct {
+		Inner
+	}
+	p, err = Compile(json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if DirectFor[embeds](p) != nil {
+		t.Error("direct covers a type with a promoted field")
 	}
 }
