@@ -43,6 +43,10 @@ type quotas struct {
 	bytes, files int64 // each <= 0: that one is not bounded
 	mu           sync.Mutex
 	use          map[string]*usage // by agent id
+	// running are the followers of the commands running in each home
+	// (by agent id), each with the cancel of its command: the first
+	// walk that finds a home over stops every command that grew it.
+	running map[string]map[*follower]context.CancelCauseFunc
 	// noNotify follows commands by walks alone, without inotify (to
 	// measure what inotify adds).
 	noNotify bool
@@ -61,7 +65,7 @@ func newQuotas(bytes, files int64) *quotas {
 	if bytes <= 0 && files <= 0 {
 		return nil
 	}
-	return &quotas{bytes: bytes, files: files, use: map[string]*usage{}}
+	return &quotas{bytes: bytes, files: files, use: map[string]*usage{}, running: map[string]map[*follower]context.CancelCauseFunc{}}
 }
 
 // Usage is a home's usage as the quota counts it.
@@ -269,6 +273,10 @@ type follower struct {
 	// an event named, so that a file written again adds only its growth.
 	est   usage
 	sizes map[string]int64
+	// touched are the entries the events of one read named as created or
+	// written, each looked at once when the read's events are in: a busy
+	// writer's many writes to one file are one lstat, not one each.
+	touched map[string]bool
 	// walkNow: an event the estimate cannot follow (a directory moved,
 	// the event queue overflowed) asks for a walk.
 	walkNow bool
@@ -289,7 +297,7 @@ func (q *quotas) follow(h *home) *follower {
 	if q == nil {
 		return nil
 	}
-	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}}
+	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}, touched: map[string]bool{}}
 	// The usage the command starts from is the cached one (room, just
 	// before, made it fresh): a walk in run could come after the
 	// command's first writes on a busy host, and miss its growth.
@@ -392,11 +400,16 @@ func (w *follower) walk() *usage {
 // run follows the home until ctx ends and cancels the command (cause
 // errOverQuota) once a walk finds the home over its quota and grown since
 // the command began: a command that deletes files in a home already over
-// (rm) runs on.
+// (rm) runs on. That walk stops the home's other commands that began
+// below what it found too: each follower would find the same at its next
+// walk, and several writers on a busy host must not each wait for their
+// own follower to be run.
 func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	if w == nil {
 		return
 	}
+	w.q.register(w, cancel)
+	defer w.q.unregister(w)
 	began := time.Now()
 	w.walk()
 	cost := time.Since(began)
@@ -428,8 +441,8 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			u := w.walk()
 			last = time.Now()
 			cost = last.Sub(began)
-			if w.q.isOver(u) && (u.bytes > start.bytes || u.files > start.files || u.over && !start.over) {
-				cancel(errOverQuota)
+			if w.q.isOver(u) && grewPast(u, start) {
+				w.q.stopGrown(w.h, u)
 				return
 			}
 			continue
@@ -444,6 +457,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
+			w.flush()
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				_ = w.f.Close() // not expected; walks alone from here
 				w.f = nil
@@ -460,6 +474,46 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// grewPast says whether u, a home's usage, is more than start.
+func grewPast(u, start *usage) bool {
+	return u.bytes > start.bytes || u.files > start.files || u.over && !start.over
+}
+
+// register adds w, which follows a command stopped by cancel, to its
+// home's running followers.
+func (q *quotas) register(w *follower, cancel context.CancelCauseFunc) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := q.running[w.h.agent]
+	if m == nil {
+		m = map[*follower]context.CancelCauseFunc{}
+		q.running[w.h.agent] = m
+	}
+	m[w] = cancel
+}
+
+// unregister removes w from its home's running followers.
+func (q *quotas) unregister(w *follower) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.running[w.h.agent], w)
+	if len(q.running[w.h.agent]) == 0 {
+		delete(q.running, w.h.agent)
+	}
+}
+
+// stopGrown stops, with errOverQuota, each command running in h whose
+// home is now u (over the quota) and was less when it began.
+func (q *quotas) stopGrown(h *home, u *usage) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for f, cancel := range q.running[h.agent] {
+		if grewPast(u, &f.start) {
+			cancel(errOverQuota)
 		}
 	}
 }
@@ -499,7 +553,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 		w.est.files++
-		w.grew(rel)
+		w.touched[rel] = true
 		if isDir {
 			if mask&unix.IN_MOVED_TO != 0 {
 				w.walkNow = true
@@ -518,8 +572,16 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			}
 		}
 	case mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) != 0:
+		w.touched[rel] = true
+	}
+}
+
+// flush takes the entries the last events touched into the estimate.
+func (w *follower) flush() {
+	for rel := range w.touched {
 		w.grew(rel)
 	}
+	clear(w.touched)
 }
 
 // grew takes rel's blocks into the estimate: its growth since the last
