@@ -1,9 +1,11 @@
-package worker_test
+package main
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -32,15 +34,17 @@ import (
 // Concurrency lets it and waits at each fault's share until that fault
 // has begun, so that a slow fault on a loaded machine cannot fall behind
 // the publishing, and a fast machine does not wait out a fixed rate
-// (cmd/chaos runs longer proofs).
+// (the program runs longer proofs). It lives with the program, whose
+// package sorts early in ./...: its worker processes and three nodes run
+// beside the first packages' tests rather than at the end of the suite.
 func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster and worker processes under faults")
 	}
-	// Its worker processes mostly wait (leases, timers, restarts):
-	// it runs beside the other process tests.
-	t.Parallel()
-	bin := buildWorker(t)
+	bin := filepath.Join(t.TempDir(), "worker")
+	if out, err := exec.Command("go", "build", "-o", bin, "../worker").CombinedOutput(); err != nil {
+		t.Fatalf("building the worker: %v\n%s", err, out)
+	}
 	c := natstest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
