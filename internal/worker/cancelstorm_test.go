@@ -93,8 +93,7 @@ func checkNothingDropped(t *testing.T, s *natstest.Server, errs *asyncErrors) {
 // their marks are written off the subscription. The latency from the
 // real cancel's publish to its call.output is logged, not asserted.
 func TestCancelStormDoesNotDelayARunningCall(t *testing.T) {
-	// Not parallel: it keeps the cores busy for many seconds, and
-	// beside another test it could miss its deadline on a loaded machine.
+	t.Parallel()
 	s := natstest.Start(t)
 	errs := startWorkerWatched(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
@@ -160,8 +159,7 @@ func TestCancelStormDoesNotDelayARunningCall(t *testing.T) {
 // none stays pending, nothing is dropped, and the reason the model reads
 // is clipped.
 func TestCancelStormOfPendingSteps(t *testing.T) {
-	// Not parallel: it keeps the cores busy for many seconds, and
-	// beside another test it could miss its deadline on a loaded machine.
+	t.Parallel()
 	s := natstest.Start(t)
 	markDir := t.TempDir()
 	cfg := testConfig()

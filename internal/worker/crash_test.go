@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,8 +38,18 @@ var builtWorker struct {
 // they start only after every serial test has ended, and otherwise the
 // first of them would wait for the build there, on the package's
 // critical path. With -run, the first test that needs it builds it.
+//
+// It also runs up to four parallel tests per core unless -test.parallel
+// says otherwise (the default is one per core): most of them wait on
+// round trips, timers and worker processes, and with one per core the
+// package ran on about one core while it ran alone at the end of ./....
 func TestMain(m *testing.M) {
 	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
+	}
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
 		go builtWorker.once.Do(build)
 	}
@@ -288,8 +300,7 @@ func countStepDone(t *testing.T, js jetstream.JetStream, filter string) map[stri
 // a thousand steps are in flight: every step gets exactly one
 // step.done, none is lost and none doubled.
 func TestServerRestartUnderLoad(t *testing.T) {
-	// Not parallel: it keeps the cores busy for many seconds, and
-	// beside another test it could miss its deadline on a loaded machine.
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("load test")
 	}

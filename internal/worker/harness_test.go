@@ -180,8 +180,8 @@ func (e *events) next() event {
 	select {
 	case ev := <-e.ch:
 		return ev
-	case <-time.After(30 * time.Second):
-		e.t.Fatal("no event within 30s")
+	case <-time.After(60 * time.Second):
+		e.t.Fatal("no event within 60s")
 		return event{}
 	}
 }

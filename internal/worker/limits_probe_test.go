@@ -69,18 +69,26 @@ func checkEvent(t *testing.T, ev event, limit int) {
 }
 
 func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
-	// Not parallel: it keeps the cores busy for many seconds, and
-	// beside another test it could miss its deadline on a loaded machine.
-	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), uniCreator())
+	t.Parallel()
+	// A 256 KiB max payload, not the default 1 MiB: what is clipped and
+	// where scales with the limit (the worker reads it from the server),
+	// and building and escaping the text under -race is what costs, four
+	// times as much at 1 MiB.
+	const limit = 256 << 10
+	s := smallServer(t, limit)
+	cfg := testConfig()
+	cfg.Topology.MaxMsgSize = limit
+	startWorker(t, s, cfg, uniCreator())
 	g := newGateway(t, s)
-	limit := maxPayload(t, g)
-	// Each case is over the max payload (1 MiB) where it must be clipped,
-	// and no bigger, since building and escaping the text is what costs:
-	// one output of 1200 KiB (clipped in its call.output and its item),
-	// 40 outputs of 30 KiB (each call.output whole, step.done's 40 items
-	// share 1 MiB), 7 of 257 KiB (each whole, 1.8 MiB of items).
-	for n, c := range []struct{ calls, kb int }{{1, 1200}, {40, 30}, {7, 257}} {
+	if got := maxPayload(t, g); got != limit {
+		t.Fatalf("max payload %d", got)
+	}
+	// Each case is over the max payload where it must be clipped, and no
+	// bigger: one output of 300 KiB (clipped in its call.output and its
+	// item), 40 outputs of 8 KiB (each call.output whole, step.done's 40
+	// items share 256 KiB), 7 of 65 KiB (each whole, 455 KiB of items,
+	// more than three of them cannot fit).
+	for n, c := range []struct{ calls, kb int }{{1, 300}, {40, 8}, {7, 65}} {
 		evs := g.watch("a", fmt.Sprint("t", n))
 		var calls []call
 		for i := range c.calls {
@@ -113,8 +121,7 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 }
 
 func TestProbeLongCallIDs(t *testing.T) {
-	// Not parallel: it keeps the cores busy for many seconds, and
-	// beside another test it could miss its deadline on a loaded machine.
+	t.Parallel()
 	s := natstest.Start(t)
 	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
 	g := newGateway(t, s)
