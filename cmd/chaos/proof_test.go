@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/chaos"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
 
 // TestClusterFaults is the proof under faults: two worker processes on a
@@ -42,7 +43,7 @@ func TestClusterFaults(t *testing.T) {
 		t.Skip("runs a three-node cluster and worker processes under faults")
 	}
 	bin := filepath.Join(t.TempDir(), "worker")
-	if out, err := exec.Command("go", "build", "-o", bin, "../worker").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", append(append([]string{"build"}, workertest.BuildFlags()...), "-o", bin, "../worker")...).CombinedOutput(); err != nil {
 		t.Fatalf("building the worker: %v\n%s", err, out)
 	}
 	c := natstest.StartCluster(t, 3)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -80,7 +81,7 @@ func build() {
 	}
 	builtWorker.dir = dir
 	bin := filepath.Join(dir, "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/worker")
+	cmd := exec.Command("go", append(append([]string{"build"}, workertest.BuildFlags()...), "-o", bin, "../../cmd/worker")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		builtWorker.err = fmt.Errorf("%w\n%s", err, out)
 		return
