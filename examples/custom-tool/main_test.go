@@ -58,7 +58,7 @@ func TestProgram(t *testing.T) {
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "custom-tool")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if out, err := exec.Command(goTool, append(append([]string{"build"}, raceFlag...), "-o", bin, ".")...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(goTool, append(append([]string{"build"}, workertest.BuildFlags()...), "-o", bin, ".")...).CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
 	}

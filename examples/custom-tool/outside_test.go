@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentbull/toolruntime/internal/workertest"
 )
 
 // The example builds as a module of its own, outside this one: Go refuses
@@ -143,21 +145,17 @@ func goOutside(t *testing.T, dir string, args ...string) {
 	t.Fatalf("go %v outside the module: %v\n%s", args, err, out)
 }
 
-// raceFlag is -race when this test binary was built with it
-// (race_test.go): the go commands outside the module then build with it
-// too, so that they find in the build cache what ./... compiled for its
-// tests. Without it, on a fresh machine, they compiled every package of
-// the module graph a second time (the package took 446 s of the suite's
-// 900 with an empty build cache).
-var raceFlag []string
-
 // runGo runs the go command in dir, outside this module, and returns
 // what it wrote.
 func runGo(dir string, args ...string) ([]byte, error) {
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if args[0] != "mod" {
 		// -mod=mod: go.mod may gain the "// indirect" marks it lacks.
-		flags := append([]string{"-mod=mod"}, raceFlag...)
+		// -race under the race detector (workertest.BuildFlags): what
+		// ./... compiled for its tests is then in the build cache; without
+		// it, on a fresh machine, these commands compiled the whole module
+		// graph once more (446 s of a 900 s suite).
+		flags := append([]string{"-mod=mod"}, workertest.BuildFlags()...)
 		args = append(args[:1:1], append(flags, args[1:]...)...)
 	}
 	cmd := exec.Command(goTool, args...)
