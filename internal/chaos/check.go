@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -308,11 +309,13 @@ func failedWrite(tool, kind string) bool {
 	return false
 }
 
+// clip shortens s to at most n bytes, between characters, ending a
+// shortened one with "…".
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return textclip.Head(s, n) + "…"
 }
 
 func sameJSON(a, b json.RawMessage) bool {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // Item is an image or file a tool returned (the fields of tool.Media,
@@ -284,9 +286,5 @@ func clipReason(s string) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
+	return textclip.Head(s, n) + "…"
 }
