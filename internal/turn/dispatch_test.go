@@ -702,3 +702,31 @@ func TestCancelDuringClaim(t *testing.T) {
 		t.Fatalf("stored %v, want the aborted outcome of c1", ids)
 	}
 }
+
+// reuseJournal is a memJournal that holds the ids in reused for other
+// calls; like the bus's, its check fails on a context that ended.
+type reuseJournal struct {
+	*memJournal
+	reused map[string]bool
+}
+
+func (j reuseJournal) ReusedIDs(ctx context.Context, _ []turn.CallRef) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return j.reused, nil
+}
+
+// TestReuseCheckedOnAnAbortedTurn: a step run on a cancelled turn (held
+// calls decided by the cancel) still checks its unrun calls' ids, whose
+// outcomes would otherwise go out under the first version's message ids;
+// the check failed on the turn's ended context, with a warning per step.
+func TestReuseCheckedOnAnAbortedTurn(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(turn.ErrCancelled)
+	j := reuseJournal{memJournal: newJournal(), reused: map[string]bool{"c1": true}}
+	o := dispatch(t, ctx, &turn.Dispatcher{Journal: j}, mustSet(t), input(call("c1", "gone", `{}`))).Outcomes[0]
+	if !o.Reused {
+		t.Fatalf("outcome %v, want answered as a reused call id", o.Err)
+	}
+}

@@ -154,7 +154,9 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 	if len(refs) == 0 {
 		return
 	}
-	reused, err := rc.ReusedIDs(ctx, refs)
+	// Not under ctx: a step run on an aborted turn (held calls decided by
+	// a cancel) still sends its outcomes, under the same message ids.
+	reused, err := rc.ReusedIDs(context.WithoutCancel(ctx), refs)
 	if err != nil {
 		d.logger().Warn("checking a step's failed calls for reused call ids failed", "agent_id", refs[0].AgentID, "turn_id", refs[0].TurnID, "step", refs[0].Step, "err", err)
 		return
