@@ -10,6 +10,11 @@
 // Self-contained, with an embedded server and in-process workers:
 //
 //	go run ./cmd/loadgen --workers 1 --steps 20000
+//
+// Other modes: --burst (fair share under one agent's burst), --cancel-storm
+// and --cancel-pending (cancels that must not wait or be dropped),
+// --catalog-slow (catalogs while an MCP server starts slowly); README,
+// "Fair share under a burst", has them.
 package main
 
 import (
@@ -58,6 +63,10 @@ type options struct {
 	out         io.Writer // the report
 	onRetry     func()    // told of each publish retried after no responders (tests)
 	burstOpts   burstOptions
+	cancelOpts  cancelOptions
+	// catalogSlow, when set, is the MCP server whose slow start the
+	// catalog mode asks for.
+	catalogSlow string
 	// stages, with --workers in burst mode, times the quiet steps'
 	// stages in the workers' intake (the timeline of the report).
 	stages *timeline
@@ -82,6 +91,10 @@ func main() {
 	flag.DurationVar(&o.burstOpts.quietEvery, "quiet-every", 200*time.Millisecond, "burst mode: how often each quiet agent sends a step")
 	flag.DurationVar(&o.burstOpts.idle, "idle", 2*time.Second, "burst mode: how long the quiet agents ping before the burst (the idle figures)")
 	flag.IntVar(&o.burstOpts.shares, "shares", 0, "burst mode: after the burst, two tenants of --weights flood this many steps each together; their shares are reported")
+	flag.IntVar(&o.cancelOpts.storm, "cancel-storm", 0, "cancel mode: a user's running call is cancelled behind this many cancels of other turns; reports the cancel's latency")
+	flag.IntVar(&o.cancelOpts.pending, "cancel-pending", 0, "cancel mode: this many steps held for approval are cancelled at once with --cancel-reason-bytes reasons; checks every one is decided")
+	flag.IntVar(&o.cancelOpts.reasonBytes, "cancel-reason-bytes", 900<<10, "cancel mode: the reason's size with --cancel-pending (at most the server's max payload less 1 KiB)")
+	flag.StringVar(&o.catalogSlow, "catalog-slow", "", "catalog mode: one agent's catalog enables this MCP server (slow to start) while --quiet agents ask for catalogs back to back; reports their latency")
 	weights := flag.String("weights", "1,3", "burst mode: the two tenants' fairness weights")
 	flag.Parse()
 	if _, err := fmt.Sscanf(*weights, "%g,%g", &o.burstOpts.weights[0], &o.burstOpts.weights[1]); err != nil {
@@ -143,6 +156,14 @@ func run(ctx context.Context, o options) error {
 	}
 	if _, err := js.Stream(ctx, protocol.StreamCalls); err != nil {
 		return fmt.Errorf("stream %s not found: is a worker running on %s? (%w)", protocol.StreamCalls, url, err)
+	}
+	switch {
+	case o.cancelOpts.storm > 0:
+		return cancelStorm(ctx, nc, js, o)
+	case o.cancelOpts.pending > 0:
+		return cancelPending(ctx, nc, js, o)
+	case o.catalogSlow != "":
+		return catalogSlow(ctx, url, o)
 	}
 	if o.burstOpts.burst > 0 {
 		rep, err := runBurst(ctx, nc, o)

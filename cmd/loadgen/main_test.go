@@ -124,3 +124,26 @@ func TestLoadRetriesNoResponders(t *testing.T) {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
+
+// The cancel modes against an in-process worker: a user's running call is
+// aborted behind a storm of other turns' cancels, and steps held for
+// approval are all decided by cancels with large reasons.
+func TestCancelModes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	o := options{steps: 1, concurrency: 1, workers: 1, storage: "memory", out: &out, cancelOpts: cancelOptions{storm: 500}}
+	if err := run(ctx, o); err != nil {
+		t.Fatalf("storm: %v\n%s", err, out.String())
+	}
+	o.cancelOpts = cancelOptions{pending: 8, reasonBytes: 200 << 10}
+	if err := run(ctx, o); err != nil {
+		t.Fatalf("pending: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"user's cancel to its aborted call.output", "last cancel mark stored",
+		"steps done 8 of 8", "aborted calls 8, other outputs 0, records still pending 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
