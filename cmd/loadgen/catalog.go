@@ -88,14 +88,24 @@ func catalogSlow(ctx context.Context, url string, o options) error {
 	if err != nil {
 		return fmt.Errorf("the slow turn's catalog request: %w", err)
 	}
-	var reply protocol.CatalogReply
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return fmt.Errorf("the slow turn's catalog %s: %w", data, err)
+	// A start slower than one request's wait is up for the next one.
+	again, data2, err := ask(sc, "slow", "t0", []string{o.catalogSlow})
+	if err != nil {
+		return fmt.Errorf("the slow turn's second catalog request: %w", err)
+	}
+	for i, d := range [][]byte{data, data2} {
+		var reply protocol.CatalogReply
+		if err := json.Unmarshal(d, &reply); err != nil {
+			return fmt.Errorf("the slow turn's catalog %s: %w", d, err)
+		}
+		what := fmt.Sprintf("catalog with MCP server %q: %s", o.catalogSlow, took.Round(time.Millisecond))
+		if i == 1 {
+			what = fmt.Sprintf("asked again at once: %s", again.Round(time.Millisecond))
+		}
+		fmt.Fprintf(o.out, "%s (its namespace in the reply: %t, notes %q)\n", what, strings.Contains(string(reply.Tools), `"name":"`+o.catalogSlow+`"`), reply.Notes)
 	}
 	ip50, ip99, _ := percentiles(idle)
 	p50, p99, most := percentiles(slow)
-	fmt.Fprintf(o.out, "catalog with MCP server %q: %s (its namespace in the reply: %t, notes %q)\n", o.catalogSlow, took.Round(time.Millisecond),
-		strings.Contains(string(reply.Tools), `"name":"`+o.catalogSlow+`"`), reply.Notes)
 	fmt.Fprintf(o.out, "other agents' catalogs (%d agents, back to back) idle: n=%d p50=%s p99=%s\n", q, len(idle), ip50.Round(10*time.Microsecond), ip99.Round(10*time.Microsecond))
 	fmt.Fprintf(o.out, "other agents' catalogs while it started: n=%d p50=%s p99=%s max=%s errors=%d\n", len(slow), p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), most.Round(10*time.Microsecond), len(failures))
 	if len(failures) > 0 {
