@@ -32,7 +32,8 @@ cat >"$dir/mcp.json" <<EOF
 {"servers": {"slow": {"command": "sh", "args": ["-c", "sleep ${MCP_DELAY:-12}; exec $server $dir/files"], "defer": false}}}
 EOF
 pid=
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+ok=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; if [ -n "$ok" ]; then rm -rf "$dir"; else echo "worker log kept: $dir/w.log"; fi' EXIT
 for r in $(seq "$runs"); do
 	rm -rf "$dir/js"
 	"$dir/worker" --diagnostics --listen 127.0.0.1:$port --monitor-port $mport --data-dir "$dir/js" --mcp-config "$dir/mcp.json" 2>"$dir/w.log" &
@@ -48,3 +49,4 @@ for r in $(seq "$runs"); do
 	grep -o 'level=\(WARN\|ERROR\) msg="[^"]\{0,80\}' "$dir/w.log" | sort | uniq -c || true
 	kill "$pid"; wait "$pid" || true; pid=
 done
+ok=1

@@ -262,9 +262,9 @@ func cancelPending(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o
 		return err
 	}
 	published := time.Since(begin)
-	if err := wait("steps done", count(steps)); err != nil {
-		return err
-	}
+	// The records are read even when steps are missing: they tell a step
+	// left pending from an event this program missed.
+	waitErr := wait("steps done", count(steps))
 	took := time.Since(begin)
 	kv, err := js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
@@ -289,6 +289,15 @@ func cancelPending(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o
 	fmt.Fprintf(o.out, "cancel of pending steps: %d cancels of %d bytes each published at once in %s\n", n, len(body), published.Round(time.Millisecond))
 	fmt.Fprintf(o.out, "steps done %d of %d in %s since the first cancel, aborted calls %d, other outputs %d, records still pending %d\n",
 		len(steps), n, took.Round(time.Millisecond), len(aborted), len(bad), undecided)
+	if waitErr != nil {
+		var missing []string
+		for i := range n {
+			if id := fmt.Sprintf("%s-%d", run, i); !steps[id] && len(missing) < 5 {
+				missing = append(missing, id)
+			}
+		}
+		return fmt.Errorf("%w (turns without step.done: %s ...)", waitErr, strings.Join(missing, " "))
+	}
 	if len(aborted) != n || len(bad) > 0 || undecided > 0 {
 		return fmt.Errorf("not every pending step was cancelled (first other output: %s)", strings.Join(bad[:min(1, len(bad))], ""))
 	}

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
+
+// reuseCheckTimeout bounds one ReusedIDs.
+const reuseCheckTimeout = 10 * time.Second
 
 // ReusedIDs implements turn.ReuseChecker: of refs (calls of one step
 // that were answered without a claim, because they failed before
@@ -22,6 +26,12 @@ func (s *TurnState) ReusedIDs(ctx context.Context, refs []turn.CallRef) (map[str
 	if len(refs) == 0 {
 		return nil, nil
 	}
+	// The listing ends with the watcher's marker of its initial values,
+	// which never comes when the consumer's pending count could not be
+	// read: bounded, as a context without a deadline would wait for ever
+	// (the step's, and a cancelled turn's, which turn.Dispatcher detaches).
+	ctx, cancel := context.WithTimeout(ctx, reuseCheckTimeout)
+	defer cancel()
 	r := refs[0]
 	lister, err := s.KV.ListKeysFiltered(ctx, "call."+r.AgentID+"."+r.TurnID+"."+strconv.FormatInt(r.Step, 10)+".*")
 	if err != nil {
