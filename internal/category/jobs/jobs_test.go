@@ -17,6 +17,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
@@ -136,7 +137,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 	id := startedID(t, outs["c1"])
 
 	m := r.next()
-	var start jobs.StartEvent
+	var start protocol.JobEvent
 	if err := json.Unmarshal(m.Data(), &start); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 		t.Fatalf("cancel_job: %s", outs["x1"].Raw)
 	}
 	m = r.next()
-	var cancel jobs.CancelEvent
+	var cancel protocol.JobEvent
 	if err := json.Unmarshal(m.Data(), &cancel); err != nil {
 		t.Fatal(err)
 	}

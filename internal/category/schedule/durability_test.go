@@ -102,7 +102,7 @@ func countFiresUpTo(t *testing.T, js jetstream.JetStream, subject string, d time
 		if meta.Timestamp.After(end) {
 			return n
 		}
-		slot := m.Headers().Get(schedule.HeaderScheduleNext)
+		slot := m.Headers().Get(protocol.HeaderScheduleNext)
 		if slots[slot] {
 			t.Errorf("two fires for the slot before %s", slot)
 		}
