@@ -230,7 +230,7 @@ func (m *program) storageHint(err error) error {
 	}
 	fix := "delete them on the server (nats stream rm, nats kv rm) to change it"
 	where := "on the NATS server"
-	if m.NATSURL == "" {
+	if m.Conn.URL == "" {
 		where = "in data directory " + m.DataDir
 		fix = "give this run another --data-dir, or delete that directory (and the messages in it) to change it"
 	}
