@@ -448,7 +448,7 @@ func runWorker(t *testing.T, c *client) {
 		cancel()
 		t.Fatalf("the categories' set-up with the worker user: %v", err)
 	}
-	w, err := worker.New(ctx, c.nc, worker.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.creators...), cats.workflows, log)
+	w, err := worker.New(ctx, c.nc, worker.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.categories...), cats.workflows, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New with the worker user: %v", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // approvalRig is a real worker that holds calls for approval under
@@ -41,8 +42,8 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	r := &approvalRig{t: t, markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
 	cfg.Approval = policy
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{MarkDir: r.markDir})}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, nil
 	})
 	nc := srv.Connect(t)
 	var err error

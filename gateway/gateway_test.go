@@ -22,7 +22,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -44,7 +43,7 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
@@ -57,7 +56,7 @@ func newRig(t testing.TB) *rig {
 			t.Fatal(err)
 		}
 		go func() { _ = jb.Watch(ctx) }()
-		return []turn.Creator{sch.Creator(), jb.Creator(), wf.Creator(), diag.Creator(diag.Config{})}, wf
+		return []tool.Category{sch.Category(), jb.Category(), wf.Category(), diag.Category(diag.Config{})}, wf
 	})
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
@@ -252,19 +251,19 @@ func TestCatalogApprovalScope(t *testing.T) {
 func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 	t.Parallel() // its own server
 	srv := natstest.Start(t)
-	broken := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.AgentID == "broken" {
-			return nil, nil, errors.New("the tool directory is down")
+	broken := tool.Category{Name: "broken", Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if t.AgentID == "broken" {
+			return nil, errors.New("the tool directory is down")
 		}
-		return nil, nil, nil
-	}
+		return nil, nil
+	}}
 	// Redeliveries 50 ms apart, not 1 s doubling: the same three
 	// deliveries and the same delivery-limit advisory, without the 7 s
 	// wait per step.
 	cfg := workertest.Config("w1")
 	cfg.Topology.RetryDelay = 50 * time.Millisecond
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{}), broken}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{}), broken}, nil
 	})
 	nc := srv.Connect(t)
 	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})

@@ -30,7 +30,7 @@ func TestApprovalSlowApprovedCallOnTwoWorkers(t *testing.T) {
 	cfg := testConfig() // ack wait 2s
 	cfg.Approval = turn.Policy{All: true}
 	for range 2 {
-		startWorker(t, s, cfg, diag.Creator(diag.Config{MarkDir: markDir}))
+		startWorker(t, s, cfg, diag.Category(diag.Config{MarkDir: markDir}))
 	}
 	r := &approvalRig{t: t, s: s, markDir: markDir, g: newGateway(t, s)}
 	var mu sync.Mutex

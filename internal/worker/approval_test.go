@@ -36,7 +36,7 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	r := &approvalRig{t: t, s: s, markDir: t.TempDir()}
 	cfg := testConfig()
 	cfg.Approval = policy
-	startWorker(t, s, cfg, diag.Creator(diag.Config{MarkDir: r.markDir}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{MarkDir: r.markDir}))
 	r.g = newGateway(t, s)
 	return r
 }

@@ -21,7 +21,7 @@ func TestGoldenCatalogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := turn.NewAssembler(comp.Creator(), wc.Creator())
+	a := turn.NewAssembler(comp.Category(), wc.Category())
 	env := func(kind string, bindings ...string) turn.Env {
 		c := protocol.Context{Kind: kind, Bindings: map[string]bool{}}
 		if kind == protocol.KindWorkflowTask {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -140,10 +139,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	return s, nil
 }
 
-// Creator returns the category's creator: the four tools in main turns
-// that bind "background_jobs", nothing otherwise.
-func (s *Service) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, Binding, s.tools...)
+// Category returns the category: the four tools in main turns that bind
+// "background_jobs", nothing otherwise.
+func (s *Service) Category() tool.Category {
+	return tool.NewCategory(Binding, s.tools...)
 }
 
 // Subject is a job event subject: prefix.<agent_id>.<job_id>.

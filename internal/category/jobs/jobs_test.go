@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
@@ -32,13 +32,13 @@ func jobsWorker(t *testing.T, s *natstest.Server, name string, cfg jobs.Config) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg.Storage, cfg.AckWait, cfg.Logger = jetstream.MemoryStorage, 2*time.Second, testLogger()
-	stopWorker := runWorker(t, s, name, func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	stopWorker := runWorker(t, s, name, func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		var err error
 		if svc, err = jobs.New(ctx, js, cfg); err != nil {
 			t.Fatal(err)
 		}
 		go func() { done <- svc.Watch(ctx) }()
-		return []turn.Creator{svc.Creator()}, nil
+		return []tool.Category{svc.Category()}, nil
 	})
 	stopped := false
 	stop = func() {
@@ -261,6 +261,6 @@ func TestJobCompletes(t *testing.T) {
 func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	svc, _ := jobsWorker(t, s, "A", jobs.Config{})
-	golden(t, "catalog.json", g.CategoryCatalog(jobs.Binding, svc.Creator()))
+	jobsWorker(t, s, "A", jobs.Config{})
+	golden(t, "catalog.json", g.CategoryCatalog(jobs.Binding))
 }

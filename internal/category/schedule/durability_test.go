@@ -11,7 +11,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -19,7 +18,7 @@ import (
 // invoke runs one of the service's tools as the dispatcher would.
 func invoke(t *testing.T, svc *schedule.Service, name, args string) tool.Result {
 	t.Helper()
-	ts, _, err := svc.Creator()(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText, Bindings: bound}})
+	ts, err := svc.Category().Tools(context.Background(), tool.Turn{AgentID: "a1", TurnID: "t1", Bindings: bound})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -123,10 +122,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	return s, nil
 }
 
-// Creator returns the category's creator: the three tools in main turns
-// that bind "schedules", nothing otherwise.
-func (s *Service) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, Binding, s.tools...)
+// Category returns the category: the three tools in main turns that
+// bind "schedules", nothing otherwise.
+func (s *Service) Category() tool.Category {
+	return tool.NewCategory(Binding, s.tools...)
 }
 
 // DefSubject is the subject a schedule's definition lives on.

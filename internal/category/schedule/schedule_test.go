@@ -13,21 +13,21 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
 var golden = goldenfile.JSON
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		s, err := schedule.New(context.Background(), js, schedule.Config{Storage: jetstream.MemoryStorage, MinInterval: time.Second, FireTTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []turn.Creator{s.Creator()}, nil
+		return []tool.Category{s.Category()}, nil
 	}
 }
 
@@ -177,12 +177,12 @@ func TestScheduleFires(t *testing.T) {
 func TestBadExpressionsRejected(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	runWorker(t, s, "A", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		sv, err := schedule.New(context.Background(), js, schedule.Config{Storage: jetstream.MemoryStorage})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []turn.Creator{sv.Creator()}, nil
+		return []tool.Category{sv.Category()}, nil
 	})
 	cases := map[string]struct{ args, want string }{
 		"cron5":  {`{"instructions":"x","cron":"0 9 * * *"}`, `cron "0 9 * * *" has 5 fields; it needs 6`},
@@ -240,11 +240,6 @@ func TestStreamIdempotent(t *testing.T) {
 func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	var creator turn.Creator
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		cs, _ := category(t)(js)
-		creator = cs[0]
-		return cs, nil
-	})
-	golden(t, "catalog.json", g.CategoryCatalog(schedule.Binding, creator))
+	runWorker(t, s, "A", category(t))
+	golden(t, "catalog.json", g.CategoryCatalog(schedule.Binding))
 }
