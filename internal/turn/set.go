@@ -38,16 +38,18 @@ func NewAssembler(categories ...tool.Category) *Assembler {
 func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
 	as := &assembly{context: env.Context}
 	ctx = context.WithValue(ctx, assemblyKey{}, as)
+	// A copy of the bindings, made again only after a category changed
+	// it: what one category does to it no other sees, and a step does
+	// not pay a copy per category.
+	bindings := cloneBindings(env.Context.Bindings)
 	var all []*tool.Tool
 	for _, c := range a.categories {
-		// A copy: what one category does to it no other sees.
-		bindings := maps.Clone(env.Context.Bindings)
-		if bindings == nil {
-			bindings = map[string]bool{}
-		}
 		ts, err := Offered(ctx, c, tool.Turn{AgentID: env.AgentID, TurnID: env.TurnID, Kind: env.Context.Kind, Bindings: bindings})
 		if err != nil {
 			return nil, err
+		}
+		if !maps.Equal(bindings, env.Context.Bindings) {
+			bindings = cloneBindings(env.Context.Bindings)
 		}
 		all = append(all, ts...)
 	}
@@ -57,6 +59,13 @@ func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
 	}
 	s.Notes = as.notes
 	return s, nil
+}
+
+func cloneBindings(b map[string]bool) map[string]bool {
+	if b == nil {
+		return map[string]bool{}
+	}
+	return maps.Clone(b)
 }
 
 // Offered returns the tools c offers the turn t. A panic in c.Tools, or
