@@ -34,8 +34,13 @@ func NewAssembler(categories ...tool.Category) *Assembler {
 
 // Assemble builds the set for one turn. A category's error or panic, a
 // tool that is nil or was not made by tool.New, and two tools with the
-// same namespace and name are errors.
+// same namespace and name are errors. A turn that is not a main turn (a
+// workflow task turn, whose catalog is fixed) gets no tools: no category
+// is asked.
 func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
+	if env.Context.Kind != protocol.KindText {
+		return NewSet()
+	}
 	as := &assembly{context: env.Context}
 	ctx = context.WithValue(ctx, assemblyKey{}, as)
 	// A copy of the bindings, made again only after a category changed
