@@ -219,8 +219,8 @@ func TestSingleNodePermissions(t *testing.T) {
 		g := &gatewayClient{t: t, c: gw}
 		g.publish(protocol.Subject(protocol.PrefixCall, "a1", "bad"), "", []byte("this is not a step"))
 		m := waitForLastMsg(t, ctx, admin.js, protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "bad"))
-		if !strings.HasPrefix(m.Header.Get(bus.HeaderDeadReason), "malformed step") {
-			t.Fatalf("dead letter reason %q", m.Header.Get(bus.HeaderDeadReason))
+		if !strings.HasPrefix(m.Header.Get(protocol.HeaderDeadReason), "malformed step") {
+			t.Fatalf("dead letter reason %q", m.Header.Get(protocol.HeaderDeadReason))
 		}
 	})
 
@@ -394,8 +394,8 @@ func deliveryLimitDeadLetter(t *testing.T, ctx context.Context, admin, gw, wk *c
 		t.Errorf("delivered beyond the limit: %s", m.Subject())
 	}
 	m := waitForLastMsg(t, ctx, admin.js, protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "limit"))
-	if !strings.HasPrefix(m.Header.Get(bus.HeaderDeadReason), "delivery limit reached") {
-		t.Fatalf("dead letter reason %q", m.Header.Get(bus.HeaderDeadReason))
+	if !strings.HasPrefix(m.Header.Get(protocol.HeaderDeadReason), "delivery limit reached") {
+		t.Fatalf("dead letter reason %q", m.Header.Get(protocol.HeaderDeadReason))
 	}
 	calls, err := admin.js.Stream(ctx, protocol.StreamCalls)
 	if err != nil {

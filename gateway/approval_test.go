@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -204,7 +203,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no dead letter for the incomplete answer: %v", err)
 	}
-	if reason := dm.Headers().Get(bus.HeaderDeadReason); !strings.Contains(reason, `no decision for the pending call(s) "c3"`) {
+	if reason := dm.Headers().Get(protocol.HeaderDeadReason); !strings.Contains(reason, `no decision for the pending call(s) "c3"`) {
 		t.Fatalf("dead-letter reason %q", reason)
 	}
 	r.settled(ctx)

@@ -17,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
@@ -667,8 +666,8 @@ func TestPendingAndDecisions(t *testing.T) {
 	dead := nats.NewMsg(protocol.Subject(protocol.PrefixDead, "a1", "t5"))
 	dead.Data = []byte(`{"agent_id":"a1","turn_id":"t5","step":3,"decisions":[]}`)
 	dead.Header.Set("Dead-"+jetstream.MsgIDHeader, protocol.ApprovalMsgID("a1", "t5", 3, 1))
-	dead.Header.Set(bus.HeaderDeadReason, "malformed approval: the answer misses call c1")
-	dead.Header.Set(bus.HeaderDeadSubject, "turn.approval.a1.t5")
+	dead.Header.Set(protocol.HeaderDeadReason, "malformed approval: the answer misses call c1")
+	dead.Header.Set(protocol.HeaderDeadSubject, "turn.approval.a1.t5")
 	dead.Header.Set(jetstream.MsgIDHeader, "dead.TURN_APPROVALS.99")
 	if _, err := r.js.PublishMsg(ctx, dead); err != nil {
 		t.Fatal(err)
@@ -702,7 +701,7 @@ func TestPendingAndDecisions(t *testing.T) {
 	}
 	answers := 0
 	for m := range batch.Messages() {
-		if m.Headers().Get(bus.HeaderDeadSubject) != "turn.approval.a1.t5" || strings.Contains(string(m.Data()), `"step":3`) {
+		if m.Headers().Get(protocol.HeaderDeadSubject) != "turn.approval.a1.t5" || strings.Contains(string(m.Data()), `"step":3`) {
 			continue
 		}
 		answers++

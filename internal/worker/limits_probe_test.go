@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
@@ -399,14 +398,14 @@ func TestProbeSmallMaxPayload(t *testing.T) {
 	}
 	g.sendStep("a", "t", 2, calls...)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
 		t.Errorf("reason %q", r)
 	}
 
 	// Garbage at the limit: dead-lettered as its head.
 	g.publish("turn.call.a.junk", "", []byte(strings.Repeat("z", limit-100)))
 	e = dead.next()
-	if e.Header.Get(bus.HeaderDeadTruncated) != "true" || !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") {
+	if e.Header.Get(protocol.HeaderDeadTruncated) != "true" || !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") {
 		t.Errorf("garbage dead letter headers %v", e.Header)
 	}
 
@@ -476,7 +475,7 @@ func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := dead.next()
-	if !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") || string(e.Raw) != "not a step" {
+	if !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") || string(e.Raw) != "not a step" {
 		t.Errorf("dead letter %q with headers %v", e.Raw, e.Header)
 	}
 	if got := e.Header.Get("Dead-Nats-Expected-Stream"); got != protocol.StreamCalls {

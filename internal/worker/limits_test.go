@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/fit"
@@ -199,7 +198,7 @@ func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
 	}
 	g.sendStep("a", "t", 0, calls...)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
 		t.Errorf("reason %q", r)
 	}
 	evs.quiet(300 * time.Millisecond) // nothing ran
@@ -291,7 +290,7 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 	got := map[string]event{}
 	for range 2 {
 		e := dead.next()
-		got[e.Header.Get(bus.HeaderDeadSubject)] = e
+		got[e.Header.Get(protocol.HeaderDeadSubject)] = e
 	}
 	for subject, c := range map[string]struct {
 		body   string
@@ -306,10 +305,10 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 			continue
 		}
 		h := e.Header
-		if !strings.Contains(h.Get(bus.HeaderDeadReason), c.reason) {
-			t.Errorf("%s: reason %q", subject, h.Get(bus.HeaderDeadReason))
+		if !strings.Contains(h.Get(protocol.HeaderDeadReason), c.reason) {
+			t.Errorf("%s: reason %q", subject, h.Get(protocol.HeaderDeadReason))
 		}
-		if h.Get(bus.HeaderDeadTruncated) != "true" || h.Get(bus.HeaderDeadSize) != strconv.Itoa(len(c.body)) || h.Get(bus.HeaderDeadStreamSeq) == "" {
+		if h.Get(protocol.HeaderDeadTruncated) != "true" || h.Get(protocol.HeaderDeadSize) != strconv.Itoa(len(c.body)) || h.Get(protocol.HeaderDeadStreamSeq) == "" {
 			t.Errorf("%s: headers %v", subject, h)
 		}
 		if len(e.Raw) == 0 || len(e.Raw) >= len(c.body) || !strings.HasPrefix(c.body, string(e.Raw)) {
@@ -466,8 +465,8 @@ func TestDeadLetterWaitsForItsStream(t *testing.T) {
 	}
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	e := dead.next()
-	if string(e.Raw) != "not a step" || !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") {
-		t.Errorf("dead letter %q, reason %q", e.Raw, e.Header.Get(bus.HeaderDeadReason))
+	if string(e.Raw) != "not a step" || !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") {
+		t.Errorf("dead letter %q, reason %q", e.Raw, e.Header.Get(protocol.HeaderDeadReason))
 	}
 	waitFor(t, func() bool {
 		info := must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx))

@@ -317,7 +317,7 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 	got := map[string]event{}
 	for range cases {
 		e := dead.next()
-		got[e.Header.Get(bus.HeaderDeadSubject)] = e
+		got[e.Header.Get(protocol.HeaderDeadSubject)] = e
 	}
 	for _, c := range cases {
 		e, ok := got[c.subject]
@@ -325,11 +325,11 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 			t.Errorf("%s: not dead-lettered", c.name)
 			continue
 		}
-		if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, c.reason) {
+		if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, c.reason) {
 			t.Errorf("%s: reason %q does not mention %q", c.name, r, c.reason)
 		}
-		if e.Header.Get(bus.HeaderDeadStreamSeq) == "" {
-			t.Errorf("%s: no %s header", c.name, bus.HeaderDeadStreamSeq)
+		if e.Header.Get(protocol.HeaderDeadStreamSeq) == "" {
+			t.Errorf("%s: no %s header", c.name, protocol.HeaderDeadStreamSeq)
 		}
 	}
 	// Nothing is left in the work queue.
@@ -356,7 +356,7 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 	body := `{"agent_id":"a","turn_id":"boom","step":0,"context":{"kind":"text","bindings":{"explode":true}},"output":[]}`
 	g.publish("turn.call.a.boom", "a.boom.0", body)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "delivery limit reached: delivered 2 times") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "delivery limit reached: delivered 2 times") {
 		t.Errorf("reason %q", r)
 	}
 	if string(e.Raw) != body {
