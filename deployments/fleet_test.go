@@ -13,8 +13,8 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/category/todo"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // categories is what cmd/worker (package worker's DefaultCategories)
@@ -22,9 +22,9 @@ import (
 // flags (todo, brain, schedules and background jobs on), in its order.
 // Each category creates or updates its own bucket or stream.
 type categories struct {
-	creators  []turn.Creator
-	workflows *workflowtask.Service
-	jobs      *jobs.Service
+	categories []tool.Category
+	workflows  *workflowtask.Service
+	jobs       *jobs.Service
 }
 
 // newCategories does what package worker's Run does between connecting and
@@ -47,8 +47,8 @@ func newCategories(ctx context.Context, js jetstream.JetStream, topo bus.Topolog
 	if c.jobs, err = jobs.New(ctx, js, jobs.Config{Replicas: topo.Replicas, Storage: topo.Storage, Logger: log}); err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	c.workflows = workflowtask.New(js, workflowtask.Config{Brain: br.Creator(), Logger: log})
-	c.creators = []turn.Creator{td.Creator(), br.Creator(), sc.Creator(), c.jobs.Creator(), c.workflows.Creator(), diag.Creator(diag.Config{})}
+	c.workflows = workflowtask.New(js, workflowtask.Config{Brain: br.Category(), Logger: log})
+	c.categories = []tool.Category{td.Category(), br.Category(), sc.Category(), c.jobs.Category(), c.workflows.Category(), diag.Category(diag.Config{})}
 	return c, nil
 }
 

@@ -219,8 +219,8 @@ func TestSingleNodePermissions(t *testing.T) {
 		g := &gatewayClient{t: t, c: gw}
 		g.publish(protocol.Subject(protocol.PrefixCall, "a1", "bad"), "", []byte("this is not a step"))
 		m := waitForLastMsg(t, ctx, admin.js, protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "bad"))
-		if !strings.HasPrefix(m.Header.Get(bus.HeaderDeadReason), "malformed step") {
-			t.Fatalf("dead letter reason %q", m.Header.Get(bus.HeaderDeadReason))
+		if !strings.HasPrefix(m.Header.Get(protocol.HeaderDeadReason), "malformed step") {
+			t.Fatalf("dead letter reason %q", m.Header.Get(protocol.HeaderDeadReason))
 		}
 	})
 
@@ -394,8 +394,8 @@ func deliveryLimitDeadLetter(t *testing.T, ctx context.Context, admin, gw, wk *c
 		t.Errorf("delivered beyond the limit: %s", m.Subject())
 	}
 	m := waitForLastMsg(t, ctx, admin.js, protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "limit"))
-	if !strings.HasPrefix(m.Header.Get(bus.HeaderDeadReason), "delivery limit reached") {
-		t.Fatalf("dead letter reason %q", m.Header.Get(bus.HeaderDeadReason))
+	if !strings.HasPrefix(m.Header.Get(protocol.HeaderDeadReason), "delivery limit reached") {
+		t.Fatalf("dead letter reason %q", m.Header.Get(protocol.HeaderDeadReason))
 	}
 	calls, err := admin.js.Stream(ctx, protocol.StreamCalls)
 	if err != nil {
@@ -448,7 +448,7 @@ func runWorker(t *testing.T, c *client) {
 		cancel()
 		t.Fatalf("the categories' set-up with the worker user: %v", err)
 	}
-	w, err := worker.New(ctx, c.nc, worker.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.creators...), cats.workflows, log)
+	w, err := worker.New(ctx, c.nc, worker.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.categories...), cats.workflows, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New with the worker user: %v", err)

@@ -16,13 +16,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // approvalRig is a real worker that holds calls for approval under
@@ -41,8 +41,8 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	r := &approvalRig{t: t, markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
 	cfg.Approval = policy
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{MarkDir: r.markDir})}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, nil
 	})
 	nc := srv.Connect(t)
 	var err error
@@ -203,7 +203,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no dead letter for the incomplete answer: %v", err)
 	}
-	if reason := dm.Headers().Get(bus.HeaderDeadReason); !strings.Contains(reason, `no decision for the pending call(s) "c3"`) {
+	if reason := dm.Headers().Get(protocol.HeaderDeadReason); !strings.Contains(reason, `no decision for the pending call(s) "c3"`) {
 		t.Fatalf("dead-letter reason %q", reason)
 	}
 	r.settled(ctx)

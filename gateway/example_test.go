@@ -48,7 +48,7 @@ func exampleWorker() (nc *nats.Conn, stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(ctx, wnc, worker.Config{Name: "example", Grace: time.Second}, turn.NewAssembler(diag.Creator(diag.Config{})), nil, quiet)
+	w, err := worker.New(ctx, wnc, worker.Config{Name: "example", Grace: time.Second}, turn.NewAssembler(diag.Category(diag.Config{})), nil, quiet)
 	if err != nil {
 		log.Fatal(err)
 	}

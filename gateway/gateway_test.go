@@ -17,12 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
@@ -44,7 +42,7 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
@@ -57,7 +55,7 @@ func newRig(t testing.TB) *rig {
 			t.Fatal(err)
 		}
 		go func() { _ = jb.Watch(ctx) }()
-		return []turn.Creator{sch.Creator(), jb.Creator(), wf.Creator(), diag.Creator(diag.Config{})}, wf
+		return []tool.Category{sch.Category(), jb.Category(), wf.Category(), diag.Category(diag.Config{})}, wf
 	})
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
@@ -252,19 +250,19 @@ func TestCatalogApprovalScope(t *testing.T) {
 func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 	t.Parallel() // its own server
 	srv := natstest.Start(t)
-	broken := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.AgentID == "broken" {
-			return nil, nil, errors.New("the tool directory is down")
+	broken := tool.Category{Name: "broken", Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if t.AgentID == "broken" {
+			return nil, errors.New("the tool directory is down")
 		}
-		return nil, nil, nil
-	}
+		return nil, nil
+	}}
 	// Redeliveries 50 ms apart, not 1 s doubling: the same three
 	// deliveries and the same delivery-limit advisory, without the 7 s
 	// wait per step.
 	cfg := workertest.Config("w1")
 	cfg.Topology.RetryDelay = 50 * time.Millisecond
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{}), broken}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{}), broken}, nil
 	})
 	nc := srv.Connect(t)
 	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
@@ -668,8 +666,8 @@ func TestPendingAndDecisions(t *testing.T) {
 	dead := nats.NewMsg(protocol.Subject(protocol.PrefixDead, "a1", "t5"))
 	dead.Data = []byte(`{"agent_id":"a1","turn_id":"t5","step":3,"decisions":[]}`)
 	dead.Header.Set("Dead-"+jetstream.MsgIDHeader, protocol.ApprovalMsgID("a1", "t5", 3, 1))
-	dead.Header.Set(bus.HeaderDeadReason, "malformed approval: the answer misses call c1")
-	dead.Header.Set(bus.HeaderDeadSubject, "turn.approval.a1.t5")
+	dead.Header.Set(protocol.HeaderDeadReason, "malformed approval: the answer misses call c1")
+	dead.Header.Set(protocol.HeaderDeadSubject, "turn.approval.a1.t5")
 	dead.Header.Set(jetstream.MsgIDHeader, "dead.TURN_APPROVALS.99")
 	if _, err := r.js.PublishMsg(ctx, dead); err != nil {
 		t.Fatal(err)
@@ -703,7 +701,7 @@ func TestPendingAndDecisions(t *testing.T) {
 	}
 	answers := 0
 	for m := range batch.Messages() {
-		if m.Headers().Get(bus.HeaderDeadSubject) != "turn.approval.a1.t5" || strings.Contains(string(m.Data()), `"step":3`) {
+		if m.Headers().Get(protocol.HeaderDeadSubject) != "turn.approval.a1.t5" || strings.Contains(string(m.Data()), `"step":3`) {
 			continue
 		}
 		answers++

@@ -134,13 +134,13 @@ func (r *StepRun) deadLetter(h nats.Header, data []byte) *DeadLetterError {
 	st := r.step
 	// The original's Nats-Msg-Id is kept as Dead-Nats-Msg-Id; the body's
 	// step number stands in when a long message lost its headers.
-	id := h.Get("Dead-" + jetstream.MsgIDHeader)
+	id := h.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)
 	var head struct {
 		Step *int64 `json:"step"`
 	}
 	_ = json.Unmarshal(data, &head)
 	ofStep := id == protocol.StepMsgID(st.AgentID, st.TurnID, st.Step) || (id == "" && head.Step != nil && *head.Step == st.Step)
-	e := &DeadLetterError{Subject: h.Get("Dead-Subject"), MsgID: id, Reason: h.Get("Dead-Reason")}
+	e := &DeadLetterError{Subject: h.Get(protocol.HeaderDeadSubject), MsgID: id, Reason: h.Get(protocol.HeaderDeadReason)}
 	switch prefix, _, _ := strings.Cut(e.Subject, "."+st.AgentID+"."); {
 	case (prefix == protocol.PrefixCall || prefix == protocol.PrefixTask) && ofStep:
 		e.Step = true

@@ -112,7 +112,8 @@ func (f *ScheduleFire) TurnID() string {
 
 // JobEvent is what the worker asks of the job runner: Type
 // [EventJobStart] (run the job: Title, Instructions) or [EventJobCancel]
-// (stop it: Reason). The runner reports back with [Client.ReportJob].
+// (stop it: Reason). The runner reports back with a [JobReport] on
+// job.report.<agent_id>.<job_id> (gateway.Client.ReportJob).
 type JobEvent struct {
 	Type         string    `json:"type"`
 	JobID        string    `json:"job_id"`

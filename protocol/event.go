@@ -362,6 +362,25 @@ const (
 	ServiceName  = "turn-worker"
 )
 
+// Headers of a dead letter on turn.dead.<agent_id>.<turn_id>
+// (PrefixDead): why and where from. The original's Nats-* headers are
+// kept with the prefix HeaderDeadPrefix (protocol.HeaderDeadPrefix+jetstream.MsgIDHeader).
+const (
+	HeaderDeadPrefix    = "Dead-"
+	HeaderDeadReason    = "Dead-Reason"
+	HeaderDeadStreamSeq = "Dead-Stream-Seq"
+	HeaderDeadStream    = "Dead-Stream"
+	HeaderDeadSubject   = "Dead-Subject"
+	// HeaderDeadTruncated is "true" on a dead letter that holds only the
+	// head of the message: the whole did not fit the max payload with the
+	// dead-letter headers added. HeaderDeadSize is then the size of the
+	// original body, and HeaderDeadHeadersDropped set when the original
+	// headers were left out too.
+	HeaderDeadTruncated      = "Dead-Truncated"
+	HeaderDeadSize           = "Dead-Size"
+	HeaderDeadHeadersDropped = "Dead-Headers-Dropped"
+)
+
 // Subject joins a prefix with the agent and turn ids.
 func Subject(prefix, agentID, turnID string) string {
 	return prefix + "." + agentID + "." + turnID

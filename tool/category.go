@@ -16,7 +16,7 @@ type Turn struct {
 	// fixed (the web tools, read-only brain tools and submit_result).
 	Kind string
 	// Bindings are the categories the turn's context binds ("web": true);
-	// each call of a Tools function gets its own copy.
+	// the worker's copy: what one category changes in it no other sees.
 	Bindings map[string]bool
 }
 

@@ -65,8 +65,9 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// Event is a presentation event a tool emits for user interfaces.
-type Event struct {
+// PresentationEvent is an event a tool emits for user interfaces; it
+// reaches them as a protocol.PresentationEvent of the call's output.
+type PresentationEvent struct {
 	Type string `json:"type"`
 	// Data must marshal to JSON.
 	Data any `json:"data,omitempty"`
@@ -83,7 +84,7 @@ type Result struct {
 	// sent to the model. It must marshal to JSON.
 	Details any
 	// Events are the tool's presentation events.
-	Events []Event
+	Events []PresentationEvent
 	// CompleteActorEvent marks the actor event the turn answers as done.
 	CompleteActorEvent bool
 	// EndTurn asks the agent loop to stop after this step.

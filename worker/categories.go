@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -16,54 +15,14 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// entry is one category of a worker's catalog: its name, as the metadata
-// lists it, and what makes its tools for a turn.
-type entry struct {
-	name    string
-	creator turn.Creator
-}
-
-// creator makes c, a category of a program's own tools, a creator. A
-// panic in its Tools function, or a tool among those it returns that is
-// nil or was not made by tool.New, fails the request like an error, and
-// the worker goes on. A workflow task turn never reaches it (its catalog
-// is fixed), and main turns only do: the worker routes by kind.
-func creator(c tool.Category) turn.Creator {
-	return func(ctx context.Context, env turn.Env) (ts []*tool.Tool, _ []string, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("category %s panicked: %v", c.Name, r)
-			}
-		}()
-		// A copy: what one category does to it no other sees.
-		bindings := maps.Clone(env.Context.Bindings)
-		if bindings == nil {
-			bindings = map[string]bool{}
-		}
-		ts, err = c.Tools(ctx, tool.Turn{AgentID: env.AgentID, TurnID: env.TurnID, Kind: env.Context.Kind, Bindings: bindings})
-		if err != nil {
-			return nil, nil, fmt.Errorf("category %s: %w", c.Name, err)
-		}
-		// The assembler reads every tool's Spec, outside this recover: a
-		// nil one would crash the worker, not the request.
-		for i, x := range ts {
-			if x == nil || x.Definition() == nil {
-				return nil, nil, fmt.Errorf("category %s: tool %d of %d is nil or was not made by tool.New", c.Name, i, len(ts))
-			}
-		}
-		return ts, nil, nil
-	}
-}
-
 // catalog lists the categories in catalog order, the program's own
 // (own) between b's first and last, each name once; b may be nil.
-func catalog(b *builtins, own []tool.Category) ([]entry, error) {
-	var es []entry
+func catalog(b *builtins, own []tool.Category) ([]tool.Category, error) {
+	var es []tool.Category
 	if b != nil {
 		es = append(es, b.first...)
 	}
@@ -71,17 +30,17 @@ func catalog(b *builtins, own []tool.Category) ([]entry, error) {
 		if err := c.Validate(); err != nil {
 			return nil, err
 		}
-		es = append(es, entry{c.Name, creator(c)})
+		es = append(es, c)
 	}
 	if b != nil {
 		es = append(es, b.last...)
 	}
 	seen := map[string]bool{}
 	for _, e := range es {
-		if seen[e.name] {
-			return nil, fmt.Errorf("two categories are named %q", e.name)
+		if seen[e.Name] {
+			return nil, fmt.Errorf("two categories are named %q", e.Name)
 		}
-		seen[e.name] = true
+		seen[e.Name] = true
 	}
 	return es, nil
 }
@@ -93,7 +52,7 @@ func catalog(b *builtins, own []tool.Category) ([]entry, error) {
 // the catalog's prefix is stable. Tasks serves workflow task turns (with
 // the web and brain tools), whether or not the workflow tools are on.
 type builtins struct {
-	first, last []entry
+	first, last []tool.Category
 	tasks       *workflowtask.Service
 	// runs live and end with the worker; closers run once it stopped, in
 	// reverse order.
@@ -110,7 +69,7 @@ func (b *builtins) close() {
 // startBuiltins starts the categories the flags switch on; those with
 // state in JetStream create or update their buckets and streams within
 // setup. Each gets what it needs here, in the open: the workflow tools
-// and task turns get the web and brain creators made before them.
+// and task turns get the web and brain categories made before them.
 func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStream) (_ *builtins, err error) {
 	b := &builtins{}
 	name := ""
@@ -127,7 +86,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		if err != nil {
 			return nil, err
 		}
-		b.first = append(b.first, entry{name, td.Creator()})
+		b.first = append(b.first, td.Category())
 	}
 	if m.Computer.Root != "" {
 		name = "computer"
@@ -135,9 +94,9 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		if err != nil {
 			return nil, err
 		}
-		b.first = append(b.first, entry{name, cc.Creator()})
+		b.first = append(b.first, cc.Category())
 	}
-	var webTools, brainTools turn.Creator
+	var webTools, brainTools tool.Category
 	if m.Web.Fetch || m.Web.SearchURL != "" {
 		name = "web"
 		wc, err := web.New(m.Web)
@@ -145,8 +104,8 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 			return nil, err
 		}
 		b.closers = append(b.closers, func() { wc.Close() })
-		webTools = wc.Creator()
-		b.first = append(b.first, entry{name, webTools})
+		webTools = wc.Category()
+		b.first = append(b.first, webTools)
 	}
 	if m.BrainOn {
 		name, m.Brain.Replicas, m.Brain.Storage = "brain", topo.Replicas, topo.Storage
@@ -154,8 +113,8 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		if err != nil {
 			return nil, err
 		}
-		brainTools = br.Creator()
-		b.first = append(b.first, entry{name, brainTools})
+		brainTools = br.Category()
+		b.first = append(b.first, brainTools)
 	}
 	if m.SchedulesOn {
 		name, m.Schedules.Replicas, m.Schedules.Storage = "schedules", topo.Replicas, topo.Storage
@@ -163,7 +122,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		if err != nil {
 			return nil, err
 		}
-		b.first = append(b.first, entry{name, sc.Creator()})
+		b.first = append(b.first, sc.Category())
 	}
 	if m.JobsOn {
 		name, m.Jobs.Replicas, m.Jobs.Storage, m.Jobs.Logger = "background_jobs", topo.Replicas, topo.Storage, m.log
@@ -172,13 +131,13 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 			return nil, err
 		}
 		b.runs = append(b.runs, jb.Watch) // the job report watcher
-		b.first = append(b.first, entry{name, jb.Creator()})
+		b.first = append(b.first, jb.Category())
 	}
 	b.tasks = workflowtask.New(js, workflowtask.Config{Web: webTools, Brain: brainTools, Logger: m.log})
-	b.first = append(b.first, entry{"workflows", b.tasks.Creator()})
+	b.first = append(b.first, b.tasks.Category())
 	if m.skills != nil {
 		m.log.Info("skills loaded", "dir", m.SkillsDir, "skills", m.skills.Names())
-		b.last = append(b.last, entry{"skills", skills.Creator(m.skills)})
+		b.last = append(b.last, skills.Category(m.skills))
 	}
 	if m.mcp != nil {
 		name = "mcp"
@@ -186,10 +145,10 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		if err != nil {
 			return nil, err
 		}
-		b.last = append(b.last, entry{name, mcp.Creator(mm, m.skills)})
+		b.last = append(b.last, mcp.Category(mm, m.skills))
 	}
 	if m.Diagnostics {
-		b.last = append(b.last, entry{"diagnostics", diag.Creator(diag.Config{MarkDir: m.MarkDir})})
+		b.last = append(b.last, diag.Category(diag.Config{MarkDir: m.MarkDir}))
 	}
 	return b, nil
 }

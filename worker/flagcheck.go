@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // flagError is a setting found wrong once the worker began to start (a
@@ -101,23 +102,23 @@ func (k knownTools) matches(entry string) bool {
 
 // knownAtStart asks every category but MCP's for the tools of a main turn
 // that binds every category and enables every skill.
-func (m *program) knownAtStart(ctx context.Context, es []entry) knownTools {
+func (m *program) knownAtStart(ctx context.Context, es []tool.Category) knownTools {
 	k := knownTools{names: map[string]bool{}, namespaces: map[string]bool{}, mcp: map[string]bool{}}
 	bindings := map[string]bool{}
 	for _, e := range es {
-		bindings[e.name] = true
+		bindings[e.Name] = true
 	}
 	env := turn.Env{AgentID: "approval-check", TurnID: "start", Context: protocol.Context{Kind: protocol.KindText, Bindings: bindings, Skills: m.skills.Names()}}
 	for _, e := range es {
-		if e.name == "mcp" {
+		if e.Name == "mcp" {
 			continue // it would connect to every server
 		}
-		ts, _, err := e.creator(ctx, env)
+		set, err := turn.NewAssembler(e).Assemble(ctx, env)
 		if err != nil {
-			m.log.Debug("approval check: a category lists no tools at start", "category", e.name, "err", err)
+			m.log.Debug("approval check: a category lists no tools at start", "category", e.Name, "err", err)
 			continue
 		}
-		for _, t := range ts {
+		for _, t := range set.Tools() {
 			sp := t.Spec()
 			if sp.Namespace == "" {
 				k.names[sp.Name] = true
@@ -138,7 +139,7 @@ func (m *program) knownAtStart(ctx context.Context, es []entry) knownTools {
 // checkApproval refuses an --approval entry that looks like a mistyped
 // level and is no tool known at start, warns of every entry that matches
 // no tool known at start, and logs the effective policy in one line.
-func (m *program) checkApproval(ctx context.Context, es []entry) error {
+func (m *program) checkApproval(ctx context.Context, es []tool.Category) error {
 	fromFlag, _ := turn.ParsePolicy(m.Approval) // validate parsed it already
 	k := m.knownAtStart(ctx, es)
 	var errs []error
@@ -230,7 +231,7 @@ func (m *program) storageHint(err error) error {
 	}
 	fix := "delete them on the server (nats stream rm, nats kv rm) to change it"
 	where := "on the NATS server"
-	if m.NATSURL == "" {
+	if m.Conn.URL == "" {
 		where = "in data directory " + m.DataDir
 		fix = "give this run another --data-dir, or delete that directory (and the messages in it) to change it"
 	}

@@ -125,20 +125,12 @@ func usage(err error) int {
 
 // program is the worker program: its configuration, and what it started.
 type program struct {
-	NATSURL     string
-	NATSContext string
+	// Conn are the connection flags (--nats-url, --context, --user, …).
+	Conn        natsconn.Flags
 	Listen      string
 	MonitorPort int
 	DataDir     string
 	StoreMax    int64
-	User        string
-	Password    string
-	Token       string
-	NKeySeed    string
-	Creds       string
-	TLSCert     string
-	TLSKey      string
-	TLSCA       string
 	// Telemetry: metrics and health port, span export.
 	HTTPAddr     string
 	Pprof        bool
@@ -182,11 +174,6 @@ type program struct {
 	server   *bus.Embedded
 	nc       *nats.Conn
 
-	// From --context: the file read, and its tls_first; urlFromContext
-	// when the URL is the context's (no flag or NATS_URL beat it).
-	contextPath    string
-	tlsFirst       bool
-	urlFromContext bool
 	// unlock releases the embedded store's lock; tel is set once
 	// telemetry runs (the signal handler reads it).
 	unlock func()
@@ -226,20 +213,11 @@ func (m *program) ParseFlags(args []string) error {
 	host, _ := os.Hostname()
 	w := &m.Worker
 	t := &w.Topology
-	fs.StringVar(&m.NATSURL, "nats-url", "", "NATS server or cluster URLs (comma-separated); empty starts an embedded server")
-	fs.StringVar(&m.NATSContext, "context", "", "NATS CLI context (as nats context ls lists them) to connect with: its URL and credentials, under the flags and NATS_* variables given (also NATS_CONTEXT)")
+	m.Conn.Register(fs, "NATS server or cluster URLs (comma-separated); empty starts an embedded server")
 	fs.StringVar(&m.Listen, "listen", "127.0.0.1:4222", "embedded server: client address")
 	fs.IntVar(&m.MonitorPort, "monitor-port", 8222, "embedded server: monitoring port (0 turns it off)")
 	fs.StringVar(&m.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
 	fs.Int64Var(&m.StoreMax, "store-max-bytes", 0, "embedded server: most bytes the JetStream store may use (0: 75% of the space free in --data-dir at start)")
-	fs.StringVar(&m.User, "user", "", "NATS user name")
-	fs.StringVar(&m.Password, "password", "", "NATS password")
-	fs.StringVar(&m.Token, "token", "", "NATS token")
-	fs.StringVar(&m.NKeySeed, "nkey", "", "NATS NKey seed file")
-	fs.StringVar(&m.Creds, "creds", "", "NATS credentials file (JWT and seed)")
-	fs.StringVar(&m.TLSCert, "tls-cert", "", "TLS client certificate file")
-	fs.StringVar(&m.TLSKey, "tls-key", "", "TLS client key file")
-	fs.StringVar(&m.TLSCA, "tls-ca", "", "TLS CA certificate file")
 	fs.StringVar(&m.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
 	fs.IntVar(&m.GCPercent, "gc-percent", 400, "Go's GC target percentage, unless GOGC is set: a worker's live heap is small, and collecting less often saves CPU on every step")
 	fs.BoolVar(&m.Pprof, "pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr")
@@ -335,32 +313,10 @@ func (m *program) ParseFlags(args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
-			return
-		}
-		env := "WORKER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		v, ok := os.LookupEnv(env)
-		if nv := natsEnv[f.Name]; !ok && nv != "" {
-			env = nv
-			v, ok = os.LookupEnv(env)
-		}
-		if ok {
-			set[f.Name] = true
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
-			}
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
+	if err := natsconn.FromEnv(fs, set, "WORKER", os.LookupEnv); err != nil {
 		return err
 	}
-	// As nats does, a user name from NATS_USER with no password is a token.
-	if m.User != "" && m.Password == "" && m.Token == "" && os.Getenv("NATS_USER") == m.User && !set["password"] && m.NATSContext == "" {
-		m.Token, m.User = m.User, ""
-	}
-	if err := m.applyNATSContext(set); err != nil {
+	if err := m.Conn.Resolve(set, os.LookupEnv); err != nil {
 		return err
 	}
 	// The exporter reads the OTEL_EXPORTER_OTLP_* variables itself; they
@@ -373,62 +329,6 @@ func (m *program) ParseFlags(args []string) error {
 	}
 	w.Version = m.version
 	return m.validate()
-}
-
-// natsEnv are the variables the NATS CLI reads for the flags the worker
-// shares with it; WORKER_<FLAG> comes first, then these, then --context.
-var natsEnv = map[string]string{
-	"nats-url": "NATS_URL", "context": "NATS_CONTEXT",
-	"user": "NATS_USER", "password": "NATS_PASSWORD", "token": "NATS_TOKEN", "creds": "NATS_CREDS", "nkey": "NATS_NKEY",
-	"tls-cert": "NATS_CERT", "tls-key": "NATS_KEY", "tls-ca": "NATS_CA",
-}
-
-// applyNATSContext fills the connection settings that no flag or
-// variable set from the NATS CLI context named by --context.
-func (m *program) applyNATSContext(set map[string]bool) error {
-	if m.NATSContext == "" {
-		return nil
-	}
-	c, path, err := natsconn.LoadContext(m.NATSContext)
-	if err != nil {
-		return fmt.Errorf("--context: %w", err)
-	}
-	m.contextPath = path
-	for _, f := range []struct {
-		flag  string
-		dst   *string
-		value string
-	}{
-		{"nats-url", &m.NATSURL, c.URL}, {"user", &m.User, c.User}, {"password", &m.Password, c.Password},
-		{"token", &m.Token, c.Token}, {"creds", &m.Creds, c.Creds}, {"nkey", &m.NKeySeed, c.NKey},
-		{"tls-cert", &m.TLSCert, c.Cert}, {"tls-key", &m.TLSKey, c.Key}, {"tls-ca", &m.TLSCA, c.CA},
-	} {
-		if !set[f.flag] && f.value != "" {
-			*f.dst = f.value
-			m.urlFromContext = m.urlFromContext || f.flag == "nats-url"
-		}
-	}
-	// The CLI also takes a token as the user name with no password.
-	if m.Token == "" && m.User != "" && m.Password == "" && !set["user"] {
-		m.Token, m.User = m.User, ""
-	}
-	m.tlsFirst = c.TLSFirst
-	if m.NATSURL == "" {
-		return fmt.Errorf("--context: NATS context %s has no url", path)
-	}
-	return nil
-}
-
-// urlSource says, for an error, where the URL came from when a NATS
-// context was read: the context's own, or a flag or NATS_URL over it.
-func (m *program) urlSource() string {
-	switch {
-	case m.contextPath == "":
-		return ""
-	case m.urlFromContext:
-		return " (from NATS context " + m.contextPath + ")"
-	}
-	return " (--nats-url or NATS_URL, over NATS context " + m.contextPath + ")"
 }
 
 func (m *program) validate() error {
@@ -454,10 +354,10 @@ func (m *program) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-format must be text or json, not %q", m.LogFormat))
 	}
-	if (m.TLSCert == "") != (m.TLSKey == "") {
+	if (m.Conn.TLSCert == "") != (m.Conn.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}
-	if (m.User == "") != (m.Password == "") {
+	if (m.Conn.User == "") != (m.Conn.Password == "") {
 		errs = append(errs, errors.New("--user and --password go together"))
 	}
 	if m.MarkDir != "" && !m.Diagnostics {
@@ -472,7 +372,7 @@ func (m *program) validate() error {
 	if m.Pprof && m.HTTPAddr == "" {
 		errs = append(errs, errors.New("--pprof needs --http-addr"))
 	}
-	if m.NATSURL == "" {
+	if m.Conn.URL == "" {
 		if _, _, err := splitHostPort(m.Listen); err != nil {
 			errs = append(errs, fmt.Errorf("--listen: %w", err))
 		}
@@ -587,7 +487,7 @@ func flagValue(flag string, v int64) string {
 // Run connects (starting the embedded server first when no URL is set),
 // and serves until ctx ends.
 func (m *program) Run(ctx context.Context) error {
-	url := m.NATSURL
+	url := m.Conn.URL
 	if url == "" {
 		host, port, err := splitHostPort(m.Listen)
 		if err != nil {
@@ -613,7 +513,7 @@ func (m *program) Run(ctx context.Context) error {
 		return err
 	}
 	if m.nc, err = nats.Connect(url, opts...); err != nil {
-		return fmt.Errorf("connecting to %s%s: %w", url, m.urlSource(), err)
+		return fmt.Errorf("connecting to %s%s: %w", url, m.Conn.URLSource(), err)
 	}
 	js, err := jetstream.New(m.nc)
 	if err != nil {
@@ -712,8 +612,7 @@ func (m *program) natsOptions() ([]nats.Option, error) {
 			m.log.Error("NATS error", "err", err)
 		}),
 	}
-	auth, err := natsconn.Auth{User: m.User, Password: m.Password, Token: m.Token, NKey: m.NKeySeed, Creds: m.Creds,
-		TLSCert: m.TLSCert, TLSKey: m.TLSKey, TLSCA: m.TLSCA, TLSFirst: m.tlsFirst}.Options()
+	auth, err := m.Conn.Options()
 	return append(opts, auth...), err
 }
 

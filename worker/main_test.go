@@ -19,8 +19,8 @@ func TestParseFlags(t *testing.T) {
 	if err := m.ParseFlags([]string{"--concurrency", "3"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.Worker.CallTimeout != 7*time.Second || m.Worker.Concurrency != 3 || m.NATSURL != "nats://example.invalid:4222" {
-		t.Errorf("got timeout %s, concurrency %d, url %q", m.Worker.CallTimeout, m.Worker.Concurrency, m.NATSURL)
+	if m.Worker.CallTimeout != 7*time.Second || m.Worker.Concurrency != 3 || m.Conn.URL != "nats://example.invalid:4222" {
+		t.Errorf("got timeout %s, concurrency %d, url %q", m.Worker.CallTimeout, m.Worker.Concurrency, m.Conn.URL)
 	}
 	// A flag beats the environment.
 	m = newProgram(Options{})
@@ -117,8 +117,8 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	if err := m.ParseFlags([]string{"--context", "prod"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.NATSURL != "nats://ctx:4222" || m.User != "ctx-user" || m.Password != "ctx-pass" || m.TLSCA != "/ctx/ca.pem" ||
-		m.TLSCert != "/ctx/cert.pem" || m.TLSKey != "/ctx/key.pem" || !m.tlsFirst || m.Creds != filepath.Join(home, "ctx.creds") {
+	if m.Conn.URL != "nats://ctx:4222" || m.Conn.User != "ctx-user" || m.Conn.Password != "ctx-pass" || m.Conn.TLSCA != "/ctx/ca.pem" ||
+		m.Conn.TLSCert != "/ctx/cert.pem" || m.Conn.TLSKey != "/ctx/key.pem" || !m.Conn.TLSFirst || m.Conn.Creds != filepath.Join(home, "ctx.creds") {
 		t.Errorf("from the context: %+v", m)
 	}
 
@@ -131,11 +131,11 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	if err := m.ParseFlags([]string{"--nats-url", "nats://flag:4222"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.NATSURL != "nats://flag:4222" || m.TLSCA != "/env/ca.pem" || m.Creds != "/env/user.creds" || m.User != "ctx-user" {
-		t.Errorf("flag > env > context: url %q ca %q creds %q user %q", m.NATSURL, m.TLSCA, m.Creds, m.User)
+	if m.Conn.URL != "nats://flag:4222" || m.Conn.TLSCA != "/env/ca.pem" || m.Conn.Creds != "/env/user.creds" || m.Conn.User != "ctx-user" {
+		t.Errorf("flag > env > context: url %q ca %q creds %q user %q", m.Conn.URL, m.Conn.TLSCA, m.Conn.Creds, m.Conn.User)
 	}
 	// A connection error names where the URL came from: not the context.
-	if src := m.urlSource(); !strings.Contains(src, "--nats-url or NATS_URL") {
+	if src := m.Conn.URLSource(); !strings.Contains(src, "--nats-url or NATS_URL") {
 		t.Errorf("the URL's source is said to be %q", src)
 	}
 
@@ -146,14 +146,14 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
-	if m.Token != "s3cret-token" || m.User != "" {
-		t.Errorf("NATS_USER alone: token %q user %q, want it as the token", m.Token, m.User)
+	if m.Conn.Token != "s3cret-token" || m.Conn.User != "" {
+		t.Errorf("NATS_USER alone: token %q user %q, want it as the token", m.Conn.Token, m.Conn.User)
 	}
 
 	os.Unsetenv("NATS_USER")
 	t.Setenv("NATS_TOKEN", "tok")
-	if m = newProgram(Options{}); m.ParseFlags(nil) != nil || m.Token != "tok" {
-		t.Errorf("NATS_TOKEN: token %q", m.Token)
+	if m = newProgram(Options{}); m.ParseFlags(nil) != nil || m.Conn.Token != "tok" {
+		t.Errorf("NATS_TOKEN: token %q", m.Conn.Token)
 	}
 
 	// The OTel variables are the exporter's to read: never the flag's URL.

@@ -125,7 +125,7 @@ func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error
 
 // start is New over entries es, with b's task turns and runs (b may be
 // nil).
-func start(ctx context.Context, nc *nats.Conn, cfg Config, es []entry, b *builtins) (*Worker, error) {
+func start(ctx context.Context, nc *nats.Conn, cfg Config, es []tool.Category, b *builtins) (*Worker, error) {
 	e, err := cfg.settings()
 	if err != nil {
 		return nil, err
@@ -134,9 +134,9 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, es []entry, b *builti
 	if log == nil {
 		log = slog.Default()
 	}
-	creators, names := make([]turn.Creator, len(es)), make([]string, len(es))
-	for i, x := range es {
-		creators[i], names[i] = x.creator, x.name
+	names := make([]string, len(es))
+	for i, c := range es {
+		names[i] = c.Name
 	}
 	e.Metadata = map[string]string{"worker_version": e.Version, "worker_name": e.Name, "categories": strings.Join(names, ",")}
 	var tasks iworker.TaskTurns
@@ -144,7 +144,7 @@ func start(ctx context.Context, nc *nats.Conn, cfg Config, es []entry, b *builti
 	if b != nil {
 		tasks, runs = b.tasks, b.runs
 	}
-	w, err := iworker.New(ctx, nc, e, turn.NewAssembler(creators...), tasks, log)
+	w, err := iworker.New(ctx, nc, e, turn.NewAssembler(es...), tasks, log)
 	if err != nil {
 		return nil, err
 	}

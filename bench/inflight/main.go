@@ -107,7 +107,7 @@ func work(url string, args []string) error {
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := worker.Config{Name: "inflight", Concurrency: conc}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(diag.Category(diag.Config{})), nil, log)
 	if err != nil {
 		return err
 	}

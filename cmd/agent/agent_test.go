@@ -24,11 +24,11 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // The model is the outside party, so it is the one thing played here: a
@@ -158,13 +158,13 @@ func newRig(t *testing.T, model *fakeModel) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		td, err := todo.New(context.Background(), js, todo.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
-		return []turn.Creator{td.Creator(), wf.Creator(), mcp.Creator(m, nil), diag.Creator(diag.Config{})}, wf
+		return []tool.Category{td.Category(), wf.Category(), mcp.Category(m, nil), diag.Category(diag.Config{})}, wf
 	})
 	nc := srv.Connect(t)
 	gw, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
@@ -455,8 +455,8 @@ func TestCommandLine(t *testing.T) {
 	const first = "Ping once."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "ping", `{}`)}, {say("pong it was")}}})
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{})}, nil
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{})}, nil
 	})
 	t.Setenv("OPENAI_BASE_URL", model.srv.URL+"/v1/")
 	t.Setenv("OPENAI_API_KEY", "test-key")

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // approvalWorker runs a real worker that holds every call of mark (which
@@ -35,8 +36,8 @@ func approvalWorker(t *testing.T, srv *natstest.Server, timeout time.Duration) (
 	markDir = t.TempDir()
 	cfg := workertest.Config("w1")
 	cfg.Approval = turn.Policy{Names: []string{"mark"}, Timeout: timeout}
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{MarkDir: markDir})}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{MarkDir: markDir})}, nil
 	})
 	return markDir
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbull/toolruntime/internal/console"
+	"github.com/agentbull/toolruntime/internal/natsconn"
 )
 
 func main() { os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
@@ -32,8 +33,8 @@ func main() { os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdou
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var conn console.Conn
-	conn.Register(fs)
+	var conn natsconn.Flags
+	conn.Register(fs, "NATS server or cluster URLs (comma-separated); default "+nats.DefaultURL)
 	listen := fs.String("listen", "127.0.0.1:8470", "address to serve on; anything but loopback without --tls-cert-file is warned about")
 	tokenFile := fs.String("console-token-file", "", "file holding the console's login token (else CONSOLE_TOKEN, else one is generated and printed)")
 	certFile := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-key-file)")
@@ -51,11 +52,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
+	// As the worker reads its flags, with CONSOLE_* for WORKER_*; but
+	// CONSOLE_TOKEN is the login token, so --token reads NATS_TOKEN only.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if err := conn.Resolve(set, getenv); err != nil {
+	lookup := func(k string) (string, bool) {
+		if k == "CONSOLE_TOKEN" {
+			return "", false
+		}
+		v := getenv(k)
+		return v, v != ""
+	}
+	if err := natsconn.FromEnv(fs, set, "CONSOLE", lookup); err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
+	}
+	if err := conn.Resolve(set, lookup); err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	if conn.URL == "" {
+		conn.URL = nats.DefaultURL
 	}
 	if (*certFile == "") != (*keyFile == "") {
 		fmt.Fprintln(stderr, "console: --tls-cert-file and --tls-key-file go together")
@@ -79,14 +96,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "console: the token must be at least 16 characters")
 		return 2
 	}
-	opts, err := conn.Options("turn-worker console")
+	auth, err := conn.Options()
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
 	}
+	opts := append([]nats.Option{nats.Name("turn-worker console"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond)}, auth...)
 	nc, err := nats.Connect(conn.URL, opts...)
 	if err != nil {
-		fmt.Fprintf(stderr, "console: connecting to %s: %v (--nats-url, --context)\n", conn.URL, err)
+		fmt.Fprintf(stderr, "console: connecting to %s%s: %v (--nats-url, --context)\n", conn.URL, conn.URLSource(), err)
 		return 1
 	}
 	defer nc.Close()

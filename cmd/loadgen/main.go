@@ -206,7 +206,7 @@ func startWorkers(ctx context.Context, o options) (func(), string, error) {
 		if o.stages != nil {
 			cfg.FairStage = o.stages.stage
 		}
-		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Creator(diag.Config{})), nil, log)
+		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Category(diag.Config{})), nil, log)
 		if err != nil {
 			cancel()
 			return nil, "", err

@@ -12,10 +12,10 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // The load program against an embedded server and an in-process worker:
@@ -77,7 +77,7 @@ func TestLoadRunRefused(t *testing.T) {
 // run fails too, and says what to do.
 func TestLoadRunEveryCallFails(t *testing.T) {
 	s := natstest.Start(t)
-	stop := workertest.RunWorker(t, s, "plain", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	stop := workertest.RunWorker(t, s, "plain", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		return nil, nil
 	})
 	defer stop()
@@ -113,8 +113,8 @@ func TestLoadRetriesNoResponders(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no publish was retried")
 	}
-	stop := workertest.RunWorker(t, s, "late", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{})}, nil
+	stop := workertest.RunWorker(t, s, "late", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{})}, nil
 	})
 	defer stop()
 	if err := <-errc; err != nil {

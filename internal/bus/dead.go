@@ -17,28 +17,9 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// Dead-letter headers.
-const (
-	HeaderDeadReason    = "Dead-Reason"
-	HeaderDeadStreamSeq = "Dead-Stream-Seq"
-	HeaderDeadStream    = "Dead-Stream"
-	HeaderDeadSubject   = "Dead-Subject"
-	// HeaderDeadTruncated is "true" on a dead letter that holds only the
-	// head of the message: the whole did not fit the max payload with the
-	// dead-letter headers added. HeaderDeadSize is then the size of the
-	// original body, and HeaderDeadHeadersDropped set when the original
-	// headers were left out too.
-	HeaderDeadTruncated      = "Dead-Truncated"
-	HeaderDeadSize           = "Dead-Size"
-	HeaderDeadHeadersDropped = "Dead-Headers-Dropped"
-)
-
 // natsHeaderPrefix starts the headers the server acts on; a dead letter
-// keeps the original's as deadHeaderPrefix + name.
-const (
-	natsHeaderPrefix = "Nats-"
-	deadHeaderPrefix = "Dead-"
-)
+// keeps the original's as protocol.HeaderDeadPrefix + name.
+const natsHeaderPrefix = "Nats-"
 
 // maxDeadReason bounds the Dead-Reason header.
 const maxDeadReason = 2 << 10
@@ -97,17 +78,17 @@ func deadLetter(subject string, h nats.Header, data []byte, stream string, seq u
 		// copy's publish they would refuse it every time, or change what
 		// it is. They are kept under another name.
 		if len(k) >= len(natsHeaderPrefix) && strings.EqualFold(k[:len(natsHeaderPrefix)], natsHeaderPrefix) {
-			k = deadHeaderPrefix + k
+			k = protocol.HeaderDeadPrefix + k
 		}
 		for _, v := range vs {
 			out.Header.Add(k, v)
 		}
 	}
 	set := func(m *nats.Msg) {
-		m.Header.Set(HeaderDeadReason, headerValue(reason, maxDeadReason))
-		m.Header.Set(HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
-		m.Header.Set(HeaderDeadStream, stream)
-		m.Header.Set(HeaderDeadSubject, subject)
+		m.Header.Set(protocol.HeaderDeadReason, headerValue(reason, maxDeadReason))
+		m.Header.Set(protocol.HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
+		m.Header.Set(protocol.HeaderDeadStream, stream)
+		m.Header.Set(protocol.HeaderDeadSubject, subject)
 		m.Header.Set(jetstream.MsgIDHeader, "dead."+stream+"."+strconv.FormatUint(seq, 10))
 	}
 	set(out)
@@ -118,16 +99,16 @@ func deadLetter(subject string, h nats.Header, data []byte, stream string, seq u
 	}
 	// The head that fits, with the truncation headers (which the room is
 	// computed with).
-	out.Header.Set(HeaderDeadTruncated, "true")
-	out.Header.Set(HeaderDeadSize, strconv.Itoa(len(data)))
+	out.Header.Set(protocol.HeaderDeadTruncated, "true")
+	out.Header.Set(protocol.HeaderDeadSize, strconv.Itoa(len(data)))
 	if headerLen(out.Header) > limit/2 {
 		// The original headers are most of it: only the worker's are kept.
 		dropped := headerLen(h)
 		out.Header = nats.Header{}
 		set(out)
-		out.Header.Set(HeaderDeadTruncated, "true")
-		out.Header.Set(HeaderDeadSize, strconv.Itoa(len(data)))
-		out.Header.Set(HeaderDeadHeadersDropped, strconv.Itoa(dropped))
+		out.Header.Set(protocol.HeaderDeadTruncated, "true")
+		out.Header.Set(protocol.HeaderDeadSize, strconv.Itoa(len(data)))
+		out.Header.Set(protocol.HeaderDeadHeadersDropped, strconv.Itoa(dropped))
 	}
 	out.Data = data[:max(0, min(len(data), limit-headerLen(out.Header)))]
 	return out

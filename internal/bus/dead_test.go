@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func TestDeadLetterFitsMaxPayload(t *testing.T) {
@@ -31,23 +33,23 @@ func TestDeadLetterFitsMaxPayload(t *testing.T) {
 			if n := headerLen(m.Header) + len(m.Data); n > limit {
 				t.Fatalf("dead letter of %d bytes, over %d", n, limit)
 			}
-			if got := m.Header.Get(HeaderDeadTruncated) == "true"; got != c.truncated {
+			if got := m.Header.Get(protocol.HeaderDeadTruncated) == "true"; got != c.truncated {
 				t.Errorf("truncated %v, want %v", got, c.truncated)
 			}
-			if got := m.Header.Get(HeaderDeadHeadersDropped) != ""; got != c.dropped {
+			if got := m.Header.Get(protocol.HeaderDeadHeadersDropped) != ""; got != c.dropped {
 				t.Errorf("headers dropped %v, want %v", got, c.dropped)
 			}
-			if c.truncated && m.Header.Get(HeaderDeadSize) != strconv.Itoa(len(c.data)) {
-				t.Errorf("%s %q, want %d", HeaderDeadSize, m.Header.Get(HeaderDeadSize), len(c.data))
+			if c.truncated && m.Header.Get(protocol.HeaderDeadSize) != strconv.Itoa(len(c.data)) {
+				t.Errorf("%s %q, want %d", protocol.HeaderDeadSize, m.Header.Get(protocol.HeaderDeadSize), len(c.data))
 			}
 			if !strings.HasPrefix(string(c.data), string(m.Data)) || len(m.Data) == 0 {
 				t.Errorf("body of %d bytes is not the head of the message", len(m.Data))
 			}
-			r := m.Header.Get(HeaderDeadReason)
+			r := m.Header.Get(protocol.HeaderDeadReason)
 			if strings.ContainsAny(r, "\r\n") || len(r) > maxDeadReason || !strings.HasPrefix(r, "malformed step: line one") {
 				t.Errorf("reason header of %d bytes: %.80q", len(r), r)
 			}
-			if m.Header.Get(HeaderDeadStreamSeq) != "7" || m.Header.Get("Nats-Msg-Id") != "dead.TURN_CALLS.7" {
+			if m.Header.Get(protocol.HeaderDeadStreamSeq) != "7" || m.Header.Get("Nats-Msg-Id") != "dead.TURN_CALLS.7" {
 				t.Errorf("headers %v", m.Header)
 			}
 		})

@@ -20,14 +20,10 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// Buckets and streams the console reads, as docs/protocol.md names them.
-const (
-	bucketState = "TURN_STATE"
-	streamDead  = "TURN_DEAD"
-	// bucketAudit is the console's own: who decided or re-drove what,
-	// and when.
-	bucketAudit = "CONSOLE_AUDIT"
-)
+// bucketAudit is the console's own bucket: who decided or re-drove
+// what, and when. The workers' it reads are protocol's (BucketState,
+// StreamDead).
+const bucketAudit = "CONSOLE_AUDIT"
 
 // heldStep is the part of an approval record (TURN_STATE key
 // approval.<agent>.<turn>.<step>) the console reads: docs/protocol.md,
@@ -192,9 +188,9 @@ func timeLeft(d time.Duration) string {
 
 // pending lists the held steps of TURN_STATE, soonest to expire first.
 func (s *Server) pending(ctx context.Context) ([]*heldStep, error) {
-	kv, err := s.js.KeyValue(ctx, bucketState)
+	kv, err := s.js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w (is a worker running?)", bucketState, err)
+		return nil, fmt.Errorf("bucket %s: %w (is a worker running?)", protocol.BucketState, err)
 	}
 	lister, err := kv.ListKeysFiltered(ctx, "approval.>")
 	if err != nil {
@@ -224,7 +220,7 @@ func (s *Server) pending(ctx context.Context) ([]*heldStep, error) {
 }
 
 func (s *Server) heldStep(ctx context.Context, agent, turn string, step int64) (*heldStep, error) {
-	kv, err := s.js.KeyValue(ctx, bucketState)
+	kv, err := s.js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +440,7 @@ type refusedAnswer struct {
 func (s *Server) refusedAnswers(ctx context.Context) map[stepRef][]refusedAnswer {
 	out := map[stepRef][]refusedAnswer{}
 	for _, d := range s.deadLetters(ctx, 200) {
-		if !strings.HasPrefix(d.Headers.Get("Dead-Subject"), "turn.approval.") || strings.Count(d.Headers.Get("Dead-Subject"), ".") != 3 {
+		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {
 			continue
 		}
 		var a struct {
@@ -456,14 +452,14 @@ func (s *Server) refusedAnswers(ctx context.Context) map[stepRef][]refusedAnswer
 			continue
 		}
 		n := 1
-		id := d.Headers.Get("Dead-Nats-Msg-Id")
+		id := d.Headers.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)
 		if i := strings.LastIndex(id, ".approval."); i >= 0 {
 			if v, err := strconv.Atoi(id[i+len(".approval."):]); err == nil {
 				n = v
 			}
 		}
 		ref := stepRef{a.AgentID, a.TurnID, a.Step}
-		out[ref] = append(out[ref], refusedAnswer{reason: d.Headers.Get("Dead-Reason"), n: n})
+		out[ref] = append(out[ref], refusedAnswer{reason: d.Headers.Get(protocol.HeaderDeadReason), n: n})
 	}
 	return out
 }

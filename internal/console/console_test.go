@@ -26,6 +26,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 const testToken = "test-token-0123456789abcdef"
@@ -48,8 +49,8 @@ func newRig(t *testing.T) *rig {
 	r := &rig{srv: natstest.Start(t), markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
 	cfg.Approval = turn.Policy{Names: []string{"mark", "ping"}}
-	workertest.RunWorkerWith(t, r.srv, cfg, func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{MarkDir: r.markDir})}, nil
+	workertest.RunWorkerWith(t, r.srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, nil
 	})
 	gw, err := gateway.New(r.srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 type deadLetter struct {
@@ -24,7 +26,7 @@ type deadLetter struct {
 
 // deadLetters reads the last limit messages of TURN_DEAD, newest first.
 func (s *Server) deadLetters(ctx context.Context, limit int) []deadLetter {
-	st, err := s.js.Stream(ctx, streamDead)
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
 		return nil
 	}
@@ -47,8 +49,8 @@ func (s *Server) deadLetters(ctx context.Context, limit int) []deadLetter {
 // message that reached the delivery limit. A malformed one would only
 // be dead-lettered again.
 func redrivable(d deadLetter) bool {
-	subj := d.Headers.Get("Dead-Subject")
-	return strings.HasPrefix(d.Headers.Get("Dead-Reason"), "delivery limit reached") &&
+	subj := d.Headers.Get(protocol.HeaderDeadSubject)
+	return strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadReason), "delivery limit reached") &&
 		(strings.HasPrefix(subj, "turn.call.") || strings.HasPrefix(subj, "turn.task.") || strings.HasPrefix(subj, "turn.approval."))
 }
 
@@ -74,12 +76,12 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var v deadView
-	if _, err := s.js.Stream(ctx, streamDead); err != nil {
-		v.Error = fmt.Sprintf("stream %s: %v (is a worker running?)", streamDead, err)
+	if _, err := s.js.Stream(ctx, protocol.StreamDead); err != nil {
+		v.Error = fmt.Sprintf("stream %s: %v (is a worker running?)", protocol.StreamDead, err)
 	}
 	for _, d := range s.deadLetters(ctx, 100) {
-		dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: d.Headers.Get("Dead-Reason"),
-			Origin: d.Headers.Get("Dead-Subject"), Bytes: len(d.Data), Redrive: redrivable(d)}
+		dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: d.Headers.Get(protocol.HeaderDeadReason),
+			Origin: d.Headers.Get(protocol.HeaderDeadSubject), Bytes: len(d.Data), Redrive: redrivable(d)}
 		names := make([]string, 0, len(d.Headers))
 		for k := range d.Headers {
 			names = append(names, k)
@@ -132,7 +134,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: seq must be a stream sequence", http.StatusBadRequest)
 		return
 	}
-	st, err := s.js.Stream(ctx, streamDead)
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
 		s.back(w, r, "/dead", "No dead letters stream: "+err.Error())
 		return
@@ -147,21 +149,21 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/dead", fmt.Sprintf("Dead letter %d may not be re-driven: only a step or answer that reached the delivery limit may be retried; a malformed one would be dead-lettered again.", seq))
 		return
 	}
-	out := nats.NewMsg(d.Headers.Get("Dead-Subject"))
+	out := nats.NewMsg(d.Headers.Get(protocol.HeaderDeadSubject))
 	out.Data = bytes.Clone(d.Data)
 	for k, vals := range d.Headers {
 		switch {
-		case strings.HasPrefix(k, "Dead-Nats-"):
-			if k == "Dead-Nats-Msg-Id" {
+		case strings.HasPrefix(k, protocol.HeaderDeadPrefix+"Nats-"):
+			if k == protocol.HeaderDeadPrefix+nats.MsgIdHdr {
 				continue
 			}
-			out.Header[strings.TrimPrefix(k, "Dead-")] = vals
-		case strings.HasPrefix(k, "Dead-"), strings.HasPrefix(k, "Nats-"), k == "Turn-Delivered":
+			out.Header[strings.TrimPrefix(k, protocol.HeaderDeadPrefix)] = vals
+		case strings.HasPrefix(k, protocol.HeaderDeadPrefix), strings.HasPrefix(k, "Nats-"), k == "Turn-Delivered":
 		default:
 			out.Header[k] = vals
 		}
 	}
-	id := fmt.Sprintf("redrive.%s.%d", d.Headers.Get("Dead-Stream"), seq)
+	id := fmt.Sprintf("redrive.%s.%d", d.Headers.Get(protocol.HeaderDeadStream), seq)
 	out.Header.Set("Nats-Msg-Id", id)
 	se := sessionOf(r)
 	out.Header.Set("Console-Redriven-By", se.name)

@@ -231,7 +231,7 @@ func TestDetailsThatDoNotEncode(t *testing.T) {
 	if fit.Details(nil) != nil || fit.Events(nil) != nil {
 		t.Error("nil details or events became something")
 	}
-	evs := fit.Events([]tool.Event{{Type: "a", Data: 1}, {Type: "b"}})
+	evs := fit.Events([]tool.PresentationEvent{{Type: "a", Data: 1}, {Type: "b"}})
 	if string(evs[0].Data) != "1" || evs[1].Data != nil {
 		t.Errorf("events %+v", evs)
 	}

@@ -34,7 +34,7 @@ func Details(v any) json.RawMessage {
 
 // Events are a tool's presentation events as a call.output carries them;
 // nil stays nil. Data that does not encode is replaced as in Details.
-func Events(evs []tool.Event) []protocol.PresentationEvent {
+func Events(evs []tool.PresentationEvent) []protocol.PresentationEvent {
 	if evs == nil {
 		return nil
 	}
@@ -47,13 +47,13 @@ func Events(evs []tool.Event) []protocol.PresentationEvent {
 
 // ToolEvents turns events back into the tool's type (for the journal,
 // after CallOutput clipped them); their data stays encoded.
-func ToolEvents(evs []protocol.PresentationEvent) []tool.Event {
+func ToolEvents(evs []protocol.PresentationEvent) []tool.PresentationEvent {
 	if evs == nil {
 		return nil
 	}
-	out := make([]tool.Event, len(evs))
+	out := make([]tool.PresentationEvent, len(evs))
 	for i, e := range evs {
-		out[i] = tool.Event{Type: e.Type}
+		out[i] = tool.PresentationEvent{Type: e.Type}
 		if len(e.Data) > 0 {
 			out[i].Data = e.Data
 		}

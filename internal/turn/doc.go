@@ -1,10 +1,11 @@
 // Package turn provides per-turn tool assembly and the dispatch of a
 // step's calls.
 //
-// An Assembler holds an explicit, ordered list of category creators; for
-// each turn it asks every creator for its tools given the turn's context
-// (a creator whose category is not bound returns none) and builds a Set,
-// refusing duplicate names. A Set renders the Responses API catalog
+// An Assembler holds an explicit, ordered list of categories
+// (tool.Category, the built-in ones and a program's own alike); for each
+// main turn it asks every category for its tools given the turn (a
+// category that is not bound returns none) and builds a Set, refusing
+// duplicate names. A Set renders the Responses API catalog
 // (namespaces grouped, deferred tools shortened, tool_search appended) and
 // its digest, byte-identical for the same inputs.
 //

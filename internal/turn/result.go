@@ -42,18 +42,18 @@ type Input struct {
 // Outcome is how one call ended. It is stored in the journal and so
 // marshals to JSON.
 type Outcome struct {
-	CallID    string          `json:"call_id"`
-	Name      string          `json:"name"`
-	Namespace string          `json:"namespace"`
-	Err       *tool.Error     `json:"error,omitempty"`
-	Item      json.RawMessage `json:"item"`
-	Details   any             `json:"details,omitempty"`
-	Events    []tool.Event    `json:"events,omitempty"`
-	Repairs   []string        `json:"repairs,omitempty"`
-	Activity  string          `json:"activity,omitempty"`
-	Duration  time.Duration   `json:"-"` // duration_ms in JSON (MarshalJSON)
-	EndTurn   bool            `json:"end_turn,omitempty"`
-	Complete  bool            `json:"complete_actor_event,omitempty"`
+	CallID    string                   `json:"call_id"`
+	Name      string                   `json:"name"`
+	Namespace string                   `json:"namespace"`
+	Err       *tool.Error              `json:"error,omitempty"`
+	Item      json.RawMessage          `json:"item"`
+	Details   any                      `json:"details,omitempty"`
+	Events    []tool.PresentationEvent `json:"events,omitempty"`
+	Repairs   []string                 `json:"repairs,omitempty"`
+	Activity  string                   `json:"activity,omitempty"`
+	Duration  time.Duration            `json:"-"` // duration_ms in JSON (MarshalJSON)
+	EndTurn   bool                     `json:"end_turn,omitempty"`
+	Complete  bool                     `json:"complete_actor_event,omitempty"`
 	// Loaded are the keys of deferred tools a tool search loaded.
 	Loaded []string `json:"loaded,omitempty"`
 	// MediaNotes, when Item's output is an array, are its parts' notes

@@ -6,66 +6,124 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// Env is what a category creator sees of the turn.
+// Env is the turn whose tools are assembled.
 type Env struct {
 	AgentID string
 	TurnID  string
 	Context protocol.Context
 }
 
-// Creator contributes one category's tools to a turn. It returns nothing
-// when its category is not bound for the turn. Notes explain a source that
-// could not contribute (a server that is down) without failing the turn.
-type Creator func(ctx context.Context, env Env) (ts []*tool.Tool, notes []string, err error)
-
-// Offer returns the creator of a category whose tools are fixed: ts, in
-// that order, for the turns of kind (any kind when empty) whose context
-// binds binding (every such turn when empty); nothing for the others.
-func Offer(kind, binding string, ts ...*tool.Tool) Creator {
-	return func(_ context.Context, env Env) ([]*tool.Tool, []string, error) {
-		if kind != "" && env.Context.Kind != kind || binding != "" && !env.Context.Bound(binding) {
-			return nil, nil, nil
-		}
-		return ts, nil, nil
-	}
-}
-
 // Assembler builds a turn's tool set from an explicit, ordered list of
-// creators: a tool is available when a creator returns it, and only then.
+// categories: a tool is available when a category returns it, and only
+// then. Only main turns reach it; a task turn's catalog is fixed.
 type Assembler struct {
-	creators []Creator
+	categories []tool.Category
 }
 
-// NewAssembler returns an assembler over creators, in catalog order.
-func NewAssembler(creators ...Creator) *Assembler {
-	return &Assembler{creators: creators}
+// NewAssembler returns an assembler over categories, in catalog order.
+func NewAssembler(categories ...tool.Category) *Assembler {
+	return &Assembler{categories: categories}
 }
 
-// Assemble builds the set for one turn. Two tools with the same namespace
-// and name are an error.
+// Assemble builds the set for one turn. A category's error or panic, a
+// tool that is nil or was not made by tool.New, and two tools with the
+// same namespace and name are errors. A turn that is not a main turn (a
+// workflow task turn, whose catalog is fixed) gets no tools: no category
+// is asked.
 func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
+	if env.Context.Kind != protocol.KindText {
+		return NewSet()
+	}
+	as := &assembly{context: env.Context}
+	ctx = context.WithValue(ctx, assemblyKey{}, as)
+	// A copy of the bindings, made again only after a category changed
+	// it: what one category does to it no other sees, and a step does
+	// not pay a copy per category.
+	bindings := cloneBindings(env.Context.Bindings)
 	var all []*tool.Tool
-	var notes []string
-	for _, c := range a.creators {
-		ts, n, err := c(ctx, env)
+	for _, c := range a.categories {
+		ts, err := Offered(ctx, c, tool.Turn{AgentID: env.AgentID, TurnID: env.TurnID, Kind: env.Context.Kind, Bindings: bindings})
 		if err != nil {
 			return nil, err
 		}
+		if !maps.Equal(bindings, env.Context.Bindings) {
+			bindings = cloneBindings(env.Context.Bindings)
+		}
 		all = append(all, ts...)
-		notes = append(notes, n...)
 	}
 	s, err := NewSet(all...)
 	if err != nil {
 		return nil, err
 	}
-	s.Notes = notes
+	s.Notes = as.notes
 	return s, nil
+}
+
+func cloneBindings(b map[string]bool) map[string]bool {
+	if b == nil {
+		return map[string]bool{}
+	}
+	return maps.Clone(b)
+}
+
+// Offered returns the tools c offers the turn t. A panic in c.Tools, or
+// a tool among those it returns that is nil or was not made by tool.New,
+// is an error like the one it returns: the request fails, the worker
+// goes on.
+func Offered(ctx context.Context, c tool.Category, t tool.Turn) (ts []*tool.Tool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ts, err = nil, fmt.Errorf("category %s panicked: %v", c.Name, r)
+		}
+	}()
+	ts, err = c.Tools(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("category %s: %w", c.Name, err)
+	}
+	// The set reads every tool's Spec, outside this recover: a nil one
+	// would crash the worker, not the request.
+	for i, x := range ts {
+		if x == nil || x.Definition() == nil {
+			return nil, fmt.Errorf("category %s: tool %d of %d is nil or was not made by tool.New", c.Name, i, len(ts))
+		}
+	}
+	return ts, nil
+}
+
+// assembly is what Assemble gives the built-in categories beyond
+// tool.Turn, through the context of their Tools call.
+type assembly struct {
+	context protocol.Context
+	notes   []string
+}
+
+type assemblyKey struct{}
+
+// TurnContext is, in a category's Tools function called by Assemble,
+// the turn's whole context as the gateway sent it (the skills and MCP
+// servers it names); the zero Context elsewhere.
+func TurnContext(ctx context.Context) protocol.Context {
+	if as, ok := ctx.Value(assemblyKey{}).(*assembly); ok {
+		return as.context
+	}
+	return protocol.Context{}
+}
+
+// Note adds notes to the catalog of the turn that Assemble is building,
+// from a category's Tools function: they explain a source that could not
+// contribute (a server that is down) without failing the turn. Elsewhere
+// it does nothing.
+func Note(ctx context.Context, notes ...string) {
+	if as, ok := ctx.Value(assemblyKey{}).(*assembly); ok {
+		as.notes = append(as.notes, notes...)
+	}
 }
 
 type key struct{ namespace, name string }
@@ -74,7 +132,7 @@ type key struct{ namespace, name string }
 type Set struct {
 	tools []*tool.Tool
 	index map[key]*tool.Tool
-	// Notes are the creators' notes on sources that could not contribute.
+	// Notes are the categories' notes on sources that could not contribute.
 	Notes []string
 
 	once    sync.Once

@@ -24,15 +24,15 @@ func names(ts []*tool.Tool) []string {
 	return out
 }
 
-// category returns a creator that contributes ts when binding is bound
+// category returns a category that contributes ts when binding is bound
 // (always when binding is "").
-func category(binding string, ts ...*tool.Tool) turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if binding != "" && !env.Context.Bound(binding) {
-			return nil, nil, nil
+func category(binding string, ts ...*tool.Tool) tool.Category {
+	return tool.Category{Name: "c", Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if binding != "" && !t.Bound(binding) {
+			return nil, nil
 		}
-		return ts, nil, nil
-	}
+		return ts, nil
+	}}
 }
 
 func env(bindings ...string) turn.Env {
@@ -50,9 +50,10 @@ func TestAssemble(t *testing.T) {
 	core := category("", tl("ping"), tl("todo"))
 	web := category("web", tl("web_search"), tl("web_fetch"))
 	brain := category("brain", tl("recall"))
-	flaky := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) {
-		return []*tool.Tool{tl("list", inNamespace("github", "GitHub."))}, []string{"linear: server unreachable"}, nil
-	}
+	flaky := tool.Category{Name: "flaky", Tools: func(ctx context.Context, _ tool.Turn) ([]*tool.Tool, error) {
+		turn.Note(ctx, "linear: server unreachable")
+		return []*tool.Tool{tl("list", inNamespace("github", "GitHub."))}, nil
+	}}
 	a := turn.NewAssembler(core, web, brain, flaky)
 
 	tests := []struct {
@@ -60,7 +61,7 @@ func TestAssemble(t *testing.T) {
 		bindings []string
 		want     []string
 	}{
-		{"creators in order", []string{"web", "brain"}, []string{"ping", "todo", "web_search", "web_fetch", "recall", "github.list"}},
+		{"categories in order", []string{"web", "brain"}, []string{"ping", "todo", "web_search", "web_fetch", "recall", "github.list"}},
 		{"unbound category contributes nothing", []string{"brain"}, []string{"ping", "todo", "recall", "github.list"}},
 		{"nothing bound", nil, []string{"ping", "todo", "github.list"}},
 	}
@@ -79,21 +80,27 @@ func TestAssemble(t *testing.T) {
 		})
 	}
 
-	// The creator sees the turn.
-	var seen turn.Env
-	spy := func(_ context.Context, e turn.Env) ([]*tool.Tool, []string, error) { seen = e; return nil, nil, nil }
-	if _, err := turn.NewAssembler(spy).Assemble(context.Background(), env("web")); err != nil {
+	// The category sees the turn, and the whole context through ctx.
+	var seen tool.Turn
+	var seenCtx protocol.Context
+	spy := tool.Category{Name: "spy", Tools: func(ctx context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		seen, seenCtx = t, turn.TurnContext(ctx)
+		return nil, nil
+	}}
+	e := env("web")
+	e.Context.Skills = []string{"triage"}
+	if _, err := turn.NewAssembler(spy).Assemble(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	if seen.AgentID != "a1" || seen.TurnID != "t1" || !seen.Context.Bound("web") {
-		t.Errorf("creator saw %+v", seen)
+	if seen.AgentID != "a1" || seen.TurnID != "t1" || seen.Kind != protocol.KindText || !seen.Bound("web") || !slices.Equal(seenCtx.Skills, e.Context.Skills) {
+		t.Errorf("category saw %+v, %+v", seen, seenCtx)
 	}
 
-	// A creator's error fails the assembly.
+	// A category's error fails the assembly.
 	boom := errors.New("config missing")
-	fail := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return nil, nil, boom }
+	fail := tool.Category{Name: "fail", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return nil, boom }}
 	if _, err := turn.NewAssembler(core, fail).Assemble(context.Background(), env()); !errors.Is(err, boom) {
-		t.Errorf("Assemble = %v, want the creator's error", err)
+		t.Errorf("Assemble = %v, want the category's error", err)
 	}
 }
 
@@ -107,14 +114,14 @@ func TestAssembleDuplicates(t *testing.T) {
 		wantErr string
 	}{
 		{"same name twice", [][]*tool.Tool{{tl("search")}, {tl("search")}}, "duplicate tool search in one turn"},
-		{"same name in one creator", [][]*tool.Tool{{tl("search"), tl("search")}}, "duplicate tool search in one turn"},
+		{"same name in one category", [][]*tool.Tool{{tl("search"), tl("search")}}, "duplicate tool search in one turn"},
 		{"same namespaced name twice", [][]*tool.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("github", ""))}},
 			"duplicate tool github.list in one turn"},
 		{"same name across namespaces", [][]*tool.Tool{{tl("list", inNamespace("github", ""))}, {tl("list", inNamespace("linear", ""))}, {tl("list")}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var cs []turn.Creator
+			var cs []tool.Category
 			for _, ts := range tt.sets {
 				cs = append(cs, category("", ts...))
 			}
@@ -242,7 +249,7 @@ func mustMarshal(t *testing.T, v any) []byte {
 	return b
 }
 
-// Two assemblies of the same creators for the same context give the same
+// Two assemblies of the same categories for the same context give the same
 // bytes and digest (the gateway's prompt cache depends on it).
 func TestCatalogIsByteIdentical(t *testing.T) {
 	build := func() (json.RawMessage, string) {

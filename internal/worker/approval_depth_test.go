@@ -36,12 +36,7 @@ func TestApprovalDeepestArgumentsAreDecidedAndRun(t *testing.T) {
 			return tool.Result{Content: "stored"}, nil
 		},
 	})
-	s := newApprovalRigWith(t, turn.Policy{Names: []string{"store"}}, func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if !env.Context.Bound(diag.Binding) {
-			return nil, nil, nil
-		}
-		return []*tool.Tool{store}, nil, nil
-	})
+	s := newApprovalRigWith(t, turn.Policy{Names: []string{"store"}}, tool.NewCategory(diag.Binding, store))
 	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	doc := nest(schema.MaxDepth - 1) // inside the arguments' object: MaxDepth levels
 	args := `{"doc": ` + doc + `}`
@@ -78,13 +73,13 @@ func TestApprovalDeepestArgumentsAreDecidedAndRun(t *testing.T) {
 }
 
 // newApprovalRigWith is newApprovalRig with more categories.
-func newApprovalRigWith(t *testing.T, policy turn.Policy, creators ...turn.Creator) *approvalRig {
+func newApprovalRigWith(t *testing.T, policy turn.Policy, categories ...tool.Category) *approvalRig {
 	t.Helper()
 	s := natstest.Start(t)
 	r := &approvalRig{t: t, s: s, markDir: t.TempDir()}
 	cfg := testConfig()
 	cfg.Approval = policy
-	startWorker(t, s, cfg, append([]turn.Creator{diag.Creator(diag.Config{MarkDir: r.markDir})}, creators...)...)
+	startWorker(t, s, cfg, append([]tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, categories...)...)
 	r.g = newGateway(t, s)
 	return r
 }

@@ -30,7 +30,7 @@ func TestApprovalSlowApprovedCallOnTwoWorkers(t *testing.T) {
 	cfg := testConfig() // ack wait 2s
 	cfg.Approval = turn.Policy{All: true}
 	for range 2 {
-		startWorker(t, s, cfg, diag.Creator(diag.Config{MarkDir: markDir}))
+		startWorker(t, s, cfg, diag.Category(diag.Config{MarkDir: markDir}))
 	}
 	r := &approvalRig{t: t, s: s, markDir: markDir, g: newGateway(t, s)}
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func TestApprovalHostileAnswers(t *testing.T) {
 		{`{"agent_id":"a1","turn_id":"h1","step":3,"decisions":[{"call_id":"","approved":true}]}`, `call_id is not`},
 	} {
 		r.g.publish(subject, protocol.ApprovalMsgID("a1", "h1", 3, i+1), c.body)
-		if got := dead.next().Header.Get(bus.HeaderDeadReason); !strings.Contains(got, c.reason) {
+		if got := dead.next().Header.Get(protocol.HeaderDeadReason); !strings.Contains(got, c.reason) {
 			t.Errorf("answer %d: dead-letter reason %q, want one saying %q", i+1, got, c.reason)
 		}
 	}
@@ -162,7 +162,7 @@ func TestApprovalTimerOfAnExpiredRecord(t *testing.T) {
 	if err := kv.Purge(context.Background(), bus.PendingKey("a1", "x1", 0)); err != nil {
 		t.Fatal(err)
 	}
-	if got := dead.next().Header.Get(bus.HeaderDeadReason); !strings.Contains(got, "step 0 of turn a1.x1 is not pending approval") {
+	if got := dead.next().Header.Get(protocol.HeaderDeadReason); !strings.Contains(got, "step 0 of turn a1.x1 is not pending approval") {
 		t.Errorf("dead-letter reason %q", got)
 	}
 	ev.quiet(200 * time.Millisecond)

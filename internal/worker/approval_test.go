@@ -36,7 +36,7 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	r := &approvalRig{t: t, s: s, markDir: t.TempDir()}
 	cfg := testConfig()
 	cfg.Approval = policy
-	startWorker(t, s, cfg, diag.Creator(diag.Config{MarkDir: r.markDir}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{MarkDir: r.markDir}))
 	r.g = newGateway(t, s)
 	return r
 }
@@ -179,8 +179,8 @@ func TestApprovalPartial(t *testing.T) {
 	// stays pending, and the correction decides it.
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.Subject(protocol.PrefixDead, "a1", "t3"))
 	r.answer("a1", "t3", 0, protocol.ApprovalMsgID("a1", "t3", 0, 1), protocol.Decision{CallID: "c1", Approved: true})
-	if e := dead.next(); !strings.Contains(e.Header.Get(bus.HeaderDeadReason), `no decision for the pending call(s) "c2"`) {
-		t.Fatalf("dead letter reason %q", e.Header.Get(bus.HeaderDeadReason))
+	if e := dead.next(); !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), `no decision for the pending call(s) "c2"`) {
+		t.Fatalf("dead letter reason %q", e.Header.Get(protocol.HeaderDeadReason))
 	}
 	ev.quiet(300 * time.Millisecond)
 	r.answer("a1", "t3", 0, protocol.ApprovalMsgID("a1", "t3", 0, 2), protocol.Decision{CallID: "c2", Approved: false}, protocol.Decision{CallID: "c1", Approved: true})
@@ -288,7 +288,7 @@ func TestApprovalMalformedAnswersAreDeadLettered(t *testing.T) {
 	} {
 		r.g.publish(subject, protocol.ApprovalMsgID("a1", "t7", 0, i+1), c.body)
 		e := dead.next()
-		if got := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(got, c.reason) {
+		if got := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(got, c.reason) {
 			t.Errorf("answer %d: dead-letter reason %q, want one saying %q", i+1, got, c.reason)
 		}
 		if string(e.Raw) != c.body {
@@ -412,7 +412,7 @@ func TestApprovalStrayMessagesAreDeadLettered(t *testing.T) {
 	dead := r.g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	for _, subj := range []string{"turn.approval.timeout.a%b.t.0", "turn.approval.timeout.a.t.01", "turn.approval.cancel.a.t%"} {
 		r.g.publish(subj, "", "{}")
-		if e := dead.next(); !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "is not turn.approval.<agent_id>.<turn_id>") || e.Header.Get(bus.HeaderDeadSubject) != subj {
+		if e := dead.next(); !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "is not turn.approval.<agent_id>.<turn_id>") || e.Header.Get(protocol.HeaderDeadSubject) != subj {
 			t.Errorf("%s: dead letter %v", subj, e.Header)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // asyncErrors records a connection's asynchronous errors (a slow
@@ -45,7 +46,7 @@ func (a *asyncErrors) get() []error {
 
 // startWorkerWatched is startWorker on a connection whose asynchronous
 // errors are recorded.
-func startWorkerWatched(t *testing.T, s *natstest.Server, cfg worker.Config, creators ...turn.Creator) *asyncErrors {
+func startWorkerWatched(t *testing.T, s *natstest.Server, cfg worker.Config, categories ...tool.Category) *asyncErrors {
 	t.Helper()
 	errs := &asyncErrors{}
 	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ErrorHandler(errs.handler))
@@ -54,7 +55,7 @@ func startWorkerWatched(t *testing.T, s *natstest.Server, cfg worker.Config, cre
 	}
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), nil, workertest.Logger())
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(categories...), nil, workertest.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func checkNothingDropped(t *testing.T, s *natstest.Server, errs *asyncErrors) {
 func TestCancelStormDoesNotDelayARunningCall(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	errs := startWorkerWatched(t, s, testConfig(), diag.Creator(diag.Config{}))
+	errs := startWorkerWatched(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	started := make(chan *nats.Msg, 10)
 	sub := must(g.nc.ChanSubscribe(protocol.Subject(protocol.PrefixActive, "user", "real"), started))
@@ -164,7 +165,7 @@ func TestCancelStormOfPendingSteps(t *testing.T) {
 	markDir := t.TempDir()
 	cfg := testConfig()
 	cfg.Approval = turn.Policy{Names: []string{"mark"}}
-	errs := startWorkerWatched(t, s, cfg, diag.Creator(diag.Config{MarkDir: markDir}))
+	errs := startWorkerWatched(t, s, cfg, diag.Category(diag.Config{MarkDir: markDir}))
 	g := newGateway(t, s)
 	ev := g.watchSubject(protocol.StreamOutputs, protocol.PrefixOutput+".a1.>")
 	const turns = 100

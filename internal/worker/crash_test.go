@@ -308,7 +308,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 10
-	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	// 1000, not 2000: the restart still comes after 250 steps are done,
 	// with hundreds published and in flight around it.

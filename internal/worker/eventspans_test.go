@@ -32,7 +32,7 @@ func TestEveryEventHasItsPublishSpan(t *testing.T) {
 	tel.Tracer = trace.NewTracerProvider(trace.WithSpanProcessor(rec)).Tracer("test")
 	cfg := testConfig()
 	cfg.Telemetry = tel
-	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{}))
 
 	g := newGateway(t, s)
 	ev := g.watch("a1", "tr")

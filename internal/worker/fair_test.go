@@ -23,7 +23,7 @@ func TestFairBurstLeavesSlotsForOthers(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Concurrency, cfg.KeySteps = 8, 6
-	w := startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	w := startWorker(t, s, cfg, diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	done := g.watchSubject(protocol.StreamOutputs, protocol.PrefixOutput+".>")
 	const burst = 60

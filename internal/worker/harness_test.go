@@ -18,6 +18,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // testConfig is a worker configuration with short waits, for tests.
@@ -30,11 +31,11 @@ func testConfig() worker.Config {
 }
 
 // startWorker runs a worker on its own connection until the test ends.
-func startWorker(t *testing.T, s *natstest.Server, cfg worker.Config, creators ...turn.Creator) *worker.Worker {
+func startWorker(t *testing.T, s *natstest.Server, cfg worker.Config, categories ...tool.Category) *worker.Worker {
 	t.Helper()
 	nc := s.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), nil, workertest.Logger())
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(categories...), nil, workertest.Logger())
 	if err != nil {
 		t.Fatalf("worker.New: %v", err)
 	}
@@ -253,8 +254,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func newWorker(ctx context.Context, nc *nats.Conn, creators ...turn.Creator) (*worker.Worker, error) {
-	return worker.New(ctx, nc, testConfig(), turn.NewAssembler(creators...), nil, workertest.Logger())
+func newWorker(ctx context.Context, nc *nats.Conn, categories ...tool.Category) (*worker.Worker, error) {
+	return worker.New(ctx, nc, testConfig(), turn.NewAssembler(categories...), nil, workertest.Logger())
 }
 
 func natsMsg(t *testing.T, subject string, body any) *nats.Msg {

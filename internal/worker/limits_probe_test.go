@@ -14,10 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -36,9 +34,9 @@ type uniParams struct {
 // a NUL), quotes and an invalid byte.
 const uniPiece = "日本語のテキスト😀<&>\u2028\x00\"\\\xff"
 
-// uniCreator offers "uni", which returns kb KiB of uniPiece starting with
+// uniCategory offers "uni", which returns kb KiB of uniPiece starting with
 // HEAD and ending with TAIL, and as much again in its details.
-func uniCreator() turn.Creator {
+func uniCategory() tool.Category {
 	uni := tool.Must(tool.Def[uniParams]{
 		Spec: tool.Spec{Name: "uni", Description: "returns kb KiB of unicode", ExecutionMode: tool.Parallel, ReadOnly: true},
 		Execute: func(_ context.Context, p uniParams) (tool.Result, error) {
@@ -47,7 +45,7 @@ func uniCreator() turn.Creator {
 		},
 	})
 	ts := []*tool.Tool{uni}
-	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
+	return tool.Category{Name: "uni", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return ts, nil }}
 }
 
 // checkEvent fails the test unless raw is valid JSON, valid UTF-8, and
@@ -78,7 +76,7 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 	s := smallServer(t, limit)
 	cfg := testConfig()
 	cfg.Topology.MaxMsgSize = limit
-	startWorker(t, s, cfg, uniCreator())
+	startWorker(t, s, cfg, uniCategory())
 	g := newGateway(t, s)
 	if got := maxPayload(t, g); got != limit {
 		t.Fatalf("max payload %d", got)
@@ -123,7 +121,7 @@ func TestProbeUnicodeOutputsAreClippedBetweenCharacters(t *testing.T) {
 func TestProbeLongCallIDs(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	// 256-byte call ids, some of multi-byte characters, ending in a space
@@ -163,7 +161,7 @@ func TestProbeLongCallIDs(t *testing.T) {
 func TestProbeHugeNameAndNamespace(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	huge := strings.Repeat("ñ<", 40<<10)
@@ -188,7 +186,7 @@ func TestProbeHugeNameAndNamespace(t *testing.T) {
 func TestProbeStepAtTheStreamLimit(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
@@ -217,7 +215,7 @@ func TestProbeStepAtTheStreamLimit(t *testing.T) {
 func TestProbeHugeAndManyHeaders(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	limit := maxPayload(t, g)
@@ -263,7 +261,7 @@ func TestProbeHugeAndManyHeaders(t *testing.T) {
 func TestProbeCancelThatIsNotJSON(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	for _, body := range [][]byte{[]byte("{not json" + strings.Repeat("x", 900<<10)), []byte(`{"reason":42}`), nil} {
@@ -286,7 +284,7 @@ func TestProbeCancelThatIsNotJSON(t *testing.T) {
 func TestProbeCatalogWithAGiantContext(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	c := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
 	for i := range 20000 {
@@ -325,7 +323,7 @@ func TestProbeCatalogWithAGiantContext(t *testing.T) {
 func TestProbeReusedCallIDWithAnotherTool(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	subject := protocol.Subject(protocol.PrefixCall, "a", "t")
@@ -358,7 +356,7 @@ func TestProbeSmallMaxPayload(t *testing.T) {
 	s := smallServer(t, limit)
 	cfg := testConfig()
 	cfg.Topology.MaxMsgSize = limit
-	startWorker(t, s, cfg, sizeCreator(), uniCreator(), diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, sizeCategory(), uniCategory(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	if got := maxPayload(t, g); got != limit {
 		t.Fatalf("max payload %d", got)
@@ -400,14 +398,14 @@ func TestProbeSmallMaxPayload(t *testing.T) {
 	}
 	g.sendStep("a", "t", 2, calls...)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
 		t.Errorf("reason %q", r)
 	}
 
 	// Garbage at the limit: dead-lettered as its head.
 	g.publish("turn.call.a.junk", "", []byte(strings.Repeat("z", limit-100)))
 	e = dead.next()
-	if e.Header.Get(bus.HeaderDeadTruncated) != "true" || !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") {
+	if e.Header.Get(protocol.HeaderDeadTruncated) != "true" || !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") {
 		t.Errorf("garbage dead letter headers %v", e.Header)
 	}
 
@@ -477,7 +475,7 @@ func TestProbeDeadLetterOfAStepWithJetStreamHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := dead.next()
-	if !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") || string(e.Raw) != "not a step" {
+	if !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") || string(e.Raw) != "not a step" {
 		t.Errorf("dead letter %q with headers %v", e.Raw, e.Header)
 	}
 	if got := e.Header.Get("Dead-Nats-Expected-Stream"); got != protocol.StreamCalls {
@@ -502,7 +500,7 @@ func TestProbeToolSearchOfHugeDefinitions(t *testing.T) {
 			Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{Content: "ok"}, nil },
 		}))
 	}
-	deferred := func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
+	deferred := tool.Category{Name: "test", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return ts, nil }}
 	startWorker(t, s, testConfig(), deferred)
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
@@ -523,7 +521,7 @@ func TestProbeSmallMaxPayloadWithDefaultTopology(t *testing.T) {
 	t.Parallel()
 	const limit = 64 << 10
 	s := smallServer(t, limit)
-	startWorker(t, s, testConfig(), sizeCreator())
+	startWorker(t, s, testConfig(), sizeCategory())
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	var calls []call

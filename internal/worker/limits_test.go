@@ -12,13 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -41,10 +39,10 @@ type todoParams struct {
 	Items []todoItem `json:"items"`
 }
 
-// sizeCreator offers "big", a read_file-like tool that returns kb KiB of
+// sizeCategory offers "big", a read_file-like tool that returns kb KiB of
 // text that starts with HEAD and ends with TAIL (and details as large),
 // and "todo", a todo_write-like tool with a list of objects.
-func sizeCreator() turn.Creator {
+func sizeCategory() tool.Category {
 	big := tool.Must(tool.Def[bigParams]{
 		Spec: tool.Spec{Name: "big", Description: "returns kb KiB of text", ExecutionMode: tool.Parallel, ReadOnly: true},
 		Execute: func(_ context.Context, p bigParams) (tool.Result, error) {
@@ -59,7 +57,7 @@ func sizeCreator() turn.Creator {
 		},
 	})
 	ts := []*tool.Tool{big, todo}
-	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
+	return tool.Category{Name: "test", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return ts, nil }}
 }
 
 // maxPayload is the test server's max payload, as the worker reads it.
@@ -71,7 +69,7 @@ func maxPayload(t *testing.T, g *gateway) int {
 func TestEightyLargeOutputsAllFitStepDone(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), sizeCreator())
+	startWorker(t, s, testConfig(), sizeCategory())
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	var calls []call
@@ -112,7 +110,7 @@ func TestEightyLargeOutputsAllFitStepDone(t *testing.T) {
 func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), sizeCreator())
+	startWorker(t, s, testConfig(), sizeCategory())
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	g.sendStep("a", "t", 0, fc("c1", "big", `{"kb":1024}`))
@@ -145,7 +143,7 @@ func TestThousandsOfCallsToAnUnknownTool(t *testing.T) {
 	s := smallServer(t, limit)
 	cfg := testConfig()
 	cfg.Topology.MaxMsgSize = limit
-	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	if got := maxPayload(t, g); got != limit {
 		t.Fatalf("max payload %d", got)
@@ -188,7 +186,7 @@ func TestThousandsOfCallsToAnUnknownTool(t *testing.T) {
 func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
@@ -200,7 +198,7 @@ func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
 	}
 	g.sendStep("a", "t", 0, calls...)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "send fewer calls per step") {
 		t.Errorf("reason %q", r)
 	}
 	evs.quiet(300 * time.Millisecond) // nothing ran
@@ -209,7 +207,7 @@ func TestStepTooLargeForAnyStepDoneIsDeadLettered(t *testing.T) {
 func TestHugeViolationListIsCapped(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), sizeCreator())
+	startWorker(t, s, testConfig(), sizeCategory())
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	const n = 60000
@@ -235,7 +233,7 @@ func TestHugeViolationListIsCapped(t *testing.T) {
 func TestHugeCancelReasonIsBounded(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	reason := "START" + strings.Repeat("r", 600<<10) + "END"
@@ -271,12 +269,12 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
-	failing := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.Context.Bound("explode") {
-			return nil, nil, fmt.Errorf("this category cannot be built")
+	failing := tool.Category{Name: "failing", Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if t.Bound("explode") {
+			return nil, fmt.Errorf("this category cannot be built")
 		}
-		return nil, nil, nil
-	}
+		return nil, nil
+	}}
 	startWorker(t, s, cfg, failing)
 	g := newGateway(t, s)
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
@@ -292,7 +290,7 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 	got := map[string]event{}
 	for range 2 {
 		e := dead.next()
-		got[e.Header.Get(bus.HeaderDeadSubject)] = e
+		got[e.Header.Get(protocol.HeaderDeadSubject)] = e
 	}
 	for subject, c := range map[string]struct {
 		body   string
@@ -307,10 +305,10 @@ func TestGarbageStepNearMaxPayloadIsDeadLetteredTruncated(t *testing.T) {
 			continue
 		}
 		h := e.Header
-		if !strings.Contains(h.Get(bus.HeaderDeadReason), c.reason) {
-			t.Errorf("%s: reason %q", subject, h.Get(bus.HeaderDeadReason))
+		if !strings.Contains(h.Get(protocol.HeaderDeadReason), c.reason) {
+			t.Errorf("%s: reason %q", subject, h.Get(protocol.HeaderDeadReason))
 		}
-		if h.Get(bus.HeaderDeadTruncated) != "true" || h.Get(bus.HeaderDeadSize) != strconv.Itoa(len(c.body)) || h.Get(bus.HeaderDeadStreamSeq) == "" {
+		if h.Get(protocol.HeaderDeadTruncated) != "true" || h.Get(protocol.HeaderDeadSize) != strconv.Itoa(len(c.body)) || h.Get(protocol.HeaderDeadStreamSeq) == "" {
 			t.Errorf("%s: headers %v", subject, h)
 		}
 		if len(e.Raw) == 0 || len(e.Raw) >= len(c.body) || !strings.HasPrefix(c.body, string(e.Raw)) {
@@ -330,16 +328,11 @@ func TestHugeCatalogReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	huge := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if !env.Context.Bound("huge") {
-			return nil, nil, nil
-		}
-		return []*tool.Tool{tool.Must(tool.Def[struct{}]{
-			Spec:    tool.Spec{Name: "huge", Description: strings.Repeat("d", 1<<20)},
-			Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{}, nil },
-		})}, nil, nil
-	}
-	startWorker(t, s, testConfig(), skills.Creator(lib), huge)
+	huge := tool.NewCategory("huge", tool.Must(tool.Def[struct{}]{
+		Spec:    tool.Spec{Name: "huge", Description: strings.Repeat("d", 1<<20)},
+		Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{}, nil },
+	}))
+	startWorker(t, s, testConfig(), skills.Category(lib), huge)
 	g := newGateway(t, s)
 
 	// 110,000 unknown skill names: the notes are capped.
@@ -391,7 +384,7 @@ func TestBadCatalogRequestErrorIsBounded(t *testing.T) {
 func TestReusedCallIDIsNotAnsweredWithTheOldOutcome(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	subject := protocol.Subject(protocol.PrefixCall, "a", "t")
@@ -472,8 +465,8 @@ func TestDeadLetterWaitsForItsStream(t *testing.T) {
 	}
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	e := dead.next()
-	if string(e.Raw) != "not a step" || !strings.Contains(e.Header.Get(bus.HeaderDeadReason), "not a JSON step object") {
-		t.Errorf("dead letter %q, reason %q", e.Raw, e.Header.Get(bus.HeaderDeadReason))
+	if string(e.Raw) != "not a step" || !strings.Contains(e.Header.Get(protocol.HeaderDeadReason), "not a JSON step object") {
+		t.Errorf("dead letter %q, reason %q", e.Raw, e.Header.Get(protocol.HeaderDeadReason))
 	}
 	waitFor(t, func() bool {
 		info := must(must(g.js.Stream(ctx, protocol.StreamCalls)).Info(ctx))
@@ -488,7 +481,7 @@ func TestDeadLetterWaitsForItsStream(t *testing.T) {
 func TestReadOnlyCallIsJournaledWithOneWrite(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	evs := g.watch("a", "t")
 	subject := protocol.Subject(protocol.PrefixCall, "a", "t")

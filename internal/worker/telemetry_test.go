@@ -33,7 +33,7 @@ func TestTraceAndMetrics(t *testing.T) {
 	tel.Tracer = trace.NewTracerProvider(trace.WithSpanProcessor(rec)).Tracer("test")
 	cfg := testConfig()
 	cfg.Telemetry = tel
-	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{}))
 	base := "http://" + tel.Addr().String()
 	if body := get(t, base+"/readyz"); !strings.Contains(body, "ready") {
 		t.Errorf("/readyz: %q", body)

@@ -16,7 +16,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -45,9 +44,9 @@ type probeParams struct {
 	MS    int    `json:"ms,omitempty" jsonschema:"minimum=0,maximum=20000"`
 }
 
-// probeCreator offers par (parallel, read-only) and seq (sequential)
+// probeCategory offers par (parallel, read-only) and seq (sequential)
 // tools that log their start and end.
-func probeCreator(log *orderLog, runs *counter) turn.Creator {
+func probeCategory(log *orderLog, runs *counter) tool.Category {
 	mk := func(name string, mode tool.Mode, ro bool) *tool.Tool {
 		return tool.Must(tool.Def[probeParams]{
 			Spec:     tool.Spec{Name: name, Description: "probe " + name, ExecutionMode: mode, ReadOnly: ro},
@@ -66,7 +65,7 @@ func probeCreator(log *orderLog, runs *counter) turn.Creator {
 		})
 	}
 	ts := []*tool.Tool{mk("par", tool.Parallel, true), mk("seq", tool.Sequential, false)}
-	return func(context.Context, turn.Env) ([]*tool.Tool, []string, error) { return ts, nil, nil }
+	return tool.Category{Name: "test", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return ts, nil }}
 }
 
 func TestStepMixedParallelAndSequential(t *testing.T) {
@@ -74,7 +73,7 @@ func TestStepMixedParallelAndSequential(t *testing.T) {
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
-	startWorker(t, s, testConfig(), probeCreator(&log, &runs), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), probeCategory(&log, &runs), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	ev := g.watch("a1", "t1")
 	g.sendStep("a1", "t1", 0,
@@ -145,7 +144,7 @@ func TestLongCallKeepsItsLease(t *testing.T) {
 	var runs counter
 	cfg := testConfig()
 	cfg.Topology.AckWait = 4 * time.Second
-	startWorker(t, s, cfg, probeCreator(&log, &runs))
+	startWorker(t, s, cfg, probeCategory(&log, &runs))
 	g := newGateway(t, s)
 	ev := g.watch("a1", "t1")
 	g.sendStep("a1", "t1", 0, fc("c1", "par", `{"label":"long","ms":10000}`))
@@ -174,7 +173,7 @@ func TestCallIDDone(t *testing.T) {
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
-	startWorker(t, s, testConfig(), probeCreator(&log, &runs))
+	startWorker(t, s, testConfig(), probeCategory(&log, &runs))
 	g := newGateway(t, s)
 	ev := g.watch("a1", "t1")
 	g.sendStep("a1", "t1", 0, fc("done", "par", `{"label":"d","ms":1}`))
@@ -203,7 +202,7 @@ func TestEmptyStepEndsTurn(t *testing.T) {
 func TestCatalogRequests(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	startWorker(t, s, testConfig(), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), diag.Category(diag.Config{}))
 	nc := s.Connect(t)
 	ask := func(body string) *nats.Msg {
 		m, err := nc.Request(protocol.SubjectTools, []byte(body), 5*time.Second)
@@ -241,7 +240,7 @@ func TestCancelMidCall(t *testing.T) {
 	s := natstest.Start(t)
 	var log orderLog
 	var runs counter
-	startWorker(t, s, testConfig(), probeCreator(&log, &runs), diag.Creator(diag.Config{}))
+	startWorker(t, s, testConfig(), probeCategory(&log, &runs), diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	started := make(chan *nats.Msg, 10)
 	sub := must(g.nc.ChanSubscribe(protocol.Subject(protocol.PrefixActive, "a1", "tc"), started))
@@ -292,7 +291,7 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.MaxStepBytes = 4096
-	startWorker(t, s, cfg, diag.Creator(diag.Config{}))
+	startWorker(t, s, cfg, diag.Category(diag.Config{}))
 	g := newGateway(t, s)
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	big := step("a", "big", 0, fc("c1", "ping", `{"note":"`+strings.Repeat("x", 5000)+`"}`))
@@ -318,7 +317,7 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 	got := map[string]event{}
 	for range cases {
 		e := dead.next()
-		got[e.Header.Get(bus.HeaderDeadSubject)] = e
+		got[e.Header.Get(protocol.HeaderDeadSubject)] = e
 	}
 	for _, c := range cases {
 		e, ok := got[c.subject]
@@ -326,11 +325,11 @@ func TestBadMessagesAreDeadLettered(t *testing.T) {
 			t.Errorf("%s: not dead-lettered", c.name)
 			continue
 		}
-		if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, c.reason) {
+		if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, c.reason) {
 			t.Errorf("%s: reason %q does not mention %q", c.name, r, c.reason)
 		}
-		if e.Header.Get(bus.HeaderDeadStreamSeq) == "" {
-			t.Errorf("%s: no %s header", c.name, bus.HeaderDeadStreamSeq)
+		if e.Header.Get(protocol.HeaderDeadStreamSeq) == "" {
+			t.Errorf("%s: no %s header", c.name, protocol.HeaderDeadStreamSeq)
 		}
 	}
 	// Nothing is left in the work queue.
@@ -345,19 +344,19 @@ func TestDeliveryLimitDeadLetters(t *testing.T) {
 	s := natstest.Start(t)
 	cfg := testConfig()
 	cfg.Topology.MaxDeliver = 2
-	failing := func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.Context.Bound("explode") {
-			return nil, nil, errors.New("this category cannot be built")
+	failing := tool.Category{Name: "failing", Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if t.Bound("explode") {
+			return nil, errors.New("this category cannot be built")
 		}
-		return nil, nil, nil
-	}
+		return nil, nil
+	}}
 	startWorker(t, s, cfg, failing)
 	g := newGateway(t, s)
 	dead := g.watchSubject(protocol.StreamDead, protocol.PrefixDead+".>")
 	body := `{"agent_id":"a","turn_id":"boom","step":0,"context":{"kind":"text","bindings":{"explode":true}},"output":[]}`
 	g.publish("turn.call.a.boom", "a.boom.0", body)
 	e := dead.next()
-	if r := e.Header.Get(bus.HeaderDeadReason); !strings.Contains(r, "delivery limit reached: delivered 2 times") {
+	if r := e.Header.Get(protocol.HeaderDeadReason); !strings.Contains(r, "delivery limit reached: delivered 2 times") {
 		t.Errorf("reason %q", r)
 	}
 	if string(e.Raw) != body {
@@ -376,7 +375,7 @@ func TestGracefulStopLetsRunningCallsFinish(t *testing.T) {
 	var runs counter
 	nc := s.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := must(newWorker(ctx, nc, probeCreator(&log, &runs)))
+	w := must(newWorker(ctx, nc, probeCategory(&log, &runs)))
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	workertest.WaitForService(t, nc)

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // BuildFlags are the go command's flags that build a program the way
@@ -46,8 +47,8 @@ func Logger() *slog.Logger {
 }
 
 // Setup builds what a worker serves, given its JetStream context: the
-// main-turn creators and, optionally, the task turns.
-type Setup func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns)
+// main-turn categories and, optionally, the task turns.
+type Setup func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns)
 
 // RunWorker runs a worker on its own connection with what build returns.
 // The returned stop ends it and waits; it also runs when the test ends.
@@ -72,8 +73,8 @@ func RunWorkerWith(t testing.TB, s *natstest.Server, cfg worker.Config, build Se
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	creators, tasks := build(js)
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(creators...), tasks, Logger())
+	categories, tasks := build(js)
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(categories...), tasks, Logger())
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New: %v", err)
@@ -266,8 +267,8 @@ func (g *Gateway) CatalogFor(agent, turnID string, c protocol.Context) (json.Raw
 // CategoryCatalog is what a category's catalog golden file pins: the
 // main-turn catalog with no bindings, with binding bound, and with it
 // false beside another binding (the definitions of whichever case lists
-// tools), then the tools creator gives a task turn with every binding.
-func (g *Gateway) CategoryCatalog(binding string, creator turn.Creator) map[string]any {
+// tools). A task turn's catalog is fixed: no category is asked for it.
+func (g *Gateway) CategoryCatalog(binding string) map[string]any {
 	g.T.Helper()
 	type row struct {
 		Case  string   `json:"case"`
@@ -289,15 +290,5 @@ func (g *Gateway) CategoryCatalog(binding string, creator turn.Creator) map[stri
 		}
 		rows = append(rows, row{Case: c.name, Tools: names})
 	}
-	all := map[string]bool{"brain": true, "web": true, "todo": true, "schedules": true, "background_jobs": true}
-	ts, _, err := creator(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindWorkflowTask, Bindings: all, WorkflowID: "wf", TaskID: "q"}})
-	if err != nil {
-		g.T.Fatal(err)
-	}
-	names := []string{}
-	for _, tl := range ts {
-		names = append(names, tl.Name())
-	}
-	rows = append(rows, row{Case: "task turn, everything bound (creator)", Tools: names})
 	return map[string]any{"cases": rows, "definitions": defs}
 }

@@ -4,11 +4,11 @@
 // workflow.event.<workflow_id>.
 //
 // One Service does all of it. cmd/worker builds it over the worker's
-// JetStream context, adds Service.Creator to the main assembler, and
+// JetStream context, adds Service.Category to the main assembler, and
 // hands the Service itself to worker.New as its TaskTurns:
 //
 //	wf := workflowtask.New(js, workflowtask.Config{Web: web, Brain: brain, Logger: log})
-//	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(wf.Creator(), …), wf, log)
+//	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(wf.Category(), …), wf, log)
 //
 // Data flows like this:
 //

@@ -58,14 +58,7 @@ func newFakeCategory(binding string, specs ...tool.Spec) *fakeCategory {
 	return c
 }
 
-func (c *fakeCategory) creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if !env.Context.Bound(c.binding) {
-			return nil, nil, nil
-		}
-		return c.tools, nil, nil
-	}
-}
+func (c *fakeCategory) category() tool.Category { return tool.NewCategory(c.binding, c.tools...) }
 
 func webCategory() *fakeCategory {
 	return newFakeCategory("web",
@@ -121,10 +114,10 @@ func (h *harness) startWorker() *workflowtask.Service {
 		t.Fatal(err)
 	}
 	log := workertest.Logger()
-	svc := workflowtask.New(js, workflowtask.Config{Web: h.web.creator(), Brain: h.brain.creator(), Logger: log})
+	svc := workflowtask.New(js, workflowtask.Config{Web: h.web.category(), Brain: h.brain.category(), Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := worker.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: h.approval}
-	assembler := turn.NewAssembler(svc.Creator(), diag.Creator(diag.Config{MarkDir: h.markDir}))
+	assembler := turn.NewAssembler(svc.Category(), diag.Category(diag.Config{MarkDir: h.markDir}))
 	w, err := worker.New(ctx, nc, cfg, assembler, svc, log)
 	if err != nil {
 		cancel()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -51,11 +50,12 @@ type CancelParams struct {
 	Reason     string `json:"reason,omitempty" jsonschema:"description=Why it is cancelled; recorded and reported.,maxLength=500"`
 }
 
-// Creator returns the creator of the main-turn workflow tools:
-// start_workflow, show_workflow, list_workflows and cancel_workflow, in
-// that order, for main (text) turns only. A task turn never gets them.
-func (s *Service) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, "", s.main...)
+// Category returns the category "workflows" of the main-turn workflow
+// tools: start_workflow, show_workflow, list_workflows and
+// cancel_workflow, in that order, for every main turn. A task turn never
+// gets them (its catalog is taskSet's).
+func (s *Service) Category() tool.Category {
+	return tool.Category{Name: "workflows", Tools: func(context.Context, tool.Turn) ([]*tool.Tool, error) { return s.main, nil }}
 }
 
 // mainTools defines the main-turn tools once; every main turn shares them.

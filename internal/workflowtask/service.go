@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -20,14 +19,14 @@ const (
 
 // Config configures a Service. The zero value of each field works.
 type Config struct {
-	// Web creates the web tools; a task turn gets whatever it returns for
-	// a context that binds only "web", and only when the step binds web.
-	// Nil: task turns have no web tools.
-	Web turn.Creator
-	// Brain creates the brain tools; a task turn takes only recall and
-	// get_page from it, and only when they are read-only, for a context
-	// that binds only "brain", when the step binds brain. Nil: none.
-	Brain turn.Creator
+	// Web is the web category; a task turn gets whatever it offers a turn
+	// that binds only "web", and only when the step binds web. Zero: task
+	// turns have no web tools.
+	Web tool.Category
+	// Brain is the brain category; a task turn takes only recall and
+	// get_page from it, and only when they are read-only, for a turn that
+	// binds only "brain", when the step binds brain. Zero: none.
+	Brain tool.Category
 	// Events publishes workflow events; nil publishes with a
 	// bus.Publisher on the JetStream context given to New.
 	Events EventPublisher
@@ -42,7 +41,7 @@ type Config struct {
 }
 
 // Service owns workflows: it provides the main-turn workflow tools
-// (Creator) and serves workflow task turns (Catalog and Run, the
+// (Category) and serves workflow task turns (Catalog and Run, the
 // worker's TaskTurns). It is safe for concurrent use; several services
 // on several workers share one WORKFLOWS bucket.
 type Service struct {

@@ -28,7 +28,7 @@ const maxCAS = 16
 // store reads and writes the WORKFLOWS bucket.
 //
 // The buckets are bound on first use rather than at construction: the
-// worker creates them (bus.Setup) after the creators and task turns it
+// worker creates them (bus.Setup) after the categories and task turns it
 // serves have been built.
 //
 // Every read and write goes through retry: each attempt is bounded by its

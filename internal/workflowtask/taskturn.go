@@ -87,30 +87,26 @@ func belongs(t *Task, agentID, turnID string) error {
 }
 
 // taskSet builds a task turn's set: the web tools, recall and get_page,
-// submit_result, in that order, and nothing else. Each creator sees a
+// submit_result, in that order, and nothing else. Each category sees a
 // context that binds only its own category, so no claim in the step's
 // context can make it contribute more.
 func (s *Service) taskSet(ctx context.Context, agentID, turnID string, c protocol.Context, t *Task) (*turn.Set, error) {
-	env := func(binding string) turn.Env {
-		return turn.Env{AgentID: agentID, TurnID: turnID, Context: protocol.Context{
-			Kind: protocol.KindWorkflowTask, Bindings: map[string]bool{binding: true}, WorkflowID: t.WorkflowID, TaskID: t.TaskID,
-		}}
+	only := func(binding string) tool.Turn {
+		return tool.Turn{AgentID: agentID, TurnID: turnID, Kind: protocol.KindWorkflowTask, Bindings: map[string]bool{binding: true}}
 	}
 	var all []*tool.Tool
-	var notes []string
-	if s.cfg.Web != nil && c.Bound(BindingWeb) {
-		ts, n, err := s.cfg.Web(ctx, env(BindingWeb))
+	if s.cfg.Web.Tools != nil && c.Bound(BindingWeb) {
+		ts, err := turn.Offered(ctx, s.cfg.Web, only(BindingWeb))
 		if err != nil {
 			return nil, fmt.Errorf("web tools: %w", err)
 		}
-		all, notes = append(all, ts...), append(notes, n...)
+		all = append(all, ts...)
 	}
-	if s.cfg.Brain != nil && c.Bound(BindingBrain) {
-		ts, n, err := s.cfg.Brain(ctx, env(BindingBrain))
+	if s.cfg.Brain.Tools != nil && c.Bound(BindingBrain) {
+		ts, err := turn.Offered(ctx, s.cfg.Brain, only(BindingBrain))
 		if err != nil {
 			return nil, fmt.Errorf("brain tools: %w", err)
 		}
-		notes = append(notes, n...)
 		for _, name := range brainTools {
 			for _, bt := range ts {
 				if bt.Name() == name && bt.Spec().ReadOnly {
@@ -123,12 +119,7 @@ func (s *Service) taskSet(ctx context.Context, agentID, turnID string, c protoco
 	if err != nil {
 		return nil, fmt.Errorf("task %s of workflow %s: the stored result schema is not usable: %w", t.TaskID, t.WorkflowID, err)
 	}
-	set, err := turn.NewSet(append(all, st.tool)...)
-	if err != nil {
-		return nil, err
-	}
-	set.Notes = notes
-	return set, nil
+	return turn.NewSet(append(all, st.tool)...)
 }
 
 // Run runs one step of a task turn and publishes its step.done with the

@@ -30,7 +30,7 @@ type Outcome struct {
 	Activity string
 	// Details and Events are the Result's, for user interfaces.
 	Details any
-	Events  []tool.Event
+	Events  []tool.PresentationEvent
 	// EndTurn and CompleteActorEvent are the Result's.
 	EndTurn            bool
 	CompleteActorEvent bool

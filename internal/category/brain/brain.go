@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -110,25 +109,19 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Brain, error
 	return b, nil
 }
 
-// Creator returns the category's creator: in a main turn that binds
-// "brain", all five tools; in a workflow task turn that binds it, only
-// recall and get_page; otherwise nothing.
-func (b *Brain) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if !env.Context.Bound(Binding) {
-			return nil, nil, nil
+// Category returns the category: in a main turn that binds "brain", all
+// five tools; in a workflow task turn that binds it, only recall and
+// get_page; otherwise nothing.
+func (b *Brain) Category() tool.Category {
+	return tool.Category{Name: Binding, Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		switch {
+		case !t.Bound(Binding):
+			return nil, nil
+		case t.Kind == protocol.KindText:
+			return b.all, nil
 		}
-		if env.Context.Kind == protocol.KindText {
-			return b.all, nil, nil
-		}
-		return b.readOnly, nil, nil
-	}
-}
-
-// ReadOnlyCreator returns recall and get_page for any turn that binds
-// "brain": the pair a workflow task turn may have.
-func (b *Brain) ReadOnlyCreator() turn.Creator {
-	return turn.Offer("", Binding, b.readOnly...)
+		return b.readOnly, nil
+	}}
 }
 
 // RecallParams are recall's parameters.

@@ -34,8 +34,8 @@ func newBrain(t *testing.T, js jetstream.JetStream) *brain.Brain {
 }
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{newBrain(t, js).Creator()}, nil
+	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{newBrain(t, js).Category()}, nil
 	}
 }
 
@@ -154,14 +154,14 @@ func TestLongPages(t *testing.T) {
 	}
 }
 
-// tool finds a tool by name in what a creator gives for env.
-func findTool(t *testing.T, c turn.Creator, env turn.Env, name string) *tool.Tool {
+// tool finds a tool by name in what a category gives for env.
+func findTool(t *testing.T, c tool.Category, env turn.Env, name string) *tool.Tool {
 	t.Helper()
-	ts, _, err := c(context.Background(), env)
+	set, err := turn.NewAssembler(c).Assemble(context.Background(), env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tl := range ts {
+	for _, tl := range set.Tools() {
 		if tl.Name() == name {
 			return tl
 		}
@@ -187,8 +187,8 @@ var mainEnv = turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Ki
 func TestIndexFollowsOtherWorkers(t *testing.T) {
 	s := natstest.Start(t)
 	x, y := newBrain(t, s.JetStream(t)), newBrain(t, s.JetStream(t))
-	write := findTool(t, x.Creator(), mainEnv, brain.WritePageName)
-	del := findTool(t, x.Creator(), mainEnv, brain.DeletePageName)
+	write := findTool(t, x.Category(), mainEnv, brain.WritePageName)
+	del := findTool(t, x.Category(), mainEnv, brain.DeletePageName)
 	titles := func(q string) string {
 		hits, err := y.Search(context.Background(), "a1", q, 10)
 		if err != nil {
@@ -233,13 +233,13 @@ func TestCatalog(t *testing.T) {
 	g := newGateway(t, s)
 	var b *brain.Brain
 	var wf *workflowtask.Service
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	runWorker(t, s, "A", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		b = newBrain(t, js)
-		wf = workflowtask.New(js, workflowtask.Config{Brain: b.Creator(), Logger: testLogger()})
-		return []turn.Creator{b.Creator()}, wf
+		wf = workflowtask.New(js, workflowtask.Config{Brain: b.Category(), Logger: testLogger()})
+		return []tool.Category{b.Category()}, wf
 	})
 	// A workflow with one task, started as start_workflow would be.
-	start := findTool(t, wf.Creator(), mainEnv, workflowtask.StartWorkflowName)
+	start := findTool(t, wf.Category(), mainEnv, workflowtask.StartWorkflowName)
 	res, err := invoke(t, start, `{"tasks":[{"id":"q1","instructions":"Answer.","result_schema":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -290,30 +290,11 @@ func TestCatalog(t *testing.T) {
 		_, names := g.CatalogFor("a1", taskTurn, taskCtx(c.bindings))
 		rows = append(rows, row{Case: c.name, Tools: names})
 	}
-	for _, c := range []struct {
-		name    string
-		creator turn.Creator
-		ctx     protocol.Context
-	}{
-		{"Creator, task context with brain", b.Creator(), taskCtx(all)},
-		{"ReadOnlyCreator, main context with brain", b.ReadOnlyCreator(), protocol.Context{Kind: protocol.KindText, Bindings: bound}},
-		{"ReadOnlyCreator, brain not bound", b.ReadOnlyCreator(), protocol.Context{Kind: protocol.KindText}},
-	} {
-		ts, _, err := c.creator(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: c.ctx})
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := []string{}
-		for _, tl := range ts {
-			names = append(names, tl.Name())
-		}
-		rows = append(rows, row{Case: c.name, Tools: names})
-	}
 	golden(t, "catalog.json", map[string]any{"cases": rows, "definitions": defs})
 
 	// The task turn runs recall against the agent's pages; write_page is
 	// not its to call.
-	must(invoke(t, findTool(t, b.Creator(), mainEnv, brain.WritePageName), `{"page":"Answer","content":"The answer is 42."}`))
+	must(invoke(t, findTool(t, b.Category(), mainEnv, brain.WritePageName), `{"page":"Answer","content":"The answer is 42."}`))
 	outs := g.RunStep(protocol.PrefixTask, "a1", taskTurn, 0, taskCtx(all),
 		fc("r1", brain.RecallName, `{"query":"answer"}`),
 		fc("w1", brain.WritePageName, `{"page":"x","content":"y"}`),

@@ -9,9 +9,8 @@
 // Tools, in catalog order: recall (ranked full-text search with snippets)
 // and get_page (one page, a range of lines at a time) are read-only;
 // list_pages, write_page and delete_page complete the main-turn set.
-// Creator gives main turns that bind "brain" all five and task turns only
-// recall and get_page; ReadOnlyCreator gives recall and get_page to any
-// turn that binds "brain" (it is what workflowtask.Config.Brain needs).
+// Category gives main turns that bind "brain" all five and task turns
+// (workflowtask.Config.Brain) only recall and get_page.
 //
 // recall ranks with Okapi BM25 (k1 1.2, b 0.75) over title and body, the
 // title counting twice. Text is cut into lower-cased runs of letters and

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/sandbox"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -209,10 +208,10 @@ func (c *Category) Tools() []*tool.Tool { return c.tools }
 // Root is the absolute directory of the homes.
 func (c *Category) Root() string { return c.cfg.Root }
 
-// Creator returns the category's creator: its tools for a main turn that
-// binds "computer", nothing for any other turn.
-func (c *Category) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, Binding, c.tools...)
+// Category returns the category: its tools for a turn that binds
+// "computer".
+func (c *Category) Category() tool.Category {
+	return tool.NewCategory(Binding, c.tools...)
 }
 
 // homeOf opens the calling agent's home.

@@ -47,7 +47,7 @@ func TestFullDiskTwoAgentsInWorker(t *testing.T) {
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 50}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Creator()), nil, workertest.Logger())
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, workertest.Logger())
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // TestMediaOverNATSSmallPayload: on a server whose max payload is 64 KiB
@@ -39,8 +39,8 @@ func TestMediaOverNATSSmallPayload(t *testing.T) {
 	}
 	writeBytes(t, filepath.Join(h, "small.pdf"), pdfOf(18<<10))
 	paths = append(paths, "small.pdf")
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{c.Creator()}, nil
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{c.Category()}, nil
 	})
 	gw := workertest.NewGateway(t, srv)
 	if gw.NC.MaxPayload() != maxPayload {

@@ -47,7 +47,7 @@ func TestInWorker(t *testing.T) {
 	nc := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Creator()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

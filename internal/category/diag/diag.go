@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -54,7 +53,7 @@ type FinishParams struct {
 	Summary string `json:"summary" jsonschema:"description=What the turn achieved."`
 }
 
-// Tools builds the category's tools once; the creator hands them to every
+// Tools builds the category's tools once; Category hands them to every
 // turn that binds the category.
 func Tools(cfg Config) []*tool.Tool {
 	ts := []*tool.Tool{
@@ -116,9 +115,10 @@ func Tools(cfg Config) []*tool.Tool {
 	return ts
 }
 
-// Creator returns the category's creator.
-func Creator(cfg Config) turn.Creator {
-	return turn.Offer("", Binding, Tools(cfg)...)
+// Category returns the category: its tools for a turn that binds
+// "diagnostics".
+func Category(cfg Config) tool.Category {
+	return tool.NewCategory(Binding, Tools(cfg)...)
 }
 
 // sleep waits ms milliseconds, reporting the milliseconds waited so far

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // A long sleep that reports every millisecond streams progress over NATS
@@ -23,8 +24,8 @@ import (
 // at most one event per interval, then completed and nothing after.
 func TestSleepStreamsProgressOverNATS(t *testing.T) {
 	s := natstest.Start(t)
-	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{diag.Creator(diag.Config{})}, nil
+	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{diag.Category(diag.Config{})}, nil
 	})
 	g := workertest.NewGateway(t, s)
 	sub, err := g.NC.SubscribeSync(protocol.Subject(protocol.PrefixActive, "a1", "t1"))

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -37,12 +36,6 @@ const (
 	ShowName   = "show_job"
 	ListName   = "list_jobs"
 	CancelName = "cancel_job"
-)
-
-// Event types the worker publishes for the job runner.
-const (
-	EventStart  = protocol.EventJobStart
-	EventCancel = protocol.EventJobCancel
 )
 
 // Defaults of a zero Config.
@@ -146,34 +139,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	return s, nil
 }
 
-// Creator returns the category's creator: the four tools in main turns
-// that bind "background_jobs", nothing otherwise.
-func (s *Service) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, Binding, s.tools...)
+// Category returns the category: the four tools in main turns that bind
+// "background_jobs", nothing otherwise.
+func (s *Service) Category() tool.Category {
+	return tool.NewCategory(Binding, s.tools...)
 }
 
 // Subject is a job event subject: prefix.<agent_id>.<job_id>.
 func Subject(prefix, agentID, jobID string) string { return prefix + "." + agentID + "." + jobID }
-
-// StartEvent announces a job to the job runner.
-type StartEvent struct {
-	Type         string    `json:"type"`
-	JobID        string    `json:"job_id"`
-	AgentID      string    `json:"agent_id"`
-	TurnID       string    `json:"turn_id"`
-	Title        string    `json:"title"`
-	Instructions string    `json:"instructions"`
-	Time         time.Time `json:"time"`
-}
-
-// CancelEvent tells the job runner to stop a job.
-type CancelEvent struct {
-	Type    string    `json:"type"`
-	JobID   string    `json:"job_id"`
-	AgentID string    `json:"agent_id"`
-	Reason  string    `json:"reason"`
-	Time    time.Time `json:"time"`
-}
 
 // StartParams are start_job's parameters.
 type StartParams struct {
@@ -267,7 +240,7 @@ func (s *Service) start(ctx context.Context, p StartParams) (tool.Result, error)
 	if _, err := s.kv.Create(ctx, Key(j.AgentID, j.JobID), data); err != nil {
 		return tool.Result{}, fmt.Errorf("the job could not be stored, so it was not started: %w", err)
 	}
-	ev := StartEvent{Type: EventStart, JobID: j.JobID, AgentID: j.AgentID, TurnID: call.TurnID, Title: j.Title, Instructions: j.Instructions, Time: now}
+	ev := protocol.JobEvent{Type: protocol.EventJobStart, JobID: j.JobID, AgentID: j.AgentID, TurnID: call.TurnID, Title: j.Title, Instructions: j.Instructions, Time: now}
 	if err := s.publish(ctx, Subject(PrefixStart, j.AgentID, j.JobID), j.JobID+".start", ev); err != nil {
 		// Nobody will run it: say so in the record rather than leave it
 		// queued forever.
@@ -505,7 +478,7 @@ func (s *Service) cancel(ctx context.Context, p CancelParams) (tool.Result, erro
 	}
 	// Also when it was cancelled already: a cancel cut short before its
 	// announcement is finished now (the message id makes a repeat harmless).
-	ev := CancelEvent{Type: EventCancel, JobID: j.JobID, AgentID: j.AgentID, Reason: j.CancelReason, Time: *j.EndedAt}
+	ev := protocol.JobEvent{Type: protocol.EventJobCancel, JobID: j.JobID, AgentID: j.AgentID, Reason: j.CancelReason, Time: *j.EndedAt}
 	if err := s.publish(ctx, Subject(PrefixCancel, j.AgentID, j.JobID), j.JobID+".cancel", ev); err != nil {
 		return tool.Result{}, fmt.Errorf("job %s is marked cancelled but the job runner could not be told (%w); call cancel_job again", j.JobID, err)
 	}

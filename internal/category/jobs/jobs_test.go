@@ -15,8 +15,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
@@ -31,13 +32,13 @@ func jobsWorker(t *testing.T, s *natstest.Server, name string, cfg jobs.Config) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	cfg.Storage, cfg.AckWait, cfg.Logger = jetstream.MemoryStorage, 2*time.Second, testLogger()
-	stopWorker := runWorker(t, s, name, func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	stopWorker := runWorker(t, s, name, func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		var err error
 		if svc, err = jobs.New(ctx, js, cfg); err != nil {
 			t.Fatal(err)
 		}
 		go func() { done <- svc.Watch(ctx) }()
-		return []turn.Creator{svc.Creator()}, nil
+		return []tool.Category{svc.Category()}, nil
 	})
 	stopped := false
 	stop = func() {
@@ -136,7 +137,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 	id := startedID(t, outs["c1"])
 
 	m := r.next()
-	var start jobs.StartEvent
+	var start protocol.JobEvent
 	if err := json.Unmarshal(m.Data(), &start); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestJobStartedAndCancelled(t *testing.T) {
 		t.Fatalf("cancel_job: %s", outs["x1"].Raw)
 	}
 	m = r.next()
-	var cancel jobs.CancelEvent
+	var cancel protocol.JobEvent
 	if err := json.Unmarshal(m.Data(), &cancel); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +261,6 @@ func TestJobCompletes(t *testing.T) {
 func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	svc, _ := jobsWorker(t, s, "A", jobs.Config{})
-	golden(t, "catalog.json", g.CategoryCatalog(jobs.Binding, svc.Creator()))
+	jobsWorker(t, s, "A", jobs.Config{})
+	golden(t, "catalog.json", g.CategoryCatalog(jobs.Binding))
 }

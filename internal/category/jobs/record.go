@@ -32,7 +32,7 @@ type Job struct {
 	Instructions string `json:"instructions"`
 	Status       string `json:"status"`
 	// Progress is the runner's last progress report.
-	Progress *Progress `json:"progress,omitempty"`
+	Progress *protocol.JobProgress `json:"progress,omitempty"`
 	// Result is what the runner reported on success (clipped to the
 	// configured size); Error why it failed.
 	Result string `json:"result,omitempty"`
@@ -50,27 +50,8 @@ type Job struct {
 	revision uint64
 }
 
-// Progress is how far a running job is.
-type Progress struct {
-	// Percent is 0-100 when the runner knows it.
-	Percent *float64 `json:"percent,omitempty"`
-	Message string   `json:"message,omitempty"`
-}
-
-// Report is what the job runner publishes on job.report.<agent_id>.<job_id>.
-type Report struct {
-	// Status is running, succeeded, failed or cancelled.
-	Status string `json:"status"`
-	// Seq orders the reports of one job (1, 2, …); a report whose seq is
-	// not above the last applied one is ignored. 0: unordered.
-	Seq      int64     `json:"seq,omitempty"`
-	Progress *Progress `json:"progress,omitempty"`
-	Result   string    `json:"result,omitempty"`
-	Error    string    `json:"error,omitempty"`
-}
-
-// check reports what is wrong with a report, if anything.
-func (r *Report) check() error {
+// checkReport reports what is wrong with a report, if anything.
+func checkReport(r *protocol.JobReport) error {
 	switch r.Status {
 	case StatusRunning, StatusSucceeded, StatusFailed, StatusCancelled:
 	default:
@@ -88,7 +69,7 @@ func (r *Report) check() error {
 // apply changes the job by a report (already checked). It returns false,
 // with the reason, when the report changes nothing: the job has ended, or
 // the report is stale.
-func (j *Job) apply(r *Report, now time.Time, maxResult int) (bool, string) {
+func (j *Job) apply(r *protocol.JobReport, now time.Time, maxResult int) (bool, string) {
 	if Final(j.Status) {
 		return false, "the job is already " + j.Status
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 func TestApply(t *testing.T) {
@@ -13,15 +15,15 @@ func TestApply(t *testing.T) {
 	pct := func(f float64) *float64 { return &f }
 	j := &Job{Status: StatusQueued}
 	steps := []struct {
-		r       Report
+		r       protocol.JobReport
 		changed bool
 		status  string
 	}{
-		{Report{Status: StatusRunning, Seq: 2, Progress: &Progress{Percent: pct(20), Message: "started"}}, true, StatusRunning},
-		{Report{Status: StatusRunning, Seq: 1, Progress: &Progress{Percent: pct(10)}}, false, StatusRunning}, // stale
-		{Report{Status: StatusRunning, Progress: &Progress{Percent: pct(60)}}, true, StatusRunning},          // unordered
-		{Report{Status: StatusFailed, Seq: 3}, true, StatusFailed},
-		{Report{Status: StatusSucceeded, Seq: 4, Result: "late"}, false, StatusFailed}, // final
+		{protocol.JobReport{Status: StatusRunning, Seq: 2, Progress: &protocol.JobProgress{Percent: pct(20), Message: "started"}}, true, StatusRunning},
+		{protocol.JobReport{Status: StatusRunning, Seq: 1, Progress: &protocol.JobProgress{Percent: pct(10)}}, false, StatusRunning}, // stale
+		{protocol.JobReport{Status: StatusRunning, Progress: &protocol.JobProgress{Percent: pct(60)}}, true, StatusRunning},          // unordered
+		{protocol.JobReport{Status: StatusFailed, Seq: 3}, true, StatusFailed},
+		{protocol.JobReport{Status: StatusSucceeded, Seq: 4, Result: "late"}, false, StatusFailed}, // final
 	}
 	for i, s := range steps {
 		changed, why := j.apply(&s.r, now, 100)
@@ -48,10 +50,10 @@ func FuzzReport(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var r Report
+		var r protocol.JobReport
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
-		if dec.Decode(&r) != nil || r.check() != nil {
+		if dec.Decode(&r) != nil || checkReport(&r) != nil {
 			return
 		}
 		open := &Job{Status: StatusRunning}

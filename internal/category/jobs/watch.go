@@ -81,13 +81,13 @@ func (s *Service) Apply(ctx context.Context, subject string, data []byte) (agent
 		return "", "", nil, &BadReportError{Reason: fmt.Sprintf("subject %q is not %s.<agent_id>.<job_id>", subject, PrefixReport)}
 	}
 	agentID, jobID = tokens[2], tokens[3]
-	var r Report
+	var r protocol.JobReport
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return agentID, jobID, nil, &BadReportError{Reason: fmt.Sprintf("not a report: %v", err)}
 	}
-	if err := r.check(); err != nil {
+	if err := checkReport(&r); err != nil {
 		return agentID, jobID, nil, &BadReportError{Reason: err.Error()}
 	}
 	var ignored string

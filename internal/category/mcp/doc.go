@@ -18,7 +18,7 @@
 // removed. A server its memory limit killed is named so in the error of
 // the call that was running and in the catalog's note.
 //
-// For a main turn, Creator enables the servers the turn's context names,
+// For a main turn, Category enables the servers the turn's context names,
 // plus those its skills need (SkillServers), that this worker is
 // configured with. Each server's tool list is cached per session and
 // listed again after notifications/tools/list_changed; the tools built

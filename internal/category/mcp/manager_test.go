@@ -39,12 +39,12 @@ func textContext(servers ...string) protocol.Context {
 	return protocol.Context{Kind: protocol.KindText, MCPServers: servers}
 }
 
-// assemble builds a turn's set with the MCP creator alone.
+// assemble builds a turn's set with the MCP category alone.
 func assemble(t *testing.T, m *mcp.Manager, c protocol.Context) *turn.Set {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	set, err := turn.NewAssembler(mcp.Creator(m, nil)).Assemble(ctx, turn.Env{AgentID: "a1", TurnID: "t1", Context: c})
+	set, err := turn.NewAssembler(mcp.Category(m, nil)).Assemble(ctx, turn.Env{AgentID: "a1", TurnID: "t1", Context: c})
 	if err != nil {
 		t.Fatalf("Assemble: %v", err)
 	}

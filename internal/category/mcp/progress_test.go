@@ -253,8 +253,8 @@ func TestMCPProgressOverNATS(t *testing.T) {
 	t.Cleanup(hs.Close)
 	m := newManager(t, map[string]mcp.ServerConfig{"prog": {URL: hs.URL, Defer: new(false)}})
 	s := natstest.Start(t)
-	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{mcp.Creator(m, nil)}, nil
+	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{mcp.Category(m, nil)}, nil
 	})
 	g := workertest.NewGateway(t, s)
 	sub, err := g.NC.SubscribeSync(protocol.Subject(protocol.PrefixActive, "a1", "t1"))

@@ -24,7 +24,7 @@ import (
 
 // A real worker on an embedded NATS server, with the skills and MCP
 // categories as cmd/worker wires them: skills first, then MCP servers,
-// the MCP creator told which servers the turn's skills need.
+// the MCP category told which servers the turn's skills need.
 
 type rig struct {
 	t  *testing.T
@@ -45,7 +45,7 @@ func startRig(t *testing.T, servers map[string]mcp.ServerConfig) *rig {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := worker.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
 		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(skills.Creator(lib), mcp.Creator(m, lib)), nil, testLogger(t))
+	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(skills.Category(lib), mcp.Category(m, lib)), nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -19,7 +18,7 @@ import (
 // invoke runs one of the service's tools as the dispatcher would.
 func invoke(t *testing.T, svc *schedule.Service, name, args string) tool.Result {
 	t.Helper()
-	ts, _, err := svc.Creator()(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText, Bindings: bound}})
+	ts, err := svc.Category().Tools(context.Background(), tool.Turn{AgentID: "a1", TurnID: "t1", Bindings: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +101,7 @@ func countFiresUpTo(t *testing.T, js jetstream.JetStream, subject string, d time
 		if meta.Timestamp.After(end) {
 			return n
 		}
-		slot := m.Headers().Get(schedule.HeaderScheduleNext)
+		slot := m.Headers().Get(protocol.HeaderScheduleNext)
 		if slots[slot] {
 			t.Errorf("two fires for the slot before %s", slot)
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -36,17 +35,13 @@ const (
 )
 
 // Header names of JetStream message scheduling (nats-server 2.12 and
-// later). The scheduler strips the Nats-Schedule* headers from a fired
-// message and adds Nats-Scheduler (the schedule's subject) and
-// Nats-Schedule-Next (the next fire time in RFC 3339, or "purge" after
-// the last one).
+// later). The scheduler strips them from a fired message and adds
+// protocol.HeaderScheduler and protocol.HeaderScheduleNext.
 const (
-	HeaderSchedule     = "Nats-Schedule"
-	HeaderTarget       = "Nats-Schedule-Target"
-	HeaderTimeZone     = "Nats-Schedule-Time-Zone"
-	HeaderScheduleTTL  = "Nats-Schedule-TTL"
-	HeaderScheduler    = protocol.HeaderScheduler
-	HeaderScheduleNext = protocol.HeaderScheduleNext
+	HeaderSchedule    = "Nats-Schedule"
+	HeaderTarget      = "Nats-Schedule-Target"
+	HeaderTimeZone    = "Nats-Schedule-Time-Zone"
+	HeaderScheduleTTL = "Nats-Schedule-TTL"
 )
 
 // Defaults of a zero Config.
@@ -127,10 +122,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	return s, nil
 }
 
-// Creator returns the category's creator: the three tools in main turns
-// that bind "schedules", nothing otherwise.
-func (s *Service) Creator() turn.Creator {
-	return turn.Offer(protocol.KindText, Binding, s.tools...)
+// Category returns the category: the three tools in main turns that
+// bind "schedules", nothing otherwise.
+func (s *Service) Category() tool.Category {
+	return tool.NewCategory(Binding, s.tools...)
 }
 
 // DefSubject is the subject a schedule's definition lives on.
@@ -141,22 +136,6 @@ func DefSubject(agentID, scheduleID string) string {
 // FireSubject is the subject a schedule fires on.
 func FireSubject(agentID, scheduleID string) string {
 	return PrefixFire + "." + agentID + "." + scheduleID
-}
-
-// Schedule is the body of a schedule's definition, and so of every
-// message it fires: what a gateway needs to start the turn.
-type Schedule struct {
-	ScheduleID   string `json:"schedule_id"`
-	AgentID      string `json:"agent_id"`
-	Name         string `json:"name,omitempty"`
-	Instructions string `json:"instructions"`
-	// Kind is at, every or cron; Expression the time (UTC), interval or
-	// cron expression; TimeZone the cron's zone (empty: UTC).
-	Kind       string           `json:"kind"`
-	Expression string           `json:"expression"`
-	TimeZone   string           `json:"time_zone,omitempty"`
-	CreatedBy  protocol.CallRef `json:"created_by"`
-	CreatedAt  time.Time        `json:"created_at"`
 }
 
 // CreateParams are create_schedule's parameters.
@@ -247,7 +226,7 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, erro
 	if len(ids) >= s.cfg.MaxPerAgent {
 		return tool.Result{}, tool.Errorf(tool.ToolError, "You have %d schedules, the most allowed; delete one first (list_schedules shows them).", len(ids))
 	}
-	sc := Schedule{
+	sc := protocol.ScheduleFire{
 		ScheduleID: newScheduleID(now), AgentID: call.AgentID, Name: strings.TrimSpace(p.Name), Instructions: p.Instructions,
 		Kind: plan.Kind, Expression: plan.Expression, TimeZone: plan.TimeZone,
 		CreatedBy: call.Ref(), CreatedAt: now,
@@ -279,16 +258,16 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, erro
 		}
 		return tool.Result{}, fmt.Errorf("the schedule could not be stored, so it will not fire: %w", err)
 	}
-	info := Info{Schedule: sc, NextFire: &plan.First}
+	info := Info{ScheduleFire: sc, NextFire: &plan.First}
 	return tool.Result{
 		Content: fmt.Sprintf("Created schedule %s (%s); it first fires at %s. Each time, a new turn starts with the instructions.",
-			sc.ScheduleID, describe(sc), plan.First.Format(time.RFC3339)),
+			sc.ScheduleID, describe(&sc), plan.First.Format(time.RFC3339)),
 		Details: info,
 	}, nil
 }
 
 // describe says when a schedule fires, in a few words.
-func describe(sc Schedule) string {
+func describe(sc *protocol.ScheduleFire) string {
 	switch sc.Kind {
 	case KindAt:
 		return "once at " + sc.Expression
@@ -322,12 +301,12 @@ func (s *Service) ids(ctx context.Context, agentID string) ([]string, error) {
 
 // Get reads a schedule; jetstream.ErrMsgNotFound when there is none (or
 // it was deleted, or it was a one-off that has fired).
-func (s *Service) Get(ctx context.Context, agentID, scheduleID string) (*Schedule, error) {
+func (s *Service) Get(ctx context.Context, agentID, scheduleID string) (*protocol.ScheduleFire, error) {
 	m, err := s.last(ctx, DefSubject(agentID, scheduleID))
 	if err != nil {
 		return nil, err
 	}
-	var sc Schedule
+	var sc protocol.ScheduleFire
 	if err := json.Unmarshal(m.Data, &sc); err != nil {
 		return nil, fmt.Errorf("schedule %s is unreadable: %w", scheduleID, err)
 	}
@@ -346,7 +325,7 @@ func (s *Service) last(ctx context.Context, subject string) (m *jetstream.RawStr
 
 // Info is a schedule as list_schedules shows it.
 type Info struct {
-	Schedule
+	protocol.ScheduleFire
 	NextFire *time.Time `json:"next_fire,omitempty"`
 	LastFire *time.Time `json:"last_fire,omitempty"`
 }
@@ -368,12 +347,12 @@ func (s *Service) List(ctx context.Context, agentID string) ([]Info, error) {
 		if err != nil {
 			return nil, err
 		}
-		info := Info{Schedule: *sc}
+		info := Info{ScheduleFire: *sc}
 		var nextHdr string
 		if m, err := s.last(ctx, FireSubject(agentID, id)); err == nil {
 			t := m.Time.UTC()
 			info.LastFire = &t
-			nextHdr = m.Header.Get(HeaderScheduleNext)
+			nextHdr = m.Header.Get(protocol.HeaderScheduleNext)
 		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 			return nil, err
 		}
@@ -385,7 +364,7 @@ func (s *Service) List(ctx context.Context, agentID string) ([]Info, error) {
 
 // nextFire is when a schedule fires next: the server's own word from the
 // last fired message when there is one, else computed as it does.
-func nextFire(sc *Schedule, nextHdr string, now time.Time) *time.Time {
+func nextFire(sc *protocol.ScheduleFire, nextHdr string, now time.Time) *time.Time {
 	if t, err := time.Parse(time.RFC3339Nano, nextHdr); err == nil && t.After(now.Add(-time.Second)) {
 		t = t.UTC()
 		return &t
@@ -439,7 +418,7 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tool.Result, error) {
 		if in.Name != "" {
 			fmt.Fprintf(&b, " %q", in.Name)
 		}
-		fmt.Fprintf(&b, ": %s", describe(in.Schedule))
+		fmt.Fprintf(&b, ": %s", describe(&in.ScheduleFire))
 		if in.NextFire != nil {
 			fmt.Fprintf(&b, "; next %s", in.NextFire.Format(time.RFC3339))
 		}
@@ -471,5 +450,5 @@ func (s *Service) delete(ctx context.Context, p DeleteParams) (tool.Result, erro
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("schedule %s could not be deleted: %w", p.ScheduleID, err)
 	}
-	return tool.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(*sc)), Details: sc}, nil
+	return tool.Result{Content: fmt.Sprintf("Deleted schedule %s (%s); it will not fire again.", sc.ScheduleID, describe(sc)), Details: sc}, nil
 }

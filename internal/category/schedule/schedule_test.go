@@ -13,20 +13,21 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
+	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
 var golden = goldenfile.JSON
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		s, err := schedule.New(context.Background(), js, schedule.Config{Storage: jetstream.MemoryStorage, MinInterval: time.Second, FireTTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []turn.Creator{s.Creator()}, nil
+		return []tool.Category{s.Category()}, nil
 	}
 }
 
@@ -96,7 +97,7 @@ func TestScheduleFires(t *testing.T) {
 		if m == nil {
 			t.Fatalf("fire %d of the interval schedule never came", i)
 		}
-		var sc schedule.Schedule
+		var sc protocol.ScheduleFire
 		if err := json.Unmarshal(m.Data(), &sc); err != nil {
 			t.Fatal(err)
 		}
@@ -105,13 +106,13 @@ func TestScheduleFires(t *testing.T) {
 			t.Errorf("fired body %s", m.Data())
 		}
 		h := m.Headers()
-		if h.Get(schedule.HeaderScheduler) != schedule.DefSubject("a1", every) || h.Get(jetstream.MsgTTLHeader) != "1h0m0s" {
+		if h.Get(protocol.HeaderScheduler) != schedule.DefSubject("a1", every) || h.Get(jetstream.MsgTTLHeader) != "1h0m0s" {
 			t.Errorf("fired headers %v", h)
 		}
 		meta, _ := m.Metadata()
-		next, err := time.Parse(time.RFC3339Nano, h.Get(schedule.HeaderScheduleNext))
+		next, err := time.Parse(time.RFC3339Nano, h.Get(protocol.HeaderScheduleNext))
 		if err != nil || !next.After(meta.Timestamp.Add(-time.Second)) {
-			t.Errorf("Nats-Schedule-Next %q for a message fired at %s", h.Get(schedule.HeaderScheduleNext), meta.Timestamp)
+			t.Errorf("Nats-Schedule-Next %q for a message fired at %s", h.Get(protocol.HeaderScheduleNext), meta.Timestamp)
 		}
 		if i > 0 && meta.Timestamp.Sub(last) > 5*time.Second {
 			t.Errorf("fires %s apart", meta.Timestamp.Sub(last))
@@ -123,7 +124,7 @@ func TestScheduleFires(t *testing.T) {
 	if m == nil {
 		t.Fatal("the one-off schedule never fired")
 	}
-	if h := m.Headers().Get(schedule.HeaderScheduleNext); h != "purge" {
+	if h := m.Headers().Get(protocol.HeaderScheduleNext); h != "purge" {
 		t.Errorf("one-off Nats-Schedule-Next %q, want purge", h)
 	}
 	if meta, _ := m.Metadata(); meta.Timestamp.Before(time.Now().Add(-30*time.Second)) || meta.Timestamp.Format(time.RFC3339) < at {
@@ -176,12 +177,12 @@ func TestScheduleFires(t *testing.T) {
 func TestBadExpressionsRejected(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	runWorker(t, s, "A", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		sv, err := schedule.New(context.Background(), js, schedule.Config{Storage: jetstream.MemoryStorage})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []turn.Creator{sv.Creator()}, nil
+		return []tool.Category{sv.Category()}, nil
 	})
 	cases := map[string]struct{ args, want string }{
 		"cron5":  {`{"instructions":"x","cron":"0 9 * * *"}`, `cron "0 9 * * *" has 5 fields; it needs 6`},
@@ -239,11 +240,6 @@ func TestStreamIdempotent(t *testing.T) {
 func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	var creator turn.Creator
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		cs, _ := category(t)(js)
-		creator = cs[0]
-		return cs, nil
-	})
-	golden(t, "catalog.json", g.CategoryCatalog(schedule.Binding, creator))
+	runWorker(t, s, "A", category(t))
+	golden(t, "catalog.json", g.CategoryCatalog(schedule.Binding))
 }

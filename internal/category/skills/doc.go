@@ -11,7 +11,7 @@
 // string of names), metadata.mcp_servers, and allowed-tools entries
 // mcp__<server> or mcp__<server>__<tool>. Other fields are ignored.
 //
-// For a main turn, Creator intersects the context's skills with the
+// For a main turn, Category intersects the context's skills with the
 // library's and contributes one read-only tool, read_skill, whose
 // description lists each enabled skill's name and description and whose
 // one parameter is an enum of their names; it returns the skill's body.

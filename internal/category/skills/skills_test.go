@@ -122,14 +122,14 @@ func TestLoad(t *testing.T) {
 
 func assemble(t *testing.T, lib *skills.Library, c protocol.Context) *turn.Set {
 	t.Helper()
-	set, err := turn.NewAssembler(skills.Creator(lib)).Assemble(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: c})
+	set, err := turn.NewAssembler(skills.Category(lib)).Assemble(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return set
 }
 
-func TestCreator(t *testing.T) {
+func TestCategory(t *testing.T) {
 	lib := load(t)
 	set := assemble(t, lib, protocol.Context{Kind: protocol.KindText, Skills: []string{"triage", "arith", "nope", "arith"}})
 	if len(set.Tools()) != 1 || !slices.Equal(set.Notes, []string{`skill "nope" is not available on this worker`}) {

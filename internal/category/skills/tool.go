@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -23,26 +22,28 @@ type ReadParams struct {
 // of enabled skills; past it the cache starts again.
 const maxCachedTools = 1024
 
-// Creator returns the skills category: for a main turn whose context
+// Category returns the category "skills": for a main turn whose context
 // names skills the library has, one read-only tool, read_skill, whose
 // description lists each enabled skill's name and description and which
 // returns a skill's full instructions. Skills the library does not have
-// give notes.
-func Creator(lib *Library) turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.Context.Kind != protocol.KindText || len(env.Context.Skills) == 0 {
-			return nil, nil, nil
+// give notes (turn.Note).
+func Category(lib *Library) tool.Category {
+	return tool.Category{Name: "skills", Tools: func(ctx context.Context, _ tool.Turn) ([]*tool.Tool, error) {
+		names := turn.TurnContext(ctx).Skills
+		if len(names) == 0 {
+			return nil, nil
 		}
-		enabled, notes := lib.enabled(env.Context.Skills)
+		enabled, notes := lib.enabled(names)
+		turn.Note(ctx, notes...)
 		if len(enabled) == 0 {
-			return nil, notes, nil
+			return nil, nil
 		}
 		t, err := lib.readTool(enabled)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		return []*tool.Tool{t}, notes, nil
-	}
+		return []*tool.Tool{t}, nil
+	}}
 }
 
 // readTool returns the read_skill tool for one set of enabled skills,

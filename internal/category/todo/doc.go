@@ -15,5 +15,5 @@
 // todo_read returns the stored list rendered the same way.
 //
 //	td, err := todo.New(ctx, js, todo.Config{Replicas: 3})
-//	assembler := turn.NewAssembler(td.Creator(), …)
+//	assembler := turn.NewAssembler(td.Category(), …)
 package todo

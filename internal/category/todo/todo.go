@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -88,24 +87,15 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Category, er
 	return c, nil
 }
 
-// Creator returns the category's creator: both tools in every main turn
-// whose context does not bind "todo" to false; nothing in a task turn.
-func (c *Category) Creator() turn.Creator {
-	return func(_ context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if !Enabled(env.Context) {
-			return nil, nil, nil
+// Category returns the category: both tools in every main turn whose
+// context does not bind "todo" to false.
+func (c *Category) Category() tool.Category {
+	return tool.Category{Name: Binding, Tools: func(_ context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		if on, named := t.Bindings[Binding]; named && !on {
+			return nil, nil
 		}
-		return c.tools, nil, nil
-	}
-}
-
-// Enabled reports whether a turn with this context gets the todo tools.
-func Enabled(c protocol.Context) bool {
-	if c.Kind != protocol.KindText {
-		return false
-	}
-	on, named := c.Bindings[Binding]
-	return !named || on
+		return c.tools, nil
+	}}
 }
 
 // Item is one entry of the list.

@@ -13,21 +13,21 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // golden compares v, as indented JSON, with testdata/name.
 var golden = goldenfile.JSON
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
 		c, err := todo.New(context.Background(), js, todo.Config{Storage: jetstream.MemoryStorage})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []turn.Creator{c.Creator()}, nil
+		return []tool.Category{c.Category()}, nil
 	}
 }
 
@@ -85,22 +85,16 @@ func TestWriteRejects(t *testing.T) {
 }
 
 // TestCatalog pins when the category is present: every main turn unless
-// the context binds todo to false, never a task turn.
+// the context binds todo to false.
 func TestCatalog(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	var creator turn.Creator
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		cs, _ := category(t)(js)
-		creator = cs[0]
-		return cs, nil
-	})
+	runWorker(t, s, "A", category(t))
 	type row struct {
 		Case    string           `json:"case"`
 		Context protocol.Context `json:"context"`
 		Tools   []string         `json:"tools"`
 	}
-	all := map[string]bool{"todo": true, "brain": true, "web": true, "schedules": true, "background_jobs": true}
 	var rows []row
 	var defs json.RawMessage
 	for _, c := range []struct {
@@ -118,18 +112,6 @@ func TestCatalog(t *testing.T) {
 		}
 		rows = append(rows, row{Case: c.name, Context: c.ctx, Tools: names})
 	}
-	// A task turn's catalog is built by the workflow service, which does
-	// not consult this creator; the creator refuses such a context anyway.
-	taskCtx := protocol.Context{Kind: protocol.KindWorkflowTask, Bindings: all, WorkflowID: "wf", TaskID: "t"}
-	ts, _, err := creator(context.Background(), turn.Env{AgentID: "a1", TurnID: "t1", Context: taskCtx})
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := []string{}
-	for _, tool := range ts {
-		names = append(names, tool.Name())
-	}
-	rows = append(rows, row{Case: "task turn, everything bound (creator)", Context: taskCtx, Tools: names})
 	golden(t, "catalog.json", map[string]any{"cases": rows, "definitions": defs})
 }
 

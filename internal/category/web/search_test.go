@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/tools"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -155,14 +154,14 @@ func TestSearchCapped(t *testing.T) {
 // The category exists exactly when web is bound and something is
 // configured: web_fetch with Fetch, web_search only with a provider; in
 // main turns and task turns alike.
-func TestCreator(t *testing.T) {
+func TestCategory(t *testing.T) {
 	s, _ := searxng(t, 1)
-	ctx := func(kind string, bindings ...string) turn.Env {
-		c := protocol.Context{Kind: kind, Bindings: map[string]bool{}}
+	ctx := func(kind string, bindings ...string) tool.Turn {
+		tn := tool.Turn{AgentID: "a1", TurnID: "t1", Kind: kind, Bindings: map[string]bool{}}
 		for _, b := range bindings {
-			c.Bindings[b] = true
+			tn.Bindings[b] = true
 		}
-		return turn.Env{AgentID: "a1", TurnID: "t1", Context: c}
+		return tn
 	}
 	both := newWeb(t, web.Config{Fetch: true, SearchURL: s.URL})
 	fetchOnly := newWeb(t, web.Config{Fetch: true})
@@ -170,7 +169,7 @@ func TestCreator(t *testing.T) {
 	nothing := newWeb(t, web.Config{})
 	tests := []struct {
 		c    *web.Category
-		env  turn.Env
+		turn tool.Turn
 		want []string
 	}{
 		{both, ctx(protocol.KindText, "web"), []string{"web_search", "web_fetch"}},
@@ -182,13 +181,13 @@ func TestCreator(t *testing.T) {
 		{nothing, ctx(protocol.KindText, "web"), nil},
 	}
 	for i, tt := range tests {
-		ts, notes, err := tt.c.Creator()(context.Background(), tt.env)
+		ts, err := tt.c.Category().Tools(context.Background(), tt.turn)
 		var names []string
 		for _, tl := range ts {
 			names = append(names, tl.Name())
 		}
-		if err != nil || notes != nil || strings.Join(names, ",") != strings.Join(tt.want, ",") {
-			t.Errorf("%d: %v, %v, %v; want %v", i, names, notes, err, tt.want)
+		if err != nil || strings.Join(names, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("%d: %v, %v; want %v", i, names, err, tt.want)
 		}
 	}
 }

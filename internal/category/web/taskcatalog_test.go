@@ -50,7 +50,7 @@ func catalogNames(t *testing.T, catalog json.RawMessage) []string {
 }
 
 // A workflow task turn that binds web gets the web tools from the
-// category's creator, beside submit_result, and nothing of the computer
+// category, beside submit_result, and nothing of the computer
 // even when its context claims it.
 func TestTaskTurnCatalog(t *testing.T) {
 	ctx := context.Background()
@@ -59,10 +59,10 @@ func TestTaskTurnCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWeb(t, web.Config{Fetch: true, SearchURL: "http://searxng.internal:8080"})
-	svc := workflowtask.New(js, workflowtask.Config{Web: w.Creator(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := workflowtask.New(js, workflowtask.Config{Web: w.Category(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	// Start a workflow the way a main turn does, through start_workflow.
-	main, err := turn.NewAssembler(svc.Creator()).Assemble(ctx, turn.Env{AgentID: "a1", TurnID: "main1", Context: protocol.Context{Kind: protocol.KindText}})
+	main, err := turn.NewAssembler(svc.Category()).Assemble(ctx, turn.Env{AgentID: "a1", TurnID: "main1", Context: protocol.Context{Kind: protocol.KindText}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
 
 	"github.com/agentbull/toolruntime/internal/netguard"
-	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -151,9 +150,9 @@ func (c *Category) Close() {
 	}
 }
 
-// Creator returns the category's creator: its tools for any turn (main
-// or task) that binds "web", nothing otherwise or when the configuration
-// offers none.
-func (c *Category) Creator() turn.Creator {
-	return turn.Offer("", Binding, c.tools...)
+// Category returns the category: its tools for any turn (main or task)
+// that binds "web", nothing otherwise or when the configuration offers
+// none.
+func (c *Category) Category() tool.Category {
+	return tool.NewCategory(Binding, c.tools...)
 }

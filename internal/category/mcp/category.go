@@ -18,21 +18,19 @@ type SkillServers interface {
 	ServersFor(skills []string) []string
 }
 
-// Creator returns the category creator of the MCP servers. For a main
+// Category returns the category "mcp" of the MCP servers. For a main
 // turn it enables the servers the context names, plus those the turn's
 // skills need (skills may be nil), that this worker is configured with,
 // and returns their tools in server-name order, each server's in the
 // order the server lists them. Servers are asked at once. A server that
-// cannot be reached, or a name that is not configured, gives a note,
-// never an error.
-func Creator(m *Manager, skills SkillServers) turn.Creator {
-	return func(ctx context.Context, env turn.Env) ([]*tool.Tool, []string, error) {
-		if env.Context.Kind != protocol.KindText {
-			return nil, nil, nil
-		}
-		names, notes := m.enabled(env.Context, skills)
+// cannot be reached, or a name that is not configured, gives a note
+// (turn.Note), never an error.
+func Category(m *Manager, skills SkillServers) tool.Category {
+	return tool.Category{Name: "mcp", Tools: func(ctx context.Context, _ tool.Turn) ([]*tool.Tool, error) {
+		names, notes := m.enabled(turn.TurnContext(ctx), skills)
+		turn.Note(ctx, notes...)
 		if len(names) == 0 {
-			return nil, notes, nil
+			return nil, nil
 		}
 		got := make([]listing, len(names))
 		var wg sync.WaitGroup
@@ -43,10 +41,10 @@ func Creator(m *Manager, skills SkillServers) turn.Creator {
 		var ts []*tool.Tool
 		for _, l := range got {
 			ts = append(ts, l.tools...)
-			notes = append(notes, l.notes...)
+			turn.Note(ctx, l.notes...)
 		}
-		return ts, notes, nil
-	}
+		return ts, nil
+	}}
 }
 
 // enabled returns the configured servers the turn enables, sorted, and
