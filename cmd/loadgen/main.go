@@ -11,6 +11,13 @@
 //
 //	go run ./cmd/loadgen --workers 1 --steps 20000
 //
+// With --command, the calls are run_command of that command line, against
+// a worker with --computer-root; at --concurrency 1 one agent sends its
+// steps one after another, as a gateway's loop does
+// (scripts/command-steps.sh compares sandboxed and unconfined commands):
+//
+//	go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --steps 100 --concurrency 1 --command true
+//
 // Other modes: --burst (fair share under one agent's burst), --cancel-storm
 // and --cancel-pending (cancels that must not wait or be dropped),
 // --catalog-slow (catalogs while an MCP server starts slowly); README,

@@ -184,12 +184,15 @@ type Config struct {
 	// ProxyConns bounds the connections one command has open through the
 	// proxy at once (0: DefaultProxyConns).
 	ProxyConns int
-	// Spares bounds the sandboxes made ahead, one per home (with its
-	// shell and environment) that ran a command (0: DefaultSpares;
-	// negative: none, each command waits for its sandbox's making).
+	// Spares bounds the sandboxes made ahead for the homes (with their
+	// shell and environment) that ran a command: one per home, more
+	// while its commands come faster than one is made, those beyond a
+	// home's first within half of the bound (see spares; 0:
+	// DefaultSpares; negative: none, each command waits for its
+	// sandbox's making).
 	Spares int
 	// SpareIdle ends a spare no command took for this long (0:
-	// DefaultSpareIdle).
+	// DefaultSpareIdle; a home's spares beyond its first: 5 s at most).
 	SpareIdle time.Duration
 }
 
