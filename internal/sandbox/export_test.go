@@ -67,3 +67,7 @@ func (s *Sandbox) SpareGap(spec Spec) time.Duration {
 	}
 	return burstGap
 }
+
+// SetExtraIdle sets how long a home's spares beyond its first wait
+// unused before they end (5 s), for tests slower than that.
+func (s *Sandbox) SetExtraIdle(d time.Duration) { s.extraIdle = d }

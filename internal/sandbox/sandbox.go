@@ -210,6 +210,8 @@ type Sandbox struct {
 	proxy   *proxy
 	spares  spares
 	spawner spawner
+	// extraIdle ends a home's spares beyond its first (see spares).
+	extraIdle time.Duration
 }
 
 // New finds the tools a sandbox needs and, with Network, starts the
@@ -240,7 +242,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if cfg.SpareIdle <= 0 {
 		cfg.SpareIdle = DefaultSpareIdle
 	}
-	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0}
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, extraIdle: min(cfg.SpareIdle, extraIdle)}
 	var errs []error
 	look := func(name, why string) string {
 		p, err := exec.LookPath(name)

@@ -94,19 +94,20 @@ func spareKey(spec Spec) string {
 	return spec.Home + "\x00" + spec.Shell + "\x00" + strings.Join(spec.Env, "\x00")
 }
 
-// take removes and returns the oldest spare for key, if one is ready and
+// take removes and returns the oldest spare for key that is ready and
 // binds the home that is at its path now (a home removed and made again
-// since would be the old one): a spare that does not is discarded.
+// since would be the old one): those that do not are discarded.
 //
 // When none is ready but some are being made, the first made is waited
 // for (until ctx ends): it was begun before the command, so it is ready
 // sooner than a sandbox begun now.
 func (s *Sandbox) take(ctx context.Context, key, home string) *spare {
+	fi, statErr := os.Stat(home)
 	m := &s.spares
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	pl := m.pools[key]
 	if pl == nil {
-		m.mu.Unlock()
 		return nil
 	}
 	now := time.Now()
@@ -117,45 +118,40 @@ func (s *Sandbox) take(ctx context.Context, key, home string) *spare {
 	if len(pl.ready) == 0 {
 		pl.want = min(maxDepth, pl.want+1)
 	}
-	var p *spare
 	for {
-		if len(pl.ready) > 0 {
-			p = pl.ready[0]
+		for len(pl.ready) > 0 {
+			p := pl.ready[0]
+			if statErr != nil || p.home == nil || !os.SameFile(fi, p.home) {
+				s.drop(pl, p)
+				continue
+			}
 			pl.ready = pl.ready[1:]
 			m.total--
+			p.timer.Stop()
 			// Beyond the depth (a burst ended): newest first.
 			for len(pl.ready) > pl.want {
 				s.drop(pl, pl.ready[len(pl.ready)-1])
 			}
 			m.forget(key, pl)
-			break
+			return p
 		}
 		if pl.filling == 0 {
-			break
+			m.forget(key, pl)
+			return nil
 		}
 		wait := pl.changed
 		m.mu.Unlock()
 		select {
 		case <-wait:
 		case <-ctx.Done():
+			m.mu.Lock()
 			return nil
 		}
 		m.mu.Lock()
 		if m.pools[key] != pl {
-			break // dropped
+			return nil // dropped
 		}
 	}
-	m.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	p.timer.Stop()
-	fi, err := os.Stat(home)
-	if !p.ready || p.home == nil || err != nil || !os.SameFile(fi, p.home) {
-		s.discard(p)
-		return nil
-	}
-	return p
 }
 
 // drop removes ready spare p from pool pl and ends it. m.mu is held.
@@ -267,7 +263,7 @@ func (s *Sandbox) fill(key string, pl *pool, spec Spec) {
 	}
 	idle := s.cfg.SpareIdle
 	if len(pl.ready) > 0 {
-		idle = min(idle, extraIdle)
+		idle = s.extraIdle
 	}
 	pl.ready = append(pl.ready, p)
 	p.timer = time.AfterFunc(idle, func() {

@@ -113,8 +113,16 @@ func burst(t *testing.T, s *sandbox.Sandbox, h string) sandbox.Spec {
 // goes back to one, and the spares beyond it are ended.
 func TestSpareDepth(t *testing.T) {
 	s := newSandbox(t, sandbox.Config{})
+	s.SetExtraIdle(time.Hour)
 	h := homeDir(t, s)
 	spec := burst(t, s, h)
+	// The gap depends on the last making: none may end during it.
+	for {
+		if _, filling, _ := s.SpareDepth(spec); filling == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	time.Sleep(s.SpareGap(spec) + 100*time.Millisecond)
 	if res := run(t, context.Background(), s, h, "true"); res.code != 0 {
 		t.Fatalf("%+v", res)
@@ -129,6 +137,7 @@ func TestSpareDepth(t *testing.T) {
 // extra one when the budget is spent. Each home's spares serve it only.
 func TestSpareBudget(t *testing.T) {
 	s := newSandbox(t, sandbox.Config{Spares: 4})
+	s.SetExtraIdle(time.Hour)
 	a := homeDir(t, s)
 	specA := burst(t, s, a)
 	if n := s.SparesHeld(); n != 2 {
