@@ -63,6 +63,7 @@ type options struct {
 	calls       int
 	sleep       time.Duration
 	command     string // run_command's command instead of ping (--command)
+	agent       string // the steps' agent (--agent; "load" when empty)
 	workers     int
 	duration    time.Duration
 	storage     string
@@ -90,6 +91,7 @@ func main() {
 	flag.IntVar(&o.calls, "calls", 1, "ping calls per step")
 	flag.DurationVar(&o.sleep, "sleep", 0, "call sleep for this long (whole milliseconds) instead of ping: tools that take time")
 	flag.StringVar(&o.command, "command", "", "calls are run_command of this command line instead of ping, against a worker with --computer-root (e.g. true with --concurrency 1: sequential commands of one agent)")
+	flag.StringVar(&o.agent, "agent", "load", "the agent whose steps are sent (two programs with different agents: two tenants, each its own home with --command)")
 	flag.IntVar(&o.workers, "workers", 0, "start an embedded server and this many in-process workers instead of using --nats-url")
 	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
@@ -243,7 +245,10 @@ var statusOK = []byte(`"status":"` + protocol.StatusOK + `"`)
 
 func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
-	const agent = "load"
+	agent := o.agent
+	if agent == "" {
+		agent = "load"
+	}
 	var (
 		mu       sync.Mutex
 		started  = map[string]time.Time{}
