@@ -134,8 +134,8 @@ func run(ctx context.Context, o options) error {
 	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 || o.sleep < 0 {
 		return errors.New("--steps and --concurrency must be at least 1, --calls and --sleep at least 0")
 	}
-	if o.command != "" && (o.sleep > 0 || o.workers > 0 || o.burstOpts.burst > 0) {
-		return errors.New("--command runs against a running worker with --computer-root (--nats-url); it does not go with --sleep, --workers or --burst")
+	if o.command != "" && (o.sleep > 0 || o.workers > 0 || o.burstOpts.burst > 0 || o.cancelOpts.storm > 0 || o.cancelOpts.pending > 0 || o.catalogSlow != "") {
+		return errors.New("--command runs against a running worker with --computer-root (--nats-url); it does not go with --sleep, --workers or another mode")
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
