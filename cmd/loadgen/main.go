@@ -11,6 +11,13 @@
 //
 //	go run ./cmd/loadgen --workers 1 --steps 20000
 //
+// With --command, the calls are run_command of that command line, against
+// a worker with --computer-root; at --concurrency 1 one agent sends its
+// steps one after another, as a gateway's loop does
+// (scripts/command-steps.sh compares sandboxed and unconfined commands):
+//
+//	go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --steps 100 --concurrency 1 --command true
+//
 // Other modes: --burst (fair share under one agent's burst), --cancel-storm
 // and --cancel-pending (cancels that must not wait or be dropped),
 // --catalog-slow (catalogs while an MCP server starts slowly); README,
@@ -42,6 +49,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/worker"
@@ -54,6 +62,8 @@ type options struct {
 	concurrency int
 	calls       int
 	sleep       time.Duration
+	command     string // run_command's command instead of ping (--command)
+	agent       string // the steps' agent (--agent; "load" when empty)
 	workers     int
 	duration    time.Duration
 	storage     string
@@ -80,6 +90,8 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 256, "steps in flight at once")
 	flag.IntVar(&o.calls, "calls", 1, "ping calls per step")
 	flag.DurationVar(&o.sleep, "sleep", 0, "call sleep for this long (whole milliseconds) instead of ping: tools that take time")
+	flag.StringVar(&o.command, "command", "", "calls are run_command of this command line instead of ping, against a worker with --computer-root (e.g. true with --concurrency 1: sequential commands of one agent)")
+	flag.StringVar(&o.agent, "agent", "load", "the agent whose steps are sent (two programs with different agents: two tenants, each its own home with --command)")
 	flag.IntVar(&o.workers, "workers", 0, "start an embedded server and this many in-process workers instead of using --nats-url")
 	flag.StringVar(&o.storage, "storage", "file", "with --workers: storage of the streams and buckets (file or memory)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "with --workers: JetStream store (default: a temporary directory)")
@@ -121,6 +133,9 @@ func main() {
 func run(ctx context.Context, o options) error {
 	if o.steps < 1 || o.concurrency < 1 || o.calls < 0 || o.sleep < 0 {
 		return errors.New("--steps and --concurrency must be at least 1, --calls and --sleep at least 0")
+	}
+	if o.command != "" && (o.sleep > 0 || o.workers > 0 || o.burstOpts.burst > 0 || o.cancelOpts.storm > 0 || o.cancelOpts.pending > 0 || o.catalogSlow != "") {
+		return errors.New("--command runs against a running worker with --computer-root (--nats-url); it does not go with --sleep, --workers or another mode")
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -230,7 +245,10 @@ var statusOK = []byte(`"status":"` + protocol.StatusOK + `"`)
 
 func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	run := fmt.Sprintf("r%d", time.Now().UnixNano()%1e9)
-	const agent = "load"
+	agent := o.agent
+	if agent == "" {
+		agent = "load"
+	}
 	var (
 		mu       sync.Mutex
 		started  = map[string]time.Time{}
@@ -293,9 +311,16 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 
-	name, args := "ping", "{}"
+	name, args, binding := "ping", "{}", diag.Binding
 	if o.sleep > 0 {
 		name, args = "sleep", fmt.Sprintf(`{"ms":%d}`, o.sleep.Milliseconds())
+	}
+	if o.command != "" {
+		a, err := json.Marshal(map[string]string{"command": o.command})
+		if err != nil {
+			return err
+		}
+		name, args, binding = computer.RunCommandName, string(a), computer.Binding
 	}
 	// Steps are published with one reply subject per step under one
 	// inbox, whose acknowledgements are read as the worker reads its own
@@ -354,7 +379,7 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	// spliced in.
 	template, err := json.Marshal(map[string]any{
 		"agent_id": agent, "turn_id": "TURN-ID", "step": 0,
-		"context": map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}},
+		"context": map[string]any{"kind": "text", "bindings": map[string]any{binding: true}},
 		"output":  calls,
 	})
 	if err != nil {
@@ -423,7 +448,11 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	runtime.ReadMemStats(&memAfter)
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	fmt.Fprintf(o.out, "steps=%d calls/step=%d sleep=%s concurrency=%d workers=%s elapsed=%s\n", published, o.calls, o.sleep, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
+	what := "sleep=" + o.sleep.String()
+	if o.command != "" {
+		what = fmt.Sprintf("command=%q", o.command)
+	}
+	fmt.Fprintf(o.out, "steps=%d calls/step=%d %s concurrency=%d workers=%s elapsed=%s\n", published, o.calls, what, o.concurrency, workersLabel(o), elapsed.Round(time.Millisecond))
 	fmt.Fprintf(o.out, "throughput=%.0f steps/s  latency p50=%s p90=%s p99=%s max=%s  call errors=%d\n",
 		float64(published)/elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond),
 		pct(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), errCnt.Load())

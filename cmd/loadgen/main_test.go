@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/worker"
@@ -142,6 +144,42 @@ func TestCancelModes(t *testing.T) {
 	}
 	for _, want := range []string{"user's cancel to its aborted call.output", "last cancel mark stored",
 		"steps done 8 of 8", "aborted calls 8, other outputs 0, records still pending 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// --command runs against a worker with the computer tools: it refuses the
+// in-process workers, which have only the diagnostics tools.
+func TestLoadCommandNeedsWorker(t *testing.T) {
+	err := run(context.Background(), options{steps: 1, concurrency: 1, command: "true", workers: 1, out: &bytes.Buffer{}})
+	if err == nil || !strings.Contains(err.Error(), "--computer-root") {
+		t.Fatalf("run: %v, want a refusal naming --computer-root", err)
+	}
+}
+
+// --command plays a gateway's loop of run_command steps against a worker
+// with the computer tools (unconfined here: the sandbox's own tests are
+// in internal/sandbox): every step is answered, every command succeeds.
+func TestLoadCommand(t *testing.T) {
+	s := natstest.Start(t)
+	c, err := computer.New(computer.Config{Root: filepath.Join(t.TempDir(), "homes"), Unconfined: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := workertest.RunWorker(t, s, "computer", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
+		return []turn.Creator{c.Creator()}, nil
+	})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, options{url: s.ClientURL(), steps: 5, concurrency: 1, calls: 1, command: "true", out: &out}); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{`steps=5 calls/step=1 command="true" concurrency=1`, "call errors=0"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

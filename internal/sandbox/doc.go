@@ -47,6 +47,13 @@
 //     (--die-with-parent), and the outer bwrap dies with the worker
 //     (parent-death signal), so nothing survives the call.
 //
+// A command's sandbox is made before the command when it can be (a
+// spare, spare.go): when a command of a home ends, the sandbox for the
+// home's next command is made in the background, at Nice, and waits for
+// its command on a pipe; a home whose commands come faster than one is
+// made keeps up to 8, within Config.Spares shared fairly between homes.
+// A spare serves one command of its own home, once.
+//
 // When the worker runs as root, bwrap runs privileged (no user
 // namespace) and the command drops to an unprivileged user (Config.UID)
 // with setpriv before it starts, in a user namespace of its own made by

@@ -184,12 +184,15 @@ type Config struct {
 	// ProxyConns bounds the connections one command has open through the
 	// proxy at once (0: DefaultProxyConns).
 	ProxyConns int
-	// Spares bounds the sandboxes made ahead, one per home (with its
-	// shell and environment) that ran a command (0: DefaultSpares;
-	// negative: none, each command waits for its sandbox's making).
+	// Spares bounds the sandboxes made ahead for the homes (with their
+	// shell and environment) that ran a command: one per home, more
+	// while its commands come faster than one is made, those beyond a
+	// home's first within half of the bound (see spares; 0:
+	// DefaultSpares; negative: none, each command waits for its
+	// sandbox's making).
 	Spares int
 	// SpareIdle ends a spare no command took for this long (0:
-	// DefaultSpareIdle).
+	// DefaultSpareIdle; a home's spares beyond its first: 5 s at most).
 	SpareIdle time.Duration
 }
 
@@ -206,6 +209,9 @@ type Sandbox struct {
 	etcDir  string // the copy of /etc's allowlist commands see as /etc
 	proxy   *proxy
 	spares  spares
+	spawner spawner
+	// extraIdle ends a home's spares beyond its first (see spares).
+	extraIdle time.Duration
 }
 
 // New finds the tools a sandbox needs and, with Network, starts the
@@ -236,7 +242,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if cfg.SpareIdle <= 0 {
 		cfg.SpareIdle = DefaultSpareIdle
 	}
-	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0}
+	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, extraIdle: min(cfg.SpareIdle, extraIdle)}
 	var errs []error
 	look := func(name, why string) string {
 		p, err := exec.LookPath(name)
@@ -297,9 +303,12 @@ func (l Limits) fit() Limits {
 // Cgroups reports whether each command runs in a cgroup of its own.
 func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 
-// Close ends the spares and stops the egress proxy.
+// Close ends the spares and stops the egress proxy. A command still
+// running in a sandbox that was a spare is killed (as when the worker
+// dies): Close comes after the commands.
 func (s *Sandbox) Close() error {
 	s.closeSpares()
+	s.spawner.close()
 	err := os.RemoveAll(s.etcDir)
 	if s.proxy != nil {
 		err = errors.Join(err, s.proxy.close())
@@ -602,7 +611,7 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	p := s.take(ctx, key, home)
 	if p == nil {
 		var err error
-		if p, err = s.prepare(spec); err != nil {
+		if p, err = s.prepare(spec, false); err != nil {
 			return nil, err
 		}
 	}
@@ -616,8 +625,9 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 }
 
 // prepare starts a sandbox for spec's home, shell and environment that
-// waits for its command (see claim).
-func (s *Sandbox) prepare(spec Spec) (*spare, error) {
+// waits for its command (see claim); niced: at Nice from its start (a
+// spare made in the background, see spawner).
+func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	home := spec.Home
 	// fds 4 and 5: see gate.
 	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5"}
@@ -731,7 +741,11 @@ func (s *Sandbox) prepare(spec Spec) (*spare, error) {
 	}
 	defer gt.closeInfo()
 	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR, cr, rw}
-	err = cmd.Start()
+	if niced {
+		err = s.spawner.start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	lw.Close()
 	cr.Close()
 	rw.Close()

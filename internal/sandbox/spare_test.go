@@ -84,3 +84,95 @@ func TestSpareIsFresh(t *testing.T) {
 		t.Errorf("another home's command: %+v", res)
 	}
 }
+
+// burst runs `true` in home h back to back until its pool keeps at least
+// two spares (a command found none ready), then waits until two are.
+func burst(t *testing.T, s *sandbox.Sandbox, h string) sandbox.Spec {
+	t.Helper()
+	spec := sandbox.Spec{Home: h, Shell: "/bin/sh", Env: []string{"PATH=/usr/bin:/bin", "HOME=" + h}}
+	for i := 0; ; i++ {
+		if _, _, want := s.SpareDepth(spec); want >= 2 {
+			break
+		}
+		if i == 50 {
+			t.Fatal("50 commands back to back never found their home without a spare ready")
+		}
+		if res := run(t, context.Background(), s, h, "true"); res.code != 0 {
+			t.Fatalf("%+v", res)
+		}
+	}
+	if !s.WaitDepth(spec, 2, 30*time.Second) {
+		r, f, w := s.SpareDepth(spec)
+		t.Fatalf("the home's pool did not make a second spare: ready %d, being made %d, depth %d", r, f, w)
+	}
+	return spec
+}
+
+// Commands of a home that come faster than its spare is made raise its
+// depth: it keeps more than one spare. A pause ends the burst: the depth
+// goes back to one, and the spares beyond it are ended.
+func TestSpareDepth(t *testing.T) {
+	s := newSandbox(t, sandbox.Config{})
+	s.SetExtraIdle(time.Hour)
+	h := homeDir(t, s)
+	spec := burst(t, s, h)
+	// The gap depends on the last making: none may end during it.
+	for {
+		if _, filling, _ := s.SpareDepth(spec); filling == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(s.SpareGap(spec) + 100*time.Millisecond)
+	if res := run(t, context.Background(), s, h, "true"); res.code != 0 {
+		t.Fatalf("%+v", res)
+	}
+	if ready, filling, want := s.SpareDepth(spec); want != 1 || ready+filling != 1 {
+		t.Errorf("after a pause: ready %d, being made %d, depth %d; want one spare and depth 1", ready, filling, want)
+	}
+}
+
+// The spares' budget (Config.Spares) is shared fairly: one home's burst
+// holds at most half of it, and a home's first spare ends another's
+// extra one when the budget is spent. Each home's spares serve it only.
+func TestSpareBudget(t *testing.T) {
+	s := newSandbox(t, sandbox.Config{Spares: 4})
+	s.SetExtraIdle(time.Hour)
+	a := homeDir(t, s)
+	specA := burst(t, s, a)
+	if n := s.SparesHeld(); n != 2 {
+		t.Fatalf("a burst of one home holds %d spares of 4, want 2 (half)", n)
+	}
+	for i := range 2 {
+		h := homeDir(t, s)
+		if res := run(t, context.Background(), s, h, "true"); res.code != 0 {
+			t.Fatalf("%+v", res)
+		}
+		spec := sandbox.Spec{Home: h, Shell: "/bin/sh", Env: []string{"PATH=/usr/bin:/bin", "HOME=" + h}}
+		if !s.WaitSpare(spec, 30*time.Second) {
+			t.Fatalf("home %d got no spare with %d of 4 held", i, s.SparesHeld())
+		}
+	}
+	if n := s.SparesHeld(); n != 4 {
+		t.Fatalf("%d spares held, want 4", n)
+	}
+	if ready, _, _ := s.SpareDepth(specA); ready != 2 {
+		t.Fatalf("the bursting home has %d spares ready, want 2", ready)
+	}
+	// The budget is spent: the next home's first spare takes the
+	// bursting home's second.
+	d := homeDir(t, s)
+	if res := run(t, context.Background(), s, d, `pwd`); res.code != 0 || res.out != d+"\n" {
+		t.Fatalf("%+v", res)
+	}
+	specD := sandbox.Spec{Home: d, Shell: "/bin/sh", Env: []string{"PATH=/usr/bin:/bin", "HOME=" + d}}
+	if !s.WaitSpare(specD, 30*time.Second) {
+		t.Fatal("a new home got no spare: the budget went to another home's burst")
+	}
+	if ready, filling, _ := s.SpareDepth(specA); ready+filling != 1 {
+		t.Errorf("the bursting home holds %d spares, want 1 (its extra one ended)", ready+filling)
+	}
+	if n := s.SparesHeld(); n > 4 {
+		t.Errorf("%d spares held, over the bound of 4", n)
+	}
+}
