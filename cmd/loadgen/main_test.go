@@ -169,8 +169,8 @@ func TestLoadCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	stop := workertest.RunWorker(t, s, "computer", func(jetstream.JetStream) ([]turn.Creator, worker.TaskTurns) {
-		return []turn.Creator{c.Creator()}, nil
+	stop := workertest.RunWorker(t, s, "computer", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+		return []tool.Category{c.Category()}, nil
 	})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
