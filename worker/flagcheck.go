@@ -52,6 +52,15 @@ func friendly(fs *flag.FlagSet, last *error) {
 	})
 }
 
+// String is the wrapped value's; the zero friendlyValue, which the flag
+// package makes to tell a default from the zero value in --help, is "".
+func (v friendlyValue) String() string {
+	if v.Value == nil {
+		return ""
+	}
+	return v.Value.String()
+}
+
 func (v friendlyValue) Set(s string) error {
 	err := v.Value.Set(s)
 	if err == nil {

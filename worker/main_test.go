@@ -184,10 +184,15 @@ func TestHelpGoesToStdout(t *testing.T) {
 	if err := m.ParseFlags([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, want := range []string{"Usage: worker", "-context", "-nats-url", "NATS_CREDS"} {
+	for _, want := range []string{"Usage: worker", "-context", "-nats-url", "NATS_CREDS", "(default 30s)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}
+	}
+	// The flag package makes a zero value of every flag's type to tell its
+	// default from the zero value: a wrapper's String must survive that.
+	if strings.Contains(out.String(), "panic") {
+		t.Errorf("usage has a panic:\n%s", out.String())
 	}
 }
 
