@@ -95,11 +95,14 @@ type Dispatcher struct {
 	// scaled at once by every step of this dispatcher (a 25-megapixel
 	// image holds up to ~360 MB).
 	MediaSlots media.Slots
+
+	states sync.Pool // of *stepState
 }
 
 // pending is one call on its way through a step: what resolving it
-// found and, once it runs, what the call and its watchdog share. One
-// allocation holds it all, the outcome of a call that ran included.
+// found and, once it runs, what the call and its watchdog share. A step's
+// records are one allocation, reused by later steps (stepState); what
+// can be reached once the step is over is in the call's cell instead.
 type pending struct {
 	d          *Dispatcher
 	hooks      *Hooks
@@ -122,19 +125,71 @@ type pending struct {
 	g       *group
 	set     *Set
 	turnCtx context.Context
-	ctx     callContext
-	cancel  lazyCancel // ctx's cancellation
+	cell    *cell
 	began   time.Time
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
+}
+
+// cell is the part of a call's state that outlives its step: the
+// outcome the caller keeps, and the context the tool ran in, which a tool
+// may keep too (a goroutine it left behind still finds it cancelled, and
+// its progress reports dropped). A step's cells are one allocation, made
+// only for the calls that run.
+type cell struct {
 	out      Outcome
-	progress progressState // the call's reporter, when the observer publishes progress
+	ctx      callContext
+	cancel   lazyCancel // ctx's cancellation
+	progress progressState
 	// item holds a short output item (an error's, a status line's): no
 	// allocation of its own. Its size is a trade: bytes in every call's
 	// state against an allocation for the outputs that fit.
 	item [160]byte
+}
+
+// stepState is a step's working state: its calls' records, the timer of
+// its running calls and the group waiting for them. It goes back to the
+// Dispatcher's pool when the step ends with nothing else looking at it
+// (inflight.escaped): the step's own allocation was a third of a no-op
+// step's cost, most of it the garbage collector's.
+type stepState struct {
+	calls []pending
+	ps    []*pending
+	step  inflight
+	group group
+}
+
+// maxPooledCalls bounds the steps whose state is kept for reuse: a rare
+// step of many calls does not leave its records in the pool.
+const maxPooledCalls = 64
+
+// state returns a step state for n calls, its records zero.
+func (d *Dispatcher) state(n int) *stepState {
+	st, _ := d.states.Get().(*stepState)
+	if st == nil {
+		st = &stepState{}
+		st.group.step = &st.step
+	}
+	if cap(st.calls) < n {
+		st.calls, st.ps = make([]pending, n), make([]*pending, n)
+	}
+	st.calls, st.ps = st.calls[:n], st.ps[:n]
+	return st
+}
+
+// release puts st back in the pool, emptied, unless something may still
+// look at it.
+func (d *Dispatcher) release(st *stepState) {
+	if st.step.escaped || cap(st.calls) > maxPooledCalls {
+		return
+	}
+	clear(st.calls)
+	clear(st.ps)
+	st.step.reset()
+	st.group.sem = nil
+	d.states.Put(st)
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -148,12 +203,16 @@ type pending struct {
 //   - a call past its timeout ends with kind timeout, a panic with
 //     tool_error; neither stops the other calls.
 func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
-	res := &StepResult{Outcomes: make([]*Outcome, len(in.Calls))}
-	// One allocation holds every call's state.
-	calls := make([]pending, len(in.Calls))
-	ps := make([]*pending, len(in.Calls))
+	st := d.state(len(in.Calls))
+	res := d.run(ctx, set, in, st)
+	d.release(st)
+	return res
+}
+
+func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
+	ps := st.ps
 	for i, c := range in.Calls {
-		ps[i] = &calls[i]
+		ps[i] = &st.calls[i]
 		d.resolve(ctx, set, in, c, ps[i])
 	}
 	d.checkReuse(ctx, ps)
@@ -162,10 +221,30 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 			return &StepResult{Held: held}
 		}
 	}
-	step := &inflight{}
-	defer step.stop()
+	// One allocation holds the cells of every call that may run.
+	running := 0
+	for _, p := range ps {
+		if p.inv != nil && p.outcome == nil {
+			running++
+		}
+	}
+	cells := make([]cell, running)
+	for _, p := range ps {
+		if p.inv != nil && p.outcome == nil {
+			p.cell, cells = &cells[0], cells[1:]
+		}
+	}
+	step := &st.step
 	if ctx.Done() != nil { // a context that can never end needs no watch
-		defer context.AfterFunc(ctx, step.abort)()
+		stop := context.AfterFunc(ctx, step.abort)
+		defer func() {
+			if !stop() {
+				step.escape() // the abort is under way or over
+			}
+			step.stop()
+		}()
+	} else {
+		defer step.stop()
 	}
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
@@ -185,7 +264,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 				d.ended(ctx, p)
 			}
 		} else {
-			d.runGroup(ctx, set, group, step)
+			d.runGroup(ctx, set, group, &st.group)
 		}
 		for _, p := range group {
 			if p.outcome.EndTurn && endedBy == nil {
@@ -194,6 +273,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 		}
 		i = j
 	}
+	res := &StepResult{Outcomes: make([]*Outcome, len(ps))}
 	for i, p := range ps {
 		res.Outcomes[i] = p.outcome
 		res.EndTurn = res.EndTurn || p.outcome.EndTurn
@@ -291,12 +371,12 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 }
 
-func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
-	g := &group{step: step}
+func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, g *group) {
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
+	g.sem = nil
 	if len(ps) > limit {
 		g.sem = make(chan struct{}, limit)
 	}
@@ -313,7 +393,8 @@ func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step
 }
 
 // group bounds the calls of a group running at once (sem is nil when the
-// group is no larger than the bound) and waits for them.
+// group is no larger than the bound) and waits for them. A step's groups
+// run one after the other, in the step's one group.
 type group struct {
 	sem  chan struct{}
 	wg   sync.WaitGroup
@@ -395,11 +476,12 @@ func (p *pending) invoke() {
 	// when the deadline passes it cancels the call (cause errCallTimeout)
 	// and starts the watchdog. The context still reports the deadline
 	// (callContext).
-	p.cancel.parent = parent
+	c := p.cell
+	c.cancel.parent = parent
 	p.began = time.Now()
-	p.ctx.Context = &p.cancel
-	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
-	p.ctx.deadline = p.began.Add(p.timeout)
+	c.ctx.Context = &c.cancel
+	c.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
+	c.ctx.deadline = p.began.Add(p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
@@ -407,7 +489,7 @@ func (p *pending) invoke() {
 	if !p.g.step.add(p) {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
-	res, err := p.inv.Run(&p.ctx)
+	res, err := p.inv.Run(&c.ctx)
 	// Ended before the outcome is published: once step.done is out, every
 	// span of the step's calls has ended.
 	if espan != nil {
@@ -425,8 +507,9 @@ func (p *pending) finish(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
 	p.d.store(p.turnCtx, p)
+	c := p.cell // p may be reused once released
 	p.g.release()
-	p.cancel.with(nil)
+	c.cancel.with(nil)
 }
 
 // invalidArguments is the *tool.Error of a call whose arguments Prepare

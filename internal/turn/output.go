@@ -60,21 +60,22 @@ func (d *Dispatcher) bound(p *pending) {
 
 // outcome builds, in p's own storage, the outcome of a call that ran.
 func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.Duration) *Outcome {
-	o := &p.out
+	c := p.cell
+	o := &c.out
 	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
 		Details: res.Details, Events: res.Events}
 	if err != nil {
-		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
+		o.Err = classify(err, &c.ctx, p.turnCtx, p.timeout)
 		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	if len(res.Media) == 0 && len(p.call.CallID)+len(res.Content) <= len(p.item)-len(`{"type":"function_call_output","call_id":"","output":""}`) {
+	if len(res.Media) == 0 && len(p.call.CallID)+len(res.Content) <= len(c.item)-len(`{"type":"function_call_output","call_id":"","output":""}`) {
 		// A short output goes in the call's own storage (the capacity is
 		// capped, so that nothing appends into it); an escape that makes
 		// it longer only costs the allocation saved.
-		o.Item = appendFunctionOutput(p.item[:0:len(p.item)], p.call.CallID, res.Content)
+		o.Item = appendFunctionOutput(c.item[:0:len(c.item)], p.call.CallID, res.Content)
 	} else {
 		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
 	}
