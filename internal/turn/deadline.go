@@ -123,6 +123,12 @@ func (f *inflight) escape() {
 	f.escaped = true
 }
 
+func (f *inflight) isEscaped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.escaped
+}
+
 // reset readies a stopped step's inflight for the next step; the timer
 // stays, stopped.
 func (f *inflight) reset() {
@@ -151,8 +157,8 @@ func (p *pending) watchdog() {
 	if !p.finished.CompareAndSwap(false, true) {
 		return
 	}
-	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
-		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.cell.ctx))
+	p.st.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+		"tool", p.call.Name, "call_id", p.call.CallID, "cause", context.Cause(&p.cell.ctx))
 	p.finish(tool.Result{}, p.cell.ctx.Err())
 }
 

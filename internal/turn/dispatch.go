@@ -104,10 +104,9 @@ type Dispatcher struct {
 // records are one allocation, reused by later steps (stepState); what
 // can be reached once the step is over is in the call's cell instead.
 type pending struct {
-	d          *Dispatcher
-	hooks      *Hooks
-	call       protocol.Call
-	ref        CallRef
+	st         *stepState
+	call       *protocol.Call    // in the step's Input
+	digest     string            // the call's CallRef.Digest
 	inv        *tools.Invocation // &invocation once the arguments validated
 	invocation tools.Invocation
 	timeout    time.Duration
@@ -122,11 +121,10 @@ type pending struct {
 	spanCtx context.Context
 
 	// Set when the call starts.
-	g       *group
-	set     *Set
-	turnCtx context.Context
-	cell    *cell
-	began   time.Time
+	cell *cell
+	// began is when the call started, after the step's start: one
+	// reading of the monotonic clock, where time.Now reads two clocks.
+	began time.Duration
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
@@ -159,6 +157,14 @@ type stepState struct {
 	ps    []*pending
 	step  inflight
 	group group
+	// What every call of the step shares.
+	d               *Dispatcher
+	hooks           *Hooks
+	set             *Set
+	ctx             context.Context // the turn's
+	agentID, turnID string
+	stepN           int64
+	start           time.Time // when the step's calls began to run
 }
 
 // maxPooledCalls bounds the steps whose state is kept for reuse: a rare
@@ -170,7 +176,6 @@ func (d *Dispatcher) state(n int) *stepState {
 	st, _ := d.states.Get().(*stepState)
 	if st == nil {
 		st = &stepState{}
-		st.group.step = &st.step
 	}
 	if cap(st.calls) < n {
 		st.calls, st.ps = make([]pending, n), make([]*pending, n)
@@ -182,13 +187,14 @@ func (d *Dispatcher) state(n int) *stepState {
 // release puts st back in the pool, emptied, unless something may still
 // look at it.
 func (d *Dispatcher) release(st *stepState) {
-	if st.step.escaped || cap(st.calls) > maxPooledCalls {
+	if st.step.isEscaped() || cap(st.calls) > maxPooledCalls {
 		return
 	}
 	clear(st.calls)
 	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID = nil, nil, nil, nil, "", ""
 	d.states.Put(st)
 }
 
@@ -210,10 +216,13 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 }
 
 func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
+	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
+	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
 	ps := st.ps
-	for i, c := range in.Calls {
-		ps[i] = &st.calls[i]
-		d.resolve(ctx, set, in, c, ps[i])
+	for i := range in.Calls {
+		p := &st.calls[i]
+		p.st, ps[i] = st, p
+		d.resolve(ctx, set, in, &in.Calls[i], p)
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -228,11 +237,14 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			running++
 		}
 	}
-	cells := make([]cell, running)
-	for _, p := range ps {
-		if p.inv != nil && p.outcome == nil {
-			p.cell, cells = &cells[0], cells[1:]
+	if running > 0 {
+		cells := make([]cell, running)
+		for _, p := range ps {
+			if p.inv != nil && p.outcome == nil {
+				p.cell, cells = &cells[0], cells[1:]
+			}
 		}
+		st.start = time.Now()
 	}
 	step := &st.step
 	if ctx.Done() != nil { // a context that can never end needs no watch
@@ -258,13 +270,13 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 		if endedBy != nil {
 			for _, p := range group {
 				if p.outcome == nil {
-					p.outcome = errorOutcome(p.call, tool.Errorf(tool.Aborted,
+					p.outcome = errorOutcome(*p.call, tool.Errorf(tool.Aborted,
 						"Not run: call %s (%s) ended the turn before this call started.", endedBy.CallID, endedBy.Name))
 				}
 				d.ended(ctx, p)
 			}
 		} else {
-			d.runGroup(ctx, set, group, &st.group)
+			d.runGroup(ctx, group, &st.group)
 		}
 		for _, p := range group {
 			if p.outcome.EndTurn && endedBy == nil {
@@ -289,13 +301,14 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call, p *pending) {
-	// p is zero (Run's fresh slice): set field by field, since assigning
-	// a whole pending copies it through the write barrier.
-	p.d, p.hooks, p.call, p.parallel = d, in.Hooks, c, true
-	p.ref = CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.Call, p *pending) {
+	// p is zero (a step state's records are cleared when they are put
+	// back): set field by field, since assigning a whole pending copies
+	// it through the write barrier.
+	c := *call
+	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.ref.Digest = protocol.CallDigest(c)
+		p.digest = protocol.CallDigest(c)
 	}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
@@ -371,7 +384,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 }
 
-func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, g *group) {
+func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
@@ -386,7 +399,6 @@ func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, g *g
 			continue
 		}
 		g.acquire()
-		p.g, p.set, p.turnCtx = g, set, ctx
 		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
@@ -396,9 +408,8 @@ func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, g *g
 // group is no larger than the bound) and waits for them. A step's groups
 // run one after the other, in the step's one group.
 type group struct {
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	step *inflight
+	sem chan struct{}
+	wg  sync.WaitGroup
 }
 
 func (g *group) acquire() {
@@ -422,11 +433,11 @@ func (g *group) release() {
 // that runs, stays in small stack frames: a goroutine starts with a small
 // stack, and growing it was a visible part of the dispatch cost.
 func (p *pending) run() {
-	if (p.search || p.d.Journal != nil || p.turnCtx.Err() != nil) && p.answered() {
-		p.g.release()
+	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
+		p.st.group.release()
 		return
 	}
-	p.hooks.started(p.ref, p.call, p.inv.Activity)
+	p.st.hooks.started(p.ref(), *p.call, p.inv.Activity)
 	p.invoke()
 }
 
@@ -442,6 +453,15 @@ func abandoned(ctx context.Context) bool {
 	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrCancelled)
 }
 
+// since is the time since the step's start.
+func (st *stepState) since() time.Duration { return time.Since(st.start) }
+
+// ref is the call's CallRef.
+func (p *pending) ref() CallRef {
+	st := p.st
+	return CallRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
+}
+
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	d.bound(p)
 	if p.span != nil {
@@ -450,7 +470,7 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if abandoned(ctx) {
 		return
 	}
-	p.hooks.ended(p.ref, p.outcome)
+	p.st.hooks.ended(p.ref(), p.outcome)
 }
 
 func (p *pending) endSpan() {
@@ -467,10 +487,10 @@ func (p *pending) endSpan() {
 // it, and the tool's late result is dropped. In the common case, a tool
 // that returns in time, the watchdog never starts.
 func (p *pending) invoke() {
-	parent := p.turnCtx
+	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
-		parent, espan = p.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
+		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
 	// The step's timer serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause errCallTimeout)
@@ -478,15 +498,15 @@ func (p *pending) invoke() {
 	// (callContext).
 	c := p.cell
 	c.cancel.parent = parent
-	p.began = time.Now()
+	p.began = p.st.since()
 	c.ctx.Context = &c.cancel
-	c.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
-	c.ctx.deadline = p.began.Add(p.timeout)
+	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
+	c.ctx.deadline = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
 	// that returns in time.
-	if !p.g.step.add(p) {
+	if !p.st.step.add(p) {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
 	res, err := p.inv.Run(&c.ctx)
@@ -495,7 +515,7 @@ func (p *pending) invoke() {
 	if espan != nil {
 		espan.End()
 	}
-	p.g.step.remove(p)
+	p.st.step.remove(p)
 	if p.finished.CompareAndSwap(false, true) {
 		p.finish(res, err)
 	}
@@ -505,10 +525,11 @@ func (p *pending) invoke() {
 // its place in its group.
 func (p *pending) finish(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
-	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
-	p.d.store(p.turnCtx, p)
+	st := p.st
+	p.outcome = st.d.outcome(p, res, err, p.st.since()-p.began)
+	st.d.store(st.ctx, p)
 	c := p.cell // p may be reused once released
-	p.g.release()
+	st.group.release()
 	c.cancel.with(nil)
 }
 

@@ -41,7 +41,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if size < budget/4 && o.Details == nil && o.Events == nil {
 		return
 	}
-	ev := o.event(p.ref)
+	ev := o.event(p.ref())
 	if err := fit.CallOutput(ev, budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
@@ -58,15 +58,29 @@ func (d *Dispatcher) bound(p *pending) {
 	}
 }
 
-// outcome builds, in p's own storage, the outcome of a call that ran.
+// outcome builds, in p's cell, the outcome of a call that ran. The cell
+// is zero: the fields are set one by one, those that stay zero not at all
+// (assigning a whole Outcome goes through the write barrier for every
+// pointer in it).
 func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.Duration) *Outcome {
 	c := p.cell
 	o := &c.out
-	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
-		Details: res.Details, Events: res.Events}
+	o.CallID, o.Name, o.Ran, o.Duration = p.call.CallID, p.call.Name, true, took
+	if p.call.Namespace != "" {
+		o.Namespace = p.call.Namespace
+	}
+	if p.inv.Repairs != nil {
+		o.Repairs = p.inv.Repairs
+	}
+	if res.Details != nil {
+		o.Details = res.Details
+	}
+	if res.Events != nil {
+		o.Events = res.Events
+	}
 	if err != nil {
-		o.Err = classify(err, &c.ctx, p.turnCtx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Err = classify(err, &c.ctx, p.st.ctx, p.timeout)
+		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
@@ -77,7 +91,7 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 		// it longer only costs the allocation saved.
 		o.Item = appendFunctionOutput(c.item[:0:len(c.item)], p.call.CallID, res.Content)
 	} else {
-		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
+		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, res.Content, res.Media)
 	}
 	o.Activity = p.inv.CompletedActivity(res)
 	return o

@@ -132,10 +132,11 @@ func (g *progress) publish() {
 // withProgress gives the call a progress reporter when its hooks
 // publish progress.
 func (p *pending) withProgress() {
-	if p.hooks == nil || p.hooks.Progress == nil {
+	h := p.st.hooks
+	if h == nil || h.Progress == nil {
 		return
 	}
-	s, to := &p.cell.progress, progressTo{publish: p.hooks.Progress, ref: p.ref, name: p.call.Name, label: p.inv.Activity}
+	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity}
 	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
 }
 
