@@ -122,8 +122,9 @@ type pending struct {
 
 	// Set when the call starts.
 	cell *cell
-	// began is when the call started, after the step's start: one
-	// reading of the monotonic clock, where time.Now reads two clocks.
+	// began is when the call started, after the step's start (set as it
+	// is handed over): a reading of the monotonic clock, where time.Now
+	// reads two clocks.
 	began time.Duration
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
@@ -187,7 +188,15 @@ func (d *Dispatcher) state(n int) *stepState {
 // release puts st back in the pool, emptied, unless something may still
 // look at it.
 func (d *Dispatcher) release(st *stepState) {
-	if st.step.isEscaped() || cap(st.calls) > maxPooledCalls {
+	if st.step.isEscaped() {
+		return
+	}
+	for i := range st.calls {
+		if p := &st.calls[i]; p.inv != nil {
+			p.inv.Release()
+		}
+	}
+	if cap(st.calls) > maxPooledCalls {
 		return
 	}
 	clear(st.calls)
@@ -393,12 +402,21 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 	if len(ps) > limit {
 		g.sem = make(chan struct{}, limit)
 	}
+	// The calls' time starts as they are handed over: one clock reading
+	// for the calls that start together (in invoke, after a journal's
+	// claim, when there is one).
+	var began time.Duration
+	read := false
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
 		g.acquire()
+		if !read || g.sem != nil {
+			began, read = p.st.since(), true
+		}
+		p.began = began
 		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
@@ -498,7 +516,9 @@ func (p *pending) invoke() {
 	// (callContext).
 	c := p.cell
 	c.cancel.parent = parent
-	p.began = p.st.since()
+	if p.st.d.Journal != nil { // the claim took its time
+		p.began = p.st.since()
+	}
 	c.ctx.Context = &c.cancel
 	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
 	c.ctx.deadline = p.st.start.Add(p.began + p.timeout)
