@@ -171,34 +171,43 @@ func (p *pending) watchdog() {
 // would through the made context. Made, it is that context: Done, Err,
 // Cause, and the children a tool derives from it (context.WithCancel
 // finds it as their parent, no goroutine needed) behave as before.
+//
+// Made, the context is behind a pointer: in every call's cell it costs 8
+// bytes, and the cells of a step are what a no-op step allocates.
 type lazyCancel struct {
 	parent context.Context
-	made   atomic.Bool // inner and cancel are set, and never change again
 	mu     sync.Mutex
-	inner  context.Context
+	made   atomic.Pointer[madeCancel] // set once, under mu
+	cause  error                      // a cancel before it was made
+}
+
+// madeCancel is a made lazyCancel's context.
+type madeCancel struct {
+	ctx    context.Context
 	cancel context.CancelCauseFunc
-	cause  error // a cancel before inner was made
 }
 
 func (c *lazyCancel) ctx() context.Context {
-	if c.made.Load() {
-		return c.inner
+	if m := c.made.Load(); m != nil {
+		return m.ctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.made.Load() {
-		if c.cause != nil {
-			// Cancelled before it was made: with the first cause, even
-			// if the parent has ended since (made from the parent, it
-			// would take the parent's cause instead).
-			c.inner, c.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
-			c.cancel(c.cause)
-		} else {
-			c.inner, c.cancel = context.WithCancelCause(c.parent)
-		}
-		c.made.Store(true)
+	if m := c.made.Load(); m != nil {
+		return m.ctx
 	}
-	return c.inner
+	m := new(madeCancel)
+	if c.cause != nil {
+		// Cancelled before it was made: with the first cause, even if the
+		// parent has ended since (made from the parent, it would take the
+		// parent's cause instead).
+		m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
+		m.cancel(c.cause)
+	} else {
+		m.ctx, m.cancel = context.WithCancelCause(c.parent)
+	}
+	c.made.Store(m)
+	return m.ctx
 }
 
 // with cancels the context with cause (nil: context.Canceled); the first
@@ -206,8 +215,8 @@ func (c *lazyCancel) ctx() context.Context {
 func (c *lazyCancel) with(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.made.Load() {
-		c.cancel(cause)
+	if m := c.made.Load(); m != nil {
+		m.cancel(cause)
 		return
 	}
 	if c.cause == nil {

@@ -136,16 +136,15 @@ type pending struct {
 // outcome the caller keeps, and the context the tool ran in, which a tool
 // may keep too (a goroutine it left behind still finds it cancelled, and
 // its progress reports dropped). A step's cells are one allocation, made
-// only for the calls that run.
+// only for the calls that run. Its size is what a step allocates, and so
+// how often the collector runs: the output item is an allocation of its
+// own, exactly its size (a 160-byte buffer for short items here cost more
+// than the allocation it saved).
 type cell struct {
 	out      Outcome
 	ctx      callContext
 	cancel   lazyCancel // ctx's cancellation
 	progress progressState
-	// item holds a short output item (an error's, a status line's): no
-	// allocation of its own. Its size is a trade: bytes in every call's
-	// state against an allocation for the outputs that fit.
-	item [160]byte
 }
 
 // stepState is a step's working state: its calls' records, the timer of

@@ -85,14 +85,7 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	if len(res.Media) == 0 && len(p.call.CallID)+len(res.Content) <= len(c.item)-len(`{"type":"function_call_output","call_id":"","output":""}`) {
-		// A short output goes in the call's own storage (the capacity is
-		// capped, so that nothing appends into it); an escape that makes
-		// it longer only costs the allocation saved.
-		o.Item = appendFunctionOutput(c.item[:0:len(c.item)], p.call.CallID, res.Content)
-	} else {
-		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, res.Content, res.Media)
-	}
+	o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, res.Content, res.Media)
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -173,7 +166,45 @@ func (d *Dispatcher) mediaBudget() int {
 // the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
 // encoding/json's bytes.
 func functionOutput(callID, text string) json.RawMessage {
-	return appendFunctionOutput(make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8), callID, text)
+	size := len(`{"type":"function_call_output","call_id":"","output":""}`) + jsonStringLen(callID) // ids are short
+	if len(text) <= maxExactText {
+		size += jsonStringLen(text) // exactly the item's size: the common short output
+	} else {
+		size += len(text) + 8 // a few escapes without growing
+	}
+	return appendFunctionOutput(make([]byte, 0, size), callID, text)
+}
+
+// maxExactText bounds the output text whose encoded size functionOutput
+// counts first, so that its item is allocated at exactly its size.
+const maxExactText = 512
+
+// jsonStringLen is the size of s as appendJSONString writes it, less the
+// quotes.
+func jsonStringLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n++
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 5
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for one byte
+		case r == '\u2028' || r == '\u2029':
+			n += 6 - size
+		}
+		i += size
+	}
+	return n
 }
 
 // appendFunctionOutput is functionOutput appended to b.
