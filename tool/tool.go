@@ -303,9 +303,9 @@ type typedCall[P any] struct {
 // release empties c (the parameters it decoded stay with those they were
 // given to) and puts it back in its tool's pool.
 func (c *typedCall[P]) release() {
-	def, pool := c.def, c.pool
-	*c = typedCall[P]{def: def, pool: pool}
-	pool.Put(c)
+	var zero P
+	c.args, c.p = Args{}, zero
+	c.pool.Put(c)
 }
 
 func (c *typedCall[P]) run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
