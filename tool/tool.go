@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/schema"
@@ -192,11 +193,18 @@ func New[P any](d Def[P]) (*Tool, error) {
 		Type: "function", Name: s.Name, Description: s.Description,
 		Parameters: params.Sent(), Strict: s.Strict,
 	})
-	def := &d
+	def, calls := &d, &sync.Pool{}
+	// One allocation holds the arguments and their decoded parameters,
+	// reused once released (Args.Release).
+	newCall := func() *typedCall[P] {
+		if c, ok := calls.Get().(*typedCall[P]); ok {
+			return c
+		}
+		return &typedCall[P]{def: def, pool: calls}
+	}
 	bindP := schema.BinderFor[P]()
 	t.bind = func(v schema.Value) (*Args, error) {
-		// One allocation holds the arguments and their decoded parameters.
-		c := &typedCall[P]{def: def}
+		c := newCall()
 		var err error
 		if bindP != nil {
 			err = bindP(v.V, &c.p)
@@ -205,6 +213,7 @@ func New[P any](d Def[P]) (*Tool, error) {
 			err = v.Unmarshal(&c.p)
 		}
 		if err != nil {
+			c.release()
 			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
 		}
 		c.args = Args{call: c}
@@ -215,8 +224,9 @@ func New[P any](d Def[P]) (*Tool, error) {
 	}
 	if directP := schema.DirectFor[P](params); directP != nil {
 		t.direct = func(arguments string) *Args {
-			c := &typedCall[P]{def: def}
+			c := newCall()
 			if !directP(arguments, &c.p) {
+				c.release()
 				return nil
 			}
 			c.args = Args{call: c}
@@ -281,12 +291,22 @@ type Args struct {
 type call interface {
 	run(ctx context.Context) (Result, error)
 	completed(Result) (string, bool)
+	release()
 }
 
 type typedCall[P any] struct {
 	args Args
 	def  *Def[P]
+	pool *sync.Pool // of the tool's released calls
 	p    P
+}
+
+// release empties c (the parameters it decoded stay with those they were
+// given to) and puts it back in its tool's pool.
+func (c *typedCall[P]) release() {
+	var zero P
+	c.args, c.p = Args{}, zero
+	c.pool.Put(c)
 }
 
 func (c *typedCall[P]) run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
@@ -340,6 +360,13 @@ func (t *Tool) parse(arguments string, repairLimit int) (schema.Value, []string,
 // Run calls Execute with the arguments. A panic is the caller's to
 // recover: the worker turns it into a tool_error.
 func (a *Args) Run(ctx context.Context) (Result, error) { return a.call.run(ctx) }
+
+// Release hands a back to its tool once the caller is done with it, so
+// that a later Parse reuses its storage instead of allocating. Neither a
+// nor its Run or Completed may be used after; the parameters Run and
+// Completed passed on are copies, their holders' own. Releasing is
+// optional: an Args never released is collected as usual.
+func (a *Args) Release() { a.call.release() }
 
 // Completed is the label to show once the call ended with r:
 // CompletedActivity's when the tool has one, otherwise Activity.

@@ -58,6 +58,50 @@ func TestParse(t *testing.T) {
 	_, _ = a.Run(context.Background())
 }
 
+// Released arguments are reused by later Parses, through both paths
+// (direct, and repaired then bound), and what the tool was given stays
+// its own: the parameters are copies, and a field a later call leaves out
+// is not the earlier call's.
+func TestArgsRelease(t *testing.T) {
+	type listParams struct {
+		Items []string `json:"items"`
+		Note  string   `json:"note,omitempty"`
+	}
+	var got []listParams
+	tl := tool.Must(tool.Def[listParams]{Spec: tool.Spec{Name: "list", Description: "Lists."},
+		Execute: func(_ context.Context, p listParams) (tool.Result, error) {
+			got = append(got, p)
+			return tool.Result{Content: strings.Join(p.Items, ",") + p.Note}, nil
+		}})
+	for i, args := range []string{
+		`{"items":["a","b"],"note":"!"}`,
+		`{"items":["c"]}`,
+		`{'items': ['d', 'e', 'f'],}`, // repaired: the bind path
+		`{"items":[]}`,
+	} {
+		a, _, err := tl.Parse(args, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		if _, err := a.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.Release()
+		if _, _, err := tl.Parse(`{"items":"not a list"}`, 0); err == nil { // refused, and released
+			t.Fatalf("call %d: a string for a list was taken", i)
+		}
+	}
+	want := []listParams{{Items: []string{"a", "b"}, Note: "!"}, {Items: []string{"c"}}, {Items: []string{"d", "e", "f"}}, {Items: []string{}}}
+	if len(got) != len(want) {
+		t.Fatalf("%d runs", len(got))
+	}
+	for i := range want {
+		if strings.Join(got[i].Items, ",") != strings.Join(want[i].Items, ",") || got[i].Note != want[i].Note {
+			t.Errorf("run %d got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
 // Validate returns what the tool would run with: the arguments as sent
 // when they needed nothing, the repaired value otherwise.
 func TestValidate(t *testing.T) {

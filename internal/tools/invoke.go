@@ -75,6 +75,15 @@ func (inv *Invocation) Run(ctx context.Context) (res tool.Result, err error) {
 	return res, err
 }
 
+// Release hands the decoded parameters back to the tool for reuse
+// (tool.Args.Release) once the call is over; inv is not run again.
+func (inv *Invocation) Release() {
+	if inv.args != nil {
+		inv.args.Release()
+		inv.args = nil
+	}
+}
+
 // CompletedActivity is the label to show once the call ended with r.
 func (inv *Invocation) CompletedActivity(r tool.Result) string { return inv.args.Completed(r) }
 

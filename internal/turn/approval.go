@@ -264,7 +264,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 	}
 	held := make([]HeldCall, len(ps))
 	for i, p := range ps {
-		c := p.call
+		c := *p.call
 		h := HeldCall{Type: c.Type, CallID: c.CallID, Namespace: c.Namespace, Name: c.Name, Execution: c.Execution, Arguments: c.Arguments, Search: c.Search}
 		switch {
 		case p.outcome != nil:

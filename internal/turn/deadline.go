@@ -23,8 +23,13 @@ type inflight struct {
 	calls   []*pending
 	aborted bool
 	stopped bool // the step is over: the timer stays stopped
-	timer   *time.Timer
-	next    time.Time // when timer fires, if armed
+	armed   bool // the timer is set and has not fired
+	// escaped is set once something other than the calls' own goroutines
+	// may look at the step's records: a watchdog, the timer's expire, the
+	// turn's abort. The step's state is then not reused.
+	escaped bool
+	timer   *time.Timer // kept, stopped, with the step's state
+	next    time.Time   // when timer fires, if armed
 }
 
 // add registers a running call whose deadline is set. It reports false
@@ -33,8 +38,8 @@ func (f *inflight) add(p *pending) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, p)
-	if f.next.IsZero() || p.ctx.deadline.Before(f.next) {
-		f.arm(p.ctx.deadline)
+	if d := p.cell.ctx.deadline; f.next.IsZero() || d.Before(f.next) {
+		f.arm(d)
 	}
 	return !f.aborted
 }
@@ -57,7 +62,7 @@ func (f *inflight) arm(t time.Time) {
 	if f.stopped {
 		return
 	}
-	f.next = t
+	f.next, f.armed = t, true
 	if f.timer == nil {
 		f.timer = time.AfterFunc(time.Until(t), f.expire)
 		return
@@ -70,17 +75,18 @@ func (f *inflight) arm(t time.Time) {
 func (f *inflight) expire() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.escaped, f.armed = true, false
 	now := time.Now()
 	f.next = time.Time{}
 	var next time.Time
 	for _, p := range f.calls {
-		switch {
+		switch d := p.cell.ctx.deadline; {
 		case p.expired:
-		case !p.ctx.deadline.After(now):
+		case !d.After(now):
 			p.expired = true
 			go p.expire()
-		case next.IsZero() || p.ctx.deadline.Before(next):
-			next = p.ctx.deadline
+		case next.IsZero() || d.Before(next):
+			next = d
 		}
 	}
 	if !next.IsZero() {
@@ -92,20 +98,43 @@ func (f *inflight) expire() {
 func (f *inflight) abort() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.aborted = true
+	f.aborted, f.escaped = true, true
 	for _, p := range f.calls {
 		go p.watchdog()
 	}
 }
 
-// stop stops the timer once the step is over.
+// stop stops the timer once the step is over. A timer that fired and
+// whose expire has yet to run leaves the step escaped.
 func (f *inflight) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
-	if f.timer != nil {
-		f.timer.Stop()
+	if f.armed && !f.timer.Stop() {
+		f.escaped = true
 	}
+	f.armed = false
+}
+
+// escape marks the step as looked at from outside its calls.
+func (f *inflight) escape() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.escaped = true
+}
+
+func (f *inflight) isEscaped() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.escaped
+}
+
+// reset readies a stopped step's inflight for the next step; the timer
+// stays, stopped.
+func (f *inflight) reset() {
+	clear(f.calls) // empty already: every call removed itself
+	f.calls = f.calls[:0]
+	f.aborted, f.stopped, f.next = false, false, time.Time{}
 }
 
 // returnGrace is how long a tool has to return once its context ended. A
@@ -116,7 +145,7 @@ const returnGrace = time.Second
 // expire ends the call's time: its context is cancelled with the timeout
 // cause, and the watchdog gives the tool returnGrace to return.
 func (p *pending) expire() {
-	p.cancel.with(errCallTimeout)
+	p.cell.cancel.with(errCallTimeout)
 	p.watchdog()
 }
 
@@ -128,9 +157,9 @@ func (p *pending) watchdog() {
 	if !p.finished.CompareAndSwap(false, true) {
 		return
 	}
-	p.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
-		"tool", p.call.Name, "call_id", p.ref.CallID, "cause", context.Cause(&p.ctx))
-	p.finish(tool.Result{}, p.ctx.Err())
+	p.st.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
+		"tool", p.call.Name, "call_id", p.call.CallID, "cause", context.Cause(&p.cell.ctx))
+	p.finish(tool.Result{}, p.cell.ctx.Err())
 }
 
 // lazyCancel is the cancellation of a call's context, made only when
@@ -142,34 +171,43 @@ func (p *pending) watchdog() {
 // would through the made context. Made, it is that context: Done, Err,
 // Cause, and the children a tool derives from it (context.WithCancel
 // finds it as their parent, no goroutine needed) behave as before.
+//
+// Made, the context is behind a pointer: in every call's cell it costs 8
+// bytes, and the cells of a step are what a no-op step allocates.
 type lazyCancel struct {
 	parent context.Context
-	made   atomic.Bool // inner and cancel are set, and never change again
 	mu     sync.Mutex
-	inner  context.Context
+	made   atomic.Pointer[madeCancel] // set once, under mu
+	cause  error                      // a cancel before it was made
+}
+
+// madeCancel is a made lazyCancel's context.
+type madeCancel struct {
+	ctx    context.Context
 	cancel context.CancelCauseFunc
-	cause  error // a cancel before inner was made
 }
 
 func (c *lazyCancel) ctx() context.Context {
-	if c.made.Load() {
-		return c.inner
+	if m := c.made.Load(); m != nil {
+		return m.ctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.made.Load() {
-		if c.cause != nil {
-			// Cancelled before it was made: with the first cause, even
-			// if the parent has ended since (made from the parent, it
-			// would take the parent's cause instead).
-			c.inner, c.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
-			c.cancel(c.cause)
-		} else {
-			c.inner, c.cancel = context.WithCancelCause(c.parent)
-		}
-		c.made.Store(true)
+	if m := c.made.Load(); m != nil {
+		return m.ctx
 	}
-	return c.inner
+	m := new(madeCancel)
+	if c.cause != nil {
+		// Cancelled before it was made: with the first cause, even if the
+		// parent has ended since (made from the parent, it would take the
+		// parent's cause instead).
+		m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
+		m.cancel(c.cause)
+	} else {
+		m.ctx, m.cancel = context.WithCancelCause(c.parent)
+	}
+	c.made.Store(m)
+	return m.ctx
 }
 
 // with cancels the context with cause (nil: context.Canceled); the first
@@ -177,8 +215,8 @@ func (c *lazyCancel) ctx() context.Context {
 func (c *lazyCancel) with(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.made.Load() {
-		c.cancel(cause)
+	if m := c.made.Load(); m != nil {
+		m.cancel(cause)
 		return
 	}
 	if c.cause == nil {

@@ -95,16 +95,18 @@ type Dispatcher struct {
 	// scaled at once by every step of this dispatcher (a 25-megapixel
 	// image holds up to ~360 MB).
 	MediaSlots media.Slots
+
+	states sync.Pool // of *stepState
 }
 
 // pending is one call on its way through a step: what resolving it
-// found and, once it runs, what the call and its watchdog share. One
-// allocation holds it all, the outcome of a call that ran included.
+// found and, once it runs, what the call and its watchdog share. A step's
+// records are one allocation, reused by later steps (stepState); what
+// can be reached once the step is over is in the call's cell instead.
 type pending struct {
-	d          *Dispatcher
-	hooks      *Hooks
-	call       protocol.Call
-	ref        CallRef
+	st         *stepState
+	call       *protocol.Call    // in the step's Input
+	digest     string            // the call's CallRef.Digest
 	inv        *tools.Invocation // &invocation once the arguments validated
 	invocation tools.Invocation
 	timeout    time.Duration
@@ -119,22 +121,89 @@ type pending struct {
 	spanCtx context.Context
 
 	// Set when the call starts.
-	g       *group
-	set     *Set
-	turnCtx context.Context
-	ctx     callContext
-	cancel  lazyCancel // ctx's cancellation
-	began   time.Time
+	cell *cell
+	// began is when the call started, after the step's start (set as it
+	// is handed over): a reading of the monotonic clock, where time.Now
+	// reads two clocks.
+	began time.Duration
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
 	expired  bool // guarded by the step's inflight.mu
+}
+
+// cell is the part of a call's state that outlives its step: the
+// outcome the caller keeps, and the context the tool ran in, which a tool
+// may keep too (a goroutine it left behind still finds it cancelled, and
+// its progress reports dropped). A step's cells are one allocation, made
+// only for the calls that run. Its size is what a step allocates, and so
+// how often the collector runs: the output item is an allocation of its
+// own, exactly its size (a 160-byte buffer for short items here cost more
+// than the allocation it saved).
+type cell struct {
 	out      Outcome
-	progress progressState // the call's reporter, when the observer publishes progress
-	// item holds a short output item (an error's, a status line's): no
-	// allocation of its own. Its size is a trade: bytes in every call's
-	// state against an allocation for the outputs that fit.
-	item [160]byte
+	ctx      callContext
+	cancel   lazyCancel // ctx's cancellation
+	progress progressState
+}
+
+// stepState is a step's working state: its calls' records, the timer of
+// its running calls and the group waiting for them. It goes back to the
+// Dispatcher's pool when the step ends with nothing else looking at it
+// (inflight.escaped): the step's own allocation was a third of a no-op
+// step's cost, most of it the garbage collector's.
+type stepState struct {
+	calls []pending
+	ps    []*pending
+	step  inflight
+	group group
+	// What every call of the step shares.
+	d               *Dispatcher
+	hooks           *Hooks
+	set             *Set
+	ctx             context.Context // the turn's
+	agentID, turnID string
+	stepN           int64
+	start           time.Time // when the step's calls began to run
+}
+
+// maxPooledCalls bounds the steps whose state is kept for reuse: a rare
+// step of many calls does not leave its records in the pool.
+const maxPooledCalls = 64
+
+// state returns a step state for n calls, its records zero.
+func (d *Dispatcher) state(n int) *stepState {
+	st, _ := d.states.Get().(*stepState)
+	if st == nil {
+		st = &stepState{}
+	}
+	if cap(st.calls) < n {
+		st.calls, st.ps = make([]pending, n), make([]*pending, n)
+	}
+	st.calls, st.ps = st.calls[:n], st.ps[:n]
+	return st
+}
+
+// release puts st back in the pool, emptied, unless something may still
+// look at it.
+func (d *Dispatcher) release(st *stepState) {
+	if st.step.isEscaped() {
+		return
+	}
+	for i := range st.calls {
+		if p := &st.calls[i]; p.inv != nil {
+			p.inv.Release()
+		}
+	}
+	if cap(st.calls) > maxPooledCalls {
+		return
+	}
+	clear(st.calls)
+	clear(st.ps)
+	st.step.reset()
+	st.group.sem = nil
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID = nil, nil, nil, nil, "", ""
+	d.states.Put(st)
 }
 
 // Run dispatches one step: every call is resolved and validated, then
@@ -148,13 +217,20 @@ type pending struct {
 //   - a call past its timeout ends with kind timeout, a panic with
 //     tool_error; neither stops the other calls.
 func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
-	res := &StepResult{Outcomes: make([]*Outcome, len(in.Calls))}
-	// One allocation holds every call's state.
-	calls := make([]pending, len(in.Calls))
-	ps := make([]*pending, len(in.Calls))
-	for i, c := range in.Calls {
-		ps[i] = &calls[i]
-		d.resolve(ctx, set, in, c, ps[i])
+	st := d.state(len(in.Calls))
+	res := d.run(ctx, set, in, st)
+	d.release(st)
+	return res
+}
+
+func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
+	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
+	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
+	ps := st.ps
+	for i := range in.Calls {
+		p := &st.calls[i]
+		p.st, ps[i] = st, p
+		d.resolve(ctx, set, in, &in.Calls[i], p)
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -162,10 +238,33 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 			return &StepResult{Held: held}
 		}
 	}
-	step := &inflight{}
-	defer step.stop()
+	// One allocation holds the cells of every call that may run.
+	running := 0
+	for _, p := range ps {
+		if p.inv != nil && p.outcome == nil {
+			running++
+		}
+	}
+	if running > 0 {
+		cells := make([]cell, running)
+		for _, p := range ps {
+			if p.inv != nil && p.outcome == nil {
+				p.cell, cells = &cells[0], cells[1:]
+			}
+		}
+		st.start = time.Now()
+	}
+	step := &st.step
 	if ctx.Done() != nil { // a context that can never end needs no watch
-		defer context.AfterFunc(ctx, step.abort)()
+		stop := context.AfterFunc(ctx, step.abort)
+		defer func() {
+			if !stop() {
+				step.escape() // the abort is under way or over
+			}
+			step.stop()
+		}()
+	} else {
+		defer step.stop()
 	}
 	var endedBy *Outcome
 	for i := 0; i < len(ps); {
@@ -179,13 +278,13 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 		if endedBy != nil {
 			for _, p := range group {
 				if p.outcome == nil {
-					p.outcome = errorOutcome(p.call, tool.Errorf(tool.Aborted,
+					p.outcome = errorOutcome(*p.call, tool.Errorf(tool.Aborted,
 						"Not run: call %s (%s) ended the turn before this call started.", endedBy.CallID, endedBy.Name))
 				}
 				d.ended(ctx, p)
 			}
 		} else {
-			d.runGroup(ctx, set, group, step)
+			d.runGroup(ctx, group, &st.group)
 		}
 		for _, p := range group {
 			if p.outcome.EndTurn && endedBy == nil {
@@ -194,6 +293,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 		}
 		i = j
 	}
+	res := &StepResult{Outcomes: make([]*Outcome, len(ps))}
 	for i, p := range ps {
 		res.Outcomes[i] = p.outcome
 		res.EndTurn = res.EndTurn || p.outcome.EndTurn
@@ -209,13 +309,14 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol.Call, p *pending) {
-	// p is zero (Run's fresh slice): set field by field, since assigning
-	// a whole pending copies it through the write barrier.
-	p.d, p.hooks, p.call, p.parallel = d, in.Hooks, c, true
-	p.ref = CallRef{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, CallID: c.CallID}
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.Call, p *pending) {
+	// p is zero (a step state's records are cleared when they are put
+	// back): set field by field, since assigning a whole pending copies
+	// it through the write barrier.
+	c := *call
+	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.ref.Digest = protocol.CallDigest(c)
+		p.digest = protocol.CallDigest(c)
 	}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
@@ -291,33 +392,41 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, c protocol
 	}
 }
 
-func (d *Dispatcher) runGroup(ctx context.Context, set *Set, ps []*pending, step *inflight) {
-	g := &group{step: step}
+func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
+	g.sem = nil
 	if len(ps) > limit {
 		g.sem = make(chan struct{}, limit)
 	}
+	// The calls' time starts as they are handed over: one clock reading
+	// for the calls that start together (in invoke, after a journal's
+	// claim, when there is one).
+	var began time.Duration
+	read := false
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
 		g.acquire()
-		p.g, p.set, p.turnCtx = g, set, ctx
+		if !read || g.sem != nil {
+			began, read = p.st.since(), true
+		}
+		p.began = began
 		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
 }
 
 // group bounds the calls of a group running at once (sem is nil when the
-// group is no larger than the bound) and waits for them.
+// group is no larger than the bound) and waits for them. A step's groups
+// run one after the other, in the step's one group.
 type group struct {
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	step *inflight
+	sem chan struct{}
+	wg  sync.WaitGroup
 }
 
 func (g *group) acquire() {
@@ -341,11 +450,11 @@ func (g *group) release() {
 // that runs, stays in small stack frames: a goroutine starts with a small
 // stack, and growing it was a visible part of the dispatch cost.
 func (p *pending) run() {
-	if (p.search || p.d.Journal != nil || p.turnCtx.Err() != nil) && p.answered() {
-		p.g.release()
+	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
+		p.st.group.release()
 		return
 	}
-	p.hooks.started(p.ref, p.call, p.inv.Activity)
+	p.st.hooks.started(p.ref(), *p.call, p.inv.Activity)
 	p.invoke()
 }
 
@@ -361,6 +470,15 @@ func abandoned(ctx context.Context) bool {
 	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrCancelled)
 }
 
+// since is the time since the step's start.
+func (st *stepState) since() time.Duration { return time.Since(st.start) }
+
+// ref is the call's CallRef.
+func (p *pending) ref() CallRef {
+	st := p.st
+	return CallRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
+}
+
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	d.bound(p)
 	if p.span != nil {
@@ -369,7 +487,7 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if abandoned(ctx) {
 		return
 	}
-	p.hooks.ended(p.ref, p.outcome)
+	p.st.hooks.ended(p.ref(), p.outcome)
 }
 
 func (p *pending) endSpan() {
@@ -386,34 +504,37 @@ func (p *pending) endSpan() {
 // it, and the tool's late result is dropped. In the common case, a tool
 // that returns in time, the watchdog never starts.
 func (p *pending) invoke() {
-	parent := p.turnCtx
+	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
-		parent, espan = p.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
+		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
 	// The step's timer serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause errCallTimeout)
 	// and starts the watchdog. The context still reports the deadline
 	// (callContext).
-	p.cancel.parent = parent
-	p.began = time.Now()
-	p.ctx.Context = &p.cancel
-	p.ctx.Call = tool.Call{AgentID: p.ref.AgentID, TurnID: p.ref.TurnID, Step: p.ref.Step, CallID: p.ref.CallID}
-	p.ctx.deadline = p.began.Add(p.timeout)
+	c := p.cell
+	c.cancel.parent = parent
+	if p.st.d.Journal != nil { // the claim took its time
+		p.began = p.st.since()
+	}
+	c.ctx.Context = &c.cancel
+	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
+	c.ctx.deadline = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
 	// that returns in time.
-	if !p.g.step.add(p) {
+	if !p.st.step.add(p) {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
-	res, err := p.inv.Run(&p.ctx)
+	res, err := p.inv.Run(&c.ctx)
 	// Ended before the outcome is published: once step.done is out, every
 	// span of the step's calls has ended.
 	if espan != nil {
 		espan.End()
 	}
-	p.g.step.remove(p)
+	p.st.step.remove(p)
 	if p.finished.CompareAndSwap(false, true) {
 		p.finish(res, err)
 	}
@@ -423,10 +544,12 @@ func (p *pending) invoke() {
 // its place in its group.
 func (p *pending) finish(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
-	p.outcome = p.d.outcome(p, res, err, time.Since(p.began))
-	p.d.store(p.turnCtx, p)
-	p.g.release()
-	p.cancel.with(nil)
+	st := p.st
+	p.outcome = st.d.outcome(p, res, err, p.st.since()-p.began)
+	st.d.store(st.ctx, p)
+	c := p.cell // p may be reused once released
+	st.group.release()
+	c.cancel.with(nil)
 }
 
 // invalidArguments is the *tool.Error of a call whose arguments Prepare

@@ -60,10 +60,10 @@ func Redelivered(ctx context.Context) context.Context {
 // it ran (Recorder): a read-only tool, a journal that can, and a step on
 // its first delivery.
 func (p *pending) recordAfter() bool {
-	if _, ok := p.d.Journal.(Recorder); !ok || !p.inv.Tool.Spec().ReadOnly {
+	if _, ok := p.st.d.Journal.(Recorder); !ok || !p.inv.Tool.Spec().ReadOnly {
 		return false
 	}
-	redelivered, _ := p.turnCtx.Value(redeliveredKey{}).(bool)
+	redelivered, _ := p.st.ctx.Value(redeliveredKey{}).(bool)
 	return !redelivered
 }
 
@@ -81,16 +81,16 @@ type ReuseChecker interface {
 // journal's claim). It reports whether the call has its outcome without
 // running.
 func (p *pending) answered() bool {
-	ctx, d := p.turnCtx, p.d
+	ctx, d := p.st.ctx, p.st.d
 	if err := context.Cause(ctx); err != nil {
 		// A search loads tools into the turn: after the turn's abort it is
 		// answered like any other call, not run.
-		p.outcome = notRun(p.call, err)
+		p.outcome = notRun(*p.call, err)
 		d.ended(ctx, p)
 		return true
 	}
 	if p.search {
-		p.outcome = d.search(p.set, p.call)
+		p.outcome = d.search(p.st.set, *p.call)
 		d.ended(ctx, p)
 		return true
 	}
@@ -101,19 +101,19 @@ func (p *pending) answered() bool {
 		p.record = true
 		return false
 	}
-	stored, err := d.Journal.Claim(ctx, p.ref)
+	stored, err := d.Journal.Claim(ctx, p.ref())
 	sp := p.inv.Tool.Spec()
 	switch {
 	case err == nil && stored == nil && context.Cause(ctx) != nil:
 		// The turn was aborted while the claim was on its way (a journal
 		// need not stop waiting for it): the call is claimed but not run,
 		// and its stored outcome says so to a redelivery.
-		p.outcome = notRun(p.call, context.Cause(ctx))
+		p.outcome = notRun(*p.call, context.Cause(ctx))
 		d.store(ctx, p)
 		return true
 	case errors.Is(err, ErrReused):
 		// Not stored: the journal keeps the call that owns the id.
-		p.outcome = reusedOutcome(p.call, p.ref.Step)
+		p.outcome = reusedOutcome(*p.call, p.st.stepN)
 		d.ended(ctx, p)
 		return true
 	case err == nil && stored != nil:
@@ -122,14 +122,14 @@ func (p *pending) answered() bool {
 		d.ended(ctx, p)
 		return true
 	case errors.Is(err, ErrClaimed) && !sp.ReadOnly:
-		p.outcome = errorOutcome(p.call, tool.Errorf(tool.Interrupted,
+		p.outcome = errorOutcome(*p.call, tool.Errorf(tool.Interrupted,
 			"An earlier attempt at this call stopped while %s was running, so it may have taken effect in part. It is not run again: check its effects before calling it again.", sp.Name))
 		d.store(ctx, p)
 		return true
 	case errors.Is(err, ErrClaimed):
 		// A read-only tool changes nothing: running it again is safe.
 	case err != nil:
-		p.outcome = errorOutcome(p.call, tool.Errorf(tool.Internal, "The call could not be recorded before running, so it was not run: %v", err))
+		p.outcome = errorOutcome(*p.call, tool.Errorf(tool.Internal, "The call could not be recorded before running, so it was not run: %v", err))
 		d.ended(ctx, p)
 		return true
 	}
@@ -148,7 +148,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 	var refs []CallRef
 	for _, p := range ps {
 		if p.outcome != nil {
-			refs = append(refs, p.ref)
+			refs = append(refs, p.ref())
 		}
 	}
 	if len(refs) == 0 {
@@ -163,7 +163,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 	}
 	for _, p := range ps {
 		if p.outcome != nil && reused[p.call.CallID] {
-			p.outcome = reusedOutcome(p.call, p.ref.Step)
+			p.outcome = reusedOutcome(*p.call, p.st.stepN)
 		}
 	}
 }
@@ -187,9 +187,10 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 	} else if d.Journal != nil && !abandoned(ctx) {
 		// The outcome is stored even when the turn is being aborted: a
 		// redelivery must not run the call again.
-		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref, p.outcome); err != nil {
+		if err := d.Journal.Store(context.WithoutCancel(ctx), p.ref(), p.outcome); err != nil {
+			ref := p.ref()
 			d.logger().Error("storing a call outcome failed; a redelivery will report it interrupted",
-				"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+				"agent_id", ref.AgentID, "turn_id", ref.TurnID, "step", ref.Step, "call_id", ref.CallID, "err", err)
 		}
 	}
 	d.ended(ctx, p)
@@ -200,17 +201,18 @@ func (d *Dispatcher) store(ctx context.Context, p *pending) {
 // reported, so that every attempt's events are the same; a call id the
 // journal holds for another call is answered as reused, not stored.
 func (d *Dispatcher) record(ctx context.Context, p *pending) {
-	stored, err := d.Journal.(Recorder).Record(context.WithoutCancel(ctx), p.ref, p.outcome)
+	ref := p.ref()
+	stored, err := d.Journal.(Recorder).Record(context.WithoutCancel(ctx), ref, p.outcome)
 	switch {
 	case err == nil && stored != nil:
 		stored.Replayed = true
 		p.outcome = stored
 	case errors.Is(err, ErrReused):
-		p.outcome = reusedOutcome(p.call, p.ref.Step)
+		p.outcome = reusedOutcome(*p.call, p.st.stepN)
 	case err != nil:
 		// Reported all the same: a redelivery runs the read-only call
 		// again, which is harmless.
 		d.logger().Error("recording a read-only call's outcome failed; a redelivery will run it again",
-			"agent_id", p.ref.AgentID, "turn_id", p.ref.TurnID, "step", p.ref.Step, "call_id", p.ref.CallID, "err", err)
+			"agent_id", ref.AgentID, "turn_id", ref.TurnID, "step", ref.Step, "call_id", ref.CallID, "err", err)
 	}
 }

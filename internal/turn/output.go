@@ -41,7 +41,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if size < budget/4 && o.Details == nil && o.Events == nil {
 		return
 	}
-	ev := o.event(p.ref)
+	ev := o.event(p.ref())
 	if err := fit.CallOutput(ev, budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
@@ -58,26 +58,34 @@ func (d *Dispatcher) bound(p *pending) {
 	}
 }
 
-// outcome builds, in p's own storage, the outcome of a call that ran.
+// outcome builds, in p's cell, the outcome of a call that ran. The cell
+// is zero: the fields are set one by one, those that stay zero not at all
+// (assigning a whole Outcome goes through the write barrier for every
+// pointer in it).
 func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.Duration) *Outcome {
-	o := &p.out
-	*o = Outcome{CallID: p.call.CallID, Name: p.call.Name, Namespace: p.call.Namespace, Repairs: p.inv.Repairs, Ran: true, Duration: took,
-		Details: res.Details, Events: res.Events}
+	c := p.cell
+	o := &c.out
+	o.CallID, o.Name, o.Ran, o.Duration = p.call.CallID, p.call.Name, true, took
+	if p.call.Namespace != "" {
+		o.Namespace = p.call.Namespace
+	}
+	if p.inv.Repairs != nil {
+		o.Repairs = p.inv.Repairs
+	}
+	if res.Details != nil {
+		o.Details = res.Details
+	}
+	if res.Events != nil {
+		o.Events = res.Events
+	}
 	if err != nil {
-		o.Err = classify(err, &p.ctx, p.turnCtx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Err = classify(err, &c.ctx, p.st.ctx, p.timeout)
+		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	if len(res.Media) == 0 && len(p.call.CallID)+len(res.Content) <= len(p.item)-len(`{"type":"function_call_output","call_id":"","output":""}`) {
-		// A short output goes in the call's own storage (the capacity is
-		// capped, so that nothing appends into it); an escape that makes
-		// it longer only costs the allocation saved.
-		o.Item = appendFunctionOutput(p.item[:0:len(p.item)], p.call.CallID, res.Content)
-	} else {
-		o.Item, o.MediaNotes = d.outputItem(p.turnCtx, p.call.CallID, res.Content, res.Media)
-	}
+	o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, res.Content, res.Media)
 	o.Activity = p.inv.CompletedActivity(res)
 	return o
 }
@@ -158,7 +166,45 @@ func (d *Dispatcher) mediaBudget() int {
 // the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
 // encoding/json's bytes.
 func functionOutput(callID, text string) json.RawMessage {
-	return appendFunctionOutput(make([]byte, 0, len(`{"type":"function_call_output","call_id":"","output":""}`)+len(callID)+len(text)+8), callID, text)
+	size := len(`{"type":"function_call_output","call_id":"","output":""}`) + jsonStringLen(callID) // ids are short
+	if len(text) <= maxExactText {
+		size += jsonStringLen(text) // exactly the item's size: the common short output
+	} else {
+		size += len(text) + 8 // a few escapes without growing
+	}
+	return appendFunctionOutput(make([]byte, 0, size), callID, text)
+}
+
+// maxExactText bounds the output text whose encoded size functionOutput
+// counts first, so that its item is allocated at exactly its size.
+const maxExactText = 512
+
+// jsonStringLen is the size of s as appendJSONString writes it, less the
+// quotes.
+func jsonStringLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n++
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 5
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5 // \ufffd for one byte
+		case r == '\u2028' || r == '\u2029':
+			n += 6 - size
+		}
+		i += size
+	}
+	return n
 }
 
 // appendFunctionOutput is functionOutput appended to b.

@@ -18,8 +18,12 @@ func FuzzFunctionOutput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := functionOutput(callID, text); !bytes.Equal(got, want) {
+		got := functionOutput(callID, text)
+		if !bytes.Equal(got, want) {
 			t.Fatalf("functionOutput(%q, %q)\n got %s\nwant %s", callID, text, got, want)
+		}
+		if len(text) <= maxExactText && cap(got) != len(got) {
+			t.Fatalf("functionOutput(%q, %q): %d bytes in %d: not allocated at its size", callID, text, len(got), cap(got))
 		}
 	})
 }

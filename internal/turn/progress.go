@@ -19,17 +19,19 @@ const ProgressInterval = 250 * time.Millisecond
 // longer one is cut at a character boundary and ends with "…".
 const MaxProgressLabel = 200
 
-// progress is one call's progress reporter (pending.report, reached
-// through tool.ReportProgress): it keeps the latest report and publishes
-// it from a timer, so a report costs a lock and a few stores, and never
-// waits for the network. The timer is set on a report when none is, and
-// re-armed only while reports keep coming: the last report before a pause
-// goes out at most one interval after it (a trailing publish), unless the
-// call ends first. It is made on the call's first report: a call that
-// never reports costs its record 16 bytes and one small allocation (the
-// report func).
+// progress is one call's progress reporter (the func withProgress puts
+// in the call's context, reached through tool.ReportProgress): it keeps
+// the latest report and publishes it from a timer, so a report costs a
+// lock and a few stores, and never waits for the network. The timer is
+// set on a report when none is, and re-armed only while reports keep
+// coming: the last report before a pause goes out at most one interval
+// after it (a trailing publish), unless the call ends first. It is made
+// on the call's first report: a call that never reports costs its cell 16
+// bytes and one small allocation (the report func). Neither reaches the
+// call's record, which the next step may reuse: a tool that reports after
+// its call ended finds the reporter ended.
 type progress struct {
-	publish func(CallRef, protocol.Activity) // Hooks.Progress
+	to progressTo
 
 	mu          sync.Mutex
 	done, total int64
@@ -45,19 +47,28 @@ type progress struct {
 	pub sync.Mutex
 }
 
-// progressState is what a call's record holds of its reporter.
+// progressTo is where a call's progress goes: Hooks.Progress, with what
+// its events say of the call.
+type progressTo struct {
+	publish func(CallRef, protocol.Activity)
+	ref     CallRef
+	name    string // the call's tool
+	label   string // its started activity label
+}
+
+// progressState is what a call's cell holds of its reporter.
 type progressState struct {
 	p     atomic.Pointer[progress] // made on the first report
 	ended atomic.Bool              // set by endProgress before it looks at p
 }
 
-// report is the call's tools.ProgressFunc.
-func (p *pending) report(done, total int64, label string) {
-	g := p.progress.p.Load()
+// report is the call's progress func.
+func (s *progressState) report(to progressTo, done, total int64, label string) {
+	g := s.p.Load()
 	if g == nil {
-		g = &progress{publish: p.hooks.Progress}
-		if !p.progress.p.CompareAndSwap(nil, g) {
-			g = p.progress.p.Load()
+		g = &progress{to: to}
+		if !s.p.CompareAndSwap(nil, g) {
+			g = s.p.Load()
 		}
 	}
 	done = max(done, 0)
@@ -68,7 +79,7 @@ func (p *pending) report(done, total int64, label string) {
 	defer g.mu.Unlock()
 	// ended is read after g is in place: endProgress sets it before it
 	// looks for g, so one of the two sees the other.
-	if g.ended || p.progress.ended.Load() {
+	if g.ended || s.ended.Load() {
 		return
 	}
 	g.done, g.total, g.text, g.dirty = done, total, label, true
@@ -81,16 +92,15 @@ func (p *pending) report(done, total int64, label string) {
 		wait = 0
 	}
 	if g.timer == nil {
-		g.timer = time.AfterFunc(wait, p.publishProgress)
+		g.timer = time.AfterFunc(wait, g.publish)
 	} else {
 		g.timer.Reset(wait)
 	}
 }
 
-// publishProgress publishes the latest report, and re-arms the timer for
-// the next interval when more came while it was publishing.
-func (p *pending) publishProgress() {
-	g := p.progress.p.Load()
+// publish publishes the latest report, and re-arms the timer for the
+// next interval when more came while it was publishing.
+func (g *progress) publish() {
 	g.pub.Lock()
 	defer g.pub.Unlock()
 	g.mu.Lock()
@@ -99,8 +109,8 @@ func (p *pending) publishProgress() {
 		g.mu.Unlock()
 		return
 	}
-	a := protocol.Activity{CallID: p.ref.CallID, Name: p.call.Name, State: protocol.ActivityProgress,
-		Label: progressLabel(g.text, p.inv.Activity), Progress: &protocol.Progress{Done: g.done}}
+	a := protocol.Activity{CallID: g.to.ref.CallID, Name: g.to.name, State: protocol.ActivityProgress,
+		Label: progressLabel(g.text, g.to.label), Progress: &protocol.Progress{Done: g.done}}
 	if g.total > 0 {
 		total := g.total
 		a.Progress.Total = &total
@@ -108,7 +118,7 @@ func (p *pending) publishProgress() {
 	g.dirty, g.last = false, time.Now()
 	g.mu.Unlock()
 
-	g.publish(p.ref, a)
+	g.to.publish(g.to.ref, a)
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
@@ -122,20 +132,24 @@ func (p *pending) publishProgress() {
 // withProgress gives the call a progress reporter when its hooks
 // publish progress.
 func (p *pending) withProgress() {
-	if p.hooks != nil && p.hooks.Progress != nil {
-		p.ctx.Progress = p.report
+	h := p.st.hooks
+	if h == nil || h.Progress == nil {
+		return
 	}
+	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity}
+	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
 }
 
 // endProgress stops the call's reporter when the call ends, before its
 // completed event: later reports are dropped, a pending one is not
 // published, and one being published is waited for.
 func (p *pending) endProgress() {
-	if p.ctx.Progress == nil {
+	c := p.cell
+	if c.ctx.Progress == nil {
 		return
 	}
-	p.progress.ended.Store(true)
-	g := p.progress.p.Load()
+	c.progress.ended.Store(true)
+	g := c.progress.p.Load()
 	if g == nil {
 		return // never reported; a report from now on sees ended
 	}

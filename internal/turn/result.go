@@ -54,12 +54,9 @@ type Outcome struct {
 	Duration  time.Duration            `json:"-"` // duration_ms in JSON (MarshalJSON)
 	EndTurn   bool                     `json:"end_turn,omitempty"`
 	Complete  bool                     `json:"complete_actor_event,omitempty"`
-	// Loaded are the keys of deferred tools a tool search loaded.
-	Loaded []string `json:"loaded,omitempty"`
-	// MediaNotes, when Item's output is an array, are its parts' notes
-	// (protocol.CallOutput.MediaNotes), kept so that a step.done built
-	// from a replayed outcome can still say what it left out and where.
-	MediaNotes []string `json:"media_notes,omitempty"`
+	// The flags that are not stored sit beside the two that are: in the
+	// padding before the slices (an outcome is in every call's cell).
+
 	// Replayed is set when the outcome came from the journal.
 	Replayed bool `json:"-"`
 	// Ran is set when the tool ran in this attempt.
@@ -68,6 +65,12 @@ type Outcome struct {
 	Reused bool `json:"-"`
 	// bounded is set once the outcome is clipped to the event budget.
 	bounded bool
+	// Loaded are the keys of deferred tools a tool search loaded.
+	Loaded []string `json:"loaded,omitempty"`
+	// MediaNotes, when Item's output is an array, are its parts' notes
+	// (protocol.CallOutput.MediaNotes), kept so that a step.done built
+	// from a replayed outcome can still say what it left out and where.
+	MediaNotes []string `json:"media_notes,omitempty"`
 }
 
 // Status is "ok" or "error".

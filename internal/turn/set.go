@@ -131,7 +131,11 @@ type key struct{ namespace, name string }
 // Set is one turn's tools, in catalog order.
 type Set struct {
 	tools []*tool.Tool
-	index map[key]*tool.Tool
+	// names indexes the tools without a namespace, most of a set: a
+	// string key takes the map's fast path, where a key struct is hashed
+	// field by field.
+	names map[string]*tool.Tool
+	index map[key]*tool.Tool // the tools in a namespace
 	// Notes are the categories' notes on sources that could not contribute.
 	Notes []string
 
@@ -142,23 +146,29 @@ type Set struct {
 
 // NewSet builds a set from tools in order; duplicate names are an error.
 func NewSet(ts ...*tool.Tool) (*Set, error) {
-	s := &Set{tools: ts, index: make(map[key]*tool.Tool, len(ts))}
+	s := &Set{tools: ts, names: make(map[string]*tool.Tool, len(ts)), index: map[key]*tool.Tool{}}
 	for _, t := range ts {
 		sp := t.Spec()
-		k := key{sp.Namespace, sp.Name}
-		if _, dup := s.index[k]; dup {
+		if s.Lookup(sp.Namespace, sp.Name) != nil {
 			if sp.Namespace != "" {
 				return nil, fmt.Errorf("duplicate tool %s.%s in one turn", sp.Namespace, sp.Name)
 			}
 			return nil, fmt.Errorf("duplicate tool %s in one turn", sp.Name)
 		}
-		s.index[k] = t
+		if sp.Namespace == "" {
+			s.names[sp.Name] = t
+		} else {
+			s.index[key{sp.Namespace, sp.Name}] = t
+		}
 	}
 	return s, nil
 }
 
 // Lookup finds a tool by namespace ("" for none) and name.
 func (s *Set) Lookup(namespace, name string) *tool.Tool {
+	if namespace == "" {
+		return s.names[name]
+	}
 	return s.index[key{namespace, name}]
 }
 

@@ -221,35 +221,38 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		meter = cfg.Telemetry.Metrics
 	}
 	w.meter = meter
-	w.runner = &turn.Runner{
-		Assembler: assembler,
-		Dispatcher: turn.Dispatcher{
-			MaxParallel: cfg.MaxParallel, Timeout: cfg.CallTimeout,
-			Repair:  schema.RepairOptions{Limit: cfg.RepairLimit},
-			Journal: w.state, Logger: log,
-			// Enough kept goroutines for every step in flight to run
-			// a few calls at once.
-			Goroutines: turn.NewGoroutines(4 * cfg.Concurrency),
-			// Outcomes are clipped to what one event may hold on this
-			// connection (the publisher clips again, exactly, should a
-			// reconnect reach a server with a smaller limit).
-			MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
-			MediaBudget:   cfg.MediaBudget,
-			// Images are decoded a few at a time, whatever the steps.
-			MediaSlots: media.NewSlots(runtime.GOMAXPROCS(0)),
-		},
-		Emitter: w.pub, State: w.state, Cancels: w.cancels,
-		Approval: cfg.Approval, Approvals: w.state,
+	// Enough kept goroutines for every step in flight to run a few calls
+	// at once; images are decoded a few at a time, whatever the steps.
+	goroutines, slots := turn.NewGoroutines(4*cfg.Concurrency), media.NewSlots(runtime.GOMAXPROCS(0))
+	newRunner := func(emitter turn.Emitter) *turn.Runner {
+		r := &turn.Runner{
+			Assembler: assembler,
+			Dispatcher: turn.Dispatcher{
+				MaxParallel: cfg.MaxParallel, Timeout: cfg.CallTimeout,
+				Repair:  schema.RepairOptions{Limit: cfg.RepairLimit},
+				Journal: w.state, Logger: log,
+				Goroutines: goroutines,
+				// Outcomes are clipped to what one event may hold on this
+				// connection (the publisher clips again, exactly, should a
+				// reconnect reach a server with a smaller limit).
+				MaxEventBytes: protocol.EventBudget(nc.MaxPayload()),
+				MediaBudget:   cfg.MediaBudget,
+				MediaSlots:    slots,
+			},
+			Emitter: emitter, State: w.state, Cancels: w.cancels,
+			Approval: cfg.Approval, Approvals: w.state,
+			Hooks: meter.Hooks(),
+		}
+		if cfg.Telemetry != nil {
+			r.Dispatcher.Tracer = cfg.Telemetry.Tracer
+		}
+		return r
 	}
-	w.runner.Hooks = meter.Hooks()
-	if cfg.Telemetry != nil {
-		w.runner.Dispatcher.Tracer = cfg.Telemetry.Tracer
-	}
+	w.runner = newRunner(w.pub)
 	w.taskRunner = w.runner
 	if meter != nil {
-		tr := *w.runner
-		tr.Emitter = taskMeter{Emitter: w.pub, m: meter}
-		w.taskRunner = &tr
+		// A runner of its own (a Dispatcher is not copied once made).
+		w.taskRunner = newRunner(taskMeter{Emitter: w.pub, m: meter})
 	}
 	// Steps are served fairly per key (bus.Fair).
 	w.fair = []*bus.Fair{{
