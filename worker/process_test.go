@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -71,8 +72,14 @@ func workerBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(dir, "worker")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		// cmd/worker: the thin main over this package's Main.
-		out, err := exec.Command(goTool, "build", "-o", binPath, "../cmd/worker").CombinedOutput()
+		// cmd/worker: the thin main over this package's Main. With -race
+		// under the race detector (workertest.BuildFlags), the build finds
+		// what ./... compiled in the build cache; without, it compiled the
+		// whole module graph once more on a fresh machine (129 CPU-seconds)
+		// and the module's changed packages on the first run after a change,
+		// at the end of the suite.
+		args := append(append([]string{"build"}, workertest.BuildFlags()...), "-o", binPath, "../cmd/worker")
+		out, err := exec.Command(goTool, args...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
