@@ -46,6 +46,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainCtxEnv) != "" {
 		mainUntilStdinCloses()
 	}
+	natstest.WaitingParallel() // its parallel tests wait on worker processes and NATS round trips
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
