@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -27,6 +28,13 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
+
+// TestMain runs up to four parallel tests per core (natstest.WaitingParallel):
+// they wait on NATS round trips, leases and timers.
+func TestMain(m *testing.M) {
+	natstest.WaitingParallel()
+	os.Exit(m.Run())
+}
 
 // rig is an embedded server with a real worker serving diagnostics,
 // workflows, schedules and background jobs, and a gateway client on its

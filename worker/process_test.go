@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -45,6 +46,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainCtxEnv) != "" {
 		mainUntilStdinCloses()
 	}
+	natstest.WaitingParallel() // its parallel tests wait on worker processes and NATS round trips
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
@@ -71,8 +73,14 @@ func workerBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(dir, "worker")
 		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		// cmd/worker: the thin main over this package's Main.
-		out, err := exec.Command(goTool, "build", "-o", binPath, "../cmd/worker").CombinedOutput()
+		// cmd/worker: the thin main over this package's Main. With -race
+		// under the race detector (workertest.BuildFlags), the build finds
+		// what ./... compiled in the build cache; without, it compiled the
+		// whole module graph once more on a fresh machine (129 CPU-seconds)
+		// and the module's changed packages on the first run after a change,
+		// at the end of the suite.
+		args := append(append([]string{"build"}, workertest.BuildFlags()...), "-o", binPath, "../cmd/worker")
+		out, err := exec.Command(goTool, args...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,13 @@ import (
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
 )
+
+// TestMain runs up to four parallel tests per core (natstest.WaitingParallel):
+// they wait on NATS round trips, redeliveries and restarts.
+func TestMain(m *testing.M) {
+	natstest.WaitingParallel()
+	os.Exit(m.Run())
+}
 
 // fairRig is a real server (or cluster) with the protocol's topology, and
 // a record of the steps the fair consumers handled, in order.

@@ -201,16 +201,31 @@ func (c *Cluster) StreamLeader(stream string) *Node {
 	return nil
 }
 
-// WaitReady waits until a JetStream meta leader is elected and every
-// running node is current with it.
+// WaitReady waits until a JetStream meta leader is elected, every
+// running node is current with it, and the leader has heard from every
+// running node: until it has, it places no stream on that node, and an
+// R3 stream created then fails with "no suitable peers for placement,
+// peer offline" (TestScheduleInCluster did, one run in a few).
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	return poll(ctx, func() error {
-		if c.MetaLeader() == nil {
+		leader := c.MetaLeader()
+		if leader == nil {
 			return errors.New("no JetStream meta leader")
 		}
+		running := 0
 		for _, n := range c.Nodes {
-			if s := n.Server(); s != nil && !s.JetStreamIsCurrent() {
+			s := n.Server()
+			if s == nil {
+				continue
+			}
+			running++
+			if !s.JetStreamIsCurrent() {
 				return fmt.Errorf("%s is not current with the meta leader", n.Name)
+			}
+		}
+		if s := leader.Server(); s != nil {
+			if peers := s.JetStreamClusterPeers(); len(peers) < running {
+				return fmt.Errorf("the meta leader %s knows %d of the %d running nodes online (%v)", leader.Name, len(peers), running, peers)
 			}
 		}
 		return nil

@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,16 +39,10 @@ var builtWorker struct {
 // critical path. With -run, the first test that needs it builds it.
 //
 // It also runs up to four parallel tests per core unless -test.parallel
-// says otherwise (the default is one per core): most of them wait on
-// round trips, timers and worker processes, and with one per core the
-// package ran on about one core while it ran alone at the end of ./....
+// says otherwise (natstest.WaitingParallel): most of them wait on round
+// trips, timers and worker processes.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		_ = flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
-	}
+	natstest.WaitingParallel()
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
 		go builtWorker.once.Do(build)
 	}

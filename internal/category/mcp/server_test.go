@@ -22,6 +22,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
+	"github.com/agentbull/toolruntime/internal/natstest"
 )
 
 // The test binary doubles as the Go MCP server of the stdio tests: run
@@ -63,6 +64,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	natstest.WaitingParallel() // its parallel tests wait on MCP servers and NATS round trips
 	os.Exit(m.Run())
 }
 

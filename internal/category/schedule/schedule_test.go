@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,13 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
+
+// TestMain runs up to four parallel tests per core (natstest.WaitingParallel):
+// they wait for schedules to fire.
+func TestMain(m *testing.M) {
+	natstest.WaitingParallel()
+	os.Exit(m.Run())
+}
 
 // golden compares v, as indented JSON, with testdata/name.
 var golden = goldenfile.JSON
