@@ -86,7 +86,12 @@ func (h *homes) tightenRoot() {
 	h.log.Info("the homes' root was open to other users; its mode is now 0700", "root", h.dir, "was", fi.Mode().Perm().String())
 }
 
-func (h *homes) close() error { return h.root.Close() }
+// close waits for the commands' inotify instances to be closed (see
+// follower.close) and releases the root.
+func (h *homes) close() error {
+	h.quota.wait()
+	return h.root.Close()
+}
 
 // open returns agent's home, creating it with mode 0700 when it does not
 // exist. Something else in its place (a symbolic link, a file) is moved
