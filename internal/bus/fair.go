@@ -338,10 +338,14 @@ func (f *Fair) Run(ctx context.Context) error {
 	}
 	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
 	f.inner = Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
+	// Stats (the operators' metrics and micro stats) may already read the
+	// keys: set them under the lock.
+	f.mu.Lock()
 	f.cond = sync.NewCond(&f.mu)
 	f.keys = map[string]*fairKey{}
 	f.free = n
 	f.work = make(chan fairItem)
+	f.mu.Unlock()
 	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abandon(nil)
 	var wg sync.WaitGroup

@@ -426,3 +426,23 @@ func TestFairClaimOfATakenBacklogIsGivenBack(t *testing.T) {
 		t.Errorf("x's step, running elsewhere, was handled at %v before its lease ended", order)
 	}
 }
+
+// Stats may be asked (by micro stats or the metrics) while Run is still
+// setting up: under -race, a read of the keys unguarded by the lock
+// fails here.
+func TestFairStatsWhileRunStarts(t *testing.T) {
+	r := newFairRig(t, 1)
+	r.publish("a", "", 0, 3)
+	f := r.fair(r.js, 4, 2, sleepy(0))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			_ = f.Stats(10)
+		}
+	}()
+	stop := r.run(f)
+	<-done
+	r.waitHandled(3)
+	stop()
+}
