@@ -80,7 +80,9 @@ func TestSecondSignalQuitsWhenStartedIgnoringSIGINT(t *testing.T) {
 func TestStorageChangeSaysWhatToDo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	addr, _ := freeAddr(t)
+	// Port -1: the server picks one as it listens (a port found free
+	// before can be taken by another test's process by then).
+	const addr = "127.0.0.1:-1"
 	a := startWorker(t, nil, "--listen", addr, "--monitor-port", "0", "--data-dir", dir)
 	a.waitFor(t, "worker running")
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
