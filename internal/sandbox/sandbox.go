@@ -629,6 +629,10 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 // spare made in the background, see spawner).
 func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	home := spec.Home
+	// The home as it is before bwrap binds it: a spare whose home was
+	// removed and made again while it was being made binds the old one,
+	// and must not serve (p.home stays nil, and take discards it).
+	before, beforeErr := os.Stat(home)
 	// fds 4 and 5: see gate.
 	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5"}
 	if s.root {
@@ -771,7 +775,7 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	n, _ := rr.Read(b[:])
 	rr.Close()
 	p.ready = n == 1
-	if fi, err := os.Stat(home); err == nil {
+	if fi, err := os.Stat(home); err == nil && beforeErr == nil && os.SameFile(before, fi) {
 		p.home = fi
 	}
 	return p, nil

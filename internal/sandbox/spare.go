@@ -266,15 +266,19 @@ func (s *Sandbox) fill(key string, pl *pool, spec Spec) {
 		idle = s.extraIdle
 	}
 	pl.ready = append(pl.ready, p)
-	p.timer = time.AfterFunc(idle, func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		s.drop(pl, p)
-		if m.pools[key] == pl {
-			m.forget(key, pl)
-		}
-	})
+	p.timer = time.AfterFunc(idle, func() { s.idle(key, pl, p) })
 	m.mu.Unlock()
+}
+
+// idle ends ready spare p of pool pl (of key), unused for its idle time.
+func (s *Sandbox) idle(key string, pl *pool, p *spare) {
+	m := &s.spares
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.drop(pl, p)
+	if m.pools[key] == pl {
+		m.forget(key, pl)
+	}
 }
 
 // discard ends spare p: its sandbox is killed, its cgroup and session
@@ -312,6 +316,9 @@ func (s *Sandbox) DropSpares() {
 		filling := 0
 		for _, pl := range m.pools {
 			ready = append(ready, pl.ready...)
+			// Emptied here: an idle timer that fired and waits for
+			// the lock must not find them to discard a second time.
+			pl.ready = nil
 			filling += pl.filling
 		}
 		m.pools = nil
