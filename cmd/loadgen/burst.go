@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -125,20 +123,11 @@ func runBurst(ctx context.Context, nc *nats.Conn, o options) (*burstReport, erro
 	}
 	defer qc.Close()
 	publish := func(nc *nats.Conn, agent, turnID, call, args string, fair *protocol.Fairness, done func(time.Duration), timeStore bool) error {
-		c := map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}}
+		var extra map[string]any
 		if fair != nil {
-			c["fairness"] = fair
+			extra = map[string]any{"fairness": fair}
 		}
-		data, err := json.Marshal(map[string]any{
-			"agent_id": agent, "turn_id": turnID, "step": 0, "context": c,
-			"output": []any{map[string]any{"type": "function_call", "call_id": "c0", "name": call, "arguments": args}},
-		})
-		if err != nil {
-			return err
-		}
-		m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
-		m.Data = data
-		m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
+		m := stepMsg(agent, turnID, stepBody(agent, turnID, call, args, extra))
 		m.Reply = acks + ".s"
 		now := time.Now()
 		if timeStore {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -39,13 +40,11 @@ type event struct {
 	} `json:"error"`
 }
 
-// stepBody is a step of one call of the diagnostics tools; approval, when
-// set, is its context.approval.
-func stepBody(agent, turnID, call, args string, approval []string) []byte {
+// stepBody is a step of one call of the diagnostics tools; extra adds
+// to its context (context.approval, context.fairness).
+func stepBody(agent, turnID, call, args string, extra map[string]any) []byte {
 	c := map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}}
-	if approval != nil {
-		c["approval"] = approval
-	}
+	maps.Copy(c, extra)
 	data, _ := json.Marshal(map[string]any{
 		"agent_id": agent, "turn_id": turnID, "step": 0, "context": c,
 		"output": []any{map[string]any{"type": "function_call", "call_id": "c0", "name": call, "arguments": args}},
@@ -53,13 +52,19 @@ func stepBody(agent, turnID, call, args string, approval []string) []byte {
 	return data
 }
 
-// publishStep publishes a step to its stream and waits for the stream to
-// store it.
-func publishStep(ctx context.Context, js jetstream.JetStream, agent, turnID string, data []byte) error {
+// stepMsg is the message of step 0 of agent's turnID, as a gateway
+// publishes it (its message id makes a second publish a duplicate).
+func stepMsg(agent, turnID string, data []byte) *nats.Msg {
 	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
 	m.Data = data
 	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
-	_, err := js.PublishMsg(ctx, m)
+	return m
+}
+
+// publishStep publishes a step to its stream and waits for the stream to
+// store it.
+func publishStep(ctx context.Context, js jetstream.JetStream, agent, turnID string, data []byte) error {
+	_, err := js.PublishMsg(ctx, stepMsg(agent, turnID, data))
 	return err
 }
 
@@ -238,7 +243,7 @@ func cancelPending(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o
 	}
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", run, i)
-		if err := publishStep(ctx, js, agent, id, stepBody(agent, id, "ping", "{}", []string{"ping"})); err != nil {
+		if err := publishStep(ctx, js, agent, id, stepBody(agent, id, "ping", "{}", map[string]any{"approval": []string{"ping"}})); err != nil {
 			return err
 		}
 	}

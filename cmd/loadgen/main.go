@@ -387,9 +387,7 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	}
 	head, tail, _ := bytes.Cut(template, []byte("TURN-ID"))
 	publish = func(turnID string) error {
-		m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, agent, turnID))
-		m.Data = slices.Concat(head, []byte(turnID), tail)
-		m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(agent, turnID, 0))
+		m := stepMsg(agent, turnID, slices.Concat(head, []byte(turnID), tail))
 		m.Reply = acks + "." + turnID
 		return nc.PublishMsg(m)
 	}
