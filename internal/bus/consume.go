@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -234,11 +233,3 @@ func truncate(s string, n int) string {
 
 // subjectTokens splits a subject, for handlers that read ids from it.
 func subjectTokens(subject string) []string { return strings.Split(subject, ".") }
-
-// header returns the value of a header, or "".
-func header(h nats.Header, k string) string {
-	if h == nil {
-		return ""
-	}
-	return h.Get(k)
-}

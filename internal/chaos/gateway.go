@@ -479,13 +479,6 @@ func (g *gateway) publishing() bool {
 	return !g.publishDone
 }
 
-// idle is how long nothing new has been seen.
-func (g *gateway) idle() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return time.Since(g.progress)
-}
-
 // watch restarts the live consumers when nothing has been seen for a
 // while (an ordered consumer can lose its place when the node holding it
 // restarts), and ends the run's context with errStalled when nothing has

@@ -1,7 +1,6 @@
 package computer_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,10 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,27 +164,6 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// readPID reads a pid a command wrote to a file in its home.
-func readPID(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("the command did not write %s: %v", filepath.Base(path), err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return pid
-}
-
-// pidWritten reports whether a command has finished writing a pid file
-// (the shell creates the file before it writes the line).
-func pidWritten(path string) bool {
-	b, err := os.ReadFile(path)
-	return err == nil && strings.HasSuffix(string(b), "\n")
-}
-
 // waitFor polls cond until it holds or the deadline passes: it waits for
 // a state, never for a guessed duration.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -200,27 +175,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// gone reports whether process pid no longer runs: kill(pid, 0) finds
-// nothing (ESRCH), or finds a zombie, a dead process that waits for its
-// parent (an orphan's reaper may be slow to collect it).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	fields := strings.Fields(string(b[i+1:]))
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
-}
-
-func assertGone(t *testing.T, what string, pid int) {
-	t.Helper()
-	waitFor(t, fmt.Sprintf("%s (pid %d) to be gone", what, pid), func() bool { return gone(pid) })
 }
 
 // golden compares got with testdata/name (see internal/golden).

@@ -58,10 +58,3 @@ func assertNoProcess(t *testing.T, what, token string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-// waitProcess waits until a process holds token: what the test checks
-// for afterwards did exist.
-func waitProcess(t *testing.T, what, token string) {
-	t.Helper()
-	waitFor(t, what+" to run", func() bool { return len(hostProcs(token)) > 0 })
-}
