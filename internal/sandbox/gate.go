@@ -2,8 +2,12 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,4 +101,68 @@ func setLimits(pid int, l Limits, nproc bool) error {
 		}
 	}
 	return nil
+}
+
+// readyPair is the wrapper's fd 7, where it says it is ready: a unix
+// socket pair rather than a pipe, so that the worker hears from the
+// kernel which process wrote (SO_PASSCRED: the pid as the worker's pid
+// namespace numbers it) and can read that process's limits.
+func readyPair() (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	w := os.NewFile(uintptr(fds[1]), "ready-w")
+	r := os.NewFile(uintptr(fds[0]), "ready")
+	defer r.Close() // FileConn dups it
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	c, err := net.FileConn(r)
+	if err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return c.(*net.UnixConn), w, nil
+}
+
+// readReady reads the wrapper's ready byte from r, and the pid of the
+// process that wrote it (0: not known).
+func readReady(r *net.UnixConn) (ready bool, pid int) {
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
+	n, oobn, _, _, _ := r.ReadMsgUnix(b[:], oob)
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if cred, err := unix.ParseUnixCredentials(&m); err == nil {
+				pid = int(cred.Pid)
+			}
+		}
+	}
+	return n == 1, pid
+}
+
+// checkProcesses sees that the sandbox's wrapper, process pid, runs with
+// RLIMIT_NPROC n, soft and hard, as it set it (see wrapper): read from
+// its /proc limits by the worker, in one system call where the wrapper's
+// shell would take one per byte.
+func checkProcesses(pid, n int) error {
+	if pid <= 1 {
+		return errors.New("sandbox: the command's shell did not say who it is")
+	}
+	limits, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
+	if err != nil {
+		return fmt.Errorf("sandbox: reading the command's limits: %w", err)
+	}
+	want := strconv.Itoa(n)
+	for line := range strings.Lines(string(limits)) {
+		if rest, ok := strings.CutPrefix(line, "Max processes"); ok {
+			if v := strings.Fields(rest); len(v) >= 2 && v[0] == want && v[1] == want {
+				return nil
+			}
+			return fmt.Errorf("sandbox: cannot set the process limit (%s)", strings.Join(strings.Fields(rest), " "))
+		}
+	}
+	return errors.New("sandbox: cannot set the process limit (not in /proc limits)")
 }

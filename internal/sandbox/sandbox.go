@@ -522,11 +522,13 @@ exec "$@"
 // wrapper is the sandbox's first shell: it enters the home ($3; bwrap
 // cannot, having dropped its capabilities before the command's user
 // exists), makes itself (and so every process of the command) the
-// kernel's first choice to kill when memory runs out, sees that
-// RLIMIT_NPROC is $4 and sets it when not (a root worker's command has
-// made its own user namespace since the worker set the other limits on
-// the sandbox's pid 1; the limit must be set after it exists, see
-// Start), starts the network bridge when asked ($5: port, $6: socket,
+// kernel's first choice to kill when memory runs out, sets RLIMIT_NPROC
+// to $4 (a root worker's command has made its own user namespace since
+// the worker set the other limits on the sandbox's pid 1; the limit must
+// be set after it exists, see Start; the worker reads the wrapper's
+// /proc limits once it is ready and ends a sandbox where it did not
+// take: dash's read takes a byte per system call, and reading
+// /proc/self/limits here took 2 ms of CPU per sandbox), starts the network bridge when asked ($5: port, $6: socket,
 // $7: the listening address as /proc/net/tcp spells it) and waits until
 // it listens. Then it says on fd 7 that it is ready and reads from
 // fd 6 a line with the command's own RLIMIT_FSIZE in bytes, a multiple
@@ -539,12 +541,10 @@ exec "$@"
 // ($1 -c command) with nothing on fds 3, 6 and 7, and then says on fd 3
 // whether the command left processes running, which die with the
 // sandbox when it exits. ulimit's option for processes is -p in dash
-// and -u in bash; /proc/self/limits says whether one of them took.
+// and -u in bash (where -p, the pipe size, cannot be set).
 const wrapper = `cd "$3" || exit 126
 echo 1000 >/proc/self/oom_score_adj 2>/dev/null
-nproc() { while read -r a b s h _; do [ "$a $b" = "Max processes" ] && [ "$s" = "$1" ] && [ "$h" = "$1" ] && return 0; done </proc/self/limits; return 1; }
-nproc "$4" || ulimit -p "$4" 2>/dev/null || ulimit -u "$4" 2>/dev/null
-nproc "$4" || { echo "sandbox: cannot set the process limit" >&2; exit 126; }
+ulimit -p "$4" 2>/dev/null || ulimit -u "$4" 2>/dev/null || { echo "sandbox: cannot set the process limit" >&2; exit 126; }
 px=
 ready() { while read -r _ l _ st _; do [ "$l" = "$1" ] && [ "$st" = 0A ] && return 0; done </proc/net/tcp; return 1; }
 if [ -n "$5" ]; then
@@ -734,7 +734,7 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 		return undo(err)
 	}
 	fail = append(fail, cr, cw)
-	rr, rw, err := os.Pipe() // the wrapper's ready, fd 7
+	rr, rw, err := readyPair() // the wrapper's ready, fd 7
 	if err != nil {
 		return undo(err)
 	}
@@ -754,8 +754,9 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	cr.Close()
 	rw.Close()
 	gt.started()
+	pid1 := 0
 	if err == nil {
-		if err = s.limit(ctx, cmd, gt, l); err != nil {
+		if pid1, err = s.limit(ctx, cmd, gt, l); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
@@ -771,10 +772,19 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	// The wrapper says it waits for its command; EOF: the sandbox
 	// failed, which the command's status and output will tell.
 	_ = rr.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var b [1]byte
-	n, _ := rr.Read(b[:])
+	ready, wrapperPid := readReady(rr)
 	rr.Close()
-	p.ready = n == 1
+	p.ready = ready
+	if p.ready && pid1 > 0 {
+		if err := checkProcesses(wrapperPid, l.Processes); err != nil {
+			// Not served: the command would run without its process
+			// limit.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			gt.blockW.Close()
+			return undo(err)
+		}
+	}
 	if fi, err := os.Stat(home); err == nil && beforeErr == nil && os.SameFile(before, fi) {
 		p.home = fi
 	}
@@ -814,7 +824,7 @@ func (s *Sandbox) claim(ctx context.Context, p *spare, spec Spec, out io.Writer,
 // process limit set before it would bound every sandbox together
 // (kernel ucounts count a namespace's processes against the limit its
 // creator had): the wrapper sets that one, after.
-func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits) error {
+func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits) (int, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -826,16 +836,16 @@ func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits) 
 		// killed, and block stays open until End, so that pid 1 cannot
 		// read its end as a go.
 		_ = cmd.Process.Kill()
-		return nil
+		return 0, nil
 	}
 	if err := setLimits(pid, l, !s.root); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		return err
+		return 0, err
 	}
 	// Raising a process's niceness needs only its user; where it fails,
 	// the command runs at the worker's.
 	_ = unix.Setpriority(unix.PRIO_PROCESS, pid, Nice)
-	return gt.release()
+	return pid, gt.release()
 }
 
 // End is how a command ended, beyond its status.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,16 +199,14 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 	if room >= 0 {
 		logMax = min(logMax, room) // the log is in the home: it counts
 	}
-	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx)}
 	d := &CommandDetails{Command: textclip.Head(p.Command, maxDetailCommand)}
 	logRel := filepath.Join(outputsDir, logName(call))
-	if f, err := openLog(h, logRel); err != nil {
-		d.LogError = err.Error()
-	} else {
-		defer f.Close()
-		out.log = f
-		d.LogPath = logRel
-	}
+	// The log is made at the command's first byte of output: a command
+	// that prints nothing leaves no file (a file per quiet command would
+	// grow .outputs, which every command's quota walks read, without end).
+	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx),
+		openLog: func() (io.WriteCloser, error) { return openLog(h, logRel) }}
+	defer out.closeLog()
 
 	quotaCtx, stopQuota := context.WithCancelCause(ctx)
 	defer stopQuota(nil)
@@ -258,11 +257,10 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 		notes = append(notes, st.notes...)
 	}
 
-	where := ""
-	if d.LogPath != "" {
-		where = d.LogPath
+	if out.hasLog() {
+		d.LogPath = logRel
 	}
-	text, truncated := out.text(where)
+	text, truncated := out.text(d.LogPath)
 	d.Truncated = truncated
 	d.OutputBytes = out.total
 	d.LogBytes, d.LogTruncated = out.logged, out.logCut

@@ -19,9 +19,10 @@
 //     of its own (Config.Sandbox, internal/sandbox), with an environment
 //     built from nothing (PATH, HOME, LANG, TMPDIR inside the home, and
 //     what Config.Env adds). Its
-//     combined output streams into .outputs/<turn_id>.<call_id>.log in
-//     the home (up to Config.MaxLogBytes) while the head and the tail are
-//     kept for the model. When the command ends, times out or is aborted,
+//     combined output streams into .outputs/<turn_id>.<step>.<call_id>.log
+//     in the home (up to Config.MaxLogBytes; made at its first byte, so a
+//     command that prints nothing leaves no file) while the head and the
+//     tail are kept for the model. When the command ends, times out or is aborted,
 //     the sandbox dies and the kernel kills everything in it.
 //  3. Every result the model reads is cut to Config.OutputBudget: the
 //     head and the tail are kept and a note says what was left out and

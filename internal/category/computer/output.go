@@ -51,7 +51,10 @@ type capture struct {
 	tail    []byte
 	total   int64
 
-	log       io.Writer // nil: no log
+	// openLog makes the log, at the first write; nil: no log. log is
+	// what it made.
+	openLog   func() (io.WriteCloser, error)
+	log       io.Writer
 	logMax    int64
 	logged    int64
 	logCut    bool  // the log stopped at logMax
@@ -128,6 +131,14 @@ func (c *capture) Write(p []byte) (int, error) {
 }
 
 func (c *capture) writeLog(p []byte) {
+	if c.log == nil && c.openLog != nil && c.logFailed == nil {
+		if f, err := c.openLog(); err != nil {
+			c.logFailed = err
+		} else {
+			c.log = f
+		}
+		c.openLog = nil
+	}
 	if c.log == nil || c.logCut || c.logFailed != nil {
 		return
 	}
@@ -139,6 +150,23 @@ func (c *capture) writeLog(p []byte) {
 	c.logged += int64(n)
 	if err != nil {
 		c.logFailed = err
+	}
+}
+
+// hasLog says whether the log exists: not when nothing was written, or
+// when it could not be made (logFailed says why).
+func (c *capture) hasLog() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log != nil
+}
+
+// closeLog closes the log, if one was made.
+func (c *capture) closeLog() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.log.(io.Closer); ok {
+		_ = f.Close()
 	}
 }
 
