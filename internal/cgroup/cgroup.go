@@ -505,10 +505,10 @@ func (g *Group) FD() *os.File {
 	return g.fd
 }
 
-// Procs are the cgroup.procs files the first process writes its pid to
-// before it execs (v1; none on v2).
+// Procs are the cgroup.procs files a process joins g by, writing its pid
+// to each (v1; none on v2, nor for a nil g).
 func (g *Group) Procs() []string {
-	if g.m.v2 {
+	if g == nil || g.m.v2 {
 		return nil
 	}
 	ps := make([]string, len(g.dirs))

@@ -32,12 +32,13 @@
 //     holds it, its namespaces and mounts made, before the command starts
 //     (--info-fd, --block-fd): no process of the chain sets them. A root
 //     worker's command makes its user namespace below pid 1, so its
-//     first shell sets the process limit itself (and checks, as every
-//     command's does, that it holds);
+//     first shell sets the process limit itself; the worker checks that
+//     it holds, in that shell's /proc limits, before the sandbox serves;
 //   - with Config.Cgroups, each command has a cgroup of its own
 //     (internal/cgroup) with Limits.Memory, Pids and CPU: bwrap is cloned
-//     into it (v2), or its first process, a small shell outside the
-//     sandbox, joins it before it execs bwrap (v1), so every byte the command holds
+//     into it (v2), or the worker moves bwrap and the sandbox's pid 1
+//     into it while pid 1 waits, before it starts the command (v1), so
+//     every process of the command is born there and every byte it holds
 //     (tmpfs pages, memfds, shared memory) is charged there; Run.End
 //     kills what is left in it and removes it. Without cgroups New fits
 //     the tmpfs sizes and RLIMIT_AS into Limits.Memory;

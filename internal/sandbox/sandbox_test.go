@@ -184,3 +184,29 @@ func TestEtcCopy(t *testing.T) {
 		t.Errorf("Close left the copy of /etc: %v", err)
 	}
 }
+
+// The locale reaches the command through the wrapper (the chain before
+// it runs without it): the command's environment is what it was given,
+// locale and all; a name the shell could not export does not keep the
+// command from running (dash passes no such name on, as before).
+func TestCommandLocale(t *testing.T) {
+	s := newSandbox(t, sandbox.Config{})
+	home := homeDir(t, s)
+	var out strings.Builder
+	env := []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "LC_ALL=C", "LC_x-y=odd", "LANGUAGE=en it"}
+	r, err := s.Start(context.Background(), sandbox.Spec{Home: home, Shell: "/bin/sh", Command: "env | LC_ALL=C sort", Env: env}, &out, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if _, err := r.End(); err != nil {
+		t.Error(err)
+	}
+	for _, want := range []string{"LANG=C.UTF-8\n", "LC_ALL=C\n", "LANGUAGE=en it\n", "PATH=/usr/bin:/bin\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the command's environment lacks %q:\n%s", want, out.String())
+		}
+	}
+}
