@@ -265,6 +265,9 @@ func TestMCPProgressOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := make(chan []protocol.Activity, 1)
+	// A second "final" (seen once on a loaded host) must not close the
+	// gate twice: what the events say is checked below.
+	closeGate := sync.OnceFunc(func() { close(gate) })
 	go func() {
 		var got []protocol.Activity
 		defer func() { events <- got }()
@@ -279,7 +282,7 @@ func TestMCPProgressOverNATS(t *testing.T) {
 			}
 			got = append(got, a)
 			if a.State == protocol.ActivityProgress && a.Label == "final" {
-				close(gate)
+				closeGate()
 			}
 			if a.State == protocol.ActivityCompleted {
 				return
