@@ -157,8 +157,8 @@ func TestScheduleInCluster(t *testing.T) {
 	// The stream fired, yet its leader may be between two elections on a
 	// loaded host (seen once): wait for one.
 	var leader *natstest.Node
-	deadline := time.Now().Add(30 * time.Second)
-	for leader = c.StreamLeader(schedule.Stream); leader == nil && time.Now().Before(deadline); leader = c.StreamLeader(schedule.Stream) {
+	elected := time.Now().Add(30 * time.Second)
+	for leader = c.StreamLeader(schedule.Stream); leader == nil && time.Now().Before(elected); leader = c.StreamLeader(schedule.Stream) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if leader == nil {
