@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,39 @@ func TestReadyEOF(t *testing.T) {
 	w.Close()
 	if ready, _ := readReady(r); ready {
 		t.Error("ready after EOF")
+	}
+}
+
+// A copy of /etc whose worker died (its lock released, nothing removed)
+// is removed by the next worker that makes one; a copy in use is not.
+func TestEtcCopySwept(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	live, liveLock, err := copyEtc(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeEtc(live, liveLock)
+	dead, deadLock, err := copyEtc(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadLock.Close() // as the kernel does for a killed worker
+	if _, err := os.Stat(filepath.Join(dead, "passwd")); err != nil {
+		t.Fatalf("the copy: %v", err)
+	}
+	next, nextLock, err := copyEtc(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeEtc(next, nextLock)
+	for _, p := range []string{dead, deadLock.Name()} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s of a dead worker is still there: %v", p, err)
+		}
+	}
+	for _, p := range []string{live, liveLock.Name(), next} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s in use: %v", p, err)
+		}
 	}
 }

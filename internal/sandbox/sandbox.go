@@ -207,7 +207,8 @@ type Sandbox struct {
 	socat   string // set with Network
 	root    bool
 	fsArgs  []string
-	etcDir  string // the copy of /etc's allowlist commands see as /etc
+	etcDir  string   // the copy of /etc's allowlist commands see as /etc
+	etcLock *os.File // held while etcDir is in use (see copyEtc)
 	proxy   *proxy
 	spares  spares
 	spawner spawner
@@ -270,11 +271,11 @@ func New(cfg Config) (*Sandbox, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sandbox: %w; %s", err, Install)
 	}
-	etcDir, err := copyEtc(cfg.ReadOnly)
+	etcDir, etcLock, err := copyEtc(cfg.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	s.etcDir = etcDir
+	s.etcDir, s.etcLock = etcDir, etcLock
 	s.fsArgs = fsArgs(etcDir, cfg.ReadOnly, cfg.Limits.TmpBytes)
 	if cfg.Network {
 		g := cfg.Guard
@@ -283,7 +284,7 @@ func New(cfg Config) (*Sandbox, error) {
 		}
 		p, err := startProxy(g, s.root, cfg.UID, cfg.GID, cfg.ProxyIdle, cfg.ProxyConns, cfg.Logger)
 		if err != nil {
-			os.RemoveAll(etcDir)
+			removeEtc(etcDir, etcLock)
 			return nil, err
 		}
 		s.proxy = p
@@ -310,7 +311,7 @@ func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 func (s *Sandbox) Close() error {
 	s.closeSpares()
 	s.spawner.close()
-	err := os.RemoveAll(s.etcDir)
+	err := removeEtc(s.etcDir, s.etcLock)
 	if s.proxy != nil {
 		err = errors.Join(err, s.proxy.close())
 	}
@@ -349,10 +350,31 @@ var etc = []string{
 // links inside a directory stay links, as a bound directory shows them;
 // what the worker cannot read is left out. The copy is what /etc held
 // when the worker started.
-func copyEtc(extra []string) (string, error) {
-	dir, err := os.MkdirTemp("", "toolruntime-etc-")
-	if err != nil {
-		return "", fmt.Errorf("sandbox: a directory for /etc: %w", err)
+//
+// Beside it, <dir>.lock is held locked (flock) while the copy is in use:
+// the copies of workers that died without Close (killed, crashed) are
+// removed by the next worker that makes one, which can take their locks.
+func copyEtc(extra []string) (dir string, lock *os.File, err error) {
+	sweepEtc()
+	for {
+		lock, err = os.CreateTemp("", "toolruntime-etc-*.lock")
+		if err != nil {
+			return "", nil, fmt.Errorf("sandbox: a directory for /etc: %w", err)
+		}
+		if unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			break
+		}
+		// Another worker's sweep took it first, and removes it.
+		lock.Close()
+	}
+	dir = strings.TrimSuffix(lock.Name(), ".lock")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		removeEtc("", lock)
+		return "", nil, fmt.Errorf("sandbox: a directory for /etc: %w", err)
+	}
+	fail := func(err error) (string, *os.File, error) {
+		removeEtc(dir, lock)
+		return "", nil, fmt.Errorf("sandbox: copying /etc: %w", err)
 	}
 	names := slices.Clone(etc)
 	for _, p := range extra {
@@ -368,17 +390,42 @@ func copyEtc(extra []string) (string, error) {
 		}
 		dst := filepath.Join(dir, e)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("sandbox: copying /etc: %w", err)
+			return fail(err)
 		}
 		copyEntry(src, dst, fi)
 	}
-	// MkdirTemp made it 0700: the sandbox's user enters it as /etc.
+	// Made 0700: the sandbox's user enters it as /etc.
 	if err := os.Chmod(dir, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("sandbox: copying /etc: %w", err)
+		return fail(err)
 	}
-	return dir, nil
+	return dir, lock, nil
+}
+
+// removeEtc removes a copy of /etc (none: dir "") and its lock.
+func removeEtc(dir string, lock *os.File) error {
+	var err error
+	if dir != "" {
+		err = os.RemoveAll(dir)
+	}
+	_ = os.Remove(lock.Name())
+	_ = lock.Close()
+	return err
+}
+
+// sweepEtc removes the copies of /etc whose lock no worker holds.
+func sweepEtc() {
+	locks, _ := filepath.Glob(filepath.Join(os.TempDir(), "toolruntime-etc-*.lock"))
+	for _, name := range locks {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			_ = removeEtc(strings.TrimSuffix(name, ".lock"), f)
+			continue
+		}
+		f.Close()
+	}
 }
 
 // copyEntry copies src (whose Stat or Lstat is fi) to dst, leaving out
