@@ -105,7 +105,7 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 // encode sets m's data to v, clipped to fit the connection's max payload
 // when v can clip itself.
 func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
-	data, err := json.Marshal(v)
+	data, err := marshalEvent(v)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
 		if err := fits(budget); err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
-		if data, err = json.Marshal(v); err != nil {
+		if data, err = marshalEvent(v); err != nil {
 			return err
 		}
 		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
