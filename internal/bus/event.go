@@ -1,10 +1,10 @@
 package bus
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 
+	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -40,26 +40,26 @@ func appendCallOutput(ev *protocol.CallOutput) ([]byte, bool) {
 		return nil, false
 	}
 	b := make([]byte, 0, 192+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
-	b = appendString(append(b, `{"type":`...), ev.Type)
-	b = appendString(append(b, `,"agent_id":`...), ev.AgentID)
-	b = appendString(append(b, `,"turn_id":`...), ev.TurnID)
+	b = jsonw.String(append(b, `{"type":`...), ev.Type)
+	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
+	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
 	b = strconv.AppendInt(append(b, `,"step":`...), ev.Step, 10)
-	b = appendString(append(b, `,"call_id":`...), ev.CallID)
-	b = appendString(append(b, `,"name":`...), ev.Name)
-	b = appendString(append(b, `,"namespace":`...), ev.Namespace)
-	b = appendString(append(b, `,"status":`...), ev.Status)
+	b = jsonw.String(append(b, `,"call_id":`...), ev.CallID)
+	b = jsonw.String(append(b, `,"name":`...), ev.Name)
+	b = jsonw.String(append(b, `,"namespace":`...), ev.Namespace)
+	b = jsonw.String(append(b, `,"status":`...), ev.Status)
 	b = append(b, `,"error":`...)
 	if ev.Error == nil {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(append(b, `{"kind":`...), string(ev.Error.Kind))
-		b = append(appendString(append(b, `,"message":`...), ev.Error.Message), '}')
+		b = jsonw.String(append(b, `{"kind":`...), string(ev.Error.Kind))
+		b = append(jsonw.String(append(b, `,"message":`...), ev.Error.Message), '}')
 	}
 	var ok bool
-	if b, ok = appendRaw(append(b, `,"item":`...), ev.Item); !ok {
+	if b, ok = jsonw.Raw(append(b, `,"item":`...), ev.Item); !ok {
 		return nil, false
 	}
-	if b, ok = appendRaw(append(b, `,"details":`...), ev.Details); !ok {
+	if b, ok = jsonw.Raw(append(b, `,"details":`...), ev.Details); !ok {
 		return nil, false
 	}
 	b = append(b, `,"events":`...)
@@ -68,20 +68,8 @@ func appendCallOutput(ev *protocol.CallOutput) ([]byte, bool) {
 	} else {
 		b = append(b, "[]"...)
 	}
-	b = append(b, `,"repairs":`...)
-	if ev.Repairs == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, r := range ev.Repairs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, r)
-		}
-		b = append(b, ']')
-	}
-	b = appendString(append(b, `,"activity":`...), ev.Activity)
+	b = jsonw.Strings(append(b, `,"repairs":`...), ev.Repairs)
+	b = jsonw.String(append(b, `,"activity":`...), ev.Activity)
 	b = strconv.AppendInt(append(b, `,"duration_ms":`...), ev.DurationMS, 10)
 	return append(b, '}'), true
 }
@@ -95,9 +83,9 @@ func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
 		n += len(it) + 1
 	}
 	b := make([]byte, 0, n)
-	b = appendString(append(b, `{"type":`...), ev.Type)
-	b = appendString(append(b, `,"agent_id":`...), ev.AgentID)
-	b = appendString(append(b, `,"turn_id":`...), ev.TurnID)
+	b = jsonw.String(append(b, `{"type":`...), ev.Type)
+	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
+	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
 	b = strconv.AppendInt(append(b, `,"step":`...), ev.Step, 10)
 	b = append(b, `,"items":`...)
 	if ev.Items == nil {
@@ -109,7 +97,7 @@ func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			var ok bool
-			if b, ok = appendRaw(b, it); !ok {
+			if b, ok = jsonw.Raw(b, it); !ok {
 				return nil, false
 			}
 		}
@@ -118,26 +106,4 @@ func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
 	b = strconv.AppendBool(append(b, `,"end_turn":`...), ev.EndTurn)
 	b = strconv.AppendBool(append(b, `,"complete_actor_event":`...), ev.CompleteActorEvent)
 	return append(b, `,"task":null}`...), true
-}
-
-// appendRaw appends raw as json.Marshal writes a json.RawMessage: null
-// when nil, else validated and compacted, with HTML's <, > and & and
-// the line separators U+2028 and U+2029 escaped. Raw JSON holding any of
-// those (none does that json.Marshal wrote) is not appended: ok is false,
-// and the caller leaves the event to json.Marshal, which also says what
-// is wrong with raw JSON that is not valid.
-func appendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
-	if raw == nil {
-		return append(b, "null"...), true
-	}
-	for _, c := range raw {
-		if c == '<' || c == '>' || c == '&' || c == 0xe2 {
-			return nil, false
-		}
-	}
-	buf := bytes.NewBuffer(b)
-	if json.Compact(buf, raw) != nil {
-		return nil, false
-	}
-	return buf.Bytes(), true
 }
