@@ -39,7 +39,7 @@ func appendCallOutput(ev *protocol.CallOutput) ([]byte, bool) {
 	if len(ev.Events) > 0 {
 		return nil, false
 	}
-	b := make([]byte, 0, 192+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
+	b := make([]byte, 0, 256+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
 	b = jsonw.String(append(b, `{"type":`...), ev.Type)
 	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
 	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
@@ -78,7 +78,7 @@ func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
 	if ev.Task != nil {
 		return nil, false
 	}
-	n := 128 + len(ev.AgentID) + len(ev.TurnID)
+	n := 160 + len(ev.AgentID) + len(ev.TurnID)
 	for _, it := range ev.Items {
 		n += len(it) + 1
 	}

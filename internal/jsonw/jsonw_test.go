@@ -33,7 +33,10 @@ func TestIsMarshal(t *testing.T) {
 	for _, s := range []string{"", "c1", "a\"b", `back\slash`, "<script>&", "tab\there", "\x00\x1f\x7f", "é", "\u2028\u2029", "\xff\xfe", "ok~.-_:/"} {
 		check(t, s, []byte(s))
 	}
-	for _, raw := range []string{`{"a":1}`, ` { "a" : [ 1 , 2 ] } `, `"<&>"`, `null`, `{"a":`, `1 2`, "\"\xff\"", `"\u2028"`} {
+	for _, raw := range []string{`{"a":1}`, ` { "a" : [ 1 , 2 ] } `, `"<&>"`, `null`, `{"a":`, `1 2`, "\"\xff\"", `"\u2028"`,
+		`-`, `01`, `1.`, `1e`, `-0.0e+5`, `1E-2`, `"\u00zz"`, `"\u00e9\n\/"`, `"\x"`, "\"a\x01\"", `{"a":1}x`, `[1,]`, `{"a":1,}`, `{"a"}`, `{1:2}`,
+		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
+		`tru`, `nulll`, `[true,false,null,{},[],"",0,-1.5]`, `{"a":{"b":[{"c":"d"}]}}`, `""`, `"`} {
 		check(t, "", []byte(raw))
 	}
 	check(t, "", nil)
@@ -46,5 +49,6 @@ func TestIsMarshal(t *testing.T) {
 func FuzzIsMarshal(f *testing.F) {
 	f.Add("c1", []byte(`{"type":"function_call_output","call_id":"c1","output":"pong"}`))
 	f.Add("<&>\u2028\xff", []byte(` [ 1 , "\u003c" ] `))
+	f.Add("", []byte(`[true,false,null,{},[],"",0,-1.5e+3,{"a":{"b":[{"c":"\u00e9\n"}]}}]`))
 	f.Fuzz(func(t *testing.T, s string, raw []byte) { check(t, s, raw) })
 }
