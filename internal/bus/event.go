@@ -2,6 +2,7 @@ package bus
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	"github.com/agentbull/toolruntime/internal/jsonw"
@@ -14,32 +15,39 @@ import (
 // are written here, field by field, in the order of their struct tags,
 // and anything else (or a field this does not write: presentation events,
 // a task verdict, raw JSON with HTML characters) goes through json.Marshal.
-func marshalEvent(v any) ([]byte, error) {
+func marshalEvent(v any) ([]byte, error) { return appendEvent(nil, v) }
+
+// appendEvent appends v to b as marshalEvent writes it.
+func appendEvent(b []byte, v any) ([]byte, error) {
 	var (
-		b  []byte
-		ok bool
+		out []byte
+		ok  bool
 	)
 	switch v := v.(type) {
 	case *protocol.CallOutput:
 		if v != nil {
-			b, ok = appendCallOutput(v)
+			out, ok = appendCallOutput(b, v)
 		}
 	case *protocol.StepDone:
 		if v != nil {
-			b, ok = appendStepDone(v)
+			out, ok = appendStepDone(b, v)
 		}
 	}
-	if !ok {
-		return json.Marshal(v)
+	if ok {
+		return out, nil
 	}
-	return b, nil
+	data, err := json.Marshal(v)
+	if b == nil {
+		return data, err
+	}
+	return append(b, data...), err
 }
 
-func appendCallOutput(ev *protocol.CallOutput) ([]byte, bool) {
+func appendCallOutput(b []byte, ev *protocol.CallOutput) ([]byte, bool) {
 	if len(ev.Events) > 0 {
 		return nil, false
 	}
-	b := make([]byte, 0, 256+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
+	b = slices.Grow(b, 256+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
 	b = jsonw.String(append(b, `{"type":`...), ev.Type)
 	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
 	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
@@ -74,7 +82,7 @@ func appendCallOutput(ev *protocol.CallOutput) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
+func appendStepDone(b []byte, ev *protocol.StepDone) ([]byte, bool) {
 	if ev.Task != nil {
 		return nil, false
 	}
@@ -82,7 +90,7 @@ func appendStepDone(ev *protocol.StepDone) ([]byte, bool) {
 	for _, it := range ev.Items {
 		n += len(it) + 1
 	}
-	b := make([]byte, 0, n)
+	b = slices.Grow(b, n)
 	b = jsonw.String(append(b, `{"type":`...), ev.Type)
 	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
 	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)

@@ -17,6 +17,14 @@ func checkMarshalEvent(t *testing.T, v any) {
 	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
 		t.Fatalf("marshalEvent(%+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
 	}
+	// Into a buffer that holds something already (a pooled one is reused
+	// from its start): the event goes after it.
+	buf := make([]byte, 3, 8)
+	copy(buf, "pre")
+	got, gerr = appendEvent(buf, v)
+	if (werr == nil) != (gerr == nil) || werr == nil && string(got) != "pre"+string(want) {
+		t.Fatalf("appendEvent(pre, %+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
+	}
 }
 
 // call.output and step.done are written as json.Marshal writes them, byte
