@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -156,8 +155,11 @@ func suffixWithin(s string, n int) int {
 // item clipped to a note (see StepDone.Fit). A step whose floor is over
 // the budget cannot be answered and is refused before anything runs.
 func MinStepDoneBytes(st *Step) int {
-	ev := StepDone{Type: EventStepDone, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Items: []json.RawMessage{}}
-	n := jsonLen(ev)
+	// The step.done without items, as json.Marshal writes it; counted,
+	// not encoded: this runs for every step.
+	var digits [20]byte
+	n := len(`{"type":"`+EventStepDone+`","agent_id":"","turn_id":"","step":,"items":[],"end_turn":false,"complete_actor_event":false,"task":null}`) +
+		encodedLen(st.AgentID) + encodedLen(st.TurnID) + len(strconv.AppendInt(digits[:0], st.Step, 10))
 	// An output's note is counted for an output of up to a MiB: one
 	// larger has a digit more in its note, which the margin covers.
 	fo := len(`{"type":"function_call_output","call_id":"","output":""}`) + len(clipNote(1<<20))
@@ -171,12 +173,4 @@ func MinStepDoneBytes(st *Step) int {
 		}
 	}
 	return n
-}
-
-func jsonLen(v any) int {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return 0
-	}
-	return len(b)
 }

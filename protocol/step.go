@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Turn kinds carried in Context.Kind.
@@ -120,9 +121,11 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 	if !ok || !ok2 || strings.Contains(turnID, ".") {
 		return nil, malformed("subject %q is not %s.<agent_id>.<turn_id>%s", subject, prefix, dottedID(data))
 	}
-	var w stepWire
-	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, notAStep(data, err)
+	w, ok := scanStep(data)
+	if !ok {
+		if err := json.Unmarshal(data, &w); err != nil {
+			return nil, notAStep(data, err)
+		}
 	}
 	switch {
 	case w.Step == nil:
@@ -177,7 +180,9 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 			if item.Name == "" {
 				return nil, malformed("output[%d]: function_call without a name", i)
 			}
-			if len(item.Arguments) > 0 && !bytes.Equal(item.Arguments, []byte("null")) {
+			if args, ok := plainString(item.Arguments); ok {
+				c.Arguments = args
+			} else if len(item.Arguments) > 0 && !bytes.Equal(item.Arguments, []byte("null")) {
 				if err := json.Unmarshal(item.Arguments, &c.Arguments); err != nil {
 					return nil, malformed("output[%d]: arguments is not a string", i)
 				}
@@ -188,6 +193,25 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 		s.Calls = append(s.Calls, c)
 	}
 	return &s, nil
+}
+
+// plainString decodes raw, a JSON value, when it is a string that holds
+// no escapes, control characters or invalid UTF-8: its bytes between the
+// quotes are what json.Unmarshal decodes it to.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	v := raw[1 : len(raw)-1]
+	for _, c := range v {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(v) {
+		return "", false
+	}
+	return string(v), true
 }
 
 // dottedID names the id of a step whose subject has too many tokens

@@ -135,20 +135,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
 	// The lease is kept while a dead letter is stored too: its copy is
 	// retried, and the step must not go to another worker meanwhile.
-	stop := renewLease(msg, ackWait)
-	defer stop()
+	defer renewLease(msg, ackWait).stop()
 	err := c.Handler(ctx, msg)
 	attempt := uint64(1)
 	if md, _ := msg.Metadata(); md != nil {
 		attempt = md.NumDelivered
 	}
 	var dl *DeadLetter
+	if err != nil {
+		dl = deadLetterIn(err)
+	}
 	if c.Meter != nil {
 		result := "retry"
 		switch {
 		case err == nil:
 			result = "done"
-		case errors.As(err, &dl):
+		case dl != nil:
 			result = "dead_letter"
 			c.Meter.DeadLetter(c.Stream, dl.Reason)
 		case context.Cause(ctx) == ErrShutdown:
@@ -163,7 +165,7 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		if err := msg.Ack(); err != nil {
 			log.Warn("ack failed; the step will be delivered again and answered from the journal", "subject", msg.Subject(), "err", err)
 		}
-	case errors.As(err, &dl):
+	case dl != nil:
 		if err := c.Dead.Copy(context.WithoutCancel(ctx), msg, dl.Reason); err != nil {
 			// Not terminated: the step is delivered again and dead-lettered
 			// then, or by the delivery-limit advisory.
@@ -180,35 +182,54 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 	}
 }
 
+// deadLetterIn is the *DeadLetter in err's chain, or nil. The target of
+// errors.As lives on the heap: here, only a step that failed pays for it.
+func deadLetterIn(err error) *DeadLetter {
+	var dl *DeadLetter
+	if errors.As(err, &dl) {
+		return dl
+	}
+	return nil
+}
+
 // renewLease tells the server the message is in progress every third of
 // the ack wait, so that a long call does not get its step redelivered. A
 // step that ends sooner (most do) costs one timer, which never fires.
-func renewLease(msg jetstream.Msg, ackWait time.Duration) (stop func()) {
-	every := ackWait / 3
-	if every <= 0 {
-		every = 10 * time.Second
+func renewLease(msg jetstream.Msg, ackWait time.Duration) *lease {
+	l := &lease{msg: msg, every: ackWait / 3}
+	if l.every <= 0 {
+		l.every = 10 * time.Second
 	}
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(every, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			_ = msg.InProgress()
-			t.Reset(every)
-		}
-	})
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t = time.AfterFunc(l.every, l.renew)
+	return l
+}
+
+// lease is a step's renewLease: one allocation for what a closure over
+// each variable cost four.
+type lease struct {
+	msg     jetstream.Msg
+	every   time.Duration
+	mu      sync.Mutex
+	stopped bool
+	t       *time.Timer
+}
+
+func (l *lease) renew() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		_ = l.msg.InProgress()
+		l.t.Reset(l.every)
 	}
+}
+
+func (l *lease) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	l.t.Stop()
 }
 
 // retryDelay doubles from first (one second when 0) per attempt, up to

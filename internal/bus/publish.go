@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -34,6 +35,8 @@ type Publisher struct {
 	// minutes left). A cancel of ctx ends the retries, and does not cut
 	// short an attempt already waiting.
 	AttemptTimeout time.Duration
+
+	bufs sync.Pool // of *[]byte: getBuf
 }
 
 // CallOutput publishes a call.output event.
@@ -49,8 +52,10 @@ func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 // Activity publishes a progress event on core NATS; losing one is
 // harmless. A label too large for the connection is clipped.
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
-	data, err := encodeActivity(a)
-	if err != nil {
+	buf := p.getBuf()
+	defer p.putBuf(buf)
+	data, err := appendActivity((*buf)[:0], a)
+	if *buf = data; err != nil {
 		return
 	}
 	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
@@ -94,7 +99,9 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	ctx, span := publishSpan(ctx, subject)
 	protocol.InjectTrace(ctx, m.Header)
-	err := p.encode(m, subject, msgID, v)
+	buf := p.getBuf()
+	defer p.putBuf(buf)
+	err := p.encode(m, subject, msgID, v, buf)
 	if err == nil {
 		err = p.publish(ctx, m)
 	}
@@ -103,10 +110,11 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 }
 
 // encode sets m's data to v, clipped to fit the connection's max payload
-// when v can clip itself.
-func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
+// when v can clip itself. The data is written into buf, which the caller
+// takes back once m is published (the client copies what it sends).
+func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byte) error {
+	data, err := appendEvent((*buf)[:0], v)
+	if *buf = data; err != nil {
 		return err
 	}
 	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
@@ -118,13 +126,30 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any) error {
 		if err := fits(budget); err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
-		if data, err = json.Marshal(v); err != nil {
+		if data, err = marshalEvent(v); err != nil { // rare: a buffer of its own
 			return err
 		}
 		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
 	}
 	m.Data = data
 	return nil
+}
+
+// getBuf is a buffer to write an event into: a step publishes four (two
+// activities, call.output, step.done), each copied by the client as it is
+// sent, so that one buffer serves the next event.
+func (p *Publisher) getBuf() *[]byte {
+	if buf, ok := p.bufs.Get().(*[]byte); ok {
+		return buf
+	}
+	return new([]byte)
+}
+
+// putBuf returns buf for the next event, unless an event made it large.
+func (p *Publisher) putBuf(buf *[]byte) {
+	if cap(*buf) <= 16<<10 {
+		p.bufs.Put(buf)
+	}
 }
 
 // headerLen is the length of h as the client writes it.

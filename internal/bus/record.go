@@ -2,7 +2,9 @@ package bus
 
 import (
 	"encoding/json"
+	"slices"
 
+	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -22,49 +24,40 @@ func (rec *callRecord) encode() ([]byte, error) {
 	}
 	b := make([]byte, 0, len(outcome)+len(rec.Worker)+len(rec.Claim)+len(rec.Digest)+64)
 	b = append(b, `{"state":`...)
-	b = appendString(b, rec.State)
+	b = jsonw.String(b, rec.State)
 	if rec.Worker != "" {
-		b = appendString(append(b, `,"worker":`...), rec.Worker)
+		b = jsonw.String(append(b, `,"worker":`...), rec.Worker)
 	}
 	if rec.Claim != "" {
-		b = appendString(append(b, `,"claim":`...), rec.Claim)
+		b = jsonw.String(append(b, `,"claim":`...), rec.Claim)
 	}
 	if outcome != nil {
 		b = append(append(b, `,"outcome":`...), outcome...)
 	}
 	if rec.Digest != "" {
-		b = appendString(append(b, `,"digest":`...), rec.Digest)
+		b = jsonw.String(append(b, `,"digest":`...), rec.Digest)
 	}
 	return append(b, '}'), nil
-}
-
-// appendString appends s as a JSON string, as json.Marshal writes it:
-// printable ASCII without quotes, backslashes or HTML's <, > and & as it
-// is (worker names, claim ids, digests), anything else through
-// json.Marshal.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // encodeActivity writes a as json.Marshal does, byte for byte: every
 // call publishes two (started, completed), and json.Marshal's reflection
 // was most of their cost. Progress events go through json.Marshal.
-func encodeActivity(a protocol.Activity) ([]byte, error) {
+func encodeActivity(a protocol.Activity) ([]byte, error) { return appendActivity(nil, a) }
+
+// appendActivity appends a to b as encodeActivity writes it.
+func appendActivity(b []byte, a protocol.Activity) ([]byte, error) {
 	if a.Progress != nil {
-		return json.Marshal(a)
+		data, err := json.Marshal(a)
+		if b == nil {
+			return data, err
+		}
+		return append(b, data...), err
 	}
-	b := make([]byte, 0, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
-	b = appendString(append(b, `{"call_id":`...), a.CallID)
-	b = appendString(append(b, `,"name":`...), a.Name)
-	b = appendString(append(b, `,"state":`...), a.State)
-	b = appendString(append(b, `,"label":`...), a.Label)
+	b = slices.Grow(b, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
+	b = jsonw.String(append(b, `{"call_id":`...), a.CallID)
+	b = jsonw.String(append(b, `,"name":`...), a.Name)
+	b = jsonw.String(append(b, `,"state":`...), a.State)
+	b = jsonw.String(append(b, `,"label":`...), a.Label)
 	return append(b, '}'), nil
 }

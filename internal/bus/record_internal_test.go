@@ -52,6 +52,9 @@ func TestActivityEncodeIsMarshal(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("encodeActivity(%+v) = %s, %v; json.Marshal = %s", a, got, err, want)
 			}
+			if got, err = appendActivity([]byte("pre"), a); err != nil || string(got) != "pre"+string(want) {
+				t.Fatalf("appendActivity(pre, %+v) = %s, %v; json.Marshal = %s", a, got, err, want)
+			}
 		}
 	}
 }

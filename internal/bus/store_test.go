@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,4 +266,80 @@ func TestPublishRetries(t *testing.T) {
 		t.Fatalf("a refused publish was tried again:\n%s", log.String())
 	}
 	wantStored(t, js, "LATE", 1)
+}
+
+// TestPublisherBuffers: events published at once from many goroutines,
+// each written into a buffer another event used before, are stored as
+// json.Marshal writes them, every one, and activity events arrive whole.
+func TestPublisherBuffers(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	nc := s.Connect(t)
+	js := s.JetStream(t)
+	ctx := context.Background()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "OUT", Subjects: []string{protocol.PrefixOutput + ".>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := make(chan *nats.Msg, 1024)
+	if _, err := nc.ChanSubscribe(protocol.PrefixActive+".>", active); err != nil {
+		t.Fatal(err)
+	}
+	p := &Publisher{JS: js}
+	const writers, each = 8, 40
+	want := map[string][]byte{}
+	events := make([][]any, writers)
+	for w := range writers {
+		for i := range each {
+			id := fmt.Sprintf("c%d-%d", w, i)
+			item := json.RawMessage(`{"type":"function_call_output","call_id":"` + id + `","output":"` + strings.Repeat("x", (w*each+i)%300) + `"}`)
+			var ev any = &protocol.CallOutput{Type: protocol.EventCallOutput, AgentID: "a", TurnID: "t", Step: int64(i), CallID: id, Name: "ping", Status: protocol.StatusOK, Item: item}
+			if i%3 == 0 {
+				ev = &protocol.StepDone{Type: protocol.EventStepDone, AgentID: "a", TurnID: "t", Step: int64(w*each + i), Items: []json.RawMessage{item, item}}
+			}
+			data, _ := json.Marshal(ev)
+			want[id] = data
+			events[w] = append(events[w], ev)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i, ev := range events[w] {
+				id := fmt.Sprintf("c%d-%d", w, i)
+				if err := p.Event(ctx, protocol.Subject(protocol.PrefixOutput, "a", "t"), id, ev); err != nil {
+					t.Error(err)
+				}
+				p.Activity("a", "t", protocol.Activity{CallID: id, Name: "ping", State: "started", Label: strings.Repeat("y", i)})
+			}
+		})
+	}
+	wg.Wait()
+	wantStored(t, js, "OUT", writers*each)
+	for seq := uint64(1); seq <= writers*each; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		if !bytes.Equal(m.Data, want[id]) {
+			t.Fatalf("event %s stored as %s, want %s", id, m.Data, want[id])
+		}
+	}
+	for range writers * each {
+		var m *nats.Msg
+		select {
+		case m = <-active:
+		case <-time.After(30 * time.Second): // a guard against a hang, not a measure
+			t.Fatal("activity events missing")
+		}
+		var a protocol.Activity
+		if err := json.Unmarshal(m.Data, &a); err != nil {
+			t.Fatalf("activity %s: %v", m.Data, err)
+		}
+		var w, i int
+		if _, err := fmt.Sscanf(a.CallID, "c%d-%d", &w, &i); err != nil || a.Label != strings.Repeat("y", i) {
+			t.Fatalf("activity %s does not match its call id", m.Data)
+		}
+	}
 }

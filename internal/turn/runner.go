@@ -245,17 +245,26 @@ func (o *stepObserver) err() error {
 // turn.cancel message can abort their calls. The zero value is not
 // usable; use NewCancels. A nil *Cancels tracks nothing.
 type Cancels struct {
-	mu      sync.Mutex
-	running map[string]map[*stepEntry]struct{}
+	mu sync.Mutex
+	// running holds each turn's steps as a list: a turn has one step
+	// running at a time but for a redelivery, and a map per turn was two
+	// allocations of every step.
+	running map[string]*stepEntry
 }
 
-type stepEntry struct{ cancel context.CancelCauseFunc }
+type stepEntry struct {
+	cancel     context.CancelCauseFunc
+	prev, next *stepEntry
+	released   bool
+}
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[string]map[*stepEntry]struct{}{}}
+	return &Cancels{running: map[string]*stepEntry{}}
 }
 
+// track registers a step of the turn; release ends its registration and
+// its context.
 func (c *Cancels) track(ctx context.Context, agentID, turnID string) (context.Context, context.CancelCauseFunc, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if c == nil {
@@ -264,16 +273,26 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string) (context.Co
 	k := agentID + "." + turnID
 	e := &stepEntry{cancel: cancel}
 	c.mu.Lock()
-	if c.running[k] == nil {
-		c.running[k] = map[*stepEntry]struct{}{}
+	if head := c.running[k]; head != nil {
+		e.next, head.prev = head, e
 	}
-	c.running[k][e] = struct{}{}
+	c.running[k] = e
 	c.mu.Unlock()
 	return ctx, cancel, func() {
 		c.mu.Lock()
-		delete(c.running[k], e)
-		if len(c.running[k]) == 0 {
-			delete(c.running, k)
+		if !e.released {
+			e.released = true
+			switch {
+			case e.prev != nil:
+				e.prev.next = e.next
+			case e.next != nil:
+				c.running[k] = e.next
+			default:
+				delete(c.running, k)
+			}
+			if e.next != nil {
+				e.next.prev = e.prev
+			}
 		}
 		c.mu.Unlock()
 		cancel(nil)
@@ -288,15 +307,17 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	steps := c.running[agentID+"."+turnID]
-	if len(steps) == 0 {
+	e := c.running[agentID+"."+turnID]
+	if e == nil {
 		return 0
 	}
 	cause := cancelCause(reason)
-	for e := range steps {
+	n := 0
+	for ; e != nil; e = e.next {
 		e.cancel(cause)
+		n++
 	}
-	return len(steps)
+	return n
 }
 
 // cancelCause is the cause of a cancelled turn's context. The reason is

@@ -371,9 +371,12 @@ func stepContext(ctx context.Context, msg jetstream.Msg) context.Context {
 // event refused for its size even clipped. Delivering those again would
 // only run the step again and fail again.
 func stepError(err error) error {
+	if err == nil {
+		return nil // before dl, which errors.As moves to the heap
+	}
 	var dl *bus.DeadLetter
 	switch {
-	case err == nil || errors.As(err, &dl):
+	case errors.As(err, &dl):
 		return err
 	case errors.Is(err, protocol.ErrMalformed) || bus.TooLarge(err):
 		return &bus.DeadLetter{Reason: err.Error()}

@@ -1,0 +1,41 @@
+package turn
+
+import (
+	"context"
+	"testing"
+)
+
+// A turn's steps are a list: each release takes out its own step, in any
+// order, a second release changes nothing, and the last one leaves no
+// entry behind.
+func TestCancelsList(t *testing.T) {
+	for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}, {1, 2, 0}, {0, 2, 1}, {2, 0, 1}} {
+		c := NewCancels()
+		var ctxs []context.Context
+		var releases []func()
+		for range 3 {
+			ctx, _, release := c.track(context.Background(), "a1", "t1")
+			ctxs, releases = append(ctxs, ctx), append(releases, release)
+		}
+		_, _, other := c.track(context.Background(), "a1", "t2")
+		left := 3
+		for _, i := range order {
+			releases[i]()
+			releases[i]()
+			left--
+			if ctxs[i].Err() == nil {
+				t.Fatalf("order %v: step %d released, its context not ended", order, i)
+			}
+			if n := c.Cancel("a1", "t1", ""); n != left {
+				t.Fatalf("order %v: %d steps cancelled after %d were released, want %d", order, n, 3-left, left)
+			}
+		}
+		if _, ok := c.running["a1.t1"]; ok || len(c.running) != 1 {
+			t.Fatalf("order %v: %d turns left, want the other turn only", order, len(c.running))
+		}
+		other()
+		if len(c.running) != 0 {
+			t.Fatalf("order %v: %d turns left", order, len(c.running))
+		}
+	}
+}
