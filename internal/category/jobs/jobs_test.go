@@ -131,7 +131,7 @@ func startedID(t *testing.T, o output) string {
 func TestJobStartedAndCancelled(t *testing.T) {
 	s := natstest.Start(t)
 	g := newGateway(t, s)
-	_, stopA := jobsWorker(t, s, "A", jobs.Config{})
+	svcA, stopA := jobsWorker(t, s, "A", jobs.Config{})
 	r := newRunner(t, g)
 	outs := g.Run("a1", "t1", 0, bound, fc("c1", jobs.StartName, `{"title":"Research","instructions":"Find three sources on BM25."}`))
 	id := startedID(t, outs["c1"])
@@ -147,6 +147,10 @@ func TestJobStartedAndCancelled(t *testing.T) {
 		t.Fatalf("announcement %s %s %v", m.Subject(), m.Data(), m.Headers())
 	}
 	r.report("a1", id, 1, `{"status":"running","seq":1,"progress":{"percent":40,"message":"Read 2 of 5 sources"}}`)
+	// A applies it before it stops: a report the server sends to A's
+	// pull as A drains is delivered again only after the ack wait (30 s;
+	// seen once under a full race suite), which is not what this tests.
+	waitFor(t, svcA, "a1", id, func(j *jobs.Job) bool { return j.Status == jobs.StatusRunning })
 	stopA()
 
 	svcB, _ := jobsWorker(t, s, "B", jobs.Config{})
