@@ -22,39 +22,26 @@ import (
 func scanStep(data []byte) (stepWire, bool) {
 	s := scanner{d: data}
 	var w stepWire
-	var seen uint8
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
+	ok := s.fields(stepFields, func(name string) bool {
+		switch name {
 		case "agent_id":
-			bit, w.AgentID = 1, s.plain()
+			w.AgentID = s.plain()
 		case "turn_id":
-			bit, w.TurnID = 2, s.plain()
+			w.TurnID = s.plain()
 		case "step":
-			bit = 4
 			n, ok := s.integer()
 			if !ok {
 				return false
 			}
 			w.Step = &n
 		case "context":
-			bit, w.Context = 8, s.context()
-			if w.Context == nil {
-				return false
-			}
+			w.Context = s.context()
+			return w.Context != nil
 		case "output":
-			bit, w.Output = 16, s.output()
-			if w.Output == nil {
-				return false
-			}
-		default:
-			return s.unknown(key, "agent_id", "turn_id", "step", "context", "output")
+			w.Output = s.output()
+			return w.Output != nil
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return !s.bad
+		return true
 	})
 	if s.ws(); !ok || s.bad || s.i != len(s.d) {
 		return stepWire{}, false
@@ -111,6 +98,34 @@ func (s *scanner) object(field func(key []byte) bool) bool {
 			return s.next('}')
 		}
 	}
+}
+
+// The keys scanStep reads (or, for the context's approval and fairness,
+// leaves to json.Unmarshal).
+var (
+	stepFields    = []string{"agent_id", "turn_id", "step", "context", "output"}
+	contextFields = []string{"kind", "workflow_id", "task_id", "bindings", "skills", "mcp_servers", "approval", "fairness"}
+	itemFields    = []string{"type", "call_id", "namespace", "name", "execution", "arguments", "content"}
+)
+
+// fields reads an object, calling read at each key among names (with
+// that name) before the key's value; read reads the value. A key given
+// twice ends it, as does a key of no name that json.Unmarshal might
+// match to one (see unknown); the values of other keys are passed over.
+func (s *scanner) fields(names []string, read func(name string) bool) bool {
+	var seen uint64
+	return s.object(func(key []byte) bool {
+		for i, n := range names {
+			if string(key) == n {
+				if seen&(1<<i) != 0 {
+					return false
+				}
+				seen |= 1 << i
+				return read(n) && !s.bad
+			}
+		}
+		return s.unknown(key, names...)
+	})
 }
 
 // unknown passes over the value of a key that names no field of names:
@@ -183,19 +198,17 @@ func (s *scanner) integer() (int64, bool) {
 // context reads a step's context: all but its approval and fairness.
 func (s *scanner) context() *Context {
 	c := new(Context)
-	var seen uint8
-	ok := s.object(func(key []byte) bool {
-		var bit uint8
-		switch string(key) {
+	ok := s.fields(contextFields, func(name string) bool {
+		switch name {
 		case "kind":
-			bit, c.Kind = 1, s.plain()
+			c.Kind = s.plain()
 		case "workflow_id":
-			bit, c.WorkflowID = 2, s.plain()
+			c.WorkflowID = s.plain()
 		case "task_id":
-			bit, c.TaskID = 4, s.plain()
+			c.TaskID = s.plain()
 		case "bindings":
-			bit, c.Bindings = 8, map[string]bool{}
-			if !s.object(func(key []byte) bool {
+			c.Bindings = map[string]bool{}
+			return s.object(func(key []byte) bool {
 				s.ws()
 				switch {
 				case bytes.HasPrefix(s.d[s.i:], []byte("true")):
@@ -206,21 +219,15 @@ func (s *scanner) context() *Context {
 					return false
 				}
 				return true
-			}) {
-				return false
-			}
+			})
 		case "skills":
-			bit, c.Skills = 16, s.strings()
+			c.Skills = s.strings()
 		case "mcp_servers":
-			bit, c.MCPServers = 32, s.strings()
-		default:
-			return s.unknown(key, "kind", "bindings", "skills", "mcp_servers", "workflow_id", "task_id", "approval", "fairness")
-		}
-		if seen&bit != 0 {
+			c.MCPServers = s.strings()
+		default: // approval, fairness: json.Unmarshal's
 			return false
 		}
-		seen |= bit
-		return !s.bad
+		return true
 	})
 	if !ok || s.bad {
 		return nil
@@ -263,32 +270,24 @@ func (s *scanner) output() []itemWire {
 	}
 	for {
 		var it itemWire
-		var seen uint8
-		if !s.object(func(key []byte) bool {
-			var bit uint8
-			switch string(key) {
+		if !s.fields(itemFields, func(name string) bool {
+			switch name {
 			case "type":
-				bit, it.Type = 1, s.plain()
+				it.Type = s.plain()
 			case "call_id":
-				bit, it.CallID = 2, s.plain()
+				it.CallID = s.plain()
 			case "namespace":
-				bit, it.Namespace = 4, s.plain()
+				it.Namespace = s.plain()
 			case "name":
-				bit, it.Name = 8, s.plain()
+				it.Name = s.plain()
 			case "execution":
-				bit, it.Execution = 16, s.plain()
+				it.Execution = s.plain()
 			case "arguments":
-				bit, it.Arguments = 32, s.raw()
+				it.Arguments = s.raw()
 			case "content":
-				bit, it.Content = 64, s.raw()
-			default:
-				return s.unknown(key, "type", "call_id", "namespace", "name", "execution", "arguments", "content")
+				it.Content = s.raw()
 			}
-			if seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			return !s.bad
+			return true
 		}) || s.bad {
 			return nil
 		}
