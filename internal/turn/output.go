@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -179,7 +180,7 @@ func functionOutput(callID, text string) json.RawMessage {
 // counts first, so that its item is allocated at exactly its size.
 const maxExactText = 512
 
-// jsonStringLen is the size of s as appendJSONString writes it, less the
+// jsonStringLen is the size of s as jsonw.String writes it, less the
 // quotes.
 func jsonStringLen(s string) int {
 	n := len(s)
@@ -210,64 +211,8 @@ func jsonStringLen(s string) int {
 // appendFunctionOutput is functionOutput appended to b.
 func appendFunctionOutput(b []byte, callID, text string) json.RawMessage {
 	b = append(b, `{"type":"function_call_output","call_id":`...)
-	b = appendJSONString(b, callID)
+	b = jsonw.String(b, callID)
 	b = append(b, `,"output":`...)
-	b = appendJSONString(b, text)
+	b = jsonw.String(b, text)
 	return append(b, '}')
-}
-
-// appendJSONString appends s as a JSON string the way encoding/json
-// writes it: <, > and & escaped for HTML, U+2028 and U+2029 escaped, and
-// invalid UTF-8 replaced with U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
