@@ -45,7 +45,7 @@ func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.Pendin
 		return nil, fmt.Errorf("%w: the step's calls, held for approval, need a record of %d bytes with room for its decision, over the %d bytes one message may hold; send fewer or smaller calls per step",
 			protocol.ErrMalformed, need, budget)
 	}
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	_, err = kv.Create(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data)
 	if err == nil {
 		return nil, nil
@@ -86,7 +86,7 @@ func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
 	m.Header.Set(headerScheduleTarget, protocol.ApprovalTimeoutSubject(p.AgentID, p.TurnID, p.Step))
 	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".timer")
 	m.Data = []byte(`{}`)
-	if err := s.Pub.publish(ctx, m); err != nil {
+	if err := s.Pub.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("scheduling the pending step's timeout: %w", err)
 	}
 	ev := p.Event()
@@ -112,7 +112,7 @@ func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
 // PendingStep reads a pending step's record and its revision; nil when
 // there is none.
 func (s *TurnState) PendingStep(ctx context.Context, agentID, turnID string, step int64) (*turn.PendingStep, uint64, error) {
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	e, err := kv.Get(ctx, PendingKey(agentID, turnID, step))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
@@ -134,7 +134,7 @@ func (s *TurnState) UpdatePending(ctx context.Context, p *turn.PendingStep, rev 
 	if err != nil {
 		return 0, err
 	}
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	next, err := kv.Update(ctx, PendingKey(p.AgentID, p.TurnID, p.Step), data, rev)
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		// A retried write whose first attempt landed reads as a conflict

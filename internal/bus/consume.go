@@ -132,6 +132,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return nil
 }
 
+// Handle runs the handler over one message and settles it as Run does
+// (acknowledged, dead-lettered, or delivered again after a backoff),
+// renewing its lease while the handler runs. It is Run's work for one
+// message, for an intake that pulls the messages itself (package
+// fairshare); ackWait and maxDeliver are the consumer's.
+func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
+	log := c.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c.handle(ctx, log, msg, ackWait, maxDeliver)
+}
+
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
 	// The lease is kept while a dead letter is stored too: its copy is
 	// retried, and the step must not go to another worker meanwhile.

@@ -85,7 +85,7 @@ func deadLetter(subject string, h nats.Header, data []byte, stream string, seq u
 		}
 	}
 	set := func(m *nats.Msg) {
-		m.Header.Set(protocol.HeaderDeadReason, headerValue(reason, maxDeadReason))
+		m.Header.Set(protocol.HeaderDeadReason, HeaderValue(reason, maxDeadReason))
 		m.Header.Set(protocol.HeaderDeadStreamSeq, strconv.FormatUint(seq, 10))
 		m.Header.Set(protocol.HeaderDeadStream, stream)
 		m.Header.Set(protocol.HeaderDeadSubject, subject)
@@ -114,8 +114,9 @@ func deadLetter(subject string, h nats.Header, data []byte, stream string, seq u
 	return out
 }
 
-// headerValue makes s a header value: on one line, at most n bytes.
-func headerValue(s string, n int) string {
+// HeaderValue makes s a header value: on one line, at most n bytes
+// (n counts the "…" that marks a cut).
+func HeaderValue(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r == '\r' || r == '\n' {
 			return ' '

@@ -46,10 +46,6 @@ import (
 // instead of losing its slots to the keys whose steps are held here, which
 // gave two keys of weights 1 and 3 down to half each.
 const (
-	// StreamBacklog holds the steps waiting for their key's share.
-	StreamBacklog = "TURN_BACKLOG"
-	// PrefixBacklog is its subjects' prefix: turn.backlog.<kind>.<token>.
-	PrefixBacklog = "turn.backlog"
 	// HeaderSubject is the subject a spilled step was published on.
 	HeaderSubject = "Turn-Subject"
 	// HeaderWeight is a spilled step's fairness weight.

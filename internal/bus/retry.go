@@ -370,8 +370,17 @@ func (r Retry) Watch(ctx context.Context, what string, start func(ctx context.Co
 	return err
 }
 
-// retry is p's policy as a Retry, for the requests that go with its
-// publishes (the claim's create and read).
-func (p *Publisher) retry() Retry {
+// Retry is p's policy as a Retry, for the requests that go with its
+// publishes (a claim's create and read, in package turnstate).
+func (p *Publisher) Retry() Retry {
 	return Retry{AttemptTimeout: p.AttemptTimeout, MaxElapsed: p.MaxElapsed, Logger: p.Logger}
+}
+
+// PublishMsg publishes m to a stream as the events are published:
+// confirmed by the server, and tried again while the failure is
+// transient. It is for writes whose bytes and headers the caller makes
+// (a call key of TURN_STATE, written as a message of its bucket's
+// stream); m's headers say what makes a retry that did land harmless.
+func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) error {
+	return p.publish(ctx, m)
 }

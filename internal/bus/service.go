@@ -197,7 +197,7 @@ func (d detachedRequest) Error(code, description string, data []byte, _ ...micro
 // respondError sends a micro error reply, its description (a header)
 // on one line and bounded, and logs a reply that could not be sent.
 func respondError(r errorResponder, log *slog.Logger, code, description string) {
-	if err := r.Error(code, headerValue(description, protocol.MaxErrorBytes), nil); err != nil {
+	if err := r.Error(code, HeaderValue(description, protocol.MaxErrorBytes), nil); err != nil {
 		log.Error("sending an error reply failed", "code", code, "err", err)
 	}
 }

@@ -14,6 +14,15 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
+// The fair share's stream (package fairshare moves steps there and
+// serves them from it); this worker's own, not the protocol's.
+const (
+	// StreamBacklog holds the steps waiting for their key's share.
+	StreamBacklog = "TURN_BACKLOG"
+	// PrefixBacklog is its subjects' prefix: turn.backlog.<kind>.<token>.
+	PrefixBacklog = "turn.backlog"
+)
+
 // Topology is how the protocol's streams, consumers and buckets are laid
 // out on the server. The zero value of each field takes the default.
 type Topology struct {

@@ -98,7 +98,7 @@ func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcom
 	if err != nil {
 		return nil, err
 	}
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	for attempt := 1; ; attempt++ {
 		e, err := s.create(ctx, key, data)
 		if err != nil || e == nil {
@@ -135,10 +135,10 @@ func (s *TurnState) create(ctx context.Context, key string, value []byte) (jetst
 	// else goes to KV.Create, which also creates a key that was deleted.
 	m := s.msg(key, value)
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
-	if s.Pub.publish(ctx, m) == nil {
+	if s.Pub.PublishMsg(ctx, m) == nil {
 		return nil, nil
 	}
-	kv := s.Pub.retry().KV(s.Pub.JS, s.KV)
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	for attempt := 1; ; attempt++ {
 		_, err := kv.Create(ctx, key, value)
 		if err == nil {
@@ -180,7 +180,7 @@ func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome
 	if err != nil {
 		return err
 	}
-	return s.Pub.publish(ctx, s.msg(key, data))
+	return s.Pub.PublishMsg(ctx, s.msg(key, data))
 }
 
 // msg is a write of a call key, as KV.Put makes it for a bucket of this
@@ -204,7 +204,7 @@ type cancelMark struct {
 func (s *TurnState) MarkCancelled(ctx context.Context, agentID, turnID, reason string) error {
 	s.Remember(agentID, turnID, reason)
 	data, _ := json.Marshal(cancelMark{Reason: reason})
-	_, err := s.Pub.retry().KV(s.Pub.JS, s.KV).Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
+	_, err := s.Pub.Retry().KV(s.Pub.JS, s.KV).Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
 	return err
 }
 
