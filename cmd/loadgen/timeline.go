@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/fairshare"
 )
 
 // The stages of a quiet step's timeline, in order: published by the
@@ -36,16 +36,16 @@ type timeline struct {
 
 func newTimeline() *timeline { return &timeline{steps: map[string]*[tlStages]time.Time{}} }
 
-// stage is the workers' bus.Fair.Stage: it keeps only the quiet steps
-// the timeline was told were published.
+// stage is the workers' fairshare.Intake.Stage: it keeps only the quiet
+// steps the timeline was told were published.
 func (t *timeline) stage(stage, subject string) {
 	var i int
 	switch stage {
-	case bus.StageTaken:
+	case fairshare.StageTaken:
 		i = tlTaken
-	case bus.StageStarted:
+	case fairshare.StageStarted:
 		i = tlStarted
-	case bus.StageHandled:
+	case fairshare.StageHandled:
 		i = tlHandled
 	default:
 		return

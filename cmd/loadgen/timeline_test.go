@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/fairshare"
 )
 
 // The timeline keeps only quiet steps it was told were published, and
@@ -18,8 +18,8 @@ func TestTimelineReport(t *testing.T) {
 			tl.mark(key, s, t0.Add(time.Duration((i+1)*s)*time.Millisecond))
 		}
 	}
-	tl.stage(bus.StageTaken, "turn.call.burst.x") // not a quiet step: ignored
-	tl.mark("quiet-2.c", tlDone, t0)              // never published: ignored
+	tl.stage(fairshare.StageTaken, "turn.call.burst.x") // not a quiet step: ignored
+	tl.mark("quiet-2.c", tlDone, t0)                    // never published: ignored
 	r := tl.report()
 	if r.N != 2 || r.Slow != 1 {
 		t.Fatalf("n=%d slow=%d, want 2 and 1", r.N, r.Slow)

@@ -21,6 +21,9 @@ const (
 	StreamBacklog = "TURN_BACKLOG"
 	// PrefixBacklog is its subjects' prefix: turn.backlog.<kind>.<token>.
 	PrefixBacklog = "turn.backlog"
+	// HeaderSubject is the subject a step moved to TURN_BACKLOG was
+	// published on: its dead letter is filed under it.
+	HeaderSubject = "Turn-Subject"
 )
 
 // Topology is how the protocol's streams, consumers and buckets are laid

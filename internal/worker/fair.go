@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/fairshare"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 )
 
@@ -37,7 +38,7 @@ func (w *Worker) FairKeys(ctx context.Context) []telemetry.FairKey {
 			get(s.Key).Held = int64(s.Queued)
 		}
 		if err == nil {
-			if counts, err := bus.BacklogCounts(ctx, backlog, f.Kind); err == nil {
+			if counts, err := fairshare.BacklogCounts(ctx, backlog, f.Kind); err == nil {
 				for k, n := range counts {
 					get(k).Backlog = int64(n)
 				}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/fairshare"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry"
@@ -47,7 +48,7 @@ type Config struct {
 	// bytes, per work stream (0: 64 MiB).
 	HoldSteps, HoldBytes int
 	// FairStage, when set, is told when a main-turn step reaches each of
-	// the intake's stages (bus.Fair.Stage): timelines for loadgen.
+	// the intake's stages (fairshare.Intake.Stage): timelines for loadgen.
 	FairStage func(stage, subject string)
 	// Grace is how long a stop waits for running steps (30 s).
 	Grace time.Duration
@@ -186,7 +187,7 @@ type Worker struct {
 	tasks      TaskTurns
 	meter      *telemetry.Metrics
 	// fair are the fair-share consumers of main and task turns.
-	fair []*bus.Fair
+	fair []*fairshare.Intake
 }
 
 // New sets up the protocol's streams, consumers and buckets and returns a
@@ -254,16 +255,16 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		// A runner of its own (a Dispatcher is not copied once made).
 		w.taskRunner = newRunner(taskMeter{Emitter: w.pub, m: meter})
 	}
-	// Steps are served fairly per key (bus.Fair).
-	w.fair = []*bus.Fair{{
-		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: bus.KindCall, Topology: w.cfg.Topology,
+	// Steps are served fairly per key (fairshare.Intake).
+	w.fair = []*fairshare.Intake{{
+		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: fairshare.KindCall, Topology: w.cfg.Topology,
 		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
 		HoldSteps: w.cfg.HoldSteps, HoldBytes: w.cfg.HoldBytes, Stage: w.cfg.FairStage,
 		Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
 	if w.tasks != nil {
-		w.fair = append(w.fair, &bus.Fair{
-			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Kind: bus.KindTask, Topology: w.cfg.Topology,
+		w.fair = append(w.fair, &fairshare.Intake{
+			JS: w.js, Stream: protocol.StreamTasks, Durable: protocol.ConsumerTasks, Kind: fairshare.KindTask, Topology: w.cfg.Topology,
 			Handler: w.handleTaskStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.TaskConcurrency, KeySteps: w.cfg.KeyTaskSteps,
 			HoldBytes: w.cfg.HoldBytes,
 			Grace:     w.cfg.Grace, Meter: w.stepMeter(),

@@ -1,4 +1,4 @@
-package bus
+package fairshare
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 type fairRig struct {
 	t    testing.TB
 	js   jetstream.JetStream
-	topo Topology
+	topo bus.Topology
 	urls string
 
 	mu      sync.Mutex
@@ -60,10 +61,10 @@ func newFairRig(t testing.TB, replicas int) *fairRig {
 	}
 	r.js = js
 	// Retries 50 ms apart: TestFairBacklogRetryAndDeadLetter retries once.
-	r.topo = Topology{Replicas: replicas, Storage: jetstream.MemoryStorage, AckWait: 5 * time.Second, RetryDelay: 50 * time.Millisecond}.WithDefaults()
+	r.topo = bus.Topology{Replicas: replicas, Storage: jetstream.MemoryStorage, AckWait: 5 * time.Second, RetryDelay: 50 * time.Millisecond}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := Setup(ctx, js, r.topo); err != nil {
+	if err := bus.Setup(ctx, js, r.topo); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -91,14 +92,14 @@ func (r *fairRig) publish(agent, key string, weight float64, n int) {
 
 // fair is a fair consumer of TURN_CALLS whose handler records the step
 // and then runs do.
-func (r *fairRig) fair(js jetstream.JetStream, concurrency, keySteps int, do func(subject string) error) *Fair {
-	return &Fair{
+func (r *fairRig) fair(js jetstream.JetStream, concurrency, keySteps int, do func(subject string) error) *Intake {
+	return &Intake{
 		JS: js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: KindCall, Topology: r.topo,
 		Concurrency: concurrency, KeySteps: keySteps, Grace: 5 * time.Second, Discover: 50 * time.Millisecond,
-		Dead:   &DeadLetters{JS: js, Pub: &Publisher{JS: js}},
+		Dead:   &bus.DeadLetters{JS: js, Pub: &bus.Publisher{JS: js}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Handler: func(ctx context.Context, msg jetstream.Msg) error {
-			key, _ := FairKeyOf(msg.Subject(), msg.Data())
+			key, _ := KeyOf(msg.Subject(), msg.Data())
 			turnID := strings.Split(msg.Subject(), ".")[3]
 			n := turnID[strings.LastIndexByte(turnID, '-')+1:]
 			r.mu.Lock()
@@ -110,7 +111,7 @@ func (r *fairRig) fair(js jetstream.JetStream, concurrency, keySteps int, do fun
 	}
 }
 
-func (r *fairRig) run(f *Fair) (stop func()) {
+func (r *fairRig) run(f *Intake) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -298,7 +299,7 @@ func TestFairBacklogRetryAndDeadLetter(t *testing.T) {
 				return errors.New("transient")
 			}
 		case protocol.Subject(protocol.PrefixCall, "hog", "hog-15"):
-			return &DeadLetter{Reason: "never"}
+			return &bus.DeadLetter{Reason: "never"}
 		}
 		return nil
 	})
@@ -348,7 +349,7 @@ func FuzzFairKeyOf(f *testing.F) {
 	f.Add("turn.call.a", []byte(`{"context":{"fairness":null}}`))
 	f.Add("turn.call.a.t", []byte(`{"context":{"fairness":"x"}}`))
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
-		key, w := FairKeyOf(subject, data)
+		key, w := KeyOf(subject, data)
 		if key != "_" && !protocol.ValidFairKey(key) {
 			t.Fatalf("key %q", key)
 		}
@@ -381,14 +382,14 @@ func TestFairClaimOfATakenBacklogIsGivenBack(t *testing.T) {
 	r := newFairRig(t, 1)
 	ctx := context.Background()
 	m := nats.NewMsg(BacklogSubject(KindCall, "x"))
-	m.Header.Set(HeaderSubject, protocol.Subject(protocol.PrefixCall, "x", "x-0"))
+	m.Header.Set(bus.HeaderSubject, protocol.Subject(protocol.PrefixCall, "x", "x-0"))
 	m.Header.Set(HeaderWeight, "1")
 	m.Data = []byte(`{"agent_id":"x","turn_id":"x-0","step":0,"context":{"kind":"text"},"output":[]}`)
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	// Another worker's fetch, not acknowledged: the step runs there.
-	other, err := r.js.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
+	other, err := r.js.CreateOrUpdateConsumer(ctx, bus.StreamBacklog, jetstream.ConsumerConfig{
 		Durable: BacklogDurable(KindCall, "x"), FilterSubject: BacklogSubject(KindCall, "x"),
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: r.topo.AckWait, MaxDeliver: r.topo.MaxDeliver,
 		MaxAckPending: r.topo.MaxAckPending, MemoryStorage: true, InactiveThreshold: time.Hour,

@@ -1,4 +1,4 @@
-package bus
+package fairshare
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -46,8 +47,6 @@ import (
 // instead of losing its slots to the keys whose steps are held here, which
 // gave two keys of weights 1 and 3 down to half each.
 const (
-	// HeaderSubject is the subject a spilled step was published on.
-	HeaderSubject = "Turn-Subject"
 	// HeaderWeight is a spilled step's fairness weight.
 	HeaderWeight = "Turn-Fair-Weight"
 	// HeaderDelivered is how often a spilled step had been delivered
@@ -69,7 +68,7 @@ func BacklogKey(token string) string { return strings.ReplaceAll(token, "~", "."
 
 // BacklogSubject is the subject of key's spilled steps of kind.
 func BacklogSubject(kind, key string) string {
-	return PrefixBacklog + "." + kind + "." + BacklogToken(key)
+	return bus.PrefixBacklog + "." + kind + "." + BacklogToken(key)
 }
 
 // BacklogDurable is the name of key's backlog consumer: a digest, since
@@ -79,11 +78,11 @@ func BacklogDurable(kind, key string) string {
 	return "backlog-" + kind + "-" + hex.EncodeToString(sum[:12])
 }
 
-// FairKeyOf reads a step's fairness key and weight from its subject
+// KeyOf reads a step's fairness key and weight from its subject
 // (prefix.<agent>.<turn>) and payload, cheaply: the payload is decoded
 // only when it names a fairness. A malformed fairness counts as the
 // agent's own share; the handler dead-letters the step.
-func FairKeyOf(subject string, data []byte) (string, float64) {
+func KeyOf(subject string, data []byte) (string, float64) {
 	agent := "_"
 	if a, ok := agentToken(subject); ok && protocol.ValidFairKey(a) {
 		agent = a
@@ -122,17 +121,17 @@ func agentToken(subject string) (string, bool) {
 	return a, true
 }
 
-// Fair runs a handler over a work stream with a fair share per key: see
-// the package comment above StreamBacklog.
-type Fair struct {
+// Intake runs a handler over a work stream with a fair share per key:
+// see the comment above HeaderWeight.
+type Intake struct {
 	JS jetstream.JetStream
 	// Stream and Durable are the work stream and its intake consumer.
 	Stream, Durable string
 	// Kind is the backlog subjects' kind token (KindCall, KindTask).
 	Kind     string
-	Topology Topology
-	Handler  Handler
-	Dead     *DeadLetters
+	Topology bus.Topology
+	Handler  bus.Handler
+	Dead     *bus.DeadLetters
 	Logger   *slog.Logger
 	// Concurrency bounds the steps handled at once (256).
 	Concurrency int
@@ -145,7 +144,7 @@ type Fair struct {
 	// consumer's MaxAckPending must leave room for them.
 	HoldSteps, HoldBytes int
 	Grace                time.Duration
-	Meter                StepMeter
+	Meter                bus.StepMeter
 	// Discover is how often the backlog's keys are listed, to find keys
 	// other workers spilled (250 ms).
 	Discover time.Duration
@@ -167,7 +166,7 @@ type Fair struct {
 	vtime float64
 	stop  bool
 	work  chan fairItem
-	inner Consumer
+	inner bus.Consumer
 	// held and heldBytes count the intake's steps queued here.
 	held, heldBytes int
 }
@@ -231,14 +230,14 @@ func (m backlogMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &c, nil
 }
 
-// The stages Fair.Stage is told of.
+// The stages Intake.Stage is told of.
 const (
 	StageTaken   = "taken"
 	StageStarted = "started"
 	StageHandled = "handled"
 )
 
-// DefaultPull is Fair.Pull's default.
+// DefaultPull is Intake.Pull's default.
 const DefaultPull = 512
 
 // claimWait is how long a claimed slot waits for its key's next step.
@@ -250,14 +249,14 @@ const claimWait = 100 * time.Millisecond
 // whose steps happen to be here. The cost: a key whose backlog is all
 // running on other workers (its subject count is not zero) may, after a
 // discovery, hold up to its share of the slots idle for claimWait.
-func (f *Fair) maxClaims() int { return f.KeySteps }
+func (f *Intake) maxClaims() int { return f.KeySteps }
 
 // ahead is how many of a key's backlog steps are fetched here beyond its
 // claims (128): enough that a key's supply covers its share while a fetch
 // is on its way on a loaded cluster (a read-ahead of its slot bound, or of
 // 16, held each key to one batch per fetch round trip there: 0.6 to 0.69
 // for a key of weight 3 against 1).
-func (f *Fair) ahead() int { return 128 }
+func (f *Intake) ahead() int { return 128 }
 
 // KeyStat is one key's share on this worker, for operators.
 type KeyStat struct {
@@ -269,7 +268,7 @@ type KeyStat struct {
 
 // Stats are the keys with steps running or fetched here, busiest first,
 // at most n.
-func (f *Fair) Stats(n int) []KeyStat {
+func (f *Intake) Stats(n int) []KeyStat {
 	f.mu.Lock()
 	out := make([]KeyStat, 0, len(f.keys))
 	for _, k := range f.keys {
@@ -287,7 +286,7 @@ func (f *Fair) Stats(n int) []KeyStat {
 	return out[:min(n, len(out))]
 }
 
-func (f *Fair) log() *slog.Logger {
+func (f *Intake) log() *slog.Logger {
 	if f.Logger != nil {
 		return f.Logger
 	}
@@ -296,7 +295,7 @@ func (f *Fair) log() *slog.Logger {
 
 // Run serves until ctx ends, then stops pulling, hands back what was
 // fetched, lets running handlers finish within Grace, and returns.
-func (f *Fair) Run(ctx context.Context) error {
+func (f *Intake) Run(ctx context.Context) error {
 	log := f.log()
 	f.Topology = f.Topology.WithDefaults()
 	n := f.Concurrency
@@ -325,15 +324,15 @@ func (f *Fair) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("consumer %s > %s: %w", f.Stream, f.Durable, err)
 	}
-	backlog, err := f.JS.Stream(ctx, StreamBacklog)
+	backlog, err := f.JS.Stream(ctx, bus.StreamBacklog)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("stream %s: %w", StreamBacklog, err)
+		return fmt.Errorf("stream %s: %w", bus.StreamBacklog, err)
 	}
 	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
-	f.inner = Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
+	f.inner = bus.Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Logger: f.Logger, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
 	// Stats (the operators' metrics and micro stats) may already read the
 	// keys: set them under the lock.
 	f.mu.Lock()
@@ -351,7 +350,7 @@ func (f *Fair) Run(ctx context.Context) error {
 				if f.Stage != nil {
 					f.Stage(StageStarted, it.msg.Subject())
 				}
-				f.inner.handle(work, log, it.msg, ackWait, maxDeliver)
+				f.inner.Handle(work, it.msg, ackWait, maxDeliver)
 				if f.Stage != nil {
 					f.Stage(StageHandled, it.msg.Subject())
 				}
@@ -397,7 +396,7 @@ func (f *Fair) Run(ctx context.Context) error {
 	case <-done:
 	case <-time.After(f.Grace):
 		log.Warn("grace period over; abandoning running steps, they will be delivered again", "stream", f.Stream)
-		abandon(ErrShutdown)
+		abandon(bus.ErrShutdown)
 		<-done
 	}
 	return err
@@ -409,7 +408,7 @@ func (f *Fair) Run(ctx context.Context) error {
 // be taken in first), so it does only what cannot wait for the step's
 // turn: read the key, queue it, and wake the dispatcher only when that
 // step can start at once.
-func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) error {
+func (f *Intake) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) error {
 	log := f.log()
 	// Consume rather than Messages: the iterator's Next arms and stops a
 	// heartbeat timer per step, the callback only resets one.
@@ -440,7 +439,7 @@ func (f *Fair) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.Wai
 }
 
 // take queues one step from the work stream under its key, or spills it.
-func (f *Fair) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) {
+func (f *Intake) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) {
 	if ctx.Err() != nil {
 		_ = msg.Nak()
 		return
@@ -449,7 +448,7 @@ func (f *Fair) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) 
 	if f.Stage != nil {
 		f.Stage(StageTaken, subject)
 	}
-	key, weight := FairKeyOf(subject, data)
+	key, weight := KeyOf(subject, data)
 	size := len(data) + len(subject)
 	now := time.Now()
 	f.mu.Lock()
@@ -480,7 +479,7 @@ func (f *Fair) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup) 
 }
 
 // key returns key's state, made on first use. f.mu is held.
-func (f *Fair) key(key string) *fairKey {
+func (f *Intake) key(key string) *fairKey {
 	k := f.keys[key]
 	if k == nil {
 		k = &fairKey{key: key, weight: 1, pass: f.vtime}
@@ -490,7 +489,7 @@ func (f *Fair) key(key string) *fairKey {
 }
 
 // spill publishes msg to the backlog and acknowledges it once stored.
-func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstream.Msg, bg *sync.WaitGroup) {
+func (f *Intake) spill(ctx context.Context, k *fairKey, weight float64, msg jetstream.Msg, bg *sync.WaitGroup) {
 	md, err := msg.Metadata()
 	if err != nil {
 		f.spilled(k, false)
@@ -501,7 +500,7 @@ func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstr
 	for h, v := range msg.Headers() {
 		m.Header[h] = v
 	}
-	m.Header.Set(HeaderSubject, msg.Subject())
+	m.Header.Set(bus.HeaderSubject, msg.Subject())
 	m.Header.Set(HeaderWeight, strconv.FormatFloat(weight, 'g', -1, 64))
 	m.Header.Set(HeaderDelivered, strconv.FormatUint(md.NumDelivered, 10))
 	// Derived from the step's place in its stream: a spill repeated after
@@ -529,14 +528,14 @@ func (f *Fair) spill(ctx context.Context, k *fairKey, weight float64, msg jetstr
 	})
 }
 
-func (f *Fair) spillFailed(k *fairKey, msg jetstream.Msg, err error) {
+func (f *Intake) spillFailed(k *fairKey, msg jetstream.Msg, err error) {
 	f.spilled(k, false)
 	f.log().Warn("spilling a step to the backlog failed; it will be delivered again", "subject", msg.Subject(), "err", err)
 	_ = msg.NakWithDelay(time.Second)
 }
 
 // spilled records a spill's end and, once stored, has the key fed.
-func (f *Fair) spilled(k *fairKey, stored bool) {
+func (f *Intake) spilled(k *fairKey, stored bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k.pending--
@@ -547,7 +546,7 @@ func (f *Fair) spilled(k *fairKey, stored bool) {
 }
 
 // release gives key's claimed slots back. f.mu is held.
-func (f *Fair) release(k *fairKey) {
+func (f *Intake) release(k *fairKey) {
 	k.dry = true
 	if k.claims == 0 {
 		return
@@ -559,7 +558,7 @@ func (f *Fair) release(k *fairKey) {
 }
 
 // feed starts key's feeder unless it runs. f.mu is held.
-func (f *Fair) feed(k *fairKey) {
+func (f *Intake) feed(k *fairKey) {
 	if k.feeding || f.stop {
 		return
 	}
@@ -570,7 +569,7 @@ func (f *Fair) feed(k *fairKey) {
 
 // feeder fetches key's backlog into its queue until the backlog is empty
 // and no spill of it is under way.
-func (f *Fair) feeder(k *fairKey) {
+func (f *Intake) feeder(k *fairKey) {
 	log := f.log()
 	ctx := context.Background()
 	quiet := 0
@@ -623,10 +622,10 @@ func (f *Fair) feeder(k *fairKey) {
 // an empty backlog may be one that spills fill more slowly than the key's
 // share drains it, and a claim given back at once would hand the key's
 // share to the keys whose steps are held here.
-func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, error) {
+func (f *Intake) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, error) {
 	if k.cons == nil {
 		t := f.Topology
-		c, err := f.JS.CreateOrUpdateConsumer(ctx, StreamBacklog, jetstream.ConsumerConfig{
+		c, err := f.JS.CreateOrUpdateConsumer(ctx, bus.StreamBacklog, jetstream.ConsumerConfig{
 			Durable: BacklogDurable(f.Kind, k.key), FilterSubject: BacklogSubject(f.Kind, k.key),
 			AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 			AckWait: t.AckWait, MaxDeliver: t.MaxDeliver, MaxAckPending: t.MaxAckPending,
@@ -656,7 +655,7 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, er
 	got := 0
 	for m := range batch.Messages() {
 		got++
-		subject := m.Headers().Get(HeaderSubject)
+		subject := m.Headers().Get(bus.HeaderSubject)
 		w, _ := strconv.ParseFloat(m.Headers().Get(HeaderWeight), 64)
 		// A bad count (a hand-published step) counts as none.
 		before, _ := strconv.ParseUint(m.Headers().Get(HeaderDelivered), 10, 64)
@@ -688,7 +687,7 @@ func (f *Fair) fetch(ctx context.Context, k *fairKey, n int, wait bool) (int, er
 // cannot claim a share for its idle time). A key that wins with nothing
 // queued here has the slot claimed; its fetched steps fill its claims
 // first.
-func (f *Fair) dispatch() {
+func (f *Intake) dispatch() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
@@ -739,7 +738,7 @@ func (f *Fair) dispatch() {
 
 // take1 hands key's first queued step to a worker goroutine, its slot
 // already counted. f.mu is held; it is released while the step is handed.
-func (f *Fair) take1(k *fairKey) {
+func (f *Intake) take1(k *fairKey) {
 	q := k.queue[0]
 	k.queue[0] = queued{}
 	k.queue = k.queue[1:]
@@ -758,7 +757,7 @@ func (f *Fair) take1(k *fairKey) {
 
 // gc forgets keys with nothing here, so that a stream of one-off agents
 // does not grow the map. f.mu is held.
-func (f *Fair) gc() {
+func (f *Intake) gc() {
 	if len(f.keys) < 1024 {
 		return
 	}
@@ -771,7 +770,7 @@ func (f *Fair) gc() {
 
 // discover lists the backlog's keys of this kind, to serve the keys other
 // workers spilled.
-func (f *Fair) discover(ctx context.Context, backlog jetstream.Stream, bg *sync.WaitGroup) {
+func (f *Intake) discover(ctx context.Context, backlog jetstream.Stream, bg *sync.WaitGroup) {
 	t := time.NewTicker(f.Discover)
 	defer t.Stop()
 	for {
@@ -803,7 +802,7 @@ func (f *Fair) discover(ctx context.Context, backlog jetstream.Stream, bg *sync.
 // the stream's subject counts (what `nats stream subjects TURN_BACKLOG`
 // shows).
 func BacklogCounts(ctx context.Context, backlog jetstream.Stream, kind string) (map[string]uint64, error) {
-	prefix := PrefixBacklog + "." + kind + "."
+	prefix := bus.PrefixBacklog + "." + kind + "."
 	info, err := backlog.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
 	if err != nil {
 		return nil, err
@@ -818,16 +817,16 @@ func BacklogCounts(ctx context.Context, backlog jetstream.Stream, kind string) (
 // handler is f.Handler, with the deliveries a spilled step had before its
 // spill counted against maxDeliver: a step that fails on its last delivery
 // from the backlog is dead-lettered rather than delivered again.
-func (f *Fair) handler(maxDeliver int) Handler {
+func (f *Intake) handler(maxDeliver int) bus.Handler {
 	return func(ctx context.Context, msg jetstream.Msg) error {
 		err := f.Handler(ctx, msg)
 		bm, ok := msg.(backlogMsg)
-		var dl *DeadLetter
+		var dl *bus.DeadLetter
 		if err == nil || !ok || bm.before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
 			return err
 		}
 		if md, mdErr := bm.Metadata(); mdErr == nil && md.NumDelivered >= uint64(maxDeliver) {
-			return &DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", md.NumDelivered, bm.before, StreamBacklog, err)}
+			return &bus.DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", md.NumDelivered, bm.before, bus.StreamBacklog, err)}
 		}
 		return err
 	}
@@ -836,7 +835,7 @@ func (f *Fair) handler(maxDeliver int) Handler {
 // renew keeps the leases of the steps queued here: every sixth of the ack
 // wait, each one whose lease is a third of the ack wait old is told to the
 // server as in progress (one message each, not waited for).
-func (f *Fair) renew(ctx context.Context, ackWait time.Duration) {
+func (f *Intake) renew(ctx context.Context, ackWait time.Duration) {
 	every := max(ackWait/6, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -1,4 +1,4 @@
-package bus
+package fairshare
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -169,7 +170,7 @@ func TestFairSpilledDeliveriesCountOn(t *testing.T) {
 	subject := protocol.Subject(protocol.PrefixCall, "flaky", "flaky-0")
 	m := nats.NewMsg(BacklogSubject(KindCall, "flaky"))
 	m.Data = []byte(`{"agent_id":"flaky","turn_id":"flaky-0","step":0,"context":{"kind":"text"},"output":[]}`)
-	m.Header.Set(HeaderSubject, subject)
+	m.Header.Set(bus.HeaderSubject, subject)
 	m.Header.Set(HeaderWeight, "1")
 	m.Header.Set(HeaderDelivered, "4")
 	if _, err := r.js.PublishMsg(ctx, m); err != nil {
@@ -209,7 +210,7 @@ func waitEmpty(t *testing.T, r *fairRig) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		calls, _ := r.js.Stream(ctx, protocol.StreamCalls)
-		backlog, _ := r.js.Stream(ctx, StreamBacklog)
+		backlog, _ := r.js.Stream(ctx, bus.StreamBacklog)
 		ci, _ := calls.Info(ctx)
 		bi, _ := backlog.Info(ctx)
 		if ci.State.Msgs == 0 && bi.State.Msgs == 0 {
