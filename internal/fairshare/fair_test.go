@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -429,21 +430,73 @@ func TestFairClaimOfATakenBacklogIsGivenBack(t *testing.T) {
 }
 
 // Stats may be asked (by micro stats or the metrics) while Run is still
-// setting up: under -race, a read of the keys unguarded by the lock
-// fails here.
+// setting up and while it serves. Every answer is consistent: key "a"
+// alone, of weight 1, its counts within the key's bound and adding up to
+// at most the three steps published. Once the three are in, the answer
+// is complete: two running (the key's bound) and one queued; once they
+// are handled, the key is gone. Under -race, a read of the keys unguarded
+// by the lock fails here too.
 func TestFairStatsWhileRunStarts(t *testing.T) {
 	r := newFairRig(t, 1)
 	r.publish("a", "", 0, 3)
-	f := r.fair(r.js, 4, 2, sleepy(0))
-	done := make(chan struct{})
+	release := make(chan struct{})
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	f := r.fair(r.js, 4, 2, func(string) error { <-release; return nil })
+	// check reports the first inconsistent answer, and says whether
+	// the answer was consistent.
+	check := func(stats []KeyStat) bool {
+		ok := len(stats) <= 1
+		for _, s := range stats {
+			ok = ok && s.Key == "a" && s.Weight == 1 && s.InFlight >= 0 && s.InFlight <= 2 && s.Queued >= 0 &&
+				s.InFlight+s.Queued >= 1 && s.InFlight+s.Queued <= 3
+		}
+		if !ok {
+			t.Errorf("inconsistent stats %+v: want key a alone, of weight 1, at most 2 in flight of the 3 steps", stats)
+		}
+		return ok
+	}
+	// A reader from before Run starts until the complete answer is seen.
+	stopReading, read := make(chan struct{}), make(chan struct{})
+	stopReader := sync.OnceFunc(func() { close(stopReading); <-read })
+	defer stopReader()
 	go func() {
-		defer close(done)
-		for range 2000 {
-			_ = f.Stats(10)
+		defer close(read)
+		for {
+			select {
+			case <-stopReading:
+				return
+			default:
+			}
+			if !check(f.Stats(10)) {
+				return
+			}
+			runtime.Gosched()
 		}
 	}()
 	stop := r.run(f)
-	<-done
+	defer stop()
+	defer releaseAll() // before stop: a failed test does not leave handlers waiting
+	waitStats := func(what string, done func([]KeyStat) bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			s := f.Stats(10)
+			if !check(s) {
+				t.FailNow()
+			}
+			if done(s) {
+				return
+			}
+			if t.Failed() || time.Now().After(deadline) {
+				t.Fatalf("stats %+v, never %s", s, what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	want := KeyStat{Key: "a", Weight: 1, InFlight: 2, Queued: 1}
+	waitStats(fmt.Sprintf("%+v", want), func(s []KeyStat) bool { return len(s) == 1 && s[0] == want })
+	stopReader()
+	releaseAll()
 	r.waitHandled(3)
-	stop()
+	waitStats("empty once every step was handled", func(s []KeyStat) bool { return len(s) == 0 })
 }
