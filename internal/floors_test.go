@@ -18,7 +18,7 @@ var floors = [][]string{
 	{"internal/spans"},
 	{"internal/turn"},
 	{"internal/bus", "internal/telemetry", "tool/tooltest"},
-	{"internal/fairshare"},
+	{"internal/fairshare", "internal/turnstate"},
 	{"internal/category/", "internal/workflowtask"},
 	{"internal/worker"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -277,7 +277,7 @@ func cancelPending(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, o
 	}
 	undecided := 0
 	for i := range n {
-		e, err := kv.Get(ctx, bus.PendingKey(agent, fmt.Sprintf("%s-%d", run, i), 0))
+		e, err := kv.Get(ctx, turnstate.PendingKey(agent, fmt.Sprintf("%s-%d", run, i), 0))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}

@@ -19,7 +19,7 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// Publisher publishes the worker's events, and TurnState's writes of call
+// Publisher publishes the worker's events, and turnstate's writes of call
 // keys. JetStream publishes are confirmed by the server (the message is
 // stored) and retried with exponential backoff while the failure is
 // transient (no leader, a timeout, a reconnect); an event's message id,

@@ -13,8 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/protocol"
 )
 
 // lossy is a real bucket whose next writes lose their answer: the write
@@ -268,46 +266,5 @@ func TestRetryWatch(t *testing.T) {
 	}, func(jetstream.KeyValueEntry) error { return stop })
 	if !errors.Is(err, stop) || starts != 1 {
 		t.Fatalf("a reader's error: %v after %d starts, want it after 1", err, starts)
-	}
-}
-
-// TestClaimReadBehind: a claim whose write is refused as "wrong last
-// sequence" and whose read then misses the key (a replica behind, in a
-// leader change) claims again rather than failing the call.
-func TestClaimReadBehind(t *testing.T) {
-	t.Parallel()
-	s := natstest.Start(t)
-	js := s.JetStream(t)
-	ctx := context.Background()
-	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
-		t.Fatal(err)
-	}
-	real, err := js.KeyValue(ctx, protocol.BucketState)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lossy{KeyValue: real}
-	st := &TurnState{KV: l, Pub: &Publisher{JS: js}, Worker: "w1"}
-	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
-	// The first attempt's write landed and its answer was lost: the claim
-	// is tried again with its id.
-	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {
-		t.Fatalf("claim: %v, %v", o, err)
-	}
-	l.misses = 1
-	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {
-		t.Fatalf("the claim again, its first read missing the key: %v, %v", o, err)
-	}
-	l.misses = 1
-	if _, err := st.claim(ctx, ref, "theirs"); !errors.Is(err, turn.ErrClaimed) {
-		t.Fatalf("another claim, its first read missing the key: got %v, want ErrClaimed", err)
-	}
-	// However far behind the replicas are, the leader has the claim.
-	l.misses = 1 << 30
-	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {
-		t.Fatalf("the claim again, no replica having the key: %v, %v", o, err)
-	}
-	if _, err := st.claim(ctx, ref, "theirs"); !errors.Is(err, turn.ErrClaimed) {
-		t.Fatalf("another claim, no replica having the key: got %v, want ErrClaimed", err)
 	}
 }

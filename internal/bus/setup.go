@@ -46,7 +46,7 @@ type Topology struct {
 	MaxDeliver int
 	// MaxAckPending bounds the steps out with the fleet at once (65,536):
 	// running, and held by the workers' intakes for their key's share
-	// (Fair.HoldSteps, 32,768 a worker by default).
+	// (fairshare.Intake.HoldSteps, 32,768 a worker by default).
 	MaxAckPending int
 	// StateTTL is how long per-turn state lives in TURN_STATE (25 h: a
 	// step pending approval waits there, 24 h by default).

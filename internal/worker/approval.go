@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -133,7 +134,7 @@ func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64,
 		}
 		p.State, p.Resolution = turn.StateDecided, v
 		next, err := w.state.UpdatePending(ctx, p, rev)
-		if errors.Is(err, bus.ErrChanged) {
+		if errors.Is(err, turnstate.ErrChanged) {
 			continue
 		}
 		if err != nil {

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -159,7 +159,7 @@ func TestApprovalTimerOfAnExpiredRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Purge(context.Background(), bus.PendingKey("a1", "x1", 0)); err != nil {
+	if err := kv.Purge(context.Background(), turnstate.PendingKey("a1", "x1", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := dead.next().Header.Get(protocol.HeaderDeadReason); !strings.Contains(got, "step 0 of turn a1.x1 is not pending approval") {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -175,12 +176,12 @@ type Worker struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	log     *slog.Logger
-	state   *bus.TurnState
+	state   *turnstate.Store
 	pub     *bus.Publisher
 	dead    *bus.DeadLetters
 	cancels *turn.Cancels
 	// cancelWriter writes cancels' marks and notes off the subscription.
-	cancelWriter *bus.CancelWriter
+	cancelWriter *turnstate.CancelWriter
 	runner       *turn.Runner
 	// taskRunner is runner with task verdicts counted.
 	taskRunner *turn.Runner
@@ -214,9 +215,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	}
 	w := &Worker{cfg: cfg, nc: nc, js: js, log: log, tasks: tasks, cancels: turn.NewCancels()}
 	w.pub = &bus.Publisher{JS: js, Logger: log}
-	w.state = &bus.TurnState{KV: kv, Pub: w.pub, Worker: cfg.Name}
+	w.state = &turnstate.Store{KV: kv, Pub: w.pub, Worker: cfg.Name}
 	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
-	w.cancelWriter = &bus.CancelWriter{State: w.state, Log: log}
+	w.cancelWriter = &turnstate.CancelWriter{State: w.state, Log: log}
 	var meter *telemetry.Metrics
 	if cfg.Telemetry != nil {
 		meter = cfg.Telemetry.Metrics

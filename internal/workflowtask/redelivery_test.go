@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -57,7 +58,7 @@ func attempt(t *testing.T, h *harness, c protocol.Context, turnID string, step i
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := &bus.TurnState{KV: kv, Pub: &bus.Publisher{JS: h.js}, Worker: "test"}
+	state := &turnstate.Store{KV: kv, Pub: &bus.Publisher{JS: h.js}, Worker: "test"}
 	rec := &recorder{}
 	r := &turn.Runner{Dispatcher: turn.Dispatcher{Journal: state}, Emitter: rec, State: state}
 	svc := workflowtask.New(h.js, workflowtask.Config{Events: rec, Logger: workertest.Logger()})

@@ -1,4 +1,4 @@
-package bus
+package turnstate
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func PendingKey(agentID, turnID string, step int64) string {
 }
 
 // Hold implements turn.Approvals with a create-only write.
-func (s *TurnState) Hold(ctx context.Context, p *turn.PendingStep) (*turn.PendingStep, error) {
+func (s *Store) Hold(ctx context.Context, p *turn.PendingStep) (*turn.PendingStep, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func verdictRoom(p *turn.PendingStep) int {
 // Announce implements turn.Approvals: the step's timer, then its
 // step.pending event, each with its message id, so that announcing again
 // stores nothing new.
-func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
+func (s *Store) Announce(ctx context.Context, p *turn.PendingStep) error {
 	m := nats.NewMsg(protocol.ApprovalTimerSubject(p.AgentID, p.TurnID, p.Step))
 	m.Header.Set(headerSchedule, "@at "+p.ExpiresAt.UTC().Format(time.RFC3339))
 	m.Header.Set(headerScheduleTarget, protocol.ApprovalTimeoutSubject(p.AgentID, p.TurnID, p.Step))
@@ -111,7 +111,7 @@ func (s *TurnState) Announce(ctx context.Context, p *turn.PendingStep) error {
 
 // PendingStep reads a pending step's record and its revision; nil when
 // there is none.
-func (s *TurnState) PendingStep(ctx context.Context, agentID, turnID string, step int64) (*turn.PendingStep, uint64, error) {
+func (s *Store) PendingStep(ctx context.Context, agentID, turnID string, step int64) (*turn.PendingStep, uint64, error) {
 	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
 	e, err := kv.Get(ctx, PendingKey(agentID, turnID, step))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -129,7 +129,7 @@ func (s *TurnState) PendingStep(ctx context.Context, agentID, turnID string, ste
 
 // UpdatePending writes p over the revision rev was read at, and returns
 // the new revision; ErrChanged when the record changed meanwhile.
-func (s *TurnState) UpdatePending(ctx context.Context, p *turn.PendingStep, rev uint64) (uint64, error) {
+func (s *Store) UpdatePending(ctx context.Context, p *turn.PendingStep, rev uint64) (uint64, error) {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return 0, err
@@ -146,7 +146,7 @@ func (s *TurnState) UpdatePending(ctx context.Context, p *turn.PendingStep, rev 
 
 // PendingSteps lists the steps of a turn that have a pending-step record
 // (in any state).
-func (s *TurnState) PendingSteps(ctx context.Context, agentID, turnID string) ([]int64, error) {
+func (s *Store) PendingSteps(ctx context.Context, agentID, turnID string) ([]int64, error) {
 	lister, err := s.KV.ListKeysFiltered(ctx, "approval."+agentID+"."+turnID+".*")
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (s *TurnState) PendingSteps(ctx context.Context, agentID, turnID string) ([
 
 // StopTimer removes a decided step's timer, so that it does not fire. A
 // timer that fires anyway finds the step decided and is ignored.
-func (s *TurnState) StopTimer(ctx context.Context, p *turn.PendingStep) error {
+func (s *Store) StopTimer(ctx context.Context, p *turn.PendingStep) error {
 	st, err := s.Pub.JS.Stream(ctx, protocol.StreamApprovals)
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func (s *TurnState) StopTimer(ctx context.Context, p *turn.PendingStep) error {
 // cancelled, so that one worker finishes its pending steps (aborted)
 // although no worker runs them. Every worker that hears the cancel
 // publishes the same message id: one note is stored.
-func (s *TurnState) NoteCancel(ctx context.Context, agentID, turnID, reason string) error {
+func (s *Store) NoteCancel(ctx context.Context, agentID, turnID, reason string) error {
 	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, agentID, turnID),
 		agentID+"."+turnID+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
 }

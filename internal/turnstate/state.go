@@ -1,4 +1,4 @@
-package bus
+package turnstate
 
 import (
 	"context"
@@ -14,17 +14,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// TurnState keeps per-turn and per-call state in the TURN_STATE bucket:
+// Store keeps per-turn and per-call state in the TURN_STATE bucket:
 // call claims and stored outcomes (the journal that makes calls
 // effectively-once), cancel marks, and the deferred tools a turn loaded.
-type TurnState struct {
+type Store struct {
 	KV jetstream.KeyValue
 	// Pub writes call keys, with its retries and attempt timeout.
-	Pub *Publisher
+	Pub *bus.Publisher
 	// Worker names this worker in claims, for operators reading the bucket.
 	Worker string
 
@@ -52,7 +53,7 @@ func (rec *callRecord) reused(ref turn.CallRef) bool {
 }
 
 // Claim implements turn.Journal with a create-only write.
-func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+func (s *Store) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
 	// The claim carries its own id: when a write is retried after its
 	// acknowledgement was lost, the key holds this very claim, which is
 	// not an earlier attempt's.
@@ -63,7 +64,7 @@ func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome,
 // and then cannot read it.
 const claimAttempts = 5
 
-func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
+func (s *Store) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	claim, _ := (&callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest}).encode()
 	e, err := s.create(ctx, key, claim)
@@ -88,11 +89,11 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 
 // Record implements turn.Recorder: a read-only call's outcome, stored
 // with one create-only write once the call ran, and no claim before.
-func (s *TurnState) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcome) (*turn.Outcome, error) {
+func (s *Store) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcome) (*turn.Outcome, error) {
 	return s.record(ctx, ref, o, nuid.Next())
 }
 
-func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
+func (s *Store) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
@@ -129,7 +130,7 @@ func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcom
 
 // create writes value to key unless the key exists. It returns nil when
 // this write created the key, and otherwise the key's entry.
-func (s *TurnState) create(ctx context.Context, key string, value []byte) (jetstream.KeyValueEntry, error) {
+func (s *Store) create(ctx context.Context, key string, value []byte) (jetstream.KeyValueEntry, error) {
 	// The first attempt of a step finds no key (the common case): a write
 	// that expects the key's last sequence to be 0 creates it. Anything
 	// else goes to KV.Create, which also creates a key that was deleted.
@@ -174,7 +175,7 @@ func readRecord(key string, e jetstream.KeyValueEntry) (*callRecord, error) {
 }
 
 // Store implements turn.Journal.
-func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
+func (s *Store) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
@@ -188,7 +189,7 @@ func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome
 // mirror, nor a bucket reached through another domain's API prefix).
 // Call keys are made by protocol.CallKey from validated ids, so they are
 // valid keys.
-func (s *TurnState) msg(key string, value []byte) *nats.Msg {
+func (s *Store) msg(key string, value []byte) *nats.Msg {
 	m := nats.NewMsg("$KV." + s.KV.Bucket() + "." + key)
 	m.Data = value
 	return m
@@ -201,7 +202,7 @@ type cancelMark struct {
 // MarkCancelled records that the turn was cancelled: at once in this
 // worker's mirror, then in the bucket for every other worker and for
 // steps that come later.
-func (s *TurnState) MarkCancelled(ctx context.Context, agentID, turnID, reason string) error {
+func (s *Store) MarkCancelled(ctx context.Context, agentID, turnID, reason string) error {
 	s.Remember(agentID, turnID, reason)
 	data, _ := json.Marshal(cancelMark{Reason: reason})
 	_, err := s.Pub.Retry().KV(s.Pub.JS, s.KV).Put(ctx, protocol.TurnKey(agentID, turnID, "cancel"), data)
@@ -212,11 +213,11 @@ func (s *TurnState) MarkCancelled(ctx context.Context, agentID, turnID, reason s
 // once: steps that start here read it without a round trip. The cancel
 // subscription calls it before it aborts running steps, and has the mark
 // written to the bucket after (CancelWriter).
-func (s *TurnState) Remember(agentID, turnID, reason string) {
+func (s *Store) Remember(agentID, turnID, reason string) {
 	s.remember(agentID+"."+turnID, reason)
 }
 
-func (s *TurnState) remember(turn, reason string) {
+func (s *Store) remember(turn, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancelled == nil {
@@ -228,7 +229,7 @@ func (s *TurnState) remember(turn, reason string) {
 // WatchCancels mirrors the bucket's cancel marks in memory until ctx
 // ends. Until the existing marks are loaded, Cancelled reads the bucket.
 // Marks leave the mirror with the bucket's TTL, as they leave the bucket.
-func (s *TurnState) WatchCancels(ctx context.Context, ttl time.Duration) error {
+func (s *Store) WatchCancels(ctx context.Context, ttl time.Duration) error {
 	w, err := s.KV.Watch(ctx, "turn.*.*.cancel", jetstream.IgnoreDeletes())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -276,7 +277,7 @@ func (s *TurnState) WatchCancels(ctx context.Context, ttl time.Duration) error {
 }
 
 // Cancelled implements turn.State.
-func (s *TurnState) Cancelled(ctx context.Context, agentID, turnID string) (bool, string, error) {
+func (s *Store) Cancelled(ctx context.Context, agentID, turnID string) (bool, string, error) {
 	s.mu.RLock()
 	reason, ok := s.cancelled[agentID+"."+turnID]
 	watching := s.watching
@@ -289,7 +290,7 @@ func (s *TurnState) Cancelled(ctx context.Context, agentID, turnID string) (bool
 
 // readCancelMark reads the turn's cancel mark from the bucket, not the
 // mirror, which a watch fills a little after another worker wrote it.
-func (s *TurnState) readCancelMark(ctx context.Context, agentID, turnID string) (bool, string, error) {
+func (s *Store) readCancelMark(ctx context.Context, agentID, turnID string) (bool, string, error) {
 	e, err := s.KV.Get(ctx, protocol.TurnKey(agentID, turnID, "cancel"))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, "", nil
@@ -303,7 +304,7 @@ func (s *TurnState) readCancelMark(ctx context.Context, agentID, turnID string) 
 }
 
 // Loaded implements turn.State.
-func (s *TurnState) Loaded(ctx context.Context, agentID, turnID string) (map[string]bool, error) {
+func (s *Store) Loaded(ctx context.Context, agentID, turnID string) (map[string]bool, error) {
 	keys, _, err := s.loaded(ctx, agentID, turnID)
 	if err != nil {
 		return nil, err
@@ -315,7 +316,7 @@ func (s *TurnState) Loaded(ctx context.Context, agentID, turnID string) (map[str
 	return m, nil
 }
 
-func (s *TurnState) loaded(ctx context.Context, agentID, turnID string) ([]string, uint64, error) {
+func (s *Store) loaded(ctx context.Context, agentID, turnID string) ([]string, uint64, error) {
 	e, err := s.KV.Get(ctx, protocol.TurnKey(agentID, turnID, "loaded"))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, nil
@@ -332,7 +333,7 @@ func (s *TurnState) loaded(ctx context.Context, agentID, turnID string) ([]strin
 
 // AddLoaded implements turn.State with a compare-and-set loop, so that
 // two workers loading tools for one turn at once both count.
-func (s *TurnState) AddLoaded(ctx context.Context, agentID, turnID string, add []string) error {
+func (s *Store) AddLoaded(ctx context.Context, agentID, turnID string, add []string) error {
 	key := protocol.TurnKey(agentID, turnID, "loaded")
 	for range 10 {
 		keys, rev, err := s.loaded(ctx, agentID, turnID)

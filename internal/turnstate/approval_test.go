@@ -1,4 +1,4 @@
-package bus
+package turnstate
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
@@ -17,19 +18,19 @@ import (
 
 // turnState sets the topology up on a server of its own and returns the
 // TURN_STATE journal on it (worker "w1").
-func turnState(t *testing.T) (*TurnState, jetstream.JetStream) {
+func turnState(t *testing.T) (*Store, jetstream.JetStream) {
 	t.Helper()
 	s := natstest.Start(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
-	if err := Setup(ctx, js, Topology{}.WithDefaults()); err != nil {
+	if err := bus.Setup(ctx, js, bus.Topology{}.WithDefaults()); err != nil {
 		t.Fatal(err)
 	}
 	kv, err := js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &TurnState{KV: kv, Pub: &Publisher{JS: js}, Worker: "w1"}, js
+	return &Store{KV: kv, Pub: &bus.Publisher{JS: js}, Worker: "w1"}, js
 }
 
 // TestHeldRecordLeavesRoomForItsVerdict: a held step whose record only
@@ -82,7 +83,7 @@ func TestAnnounceAfterACancelNotesIt(t *testing.T) {
 	t.Parallel()
 	st, js := turnState(t)
 	ctx := context.Background()
-	other := &TurnState{KV: st.KV, Pub: st.Pub, Worker: "w2"}
+	other := &Store{KV: st.KV, Pub: st.Pub, Worker: "w2"}
 	stream, err := js.Stream(ctx, protocol.StreamApprovals)
 	if err != nil {
 		t.Fatal(err)

@@ -1,53 +1,15 @@
-package bus
+package turnstate
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/agentbull/toolruntime/protocol"
 )
-
-// CancelFunc is told of a turn.cancel message. It runs on the
-// subscription's one goroutine, so it must not wait on the network:
-// every other cancel waits behind it.
-type CancelFunc func(agentID, turnID, reason string)
-
-// SubscribeCancels delivers every turn.cancel.<agent_id>.<turn_id>
-// message to fn on this worker (no queue group: every worker must abort
-// its own running calls of the turn). The reason is clipped here, before
-// anything keeps it. The subscription has no pending limits: a cancel
-// is never dropped as a slow consumer's (fn is O(1), so the backlog is
-// only the messages of a burst, each reason at most
-// protocol.MaxReasonBytes once decoded).
-func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) {
-	sub, err := nc.Subscribe(protocol.PrefixCancel+".*.*", func(m *nats.Msg) {
-		t := strings.Split(m.Subject, ".")
-		if len(t) != 4 || !protocol.ValidID(t[2]) || !protocol.ValidID(t[3]) {
-			return
-		}
-		var c protocol.Cancel
-		_ = json.Unmarshal(m.Data, &c) // the body is optional
-		// The reason is stored and quoted into the output of every call
-		// the cancel reaches: it is bounded here, once.
-		fn(t[2], t[3], protocol.ClipReason(c.Reason))
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("lifting the cancel subscription's pending limits: %w", err)
-	}
-	return sub, nil
-}
 
 // DefaultCancelWriters is how many cancels' marks and notes a worker
 // writes at once.
@@ -62,7 +24,7 @@ const DefaultCancelWriters = 16
 // running on this worker are written first. The queue is not bounded: it
 // holds one entry per turn, and a cancel is never dropped.
 type CancelWriter struct {
-	State *TurnState
+	State *Store
 	// Writers is how many are written at once (DefaultCancelWriters).
 	Writers int
 	Log     *slog.Logger
@@ -229,7 +191,7 @@ func (w *CancelWriter) log() *slog.Logger {
 
 // write stores the mark and, if the turn has pending steps, the note.
 // The mark comes first: a step held after the pending-step check reads
-// it when it is announced (TurnState.Announce).
+// it when it is announced (Store.Announce).
 func (w *CancelWriter) write(ctx context.Context, j *cancelJob) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -255,7 +217,7 @@ func (w *CancelWriter) write(ctx context.Context, j *cancelJob) {
 // turn may be a delete of one while another still waits, so any message
 // counts). It asks the stream's leader, not a replica that may be
 // behind.
-func (s *TurnState) HasPending(ctx context.Context, agentID, turnID string) (bool, error) {
+func (s *Store) HasPending(ctx context.Context, agentID, turnID string) (bool, error) {
 	req, _ := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{"$KV." + s.KV.Bucket() + ".approval." + agentID + "." + turnID + ".*"})

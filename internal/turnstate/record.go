@@ -1,11 +1,7 @@
-package bus
+package turnstate
 
 import (
-	"encoding/json"
-	"slices"
-
 	"github.com/agentbull/toolruntime/internal/jsonw"
-	"github.com/agentbull/toolruntime/protocol"
 )
 
 // encode writes rec as json.Marshal does, byte for byte, at about half
@@ -37,27 +33,5 @@ func (rec *callRecord) encode() ([]byte, error) {
 	if rec.Digest != "" {
 		b = jsonw.String(append(b, `,"digest":`...), rec.Digest)
 	}
-	return append(b, '}'), nil
-}
-
-// encodeActivity writes a as json.Marshal does, byte for byte: every
-// call publishes two (started, completed), and json.Marshal's reflection
-// was most of their cost. Progress events go through json.Marshal.
-func encodeActivity(a protocol.Activity) ([]byte, error) { return appendActivity(nil, a) }
-
-// appendActivity appends a to b as encodeActivity writes it.
-func appendActivity(b []byte, a protocol.Activity) ([]byte, error) {
-	if a.Progress != nil {
-		data, err := json.Marshal(a)
-		if b == nil {
-			return data, err
-		}
-		return append(b, data...), err
-	}
-	b = slices.Grow(b, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
-	b = jsonw.String(append(b, `{"call_id":`...), a.CallID)
-	b = jsonw.String(append(b, `,"name":`...), a.Name)
-	b = jsonw.String(append(b, `,"state":`...), a.State)
-	b = jsonw.String(append(b, `,"label":`...), a.Label)
 	return append(b, '}'), nil
 }
