@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	icatalog "github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/category/jobs"
@@ -241,8 +242,8 @@ func (m *program) ParseFlags(args []string) error {
 	fs.StringVar(&w.Name, "name", fmt.Sprintf("%s-%d", host, os.Getpid()), "this worker's name in logs and call claims")
 	fs.IntVar(&w.Concurrency, "concurrency", 256, "main-turn steps handled at once")
 	fs.IntVar(&w.TaskConcurrency, "task-concurrency", 16, "workflow task-turn steps handled at once")
-	fs.IntVar(&w.Catalog.PerKey, "catalog-per-key", bus.DefaultCatalogPerKey, "turn.tools requests of one fairness key (else agent) built at once; more wait, up to 256 a key, then are refused with 503")
-	fs.IntVar(&w.Catalog.Total, "catalog-concurrency", bus.DefaultCatalogTotal, "turn.tools requests built at once, all keys together")
+	fs.IntVar(&w.Catalog.PerKey, "catalog-per-key", icatalog.DefaultPerKey, "turn.tools requests of one fairness key (else agent) built at once; more wait, up to 256 a key, then are refused with 503")
+	fs.IntVar(&w.Catalog.Total, "catalog-concurrency", icatalog.DefaultTotal, "turn.tools requests built at once, all keys together")
 	// Fair share (protocol 1.2): what one fairness key may hold at once.
 	fs.IntVar(&w.KeySteps, "key-steps", 0, "main-turn steps one fairness key may have running on this worker (0: 7/8 of --concurrency; the rest is kept for other keys)")
 	fs.IntVar(&w.KeyTaskSteps, "key-task-steps", 0, "task-turn steps one fairness key may have running on this worker (0: 7/8 of --task-concurrency)")

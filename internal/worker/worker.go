@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/fairshare"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/schema"
@@ -67,8 +68,8 @@ type Config struct {
 	// Telemetry, when set, gets spans, metrics and readiness.
 	Telemetry *telemetry.Telemetry
 	// Catalog bounds the turn.tools requests built at once, per fairness
-	// key and in all (bus.CatalogLimits, with its defaults).
-	Catalog bus.CatalogLimits
+	// key and in all (catalog.Limits, with its defaults).
+	Catalog catalog.Limits
 	// Approval says which calls of main turns wait for a person's
 	// approval, and for how long (turn.DefaultApprovalTimeout); a step's
 	// context.approval adds to it. Task turns are never held.
@@ -288,7 +289,7 @@ func (w *Worker) Publisher() *bus.Publisher { return w.pub }
 // Run serves until ctx ends, then stops gracefully: no more pulling,
 // prefetched steps handed back, running steps given the grace period.
 func (w *Worker) Run(ctx context.Context) error {
-	svc, err := bus.ServeCatalog(w.nc, bus.ServiceInfo{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog, Stats: w.fairStats}, w.Catalog, w.log)
+	svc, err := catalog.Serve(w.nc, catalog.Info{Version: w.cfg.Version, Metadata: w.cfg.Metadata, Tracer: w.runner.Dispatcher.Tracer, Limits: w.cfg.Catalog, Stats: w.fairStats}, w.Catalog, w.log)
 	if err != nil {
 		return err
 	}
@@ -415,7 +416,7 @@ func (t taskMeter) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
 	if req.Context.Kind == protocol.KindWorkflowTask {
 		if w.tasks == nil {
-			return nil, fmt.Errorf("%w: this worker serves no workflow task turns", bus.ErrBadRequest)
+			return nil, fmt.Errorf("%w: this worker serves no workflow task turns", catalog.ErrBadRequest)
 		}
 		return w.tasks.Catalog(ctx, req)
 	}

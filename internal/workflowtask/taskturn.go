@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
@@ -54,21 +55,21 @@ func verdictOf(t *Task) *Verdict {
 
 // Catalog answers turn.tools for a task turn: the fixed task catalog of
 // the task the context names. Requests the gateway must fix wrap
-// bus.ErrBadRequest.
+// catalog.ErrBadRequest.
 func (s *Service) Catalog(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
 	c := req.Context
 	if c.Kind != protocol.KindWorkflowTask || !protocol.ValidID(c.WorkflowID) || !protocol.ValidID(c.TaskID) {
-		return nil, fmt.Errorf("%w: a task turn's catalog needs context.kind %q with a workflow_id and a task_id", bus.ErrBadRequest, protocol.KindWorkflowTask)
+		return nil, fmt.Errorf("%w: a task turn's catalog needs context.kind %q with a workflow_id and a task_id", catalog.ErrBadRequest, protocol.KindWorkflowTask)
 	}
 	t, err := s.store.task(ctx, c.WorkflowID, c.TaskID)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("%w: workflow %s has no task %s", bus.ErrBadRequest, c.WorkflowID, c.TaskID)
+		return nil, fmt.Errorf("%w: workflow %s has no task %s", catalog.ErrBadRequest, c.WorkflowID, c.TaskID)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := belongs(t, req.AgentID, req.TurnID); err != nil {
-		return nil, fmt.Errorf("%w: %v", bus.ErrBadRequest, err)
+		return nil, fmt.Errorf("%w: %v", catalog.ErrBadRequest, err)
 	}
 	set, err := s.taskSet(ctx, req.AgentID, req.TurnID, c, t)
 	if err != nil {

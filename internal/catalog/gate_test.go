@@ -1,4 +1,4 @@
-package bus_test
+package catalog_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -26,7 +26,7 @@ func TestCatalogFloodDoesNotStarveOtherKeys(t *testing.T) {
 	nc := s.Connect(t)
 	release := make(chan struct{})
 	var running, peak, floodPeak, floodRunning atomic.Int64
-	catalog := func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
+	build := func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -44,8 +44,8 @@ func TestCatalogFloodDoesNotStarveOtherKeys(t *testing.T) {
 		}
 		return &protocol.CatalogReply{Tools: json.RawMessage(`[]`), Digest: req.AgentID}, nil
 	}
-	limits := bus.CatalogLimits{PerKey: 2, Total: 4, Waiting: 8}
-	svc, err := bus.ServeCatalog(nc, bus.ServiceInfo{Version: "1.0.0", Limits: limits}, catalog, nil)
+	limits := catalog.Limits{PerKey: 2, Total: 4, Waiting: 8}
+	svc, err := catalog.Serve(nc, catalog.Info{Version: "1.0.0", Limits: limits}, build, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +129,14 @@ func TestCatalogTwoFloodsShare(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
 	gate := make(chan struct{})
-	catalog := func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
+	build := func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error) {
 		<-gate
 		mu.Lock()
 		order = append(order, req.Context.Fairness.Key)
 		mu.Unlock()
 		return &protocol.CatalogReply{Tools: json.RawMessage(`[]`)}, nil
 	}
-	svc, err := bus.ServeCatalog(nc, bus.ServiceInfo{Version: "1.0.0", Limits: bus.CatalogLimits{PerKey: 1, Total: 1, Waiting: 100}}, catalog, nil)
+	svc, err := catalog.Serve(nc, catalog.Info{Version: "1.0.0", Limits: catalog.Limits{PerKey: 1, Total: 1, Waiting: 100}}, build, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,9 +162,9 @@ func TestCatalogTwoFloodsShare(t *testing.T) {
 	inGate := func(n int64) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
-		for bus.CatalogInGate(svc) < n {
+		for catalog.InGate(svc) < n {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d requests reached the gate, want %d", bus.CatalogInGate(svc), n)
+				t.Fatalf("%d requests reached the gate, want %d", catalog.InGate(svc), n)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

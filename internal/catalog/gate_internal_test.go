@@ -1,4 +1,4 @@
-package bus
+package catalog
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // the waiting bound, a cancelled waiter handing its slot on, and keys
 // taking turns while one has a flood waiting.
 func TestKeyGateBoundsAndTurns(t *testing.T) {
-	g := newKeyGate(CatalogLimits{PerKey: 2, Total: 3, Waiting: 2})
+	g := newKeyGate(Limits{PerKey: 2, Total: 3, Waiting: 2})
 	ctx := context.Background()
 	short := func() context.Context {
 		c, cancel := context.WithTimeout(ctx, 20*time.Millisecond)

@@ -1,4 +1,4 @@
-package bus
+package catalog
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// CatalogFunc builds the catalog for a turn.
-type CatalogFunc func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error)
+// Func builds the catalog for a turn.
+type Func func(ctx context.Context, req protocol.CatalogRequest) (*protocol.CatalogReply, error)
 
 // ErrBadRequest marks a catalog request the gateway must fix; other
 // errors are the worker's own.
@@ -29,25 +30,25 @@ var ErrBadRequest = errors.New("bad request")
 // "protocol", for a gateway to check before it sends a turn.
 const ProtocolVersion = "1.2"
 
-// ServiceInfo describes this worker in the micro service's info and
+// Info describes this worker in the micro service's info and
 // stats: its version (SemVer), and metadata that is added to "protocol"
 // (the worker sets "worker_version" and "categories").
-type ServiceInfo struct {
+type Info struct {
 	Version  string
 	Metadata map[string]string
 	// Tracer, when set, records a span per catalog request, under the
 	// trace context of the request's headers.
 	Tracer trace.Tracer
 	// Limits bound the catalog requests built at once.
-	Limits CatalogLimits
+	Limits Limits
 	// Stats, when set, is the data of the endpoint's stats (`nats micro
 	// stats turn-worker --json`): the worker's fair share by key.
 	Stats func() any
 }
 
-// CatalogService is the turn-worker micro service. Stop stops it and
+// Service is the turn-worker micro service. Stop stops it and
 // waits for the requests it is answering.
-type CatalogService struct {
+type Service struct {
 	micro.Service
 	wg   sync.WaitGroup
 	gate *keyGate
@@ -55,7 +56,7 @@ type CatalogService struct {
 
 // Stop stops the service (no more requests are taken) and waits for the
 // requests under way to be answered.
-func (s *CatalogService) Stop() error {
+func (s *Service) Stop() error {
 	err := s.Service.Stop()
 	s.wg.Wait()
 	return err
@@ -65,13 +66,13 @@ func (s *CatalogService) Stop() error {
 // included.
 const catalogTimeout = 10 * time.Second
 
-// ServeCatalog registers the NATS micro service turn-worker with its
+// Serve registers the NATS micro service turn-worker with its
 // endpoint tools on turn.tools, in the default queue group, so that each
 // request is answered by one worker and `nats micro stats turn-worker`
 // shows every instance. Requests are answered concurrently within
 // info.Limits: a slow catalog (an MCP server starting) holds up only
 // the requests that wait for it, and one key's flood only its own.
-func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slog.Logger) (*CatalogService, error) {
+func Serve(nc *nats.Conn, info Info, catalog Func, log *slog.Logger) (*Service, error) {
 	if err := info.Limits.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		return nil, fmt.Errorf("registering the %s service: %w", protocol.ServiceName, err)
 	}
 	gate := newKeyGate(info.Limits)
-	cs := &CatalogService{Service: svc, gate: gate}
+	cs := &Service{Service: svc, gate: gate}
 	build := func(r detachedRequest, req *protocol.CatalogRequest) {
 		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
 		defer cancel()
@@ -147,7 +148,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 	// parses and hands the request on, so that no request waits behind
 	// another's build.
 	handler := func(r micro.Request) {
-		req, err := ParseCatalogRequest(r.Data())
+		req, err := ParseRequest(r.Data())
 		if err != nil {
 			respondError(r, log, "400", err.Error())
 			return
@@ -197,13 +198,13 @@ func (d detachedRequest) Error(code, description string, data []byte, _ ...micro
 // respondError sends a micro error reply, its description (a header)
 // on one line and bounded, and logs a reply that could not be sent.
 func respondError(r errorResponder, log *slog.Logger, code, description string) {
-	if err := r.Error(code, HeaderValue(description, protocol.MaxErrorBytes), nil); err != nil {
+	if err := r.Error(code, bus.HeaderValue(description, protocol.MaxErrorBytes), nil); err != nil {
 		log.Error("sending an error reply failed", "code", code, "err", err)
 	}
 }
 
-// ParseCatalogRequest decodes and checks a turn.tools request body.
-func ParseCatalogRequest(data []byte) (*protocol.CatalogRequest, error) {
+// ParseRequest decodes and checks a turn.tools request body.
+func ParseRequest(data []byte) (*protocol.CatalogRequest, error) {
 	var req protocol.CatalogRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return nil, fmt.Errorf("%w: body is not a catalog request: %v", ErrBadRequest, err)

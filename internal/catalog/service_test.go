@@ -1,4 +1,4 @@
-package bus_test
+package catalog_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -20,12 +20,12 @@ func TestServiceMetadata(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
 	nc := s.Connect(t)
-	catalog := func(context.Context, protocol.CatalogRequest) (*protocol.CatalogReply, error) {
+	build := func(context.Context, protocol.CatalogRequest) (*protocol.CatalogReply, error) {
 		return &protocol.CatalogReply{}, nil
 	}
-	svc, err := bus.ServeCatalog(nc, bus.ServiceInfo{Version: "1.4.0", Metadata: map[string]string{
+	svc, err := catalog.Serve(nc, catalog.Info{Version: "1.4.0", Metadata: map[string]string{
 		"worker_version": "1.4.0", "categories": "todo,web", "protocol": "0.9",
-	}}, catalog, nil)
+	}}, build, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +44,13 @@ func TestServiceMetadata(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &info); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"protocol": bus.ProtocolVersion, "worker_version": "1.4.0", "categories": "todo,web"}
+	want := map[string]string{"protocol": catalog.ProtocolVersion, "worker_version": "1.4.0", "categories": "todo,web"}
 	for k, v := range want {
 		if info.Metadata[k] != v {
 			t.Errorf("metadata %s=%q, want %q (all: %v)", k, info.Metadata[k], v, info.Metadata)
 		}
 	}
-	if info.Version != "1.4.0" || bus.ProtocolVersion != "1.2" {
-		t.Errorf("version %q, protocol %q", info.Version, bus.ProtocolVersion)
+	if info.Version != "1.4.0" || catalog.ProtocolVersion != "1.2" {
+		t.Errorf("version %q, protocol %q", info.Version, catalog.ProtocolVersion)
 	}
 }

@@ -1,4 +1,4 @@
-package bus
+package catalog
 
 import (
 	"context"
@@ -8,25 +8,25 @@ import (
 	"sync"
 )
 
-// Defaults of CatalogLimits.
+// Defaults of Limits.
 const (
-	// DefaultCatalogPerKey is how many catalog requests of one fairness
+	// DefaultPerKey is how many catalog requests of one fairness
 	// key are built at once on a worker.
-	DefaultCatalogPerKey = 4
-	// DefaultCatalogTotal is how many catalog requests are built at once
+	DefaultPerKey = 4
+	// DefaultTotal is how many catalog requests are built at once
 	// on a worker, all keys together.
-	DefaultCatalogTotal = 64
-	// DefaultCatalogWaiting is how many catalog requests of one key may
+	DefaultTotal = 64
+	// DefaultWaiting is how many catalog requests of one key may
 	// wait for a slot; more are refused at once (503).
-	DefaultCatalogWaiting = 256
+	DefaultWaiting = 256
 )
 
-// CatalogLimits bound the turn.tools requests one worker answers at once.
+// Limits bound the turn.tools requests one worker answers at once.
 // Requests are answered concurrently, so that a catalog that is slow to
 // build (an MCP server whose start takes seconds) delays only the
 // requests that wait for it. The zero value of each field takes its
 // default.
-type CatalogLimits struct {
+type Limits struct {
 	// PerKey bounds the requests of one key (the request context's
 	// fairness key, else its agent_id) built at once.
 	PerKey int
@@ -37,21 +37,21 @@ type CatalogLimits struct {
 }
 
 // WithDefaults fills the zero fields.
-func (l CatalogLimits) WithDefaults() CatalogLimits {
+func (l Limits) WithDefaults() Limits {
 	if l.PerKey == 0 {
-		l.PerKey = DefaultCatalogPerKey
+		l.PerKey = DefaultPerKey
 	}
 	if l.Total == 0 {
-		l.Total = DefaultCatalogTotal
+		l.Total = DefaultTotal
 	}
 	if l.Waiting == 0 {
-		l.Waiting = DefaultCatalogWaiting
+		l.Waiting = DefaultWaiting
 	}
 	return l
 }
 
 // Validate checks the limits after defaults.
-func (l CatalogLimits) Validate() error {
+func (l Limits) Validate() error {
 	l = l.WithDefaults()
 	if l.PerKey < 1 || l.Total < 1 || l.Waiting < 1 {
 		return fmt.Errorf("catalog limits must be at least 1 (per key %d, total %d, waiting per key %d)", l.PerKey, l.Total, l.Waiting)
@@ -90,7 +90,7 @@ type gateKey struct {
 	queue   []chan struct{} // waiting, first come first; closed when granted
 }
 
-func newKeyGate(l CatalogLimits) *keyGate {
+func newKeyGate(l Limits) *keyGate {
 	l = l.WithDefaults()
 	return &keyGate{perKey: l.PerKey, waiting: l.Waiting, total: l.Total,
 		maxAll: l.Total + 16*l.Waiting, keys: map[string]*gateKey{}}

@@ -1,4 +1,4 @@
-package bus
+package catalog
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ func FuzzParseCatalogRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := ParseCatalogRequest(data)
+		req, err := ParseRequest(data)
 		if err != nil {
 			if !errors.Is(err, ErrBadRequest) {
 				t.Fatalf("error %v does not wrap ErrBadRequest", err)

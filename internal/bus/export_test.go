@@ -1,9 +1,0 @@
-package bus
-
-// CatalogInGate is how many catalog requests of cs are running or
-// waiting at its fairness gate.
-func CatalogInGate(cs *CatalogService) int64 {
-	cs.gate.mu.Lock()
-	defer cs.gate.mu.Unlock()
-	return int64(cs.gate.all)
-}
