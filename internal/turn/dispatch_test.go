@@ -704,7 +704,7 @@ func TestCancelDuringClaim(t *testing.T) {
 }
 
 // reuseJournal is a memJournal that holds the ids in reused for other
-// calls; like the bus's, its check fails on a context that ended.
+// calls; like turnstate's, its check fails on a context that ended.
 type reuseJournal struct {
 	*memJournal
 	reused map[string]bool
