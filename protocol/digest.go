@@ -11,7 +11,7 @@ import (
 // call id used again in a re-sent step for a different call is told apart
 // from a redelivery of the same call (docs/protocol.md, "Size limits"
 // and "Reused call ids").
-func CallDigest(c Call) string {
+func CallDigest(c CallItem) string {
 	h := sha256.New()
 	for _, s := range []string{c.Type, c.Namespace, c.Name, c.Arguments, string(c.Search)} {
 		h.Write([]byte(strconv.Itoa(len(s))))

@@ -46,7 +46,7 @@ type Step struct {
 	// Items is how many items the model's output held.
 	Items int `json:"-"`
 	// Calls are the executable items of the output, in order.
-	Calls []Call `json:"-"`
+	Calls []CallItem `json:"-"`
 	// Prose reports whether the output holds a message with text.
 	Prose bool `json:"-"`
 }
@@ -60,8 +60,8 @@ const (
 	ItemMessage            = "message"
 )
 
-// Call is a function_call or tool_search_call item of a step.
-type Call struct {
+// CallItem is a function_call or tool_search_call item of a step.
+type CallItem struct {
 	Type      string `json:"type"`
 	CallID    string `json:"call_id"`
 	Namespace string `json:"namespace,omitempty"`
@@ -175,7 +175,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 			return nil, malformed("output[%d]: call_id %q appears twice", i, item.CallID)
 		}
 		seen[item.CallID] = true
-		c := Call{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
+		c := CallItem{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
 		if item.Type == ItemFunctionCall {
 			if item.Name == "" {
 				return nil, malformed("output[%d]: function_call without a name", i)

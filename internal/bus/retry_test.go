@@ -288,7 +288,7 @@ func TestClaimReadBehind(t *testing.T) {
 	}
 	l := &lossy{KeyValue: real}
 	st := &TurnState{KV: l, Pub: &Publisher{JS: js}, Worker: "w1"}
-	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
+	ref := turn.JournalRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
 	// The first attempt's write landed and its answer was lost: the claim
 	// is tried again with its id.
 	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {

@@ -47,12 +47,12 @@ type callRecord struct {
 }
 
 // reused reports whether rec is the claim of another call than ref's.
-func (rec *callRecord) reused(ref turn.CallRef) bool {
+func (rec *callRecord) reused(ref turn.JournalRef) bool {
 	return rec.Digest != "" && ref.Digest != "" && rec.Digest != ref.Digest
 }
 
 // Claim implements turn.Journal with a create-only write.
-func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+func (s *TurnState) Claim(ctx context.Context, ref turn.JournalRef) (*turn.Outcome, error) {
 	// The claim carries its own id: when a write is retried after its
 	// acknowledgement was lost, the key holds this very claim, which is
 	// not an earlier attempt's.
@@ -63,7 +63,7 @@ func (s *TurnState) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome,
 // and then cannot read it.
 const claimAttempts = 5
 
-func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
+func (s *TurnState) claim(ctx context.Context, ref turn.JournalRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	claim, _ := (&callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest}).encode()
 	e, err := s.create(ctx, key, claim)
@@ -88,11 +88,11 @@ func (s *TurnState) claim(ctx context.Context, ref turn.CallRef, id string) (*tu
 
 // Record implements turn.Recorder: a read-only call's outcome, stored
 // with one create-only write once the call ran, and no claim before.
-func (s *TurnState) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcome) (*turn.Outcome, error) {
+func (s *TurnState) Record(ctx context.Context, ref turn.JournalRef, o *turn.Outcome) (*turn.Outcome, error) {
 	return s.record(ctx, ref, o, nuid.Next())
 }
 
-func (s *TurnState) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
+func (s *TurnState) record(ctx context.Context, ref turn.JournalRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
@@ -174,7 +174,7 @@ func readRecord(key string, e jetstream.KeyValueEntry) (*callRecord, error) {
 }
 
 // Store implements turn.Journal.
-func (s *TurnState) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
+func (s *TurnState) Store(ctx context.Context, ref turn.JournalRef, o *turn.Outcome) error {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {

@@ -302,7 +302,7 @@ func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
 // heldOutcome is the outcome a decided pending call gets without running:
 // refused or timed out. Approved calls get none. (A cancelled step's
 // calls are all answered aborted by Resolve.)
-func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
+func heldOutcome(c protocol.CallItem, p *PendingStep) *Outcome {
 	v := p.Resolution
 	switch {
 	case v.By == ByTimeout:
@@ -369,7 +369,7 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	stored := make(map[string]*HeldCall, len(p.Calls))
 	for i := range p.Calls {
 		h := &p.Calls[i]
-		c := protocol.Call{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
+		c := protocol.CallItem{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
 		st.Calls = append(st.Calls, c)
 		switch {
 		case h.Outcome != nil:

@@ -17,7 +17,7 @@ func BenchmarkDispatchParallel8(b *testing.B) {
 		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(b, noop)
-	calls := make([]protocol.Call, 8)
+	calls := make([]protocol.CallItem, 8)
 	for i := range calls {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}
@@ -61,7 +61,7 @@ func TestDispatchAllocations(t *testing.T) {
 		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(t, noop)
-	calls := make([]protocol.Call, 8)
+	calls := make([]protocol.CallItem, 8)
 	for i := range calls {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}

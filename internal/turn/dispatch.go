@@ -36,26 +36,26 @@ var ErrCancelled = errors.New("the turn was cancelled")
 type Hooks struct {
 	// Started is called as a validated call begins to run (not for a call
 	// answered without running), with its started activity label.
-	Started func(ref CallRef, c protocol.Call, label string)
+	Started func(ref JournalRef, c protocol.CallItem, label string)
 	// Progress, when set, gives running calls a progress reporter
 	// (tool.ReportProgress) and publishes their reports: called on a
 	// timer's goroutine, never the tool's, at most once per
 	// ProgressInterval per call, and never after the call's Ended began.
 	// It may block (a slow connection) without slowing the tool, whose
 	// reports meanwhile only replace the value waiting to go out.
-	Progress func(ref CallRef, a protocol.Activity)
+	Progress func(ref JournalRef, a protocol.Activity)
 	// Ended is called once per call with its outcome (Outcome.Replayed
 	// when it came from the journal), unless the step was abandoned.
-	Ended func(ref CallRef, o *Outcome)
+	Ended func(ref JournalRef, o *Outcome)
 }
 
-func (h *Hooks) started(ref CallRef, c protocol.Call, label string) {
+func (h *Hooks) started(ref JournalRef, c protocol.CallItem, label string) {
 	if h != nil && h.Started != nil {
 		h.Started(ref, c, label)
 	}
 }
 
-func (h *Hooks) ended(ref CallRef, o *Outcome) {
+func (h *Hooks) ended(ref JournalRef, o *Outcome) {
 	if h != nil && h.Ended != nil {
 		h.Ended(ref, o)
 	}
@@ -105,9 +105,9 @@ type Dispatcher struct {
 // can be reached once the step is over is in the call's cell instead.
 type pending struct {
 	st         *stepState
-	call       *protocol.Call    // in the step's Input
-	digest     string            // the call's CallRef.Digest
-	inv        *tools.Invocation // &invocation once the arguments validated
+	call       *protocol.CallItem // in the step's Input
+	digest     string             // the call's JournalRef.Digest
+	inv        *tools.Invocation  // &invocation once the arguments validated
 	invocation tools.Invocation
 	timeout    time.Duration
 	search     bool
@@ -309,7 +309,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.Call, p *pending) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending) {
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
@@ -460,7 +460,7 @@ func (p *pending) run() {
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
 // running.
-func notRun(c protocol.Call, cause error) *Outcome {
+func notRun(c protocol.CallItem, cause error) *Outcome {
 	return errorOutcome(c, tool.Errorf(tool.Aborted, "Not run: %v.", cause))
 }
 
@@ -473,10 +473,10 @@ func abandoned(ctx context.Context) bool {
 // since is the time since the step's start.
 func (st *stepState) since() time.Duration { return time.Since(st.start) }
 
-// ref is the call's CallRef.
-func (p *pending) ref() CallRef {
+// ref is the call's JournalRef.
+func (p *pending) ref() JournalRef {
 	st := p.st
-	return CallRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
+	return JournalRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
 }
 
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
@@ -567,7 +567,7 @@ func invalidArguments(err error) *tool.Error {
 // span names. A model can send any name, of any size: a name longer than
 // any tool's (the tools' names are at most 64 bytes) is quoted clipped,
 // so that an unknown tool's output does not echo a megabyte.
-func displayName(c protocol.Call) string {
+func displayName(c protocol.CallItem) string {
 	name := c.Name
 	if c.Namespace != "" {
 		name = c.Namespace + "." + c.Name

@@ -99,7 +99,7 @@ func failureText(e *tool.Error, content string) string {
 	return text
 }
 
-func errorOutcome(c protocol.Call, e *tool.Error) *Outcome {
+func errorOutcome(c protocol.CallItem, e *tool.Error) *Outcome {
 	o := &Outcome{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Err: e}
 	if c.Type == protocol.ItemToolSearchCall {
 		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})

@@ -11,8 +11,9 @@ import (
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// CallRef identifies a call across the fleet.
-type CallRef struct {
+// JournalRef identifies a call of a step across the fleet: the key of
+// its claim and outcome in the journal, and whose call the Hooks hear of.
+type JournalRef struct {
 	AgentID string
 	TurnID  string
 	Step    int64
@@ -27,7 +28,7 @@ type Input struct {
 	AgentID string
 	TurnID  string
 	Step    int64
-	Calls   []protocol.Call
+	Calls   []protocol.CallItem
 	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
 	// loaded through tool search.
 	Loaded map[string]bool
@@ -85,7 +86,7 @@ func (o *Outcome) Status() string {
 
 // event is the call.output of o in the step of ref, the one conversion of
 // an outcome to the wire type.
-func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
+func (o *Outcome) event(ref JournalRef) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
 		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),

@@ -99,7 +99,7 @@ func (s *fakeState) AddLoaded(_ context.Context, agentID, turnID string, keys []
 	return nil
 }
 
-func step(n int64, calls ...protocol.Call) *protocol.Step {
+func step(n int64, calls ...protocol.CallItem) *protocol.Step {
 	return &protocol.Step{AgentID: "a1", TurnID: "t1", Step: n, Context: protocol.Context{Kind: protocol.KindText}, Calls: calls}
 }
 

@@ -230,7 +230,7 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 }
 
 // notRun is the call.output of a call that was not run.
-func notRun(st *protocol.Step, c protocol.Call, e *tool.Error) *protocol.CallOutput {
+func notRun(st *protocol.Step, c protocol.CallItem, e *tool.Error) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: fit.Error(e),
