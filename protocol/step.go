@@ -37,12 +37,24 @@ type Context struct {
 // Bound reports whether the context binds name (web, brain, …).
 func (c Context) Bound(name string) bool { return c.Bindings[name] }
 
-// Step is one model response of a turn, as the gateway publishes it.
+// Step is one model response of a turn, as the gateway publishes it on
+// turn.call.<agent_id>.<turn_id> (a main turn) or turn.task.… (a task
+// turn). A gateway fills the wire fields and sends it
+// (gateway.Client.Send); ParseStep reads the message back into the fields
+// the worker runs from (Items, Calls, Prose).
 type Step struct {
-	AgentID string  `json:"agent_id"`
-	TurnID  string  `json:"turn_id"`
-	Step    int64   `json:"step"`
+	AgentID string `json:"agent_id"`
+	TurnID  string `json:"turn_id"`
+	// Step numbers the model responses of a turn: 0, 1, 2, …
+	Step int64 `json:"step"`
+	// Context is the turn's context; its Kind decides the subject
+	// (turn.call for a main turn, turn.task for a task turn).
 	Context Context `json:"context"`
+	// Output is the model response's output array, item by item, as the
+	// provider returned it: messages, reasoning, function_call and
+	// tool_search_call items alike. ParseStep does not keep it: it reads
+	// it into the three fields below.
+	Output []json.RawMessage `json:"output"`
 	// Items is how many items the model's output held.
 	Items int `json:"-"`
 	// Calls are the executable items of the output, in order.
@@ -73,8 +85,10 @@ type CallItem struct {
 	Execution string          `json:"execution,omitempty"`
 }
 
-// ErrMalformed is wrapped by every error ParseStep returns; the message
-// after it is the dead-letter reason.
+// ErrMalformed is wrapped by every error ParseStep returns, and by the
+// error of a step gateway.Client.Send refuses to publish because the
+// workers would dead-letter it; the message after it is the dead-letter
+// reason.
 var ErrMalformed = errors.New("malformed step")
 
 // ValidID reports whether s is a valid agent, turn, workflow or task id:
