@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Mode says whether a call may run beside the other calls of its step.
@@ -66,14 +67,6 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// PresentationEvent is an event a tool emits for user interfaces; it
-// reaches them as a protocol.PresentationEvent of the call's output.
-type PresentationEvent struct {
-	Type string `json:"type"`
-	// Data must marshal to JSON.
-	Data any `json:"data,omitempty"`
-}
-
 // Result is what a tool returns.
 type Result struct {
 	// Content is the text the model reads.
@@ -84,8 +77,10 @@ type Result struct {
 	// Details is structured data for logs and user interfaces; it is never
 	// sent to the model. It must marshal to JSON.
 	Details any
-	// Events are the tool's presentation events.
-	Events []PresentationEvent
+	// Events are the tool's presentation events for user interfaces,
+	// which read them in the call's output event (protocol.CallOutput).
+	// Each Data is JSON: marshal the value the interface reads.
+	Events []protocol.PresentationEvent
 	// CompleteActorEvent marks the actor event the turn answers as done.
 	CompleteActorEvent bool
 	// EndTurn asks the agent loop to stop after this step.

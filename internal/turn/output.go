@@ -53,7 +53,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if o.Details != nil {
 		o.Details = ev.Details
 	}
-	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, fit.ToolEvents(ev.Events), ev.Repairs, ev.Activity
+	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, ev.Events, ev.Repairs, ev.Activity
 	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
 		o.MediaNotes = nil // the media are gone: nothing left to note
 	}

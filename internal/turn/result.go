@@ -45,18 +45,18 @@ type Input struct {
 // Outcome is how one call ended. It is stored in the journal and so
 // marshals to JSON.
 type Outcome struct {
-	CallID    string                   `json:"call_id"`
-	Name      string                   `json:"name"`
-	Namespace string                   `json:"namespace"`
-	Err       *tool.Error              `json:"error,omitempty"`
-	Item      json.RawMessage          `json:"item"`
-	Details   any                      `json:"details,omitempty"`
-	Events    []tool.PresentationEvent `json:"events,omitempty"`
-	Repairs   []string                 `json:"repairs,omitempty"`
-	Activity  string                   `json:"activity,omitempty"`
-	Duration  time.Duration            `json:"-"` // duration_ms in JSON (MarshalJSON)
-	EndTurn   bool                     `json:"end_turn,omitempty"`
-	Complete  bool                     `json:"complete_actor_event,omitempty"`
+	CallID    string                       `json:"call_id"`
+	Name      string                       `json:"name"`
+	Namespace string                       `json:"namespace"`
+	Err       *tool.Error                  `json:"error,omitempty"`
+	Item      json.RawMessage              `json:"item"`
+	Details   any                          `json:"details,omitempty"`
+	Events    []protocol.PresentationEvent `json:"events,omitempty"`
+	Repairs   []string                     `json:"repairs,omitempty"`
+	Activity  string                       `json:"activity,omitempty"`
+	Duration  time.Duration                `json:"-"` // duration_ms in JSON (MarshalJSON)
+	EndTurn   bool                         `json:"end_turn,omitempty"`
+	Complete  bool                         `json:"complete_actor_event,omitempty"`
 	// The flags that are not stored sit beside the two that are: in the
 	// padding before the slices (an outcome is in every call's cell).
 
@@ -90,7 +90,7 @@ func (o *Outcome) event(ref JournalRef) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
 		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
-		Item: o.Item, Details: fit.Details(o.Details), Events: fit.Events(o.Events), Repairs: o.Repairs,
+		Item: o.Item, Details: fit.Details(o.Details), Events: o.Events, Repairs: o.Repairs,
 		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
 	}
 	if o.Reused {

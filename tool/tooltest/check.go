@@ -30,7 +30,7 @@ type Outcome struct {
 	Activity string
 	// Details and Events are the Result's, for user interfaces.
 	Details any
-	Events  []tool.PresentationEvent
+	Events  []protocol.PresentationEvent
 	// EndTurn and CompleteActorEvent are the Result's.
 	EndTurn            bool
 	CompleteActorEvent bool
