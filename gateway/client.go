@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -87,7 +88,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc protoco
 	defer cancel()
 	m := nats.NewMsg(protocol.SubjectTools)
 	m.Data = req
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	reply, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("turn.tools: %w", err)
@@ -117,7 +118,7 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	if reason != "" {
 		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
 	}
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	if err := c.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
@@ -164,7 +165,7 @@ func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
 }
 
 func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	ack, err := c.js.PublishMsg(ctx, m)

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -113,7 +114,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 		defer release()
 		if info.Tracer != nil {
 			var span trace.Span
-			ctx, span = spans.ProcessRequest(protocol.ExtractTrace(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
+			ctx, span = spans.ProcessRequest(traceheader.Extract(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
 			defer span.End()
 		}
 		reply, err := catalog(ctx, *req)

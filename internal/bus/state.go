@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -41,7 +42,7 @@ type callRecord struct {
 	Worker  string        `json:"worker,omitempty"`
 	Claim   string        `json:"claim,omitempty"` // a claim's unique id
 	Outcome *turn.Outcome `json:"outcome,omitempty"`
-	// Digest is the claimed call's protocol.CallDigest ("" in records
+	// Digest is the claimed call's turn.CallDigest ("" in records
 	// written before digests were kept, which match any call).
 	Digest string `json:"digest,omitempty"`
 }
@@ -158,7 +159,7 @@ func (s *TurnState) create(ctx context.Context, key string, value []byte) (jetst
 		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
 			return nil, err
 		}
-		if err := protocol.Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+		if err := pause.For(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}

@@ -81,3 +81,13 @@ func TestDispatchAllocations(t *testing.T) {
 		t.Errorf("%.1f allocations per eight-call step, want at most 35 (27 after issue 26's third round, 33 after its second, 104 before)", got)
 	}
 }
+
+// BenchmarkCallDigest is what the journal's digest adds to every call
+// that is claimed.
+func BenchmarkCallDigest(b *testing.B) {
+	c := protocol.CallItem{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "read_file", Arguments: `{"path":"src/main.go","offset":0,"limit":200}`}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = turn.CallDigest(c)
+	}
+}

@@ -316,7 +316,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	c := *call
 	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.digest = protocol.CallDigest(c)
+		p.digest = CallDigest(c)
 	}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)

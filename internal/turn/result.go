@@ -18,7 +18,7 @@ type JournalRef struct {
 	TurnID  string
 	Step    int64
 	CallID  string
-	// Digest is protocol.CallDigest of the call: what it asks for, stored
+	// Digest is CallDigest of the call: what it asks for, stored
 	// with its claim.
 	Digest string
 }

@@ -95,7 +95,7 @@ func (r *StepResult) stepDone(st *protocol.Step) *protocol.StepDone {
 func (r *StepResult) Version(st *protocol.Step, done *protocol.StepDone) {
 	for _, o := range r.Outcomes {
 		if o.Reused {
-			done.Version = protocol.StepDigest(st)
+			done.Version = StepDigest(st)
 			return
 		}
 	}

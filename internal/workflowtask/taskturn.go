@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -324,7 +325,7 @@ func (s *Service) readEnded(ctx context.Context, workflowID, taskID string, comm
 		if attempt == 5 {
 			return nil, fmt.Errorf("task %s of workflow %s was committed but reads as %s", taskID, workflowID, t.Status)
 		}
-		if err := protocol.Pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+		if err := pause.For(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
