@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -295,7 +296,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 // conservative repairs of a destructive tool), so that a running call
 // keeps nothing it does not need.
 func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
-	valid, _, err := p.inv.Tool.Validate(p.call.Arguments, d.Repair.Limit)
+	valid, _, err := tools.Validate(p.inv.Tool, p.call.Arguments, d.Repair.Limit)
 	return valid, err
 }
 

@@ -142,7 +142,7 @@ type pending struct {
 // than the allocation it saved).
 type cell struct {
 	out      Outcome
-	ctx      callContext
+	ctx      tools.CallContext
 	cancel   lazyCancel // ctx's cancellation
 	progress progressState
 }
@@ -510,9 +510,9 @@ func (p *pending) invoke() {
 		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
 	// The step's timer serves as the call's deadline and its watchdog:
-	// when the deadline passes it cancels the call (cause errCallTimeout)
-	// and starts the watchdog. The context still reports the deadline
-	// (callContext).
+	// when the deadline passes it cancels the call (cause
+	// tools.ErrTimedOut) and starts the watchdog. The context still
+	// reports the deadline (tools.CallContext.Due).
 	c := p.cell
 	c.cancel.parent = parent
 	if p.st.d.Journal != nil { // the claim took its time
@@ -520,7 +520,7 @@ func (p *pending) invoke() {
 	}
 	c.ctx.Context = &c.cancel
 	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
-	c.ctx.deadline = p.st.start.Add(p.began + p.timeout)
+	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
