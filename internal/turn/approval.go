@@ -177,7 +177,7 @@ type HeldCall struct {
 }
 
 // Resolution is what decided a pending step (not a task turn's verdict,
-// workflowtask.Verdict).
+// protocol.Verdict).
 type Resolution struct {
 	// By is "answer", "timeout" or "cancel".
 	By string `json:"by"`

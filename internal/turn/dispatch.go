@@ -84,7 +84,7 @@ type Dispatcher struct {
 	Logger *slog.Logger
 	// MaxEventBytes, when set, bounds the encoding of one call's outcome
 	// (protocol.EventBudget of the connection's max payload): larger
-	// outcomes are clipped (protocol.CallOutput.Fit) before they are
+	// outcomes are clipped (fit.CallOutput) before they are
 	// stored and reported, so that the journal record and the call.output
 	// event both fit.
 	MaxEventBytes int
