@@ -14,6 +14,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/schedule"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -64,7 +65,7 @@ func setupAll(ctx context.Context, js jetstream.JetStream, topo bus.Topology) er
 
 // The category resources, for the JetStream definition files.
 var (
-	categoryStreams   = []string{schedule.Stream, jobs.Stream}
+	categoryStreams   = []string{protocol.StreamSchedules, jobs.Stream}
 	categoryBuckets   = []string{todo.Bucket, brain.Bucket, jobs.Bucket}
 	categoryConsumers = map[string]string{jobs.Stream: jobs.ConsumerReports}
 )

@@ -552,7 +552,7 @@ type gwEvent struct {
 	Details    json.RawMessage   `json:"details"`
 	Items      []json.RawMessage `json:"items"`
 	EndTurn    bool              `json:"end_turn"`
-	Task       *workflowtask.Verdict
+	Task       *protocol.Verdict
 	WorkflowID string `json:"workflow_id"`
 	TaskID     string `json:"task_id"`
 	TurnID     string `json:"turn_id"`
@@ -597,7 +597,7 @@ func (g *gatewayClient) workflow(ctx context.Context) {
 
 	events := g.follow(protocol.StreamWorkflows, protocol.PrefixWFEvt+"."+wf)
 	var ready gwEvent
-	for ready.Type != workflowtask.EventTaskReady {
+	for ready.Type != protocol.EventTaskReady {
 		ready = g.next(events)
 	}
 	tc := protocol.Context{Kind: protocol.KindWorkflowTask, WorkflowID: wf, TaskID: ready.TaskID}
@@ -608,14 +608,14 @@ func (g *gatewayClient) workflow(ctx context.Context) {
 	g.publishStep(protocol.PrefixTask, "a1", ready.TurnID, 0, tc, fcall("s1", workflowtask.SubmitResultName, `{"result":{"answer":"42"}}`))
 	for ev = g.next(task); ev.Type != protocol.EventStepDone; ev = g.next(task) {
 	}
-	if ev.Task == nil || ev.Task.Status != workflowtask.VerdictAccepted || !ev.EndTurn {
+	if ev.Task == nil || ev.Task.Status != protocol.VerdictAccepted || !ev.EndTurn {
 		t.Fatalf("task step.done %s", ev.raw)
 	}
 	var types []string
-	for !slices.Contains(types, workflowtask.EventWorkflowCompleted) {
+	for !slices.Contains(types, protocol.EventWorkflowCompleted) {
 		types = append(types, g.next(events).Type)
 	}
-	if !slices.Contains(types, workflowtask.EventTaskAccepted) {
+	if !slices.Contains(types, protocol.EventTaskAccepted) {
 		t.Errorf("workflow events %v", types)
 	}
 
@@ -784,11 +784,11 @@ func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 	}
 
 	// A one-off schedule two seconds ahead; the gateway reads its fire.
-	fires, err := g.c.js.CreateOrUpdateConsumer(ctx, schedule.Stream, jetstream.ConsumerConfig{
-		Durable: "gateway-fires", FilterSubject: schedule.PrefixFire + ".>", AckPolicy: jetstream.AckExplicitPolicy,
+	fires, err := g.c.js.CreateOrUpdateConsumer(ctx, protocol.StreamSchedules, jetstream.ConsumerConfig{
+		Durable: "gateway-fires", FilterSubject: protocol.PrefixScheduleFire + ".>", AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
-		t.Fatalf("gateway consumer on %s: %v", schedule.Stream, err)
+		t.Fatalf("gateway consumer on %s: %v", protocol.StreamSchedules, err)
 	}
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	ev := g.call("sched1", c, schedule.CreateName, map[string]any{"instructions": "Say hello.", "at": at})

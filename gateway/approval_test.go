@@ -162,7 +162,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	if !slices.Equal(cat.Approval, []string{"mark"}) {
 		t.Fatalf("catalog approval %v, want [mark]", cat.Approval)
 	}
-	step := gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{
+	step := protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{
 		fc("c1", "ping", `{"note":"x"}`),
 		fc("c2", "mark", `{"label":"yes",}`), // a trailing comma: repaired before it is shown
 		fc("c3", "mark", `{"label":"no"}`),
@@ -314,7 +314,7 @@ func TestApprovalTimeoutThroughTheClient(t *testing.T) {
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}, Timeout: time.Second})
 	ctx := ctxT(t)
 	before := time.Now()
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t2", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t2", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "mark", `{"label":"late"}`), fc("c2", "ping", `{}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestApprovalFromTheContextAndCancelWhilePending(t *testing.T) {
 	if !slices.Equal(cat.Approval, []string{"ping", "sleep", "finish", "mark"}) {
 		t.Fatalf("catalog approval %v", cat.Approval)
 	}
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t3", Step: 0, Context: tc,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t3", Step: 0, Context: tc,
 		Output: []json.RawMessage{fc("c1", "mark", `{"label":"x"}`), fc("c2", "ping", `{}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +454,7 @@ func TestOutputWithThePendingsIdIsReturned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("pending", "mark", `{"label":"x"}`)}})
+	run, err := c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("pending", "mark", `{"label":"x"}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +497,7 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 	t.Parallel() // its own server
 	r := newApprovalRig(t, turn.Policy{Names: []string{"mark"}})
 	ctx := ctxT(t)
-	first, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx}) // the turn's history
+	first, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx}) // the turn's history
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,7 +508,7 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 	// Step 1's first send, under a message id the stream has forgotten
 	// (as it forgets Send's once the window has passed), held and then
 	// decided.
-	step := gateway.Step{AgentID: "a1", TurnID: "t4", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c1", "mark", `{"label":"once"}`)}}
+	step := protocol.Step{AgentID: "a1", TurnID: "t4", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c1", "mark", `{"label":"once"}`)}}
 	body, _ := json.Marshal(map[string]any{"agent_id": "a1", "turn_id": "t4", "step": 1, "context": diagCtx, "output": step.Output})
 	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "a1", "t4"))
 	m.Data = body

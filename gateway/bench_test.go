@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // BenchmarkStep is one step with one call against a real worker, first
@@ -22,7 +22,7 @@ func BenchmarkStep(b *testing.B) {
 			step := func(turnID string) {
 				n := steps[turnID]
 				steps[turnID]++
-				run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: n, Context: diagCtx,
+				run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: turnID, Step: n, Context: diagCtx,
 					Output: []json.RawMessage{fc(fmt.Sprint("c", n), "ping", `{}`)}})
 				if err != nil {
 					b.Fatal(err)

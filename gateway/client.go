@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -88,7 +88,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc protoco
 	defer cancel()
 	m := nats.NewMsg(protocol.SubjectTools)
 	m.Data = req
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	reply, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("turn.tools: %w", err)
@@ -118,7 +118,7 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	if reason != "" {
 		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
 	}
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	if err := c.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
@@ -165,7 +165,7 @@ func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
 }
 
 func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	ack, err := c.js.PublishMsg(ctx, m)
@@ -194,7 +194,7 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 
 // Send publishes a step and returns the run that streams its events. The
 // step is checked first by the worker's own parser: a step the workers
-// would dead-letter is an error wrapping ErrMalformedStep and is not
+// would dead-letter is an error wrapping protocol.ErrMalformed and is not
 // published. The subscription to the turn's events is made before the
 // publish, and the publish carries Nats-Msg-Id <agent>.<turn>.<step> (and
 // ctx's trace context), so sending the same step again after a crash is
@@ -203,7 +203,7 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // first one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
-func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun, error) {
+func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) (*StepRun, error) {
 	var cfg sendConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -216,10 +216,10 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		// would run, and the conversation the gateway sends back to the
 		// provider would hold a null it refuses.
 		if t := bytes.TrimSpace(item); len(t) == 0 || bytes.Equal(t, []byte("null")) {
-			return nil, fmt.Errorf("%w: output[%d] is empty or null; every item is an object", ErrMalformedStep, i)
+			return nil, fmt.Errorf("%w: output[%d] is empty or null; every item is an object", protocol.ErrMalformed, i)
 		}
 		if !json.Valid(item) {
-			return nil, fmt.Errorf("%w: output[%d] is not JSON: %.100q", ErrMalformedStep, i, item)
+			return nil, fmt.Errorf("%w: output[%d] is not JSON: %.100q", protocol.ErrMalformed, i, item)
 		}
 	}
 	body, err := json.Marshal(struct {
@@ -230,7 +230,7 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 		Output  []json.RawMessage `json:"output"`
 	}{s.AgentID, s.TurnID, s.Step, s.Context, s.Output})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformedStep, err)
+		return nil, fmt.Errorf("%w: %v", protocol.ErrMalformed, err)
 	}
 	prefix := protocol.PrefixCall
 	if s.Context.Kind == protocol.KindWorkflowTask {
@@ -239,9 +239,7 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	subject := protocol.Subject(prefix, s.AgentID, s.TurnID)
 	parsed, err := protocol.ParseStep(prefix, subject, body, int(c.nc.MaxPayload()))
 	if err != nil {
-		// The parser's errors start with its own "malformed step: ".
-		reason := strings.TrimPrefix(err.Error(), protocol.ErrMalformed.Error()+": ")
-		return nil, fmt.Errorf("%w: %s", ErrMalformedStep, reason)
+		return nil, err // wraps protocol.ErrMalformed, as the workers' refusal would
 	}
 	if err := checkKind(prefix, s.Context); err != nil {
 		return nil, err
@@ -250,7 +248,7 @@ func (c *Client) Send(ctx context.Context, s Step, opts ...SendOption) (*StepRun
 	// step.done can answer, even with every output clipped to a note.
 	if need, budget := protocol.MinStepDoneBytes(parsed), protocol.EventBudget(c.nc.MaxPayload()); need > budget {
 		return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes, over the %d byte limit of one event; send fewer calls per step",
-			ErrMalformedStep, len(parsed.Calls), need, budget)
+			protocol.ErrMalformed, len(parsed.Calls), need, budget)
 	}
 	r := newRun(c, parsed)
 	start, err := c.readStart(ctx, parsed)
@@ -332,14 +330,11 @@ func (c *Client) outputsStream(ctx context.Context) (jetstream.Stream, error) {
 	return c.outputs, nil
 }
 
-// ErrMalformedStep is wrapped by the error of a step that Send refused.
-var ErrMalformedStep = errors.New("malformed step")
-
 // checkKind refuses what the worker would dead-letter beyond ParseStep:
 // a task step without its workflow and task.
 func checkKind(prefix string, tc protocol.Context) error {
 	if prefix == protocol.PrefixTask && (tc.WorkflowID == "" || tc.TaskID == "") {
-		return fmt.Errorf("%w: a workflow_task context needs workflow_id and task_id", ErrMalformedStep)
+		return fmt.Errorf("%w: a workflow_task context needs workflow_id and task_id", protocol.ErrMalformed)
 	}
 	return nil
 }

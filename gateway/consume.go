@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -190,7 +191,7 @@ func (c *Client) consume(ctx context.Context, stream, durable string, filters []
 			// Missed heartbeats and the like: the iterator goes on by
 			// itself; a pause keeps a persistent one from spinning.
 			c.log.Warn("reading a consumer", "stream", stream, "consumer", durable, "err", err)
-			if protocol.Pause(ctx, 100*time.Millisecond) != nil {
+			if pause.For(ctx, 100*time.Millisecond) != nil {
 				return ctx.Err()
 			}
 			continue
@@ -220,7 +221,7 @@ func (c *Client) durableConsumer(ctx context.Context, stream, durable string, fi
 			c.log.Info("waiting for a worker to create the stream", "stream", stream)
 			logged = true
 		}
-		if protocol.Pause(ctx, time.Second) != nil {
+		if pause.For(ctx, time.Second) != nil {
 			return nil, ctx.Err() // the documented error, not the cause
 		}
 	}

@@ -13,7 +13,7 @@
 //	c, err := gateway.New(nc, gateway.Options{})
 //	cat, err := c.Catalog(ctx, "a1", "t1", tc)
 //	// … call the model with cat.Tools, get its output items …
-//	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: n, Context: tc, Output: output})
+//	run, err := c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: n, Context: tc, Output: output})
 //	defer run.Close()
 //	done, err := run.Wait(ctx)
 //

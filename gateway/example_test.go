@@ -104,7 +104,7 @@ func ExampleClient_Send() {
 		json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"one\"}"}`),
 		json.RawMessage(`{"type":"function_call","call_id":"call_2","name":"ping","arguments":"{\"note\":\"two\"}"}`),
 	}
-	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: tc, Output: output})
+	run, err := c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: tc, Output: output})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func ExampleFairness() {
 		Fairness: protocol.Fairness{Key: "tenant-42", Weight: 2}}
 	exampleCatalog(c, "tf", tc) // the worker's service is up
 	output := []json.RawMessage{json.RawMessage(`{"type":"function_call","call_id":"call_1","name":"ping","arguments":"{\"note\":\"hi\"}"}`)}
-	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf", Step: 0, Context: tc, Output: output})
+	run, err := c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "tf", Step: 0, Context: tc, Output: output})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -296,8 +296,8 @@ func ExampleFairness() {
 
 	bad := tc
 	bad.Fairness = protocol.Fairness{Key: "tenant 42", Weight: 500}
-	_, err = c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "tf2", Step: 0, Context: bad, Output: output})
-	fmt.Println(errors.Is(err, gateway.ErrMalformedStep))
+	_, err = c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "tf2", Step: 0, Context: bad, Output: output})
+	fmt.Println(errors.Is(err, protocol.ErrMalformed))
 	// Output:
 	// {"type":"function_call_output","call_id":"call_1","output":"pong hi"}
 	// true

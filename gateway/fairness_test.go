@@ -6,12 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Send checks context.fairness as the workers parse it: what they would
-// dead-letter is refused with ErrMalformedStep and not published; what
+// dead-letter is refused with ErrMalformed and not published; what
 // they accept is sent and run, and the step.done carries no trace of it.
 func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
 	t.Parallel() // its own server
@@ -28,9 +27,9 @@ func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
 	for name, f := range refused {
 		tc := diagCtx
 		tc.Fairness = f
-		_, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: "tfr", Step: 0, Context: tc, Output: nil})
-		if !errors.Is(err, gateway.ErrMalformedStep) {
-			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
+		_, err := r.c.Send(ctxT(t), protocol.Step{AgentID: "a1", TurnID: "tfr", Step: 0, Context: tc, Output: nil})
+		if !errors.Is(err, protocol.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
 		}
 	}
 	for i, f := range []protocol.Fairness{{}, {Key: "tenant-42"}, {Key: "team.a:prio_1", Weight: 0.01}, {Weight: 100}, {Key: strings.Repeat("k", protocol.MaxFairKey), Weight: 2.5}} {
@@ -40,7 +39,7 @@ func TestSendChecksFairnessLikeTheWorker(t *testing.T) {
 		if _, err := r.c.Catalog(ctxT(t), "a1", turnID, tc); err != nil {
 			t.Fatalf("%+v: catalog: %v", f, err)
 		}
-		run, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: tc, Output: nil})
+		run, err := r.c.Send(ctxT(t), protocol.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: tc, Output: nil})
 		if err != nil {
 			t.Fatalf("%+v: %v", f, err)
 		}

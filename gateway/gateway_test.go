@@ -83,7 +83,7 @@ var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]boo
 // output is ok.
 func (r *rig) callOK(t *testing.T, ctx context.Context, turnID string, tc protocol.Context, call json.RawMessage) {
 	t.Helper()
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: tc, Output: []json.RawMessage{call}})
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: tc, Output: []json.RawMessage{call}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestStepStreamsOutputsActivityAndDone(t *testing.T) {
 		t.Fatalf("catalog has no sleep: %s", cat.Tools)
 	}
 	prose := json.RawMessage(`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two at once."}]}`)
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{prose, fc("c1", "sleep", `{"ms":50}`), fc("c2", "ping", `{"note":"x"}`), fc("c3", "ping", `{"note":`)}},
 		gateway.WithActivity())
 	if err != nil {
@@ -183,7 +183,7 @@ func TestActivityOfARunningCall(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":300}`)}}, gateway.WithActivity())
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 	// Step 1 after a step 0 of the turn dead-lettered too: the run of step
 	// 1 must not take step 0's dead letter for its own.
 	for n := range int64(2) {
-		run, err := c.Send(ctx, gateway.Step{AgentID: "broken", TurnID: "t1", Step: n, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
+		run, err := c.Send(ctx, protocol.Step{AgentID: "broken", TurnID: "t1", Step: n, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +297,7 @@ func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 		run.Close()
 	}
 	// Another agent's turns go on.
-	run, err := c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
+	run, err := c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t1", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", "{}")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,9 +316,9 @@ func TestSendRefusesMoreCallsThanOneStepDoneHolds(t *testing.T) {
 	for i := range 12000 {
 		out = append(out, fc(fmt.Sprintf("c%d", i), "p", ""))
 	}
-	_, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: out})
-	if !errors.Is(err, gateway.ErrMalformedStep) || !strings.Contains(err.Error(), "send fewer calls per step") {
-		t.Fatalf("%v, want ErrMalformedStep", err)
+	_, err := r.c.Send(ctxT(t), protocol.Step{AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: out})
+	if !errors.Is(err, protocol.ErrMalformed) || !strings.Contains(err.Error(), "send fewer calls per step") {
+		t.Fatalf("%v, want ErrMalformed", err)
 	}
 }
 
@@ -331,7 +331,7 @@ func TestStepNumberReusedWithOtherCalls(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	send := func(turnID, callID string) *gateway.StepRun {
-		run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: diagCtx, Output: []json.RawMessage{fc(callID, "ping", `{}`)}})
+		run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: turnID, Step: 0, Context: diagCtx, Output: []json.RawMessage{fc(callID, "ping", `{}`)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +379,7 @@ func TestResendAfterTheCallsWindowReadsTheFirstEvents(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
-	step0 := gateway.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}}
+	step0 := protocol.Step{AgentID: "a1", TurnID: "t7", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}}
 	run, err := r.c.Send(ctx, step0)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +393,7 @@ func TestResendAfterTheCallsWindowReadsTheFirstEvents(t *testing.T) {
 	// TURN_CALLS.
 	r.publishEvent("t7", protocol.CallOutputMsgID("a1", "t7", 1, "c9"), `{"type":"call.output","agent_id":"a1","turn_id":"t7","step":1,"call_id":"c9","name":"ping","namespace":"","status":"ok","error":null,"item":{"type":"function_call_output","call_id":"c9","output":"pong first"},"details":{},"events":[],"repairs":[],"activity":"Pinging","duration_ms":0}`)
 	r.publishEvent("t7", protocol.StepDoneMsgID("a1", "t7", 1), `{"type":"step.done","agent_id":"a1","turn_id":"t7","step":1,"items":[{"type":"function_call_output","call_id":"c9","output":"pong first"}],"end_turn":false,"complete_actor_event":false,"task":null}`)
-	run, err = r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c9", "ping", `{}`)}})
+	run, err = r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t7", Step: 1, Context: diagCtx, Output: []json.RawMessage{fc("c9", "ping", `{}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestNewWithoutAConnection(t *testing.T) {
 func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
-	for name, s := range map[string]gateway.Step{
+	for name, s := range map[string]protocol.Step{
 		"bad agent id":      {AgentID: "a.1", TurnID: "t1", Context: diagCtx},
 		"negative step":     {AgentID: "a1", TurnID: "t1", Step: -1, Context: diagCtx},
 		"unknown kind":      {AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: "chat"}},
@@ -429,10 +429,10 @@ func TestSendRefusesWhatTheWorkerWouldDeadLetter(t *testing.T) {
 		"string item": {AgentID: "a1", TurnID: "t1", Context: diagCtx, Output: []json.RawMessage{json.RawMessage(` "hi"`)}},
 	} {
 		_, err := r.c.Send(ctxT(t), s)
-		if !errors.Is(err, gateway.ErrMalformedStep) {
-			t.Errorf("%s: %v, want ErrMalformedStep", name, err)
-		} else if strings.Count(err.Error(), gateway.ErrMalformedStep.Error()) != 1 || strings.Contains(err.Error(), "MarshalJSON") {
-			t.Errorf("%s: %q says %q more than once", name, err, gateway.ErrMalformedStep)
+		if !errors.Is(err, protocol.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		} else if strings.Count(err.Error(), protocol.ErrMalformed.Error()) != 1 || strings.Contains(err.Error(), "MarshalJSON") {
+			t.Errorf("%s: %q says %q more than once", name, err, protocol.ErrMalformed)
 		}
 	}
 	info, err := r.js.Stream(ctxT(t), protocol.StreamCalls)
@@ -469,7 +469,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 	ctx := ctxT(t)
 	// Step 0 of the turn ran before: its events are in the stream, and
 	// the runs for step 1 must not mistake them for their own.
-	first, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t2", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}})
+	first, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t2", Step: 0, Context: diagCtx, Output: []json.RawMessage{fc("c1", "ping", `{}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Close()
-	step1 := gateway.Step{AgentID: "a1", TurnID: "t2", Step: 1, Context: diagCtx,
+	step1 := protocol.Step{AgentID: "a1", TurnID: "t2", Step: 1, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "ping", `{"note":"again"}`), fc("c9", "sleep", `{"ms":60000}`)}}
 	run, err := r.c.Send(ctx, step1)
 	if err != nil {
@@ -570,7 +570,7 @@ func TestRunIsRedeliverySafeAndSurvivesGarbage(t *testing.T) {
 func TestNextEndsWithItsContext(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
-	run, err := r.c.Send(ctxT(t), gateway.Step{AgentID: "a1", TurnID: "t3", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctxT(t), protocol.Step{AgentID: "a1", TurnID: "t3", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -591,7 +591,7 @@ func TestCancelAbortsTheRunningCall(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t4", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}}, gateway.WithActivity())
 	if err != nil {
 		t.Fatal(err)
@@ -641,7 +641,7 @@ func TestPendingAndDecisions(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	// The worker made TURN_APPROVALS (answers are stored there).
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t5", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t5", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -743,7 +743,7 @@ func TestWorkflowTaskTurn(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"tasks": []any{map[string]any{"id": "q1", "instructions": "Answer.",
 		"result_schema": map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}},
 			"required": []string{"answer"}, "additionalProperties": false}}}})
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "main", Step: 0, Context: protocol.Context{Kind: protocol.KindText},
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "main", Step: 0, Context: protocol.Context{Kind: protocol.KindText},
 		Output: []json.RawMessage{fc("s1", workflowtask.StartWorkflowName, string(args))}})
 	if err != nil {
 		t.Fatal(err)
@@ -780,7 +780,7 @@ func TestWorkflowTaskTurn(t *testing.T) {
 	}
 	step := func(n int64, out ...json.RawMessage) *protocol.StepDone {
 		t.Helper()
-		run, err := r.c.Send(ctx, gateway.Step{AgentID: ev.AgentID, TurnID: ev.TurnID, Step: n, Context: tc, Output: out})
+		run, err := r.c.Send(ctx, protocol.Step{AgentID: ev.AgentID, TurnID: ev.TurnID, Step: n, Context: tc, Output: out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -866,7 +866,7 @@ func TestJobRunner(t *testing.T) {
 	}
 	// The worker applies the report; show_job then tells the model.
 	for n := int64(1); ; n++ {
-		run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t7", Step: n, Context: bind,
+		run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t7", Step: n, Context: bind,
 			Output: []json.RawMessage{fc("s", jobs.ShowName, fmt.Sprintf(`{"job_id":%q}`, ev.JobID))}})
 		if err != nil {
 			t.Fatal(err)
@@ -910,7 +910,7 @@ func TestSendPublishesIdAndTraceContext(t *testing.T) {
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 	sctx := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
 	item := json.RawMessage(`{"type":"function_call","call_id":"c1","name":"ping","arguments":"{}"}`)
-	for _, s := range []gateway.Step{
+	for _, s := range []protocol.Step{
 		{AgentID: "a1", TurnID: "t1", Step: 4, Context: diagCtx, Output: []json.RawMessage{item}},
 		{AgentID: "a1", TurnID: "t2", Step: 0, Context: protocol.Context{Kind: protocol.KindWorkflowTask, WorkflowID: "wf", TaskID: "q"}},
 	} {
@@ -982,7 +982,7 @@ func TestProgressActivity(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
-	run, err := r.c.Send(ctx, gateway.Step{AgentID: "a1", TurnID: "t8", Step: 0, Context: diagCtx,
+	run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t8", Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "sleep", `{"ms":60000}`)}}, gateway.WithActivity())
 	if err != nil {
 		t.Fatal(err)

@@ -15,13 +15,3 @@ func BenchmarkParseStep(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkCallDigest is what the journal's digest adds to every call
-// that is claimed.
-func BenchmarkCallDigest(b *testing.B) {
-	c := protocol.Call{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "read_file", Arguments: `{"path":"src/main.go","offset":0,"limit":200}`}
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = protocol.CallDigest(c)
-	}
-}

@@ -16,10 +16,11 @@
 // have their own events ([WorkflowEvent], [ScheduleFire], [JobEvent],
 // [JobReport]).
 //
-// Every message carries its trace context: [InjectTrace] and
-// [ExtractTrace] read and write W3C Trace Context in NATS headers.
+// Every message carries its trace context in W3C Trace Context headers
+// (traceparent, tracestate, baggage), which package gateway and the
+// workers write and read.
 //
-// The package is a leaf: it imports the standard library, nats.go and
-// OpenTelemetry's propagation, nothing of the worker, so that a gateway
-// (package gateway) links none of it.
+// The package is a leaf: it imports only the standard library, so that
+// both sides link it and a gateway (package gateway) or a tool (package
+// tool) links nothing of the worker through it.
 package protocol

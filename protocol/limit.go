@@ -152,7 +152,7 @@ func suffixWithin(s string, n int) int {
 }
 
 // MinStepDoneBytes is the smallest step.done st can have: every output
-// item clipped to a note (see StepDone.Fit). A step whose floor is over
+// item clipped to a note, as the worker clips them. A step whose floor is over
 // the budget cannot be answered and is refused before anything runs.
 func MinStepDoneBytes(st *Step) int {
 	// The step.done without items, as json.Marshal writes it; counted,

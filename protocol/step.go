@@ -37,16 +37,28 @@ type Context struct {
 // Bound reports whether the context binds name (web, brain, …).
 func (c Context) Bound(name string) bool { return c.Bindings[name] }
 
-// Step is one model response of a turn, as the gateway publishes it.
+// Step is one model response of a turn, as the gateway publishes it on
+// turn.call.<agent_id>.<turn_id> (a main turn) or turn.task.… (a task
+// turn). A gateway fills the wire fields and sends it
+// (gateway.Client.Send); ParseStep reads the message back into the fields
+// the worker runs from (Items, Calls, Prose).
 type Step struct {
-	AgentID string  `json:"agent_id"`
-	TurnID  string  `json:"turn_id"`
-	Step    int64   `json:"step"`
+	AgentID string `json:"agent_id"`
+	TurnID  string `json:"turn_id"`
+	// Step numbers the model responses of a turn: 0, 1, 2, …
+	Step int64 `json:"step"`
+	// Context is the turn's context; its Kind decides the subject
+	// (turn.call for a main turn, turn.task for a task turn).
 	Context Context `json:"context"`
+	// Output is the model response's output array, item by item, as the
+	// provider returned it: messages, reasoning, function_call and
+	// tool_search_call items alike. ParseStep does not keep it: it reads
+	// it into the three fields below.
+	Output []json.RawMessage `json:"output"`
 	// Items is how many items the model's output held.
 	Items int `json:"-"`
 	// Calls are the executable items of the output, in order.
-	Calls []Call `json:"-"`
+	Calls []CallItem `json:"-"`
 	// Prose reports whether the output holds a message with text.
 	Prose bool `json:"-"`
 }
@@ -60,8 +72,8 @@ const (
 	ItemMessage            = "message"
 )
 
-// Call is a function_call or tool_search_call item of a step.
-type Call struct {
+// CallItem is a function_call or tool_search_call item of a step.
+type CallItem struct {
 	Type      string `json:"type"`
 	CallID    string `json:"call_id"`
 	Namespace string `json:"namespace,omitempty"`
@@ -73,8 +85,10 @@ type Call struct {
 	Execution string          `json:"execution,omitempty"`
 }
 
-// ErrMalformed is wrapped by every error ParseStep returns; the message
-// after it is the dead-letter reason.
+// ErrMalformed is wrapped by every error ParseStep returns, and by the
+// error of a step gateway.Client.Send refuses to publish because the
+// workers would dead-letter it; the message after it is the dead-letter
+// reason.
 var ErrMalformed = errors.New("malformed step")
 
 // ValidID reports whether s is a valid agent, turn, workflow or task id:
@@ -175,7 +189,7 @@ func ParseStep(prefix, subject string, data []byte, maxBytes int) (*Step, error)
 			return nil, malformed("output[%d]: call_id %q appears twice", i, item.CallID)
 		}
 		seen[item.CallID] = true
-		c := Call{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
+		c := CallItem{Type: item.Type, CallID: item.CallID, Namespace: item.Namespace, Name: item.Name, Execution: item.Execution}
 		if item.Type == ItemFunctionCall {
 			if item.Name == "" {
 				return nil, malformed("output[%d]: function_call without a name", i)

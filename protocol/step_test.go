@@ -151,7 +151,7 @@ func TestParseStepProtocolExample(t *testing.T) {
 		len(c.Skills) != 1 || c.MCPServers[0] != "github" {
 		t.Errorf("context %+v", c)
 	}
-	want := []protocol.Call{
+	want := []protocol.CallItem{
 		{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "web_fetch", Arguments: `{"url":"https://example.com"}`},
 		{Type: protocol.ItemFunctionCall, CallID: "call_2", Namespace: "github", Name: "list_issues", Arguments: `{}`},
 		{Type: protocol.ItemToolSearchCall, CallID: "call_3", Execution: "client", Search: json.RawMessage(`{"query": "issues"}`)},

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentbull/toolruntime/tool"
+	"github.com/agentbull/toolruntime/tool/tooltest"
 )
 
 // LookupParams are decoded from arguments checked against a raw schema.
@@ -16,6 +18,7 @@ type LookupParams struct {
 
 // A tool with a raw schema: every keyword is sent and enforced as written,
 // and the arguments are decoded into the tool's type after validation.
+// Package tooltest runs a call as the worker would.
 func ExampleNew_rawSchema() {
 	lookup := tool.Must(tool.Def[LookupParams]{
 		Spec: tool.Spec{
@@ -38,18 +41,20 @@ func ExampleNew_rawSchema() {
 	fmt.Println(string(lookup.Schema()))
 
 	// A fenced, valid call is repaired and runs.
-	a, repairs, err := lookup.Parse("```json\n{\"key\": \"user:42\", \"shards\": [1, 3]}\n```", 0)
-	if err != nil {
-		panic(err)
-	}
-	res, _ := a.Run(context.Background())
-	fmt.Println(res.Content, repairs)
+	ctx := context.Background()
+	out := tooltest.Check(ctx, lookup, "```json\n{\"key\": \"user:42\", \"shards\": [1, 3]}\n```")
+	fmt.Println(out.Output, out.Repairs)
 
 	// Every violation is refused, with its JSON pointer.
-	_, _, err = lookup.Parse(`{"key": "user", "shards": [1, 9]}`, 0)
-	fmt.Println(err)
+	out = tooltest.Check(ctx, lookup, `{"key": "user", "shards": [1, 9]}`)
+	for _, line := range strings.Split(out.Output, "\n") {
+		if strings.HasPrefix(line, "- /") {
+			fmt.Println(line)
+		}
+	}
 	// Output:
 	// {"type":"object","properties":{"key":{"type":"string","pattern":"^[a-z]+:[0-9]+$"},"shards":{"type":"array","items":{"type":"integer","minimum":0,"maximum":7},"uniqueItems":true}},"required":["key","shards"]}
 	// user:42 in shards [1 3] [strip_fences]
-	// /key: does not match pattern '^[a-z]+:[0-9]+$'; /shards/1: must be <= 7 but found 9
+	// - /key: does not match pattern '^[a-z]+:[0-9]+$'
+	// - /shards/1: must be <= 7 but found 9
 }

@@ -65,19 +65,3 @@ func ExampleCategory() {
 	fmt.Println(len(ts), c.Validate())
 	// Output: 1 <nil>
 }
-
-// Parse is the check a worker makes before it runs a call: the arguments
-// repaired where that loses nothing, validated and decoded. A tool's own
-// tests use package tooltest, which runs the whole call.
-func ExampleTool_Parse() {
-	a, repairs, err := weather.Parse("```json\n{\"city\": \"Porto\"}\n```", 0)
-	fmt.Println(a.Activity, repairs, err)
-	res, _ := a.Run(context.Background())
-	fmt.Println(res.Content)
-	_, _, err = weather.Parse(`{"town": "Porto"}`, 0)
-	fmt.Println(err != nil)
-	// Output:
-	// Looking up the weather in Porto [strip_fences] <nil>
-	// Sunny, 21 degrees in Porto
-	// true
-}

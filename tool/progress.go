@@ -1,6 +1,10 @@
 package tool
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentbull/toolruntime/internal/toolhooks"
+)
 
 // ReportProgress reports the progress of the call ctx runs: done so far,
 // total when known (0: unknown) and a short label (may be empty). User
@@ -8,7 +12,7 @@ import "context"
 // publishes, so a tool may call it as often as it likes, and it costs
 // nothing when nobody listens.
 func ReportProgress(ctx context.Context, done, total int64, label string) {
-	if f, ok := ctx.Value(progressKey{}).(func(int64, int64, string)); ok {
+	if f, ok := ctx.Value(toolhooks.ProgressKey{}).(func(int64, int64, string)); ok {
 		f(done, total, label)
 	}
 }
@@ -17,6 +21,6 @@ func ReportProgress(ctx context.Context, done, total int64, label string) {
 // tool can skip preparing reports (a label, a request for an MCP
 // server's notifications) nobody reads.
 func ProgressWanted(ctx context.Context) bool {
-	_, ok := ctx.Value(progressKey{}).(func(int64, int64, string))
+	_, ok := ctx.Value(toolhooks.ProgressKey{}).(func(int64, int64, string))
 	return ok
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/toolhooks"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Mode says whether a call may run beside the other calls of its step.
@@ -66,14 +68,6 @@ type Spec struct {
 	Timeout time.Duration
 }
 
-// PresentationEvent is an event a tool emits for user interfaces; it
-// reaches them as a protocol.PresentationEvent of the call's output.
-type PresentationEvent struct {
-	Type string `json:"type"`
-	// Data must marshal to JSON.
-	Data any `json:"data,omitempty"`
-}
-
 // Result is what a tool returns.
 type Result struct {
 	// Content is the text the model reads.
@@ -84,8 +78,10 @@ type Result struct {
 	// Details is structured data for logs and user interfaces; it is never
 	// sent to the model. It must marshal to JSON.
 	Details any
-	// Events are the tool's presentation events.
-	Events []PresentationEvent
+	// Events are the tool's presentation events for user interfaces,
+	// which read them in the call's output event (protocol.CallOutput).
+	// Each Data is JSON: marshal the value the interface reads.
+	Events []protocol.PresentationEvent
 	// CompleteActorEvent marks the actor event the turn answers as done.
 	CompleteActorEvent bool
 	// EndTurn asks the agent loop to stop after this step.
@@ -119,11 +115,16 @@ type Tool struct {
 	spec       Spec
 	params     *schema.Params
 	definition json.RawMessage
-	bind       func(v schema.Value) (*Args, error)
-	// direct, when set, parses the common case (plain JSON, valid)
-	// straight into the parameters; nil means Parse's general path.
-	direct func(arguments string) *Args
+	// anchor holds what the worker reads of the tool (its schema, the
+	// decoding of arguments into P), through internal/toolhooks.
+	anchor
 }
+
+// anchor is embedded under this name so that the field stays unexported.
+type anchor = toolhooks.Anchor[Result]
+
+// args is one call's arguments decoded into a tool's parameters.
+type args = toolhooks.Args[Result]
 
 var validName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
@@ -194,16 +195,17 @@ func New[P any](d Def[P]) (*Tool, error) {
 		Parameters: params.Sent(), Strict: s.Strict,
 	})
 	def, calls := &d, &sync.Pool{}
-	// One allocation holds the arguments and their decoded parameters,
-	// reused once released (Args.Release).
+	// One allocation holds a call's decoded parameters, reused once the
+	// worker releases it.
 	newCall := func() *typedCall[P] {
 		if c, ok := calls.Get().(*typedCall[P]); ok {
 			return c
 		}
 		return &typedCall[P]{def: def, pool: calls}
 	}
+	h := &toolhooks.Hooks[Result]{Params: params}
 	bindP := schema.BinderFor[P]()
-	t.bind = func(v schema.Value) (*Args, error) {
+	h.Bind = func(v schema.Value) (args, error) {
 		c := newCall()
 		var err error
 		if bindP != nil {
@@ -213,29 +215,24 @@ func New[P any](d Def[P]) (*Tool, error) {
 			err = v.Unmarshal(&c.p)
 		}
 		if err != nil {
-			c.release()
+			c.Release()
 			return nil, &Error{Kind: InvalidArguments, Message: "arguments do not fit the tool's parameters: " + err.Error()}
 		}
-		c.args = Args{call: c}
-		if d.Activity != nil {
-			c.args.Activity = d.Activity(c.p)
-		}
-		return &c.args, nil
+		c.label()
+		return c, nil
 	}
 	if directP := schema.DirectFor[P](params); directP != nil {
-		t.direct = func(arguments string) *Args {
+		h.Direct = func(arguments string) args {
 			c := newCall()
 			if !directP(arguments, &c.p) {
-				c.release()
+				c.Release()
 				return nil
 			}
-			c.args = Args{call: c}
-			if d.Activity != nil {
-				c.args.Activity = d.Activity(c.p)
-			}
-			return &c.args
+			c.label()
+			return c
 		}
 	}
+	toolhooks.Set(&t.anchor, h)
 	return t, nil
 }
 
@@ -278,101 +275,37 @@ func mustMarshal(v any) json.RawMessage {
 	return b
 }
 
-// Args are one call's arguments, validated against the tool's schema and
-// decoded into its parameters: what [Tool.Parse] returns and the worker
-// runs.
-type Args struct {
-	// Activity is the progress label Def.Activity built from them.
-	Activity string
-	call     call
-}
-
-// call is the typed half of a call's arguments.
-type call interface {
-	run(ctx context.Context) (Result, error)
-	completed(Result) (string, bool)
-	release()
-}
-
+// typedCall is one call's arguments decoded into P: the worker's
+// toolhooks.Args of a tool made by New.
 type typedCall[P any] struct {
-	args Args
-	def  *Def[P]
-	pool *sync.Pool // of the tool's released calls
-	p    P
+	def      *Def[P]
+	pool     *sync.Pool // of the tool's released calls
+	p        P
+	activity string
 }
 
-// release empties c (the parameters it decoded stay with those they were
-// given to) and puts it back in its tool's pool.
-func (c *typedCall[P]) release() {
-	var zero P
-	c.args, c.p = Args{}, zero
-	c.pool.Put(c)
+// label builds the call's activity label from its parameters.
+func (c *typedCall[P]) label() {
+	if c.def.Activity != nil {
+		c.activity = c.def.Activity(c.p)
+	}
 }
 
-func (c *typedCall[P]) run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
+func (c *typedCall[P]) Activity() string { return c.activity }
 
-func (c *typedCall[P]) completed(r Result) (string, bool) {
+func (c *typedCall[P]) Run(ctx context.Context) (Result, error) { return c.def.Execute(ctx, c.p) }
+
+func (c *typedCall[P]) Completed(r Result) (string, bool) {
 	if c.def.CompletedActivity == nil {
 		return "", false
 	}
 	return c.def.CompletedActivity(c.p, r), true
 }
 
-// Parse checks a call's arguments as the worker does before it runs the
-// tool: the model's argument string (JSON, or what the model sent
-// instead) goes up the repair ladder when it does not parse (at most
-// repairLimit bytes of it, 0 for the default 64 KiB; a destructive tool
-// takes no guessing rung), is validated against the tool's full schema
-// and decoded into its parameters. repairs names the rungs that made the
-// arguments parse, on an error too. The error says what is wrong (for a
-// worker to word for the model), or is an *Error of kind
-// InvalidArguments when the validated value does not decode into P.
-// Package tooltest runs whole calls.
-func (t *Tool) Parse(arguments string, repairLimit int) (a *Args, repairs []string, err error) {
-	if t.direct != nil {
-		if a := t.direct(arguments); a != nil {
-			return a, nil, nil
-		}
-	}
-	v, repairs, err := t.parse(arguments, repairLimit)
-	if err != nil {
-		return nil, repairs, err
-	}
-	a, err = t.bind(v)
-	return a, repairs, err
-}
-
-// Validate is Parse without the decoding: the arguments as validated, as
-// JSON text (as the model sent them when they needed no repair).
-func (t *Tool) Validate(arguments string, repairLimit int) (valid json.RawMessage, repairs []string, err error) {
-	v, repairs, err := t.parse(arguments, repairLimit)
-	if err != nil {
-		return nil, repairs, err
-	}
-	valid, err = v.JSON()
-	return valid, repairs, err
-}
-
-func (t *Tool) parse(arguments string, repairLimit int) (schema.Value, []string, error) {
-	return t.params.ParseValue(arguments, schema.RepairOptions{Limit: repairLimit, Conservative: t.spec.Destructive})
-}
-
-// Run calls Execute with the arguments. A panic is the caller's to
-// recover: the worker turns it into a tool_error.
-func (a *Args) Run(ctx context.Context) (Result, error) { return a.call.run(ctx) }
-
-// Release hands a back to its tool once the caller is done with it, so
-// that a later Parse reuses its storage instead of allocating. Neither a
-// nor its Run or Completed may be used after; the parameters Run and
-// Completed passed on are copies, their holders' own. Releasing is
-// optional: an Args never released is collected as usual.
-func (a *Args) Release() { a.call.release() }
-
-// Completed is the label to show once the call ended with r:
-// CompletedActivity's when the tool has one, otherwise Activity.
-func (a *Args) Completed(r Result) string {
-	if label, ok := a.call.completed(r); ok {
-		return label
-	}
-	return a.Activity
+// Release empties c (the parameters it decoded stay with those they were
+// given to) and puts it back in its tool's pool.
+func (c *typedCall[P]) Release() {
+	var zero P
+	c.p, c.activity = zero, ""
+	c.pool.Put(c)
 }

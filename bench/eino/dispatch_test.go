@@ -52,7 +52,7 @@ func runtimeDispatch8(b *testing.B, d *turn.Dispatcher) {
 	}
 	in := turn.Input{AgentID: "a", TurnID: "t"}
 	for i := range calls {
-		in.Calls = append(in.Calls, protocol.Call{Type: protocol.ItemFunctionCall, CallID: fmt.Sprintf("c%d", i), Name: "noop", Arguments: `{"note":"x"}`})
+		in.Calls = append(in.Calls, protocol.CallItem{Type: protocol.ItemFunctionCall, CallID: fmt.Sprintf("c%d", i), Name: "noop", Arguments: `{"note":"x"}`})
 	}
 	ctx := context.Background()
 	b.ReportAllocs()

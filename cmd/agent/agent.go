@@ -115,7 +115,7 @@ func (a *Agent) RunTurn(ctx context.Context, t Turn) (*Result, error) {
 		if txt := resp.OutputText(); txt != "" {
 			res.Text = txt
 		}
-		done, cancelled, err := a.step(ctx, gateway.Step{AgentID: t.AgentID, TurnID: t.TurnID, Step: n, Context: t.Context, Output: output})
+		done, cancelled, err := a.step(ctx, protocol.Step{AgentID: t.AgentID, TurnID: t.TurnID, Step: n, Context: t.Context, Output: output})
 		if err != nil {
 			return res, err
 		}
@@ -167,7 +167,7 @@ func (a *Agent) respond(ctx context.Context, tools []responses.ToolUnionParam, i
 // step publishes one step and waits for its step.done. If ctx ends
 // first, the turn is cancelled and the step.done that follows the cancel
 // is still read.
-func (a *Agent) step(ctx context.Context, s gateway.Step) (*protocol.StepDone, bool, error) {
+func (a *Agent) step(ctx context.Context, s protocol.Step) (*protocol.StepDone, bool, error) {
 	run, err := a.GW.Send(ctx, s, gateway.WithActivity())
 	if err != nil {
 		if ctx.Err() != nil {

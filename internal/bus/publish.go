@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -98,7 +99,7 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
 	ctx, span := publishSpan(ctx, subject)
-	protocol.InjectTrace(ctx, m.Header)
+	traceheader.Inject(ctx, m.Header)
 	buf := p.getBuf()
 	defer p.putBuf(buf)
 	err := p.encode(m, subject, msgID, v, buf)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -114,7 +115,7 @@ func Serve(nc *nats.Conn, info Info, catalog Func, log *slog.Logger) (*Service, 
 		defer release()
 		if info.Tracer != nil {
 			var span trace.Span
-			ctx, span = spans.ProcessRequest(protocol.ExtractTrace(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
+			ctx, span = spans.ProcessRequest(traceheader.Extract(ctx, r.header), info.Tracer, protocol.SubjectTools, micro.DefaultQueueGroup)
 			defer span.End()
 		}
 		reply, err := catalog(ctx, *req)

@@ -46,8 +46,8 @@ type taskRecord struct {
 type evidence struct {
 	published map[stepKey]*stepSpec
 	outputs   []outputEvent
-	events    []workflowtask.Event // for this run's agent
-	marks     []string             // every line of every marks.log
+	events    []protocol.WorkflowEvent // for this run's agent
+	marks     []string                 // every line of every marks.log
 	// records are the task records of the tasks whose step.done said
 	// accepted, by taskKey.
 	records  map[string]taskRecord
@@ -62,7 +62,7 @@ func taskKey(workflow, task string) string { return workflow + "/" + task }
 func acceptedTasks(outputs []outputEvent) map[string][2]string {
 	out := map[string][2]string{}
 	for _, e := range outputs {
-		if e.Type == protocol.EventStepDone && e.Task != nil && e.Task.Status == workflowtask.VerdictAccepted {
+		if e.Type == protocol.EventStepDone && e.Task != nil && e.Task.Status == protocol.VerdictAccepted {
 			out[taskKey(e.Task.WorkflowID, e.Task.TaskID)] = [2]string{e.Task.WorkflowID, e.Task.TaskID}
 		}
 	}
@@ -162,10 +162,10 @@ func check(ev *evidence, r *Report) {
 	readyOf := map[string]int{}       // workflow id → tasks announced
 	for _, e := range ev.events {
 		switch e.Type {
-		case workflowtask.EventWorkflowStarted:
+		case protocol.EventWorkflowStarted:
 			started[e.Title]++
 			workflowOf[e.Title] = e.WorkflowID
-		case workflowtask.EventTaskReady:
+		case protocol.EventTaskReady:
 			readyOf[e.WorkflowID]++
 		}
 	}
@@ -227,9 +227,9 @@ func check(ev *evidence, r *Report) {
 	ready := map[string]bool{}
 	for _, e := range ev.events {
 		switch e.Type {
-		case workflowtask.EventTaskAccepted:
+		case protocol.EventTaskAccepted:
 			acceptedEv[taskKey(e.WorkflowID, e.TaskID)] = e.Result
-		case workflowtask.EventTaskReady:
+		case protocol.EventTaskReady:
 			ready[taskKey(e.WorkflowID, e.TaskID)] = true
 		}
 	}
@@ -248,10 +248,10 @@ func check(ev *evidence, r *Report) {
 			continue
 		}
 		tk := taskKey(e.Task.WorkflowID, e.Task.TaskID)
-		if e.Task.Status == workflowtask.VerdictAccepted || e.Task.Status == workflowtask.VerdictFailed {
+		if e.Task.Status == protocol.VerdictAccepted || e.Task.Status == protocol.VerdictFailed {
 			ended[tk] = true
 		}
-		if e.Task.Status != workflowtask.VerdictAccepted || seen[tk] {
+		if e.Task.Status != protocol.VerdictAccepted || seen[tk] {
 			continue
 		}
 		seen[tk] = true

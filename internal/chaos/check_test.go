@@ -45,14 +45,14 @@ func newWorld() *world {
 		TaskID     string          `json:"task_id"`
 		Status     string          `json:"status"`
 		Result     json.RawMessage `json:"result"`
-	}{WorkflowID: "wf1", TaskID: "k0", Status: workflowtask.VerdictAccepted, Result: json.RawMessage(`{"answer": "task_wf1_k0"}`)}
+	}{WorkflowID: "wf1", TaskID: "k0", Status: protocol.VerdictAccepted, Result: json.RawMessage(`{"answer": "task_wf1_k0"}`)}
 	w.ev.outputs = append(w.ev.outputs,
 		outputEvent{Type: protocol.EventCallOutput, TurnID: "task_wf1_k0", CallID: "s0", Name: workflowtask.SubmitResultName, Status: protocol.StatusOK},
 		done)
-	w.ev.events = []workflowtask.Event{
-		{Type: workflowtask.EventWorkflowStarted, WorkflowID: "wf1", Title: "chaos.t3.0"},
-		{Type: workflowtask.EventTaskReady, WorkflowID: "wf1", TaskID: "k0", TurnID: "task_wf1_k0"},
-		{Type: workflowtask.EventTaskAccepted, WorkflowID: "wf1", TaskID: "k0", Result: result},
+	w.ev.events = []protocol.WorkflowEvent{
+		{Type: protocol.EventWorkflowStarted, WorkflowID: "wf1", Title: "chaos.t3.0"},
+		{Type: protocol.EventTaskReady, WorkflowID: "wf1", TaskID: "k0", TurnID: "task_wf1_k0"},
+		{Type: protocol.EventTaskAccepted, WorkflowID: "wf1", TaskID: "k0", Result: result},
 	}
 	w.ev.records[taskKey("wf1", "k0")] = taskRecord{Found: true, Status: workflowtask.TaskAccepted, Result: result}
 	return w
@@ -116,7 +116,7 @@ func TestCheckFindsViolations(t *testing.T) {
 			w.ev.marks = w.ev.marks[1:]
 		}, "marks reported ok that never ran", func(r *Report) int { return r.MarksMissing }},
 		{"workflow started twice", func(w *world) {
-			w.ev.events = append(w.ev.events, workflowtask.Event{Type: workflowtask.EventWorkflowStarted, WorkflowID: "wf2", Title: "chaos.t3.0"})
+			w.ev.events = append(w.ev.events, protocol.WorkflowEvent{Type: protocol.EventWorkflowStarted, WorkflowID: "wf2", Title: "chaos.t3.0"})
 		}, "started more than one workflow", func(r *Report) int { return r.WorkflowsDoubled }},
 		{"task not announced", func(w *world) {
 			w.ev.events = append(w.ev.events[:1], w.ev.events[2:]...)

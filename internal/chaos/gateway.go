@@ -426,7 +426,7 @@ func (g *gateway) onOutput(seq uint64, data []byte) {
 		status = ev.Task.Status
 	}
 	switch {
-	case status == workflowtask.VerdictAccepted || status == workflowtask.VerdictFailed:
+	case status == protocol.VerdictAccepted || status == protocol.VerdictFailed:
 		ts.ended = true
 	case ts.last+1 >= maxTaskSteps:
 		ts.gave = true
@@ -440,7 +440,7 @@ func (g *gateway) onOutput(seq uint64, data []byte) {
 
 // onEvent starts the turn of every task announced for this agent.
 func (g *gateway) onEvent(seq uint64, data []byte) {
-	var ev workflowtask.Event
+	var ev protocol.WorkflowEvent
 	if json.Unmarshal(data, &ev) != nil {
 		return
 	}
@@ -451,7 +451,7 @@ func (g *gateway) onEvent(seq uint64, data []byte) {
 	}
 	g.lastEvent = seq
 	g.progress = time.Now()
-	if ev.Type != workflowtask.EventTaskReady || ev.AgentID != g.cfg.Agent || g.tasks[ev.TurnID] != nil {
+	if ev.Type != protocol.EventTaskReady || ev.AgentID != g.cfg.Agent || g.tasks[ev.TurnID] != nil {
 		return
 	}
 	result, _ := json.Marshal(map[string]string{"answer": ev.TurnID})

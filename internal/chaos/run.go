@@ -260,7 +260,7 @@ func collect(ctx context.Context, js jetstream.JetStream, g *gateway, fl *fleet,
 		return nil, err
 	}
 	err = readAll(ctx, js, protocol.StreamWorkflows, protocol.PrefixWFEvt+".>", func(data []byte) error {
-		var e workflowtask.Event
+		var e protocol.WorkflowEvent
 		if err := json.Unmarshal(data, &e); err != nil {
 			return fmt.Errorf("unreadable workflow event %q: %w", data, err)
 		}

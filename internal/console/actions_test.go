@@ -194,7 +194,7 @@ func TestLiveFilters(t *testing.T) {
 		turn string
 		c    protocol.Context
 	}{{"t6", diagCtx}, {"t7", keyed}, {"t5", diagCtx}} {
-		run, err := r.gw.Send(ctx, gateway.Step{AgentID: "a9", TurnID: s.turn, Step: 0, Context: s.c, Output: []json.RawMessage{fc("c1", "sleep", `{"ms":1}`)}})
+		run, err := r.gw.Send(ctx, protocol.Step{AgentID: "a9", TurnID: s.turn, Step: 0, Context: s.c, Output: []json.RawMessage{fc("c1", "sleep", `{"ms":1}`)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // browserTools finds Chromium and playwright-core, or says what is
@@ -71,7 +71,7 @@ func TestBrowser(t *testing.T) {
 	long, _ := json.Marshal(map[string]string{"note": strings.Repeat("a long note the model wrote; ", 20)})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	run2, err := r.gw.Send(ctx, gateway.Step{AgentID: "a2", TurnID: "deploy-7", Step: 3, Context: diagCtx,
+	run2, err := r.gw.Send(ctx, protocol.Step{AgentID: "a2", TurnID: "deploy-7", Step: 3, Context: diagCtx,
 		Output: []json.RawMessage{fc("call_9", "ping", string(long)), fc("call_10", "sleep", `{"ms":1}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// Some finished steps for the fleet's charts.
 	for i := range 5 {
-		if _, err := r.gw.Send(ctx, gateway.Step{AgentID: "a4", TurnID: fmt.Sprintf("t%d", i), Step: 0, Context: diagCtx,
+		if _, err := r.gw.Send(ctx, protocol.Step{AgentID: "a4", TurnID: fmt.Sprintf("t%d", i), Step: 0, Context: diagCtx,
 			Output: []json.RawMessage{fc("c1", "sleep", `{"ms":20}`)}}); err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ func (r *rig) hold(t *testing.T, agent, turnID string) *gateway.StepRun {
 	note, _ := json.Marshal(map[string]string{"note": hostile})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	run, err := r.gw.Send(ctx, gateway.Step{AgentID: agent, TurnID: turnID, Step: 0, Context: diagCtx,
+	run, err := r.gw.Send(ctx, protocol.Step{AgentID: agent, TurnID: turnID, Step: 0, Context: diagCtx,
 		Output: []json.RawMessage{fc("c1", "mark", `{"label":"deploy"}`), fc("c2", "ping", string(note))}})
 	if err != nil {
 		t.Fatal(err)

@@ -31,32 +31,3 @@ func Details(v any) json.RawMessage {
 	}
 	return b
 }
-
-// Events are a tool's presentation events as a call.output carries them;
-// nil stays nil. Data that does not encode is replaced as in Details.
-func Events(evs []tool.PresentationEvent) []protocol.PresentationEvent {
-	if evs == nil {
-		return nil
-	}
-	out := make([]protocol.PresentationEvent, len(evs))
-	for i, e := range evs {
-		out[i] = protocol.PresentationEvent{Type: e.Type, Data: Details(e.Data)}
-	}
-	return out
-}
-
-// ToolEvents turns events back into the tool's type (for the journal,
-// after CallOutput clipped them); their data stays encoded.
-func ToolEvents(evs []protocol.PresentationEvent) []tool.PresentationEvent {
-	if evs == nil {
-		return nil
-	}
-	out := make([]tool.PresentationEvent, len(evs))
-	for i, e := range evs {
-		out[i] = tool.PresentationEvent{Type: e.Type}
-		if len(e.Data) > 0 {
-			out[i].Data = e.Data
-		}
-	}
-	return out
-}

@@ -87,14 +87,14 @@ func (m *Metrics) Hooks() *turn.Hooks {
 	if m == nil {
 		return nil
 	}
-	return &turn.Hooks{Started: m.callStarted, Ended: func(_ turn.CallRef, o *turn.Outcome) {
+	return &turn.Hooks{Started: m.callStarted, Ended: func(_ turn.JournalRef, o *turn.Outcome) {
 		if !o.Replayed {
 			m.callEnded(o)
 		}
 	}}
 }
 
-func (m *Metrics) callStarted(turn.CallRef, protocol.Call, string) {
+func (m *Metrics) callStarted(turn.JournalRef, protocol.CallItem, string) {
 	m.inFlight.Add(bg, 1)
 	m.running.Add(1)
 }

@@ -2,12 +2,14 @@ package tools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/toolhooks"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -18,7 +20,7 @@ type Invocation struct {
 	Repairs []string
 	// Activity is the progress label built from the parameters.
 	Activity string
-	args     *tool.Args
+	args     toolhooks.Args[tool.Result]
 }
 
 // Prepare validates (repairing where the tool allows it, at most
@@ -37,12 +39,53 @@ func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 // in a larger value (the dispatcher's per-call state): one allocation
 // fewer per call. On an error inv is left as it was.
 func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) error {
-	a, repairs, err := t.Parse(args, repairLimit)
+	a, repairs, err := parse(t, args, repairLimit)
 	if err != nil {
 		return prepareError(t, err, repairs)
 	}
-	*inv = Invocation{Tool: t, Repairs: repairs, Activity: a.Activity, args: a}
+	*inv = Invocation{Tool: t, Repairs: repairs, Activity: a.Activity(), args: a}
 	return nil
+}
+
+// parse checks a call's arguments before the tool runs: the model's
+// argument string (JSON, or what the model sent instead) goes up the
+// repair ladder when it does not parse (at most repairLimit bytes of it,
+// 0 for the default 64 KiB; a destructive tool takes no guessing rung),
+// is validated against the tool's full schema and decoded into its
+// parameters. repairs names the rungs that made the arguments parse, on
+// an error too. The error says what is wrong (argumentsError words it
+// for the model), or is an *Error of kind invalid_arguments when the
+// validated value does not decode into the parameters.
+func parse(t *tool.Tool, arguments string, repairLimit int) (a toolhooks.Args[tool.Result], repairs []string, err error) {
+	h := toolhooks.Of[tool.Result](t)
+	if h.Direct != nil {
+		if a := h.Direct(arguments); a != nil {
+			return a, nil, nil
+		}
+	}
+	v, repairs, err := parseValue(t, h, arguments, repairLimit)
+	if err != nil {
+		return nil, repairs, err
+	}
+	a, err = h.Bind(v)
+	return a, repairs, err
+}
+
+// Validate is what Prepare checks, without the decoding: the arguments as
+// validated, as JSON text (as the model sent them when they needed no
+// repair), and the rungs that repaired them. The error is parse's, not
+// yet worded for the model.
+func Validate(t *tool.Tool, arguments string, repairLimit int) (valid json.RawMessage, repairs []string, err error) {
+	v, repairs, err := parseValue(t, toolhooks.Of[tool.Result](t), arguments, repairLimit)
+	if err != nil {
+		return nil, repairs, err
+	}
+	valid, err = v.JSON()
+	return valid, repairs, err
+}
+
+func parseValue(t *tool.Tool, h *toolhooks.Hooks[tool.Result], arguments string, repairLimit int) (schema.Value, []string, error) {
+	return h.Params.ParseValue(arguments, schema.RepairOptions{Limit: repairLimit, Conservative: t.Spec().Destructive})
 }
 
 // prepareError is out of Prepare's way so that the error target of
@@ -75,8 +118,10 @@ func (inv *Invocation) Run(ctx context.Context) (res tool.Result, err error) {
 	return res, err
 }
 
-// Release hands the decoded parameters back to the tool for reuse
-// (tool.Args.Release) once the call is over; inv is not run again.
+// Release hands the decoded parameters back to the tool for reuse once
+// the call is over, so that a later Prepare reuses their storage instead
+// of allocating; inv is not run again. Releasing is optional: an
+// invocation never released is collected as usual.
 func (inv *Invocation) Release() {
 	if inv.args != nil {
 		inv.args.Release()
@@ -84,8 +129,14 @@ func (inv *Invocation) Release() {
 	}
 }
 
-// CompletedActivity is the label to show once the call ended with r.
-func (inv *Invocation) CompletedActivity(r tool.Result) string { return inv.args.Completed(r) }
+// CompletedActivity is the label to show once the call ended with r:
+// the tool's CompletedActivity when it has one, otherwise Activity.
+func (inv *Invocation) CompletedActivity(r tool.Result) string {
+	if label, ok := inv.args.Completed(r); ok {
+		return label
+	}
+	return inv.Activity
+}
 
 // maxShapeBytes bounds the schema quoted back to the model in an
 // invalid_arguments message.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -176,7 +177,7 @@ type HeldCall struct {
 }
 
 // Resolution is what decided a pending step (not a task turn's verdict,
-// workflowtask.Verdict).
+// protocol.Verdict).
 type Resolution struct {
 	// By is "answer", "timeout" or "cancel".
 	By string `json:"by"`
@@ -295,14 +296,14 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 // conservative repairs of a destructive tool), so that a running call
 // keeps nothing it does not need.
 func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
-	valid, _, err := p.inv.Tool.Validate(p.call.Arguments, d.Repair.Limit)
+	valid, _, err := tools.Validate(p.inv.Tool, p.call.Arguments, d.Repair.Limit)
 	return valid, err
 }
 
 // heldOutcome is the outcome a decided pending call gets without running:
 // refused or timed out. Approved calls get none. (A cancelled step's
 // calls are all answered aborted by Resolve.)
-func heldOutcome(c protocol.Call, p *PendingStep) *Outcome {
+func heldOutcome(c protocol.CallItem, p *PendingStep) *Outcome {
 	v := p.Resolution
 	switch {
 	case v.By == ByTimeout:
@@ -369,7 +370,7 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	stored := make(map[string]*HeldCall, len(p.Calls))
 	for i := range p.Calls {
 		h := &p.Calls[i]
-		c := protocol.Call{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
+		c := protocol.CallItem{Type: h.Type, CallID: h.CallID, Namespace: h.Namespace, Name: h.Name, Execution: h.Execution, Arguments: h.Arguments, Search: h.Search}
 		st.Calls = append(st.Calls, c)
 		switch {
 		case h.Outcome != nil:

@@ -17,7 +17,7 @@ func BenchmarkDispatchParallel8(b *testing.B) {
 		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(b, noop)
-	calls := make([]protocol.Call, 8)
+	calls := make([]protocol.CallItem, 8)
 	for i := range calls {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}
@@ -61,7 +61,7 @@ func TestDispatchAllocations(t *testing.T) {
 		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(t, noop)
-	calls := make([]protocol.Call, 8)
+	calls := make([]protocol.CallItem, 8)
 	for i := range calls {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}
@@ -79,5 +79,15 @@ func TestDispatchAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per eight-call step", got)
 	if got > 35 {
 		t.Errorf("%.1f allocations per eight-call step, want at most 35 (27 after issue 26's third round, 33 after its second, 104 before)", got)
+	}
+}
+
+// BenchmarkCallDigest is what the journal's digest adds to every call
+// that is claimed.
+func BenchmarkCallDigest(b *testing.B) {
+	c := protocol.CallItem{Type: protocol.ItemFunctionCall, CallID: "call_1", Name: "read_file", Arguments: `{"path":"src/main.go","offset":0,"limit":200}`}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = turn.CallDigest(c)
 	}
 }

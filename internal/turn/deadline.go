@@ -2,16 +2,13 @@ package turn
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/tool"
 )
-
-// errCallTimeout is the cause of a call's context when its time ran out.
-var errCallTimeout = errors.New("call timed out")
 
 // inflight tracks the calls of a step that are running. It holds the
 // step's one timer, which fires at the earliest deadline of its running
@@ -38,7 +35,7 @@ func (f *inflight) add(p *pending) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, p)
-	if d := p.cell.ctx.deadline; f.next.IsZero() || d.Before(f.next) {
+	if d := p.cell.ctx.Due; f.next.IsZero() || d.Before(f.next) {
 		f.arm(d)
 	}
 	return !f.aborted
@@ -80,7 +77,7 @@ func (f *inflight) expire() {
 	f.next = time.Time{}
 	var next time.Time
 	for _, p := range f.calls {
-		switch d := p.cell.ctx.deadline; {
+		switch d := p.cell.ctx.Due; {
 		case p.expired:
 		case !d.After(now):
 			p.expired = true
@@ -145,7 +142,7 @@ const returnGrace = time.Second
 // expire ends the call's time: its context is cancelled with the timeout
 // cause, and the watchdog gives the tool returnGrace to return.
 func (p *pending) expire() {
-	p.cell.cancel.with(errCallTimeout)
+	p.cell.cancel.with(tools.ErrTimedOut)
 	p.watchdog()
 }
 
@@ -239,38 +236,4 @@ func (c *lazyCancel) Value(key any) any {
 		return c.ctx().Value(key)
 	}
 	return c.parent.Value(key)
-}
-
-// callContext is a call's context: cancelled by the call's own timer or
-// the turn's abort, reporting the timer's deadline as a context with a
-// timeout would (so tools can pass it on to HTTP clients and MCP
-// sessions), and carrying the call's identity.
-type callContext struct {
-	tool.CallContext
-	deadline time.Time
-}
-
-func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *callContext) Err() error {
-	if context.Cause(c.Context) == errCallTimeout {
-		return context.DeadlineExceeded
-	}
-	return c.Context.Err()
-}
-
-// classify decides the error kind of a failed run: the clock and the
-// turn's abort take precedence over whatever the tool said about them.
-func classify(err error, callCtx, turnCtx context.Context, timeout time.Duration) *tool.Error {
-	if context.Cause(callCtx) == errCallTimeout && turnCtx.Err() == nil {
-		return tool.Errorf(tool.Timeout, "The call did not finish within %s and was stopped.", timeout)
-	}
-	if turnCtx.Err() != nil {
-		return tool.Errorf(tool.Aborted, "The call was aborted: %v.", context.Cause(turnCtx))
-	}
-	var te *tool.Error
-	if errors.As(err, &te) {
-		return te
-	}
-	return &tool.Error{Kind: tool.ToolError, Message: err.Error()}
 }

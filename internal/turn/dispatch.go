@@ -36,26 +36,26 @@ var ErrCancelled = errors.New("the turn was cancelled")
 type Hooks struct {
 	// Started is called as a validated call begins to run (not for a call
 	// answered without running), with its started activity label.
-	Started func(ref CallRef, c protocol.Call, label string)
+	Started func(ref JournalRef, c protocol.CallItem, label string)
 	// Progress, when set, gives running calls a progress reporter
 	// (tool.ReportProgress) and publishes their reports: called on a
 	// timer's goroutine, never the tool's, at most once per
 	// ProgressInterval per call, and never after the call's Ended began.
 	// It may block (a slow connection) without slowing the tool, whose
 	// reports meanwhile only replace the value waiting to go out.
-	Progress func(ref CallRef, a protocol.Activity)
+	Progress func(ref JournalRef, a protocol.Activity)
 	// Ended is called once per call with its outcome (Outcome.Replayed
 	// when it came from the journal), unless the step was abandoned.
-	Ended func(ref CallRef, o *Outcome)
+	Ended func(ref JournalRef, o *Outcome)
 }
 
-func (h *Hooks) started(ref CallRef, c protocol.Call, label string) {
+func (h *Hooks) started(ref JournalRef, c protocol.CallItem, label string) {
 	if h != nil && h.Started != nil {
 		h.Started(ref, c, label)
 	}
 }
 
-func (h *Hooks) ended(ref CallRef, o *Outcome) {
+func (h *Hooks) ended(ref JournalRef, o *Outcome) {
 	if h != nil && h.Ended != nil {
 		h.Ended(ref, o)
 	}
@@ -84,7 +84,7 @@ type Dispatcher struct {
 	Logger *slog.Logger
 	// MaxEventBytes, when set, bounds the encoding of one call's outcome
 	// (protocol.EventBudget of the connection's max payload): larger
-	// outcomes are clipped (protocol.CallOutput.Fit) before they are
+	// outcomes are clipped (fit.CallOutput) before they are
 	// stored and reported, so that the journal record and the call.output
 	// event both fit.
 	MaxEventBytes int
@@ -105,9 +105,9 @@ type Dispatcher struct {
 // can be reached once the step is over is in the call's cell instead.
 type pending struct {
 	st         *stepState
-	call       *protocol.Call    // in the step's Input
-	digest     string            // the call's CallRef.Digest
-	inv        *tools.Invocation // &invocation once the arguments validated
+	call       *protocol.CallItem // in the step's Input
+	digest     string             // the call's JournalRef.Digest
+	inv        *tools.Invocation  // &invocation once the arguments validated
 	invocation tools.Invocation
 	timeout    time.Duration
 	search     bool
@@ -142,7 +142,7 @@ type pending struct {
 // than the allocation it saved).
 type cell struct {
 	out      Outcome
-	ctx      callContext
+	ctx      tools.CallContext
 	cancel   lazyCancel // ctx's cancellation
 	progress progressState
 }
@@ -309,14 +309,14 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.Call, p *pending) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending) {
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
 	c := *call
 	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.digest = protocol.CallDigest(c)
+		p.digest = CallDigest(c)
 	}
 	if d.Tracer != nil {
 		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
@@ -460,7 +460,7 @@ func (p *pending) run() {
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
 // running.
-func notRun(c protocol.Call, cause error) *Outcome {
+func notRun(c protocol.CallItem, cause error) *Outcome {
 	return errorOutcome(c, tool.Errorf(tool.Aborted, "Not run: %v.", cause))
 }
 
@@ -473,10 +473,10 @@ func abandoned(ctx context.Context) bool {
 // since is the time since the step's start.
 func (st *stepState) since() time.Duration { return time.Since(st.start) }
 
-// ref is the call's CallRef.
-func (p *pending) ref() CallRef {
+// ref is the call's JournalRef.
+func (p *pending) ref() JournalRef {
 	st := p.st
-	return CallRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
+	return JournalRef{AgentID: st.agentID, TurnID: st.turnID, Step: st.stepN, CallID: p.call.CallID, Digest: p.digest}
 }
 
 func (d *Dispatcher) ended(ctx context.Context, p *pending) {
@@ -510,9 +510,9 @@ func (p *pending) invoke() {
 		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
 	// The step's timer serves as the call's deadline and its watchdog:
-	// when the deadline passes it cancels the call (cause errCallTimeout)
-	// and starts the watchdog. The context still reports the deadline
-	// (callContext).
+	// when the deadline passes it cancels the call (cause
+	// tools.ErrTimedOut) and starts the watchdog. The context still
+	// reports the deadline (tools.CallContext.Due).
 	c := p.cell
 	c.cancel.parent = parent
 	if p.st.d.Journal != nil { // the claim took its time
@@ -520,7 +520,7 @@ func (p *pending) invoke() {
 	}
 	c.ctx.Context = &c.cancel
 	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
-	c.ctx.deadline = p.st.start.Add(p.began + p.timeout)
+	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
@@ -567,7 +567,7 @@ func invalidArguments(err error) *tool.Error {
 // span names. A model can send any name, of any size: a name longer than
 // any tool's (the tools' names are at most 64 bytes) is quoted clipped,
 // so that an unknown tool's output does not echo a megabyte.
-func displayName(c protocol.Call) string {
+func displayName(c protocol.CallItem) string {
 	name := c.Name
 	if c.Namespace != "" {
 		name = c.Namespace + "." + c.Name

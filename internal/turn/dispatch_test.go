@@ -672,7 +672,7 @@ type slowJournal struct {
 	claiming, release chan struct{}
 }
 
-func (j *slowJournal) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+func (j *slowJournal) Claim(ctx context.Context, ref turn.JournalRef) (*turn.Outcome, error) {
 	close(j.claiming)
 	<-j.release
 	return j.memJournal.Claim(ctx, ref)
@@ -710,7 +710,7 @@ type reuseJournal struct {
 	reused map[string]bool
 }
 
-func (j reuseJournal) ReusedIDs(ctx context.Context, _ []turn.CallRef) (map[string]bool, error) {
+func (j reuseJournal) ReusedIDs(ctx context.Context, _ []turn.JournalRef) (map[string]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -68,18 +68,18 @@ func reply(text string) execFunc {
 	return func(context.Context, textArgs) (tool.Result, error) { return tool.Result{Content: text}, nil }
 }
 
-func call(id, name, args string) protocol.Call {
-	return protocol.Call{Type: protocol.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
+func call(id, name, args string) protocol.CallItem {
+	return protocol.CallItem{Type: protocol.ItemFunctionCall, CallID: id, Name: name, Arguments: args}
 }
 
-func nsCall(id, ns, name, args string) protocol.Call {
+func nsCall(id, ns, name, args string) protocol.CallItem {
 	c := call(id, name, args)
 	c.Namespace = ns
 	return c
 }
 
-func searchCall(id, args string) protocol.Call {
-	c := protocol.Call{Type: protocol.ItemToolSearchCall, CallID: id, Execution: "client"}
+func searchCall(id, args string) protocol.CallItem {
+	c := protocol.CallItem{Type: protocol.ItemToolSearchCall, CallID: id, Execution: "client"}
 	if args != "" {
 		c.Search = json.RawMessage(args)
 	}
@@ -95,7 +95,7 @@ func mustSet(t testing.TB, ts ...*tool.Tool) *turn.Set {
 	return s
 }
 
-func input(calls ...protocol.Call) turn.Input {
+func input(calls ...protocol.CallItem) turn.Input {
 	return turn.Input{AgentID: "a1", TurnID: "t1", Step: 3, Calls: calls}
 }
 
@@ -242,14 +242,14 @@ func newRecorder() *recorder {
 	return &recorder{labels: map[string]string{}, ended: map[string]*turn.Outcome{}}
 }
 
-func (r *recorder) CallStarted(ref turn.CallRef, c protocol.Call, label string) {
+func (r *recorder) CallStarted(ref turn.JournalRef, c protocol.CallItem, label string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.started = append(r.started, c.CallID)
 	r.labels[c.CallID] = label
 }
 
-func (r *recorder) CallEnded(ref turn.CallRef, o *turn.Outcome) {
+func (r *recorder) CallEnded(ref turn.JournalRef, o *turn.Outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, dup := r.ended[ref.CallID]; dup {
@@ -280,7 +280,7 @@ func newJournal() *memJournal {
 	return &memJournal{stored: map[string]*turn.Outcome{}, claimed: map[string]bool{}}
 }
 
-func (j *memJournal) Claim(_ context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+func (j *memJournal) Claim(_ context.Context, ref turn.JournalRef) (*turn.Outcome, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.failing != nil {
@@ -305,7 +305,7 @@ func (j *memJournal) Claim(_ context.Context, ref turn.CallRef) (*turn.Outcome, 
 	return nil, nil
 }
 
-func (j *memJournal) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
+func (j *memJournal) Store(ctx context.Context, ref turn.JournalRef, o *turn.Outcome) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("store with a dead context: %w", ctx.Err())
 	}
@@ -327,15 +327,15 @@ func (j *memJournal) storedIDs() []string {
 // observer is what the tests' recorders implement; a recorder that also
 // has CallProgress publishes progress.
 type observer interface {
-	CallStarted(turn.CallRef, protocol.Call, string)
-	CallEnded(turn.CallRef, *turn.Outcome)
+	CallStarted(turn.JournalRef, protocol.CallItem, string)
+	CallEnded(turn.JournalRef, *turn.Outcome)
 }
 
 // observe gives in the hooks of o.
 func observe(o observer, in turn.Input) turn.Input {
 	in.Hooks = &turn.Hooks{Started: o.CallStarted, Ended: o.CallEnded}
 	if p, ok := o.(interface {
-		CallProgress(turn.CallRef, protocol.Activity)
+		CallProgress(turn.JournalRef, protocol.Activity)
 	}); ok {
 		in.Hooks.Progress = p.CallProgress
 	}

@@ -13,7 +13,7 @@ import (
 var ErrClaimed = errors.New("call was claimed by an earlier attempt that did not finish")
 
 // ErrReused is returned by Journal.Claim when the call id was claimed
-// for a different call (another tool or other arguments: CallRef.Digest
+// for a different call (another tool or other arguments: JournalRef.Digest
 // differs): a gateway re-sent the step with other calls under used ids.
 var ErrReused = errors.New("call id was used for a different call")
 
@@ -25,9 +25,9 @@ type Journal interface {
 	// call, ErrClaimed when an earlier attempt claimed it but never
 	// stored an outcome, and ErrReused when the claim is of a call with
 	// another digest.
-	Claim(ctx context.Context, ref CallRef) (*Outcome, error)
+	Claim(ctx context.Context, ref JournalRef) (*Outcome, error)
 	// Store records the outcome of a claimed call.
-	Store(ctx context.Context, ref CallRef, o *Outcome) error
+	Store(ctx context.Context, ref JournalRef, o *Outcome) error
 }
 
 // Recorder is implemented by a Journal that can journal a read-only
@@ -41,7 +41,7 @@ type Recorder interface {
 	// write. It returns the stored outcome when an earlier (or a
 	// concurrent) attempt stored one first, which is then the outcome to
 	// report, and ErrReused when the key holds another call's.
-	Record(ctx context.Context, ref CallRef, o *Outcome) (*Outcome, error)
+	Record(ctx context.Context, ref JournalRef, o *Outcome) (*Outcome, error)
 }
 
 // redeliveredKey marks a context as the handling of a step the server
@@ -73,7 +73,7 @@ func (p *pending) recordAfter() bool {
 // call, so that a re-sent step is not answered under the first version's
 // message ids (docs/protocol.md, "Reused call ids").
 type ReuseChecker interface {
-	ReusedIDs(ctx context.Context, refs []CallRef) (map[string]bool, error)
+	ReusedIDs(ctx context.Context, refs []JournalRef) (map[string]bool, error)
 }
 
 // answered settles, off the common path, a call that comes after the
@@ -145,7 +145,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 	if !ok {
 		return
 	}
-	var refs []CallRef
+	var refs []JournalRef
 	for _, p := range ps {
 		if p.outcome != nil {
 			refs = append(refs, p.ref())
@@ -170,7 +170,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 
 // reusedOutcome answers a call whose id an earlier version of its step
 // used for another call.
-func reusedOutcome(c protocol.Call, step int64) *Outcome {
+func reusedOutcome(c protocol.CallItem, step int64) *Outcome {
 	o := errorOutcome(c, tool.Errorf(tool.InvalidArguments,
 		"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
 		protocol.ClipText(c.CallID, 300), step))

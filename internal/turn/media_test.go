@@ -122,7 +122,7 @@ func TestMediaBudgetScalesImages(t *testing.T) {
 func TestStepDoneWithMediaFits(t *testing.T) {
 	const maxEvent = 200 << 10
 	var ts []*tool.Tool
-	var calls []protocol.Call
+	var calls []protocol.CallItem
 	names := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 	for i, n := range names {
 		ts = append(ts, mediaTool(t, n, "shot "+n, tool.Media{MIMEType: "image/png", Data: tinyPNG(t, 120+10*i, 100, true), Source: n + ".png in your home"}))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,6 +11,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -53,7 +53,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if o.Details != nil {
 		o.Details = ev.Details
 	}
-	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, fit.ToolEvents(ev.Events), ev.Repairs, ev.Activity
+	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, ev.Events, ev.Repairs, ev.Activity
 	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
 		o.MediaNotes = nil // the media are gone: nothing left to note
 	}
@@ -80,8 +80,8 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 		o.Events = res.Events
 	}
 	if err != nil {
-		o.Err = classify(err, &c.ctx, p.st.ctx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, failureText(o.Err, res.Content), res.Media)
+		o.Err = tools.Classify(err, &c.ctx, p.st.ctx, p.timeout)
+		o.Item, o.MediaNotes = d.outputItem(p.st.ctx, p.call.CallID, tools.FailureText(o.Err, res.Content), res.Media)
 		o.Activity = p.inv.Activity
 		return o
 	}
@@ -91,20 +91,12 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 	return o
 }
 
-func failureText(e *tool.Error, content string) string {
-	text := fmt.Sprintf("Error (%s): %s", e.Kind, e.Message)
-	if content != "" {
-		text += "\n" + content
-	}
-	return text
-}
-
-func errorOutcome(c protocol.Call, e *tool.Error) *Outcome {
+func errorOutcome(c protocol.CallItem, e *tool.Error) *Outcome {
 	o := &Outcome{CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Err: e}
 	if c.Type == protocol.ItemToolSearchCall {
 		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
 	} else {
-		o.Item = functionOutput(c.CallID, failureText(e, ""))
+		o.Item = functionOutput(c.CallID, tools.FailureText(e, ""))
 	}
 	return o
 }

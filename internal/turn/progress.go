@@ -50,8 +50,8 @@ type progress struct {
 // progressTo is where a call's progress goes: Hooks.Progress, with what
 // its events say of the call.
 type progressTo struct {
-	publish func(CallRef, protocol.Activity)
-	ref     CallRef
+	publish func(JournalRef, protocol.Activity)
+	ref     JournalRef
 	name    string // the call's tool
 	label   string // its started activity label
 }

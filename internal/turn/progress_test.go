@@ -29,7 +29,7 @@ func newProgressRecorder() *progressRecorder {
 	return &progressRecorder{recorder: newRecorder(), seen: make(chan int64, 1<<16)}
 }
 
-func (r *progressRecorder) CallProgress(ref turn.CallRef, a protocol.Activity) {
+func (r *progressRecorder) CallProgress(ref turn.JournalRef, a protocol.Activity) {
 	r.mu.Lock()
 	r.events = append(r.events, a)
 	r.log = append(r.log, "progress "+ref.CallID)
@@ -40,7 +40,7 @@ func (r *progressRecorder) CallProgress(ref turn.CallRef, a protocol.Activity) {
 	}
 }
 
-func (r *progressRecorder) CallEnded(ref turn.CallRef, o *turn.Outcome) {
+func (r *progressRecorder) CallEnded(ref turn.JournalRef, o *turn.Outcome) {
 	r.mu.Lock()
 	r.log = append(r.log, "ended "+ref.CallID)
 	r.mu.Unlock()
@@ -248,7 +248,7 @@ type slowObserver struct {
 	gate chan struct{}
 }
 
-func (s *slowObserver) CallProgress(ref turn.CallRef, a protocol.Activity) {
+func (s *slowObserver) CallProgress(ref turn.JournalRef, a protocol.Activity) {
 	<-s.gate
 	s.progressRecorder.CallProgress(ref, a)
 }
@@ -318,12 +318,12 @@ func BenchmarkReportProgress(b *testing.B) {
 
 type nopObserver struct{}
 
-func (nopObserver) CallStarted(turn.CallRef, protocol.Call, string) {}
-func (nopObserver) CallEnded(turn.CallRef, *turn.Outcome)           {}
+func (nopObserver) CallStarted(turn.JournalRef, protocol.CallItem, string) {}
+func (nopObserver) CallEnded(turn.JournalRef, *turn.Outcome)               {}
 
 type nopProgressObserver struct{ nopObserver }
 
-func (nopProgressObserver) CallProgress(turn.CallRef, protocol.Activity) {}
+func (nopProgressObserver) CallProgress(turn.JournalRef, protocol.Activity) {}
 
 // BenchmarkDispatchProgressReporter is what giving every call a progress
 // reporter costs a step of eight no-op calls that never report: an
@@ -333,7 +333,7 @@ func BenchmarkDispatchProgressReporter(b *testing.B) {
 		return tool.Result{Content: "ok"}, nil
 	}, readOnly)
 	set := mustSet(b, noop)
-	calls := make([]protocol.Call, 8)
+	calls := make([]protocol.CallItem, 8)
 	for i := range calls {
 		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
 	}

@@ -11,13 +11,14 @@ import (
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// CallRef identifies a call across the fleet.
-type CallRef struct {
+// JournalRef identifies a call of a step across the fleet: the key of
+// its claim and outcome in the journal, and whose call the Hooks hear of.
+type JournalRef struct {
 	AgentID string
 	TurnID  string
 	Step    int64
 	CallID  string
-	// Digest is protocol.CallDigest of the call: what it asks for, stored
+	// Digest is CallDigest of the call: what it asks for, stored
 	// with its claim.
 	Digest string
 }
@@ -27,7 +28,7 @@ type Input struct {
 	AgentID string
 	TurnID  string
 	Step    int64
-	Calls   []protocol.Call
+	Calls   []protocol.CallItem
 	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
 	// loaded through tool search.
 	Loaded map[string]bool
@@ -44,18 +45,18 @@ type Input struct {
 // Outcome is how one call ended. It is stored in the journal and so
 // marshals to JSON.
 type Outcome struct {
-	CallID    string                   `json:"call_id"`
-	Name      string                   `json:"name"`
-	Namespace string                   `json:"namespace"`
-	Err       *tool.Error              `json:"error,omitempty"`
-	Item      json.RawMessage          `json:"item"`
-	Details   any                      `json:"details,omitempty"`
-	Events    []tool.PresentationEvent `json:"events,omitempty"`
-	Repairs   []string                 `json:"repairs,omitempty"`
-	Activity  string                   `json:"activity,omitempty"`
-	Duration  time.Duration            `json:"-"` // duration_ms in JSON (MarshalJSON)
-	EndTurn   bool                     `json:"end_turn,omitempty"`
-	Complete  bool                     `json:"complete_actor_event,omitempty"`
+	CallID    string                       `json:"call_id"`
+	Name      string                       `json:"name"`
+	Namespace string                       `json:"namespace"`
+	Err       *tool.Error                  `json:"error,omitempty"`
+	Item      json.RawMessage              `json:"item"`
+	Details   any                          `json:"details,omitempty"`
+	Events    []protocol.PresentationEvent `json:"events,omitempty"`
+	Repairs   []string                     `json:"repairs,omitempty"`
+	Activity  string                       `json:"activity,omitempty"`
+	Duration  time.Duration                `json:"-"` // duration_ms in JSON (MarshalJSON)
+	EndTurn   bool                         `json:"end_turn,omitempty"`
+	Complete  bool                         `json:"complete_actor_event,omitempty"`
 	// The flags that are not stored sit beside the two that are: in the
 	// padding before the slices (an outcome is in every call's cell).
 
@@ -85,11 +86,11 @@ func (o *Outcome) Status() string {
 
 // event is the call.output of o in the step of ref, the one conversion of
 // an outcome to the wire type.
-func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
+func (o *Outcome) event(ref JournalRef) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
 		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
-		Item: o.Item, Details: fit.Details(o.Details), Events: fit.Events(o.Events), Repairs: o.Repairs,
+		Item: o.Item, Details: fit.Details(o.Details), Events: o.Events, Repairs: o.Repairs,
 		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
 	}
 	if o.Reused {

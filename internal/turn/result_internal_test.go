@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -33,8 +34,8 @@ func TestOutcomeJSONIsMarshal(t *testing.T) {
 				{Item: raw, Repairs: []string{}, Loaded: []string{}, MediaNotes: []string{}, Replayed: true, Ran: true, Reused: true, bounded: true},
 				{Item: raw, Err: &tool.Error{Kind: tool.ToolError, Message: s}},
 				{Item: raw, Details: map[string]any{"k": s}},
-				{Item: raw, Events: []tool.PresentationEvent{{Type: s}}},
-				{Item: raw, Events: []tool.PresentationEvent{}},
+				{Item: raw, Events: []protocol.PresentationEvent{{Type: s}}},
+				{Item: raw, Events: []protocol.PresentationEvent{}},
 			} {
 				checkOutcomeJSON(t, o)
 			}

@@ -38,7 +38,7 @@ func TestStepStateReuse(t *testing.T) {
 	})
 	set := mustSet(t, echo)
 	var published sync.Map // call id -> true
-	hooks := &turn.Hooks{Progress: func(ref turn.CallRef, _ protocol.Activity) { published.Store(ref.CallID, true) }}
+	hooks := &turn.Hooks{Progress: func(ref turn.JournalRef, _ protocol.Activity) { published.Store(ref.CallID, true) }}
 	d := &turn.Dispatcher{Goroutines: turn.NewGoroutines(4)}
 	var results []*turn.StepResult
 	const steps, calls = 50, 6

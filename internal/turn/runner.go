@@ -95,7 +95,7 @@ func (r *StepResult) stepDone(st *protocol.Step) *protocol.StepDone {
 func (r *StepResult) Version(st *protocol.Step, done *protocol.StepDone) {
 	for _, o := range r.Outcomes {
 		if o.Reused {
-			done.Version = protocol.StepDigest(st)
+			done.Version = StepDigest(st)
 			return
 		}
 	}
@@ -198,18 +198,18 @@ func (o *stepObserver) hooks() *Hooks {
 	return &Hooks{Started: o.started, Progress: o.progress, Ended: o.ended}
 }
 
-func (o *stepObserver) started(ref CallRef, c protocol.Call, label string) {
+func (o *stepObserver) started(ref JournalRef, c protocol.CallItem, label string) {
 	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
 	o.also.started(ref, c, label)
 }
 
 // progress publishes a progress event, fire-and-forget like the other
 // activity events.
-func (o *stepObserver) progress(ref CallRef, a protocol.Activity) {
+func (o *stepObserver) progress(ref JournalRef, a protocol.Activity) {
 	o.em.Activity(ref.AgentID, ref.TurnID, a)
 }
 
-func (o *stepObserver) ended(ref CallRef, out *Outcome) {
+func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	defer o.also.ended(ref, out)
 	if out.Ran {
 		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})

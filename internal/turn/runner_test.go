@@ -99,7 +99,7 @@ func (s *fakeState) AddLoaded(_ context.Context, agentID, turnID string, keys []
 	return nil
 }
 
-func step(n int64, calls ...protocol.Call) *protocol.Step {
+func step(n int64, calls ...protocol.CallItem) *protocol.Step {
 	return &protocol.Step{AgentID: "a1", TurnID: "t1", Step: n, Context: protocol.Context{Kind: protocol.KindText}, Calls: calls}
 }
 
@@ -120,7 +120,7 @@ func TestRunnerStep(t *testing.T) {
 	r, em, st := newRunner(t,
 		newTool(t, "echo", tool.Parallel, func(_ context.Context, p textArgs) (tool.Result, error) {
 			runs.Add(1)
-			return tool.Result{Content: "echo " + p.Text, Events: []tool.PresentationEvent{{Type: "note"}}}, nil
+			return tool.Result{Content: "echo " + p.Text, Events: []protocol.PresentationEvent{{Type: "note"}}}, nil
 		}),
 		newTool(t, "mail", "", reply("sent"), deferred, describe("Send an email.")),
 	)

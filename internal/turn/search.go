@@ -16,7 +16,7 @@ import (
 // tools against the query with BM25 over their names, descriptions and
 // namespace descriptions, and loads the best few. The output carries
 // their full definitions, namespaced ones inside namespace entries.
-func (d *Dispatcher) search(set *Set, c protocol.Call) *Outcome {
+func (d *Dispatcher) search(set *Set, c protocol.CallItem) *Outcome {
 	var args struct {
 		Query string `json:"query"`
 	}

@@ -22,7 +22,7 @@ const reuseCheckTimeout = 10 * time.Second
 // lists the step's call keys once, so a first version of a step (no
 // keys) costs one request whatever the number of calls, and reads only
 // the keys that are there.
-func (s *Store) ReusedIDs(ctx context.Context, refs []turn.CallRef) (map[string]bool, error) {
+func (s *Store) ReusedIDs(ctx context.Context, refs []turn.JournalRef) (map[string]bool, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -48,12 +49,12 @@ type callRecord struct {
 }
 
 // reused reports whether rec is the claim of another call than ref's.
-func (rec *callRecord) reused(ref turn.CallRef) bool {
+func (rec *callRecord) reused(ref turn.JournalRef) bool {
 	return rec.Digest != "" && ref.Digest != "" && rec.Digest != ref.Digest
 }
 
 // Claim implements turn.Journal with a create-only write.
-func (s *Store) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, error) {
+func (s *Store) Claim(ctx context.Context, ref turn.JournalRef) (*turn.Outcome, error) {
 	// The claim carries its own id: when a write is retried after its
 	// acknowledgement was lost, the key holds this very claim, which is
 	// not an earlier attempt's.
@@ -64,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, ref turn.CallRef) (*turn.Outcome, err
 // and then cannot read it.
 const claimAttempts = 5
 
-func (s *Store) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.Outcome, error) {
+func (s *Store) claim(ctx context.Context, ref turn.JournalRef, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	claim, _ := (&callRecord{State: "claimed", Worker: s.Worker, Claim: id, Digest: ref.Digest}).encode()
 	e, err := s.create(ctx, key, claim)
@@ -89,11 +90,11 @@ func (s *Store) claim(ctx context.Context, ref turn.CallRef, id string) (*turn.O
 
 // Record implements turn.Recorder: a read-only call's outcome, stored
 // with one create-only write once the call ran, and no claim before.
-func (s *Store) Record(ctx context.Context, ref turn.CallRef, o *turn.Outcome) (*turn.Outcome, error) {
+func (s *Store) Record(ctx context.Context, ref turn.JournalRef, o *turn.Outcome) (*turn.Outcome, error) {
 	return s.record(ctx, ref, o, nuid.Next())
 }
 
-func (s *Store) record(ctx context.Context, ref turn.CallRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
+func (s *Store) record(ctx context.Context, ref turn.JournalRef, o *turn.Outcome, id string) (*turn.Outcome, error) {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Claim: id, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {
@@ -159,7 +160,7 @@ func (s *Store) create(ctx context.Context, key string, value []byte) (jetstream
 		if !errors.Is(err, jetstream.ErrKeyNotFound) || attempt == claimAttempts {
 			return nil, err
 		}
-		if err := protocol.Pause(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
+		if err := pause.For(ctx, time.Duration(attempt)*25*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +176,7 @@ func readRecord(key string, e jetstream.KeyValueEntry) (*callRecord, error) {
 }
 
 // Store implements turn.Journal.
-func (s *Store) Store(ctx context.Context, ref turn.CallRef, o *turn.Outcome) error {
+func (s *Store) Store(ctx context.Context, ref turn.JournalRef, o *turn.Outcome) error {
 	key := protocol.CallKey(ref.AgentID, ref.TurnID, ref.Step, ref.CallID)
 	data, err := (&callRecord{State: "done", Worker: s.Worker, Outcome: o, Digest: ref.Digest}).encode()
 	if err != nil {

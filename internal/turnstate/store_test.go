@@ -35,7 +35,7 @@ func TestJournal(t *testing.T) {
 	st, _ := turnState(t)
 	kv := st.KV
 	ctx := context.Background()
-	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
+	ref := turn.JournalRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
 	if o, err := st.Claim(ctx, ref); o != nil || err != nil {
 		t.Fatalf("first claim: %v, %v", o, err)
 	}
@@ -92,7 +92,7 @@ func TestRecord(t *testing.T) {
 	out := func(text string) *turn.Outcome {
 		return &turn.Outcome{CallID: "c1", Name: "ping", Item: json.RawMessage(`{"type":"function_call_output","output":"` + text + `"}`)}
 	}
-	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1", Digest: "d1"}
+	ref := turn.JournalRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1", Digest: "d1"}
 	if o, err := st.Record(ctx, ref, out("first")); o != nil || err != nil {
 		t.Fatalf("first record: %v, %v", o, err)
 	}
@@ -179,7 +179,7 @@ func TestClaimReadBehind(t *testing.T) {
 	}
 	l := &readBehind{KeyValue: real}
 	st := &Store{KV: l, Pub: &bus.Publisher{JS: js}, Worker: "w1"}
-	ref := turn.CallRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
+	ref := turn.JournalRef{AgentID: "a1", TurnID: "t1", Step: 1, CallID: "c1"}
 	// The first attempt's write landed and its answer was lost: the claim
 	// is tried again with its id.
 	if o, err := st.claim(ctx, ref, "mine"); o != nil || err != nil {

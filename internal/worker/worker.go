@@ -18,6 +18,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/telemetry"
+	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
@@ -361,7 +362,7 @@ func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 // stepContext is the context of handling msg: the gateway's trace, and
 // whether the server delivered the step before (turn.Redelivered).
 func stepContext(ctx context.Context, msg jetstream.Msg) context.Context {
-	ctx = protocol.ExtractTrace(ctx, msg.Headers())
+	ctx = traceheader.Extract(ctx, msg.Headers())
 	if md, err := msg.Metadata(); err != nil || md.NumDelivered > 1 {
 		ctx = turn.Redelivered(ctx)
 	}

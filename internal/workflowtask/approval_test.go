@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -42,7 +41,7 @@ func TestTaskTurnsAreNeverHeldForApproval(t *testing.T) {
 	se := h.runStep(protocol.PrefixTask, turns["q1"], 0, ctx,
 		call("c1", "recall", map[string]any{"query": "x"}), call("c2", "forget", map[string]any{"query": "x"}),
 		submit("c3", map[string]any{"answer": "42", "confidence": 0.9}))
-	wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+	wantVerdict(t, se, protocol.VerdictAccepted, true)
 	if se.calls["c1"].Status != protocol.StatusOK || se.calls["c3"].Status != protocol.StatusOK {
 		t.Errorf("outputs %+v", se.calls)
 	}

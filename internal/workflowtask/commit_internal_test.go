@@ -42,7 +42,7 @@ func TestConcurrentCommits(t *testing.T) {
 		now := time.Now().UTC()
 		wf := &Workflow{ID: newWorkflowID(now), AgentID: "a", TurnID: "main", Status: WorkflowRunning, CreatedAt: now}
 		task := &Task{WorkflowID: wf.ID, TaskID: "t", AgentID: "a", TurnID: TaskTurnID(wf.ID, "t"), ResultSchema: schema, Status: TaskReady, CreatedAt: now}
-		wf.Tasks = []TaskRef{{TaskID: "t", TurnID: task.TurnID, Status: TaskReady}}
+		wf.Tasks = []protocol.WorkflowTask{{TaskID: "t", TurnID: task.TurnID, Status: TaskReady}}
 		if err := s.store.create(ctx, wf, []*Task{task}); err != nil {
 			t.Fatal(err)
 		}

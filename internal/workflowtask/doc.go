@@ -41,5 +41,6 @@
 // fixed message id, and every verdict is read back from WORKFLOWS, so a
 // step delivered again reaches the same verdict and finishes reporting
 // what an earlier attempt began, never committing twice. The wire shapes
-// are in docs_protocol_workflow.md beside this file.
+// are in docs/protocol.md ("Workflows") and package protocol
+// (WorkflowEvent, Verdict, WorkflowTask).
 package workflowtask

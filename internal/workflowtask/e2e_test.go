@@ -42,9 +42,9 @@ func TestEndToEnd(t *testing.T) {
 		},
 	}
 	wantVerdicts := map[string][]string{
-		"answer": {workflowtask.VerdictAccepted},
-		"colour": {workflowtask.VerdictRejected, workflowtask.VerdictAccepted},
-		"names":  {workflowtask.VerdictRepair, workflowtask.VerdictAccepted},
+		"answer": {protocol.VerdictAccepted},
+		"colour": {protocol.VerdictRejected, protocol.VerdictAccepted},
+		"names":  {protocol.VerdictRepair, protocol.VerdictAccepted},
 	}
 	wantResults := map[string]string{
 		"answer": `{"answer":"yes","confidence":0.8}`,
@@ -56,11 +56,11 @@ func TestEndToEnd(t *testing.T) {
 	for {
 		ev, _ := nextEvent(t, events)
 		switch ev.Type {
-		case workflowtask.EventWorkflowStarted:
+		case protocol.EventWorkflowStarted:
 			if len(ev.Tasks) != 3 || ev.Title != "test" {
 				t.Errorf("workflow.started %+v", ev)
 			}
-		case workflowtask.EventTaskReady:
+		case protocol.EventTaskReady:
 			c := taskContext(ev.WorkflowID, ev.TaskID, "web")
 			reply, _ := h.catalog(ev.TurnID, c)
 			if !strings.Contains(string(reply.Tools), `"name":"submit_result"`) {
@@ -76,11 +76,11 @@ func TestEndToEnd(t *testing.T) {
 					break
 				}
 			}
-		case workflowtask.EventTaskAccepted:
+		case protocol.EventTaskAccepted:
 			accepted[ev.TaskID] = string(ev.Result)
-		case workflowtask.EventTaskFailed:
+		case protocol.EventTaskFailed:
 			t.Fatalf("task %s failed: %s", ev.TaskID, ev.Reason)
-		case workflowtask.EventWorkflowCompleted:
+		case protocol.EventWorkflowCompleted:
 			for _, ref := range ev.Tasks {
 				if ref.Status != workflowtask.TaskAccepted {
 					t.Errorf("task %s ended %s", ref.TaskID, ref.Status)

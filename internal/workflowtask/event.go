@@ -7,21 +7,6 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// Event types on workflow.event.<workflow_id>.
-const (
-	EventWorkflowStarted   = protocol.EventWorkflowStarted
-	EventTaskReady         = protocol.EventTaskReady
-	EventTaskAccepted      = protocol.EventTaskAccepted
-	EventTaskFailed        = protocol.EventTaskFailed
-	EventWorkflowCompleted = protocol.EventWorkflowCompleted
-	EventWorkflowCancelled = protocol.EventWorkflowCancelled
-)
-
-// Event is every event on workflow.event.<workflow_id> (see
-// docs_protocol_workflow.md). Times come from the records, so a
-// republished event is identical to the first.
-type Event = protocol.WorkflowEvent
-
 // EventPublisher stores an event in its stream under a message id, and
 // returns once it is stored. *bus.Publisher implements it.
 type EventPublisher interface {
@@ -31,20 +16,20 @@ type EventPublisher interface {
 // publish sends ev on its workflow's subject. Every event has a fixed
 // message id, so publishing one again (a redelivered step finishing what
 // an earlier attempt began) is dropped by the stream's duplicate window.
-func (s *Service) publish(ctx context.Context, ev *Event) error {
+func (s *Service) publish(ctx context.Context, ev *protocol.WorkflowEvent) error {
 	var id string
 	switch ev.Type {
-	case EventTaskReady:
+	case protocol.EventTaskReady:
 		id = eventMsgID(ev.WorkflowID, ev.TaskID, "ready")
-	case EventTaskAccepted:
+	case protocol.EventTaskAccepted:
 		id = eventMsgID(ev.WorkflowID, ev.TaskID, "accepted")
-	case EventTaskFailed:
+	case protocol.EventTaskFailed:
 		id = eventMsgID(ev.WorkflowID, ev.TaskID, "failed")
-	case EventWorkflowStarted:
+	case protocol.EventWorkflowStarted:
 		id = eventMsgID(ev.WorkflowID, "started")
-	case EventWorkflowCompleted:
+	case protocol.EventWorkflowCompleted:
 		id = eventMsgID(ev.WorkflowID, "completed")
-	case EventWorkflowCancelled:
+	case protocol.EventWorkflowCancelled:
 		id = eventMsgID(ev.WorkflowID, "cancelled")
 	default:
 		return fmt.Errorf("unknown workflow event type %q", ev.Type)
@@ -56,27 +41,29 @@ func (s *Service) publish(ctx context.Context, ev *Event) error {
 }
 
 // taskEvent is the task.accepted or task.failed event of an ended task.
-func taskEvent(t *Task) *Event {
-	ev := &Event{WorkflowID: t.WorkflowID, AgentID: t.AgentID, TurnID: t.TurnID, TaskID: t.TaskID}
+// Its time comes from the record, as workflowEvent's does, so that a
+// republished event is identical to the first.
+func taskEvent(t *Task) *protocol.WorkflowEvent {
+	ev := &protocol.WorkflowEvent{WorkflowID: t.WorkflowID, AgentID: t.AgentID, TurnID: t.TurnID, TaskID: t.TaskID}
 	if t.EndedAt != nil {
 		ev.Time = *t.EndedAt
 	}
 	switch t.Status {
 	case TaskAccepted:
-		ev.Type, ev.Result = EventTaskAccepted, t.Result
+		ev.Type, ev.Result = protocol.EventTaskAccepted, t.Result
 	default:
-		ev.Type, ev.Reason = EventTaskFailed, t.Reason
+		ev.Type, ev.Reason = protocol.EventTaskFailed, t.Reason
 	}
 	return ev
 }
 
 // workflowEvent is a workflow.* event of wf.
-func workflowEvent(typ string, wf *Workflow) *Event {
-	ev := &Event{Type: typ, WorkflowID: wf.ID, AgentID: wf.AgentID, TurnID: wf.TurnID, Title: wf.Title, Tasks: wf.Tasks, Time: wf.CreatedAt}
-	if wf.EndedAt != nil && typ != EventWorkflowStarted {
+func workflowEvent(typ string, wf *Workflow) *protocol.WorkflowEvent {
+	ev := &protocol.WorkflowEvent{Type: typ, WorkflowID: wf.ID, AgentID: wf.AgentID, TurnID: wf.TurnID, Title: wf.Title, Tasks: wf.Tasks, Time: wf.CreatedAt}
+	if wf.EndedAt != nil && typ != protocol.EventWorkflowStarted {
 		ev.Time = *wf.EndedAt
 	}
-	if typ == EventWorkflowCancelled {
+	if typ == protocol.EventWorkflowCancelled {
 		ev.Reason = wf.Reason
 	}
 	return ev
@@ -115,7 +102,7 @@ func (s *Service) settle(ctx context.Context, t *Task) error {
 		return fmt.Errorf("recording the end of task %s in workflow %s: %w", t.TaskID, t.WorkflowID, err)
 	}
 	if wf.Status == WorkflowCompleted {
-		return s.publish(ctx, workflowEvent(EventWorkflowCompleted, wf))
+		return s.publish(ctx, workflowEvent(protocol.EventWorkflowCompleted, wf))
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 func TestEventFit(t *testing.T) {
 	t.Parallel()
 	const budget = 64 << 10
-	ev := &Event{Type: EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
+	ev := &protocol.WorkflowEvent{Type: protocol.EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
 		Instructions: strings.Repeat("i", 200<<10), Reason: strings.Repeat("r", 600<<10), Result: json.RawMessage(`{"ok":true}`)}
 	if err := fit.WorkflowEvent(ev, budget); err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestEventFit(t *testing.T) {
 			t.Errorf("not clipped with a note: %.80q", s)
 		}
 	}
-	big := &Event{Type: EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
+	big := &protocol.WorkflowEvent{Type: protocol.EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
 	if err := fit.WorkflowEvent(big, budget); !errors.Is(err, protocol.ErrTooLarge) {
 		t.Errorf("a result over the budget: %v", err)
 	}

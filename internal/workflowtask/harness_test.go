@@ -207,7 +207,7 @@ type outEvent struct {
 	Details json.RawMessage   `json:"details"`
 	Items   []json.RawMessage `json:"items"`
 	EndTurn bool              `json:"end_turn"`
-	Task    *workflowtask.Verdict
+	Task    *protocol.Verdict
 }
 
 // output is the text of a function_call_output item.
@@ -296,10 +296,10 @@ func (h *harness) events(wf string) jetstream.Consumer {
 }
 
 // nextEvent reads the next workflow event.
-func nextEvent(t *testing.T, c jetstream.Consumer) (workflowtask.Event, jetstream.Msg) {
+func nextEvent(t *testing.T, c jetstream.Consumer) (protocol.WorkflowEvent, jetstream.Msg) {
 	t.Helper()
 	m := next(t, c)
-	var ev workflowtask.Event
+	var ev protocol.WorkflowEvent
 	if err := json.Unmarshal(m.Data(), &ev); err != nil {
 		t.Fatal(err)
 	}

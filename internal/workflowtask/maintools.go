@@ -159,7 +159,7 @@ func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tool.Result
 		_ = json.Compact(&compact, in.ResultSchema) // valid: newSubmit compiled it
 		t.ResultSchema = compact.Bytes()
 		tasks = append(tasks, t)
-		wf.Tasks = append(wf.Tasks, TaskRef{TaskID: t.TaskID, TurnID: t.TurnID, Status: TaskReady})
+		wf.Tasks = append(wf.Tasks, protocol.WorkflowTask{TaskID: t.TaskID, TurnID: t.TurnID, Status: TaskReady})
 	}
 	if len(problems) > 0 {
 		return tool.Result{}, tool.Errorf(tool.InvalidArguments,
@@ -190,11 +190,11 @@ func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tool.Result
 // marks it ready. The ledger in the workflow record already says ready:
 // the ledger only tells ended tasks from open ones.
 func (s *Service) announce(ctx context.Context, wf *Workflow, tasks []*Task) error {
-	if err := s.publish(ctx, workflowEvent(EventWorkflowStarted, wf)); err != nil {
+	if err := s.publish(ctx, workflowEvent(protocol.EventWorkflowStarted, wf)); err != nil {
 		return err
 	}
 	for _, t := range tasks {
-		ev := &Event{Type: EventTaskReady, WorkflowID: t.WorkflowID, AgentID: t.AgentID, TurnID: t.TurnID, TaskID: t.TaskID,
+		ev := &protocol.WorkflowEvent{Type: protocol.EventTaskReady, WorkflowID: t.WorkflowID, AgentID: t.AgentID, TurnID: t.TurnID, TaskID: t.TaskID,
 			Instructions: t.Instructions, Time: t.CreatedAt}
 		if err := s.publish(ctx, ev); err != nil {
 			return err
@@ -373,7 +373,7 @@ func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tool.Resu
 	if err != nil {
 		return tool.Result{}, err
 	}
-	if err := s.publish(ctx, workflowEvent(EventWorkflowCancelled, wf)); err != nil {
+	if err := s.publish(ctx, workflowEvent(protocol.EventWorkflowCancelled, wf)); err != nil {
 		return tool.Result{}, err
 	}
 	what := "Cancelled workflow %s (%s). Tasks that had not finished have failed.\n%s"

@@ -50,7 +50,7 @@ type Workflow struct {
 	// here are a ledger, updated with a compare-and-set after each task
 	// record ends, so that exactly one update sees the last task end and
 	// completes the workflow; the task records are the authority.
-	Tasks []TaskRef `json:"tasks"`
+	Tasks []protocol.WorkflowTask `json:"tasks"`
 	// Reason is why it was cancelled.
 	Reason    string     `json:"reason,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
@@ -58,9 +58,6 @@ type Workflow struct {
 	// Revision is the KV revision the record was read at.
 	Revision uint64 `json:"-"`
 }
-
-// TaskRef is a workflow's entry for one of its tasks.
-type TaskRef = protocol.WorkflowTask
 
 // Task is the record of one task, under TaskKey(WorkflowID, TaskID).
 type Task struct {

@@ -93,7 +93,7 @@ func TestRedeliveredCommitReportsTheSame(t *testing.T) {
 		t.Errorf("the redelivery wrote the task again: revision %d, was %d", again.Revision, rec.Revision)
 	}
 	for i, a := range []*recorder{first, second} {
-		if len(a.done) != 1 || a.done[0].Task.Status != workflowtask.VerdictAccepted || !a.done[0].EndTurn {
+		if len(a.done) != 1 || a.done[0].Task.Status != protocol.VerdictAccepted || !a.done[0].EndTurn {
 			t.Fatalf("attempt %d: step.done %+v", i+1, a.done)
 		}
 		if len(a.outputs) != 2 || a.outputs[0].Status != protocol.StatusOK {
@@ -143,7 +143,7 @@ func TestCrashAfterCommitStillAccepted(t *testing.T) {
 		t.Errorf("output %+v, want interrupted (never run twice)", out)
 	}
 	v := second.done[0].Task
-	if v.Status != workflowtask.VerdictAccepted || string(v.Result) != `{"answer":"a","confidence":1}` || !second.done[0].EndTurn {
+	if v.Status != protocol.VerdictAccepted || string(v.Result) != `{"answer":"a","confidence":1}` || !second.done[0].EndTurn {
 		t.Errorf("verdict %+v", v)
 	}
 	if !slices.Contains(second.eventIDs, wf+".q1.accepted") {

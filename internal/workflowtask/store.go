@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -142,7 +143,7 @@ func update[T any, P versioned[T]](ctx context.Context, kv jetstream.KeyValue, k
 		}
 		// A short random pause lets the other writer's update become
 		// visible (reads may be served by a replica that is behind).
-		if err := protocol.Pause(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
+		if err := pause.For(ctx, time.Duration(attempt)*(5*time.Millisecond+rand.N(10*time.Millisecond))); err != nil {
 			return nil, err
 		}
 	}

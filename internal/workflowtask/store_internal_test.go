@@ -55,7 +55,7 @@ func TestMarkReadyReadBehind(t *testing.T) {
 	for _, id := range []string{"k0", "k1"} {
 		task := &Task{WorkflowID: wf.ID, TaskID: id, AgentID: "a", TurnID: TaskTurnID(wf.ID, id), ResultSchema: json.RawMessage(`{"type":"object"}`), Status: TaskPending, CreatedAt: now}
 		tasks = append(tasks, task)
-		wf.Tasks = append(wf.Tasks, TaskRef{TaskID: id, TurnID: task.TurnID, Status: TaskReady})
+		wf.Tasks = append(wf.Tasks, protocol.WorkflowTask{TaskID: id, TurnID: task.TurnID, Status: TaskReady})
 	}
 	if err := s.store.create(ctx, wf, tasks); err != nil {
 		t.Fatal(err)

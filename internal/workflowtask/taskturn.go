@@ -12,6 +12,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/catalog"
 	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -27,28 +28,16 @@ const (
 // order, and only when they are read-only.
 var brainTools = [...]string{"recall", "get_page"}
 
-// Verdict statuses, in step.done's task field.
-const (
-	VerdictAccepted = protocol.VerdictAccepted
-	VerdictRejected = protocol.VerdictRejected
-	VerdictRepair   = protocol.VerdictRepair
-	VerdictFailed   = protocol.VerdictFailed
-	VerdictActive   = protocol.VerdictActive
-)
-
-// Verdict is step.done's task field in a task turn.
-type Verdict = protocol.Verdict
-
 // verdictOf is the verdict for a task that has ended.
-func verdictOf(t *Task) *Verdict {
-	v := &Verdict{WorkflowID: t.WorkflowID, TaskID: t.TaskID}
+func verdictOf(t *Task) *protocol.Verdict {
+	v := &protocol.Verdict{WorkflowID: t.WorkflowID, TaskID: t.TaskID}
 	switch t.Status {
 	case TaskAccepted:
-		v.Status, v.Result = VerdictAccepted, t.Result
+		v.Status, v.Result = protocol.VerdictAccepted, t.Result
 	case TaskFailed:
-		v.Status, v.Reason = VerdictFailed, t.Reason
+		v.Status, v.Reason = protocol.VerdictFailed, t.Reason
 	default:
-		v.Status = VerdictActive
+		v.Status = protocol.VerdictActive
 	}
 	return v
 }
@@ -231,7 +220,7 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 }
 
 // notRun is the call.output of a call that was not run.
-func notRun(st *protocol.Step, c protocol.Call, e *tool.Error) *protocol.CallOutput {
+func notRun(st *protocol.Step, c protocol.CallItem, e *tool.Error) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
 		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: fit.Error(e),
@@ -248,7 +237,7 @@ func notRun(st *protocol.Step, c protocol.Call, e *tool.Error) *protocol.CallOut
 
 // verdict decides the task's status after a step's calls ran, from the
 // task record as stored now.
-func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult) (*Verdict, error) {
+func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult) (*protocol.Verdict, error) {
 	var submitted, committed, rejected bool
 	var unrecorded *tool.Error
 	for _, o := range res.Outcomes {
@@ -288,10 +277,10 @@ func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step
 	if cancelled {
 		return s.fail(ctx, st, ReasonTurnCancelled, by)
 	}
-	v := &Verdict{WorkflowID: wfID, TaskID: taskID, Status: VerdictActive}
+	v := &protocol.Verdict{WorkflowID: wfID, TaskID: taskID, Status: protocol.VerdictActive}
 	switch {
 	case rejected:
-		v.Status = VerdictRejected
+		v.Status = protocol.VerdictRejected
 	case submitted:
 		// Not committed, not rejected: the store failed, the call was cut
 		// short, or an earlier attempt died in it. Nothing is committed,
@@ -307,7 +296,7 @@ func (s *Service) verdict(ctx context.Context, r *turn.Runner, st *protocol.Step
 		if !first {
 			return s.fail(ctx, st, ReasonNoSubmission, by)
 		}
-		v.Status, v.Instruction = VerdictRepair, repairInstruction(t)
+		v.Status, v.Instruction = protocol.VerdictRepair, repairInstruction(t)
 	}
 	return v, nil
 }
@@ -325,7 +314,7 @@ func (s *Service) readEnded(ctx context.Context, workflowID, taskID string, comm
 		if attempt == 5 {
 			return nil, fmt.Errorf("task %s of workflow %s was committed but reads as %s", taskID, workflowID, t.Status)
 		}
-		if err := protocol.Pause(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
+		if err := pause.For(ctx, time.Duration(attempt)*20*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
@@ -333,7 +322,7 @@ func (s *Service) readEnded(ctx context.Context, workflowID, taskID string, comm
 
 // ended reports a task that has ended: when this step ended it, its
 // events (this attempt's, or a redelivery finishing an earlier one's).
-func (s *Service) ended(ctx context.Context, st *protocol.Step, t *Task) (*Verdict, error) {
+func (s *Service) ended(ctx context.Context, st *protocol.Step, t *Task) (*protocol.Verdict, error) {
 	if t.endedAt(st.TurnID, st.Step) {
 		if err := s.settle(ctx, t); err != nil {
 			return nil, err
@@ -343,7 +332,7 @@ func (s *Service) ended(ctx context.Context, st *protocol.Step, t *Task) (*Verdi
 }
 
 // fail ends the task as failed, unless it ended meanwhile, and reports it.
-func (s *Service) fail(ctx context.Context, st *protocol.Step, reason string, by EndedBy) (*Verdict, error) {
+func (s *Service) fail(ctx context.Context, st *protocol.Step, reason string, by EndedBy) (*protocol.Verdict, error) {
 	t, err := s.store.failTask(ctx, st.Context.WorkflowID, st.Context.TaskID, reason, by, s.now())
 	if err != nil {
 		return nil, err
@@ -404,7 +393,7 @@ func repairInstruction(t *Task) string {
 // stepDone publishes the step's step.done with the verdict; res, when
 // the step's calls were dispatched, versions its message id for a re-sent
 // step (turn.StepResult.Version).
-func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult, items []json.RawMessage, complete bool, v *Verdict) error {
+func (s *Service) stepDone(ctx context.Context, r *turn.Runner, st *protocol.Step, res *turn.StepResult, items []json.RawMessage, complete bool, v *protocol.Verdict) error {
 	if items == nil {
 		items = []json.RawMessage{}
 	}

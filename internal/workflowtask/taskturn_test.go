@@ -22,7 +22,7 @@ func oneTask(id string) taskSpec {
 }
 
 // wantVerdict checks a step.done's task verdict and end_turn.
-func wantVerdict(t *testing.T, se stepEvents, status string, endTurn bool) *workflowtask.Verdict {
+func wantVerdict(t *testing.T, se stepEvents, status string, endTurn bool) *protocol.Verdict {
 	t.Helper()
 	v := se.done.Task
 	if v == nil {
@@ -40,11 +40,11 @@ func TestAccepted(t *testing.T) {
 	h.startWorker()
 	wf, turns := h.startWorkflow(0, oneTask("q1"))
 	events := h.events(wf)
-	if ev, _ := nextEvent(t, events); ev.Type != workflowtask.EventWorkflowStarted || ev.TurnID != mainTurn || len(ev.Tasks) != 1 {
+	if ev, _ := nextEvent(t, events); ev.Type != protocol.EventWorkflowStarted || ev.TurnID != mainTurn || len(ev.Tasks) != 1 {
 		t.Fatalf("first event %+v, want workflow.started from %s", ev, mainTurn)
 	}
 	ready, m := nextEvent(t, events)
-	if ready.Type != workflowtask.EventTaskReady || ready.TaskID != "q1" || ready.TurnID != turns["q1"] ||
+	if ready.Type != protocol.EventTaskReady || ready.TaskID != "q1" || ready.TurnID != turns["q1"] ||
 		ready.AgentID != agent || ready.Instructions != "Answer the question." || ready.WorkflowID != wf {
 		t.Fatalf("task.ready %+v", ready)
 	}
@@ -57,7 +57,7 @@ func TestAccepted(t *testing.T) {
 
 	result := map[string]any{"answer": "42", "confidence": 0.9}
 	se := h.runStep(protocol.PrefixTask, turns["q1"], 0, taskContext(wf, "q1"), submit("c1", result))
-	v := wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+	v := wantVerdict(t, se, protocol.VerdictAccepted, true)
 	if string(v.Result) != `{"answer":"42","confidence":0.9}` || v.WorkflowID != wf || v.TaskID != "q1" {
 		t.Errorf("verdict %+v", v)
 	}
@@ -71,18 +71,18 @@ func TestAccepted(t *testing.T) {
 		t.Errorf("stored task %+v", rec)
 	}
 	accepted, _ := nextEvent(t, events)
-	if accepted.Type != workflowtask.EventTaskAccepted || string(accepted.Result) != string(rec.Result) || accepted.TurnID != turns["q1"] {
+	if accepted.Type != protocol.EventTaskAccepted || string(accepted.Result) != string(rec.Result) || accepted.TurnID != turns["q1"] {
 		t.Errorf("event %+v, want task.accepted", accepted)
 	}
 	done, _ := nextEvent(t, events)
-	if done.Type != workflowtask.EventWorkflowCompleted || len(done.Tasks) != 1 || done.Tasks[0].Status != workflowtask.TaskAccepted {
+	if done.Type != protocol.EventWorkflowCompleted || len(done.Tasks) != 1 || done.Tasks[0].Status != workflowtask.TaskAccepted {
 		t.Errorf("event %+v, want workflow.completed", done)
 	}
 
 	// A step after acceptance runs nothing and commits nothing.
 	se = h.runStep(protocol.PrefixTask, turns["q1"], 1, taskContext(wf, "q1", "web"),
 		submit("c2", map[string]any{"answer": "other", "confidence": 0.1}), call("c3", "web_search", map[string]any{"query": "x"}))
-	v = wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+	v = wantVerdict(t, se, protocol.VerdictAccepted, true)
 	if string(v.Result) != string(rec.Result) {
 		t.Errorf("result after a second submission %s", v.Result)
 	}
@@ -110,7 +110,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 
 	se := h.runStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"),
 		submit("c1", map[string]any{"answer": "", "confidence": 7, "extra": true}))
-	wantVerdict(t, se, workflowtask.VerdictRejected, false)
+	wantVerdict(t, se, protocol.VerdictRejected, false)
 	out := se.calls["c1"]
 	if out.Error == nil || out.Error.Kind != tool.InvalidArguments {
 		t.Fatalf("rejected submission: %+v", out.Error)
@@ -126,7 +126,7 @@ func TestRejectedThenAccepted(t *testing.T) {
 
 	se = h.runStep(protocol.PrefixTask, turnID, 1, taskContext(wf, "q1"),
 		submit("c2", map[string]any{"answer": "fixed", "confidence": 0.5}))
-	wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+	wantVerdict(t, se, protocol.VerdictAccepted, true)
 	if rec, _ := h.task(wf, "q1"); rec.Status != workflowtask.TaskAccepted || string(rec.Result) != `{"answer":"fixed","confidence":0.5}` {
 		t.Errorf("stored %+v", rec)
 	}
@@ -140,7 +140,7 @@ func TestProseRepairThenAccepted(t *testing.T) {
 	turnID := turns["q1"]
 
 	se := h.runStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"), prose("The answer is 42."))
-	v := wantVerdict(t, se, workflowtask.VerdictRepair, false)
+	v := wantVerdict(t, se, protocol.VerdictRepair, false)
 	if !strings.Contains(v.Instruction, "submit_result") || !strings.Contains(v.Instruction, string(answerSchema)) || len(v.Instruction) > 4096 {
 		t.Errorf("instruction %q", v.Instruction)
 	}
@@ -153,7 +153,7 @@ func TestProseRepairThenAccepted(t *testing.T) {
 	h.waitTasksDrained()
 
 	se = h.runStep(protocol.PrefixTask, turnID, 1, taskContext(wf, "q1"), submit("c1", map[string]any{"answer": "42", "confidence": 1}))
-	wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+	wantVerdict(t, se, protocol.VerdictAccepted, true)
 }
 
 func TestProseTwiceFails(t *testing.T) {
@@ -164,11 +164,11 @@ func TestProseTwiceFails(t *testing.T) {
 	turnID := turns["q1"]
 	events := h.events(wf)
 
-	wantVerdict(t, h.runStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"), prose("Thinking.")), workflowtask.VerdictRepair, false)
+	wantVerdict(t, h.runStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"), prose("Thinking.")), protocol.VerdictRepair, false)
 	h.publishStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"), "redelivery-0", prose("Thinking."))
 	h.waitTasksDrained()
 	// An empty output counts as a step without a call too.
-	v := wantVerdict(t, h.runStep(protocol.PrefixTask, turnID, 1, taskContext(wf, "q1")), workflowtask.VerdictFailed, true)
+	v := wantVerdict(t, h.runStep(protocol.PrefixTask, turnID, 1, taskContext(wf, "q1")), protocol.VerdictFailed, true)
 	if v.Reason != workflowtask.ReasonNoSubmission {
 		t.Errorf("reason %q", v.Reason)
 	}
@@ -176,12 +176,12 @@ func TestProseTwiceFails(t *testing.T) {
 	if rec.Status != workflowtask.TaskFailed || rec.Reason != workflowtask.ReasonNoSubmission || rec.EndedBy == nil || rec.EndedBy.Step != 1 {
 		t.Errorf("stored %+v (the redelivered step 0 must not have counted as a second repair)", rec)
 	}
-	for _, want := range []string{workflowtask.EventWorkflowStarted, workflowtask.EventTaskReady, workflowtask.EventTaskFailed, workflowtask.EventWorkflowCompleted} {
+	for _, want := range []string{protocol.EventWorkflowStarted, protocol.EventTaskReady, protocol.EventTaskFailed, protocol.EventWorkflowCompleted} {
 		ev, _ := nextEvent(t, events)
 		if ev.Type != want {
 			t.Fatalf("event %s, want %s", ev.Type, want)
 		}
-		if ev.Type == workflowtask.EventTaskFailed && ev.Reason != workflowtask.ReasonNoSubmission {
+		if ev.Type == protocol.EventTaskFailed && ev.Reason != workflowtask.ReasonNoSubmission {
 			t.Errorf("task.failed reason %q", ev.Reason)
 		}
 	}
@@ -225,7 +225,7 @@ func TestForbiddenToolsInTaskTurn(t *testing.T) {
 			t.Errorf("%s (%s): %+v, want unknown_tool", id, out.Name, out.Error)
 		}
 	}
-	wantVerdict(t, se, workflowtask.VerdictActive, false)
+	wantVerdict(t, se, protocol.VerdictActive, false)
 	if _, err := os.Stat(h.markFile()); !os.IsNotExist(err) {
 		t.Errorf("mark ran in a task turn: %v", err)
 	}
@@ -304,7 +304,7 @@ func TestStoredSchemaWins(t *testing.T) {
 		"tools":         []any{map[string]any{"type": "function", "name": "submit_result", "parameters": map[string]any{"type": "object", "properties": map[string]any{"result": permissive}}}},
 	})
 	se := h.runStep(protocol.PrefixTask, turns["q1"], 0, c, submit("c1", map[string]any{"answer": 42}))
-	wantVerdict(t, se, workflowtask.VerdictRejected, false)
+	wantVerdict(t, se, protocol.VerdictRejected, false)
 	if out := se.calls["c1"]; out.Error == nil || out.Error.Kind != tool.InvalidArguments || !strings.Contains(out.output(), "/result/answer") {
 		t.Errorf("output %s", out.output())
 	}
@@ -353,7 +353,7 @@ func TestRacingCommitsCommitOnce(t *testing.T) {
 		var results []string
 		for step := range int64(2) {
 			se := h.stepDone(turns[s.ID], step)
-			v := wantVerdict(t, se, workflowtask.VerdictAccepted, true)
+			v := wantVerdict(t, se, protocol.VerdictAccepted, true)
 			results = append(results, string(v.Result))
 			var d struct {
 				Committed bool `json:"committed"`
@@ -409,9 +409,9 @@ func TestRacingCommitsCommitOnce(t *testing.T) {
 	for range 2 + n + n { // started, ready×n, accepted×n, completed
 		ev, _ := nextEvent(t, events)
 		switch ev.Type {
-		case workflowtask.EventTaskAccepted:
+		case protocol.EventTaskAccepted:
 			accepted[ev.TaskID]++
-		case workflowtask.EventWorkflowCompleted:
+		case protocol.EventWorkflowCompleted:
 			completed++
 		}
 	}
@@ -428,7 +428,7 @@ func TestCancelledWorkflow(t *testing.T) {
 	wf, turns := h.startWorkflow(0, oneTask("done"), oneTask("open"))
 	events := h.events(wf)
 	wantVerdict(t, h.runStep(protocol.PrefixTask, turns["done"], 0, taskContext(wf, "done"),
-		submit("c1", map[string]any{"answer": "a", "confidence": 1})), workflowtask.VerdictAccepted, true)
+		submit("c1", map[string]any{"answer": "a", "confidence": 1})), protocol.VerdictAccepted, true)
 
 	ev := h.mainStep(1, workflowtask.CancelWorkflowName, map[string]any{"workflow_id": wf, "reason": "no longer needed"})
 	if ev.Status != protocol.StatusOK {
@@ -441,11 +441,11 @@ func TestCancelledWorkflow(t *testing.T) {
 	}
 	failed, _ := nextEvent(t, events)
 	cancelled, _ := nextEvent(t, events)
-	if failed.Type != workflowtask.EventTaskFailed || failed.TaskID != "open" || failed.Reason != workflowtask.ReasonWorkflowCancelled {
+	if failed.Type != protocol.EventTaskFailed || failed.TaskID != "open" || failed.Reason != workflowtask.ReasonWorkflowCancelled {
 		t.Errorf("after %v: %+v, want task.failed of open", types, failed)
 	}
-	if cancelled.Type != workflowtask.EventWorkflowCancelled || cancelled.Reason != "no longer needed" ||
-		!slices.Equal(cancelled.Tasks, []workflowtask.TaskRef{
+	if cancelled.Type != protocol.EventWorkflowCancelled || cancelled.Reason != "no longer needed" ||
+		!slices.Equal(cancelled.Tasks, []protocol.WorkflowTask{
 			{TaskID: "done", TurnID: turns["done"], Status: workflowtask.TaskAccepted},
 			{TaskID: "open", TurnID: turns["open"], Status: workflowtask.TaskFailed},
 		}) {
@@ -456,7 +456,7 @@ func TestCancelledWorkflow(t *testing.T) {
 	// committed.
 	se := h.runStep(protocol.PrefixTask, turns["open"], 0, taskContext(wf, "open", "web"),
 		submit("c1", map[string]any{"answer": "late", "confidence": 1}), call("c2", "web_fetch", map[string]any{"query": "x"}))
-	v := wantVerdict(t, se, workflowtask.VerdictFailed, true)
+	v := wantVerdict(t, se, protocol.VerdictFailed, true)
 	if v.Reason != workflowtask.ReasonWorkflowCancelled {
 		t.Errorf("reason %q", v.Reason)
 	}
@@ -510,7 +510,7 @@ func TestCancelledTurnFailsTask(t *testing.T) {
 		}
 	}
 	se := h.runStep(protocol.PrefixTask, turnID, 0, taskContext(wf, "q1"), submit("c1", map[string]any{"answer": "a", "confidence": 1}))
-	v := wantVerdict(t, se, workflowtask.VerdictFailed, true)
+	v := wantVerdict(t, se, protocol.VerdictFailed, true)
 	if v.Reason != workflowtask.ReasonTurnCancelled {
 		t.Errorf("reason %q", v.Reason)
 	}

@@ -30,7 +30,7 @@ type Outcome struct {
 	Activity string
 	// Details and Events are the Result's, for user interfaces.
 	Details any
-	Events  []tool.PresentationEvent
+	Events  []protocol.PresentationEvent
 	// EndTurn and CompleteActorEvent are the Result's.
 	EndTurn            bool
 	CompleteActorEvent bool
@@ -87,7 +87,7 @@ func (c Checker) Check(ctx context.Context, t *tool.Tool, arguments string) Outc
 		panic(err)
 	}
 	in := turn.Input{AgentID: id.AgentID, TurnID: id.TurnID, Step: int64(id.Step),
-		Calls: []protocol.Call{{Type: protocol.ItemFunctionCall, CallID: id.CallID, Name: sp.Name, Namespace: sp.Namespace, Arguments: arguments}},
+		Calls: []protocol.CallItem{{Type: protocol.ItemFunctionCall, CallID: id.CallID, Name: sp.Name, Namespace: sp.Namespace, Arguments: arguments}},
 		// A deferred tool is checked as once loaded: loading it is the
 		// gateway's and tool search's part.
 		Loaded: map[string]bool{turn.ToolKey(sp.Namespace, sp.Name): true},

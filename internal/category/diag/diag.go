@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -105,7 +105,7 @@ func Tools(cfg Config) []*tool.Tool {
 				if err != nil {
 					return tool.Result{}, err
 				}
-				if err := protocol.Pause(ctx, time.Duration(p.MS)*time.Millisecond); err != nil {
+				if err := pause.For(ctx, time.Duration(p.MS)*time.Millisecond); err != nil {
 					return tool.Result{}, err
 				}
 				return tool.Result{Content: "marked " + p.Label}, nil
@@ -126,7 +126,7 @@ func Category(cfg Config) tool.Category {
 func sleep(ctx context.Context, ms int, every time.Duration) error {
 	total := time.Duration(ms) * time.Millisecond
 	if every >= total {
-		return protocol.Pause(ctx, time.Duration(ms)*time.Millisecond)
+		return pause.For(ctx, time.Duration(ms)*time.Millisecond)
 	}
 	start := time.Now()
 	end := time.NewTimer(total)

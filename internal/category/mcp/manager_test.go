@@ -59,7 +59,7 @@ func dispatch(ctx context.Context, set *turn.Set, ns, name, args string) *turn.O
 		loaded[turn.ToolKey(t.Spec().Namespace, t.Name())] = true
 	}
 	d := turn.Dispatcher{Timeout: 30 * time.Second}
-	res := d.Run(ctx, set, turn.Input{AgentID: "a1", TurnID: "t1", Loaded: loaded, Calls: []protocol.Call{
+	res := d.Run(ctx, set, turn.Input{AgentID: "a1", TurnID: "t1", Loaded: loaded, Calls: []protocol.CallItem{
 		{Type: protocol.ItemFunctionCall, CallID: "c1", Namespace: ns, Name: name, Arguments: args},
 	}})
 	return res.Outcomes[0]
@@ -127,7 +127,7 @@ func TestCatalogGolden(t *testing.T) {
 	}
 
 	d := turn.Dispatcher{}
-	res := d.Run(context.Background(), set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.Call{
+	res := d.Run(context.Background(), set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.CallItem{
 		{Type: protocol.ItemToolSearchCall, CallID: "s1", Execution: "client", Search: json.RawMessage(`{"query":"write a note"}`)},
 	}})
 	golden(t, "search.json", indent(t, res.Outcomes[0].Item))
@@ -216,7 +216,7 @@ func TestCalls(t *testing.T) {
 		}
 		// A deferred tool that tool search did not load is not run.
 		d := turn.Dispatcher{}
-		res := d.Run(ctx, set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.Call{
+		res := d.Run(ctx, set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.CallItem{
 			{Type: protocol.ItemFunctionCall, CallID: "c1", Namespace: "go", Name: "echo", Arguments: `{"text":"x"}`},
 		}})
 		if k := kind(res.Outcomes[0]); k != tool.NotLoaded {

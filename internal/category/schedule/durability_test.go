@@ -72,7 +72,7 @@ func countFiresUpTo(t *testing.T, js jetstream.JetStream, subject string, d time
 	var err error
 	// Right after a node went down the stream may be electing a leader.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		c, err = js.OrderedConsumer(context.Background(), schedule.Stream, jetstream.OrderedConsumerConfig{
+		c, err = js.OrderedConsumer(context.Background(), protocol.StreamSchedules, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from,
 		})
 		if err == nil {
@@ -158,7 +158,7 @@ func TestScheduleInCluster(t *testing.T) {
 	// loaded host (seen once): wait for one.
 	var leader *natstest.Node
 	elected := time.Now().Add(30 * time.Second)
-	for leader = c.StreamLeader(schedule.Stream); leader == nil && time.Now().Before(elected); leader = c.StreamLeader(schedule.Stream) {
+	for leader = c.StreamLeader(protocol.StreamSchedules); leader == nil && time.Now().Before(elected); leader = c.StreamLeader(protocol.StreamSchedules) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if leader == nil {
@@ -176,7 +176,7 @@ func TestScheduleInCluster(t *testing.T) {
 	// lagging replica has not seen yet could be followed by its fires.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := js.Stream(context.Background(), schedule.Stream)
+		st, err := js.Stream(context.Background(), protocol.StreamSchedules)
 		if err == nil {
 			info, err := st.Info(context.Background())
 			if err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2 && allCurrent(info.Cluster.Replicas) {

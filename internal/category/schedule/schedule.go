@@ -23,12 +23,8 @@ import (
 // Binding is the context binding that enables the category.
 const Binding = "schedules"
 
-// Names of the stream, the subject prefixes and the tools.
+// Names of the tools.
 const (
-	Stream     = protocol.StreamSchedules
-	PrefixDef  = protocol.PrefixScheduleDef
-	PrefixFire = protocol.PrefixScheduleFire
-
 	CreateName = "create_schedule"
 	ListName   = "list_schedules"
 	DeleteName = "delete_schedule"
@@ -82,9 +78,9 @@ type Service struct {
 // subjects of the schedule's own stream.
 func StreamConfig(cfg Config) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        Stream,
+		Name:        protocol.StreamSchedules,
 		Description: "Agent schedules (schedule.def.*.*) and the messages they fire (schedule.fire.*.*)",
-		Subjects:    []string{PrefixDef + ".*.*", PrefixFire + ".*.*"},
+		Subjects:    []string{protocol.PrefixScheduleDef + ".*.*", protocol.PrefixScheduleFire + ".*.*"},
 		Retention:   jetstream.LimitsPolicy, Discard: jetstream.DiscardOld,
 		Storage: cfg.Storage, Replicas: max(cfg.Replicas, 1),
 		AllowMsgSchedules: true, AllowMsgTTL: true, AllowRollup: true, AllowDirect: true,
@@ -112,10 +108,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Service, err
 	}
 	st, err := js.CreateOrUpdateStream(ctx, StreamConfig(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("stream %s (message scheduling needs nats-server 2.12 or later): %w", Stream, err)
+		return nil, fmt.Errorf("stream %s (message scheduling needs nats-server 2.12 or later): %w", protocol.StreamSchedules, err)
 	}
 	if !st.CachedInfo().Config.AllowMsgSchedules {
-		return nil, fmt.Errorf("stream %s: the server did not enable message scheduling (it needs nats-server 2.12 or later)", Stream)
+		return nil, fmt.Errorf("stream %s: the server did not enable message scheduling (it needs nats-server 2.12 or later)", protocol.StreamSchedules)
 	}
 	s := &Service{cfg: cfg, js: js, stream: st}
 	s.tools = s.build()
@@ -130,12 +126,12 @@ func (s *Service) Category() tool.Category {
 
 // DefSubject is the subject a schedule's definition lives on.
 func DefSubject(agentID, scheduleID string) string {
-	return PrefixDef + "." + agentID + "." + scheduleID
+	return protocol.PrefixScheduleDef + "." + agentID + "." + scheduleID
 }
 
 // FireSubject is the subject a schedule fires on.
 func FireSubject(agentID, scheduleID string) string {
-	return PrefixFire + "." + agentID + "." + scheduleID
+	return protocol.PrefixScheduleFire + "." + agentID + "." + scheduleID
 }
 
 // CreateParams are create_schedule's parameters.
@@ -247,7 +243,7 @@ func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, erro
 	// duplicate, not a second schedule.
 	m.Header.Set(jetstream.MsgIDHeader, sc.ScheduleID)
 	err = s.retry.Do(ctx, "storing schedule "+sc.ScheduleID, func(ctx context.Context) error {
-		_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(Stream))
+		_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(protocol.StreamSchedules))
 		return err
 	})
 	if err != nil {

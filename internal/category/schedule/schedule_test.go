@@ -49,7 +49,7 @@ type fires struct {
 
 func watchFires(t *testing.T, g *gateway, agent, id string) *fires {
 	t.Helper()
-	c, err := g.JS.OrderedConsumer(context.Background(), schedule.Stream, jetstream.OrderedConsumerConfig{
+	c, err := g.JS.OrderedConsumer(context.Background(), protocol.StreamSchedules, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{schedule.FireSubject(agent, id)},
 	})
 	if err != nil {
@@ -214,7 +214,7 @@ func TestBadExpressionsRejected(t *testing.T) {
 			t.Errorf("%s: %s\nwant invalid_arguments containing %q", id, o.Raw, c.want)
 		}
 	}
-	st, err := g.JS.Stream(context.Background(), schedule.Stream)
+	st, err := g.JS.Stream(context.Background(), protocol.StreamSchedules)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestBadExpressionsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	if info.State.Msgs != 0 {
-		t.Errorf("%d messages in %s after rejected calls", info.State.Msgs, schedule.Stream)
+		t.Errorf("%d messages in %s after rejected calls", info.State.Msgs, protocol.StreamSchedules)
 	}
 }
 

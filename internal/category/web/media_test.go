@@ -109,7 +109,7 @@ func TestFetchMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &turn.Dispatcher{MediaBudget: 200 << 10}
-	r := d.Run(context.Background(), set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.Call{
+	r := d.Run(context.Background(), set, turn.Input{AgentID: "a1", TurnID: "t1", Calls: []protocol.CallItem{
 		{Type: protocol.ItemFunctionCall, CallID: "c1", Name: web.FetchName, Arguments: `{"url":"` + s.URL + `/photo"}`},
 		{Type: protocol.ItemFunctionCall, CallID: "c2", Name: web.FetchName, Arguments: `{"url":"` + s.URL + `/docs/paper.pdf"}`},
 		{Type: protocol.ItemFunctionCall, CallID: "c3", Name: web.FetchName, Arguments: `{"url":"` + s.URL + `/logo.png"}`},

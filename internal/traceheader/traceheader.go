@@ -1,4 +1,4 @@
-package protocol
+package traceheader
 
 import (
 	"context"
@@ -32,14 +32,14 @@ func (c headerCarrier) Keys() []string {
 // propagator is W3C Trace Context and Baggage; it holds no state.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// InjectTrace writes ctx's trace context (W3C traceparent, tracestate and
+// Inject writes ctx's trace context (W3C traceparent, tracestate and
 // baggage) into h. Every message of the protocol carries it.
-func InjectTrace(ctx context.Context, h nats.Header) {
+func Inject(ctx context.Context, h nats.Header) {
 	propagator.Inject(ctx, headerCarrier(h))
 }
 
-// ExtractTrace returns ctx carrying the trace context found in h.
-func ExtractTrace(ctx context.Context, h nats.Header) context.Context {
+// Extract returns ctx carrying the trace context found in h.
+func Extract(ctx context.Context, h nats.Header) context.Context {
 	if h == nil {
 		return ctx
 	}
