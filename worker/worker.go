@@ -55,8 +55,8 @@ func Main(ctx context.Context, o Options) {
 // field takes the default; cmd/worker's flags set more than these.
 type Config struct {
 	// Name identifies the worker in logs, call claims and its micro
-	// service: each worker of a fleet needs its own (host-pid, as Main's
-	// --name; give two workers of one process names of their own).
+	// service: each worker of a fleet needs its own (host-pid; give two
+	// workers of one process names of their own).
 	Name string
 	// Version is the program's version, SemVer (a leading "v" is
 	// dropped), in the micro service's info (DefaultVersion).
@@ -76,28 +76,32 @@ type Config struct {
 	// or updates (1); MemoryStorage keeps them in memory, not in files.
 	Replicas      int
 	MemoryStorage bool
-
-	// engine holds the settings only Main's flags reach; the fields
-	// above, when set, take precedence.
-	engine iworker.Config
 }
 
-// settings is c for the internal worker.
-func (c Config) settings() (iworker.Config, error) {
-	e := c.engine
-	host, _ := os.Hostname()
-	e.Name = cmp.Or(c.Name, e.Name, fmt.Sprintf("%s-%d", host, os.Getpid()))
+// engine sets the fields of e that c sets, and e's version: the one
+// mapping of Config onto the engine's configuration.
+func (c Config) engine(e *iworker.Config) error {
+	e.Name = cmp.Or(c.Name, e.Name, hostPID())
 	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
 	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
 	e.Topology.Replicas = cmp.Or(c.Replicas, e.Topology.Replicas)
-	e.Version = cmp.Or(strings.TrimPrefix(c.Version, "v"), e.Version, DefaultVersion)
 	if c.MemoryStorage {
 		e.Topology.Storage = jetstream.MemoryStorage
 	}
-	if !semVer.MatchString(e.Version) {
-		return e, fmt.Errorf("version %q is not SemVer", e.Version)
+	e.Version = DefaultVersion
+	if c.Version != "" {
+		e.Version = strings.TrimPrefix(c.Version, "v") // "v" alone is no version
 	}
-	return e, e.Validate()
+	if !semVer.MatchString(e.Version) {
+		return fmt.Errorf("version %q is not SemVer", e.Version)
+	}
+	return nil
+}
+
+// hostPID is a worker's default name: unique on its host at a time.
+func hostPID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // A Worker serves turns on one NATS connection: it assembles each step's
@@ -118,22 +122,18 @@ func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return start(ctx, nc, cfg, es, nil)
-}
-
-// start is New over entries es, with b's task turns and runs (b may be
-// nil).
-func start(ctx context.Context, nc *nats.Conn, cfg Config, es []tool.Category, b *builtins) (*Worker, error) {
-	e, err := cfg.settings()
-	if err != nil {
+	var e iworker.Config
+	if err := cfg.engine(&e); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return start(ctx, nc, e, cmp.Or(cfg.Logger, slog.Default()), es, nil)
+}
+
+// start is New over the engine's configuration e and entries es, with
+// b's task turns and runs (b may be nil).
+func start(ctx context.Context, nc *nats.Conn, e iworker.Config, log *slog.Logger, es []tool.Category, b *builtins) (*Worker, error) {
 	names := make([]string, len(es))
 	for i, c := range es {
 		names[i] = c.Name

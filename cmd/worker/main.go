@@ -4,7 +4,7 @@
 // --nats-url (or NATS_URL) it joins an existing server or cluster. Every
 // flag can also be set from the environment: --call-timeout is
 // WORKER_CALL_TIMEOUT, and so on. The program is package worker's Main;
-// the flags are in worker/main.go.
+// the flags are in worker/flags.go.
 package main
 
 import (
