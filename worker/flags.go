@@ -279,7 +279,7 @@ func (m *program) validate() error {
 		errs = append(errs, errors.New("--mark-dir needs --diagnostics"))
 	}
 	if m.cfgErr != nil {
-		errs = append(errs, fmt.Errorf("the program's %w (worker.Options.Version, or -X main.version)", m.cfgErr))
+		errs = append(errs, fmt.Errorf("the program's %w (worker.Config.Version, or -X main.version)", m.cfgErr))
 	}
 	if m.GCPercent < 1 {
 		errs = append(errs, fmt.Errorf("--gc-percent must be at least 1, not %d", m.GCPercent))

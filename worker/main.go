@@ -39,7 +39,7 @@ var secretEnv = []string{
 }
 
 // run is Main but for the exit: it returns the exit code.
-func run(ctx context.Context, o Options) int {
+func run(ctx context.Context, cfg Config, categories []tool.Category, args []string) int {
 	// Before any child: descriptors the worker's parent left open reach
 	// no command or MCP server (logged once the logger exists).
 	fdErr := procguard.CloseOnExec()
@@ -50,11 +50,7 @@ func run(ctx context.Context, o Options) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	m := newProgram(o)
-	args := o.Args
-	if args == nil {
-		args = os.Args[1:]
-	}
+	m := newProgram(cfg, categories...)
 	if err := m.ParseFlags(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -131,7 +127,7 @@ type program struct {
 	Approval string
 	builtinConfig
 
-	// cfgErr is what Config.engine said of the program's version.
+	// cfgErr is what Config.engine said of the program's Config.
 	cfgErr error
 	mcp    *mcp.Config
 	skills *skills.Library
@@ -145,16 +141,20 @@ type program struct {
 	tel    atomic.Pointer[telemetry.Telemetry]
 	// helpOut is where --help writes (default stdout).
 	helpOut io.Writer
-	// From Options: the version, and the program's own categories.
+	// From Main: the version, and the program's own categories.
 	version    string
 	categories []tool.Category
 }
 
-// newProgram returns a program for o, its flags not yet parsed.
-func newProgram(o Options) *program {
-	m := &program{log: slog.Default(), categories: o.Categories}
-	m.cfgErr = Config{Version: o.Version}.engine(&m.Worker)
+// newProgram returns a program for cfg and categories, its flags not yet
+// parsed.
+func newProgram(cfg Config, categories ...tool.Category) *program {
+	m := &program{log: slog.Default(), categories: categories}
+	m.cfgErr = cfg.engine(&m.Worker)
 	m.version = m.Worker.Version
+	if cfg.MemoryStorage {
+		m.Storage = "memory"
+	}
 	return m
 }
 

@@ -23,45 +23,25 @@ import (
 // DefaultVersion is the version a worker reports when none is given.
 const DefaultVersion = "0.0.0-dev"
 
-// Options configure [Main]. The zero value is cmd/worker with the version
-// DefaultVersion.
-type Options struct {
-	// Version is the program's version (SemVer; a leading "v", as in Go
-	// module versions, is dropped), reported in the worker's micro service
-	// info, its telemetry and its MCP client; empty is DefaultVersion.
-	Version string
-	// Categories are the program's own categories, in catalog order. They
-	// come after the built-in todo, computer, web, brain, schedules,
-	// background_jobs and workflows, and before skills, mcp and
-	// diagnostics (whose tools vary by turn): each built-in is on or off,
-	// and configured, by its flags.
-	Categories []tool.Category
-	// Args are the command-line arguments without the program's name; nil
-	// is os.Args[1:].
-	Args []string
-}
-
-// Main runs the worker program until a signal (or the end of ctx) stops
-// it, then exits the process: with 0 after a clean stop or --help, 2 when
-// the flags or the environment are wrong (one line saying what, on
-// stderr), 1 when the worker failed. When the process is PID 1 (a
-// container's only process), Main first becomes its init: it runs the
-// program as its child, forwards signals and reaps orphans.
-func Main(ctx context.Context, o Options) {
-	os.Exit(run(ctx, o))
-}
-
-// Config is how a [Worker] made by [New] runs. The zero value of each
-// field takes the default; cmd/worker's flags set more than these.
+// Config configures a worker: one made by [New], or the program [Main]
+// runs. The zero value of each field takes the default.
+//
+// Main reads the fields as the defaults of its flags of the same name
+// (--name, --concurrency, --grace, --call-timeout, --max-parallel,
+// --replicas, and --storage memory for MemoryStorage), which the command
+// line and the environment override; it logs as --log-format and
+// --log-level say, not to Logger.
 type Config struct {
 	// Name identifies the worker in logs, call claims and its micro
 	// service: each worker of a fleet needs its own (host-pid; give two
 	// workers of one process names of their own).
 	Name string
-	// Version is the program's version, SemVer (a leading "v" is
-	// dropped), in the micro service's info (DefaultVersion).
+	// Version is the program's version (SemVer; a leading "v", as in Go
+	// module versions, is dropped), reported in the worker's micro service
+	// info, its telemetry and its MCP client (DefaultVersion).
 	Version string
-	// Logger gets the worker's structured logs (slog.Default()).
+	// Logger gets the structured logs of a worker made by New
+	// (slog.Default()).
 	Logger *slog.Logger
 	// Concurrency bounds the main-turn steps handled at once (256).
 	Concurrency int
@@ -78,8 +58,23 @@ type Config struct {
 	MemoryStorage bool
 }
 
+// Main runs the worker program with categories, the program's own, until
+// a signal (or the end of ctx) stops it, then exits the process: with 0
+// after a clean stop or --help, 2 when the flags or the environment are
+// wrong (one line saying what, on stderr), 1 when the worker failed. The
+// program's categories come, in their order, after the built-in todo,
+// computer, web, brain, schedules, background_jobs and workflows, and
+// before skills, mcp and diagnostics (whose tools vary by turn): each
+// built-in is on or off, and configured, by its flags. When the process
+// is PID 1 (a container's only process), Main first becomes its init: it
+// runs the program as its child, forwards signals and reaps orphans.
+func Main(ctx context.Context, cfg Config, categories ...tool.Category) {
+	os.Exit(run(ctx, cfg, categories, os.Args[1:]))
+}
+
 // engine sets the fields of e that c sets, and e's version: the one
-// mapping of Config onto the engine's configuration.
+// mapping of Config onto the engine's configuration, for New (onto a zero
+// one) and for Main (onto the one its flags then fill).
 func (c Config) engine(e *iworker.Config) error {
 	e.Name = cmp.Or(c.Name, e.Name, hostPID())
 	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)

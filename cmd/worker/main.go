@@ -17,5 +17,5 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	worker.Main(context.Background(), worker.Options{Version: version})
+	worker.Main(context.Background(), worker.Config{Version: version})
 }
