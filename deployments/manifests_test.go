@@ -544,7 +544,7 @@ func TestDockerfile(t *testing.T) {
 			goBuild = l.args
 		}
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/worker", "-o /out/turn-worker"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/worker", "-o /out/toolruntime-worker"} {
 		if !strings.Contains(goBuild, want) {
 			t.Errorf("go build %q lacks %s", goBuild, want)
 		}
@@ -570,10 +570,10 @@ func TestDockerfile(t *testing.T) {
 	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
 		t.Errorf("final stage USER %q, want a numeric non-root user", user)
 	}
-	if last["COPY"] != "--from=build /out/turn-worker /usr/local/bin/turn-worker" {
+	if last["COPY"] != "--from=build /out/toolruntime-worker /usr/local/bin/toolruntime-worker" {
 		t.Errorf("COPY %s", last["COPY"])
 	}
-	if last["ENTRYPOINT"] != `["/usr/local/bin/turn-worker"]` {
+	if last["ENTRYPOINT"] != `["/usr/local/bin/toolruntime-worker"]` {
 		t.Errorf("ENTRYPOINT %s", last["ENTRYPOINT"])
 	}
 	_, port, _ := net.SplitHostPort(env["WORKER_HTTP_ADDR"])

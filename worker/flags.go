@@ -46,7 +46,7 @@ const (
 	defaultMonitorPort = 8222
 	// dataDirName is the data directory's folder in the user's cache
 	// directory.
-	dataDirName = "turn-worker"
+	dataDirName = "toolruntime"
 )
 
 func (c *serverConfig) register(fs *flag.FlagSet) {
@@ -56,8 +56,8 @@ func (c *serverConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.StoreMax, "store-max-bytes", 0, "embedded server: most bytes the JetStream store may use (0: 75% of the space free in --data-dir at start)")
 }
 
-// defaultDataDir is <user cache directory>/turn-worker/jetstream (on
-// Linux ~/.cache/turn-worker/jetstream), or beneath the temporary
+// defaultDataDir is <user cache directory>/toolruntime/jetstream (on
+// Linux ~/.cache/toolruntime/jetstream), or beneath the temporary
 // directory when there is no cache directory.
 func defaultDataDir() string {
 	if d, err := os.UserCacheDir(); err == nil {

@@ -268,7 +268,7 @@ func (m *program) monitorURL(host string) string {
 
 func (m *program) natsOptions() ([]nats.Option, error) {
 	opts := []nats.Option{
-		nats.Name("turn-worker " + m.Worker.Name),
+		nats.Name("toolruntime-worker " + m.Worker.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
 		// A connection closed on purpose is disconnected with no error:
