@@ -39,6 +39,9 @@ type serverConfig struct {
 	MonitorPort int
 	DataDir     string
 	StoreMax    int64
+	// dataDirGiven is whether --data-dir (or WORKER_DATA_DIR) was given:
+	// without, --storage memory keeps nothing (Run).
+	dataDirGiven bool
 }
 
 const (
@@ -52,7 +55,7 @@ const (
 func (c *serverConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", defaultListen, "embedded server: client address")
 	fs.IntVar(&c.MonitorPort, "monitor-port", defaultMonitorPort, "embedded server: monitoring port (0 turns it off)")
-	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory")
+	fs.StringVar(&c.DataDir, "data-dir", defaultDataDir(), "embedded server: JetStream storage directory (given --storage memory and no --data-dir, a new one for the run, removed at its stop)")
 	fs.Int64Var(&c.StoreMax, "store-max-bytes", 0, "embedded server: most bytes the JetStream store may use (0: 75% of the space free in --data-dir at start)")
 }
 
@@ -232,6 +235,7 @@ func (m *program) ParseFlags(args []string) error {
 	if err := natsconn.FromEnv(fs, set, "WORKER", os.LookupEnv); err != nil {
 		return err
 	}
+	m.dataDirGiven = set["data-dir"]
 	if err := m.Conn.Resolve(set, os.LookupEnv); err != nil {
 		return err
 	}

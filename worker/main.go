@@ -135,8 +135,9 @@ type program struct {
 	server *bus.Embedded
 	nc     *nats.Conn
 
-	// unlock releases the embedded store's lock; tel is set once
-	// telemetry runs (the signal handler reads it).
+	// unlock releases the embedded store's lock, or removes the store of
+	// a run that keeps nothing; tel is set once telemetry runs (the signal
+	// handler reads it).
 	unlock func()
 	tel    atomic.Pointer[telemetry.Telemetry]
 	// helpOut is where --help writes (default stdout).
@@ -175,19 +176,21 @@ func (m *program) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--listen: %w", err)
 		}
-		if m.unlock, err = lockDataDir(m.DataDir); err != nil {
+		dir, release, err := m.storeDir()
+		if err != nil {
 			return err
 		}
-		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: m.DataDir, NoMonitoring: m.MonitorPort == 0,
+		m.unlock = release
+		eo := bus.EmbeddedOptions{Host: host, Port: port, HTTPPort: m.MonitorPort, StoreDir: dir, NoMonitoring: m.MonitorPort == 0,
 			MaxStore: m.StoreMax, Logger: m.log}
 		if m.server, err = bus.StartEmbedded(eo); err != nil {
 			return portHint(err)
 		}
 		url = m.server.ClientURL()
-		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", m.DataDir)
-		if m.Computer.Root != "" && sameFileSystem(m.DataDir, m.Computer.Root) {
+		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", dir)
+		if m.Computer.Root != "" && sameFileSystem(dir, m.Computer.Root) {
 			m.log.Warn("the JetStream store and the agent homes share a file system: an agent that fills it stops every agent's steps until space is freed (the store restarts by itself then); give --data-dir another file system, or bound each home with --home-quota and --home-files",
-				"data_dir", m.DataDir, "computer_root", m.Computer.Root)
+				"data_dir", dir, "computer_root", m.Computer.Root)
 		}
 	}
 	opts, err := m.natsOptions()
@@ -244,6 +247,24 @@ func (m *program) Run(ctx context.Context) error {
 		return m.storageHint(err)
 	}
 	return w.Run(ctx)
+}
+
+// storeDir is the embedded server's JetStream directory, held for this
+// run; release gives it back once the server stopped. --storage memory
+// without --data-dir keeps nothing, and so reads nothing either: the run
+// gets a directory of its own, removed at the end. In the default data
+// directory, the streams and buckets of a run with files would otherwise
+// meet this run's memory ones, and the server refuses to change their
+// storage.
+func (m *program) storeDir() (dir string, release func(), err error) {
+	if m.Worker.Topology.Storage == jetstream.MemoryStorage && !m.dataDirGiven {
+		if dir, err = os.MkdirTemp("", dataDirName+"-jetstream-"); err != nil {
+			return "", nil, fmt.Errorf("a store directory for --storage memory: %w", err)
+		}
+		return dir, func() { _ = os.RemoveAll(dir) }, nil
+	}
+	release, err = lockDataDir(m.DataDir)
+	return m.DataDir, release, err
 }
 
 // stopping says what a stop waits for.
