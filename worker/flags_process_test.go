@@ -108,7 +108,8 @@ func TestStorageChangeSaysWhatToDo(t *testing.T) {
 
 // --storage memory without --data-dir starts clean after a run that kept
 // its streams and buckets on file in the default data directory: it reads
-// nothing of that run and keeps nothing of its own.
+// nothing of that run and keeps nothing of its own. The start log says
+// which categories are off and the flag that turns each on.
 func TestStorageMemoryStartsCleanAfterFileRun(t *testing.T) {
 	t.Parallel()
 	cache := t.TempDir()
@@ -133,6 +134,11 @@ func TestStorageMemoryStartsCleanAfterFileRun(t *testing.T) {
 	b := startWorker(t, env, "--listen", addr, "--monitor-port", "0", "--storage", "memory")
 	stop(b)
 	out := b.output()
+	for _, want := range []string{`msg="categories off, each with the flag that turns it on"`, "computer=\"--computer-root <dir>\"", "diagnostics=--diagnostics"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start log lacks %q:\n%s", want, out)
+		}
+	}
 	_, after, ok := strings.Cut(out, "data_dir=")
 	storeDir, _, _ := strings.Cut(after, "\n")
 	if !ok || storeDir == dataDir || storeDir == "" {

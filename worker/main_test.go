@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,5 +228,22 @@ func TestConfigIsMainsDefaults(t *testing.T) {
 	}
 	if m.Worker.Concurrency != 9 || m.Storage != "file" {
 		t.Errorf("flags over Config: concurrency %d, storage %s", m.Worker.Concurrency, m.Storage)
+	}
+}
+
+// Every built-in category the flags leave off is named with the flag that
+// turns it on.
+func TestCategoriesOffSayTheirFlag(t *testing.T) {
+	m := newProgram(Config{})
+	if err := m.ParseFlags([]string{"--nats-url", "nats://127.0.0.1:1", "--todo=false", "--diagnostics", "--web-fetch"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range m.categoriesOff() {
+		got = append(got, a.(slog.Attr).String())
+	}
+	want := "todo=--todo computer=--computer-root <dir> skills=--skills-dir <dir> mcp=--mcp-config <file>"
+	if strings.Join(got, " ") != want {
+		t.Errorf("off: %s\nwant %s", strings.Join(got, " "), want)
 	}
 }
