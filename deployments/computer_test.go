@@ -14,7 +14,7 @@ import (
 // homes' root beneath it (a directory the worker creates 0700 itself,
 // whatever mode the volume's root has).
 const (
-	homesVolume = "/var/lib/turn-worker"
+	homesVolume = "/var/lib/toolruntime"
 	homesRoot   = homesVolume + "/homes"
 )
 
@@ -82,7 +82,7 @@ func TestDockerfileComputer(t *testing.T) {
 	if env["WORKER_COMPUTER_ROOT"] != homesRoot {
 		t.Errorf("WORKER_COMPUTER_ROOT %q, want %s on the volume", env["WORKER_COMPUTER_ROOT"], homesRoot)
 	}
-	if last["ENTRYPOINT"] != `["/usr/local/bin/cgroup-init", "/usr/bin/tini", "--", "/usr/local/bin/turn-worker"]` {
+	if last["ENTRYPOINT"] != `["/usr/local/bin/cgroup-init", "/usr/bin/tini", "--", "/usr/local/bin/toolruntime-worker"]` {
 		t.Errorf("ENTRYPOINT %s, want cgroup-init, then tini, then the worker", last["ENTRYPOINT"])
 	}
 	if !slices.ContainsFunc(final, func(l dockerfileLine) bool {
@@ -90,7 +90,7 @@ func TestDockerfileComputer(t *testing.T) {
 	}) {
 		t.Error("the image does not copy cgroup-init")
 	}
-	if last["COPY"] != "--from=build /out/turn-worker /usr/local/bin/turn-worker" || last["EXPOSE"] != "9090" {
+	if last["COPY"] != "--from=build /out/toolruntime-worker /usr/local/bin/toolruntime-worker" || last["EXPOSE"] != "9090" {
 		t.Errorf("COPY %s, EXPOSE %s", last["COPY"], last["EXPOSE"])
 	}
 	flags := workerFlags(t)
@@ -124,7 +124,7 @@ func TestComposeComputer(t *testing.T) {
 	if got := str(get(w, "build", "dockerfile")); got != "deployments/Dockerfile.computer" {
 		t.Errorf("build dockerfile %q", got)
 	}
-	if !strings.Contains(str(get(w, "image")), "turn-worker-computer") {
+	if !strings.Contains(str(get(w, "image")), "toolruntime-worker-computer") {
 		t.Errorf("image %v", get(w, "image"))
 	}
 	env, _ := get(w, "environment").(map[string]any)
@@ -199,7 +199,7 @@ func TestKubernetesComputer(t *testing.T) {
 	if str(get(c, "name")) != str(get(baseDep, "spec", "template", "spec", "containers", 0, "name")) {
 		t.Errorf("the patch's container %v is not the base's", get(c, "name"))
 	}
-	if !strings.HasPrefix(str(get(c, "image")), "turn-worker-computer:") {
+	if !strings.HasPrefix(str(get(c, "image")), "toolruntime-worker-computer:") {
 		t.Errorf("image %v", get(c, "image"))
 	}
 	env, _ := get(c, "env").([]any)

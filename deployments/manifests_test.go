@@ -85,19 +85,20 @@ func strs(v any) []string {
 }
 
 // workerFlags are the flags cmd/worker defines: package worker's, in
-// worker/main.go, (the sandbox's) worker/sandbox.go and (the connection
-// flags) internal/natsconn/flags.go.
+// worker/flags.go, (the sandbox's) worker/sandbox.go, (the engine's)
+// internal/worker/config.go and (the connection flags)
+// internal/natsconn/flags.go.
 func workerFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`fs\.\w+Var\(&[^,]+, "([a-z0-9-]+)"`)
 	flags := map[string]bool{}
-	for _, file := range []string{"../worker/main.go", "../worker/sandbox.go", "../internal/natsconn/flags.go"} {
+	for _, file := range []string{"../worker/flags.go", "../worker/sandbox.go", "../internal/worker/config.go", "../internal/natsconn/flags.go"} {
 		for _, m := range re.FindAllStringSubmatch(string(readFile(t, file)), -1) {
 			flags[m[1]] = true
 		}
 	}
 	if len(flags) < 10 {
-		t.Fatalf("found only %d flags in worker/main.go", len(flags))
+		t.Fatalf("found only %d flags in worker/flags.go and the others", len(flags))
 	}
 	return flags
 }
@@ -543,7 +544,7 @@ func TestDockerfile(t *testing.T) {
 			goBuild = l.args
 		}
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/worker", "-o /out/turn-worker"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/worker", "-o /out/toolruntime-worker"} {
 		if !strings.Contains(goBuild, want) {
 			t.Errorf("go build %q lacks %s", goBuild, want)
 		}
@@ -569,10 +570,10 @@ func TestDockerfile(t *testing.T) {
 	if n, err := strconv.Atoi(uid); err != nil || n == 0 {
 		t.Errorf("final stage USER %q, want a numeric non-root user", user)
 	}
-	if last["COPY"] != "--from=build /out/turn-worker /usr/local/bin/turn-worker" {
+	if last["COPY"] != "--from=build /out/toolruntime-worker /usr/local/bin/toolruntime-worker" {
 		t.Errorf("COPY %s", last["COPY"])
 	}
-	if last["ENTRYPOINT"] != `["/usr/local/bin/turn-worker"]` {
+	if last["ENTRYPOINT"] != `["/usr/local/bin/toolruntime-worker"]` {
 		t.Errorf("ENTRYPOINT %s", last["ENTRYPOINT"])
 	}
 	_, port, _ := net.SplitHostPort(env["WORKER_HTTP_ADDR"])

@@ -24,8 +24,8 @@ type Turn struct {
 func (t Turn) Bound(name string) bool { return t.Bindings[name] }
 
 // Category is a named group of tools a worker offers to turns: give it to
-// worker.New, or to worker.Main in worker.Options.Categories, where it
-// takes its place in the catalog beside the built-in categories.
+// worker.New, or to worker.Main, where it takes its place in the catalog
+// beside the built-in categories.
 type Category struct {
 	// Name names the category in the worker's metadata ("categories") and
 	// logs; for a category made with NewCategory it is also the binding

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -150,7 +151,36 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 	if m.Diagnostics {
 		b.last = append(b.last, diag.Category(diag.Config{MarkDir: m.MarkDir}))
 	}
+	if off := m.categoriesOff(); len(off) > 0 {
+		m.log.Info("categories off, each with the flag that turns it on", off...)
+	}
 	return b, nil
+}
+
+// categoriesOff lists the built-in categories the flags leave off, each
+// with the flag that turns it on, as slog attributes: the start log says
+// what is on ("connected", categories=…), and this what is not.
+func (m *program) categoriesOff() []any {
+	var off []any
+	for _, c := range []struct {
+		on         bool
+		name, flag string
+	}{
+		{m.TodoOn, "todo", "--todo"},
+		{m.Computer.Root != "", "computer", "--computer-root <dir>"},
+		{m.Web.Fetch || m.Web.SearchURL != "", "web", "--web-fetch or --web-search-url <url>"},
+		{m.BrainOn, "brain", "--brain"},
+		{m.SchedulesOn, "schedules", "--schedules"},
+		{m.JobsOn, "background_jobs", "--background-jobs"},
+		{m.skills != nil, "skills", "--skills-dir <dir>"},
+		{m.mcp != nil, "mcp", "--mcp-config <file>"},
+		{m.Diagnostics, "diagnostics", "--diagnostics"},
+	} {
+		if !c.on {
+			off = append(off, slog.String(c.name, c.flag))
+		}
+	}
+	return off
 }
 
 // startComputer starts the agent computer, with run_command's sandbox

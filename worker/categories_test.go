@@ -20,7 +20,7 @@ import (
 // ends, and returns the error Run ended with on errc.
 func runProgram(t *testing.T, s *natstest.Server, categories []tool.Category) <-chan error {
 	t.Helper()
-	m := newProgram(Options{Categories: categories, Version: "1.2.3"})
+	m := newProgram(Config{Version: "1.2.3"}, categories...)
 	if err := m.ParseFlags([]string{"--nats-url", s.ClientURL(), "--storage", "memory", "--log-level", "error", "--name", "w1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ var shout = tool.Must(tool.Def[struct {
 })
 
 // A category of one's own is listed and called like a built-in one, in
-// the order of Options.Categories after the built-ins that do not vary by
+// the order given to Main after the built-ins that do not vary by
 // turn; one whose Tools function panics or fails fails that request only.
 func TestOwnCategories(t *testing.T) {
 	s := natstest.Start(t)
@@ -134,7 +134,7 @@ func TestCategoriesRefused(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	for v, want := range map[string]string{"": DefaultVersion, "1.2.3": "1.2.3", "v1.2.3-rc.1+abc": "1.2.3-rc.1+abc", "banana": "", "1.2": "", "v": ""} {
-		m := newProgram(Options{Version: v})
+		m := newProgram(Config{Version: v})
 		err := m.ParseFlags([]string{"--nats-url", "nats://127.0.0.1:1"})
 		switch {
 		case want == "" && (err == nil || !strings.Contains(err.Error(), "is not SemVer")):

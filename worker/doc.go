@@ -12,10 +12,7 @@
 // tools of your own beside the built-in ones:
 //
 //	func main() {
-//		worker.Main(context.Background(), worker.Options{
-//			Version:    "1.2.0",
-//			Categories: []tool.Category{tool.NewCategory("weather", weatherTool)},
-//		})
+//		worker.Main(context.Background(), worker.Config{Version: "1.2.0"}, tool.NewCategory("weather", weatherTool))
 //	}
 //
 // With no flags the worker starts an embedded NATS server with JetStream on

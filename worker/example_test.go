@@ -50,8 +50,5 @@ func Example() {
 // A program's whole main: cmd/worker, with its flags and built-in
 // categories, and reverse for the turns that bind "strings".
 func ExampleMain() {
-	worker.Main(context.Background(), worker.Options{
-		Version:    "1.0.0",
-		Categories: []tool.Category{tool.NewCategory("strings", reverse)},
-	})
+	worker.Main(context.Background(), worker.Config{Version: "1.0.0"}, tool.NewCategory("strings", reverse))
 }

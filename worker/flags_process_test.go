@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -100,5 +103,51 @@ func TestStorageChangeSaysWhatToDo(t *testing.T) {
 		if !strings.Contains(b.output(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.output())
 		}
+	}
+}
+
+// --storage memory without --data-dir starts clean after a run that kept
+// its streams and buckets on file in the default data directory: it reads
+// nothing of that run and keeps nothing of its own. The start log says
+// which categories are off and the flag that turns each on.
+func TestStorageMemoryStartsCleanAfterFileRun(t *testing.T) {
+	t.Parallel()
+	cache := t.TempDir()
+	env := []string{"XDG_CACHE_HOME=" + cache} // one default data directory for both runs
+	dataDir := filepath.Join(cache, "toolruntime", "jetstream")
+	const addr = "127.0.0.1:-1"
+	stop := func(p *proc) {
+		t.Helper()
+		p.waitFor(t, "worker running")
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.exit(t); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, p.output())
+		}
+	}
+	a := startWorker(t, env, "--listen", addr, "--monitor-port", "0")
+	stop(a)
+	if !strings.Contains(a.output(), "data_dir="+dataDir) {
+		t.Fatalf("the first run's store is not in %s:\n%s", dataDir, a.output())
+	}
+	b := startWorker(t, env, "--listen", addr, "--monitor-port", "0", "--storage", "memory")
+	stop(b)
+	out := b.output()
+	for _, want := range []string{`msg="categories off, each with the flag that turns it on"`, "computer=\"--computer-root <dir>\"", "diagnostics=--diagnostics"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start log lacks %q:\n%s", want, out)
+		}
+	}
+	_, after, ok := strings.Cut(out, "data_dir=")
+	storeDir, _, _ := strings.Cut(after, "\n")
+	if !ok || storeDir == dataDir || storeDir == "" {
+		t.Fatalf("the memory run's store is %q, want a directory of its own:\n%s", storeDir, out)
+	}
+	if _, err := os.Stat(storeDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the memory run's store %s is left after its stop: %v", storeDir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "toolruntime-worker.lock")); err != nil {
+		t.Errorf("the first run's data directory lost its lock file: %v", err)
 	}
 }

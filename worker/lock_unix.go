@@ -14,7 +14,7 @@ import (
 
 // lockFile is the file in the data directory an embedded worker holds
 // locked while its server runs.
-const lockFile = "turn-worker.lock"
+const lockFile = "toolruntime-worker.lock"
 
 // lockDataDir takes an exclusive lock on dir for this process, so that
 // two embedded servers never write one JetStream store. The lock ends

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbull/toolruntime/internal/turn"
 )
 
 func TestParseFlags(t *testing.T) {
 	t.Setenv("WORKER_CALL_TIMEOUT", "7s")
 	t.Setenv("NATS_URL", "nats://example.invalid:4222")
-	m := newProgram(Options{})
+	m := newProgram(Config{})
 	if err := m.ParseFlags([]string{"--concurrency", "3"}); err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +26,7 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("got timeout %s, concurrency %d, url %q", m.Worker.CallTimeout, m.Worker.Concurrency, m.Conn.URL)
 	}
 	// A flag beats the environment.
-	m = newProgram(Options{})
+	m = newProgram(Config{})
 	if err := m.ParseFlags([]string{"--call-timeout", "9s"}); err != nil || m.Worker.CallTimeout != 9*time.Second {
 		t.Errorf("flag over env: %v, %s", err, m.Worker.CallTimeout)
 	}
@@ -74,7 +77,7 @@ func TestParseFlagsRefusesBadSettings(t *testing.T) {
 			if c.env[0] != "" {
 				t.Setenv(c.env[0], c.env[1])
 			}
-			err := newProgram(Options{}).ParseFlags(c.args)
+			err := newProgram(Config{}).ParseFlags(c.args)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%v %v: error %v, want it to mention %q", c.args, c.env, err, c.want)
 			}
@@ -113,7 +116,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	})
 	home, _ := os.UserHomeDir()
 
-	m := newProgram(Options{})
+	m := newProgram(Config{})
 	if err := m.ParseFlags([]string{"--context", "prod"}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +130,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	t.Setenv("NATS_URL", "nats://env:4222")
 	t.Setenv("NATS_CA", "/env/ca.pem")
 	t.Setenv("NATS_CREDS", "/env/user.creds")
-	m = newProgram(Options{})
+	m = newProgram(Config{})
 	if err := m.ParseFlags([]string{"--nats-url", "nats://flag:4222"}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +145,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 	// As with nats, NATS_USER with no password is a token.
 	os.Unsetenv("NATS_CONTEXT")
 	t.Setenv("NATS_USER", "s3cret-token")
-	m = newProgram(Options{})
+	m = newProgram(Config{})
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -152,13 +155,13 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 
 	os.Unsetenv("NATS_USER")
 	t.Setenv("NATS_TOKEN", "tok")
-	if m = newProgram(Options{}); m.ParseFlags(nil) != nil || m.Conn.Token != "tok" {
+	if m = newProgram(Config{}); m.ParseFlags(nil) != nil || m.Conn.Token != "tok" {
 		t.Errorf("NATS_TOKEN: token %q", m.Conn.Token)
 	}
 
 	// The OTel variables are the exporter's to read: never the flag's URL.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
-	m = newProgram(Options{})
+	m = newProgram(Config{})
 	if err := m.ParseFlags(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +174,7 @@ func TestConnectionSettingsPrecedence(t *testing.T) {
 // not half used.
 func TestContextUnsupported(t *testing.T) {
 	writeContext(t, "ngs", map[string]any{"url": "tls://connect.ngs.global", "jetstream_domain": "hub"})
-	err := newProgram(Options{}).ParseFlags([]string{"--context", "ngs"})
+	err := newProgram(Config{}).ParseFlags([]string{"--context", "ngs"})
 	if err == nil || !strings.Contains(err.Error(), "jetstream_domain") {
 		t.Fatalf("error %v, want jetstream_domain refused", err)
 	}
@@ -179,7 +182,7 @@ func TestContextUnsupported(t *testing.T) {
 
 func TestHelpGoesToStdout(t *testing.T) {
 	var out bytes.Buffer
-	m := newProgram(Options{})
+	m := newProgram(Config{})
 	m.helpOut = &out
 	if err := m.ParseFlags([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
@@ -205,5 +208,42 @@ func TestNearLevel(t *testing.T) {
 		if got := nearLevel(entry); got != want {
 			t.Errorf("nearLevel(%q) = %q, want %q", entry, got, want)
 		}
+	}
+}
+
+// The fields of Main's Config are the defaults of their flags, which the
+// command line still overrides.
+func TestConfigIsMainsDefaults(t *testing.T) {
+	cfg := Config{Name: "mine", Concurrency: 7, Grace: time.Minute, MemoryStorage: true}
+	m := newProgram(cfg)
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := m.Worker; w.Name != "mine" || w.Concurrency != 7 || w.Grace != time.Minute || m.Storage != "memory" || w.CallTimeout != turn.DefaultTimeout {
+		t.Errorf("defaults from Config: name %q, concurrency %d, grace %s, storage %s, call timeout %s", w.Name, w.Concurrency, w.Grace, m.Storage, w.CallTimeout)
+	}
+	m = newProgram(cfg)
+	if err := m.ParseFlags([]string{"--concurrency", "9", "--storage", "file"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Worker.Concurrency != 9 || m.Storage != "file" {
+		t.Errorf("flags over Config: concurrency %d, storage %s", m.Worker.Concurrency, m.Storage)
+	}
+}
+
+// Every built-in category the flags leave off is named with the flag that
+// turns it on.
+func TestCategoriesOffSayTheirFlag(t *testing.T) {
+	m := newProgram(Config{})
+	if err := m.ParseFlags([]string{"--nats-url", "nats://127.0.0.1:1", "--todo=false", "--diagnostics", "--web-fetch"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range m.categoriesOff() {
+		got = append(got, a.(slog.Attr).String())
+	}
+	want := "todo=--todo computer=--computer-root <dir> skills=--skills-dir <dir> mcp=--mcp-config <file>"
+	if strings.Join(got, " ") != want {
+		t.Errorf("off: %s\nwant %s", strings.Join(got, " "), want)
 	}
 }

@@ -35,11 +35,15 @@ type commandSandbox struct {
 	logger   *slog.Logger
 }
 
+// defaultWorkerMemoryMin is the memory.min of the worker's own leaf
+// cgroup: enough for its heap and goroutines when commands press.
+const defaultWorkerMemoryMin = 128 << 20
+
 // workerOOMScore is the worker's own oom_score_adj where it may lower it:
 // the kernel's out-of-memory killer then takes commands (1000) first.
 const workerOOMScore = -900
 
-func (c *commandSandbox) flags(fs *flag.FlagSet) {
+func (c *commandSandbox) register(fs *flag.FlagSet) {
 	l := &c.Config.Limits
 	fs.StringVar(&c.Mode, "command-sandbox", "bwrap", "how run_command confines commands: bwrap (a bubblewrap sandbox per command; run_command is not offered when it does not work) or none (commands run as the worker's user and reach all it can: a warning at every start)")
 	fs.BoolVar(&c.Network, "command-network", false, "let sandboxed commands reach the network through the worker's proxy, to public addresses (and --web-allow) only; off: no network at all")
@@ -58,7 +62,7 @@ func (c *commandSandbox) flags(fs *flag.FlagSet) {
 	fs.IntVar(&l.Pids, "command-pids", sandbox.DefaultPids, "processes and threads of one command's cgroup at once (pids.max)")
 	fs.Float64Var(&l.CPU, "command-cpu", sandbox.DefaultCPU, "CPU of one command's cgroup, in cores (cpu.max)")
 	fs.StringVar(&c.CgroupRoot, "cgroup-root", "auto", "where each command's cgroup is made: auto (beneath the worker's own cgroup, when it is delegated: cgroup v2, or the v1 memory controller), none (no cgroups: rlimits only), or a cgroup directory")
-	fs.Int64Var(&c.WorkerMemoryMin, "worker-memory-min", 128<<20, "memory.min of the worker's own leaf cgroup on cgroup v2, in bytes: memory the kernel leaves the worker when commands press")
+	fs.Int64Var(&c.WorkerMemoryMin, "worker-memory-min", defaultWorkerMemoryMin, "memory.min of the worker's own leaf cgroup on cgroup v2, in bytes: memory the kernel leaves the worker when commands press")
 	fs.IntVar(&c.Config.UID, "command-uid", sandbox.DefaultUID, "user (and group) commands run as when the worker runs as root: the kernel holds no root process to a process limit")
 }
 

@@ -44,11 +44,11 @@ func TestSandboxFlags(t *testing.T) {
 		{[]string{"--mcp-cpu", "0"}, "--mcp-cpu at least 0.01 (not 0)"},
 		{[]string{"--mcp-cpu", "NaN"}, "--mcp-cpu at least 0.01 (not NaN)"},
 	} {
-		if err := newProgram(Options{}).ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := newProgram(Config{}).ParseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}
-	m := newProgram(Options{})
+	m := newProgram(Config{})
 	if err := m.ParseFlags([]string{"--command-network", "--command-ro-bind", "/opt, /srv"}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestSandboxFlags(t *testing.T) {
 	if l := m.MCPBounds.Limits; l.MemoryBytes != 512<<20 || l.Pids != 256 || l.CPU != 1 {
 		t.Errorf("MCP server limits by default: %+v", l)
 	}
-	m = newProgram(Options{})
+	m = newProgram(Config{})
 	if err := m.ParseFlags([]string{"--command-proxy-idle", "90s", "--command-proxy-conns", "8", "--mcp-memory", "268435456", "--mcp-pids", "64", "--mcp-cpu", "0.5"}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSandboxMissing(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	flags := func(args ...string) commandSandbox {
 		t.Helper()
-		m := newProgram(Options{})
+		m := newProgram(Config{})
 		if err := m.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestSandboxCgroups(t *testing.T) {
 	start := func(args ...string) (*sandbox.Sandbox, error) {
 		t.Helper()
 		logs.Reset()
-		m := newProgram(Options{})
+		m := newProgram(Config{})
 		if err := m.ParseFlags(args); err != nil {
 			t.Fatal(err)
 		}

@@ -23,45 +23,25 @@ import (
 // DefaultVersion is the version a worker reports when none is given.
 const DefaultVersion = "0.0.0-dev"
 
-// Options configure [Main]. The zero value is cmd/worker with the version
-// DefaultVersion.
-type Options struct {
-	// Version is the program's version (SemVer; a leading "v", as in Go
-	// module versions, is dropped), reported in the worker's micro service
-	// info, its telemetry and its MCP client; empty is DefaultVersion.
-	Version string
-	// Categories are the program's own categories, in catalog order. They
-	// come after the built-in todo, computer, web, brain, schedules,
-	// background_jobs and workflows, and before skills, mcp and
-	// diagnostics (whose tools vary by turn): each built-in is on or off,
-	// and configured, by its flags.
-	Categories []tool.Category
-	// Args are the command-line arguments without the program's name; nil
-	// is os.Args[1:].
-	Args []string
-}
-
-// Main runs the worker program until a signal (or the end of ctx) stops
-// it, then exits the process: with 0 after a clean stop or --help, 2 when
-// the flags or the environment are wrong (one line saying what, on
-// stderr), 1 when the worker failed. When the process is PID 1 (a
-// container's only process), Main first becomes its init: it runs the
-// program as its child, forwards signals and reaps orphans.
-func Main(ctx context.Context, o Options) {
-	os.Exit(run(ctx, o))
-}
-
-// Config is how a [Worker] made by [New] runs. The zero value of each
-// field takes the default; cmd/worker's flags set more than these.
+// Config configures a worker: one made by [New], or the program [Main]
+// runs. The zero value of each field takes the default.
+//
+// Main reads the fields as the defaults of its flags of the same name
+// (--name, --concurrency, --grace, --call-timeout, --max-parallel,
+// --replicas, and --storage memory for MemoryStorage), which the command
+// line and the environment override; it logs as --log-format and
+// --log-level say, not to Logger.
 type Config struct {
 	// Name identifies the worker in logs, call claims and its micro
-	// service: each worker of a fleet needs its own (host-pid, as Main's
-	// --name; give two workers of one process names of their own).
+	// service: each worker of a fleet needs its own (host-pid; give two
+	// workers of one process names of their own).
 	Name string
-	// Version is the program's version, SemVer (a leading "v" is
-	// dropped), in the micro service's info (DefaultVersion).
+	// Version is the program's version (SemVer; a leading "v", as in Go
+	// module versions, is dropped), reported in the worker's micro service
+	// info, its telemetry and its MCP client (DefaultVersion).
 	Version string
-	// Logger gets the worker's structured logs (slog.Default()).
+	// Logger gets the structured logs of a worker made by New
+	// (slog.Default()).
 	Logger *slog.Logger
 	// Concurrency bounds the main-turn steps handled at once (256).
 	Concurrency int
@@ -76,28 +56,47 @@ type Config struct {
 	// or updates (1); MemoryStorage keeps them in memory, not in files.
 	Replicas      int
 	MemoryStorage bool
-
-	// engine holds the settings only Main's flags reach; the fields
-	// above, when set, take precedence.
-	engine iworker.Config
 }
 
-// settings is c for the internal worker.
-func (c Config) settings() (iworker.Config, error) {
-	e := c.engine
-	host, _ := os.Hostname()
-	e.Name = cmp.Or(c.Name, e.Name, fmt.Sprintf("%s-%d", host, os.Getpid()))
+// Main runs the worker program with categories, the program's own, until
+// a signal (or the end of ctx) stops it, then exits the process: with 0
+// after a clean stop or --help, 2 when the flags or the environment are
+// wrong (one line saying what, on stderr), 1 when the worker failed. The
+// program's categories come, in their order, after the built-in todo,
+// computer, web, brain, schedules, background_jobs and workflows, and
+// before skills, mcp and diagnostics (whose tools vary by turn): each
+// built-in is on or off, and configured, by its flags. When the process
+// is PID 1 (a container's only process), Main first becomes its init: it
+// runs the program as its child, forwards signals and reaps orphans.
+func Main(ctx context.Context, cfg Config, categories ...tool.Category) {
+	os.Exit(run(ctx, cfg, categories, os.Args[1:]))
+}
+
+// engine sets the fields of e that c sets, and e's version: the one
+// mapping of Config onto the engine's configuration, for New (onto a zero
+// one) and for Main (onto the one its flags then fill).
+func (c Config) engine(e *iworker.Config) error {
+	e.Name = cmp.Or(c.Name, e.Name, hostPID())
 	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
 	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
 	e.Topology.Replicas = cmp.Or(c.Replicas, e.Topology.Replicas)
-	e.Version = cmp.Or(strings.TrimPrefix(c.Version, "v"), e.Version, DefaultVersion)
 	if c.MemoryStorage {
 		e.Topology.Storage = jetstream.MemoryStorage
 	}
-	if !semVer.MatchString(e.Version) {
-		return e, fmt.Errorf("version %q is not SemVer", e.Version)
+	e.Version = DefaultVersion
+	if c.Version != "" {
+		e.Version = strings.TrimPrefix(c.Version, "v") // "v" alone is no version
 	}
-	return e, e.Validate()
+	if !semVer.MatchString(e.Version) {
+		return fmt.Errorf("version %q is not SemVer", e.Version)
+	}
+	return nil
+}
+
+// hostPID is a worker's default name: unique on its host at a time.
+func hostPID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // A Worker serves turns on one NATS connection: it assembles each step's
@@ -118,22 +117,18 @@ func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return start(ctx, nc, cfg, es, nil)
-}
-
-// start is New over entries es, with b's task turns and runs (b may be
-// nil).
-func start(ctx context.Context, nc *nats.Conn, cfg Config, es []tool.Category, b *builtins) (*Worker, error) {
-	e, err := cfg.settings()
-	if err != nil {
+	var e iworker.Config
+	if err := cfg.engine(&e); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return start(ctx, nc, e, cmp.Or(cfg.Logger, slog.Default()), es, nil)
+}
+
+// start is New over the engine's configuration e and entries es, with
+// b's task turns and runs (b may be nil).
+func start(ctx context.Context, nc *nats.Conn, e iworker.Config, log *slog.Logger, es []tool.Category, b *builtins) (*Worker, error) {
 	names := make([]string, len(es))
 	for i, c := range es {
 		names[i] = c.Name

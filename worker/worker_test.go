@@ -25,11 +25,8 @@ func mainUntilStdinCloses() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	Main(ctx, Options{
-		Version:    "2.0.0",
-		Categories: []tool.Category{tool.NewCategory("loud", shout)},
-		Args:       strings.Fields(os.Getenv(mainCtxEnv)),
-	})
+	os.Args = append(os.Args[:1], strings.Fields(os.Getenv(mainCtxEnv))...)
+	Main(ctx, Config{Version: "2.0.0"}, tool.NewCategory("loud", shout))
 }
 
 // The end of Main's context is a stop like a signal's: announced, then a

@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "console:", err)
 		return 2
 	}
-	opts := append([]nats.Option{nats.Name("turn-worker console"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond)}, auth...)
+	opts := append([]nats.Option{nats.Name("toolruntime-console"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond)}, auth...)
 	nc, err := nats.Connect(conn.URL, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "console: connecting to %s%s: %v (--nats-url, --context)\n", conn.URL, conn.URLSource(), err)

@@ -4,7 +4,7 @@
 // --nats-url (or NATS_URL) it joins an existing server or cluster. Every
 // flag can also be set from the environment: --call-timeout is
 // WORKER_CALL_TIMEOUT, and so on. The program is package worker's Main;
-// the flags are in worker/main.go.
+// the flags are in worker/flags.go.
 package main
 
 import (
@@ -17,5 +17,5 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	worker.Main(context.Background(), worker.Options{Version: version})
+	worker.Main(context.Background(), worker.Config{Version: version})
 }

@@ -20,7 +20,7 @@ up() {
   local n=${1:-3}
   mkdir -p "$dir/logs" "$dir/bin"
   echo "building the worker into $dir/bin"
-  go build -ldflags "-X main.version=0.0.0-local" -o "$dir/bin/turn-worker" ./cmd/worker
+  go build -ldflags "-X main.version=0.0.0-local" -o "$dir/bin/toolruntime-worker" ./cmd/worker
   for i in $(seq 1 "$n"); do
     start "$i"
     if [[ $i == 1 ]]; then
@@ -46,7 +46,7 @@ start() {
   # command line where ps shows it.
   # shellcheck disable=SC2086
   WORKER_PASSWORD=$password WORKER_HTTP_ADDR=127.0.0.1:$((9090 + i)) \
-    nohup "$dir/bin/turn-worker" --nats-url "$url" --replicas 3 --user worker \
+    nohup "$dir/bin/toolruntime-worker" --nats-url "$url" --replicas 3 --user worker \
     --name "worker-$i" ${WORKER_ARGS:-} >"$dir/logs/worker-$i.log" 2>&1 &
   echo $! >"$pid"
   echo "worker-$i started (pid $!), http://127.0.0.1:$((9090 + i)), log $dir/logs/worker-$i.log"

@@ -72,8 +72,5 @@ var textTools = tool.NewCategory("text_tools", countWords)
 var version = "1.0.0"
 
 func main() {
-	worker.Main(context.Background(), worker.Options{
-		Version:    version,
-		Categories: []tool.Category{textTools}, // after the built-in categories
-	})
+	worker.Main(context.Background(), worker.Config{Version: version}, textTools) // after the built-in categories
 }

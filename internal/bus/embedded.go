@@ -106,7 +106,7 @@ func (e *Embedded) server() *server.Server {
 // to become ready.
 func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	opts := &server.Options{
-		ServerName: "turn-worker-embedded",
+		ServerName: "toolruntime-embedded",
 		Host:       o.Host,
 		Port:       o.Port,
 		HTTPHost:   o.Host,
