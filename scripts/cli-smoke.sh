@@ -100,17 +100,26 @@ out=$(nats kv get TURN_STATE approval.a1.t3.0 --raw)
 expect "pending step record" '"state":"done"' "$out"
 
 
-# --- Write a tool: examples/custom-tool, its own worker and server. ---
+# --- docs/tools.md, "Call the tool you wrote": examples/custom-tool, its own
+# worker and server. ---
 go build -o "$data/custom-tool" ./examples/custom-tool
 port2=$((port + 1))
 # Without NATS_URL (exported above), or it would join the first server.
 env -u NATS_URL "$data/custom-tool" --data-dir "$data/js2" --listen 127.0.0.1:$port2 --monitor-port 0 >>"$log" 2>&1 &
 pid2=$!
 trap 'kill $pid $pid2 2>/dev/null || true; wait $pid $pid2 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+export NATS_URL=nats://127.0.0.1:$port2
 for _ in $(seq 100); do
-  nats -s nats://127.0.0.1:$port2 micro ls >/dev/null 2>&1 && break
+  nats micro ls >/dev/null 2>&1 && break
   sleep 0.2
 done
-out=$(NATS_URL=nats://127.0.0.1:$port2 nats req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"text_tools":true}}}')
+out=$(nats req turn.tools '{"agent_id":"a1","turn_id":"w1","context":{"kind":"text","bindings":{"text_tools":true}}}')
 expect "custom tool catalog" '"name":"count_words"' "$out"
+out=$(nats pub --jetstream turn.call.a1.w1 -H Nats-Msg-Id:a1.w1.0 '{"agent_id":"a1","turn_id":"w1","step":0,"context":{"kind":"text","bindings":{"text_tools":true}},"output":[{"type":"function_call","call_id":"call_1","name":"count_words","arguments":"{\"text\":\"to be or not to be\"}"}]}' 2>&1)
+expect "custom tool step" "TURN_CALLS" "$out"
+out=$(nats sub --stream TURN_OUTPUTS 'turn.call.output.a1.w1' --all --count 2 --raw)
+expect "custom tool output" '"type":"call.output"' "$out"
+expect "custom tool output" '"name":"count_words"' "$out"
+expect "custom tool output" '6 words' "$out"
+expect "custom tool output" '"type":"step.done"' "$out"
 echo "cli-smoke: all README commands ran"
