@@ -9,7 +9,7 @@ import (
 )
 
 // floors are the module's layers, lowest first: a package imports only
-// packages on floors below its own. The README's package table shows them.
+// packages on floors below its own. docs/architecture.md shows them.
 var floors = [][]string{
 	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip", "internal/natsconn", "internal/jsonw"},
 	{"tool"},
@@ -69,7 +69,7 @@ func TestFloors(t *testing.T) {
 		n++
 		own := floorOf(rel)
 		if own < 0 {
-			t.Errorf("%s is on no floor: add it to floors (and to the README's package table)", rel)
+			t.Errorf("%s is on no floor: add it to floors (and to docs/architecture.md)", rel)
 			continue
 		}
 		for _, imp := range p.Imports {

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs every NATS CLI command the README shows, against a worker started
-# the README's way (go run ./cmd/worker, embedded server), and checks
-# what they print. Needs `nats` on PATH (.ci/run installs it).
+# Runs the commands of README.md and docs/*.md (internal/worker's
+# TestDocsCommandsRunInCI fails when one of them is not here): the NATS CLI
+# commands against a worker started the README's way (go run ./cmd/worker,
+# embedded server), checking what they print, and every program the docs
+# start for a long while with --help, so that its flags still parse. Needs
+# `nats` on PATH (.ci/run installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +38,7 @@ expect() { # expect <what> <pattern> <output>
   echo "cli-smoke: $1: ok"
 }
 
-# --- The README's commands, in its order. ---
+# --- The README's tour, in its order. ---
 out=$(nats micro ls)
 expect "micro ls" "turn-worker" "$out"
 out=$(nats micro info turn-worker)
@@ -100,17 +103,92 @@ out=$(nats kv get TURN_STATE approval.a1.t3.0 --raw)
 expect "pending step record" '"state":"done"' "$out"
 
 
-# --- Write a tool: examples/custom-tool, its own worker and server. ---
+# --- docs/tools.md, "Call the tool you wrote": examples/custom-tool, its own
+# worker and server. ---
 go build -o "$data/custom-tool" ./examples/custom-tool
 port2=$((port + 1))
 # Without NATS_URL (exported above), or it would join the first server.
 env -u NATS_URL "$data/custom-tool" --data-dir "$data/js2" --listen 127.0.0.1:$port2 --monitor-port 0 >>"$log" 2>&1 &
 pid2=$!
 trap 'kill $pid $pid2 2>/dev/null || true; wait $pid $pid2 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+export NATS_URL=nats://127.0.0.1:$port2
 for _ in $(seq 100); do
-  nats -s nats://127.0.0.1:$port2 micro ls >/dev/null 2>&1 && break
+  nats micro ls >/dev/null 2>&1 && break
   sleep 0.2
 done
-out=$(NATS_URL=nats://127.0.0.1:$port2 nats req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"text_tools":true}}}')
+out=$(nats req turn.tools '{"agent_id":"a1","turn_id":"w1","context":{"kind":"text","bindings":{"text_tools":true}}}')
 expect "custom tool catalog" '"name":"count_words"' "$out"
-echo "cli-smoke: all README commands ran"
+out=$(nats pub --jetstream turn.call.a1.w1 -H Nats-Msg-Id:a1.w1.0 '{"agent_id":"a1","turn_id":"w1","step":0,"context":{"kind":"text","bindings":{"text_tools":true}},"output":[{"type":"function_call","call_id":"call_1","name":"count_words","arguments":"{\"text\":\"to be or not to be\"}"}]}' 2>&1)
+expect "custom tool step" "TURN_CALLS" "$out"
+out=$(nats sub --stream TURN_OUTPUTS 'turn.call.output.a1.w1' --all --count 2 --raw)
+expect "custom tool output" '"type":"call.output"' "$out"
+expect "custom tool output" '"name":"count_words"' "$out"
+expect "custom tool output" '6 words' "$out"
+expect "custom tool output" '"type":"step.done"' "$out"
+
+# --- Programs the docs start for a long while: built once each, run with
+# the docs' arguments and --help (before an argument holding a space, the
+# message after the flags), which parses every flag, prints the usage and
+# exits. A flag renamed or removed fails here. ---
+mkdir -p "$data/bin"
+cp "$data/worker" "$data/bin/worker"
+parses() { # parses <a command as the docs write it>
+  local cmd=$1 words=() args=() w bin placed="" out
+  eval "words=($cmd)"
+  while [[ ${words[0]} == *=* ]]; do words=("${words[@]:1}"); done # VAR=value
+  if [[ ${words[0]} != go || ${words[1]} != run ]]; then
+    echo "cli-smoke: not a go run command: $cmd" >&2
+    exit 1
+  fi
+  bin="$data/bin/$(basename "${words[2]}")"
+  [ -x "$bin" ] || go build -o "$bin" "${words[2]}"
+  for w in "${words[@]:3}"; do
+    if [[ -z $placed && $w == *" "* ]]; then args+=(--help); placed=1; fi
+    args+=("$w")
+  done
+  [ -n "$placed" ] || args+=(--help)
+  out=$(env -u NATS_URL "$bin" "${args[@]}" 2>&1 </dev/null) || true
+  if ! grep -qi 'usage' <<<"$out" || grep -qE 'flag provided but not defined|invalid value|invalid boolean|unexpected arguments' <<<"$out"; then
+    echo "cli-smoke: $cmd: its flags do not parse:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  echo "cli-smoke: flags parse: $cmd"
+}
+# README.md
+parses 'go run ./cmd/worker'
+parses 'GOFLAGS=-v go run ./cmd/worker'
+parses 'go run ./cmd/worker --diagnostics --mark-dir /tmp/marks --approval mark'
+# docs/gateway.md
+parses 'go run ./cmd/worker --diagnostics'
+parses 'OPENAI_API_KEY=sk-… go run ./cmd/agent --model gpt-5.1 --bind diagnostics --tasks -v "Ping twice, then say what you did."'
+# docs/operations.md
+parses 'go run ./cmd/console --nats-url nats://127.0.0.1:4222'
+# docs/benchmarks.md
+parses 'go run ./cmd/chaos --duration 2m --workers 2 --fault-every 10s'
+parses 'go run ./cmd/loadgen --workers 1 --steps 20000 --concurrency 256'
+parses 'go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --steps 20000'
+parses 'go run ./cmd/loadgen --workers 1 --burst 20000 --shares 4000'
+parses 'go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --burst 20000 --shares 4000'
+parses 'go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --cancel-storm 30000'
+parses 'go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --cancel-pending 150'
+parses 'go run ./cmd/loadgen --nats-url nats://127.0.0.1:4222 --catalog-slow slow'
+
+# --- The README's short commands. ---
+go mod download -x
+mkdir -p /tmp/marks
+echo "cli-smoke: go mod download, mkdir: ok"
+
+# --- docs/configuration.md names every flag of the worker's --help, and
+# no flag that neither the worker nor the console has. ---
+flags_of() { "$1" --help 2>&1 | grep -oE '^  -[a-z0-9-]+' | sed 's/^  -//' | sort -u; }
+worker_flags=$(flags_of "$data/worker")
+known=$(printf '%s\n%s\nhelp\n' "$worker_flags" "$(flags_of "$data/bin/console")")
+for f in $worker_flags; do
+  grep -q -- "\`--$f\`" docs/configuration.md || { echo "cli-smoke: docs/configuration.md does not name the worker's --$f" >&2; exit 1; }
+done
+for f in $(grep -oE '`--[a-z0-9-]+' docs/configuration.md | sed 's/^`--//' | sort -u); do
+  grep -qx -- "$f" <<<"$known" || { echo "cli-smoke: docs/configuration.md names --$f, which neither the worker nor the console has" >&2; exit 1; }
+done
+echo "cli-smoke: docs/configuration.md: the worker's $(wc -w <<<"$worker_flags") flags: ok"
+echo "cli-smoke: all the docs' commands ran"
