@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/backgroundjobs"
 	"github.com/agentbull/toolruntime/internal/category/brain"
-	"github.com/agentbull/toolruntime/internal/category/diag"
-	"github.com/agentbull/toolruntime/internal/category/jobs"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/category/schedules"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -25,7 +25,7 @@ import (
 type categories struct {
 	categories []tool.Category
 	workflows  *workflowtask.Service
-	jobs       *jobs.Service
+	jobs       *backgroundjobs.Service
 }
 
 // newCategories does what package worker's Run does between connecting and
@@ -41,15 +41,15 @@ func newCategories(ctx context.Context, js jetstream.JetStream, topo bus.Topolog
 	if err != nil {
 		return nil, fmt.Errorf("brain: %w", err)
 	}
-	sc, err := schedule.New(ctx, js, schedule.Config{Replicas: topo.Replicas, Storage: topo.Storage})
+	sc, err := schedules.New(ctx, js, schedules.Config{Replicas: topo.Replicas, Storage: topo.Storage})
 	if err != nil {
 		return nil, fmt.Errorf("schedules: %w", err)
 	}
-	if c.jobs, err = jobs.New(ctx, js, jobs.Config{Replicas: topo.Replicas, Storage: topo.Storage, Logger: log}); err != nil {
+	if c.jobs, err = backgroundjobs.New(ctx, js, backgroundjobs.Config{Replicas: topo.Replicas, Storage: topo.Storage, Logger: log}); err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
 	c.workflows = workflowtask.New(js, workflowtask.Config{Brain: br.Category(), Logger: log})
-	c.categories = []tool.Category{td.Category(), br.Category(), sc.Category(), c.jobs.Category(), c.workflows.Category(), diag.Category(diag.Config{})}
+	c.categories = []tool.Category{td.Category(), br.Category(), sc.Category(), c.jobs.Category(), c.workflows.Category(), diagnostics.Category(diagnostics.Config{})}
 	return c, nil
 }
 
@@ -65,7 +65,7 @@ func setupAll(ctx context.Context, js jetstream.JetStream, topo bus.Topology) er
 
 // The category resources, for the JetStream definition files.
 var (
-	categoryStreams   = []string{protocol.StreamSchedules, jobs.Stream}
-	categoryBuckets   = []string{todo.Bucket, brain.Bucket, jobs.Bucket}
-	categoryConsumers = map[string]string{jobs.Stream: jobs.ConsumerReports}
+	categoryStreams   = []string{protocol.StreamSchedules, backgroundjobs.Stream}
+	categoryBuckets   = []string{todo.Bucket, brain.Bucket, backgroundjobs.Bucket}
+	categoryConsumers = map[string]string{backgroundjobs.Stream: backgroundjobs.ConsumerReports}
 )

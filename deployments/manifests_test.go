@@ -86,13 +86,13 @@ func strs(v any) []string {
 
 // workerFlags are the flags cmd/worker defines: package worker's, in
 // worker/flags.go, (the sandbox's) worker/sandbox.go, (the engine's)
-// internal/worker/config.go and (the connection flags)
+// internal/engine/config.go and (the connection flags)
 // internal/natsconn/flags.go.
 func workerFlags(t *testing.T) map[string]bool {
 	t.Helper()
 	re := regexp.MustCompile(`fs\.\w+Var\(&[^,]+, "([a-z0-9-]+)"`)
 	flags := map[string]bool{}
-	for _, file := range []string{"../worker/flags.go", "../worker/sandbox.go", "../internal/worker/config.go", "../internal/natsconn/flags.go"} {
+	for _, file := range []string{"../worker/flags.go", "../worker/sandbox.go", "../internal/engine/config.go", "../internal/natsconn/flags.go"} {
 		for _, m := range re.FindAllStringSubmatch(string(readFile(t, file)), -1) {
 			flags[m[1]] = true
 		}

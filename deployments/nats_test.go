@@ -18,13 +18,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/category/backgroundjobs"
 	"github.com/agentbull/toolruntime/internal/category/brain"
-	"github.com/agentbull/toolruntime/internal/category/diag"
-	"github.com/agentbull/toolruntime/internal/category/jobs"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/category/schedules"
 	"github.com/agentbull/toolruntime/internal/category/todo"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -78,7 +78,7 @@ func TestSingleNodePermissions(t *testing.T) {
 	}
 	t.Run("catalog", func(t *testing.T) {
 		g := &gatewayClient{t: t, c: gw}
-		reply := g.catalog("a1", "t1", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}})
+		reply := g.catalog("a1", "t1", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}})
 		if !strings.Contains(string(reply.Tools), `"name":"ping"`) || reply.Digest == "" {
 			t.Fatalf("catalog %s", reply.Tools)
 		}
@@ -448,7 +448,7 @@ func runWorker(t *testing.T, c *client) {
 		cancel()
 		t.Fatalf("the categories' set-up with the worker user: %v", err)
 	}
-	w, err := worker.New(ctx, c.nc, worker.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.categories...), cats.workflows, log)
+	w, err := engine.New(ctx, c.nc, engine.Config{Name: "perm-test", Version: "0.1.0", Grace: 5 * time.Second}, turn.NewAssembler(cats.categories...), cats.workflows, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New with the worker user: %v", err)
@@ -478,7 +478,7 @@ type gatewayClient struct {
 }
 
 func diagContext() protocol.Context {
-	return protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
+	return protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}}
 }
 
 func fcall(id, name, args string) json.RawMessage {
@@ -771,7 +771,7 @@ func (g *gatewayClient) call(turnID string, c protocol.Context, name string, arg
 // the runner reads, its report the workers apply, cancel).
 func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 	t := g.t
-	c := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{brain.Binding: true, schedule.Binding: true, jobs.Binding: true}}
+	c := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{brain.Binding: true, schedules.Binding: true, backgroundjobs.Binding: true}}
 
 	g.call("todo1", c, todo.WriteName, map[string]any{"items": []any{map[string]any{"content": "check permissions", "status": todo.InProgress}}})
 	if ev := g.call("todo2", c, todo.ReadName, map[string]any{}); strings.Contains(string(ev.Item), "check permissions") {
@@ -791,7 +791,7 @@ func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 		t.Fatalf("gateway consumer on %s: %v", protocol.StreamSchedules, err)
 	}
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
-	ev := g.call("sched1", c, schedule.CreateName, map[string]any{"instructions": "Say hello.", "at": at})
+	ev := g.call("sched1", c, schedules.CreateName, map[string]any{"instructions": "Say hello.", "at": at})
 	var sc struct {
 		ScheduleID string `json:"schedule_id"`
 	}
@@ -815,23 +815,23 @@ func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 	if fired != 1 {
 		t.Fatalf("the schedule did not fire (%v)", msgs.Error())
 	}
-	ev = g.call("sched2", c, schedule.CreateName, map[string]any{"instructions": "Every hour.", "every": "1h"})
+	ev = g.call("sched2", c, schedules.CreateName, map[string]any{"instructions": "Every hour.", "every": "1h"})
 	if err := json.Unmarshal(ev.Details, &sc); err != nil || sc.ScheduleID == "" {
 		t.Fatalf("create_schedule details %s", ev.Details)
 	}
-	if ev = g.call("sched3", c, schedule.ListName, map[string]any{}); !strings.Contains(string(ev.Item), sc.ScheduleID) {
+	if ev = g.call("sched3", c, schedules.ListName, map[string]any{}); !strings.Contains(string(ev.Item), sc.ScheduleID) {
 		t.Errorf("list_schedules: %s", ev.Item)
 	}
-	g.call("sched4", c, schedule.DeleteName, map[string]any{"schedule_id": sc.ScheduleID})
+	g.call("sched4", c, schedules.DeleteName, map[string]any{"schedule_id": sc.ScheduleID})
 
 	// A job: the runner reads its announcement and reports it done.
-	starts, err := runner.js.CreateOrUpdateConsumer(ctx, jobs.Stream, jetstream.ConsumerConfig{
-		Durable: "runner", FilterSubjects: []string{jobs.PrefixStart + ".>", jobs.PrefixCancel + ".>"}, AckPolicy: jetstream.AckExplicitPolicy,
+	starts, err := runner.js.CreateOrUpdateConsumer(ctx, backgroundjobs.Stream, jetstream.ConsumerConfig{
+		Durable: "runner", FilterSubjects: []string{backgroundjobs.PrefixStart + ".>", backgroundjobs.PrefixCancel + ".>"}, AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
-		t.Fatalf("runner consumer on %s: %v", jobs.Stream, err)
+		t.Fatalf("runner consumer on %s: %v", backgroundjobs.Stream, err)
 	}
-	ev = g.call("job1", c, jobs.StartName, map[string]any{"title": "Check", "instructions": "Check everything."})
+	ev = g.call("job1", c, backgroundjobs.StartName, map[string]any{"title": "Check", "instructions": "Check everything."})
 	var job struct {
 		JobID  string `json:"job_id"`
 		Status string `json:"status"`
@@ -844,20 +844,20 @@ func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 		t.Fatal(err)
 	}
 	for m := range msgs.Messages() {
-		if m.Subject() != jobs.PrefixStart+".a1."+job.JobID {
+		if m.Subject() != backgroundjobs.PrefixStart+".a1."+job.JobID {
 			t.Fatalf("runner got %s", m.Subject())
 		}
 		if err := m.DoubleAck(ctx); err != nil {
 			t.Fatalf("runner acking: %v", err)
 		}
-		report := nats.NewMsg(jobs.PrefixReport + ".a1." + job.JobID)
+		report := nats.NewMsg(backgroundjobs.PrefixReport + ".a1." + job.JobID)
 		report.Data = []byte(`{"status":"succeeded","result":"all good"}`)
 		report.Header.Set(jetstream.MsgIDHeader, job.JobID+".report.1")
 		if _, err := runner.js.PublishMsg(ctx, report); err != nil {
 			t.Fatalf("runner reporting: %v", err)
 		}
 	}
-	kv, err := admin.js.KeyValue(ctx, jobs.Bucket)
+	kv, err := admin.js.KeyValue(ctx, backgroundjobs.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,17 +867,17 @@ func (g *gatewayClient) categories(ctx context.Context, admin, runner *client) {
 			t.Fatalf("the workers never applied the runner's report: job is %q", job.Status)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if e, err := kv.Get(ctx, jobs.Key("a1", job.JobID)); err == nil {
+		if e, err := kv.Get(ctx, backgroundjobs.Key("a1", job.JobID)); err == nil {
 			_ = json.Unmarshal(e.Value(), &job)
 		}
 	}
-	if ev = g.call("job2", c, jobs.ShowName, map[string]any{"job_id": job.JobID}); !strings.Contains(string(ev.Item), "all good") {
+	if ev = g.call("job2", c, backgroundjobs.ShowName, map[string]any{"job_id": job.JobID}); !strings.Contains(string(ev.Item), "all good") {
 		t.Errorf("show_job: %s", ev.Item)
 	}
-	ev = g.call("job3", c, jobs.StartName, map[string]any{"title": "Other", "instructions": "Never mind."})
+	ev = g.call("job3", c, backgroundjobs.StartName, map[string]any{"title": "Other", "instructions": "Never mind."})
 	if err := json.Unmarshal(ev.Details, &job); err != nil {
 		t.Fatal(err)
 	}
-	g.call("job4", c, jobs.CancelName, map[string]any{"job_id": job.JobID, "reason": "not needed"})
-	waitForLastMsg(t, ctx, admin.js, jobs.Stream, jobs.PrefixCancel+".a1."+job.JobID)
+	g.call("job4", c, backgroundjobs.CancelName, map[string]any{"job_id": job.JobID, "reason": "not needed"})
+	waitForLastMsg(t, ctx, admin.js, backgroundjobs.Stream, backgroundjobs.PrefixCancel+".a1."+job.JobID)
 }

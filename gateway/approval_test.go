@@ -16,10 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -41,8 +41,8 @@ func newApprovalRig(t *testing.T, policy turn.Policy) *approvalRig {
 	r := &approvalRig{t: t, markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
 	cfg.Approval = policy
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{MarkDir: r.markDir})}, nil
 	})
 	nc := srv.Connect(t)
 	var err error

@@ -20,9 +20,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -48,7 +48,7 @@ func exampleWorker() (nc *nats.Conn, stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(ctx, wnc, worker.Config{Name: "example", Grace: time.Second}, turn.NewAssembler(diag.Category(diag.Config{})), nil, quiet)
+	w, err := engine.New(ctx, wnc, engine.Config{Name: "example", Grace: time.Second}, turn.NewAssembler(diagnostics.Category(diagnostics.Config{})), nil, quiet)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,11 +18,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
-	"github.com/agentbull/toolruntime/internal/category/jobs"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/backgroundjobs"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/category/schedules"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -50,20 +50,20 @@ type rig struct {
 func newRig(t testing.TB) *rig {
 	t.Helper()
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
-		sch, err := schedule.New(ctx, js, schedule.Config{MinInterval: time.Second})
+		sch, err := schedules.New(ctx, js, schedules.Config{MinInterval: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		jb, err := jobs.New(ctx, js, jobs.Config{Logger: workertest.Logger()})
+		jb, err := backgroundjobs.New(ctx, js, backgroundjobs.Config{Logger: workertest.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		go func() { _ = jb.Watch(ctx) }()
-		return []tool.Category{sch.Category(), jb.Category(), wf.Category(), diag.Category(diag.Config{})}, wf
+		return []tool.Category{sch.Category(), jb.Category(), wf.Category(), diagnostics.Category(diagnostics.Config{})}, wf
 	})
 	nc := srv.Connect(t)
 	js, err := jetstream.New(nc)
@@ -77,7 +77,7 @@ func newRig(t testing.TB) *rig {
 	return &rig{t: t, srv: srv, nc: nc, js: js, c: c}
 }
 
-var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}}
 
 // callOK runs call as step 0 of agent a1's turn and fails t unless its
 // output is ok.
@@ -269,8 +269,8 @@ func TestDeadLetteredStepEndsTheRun(t *testing.T) {
 	// wait per step.
 	cfg := workertest.Config("w1")
 	cfg.Topology.RetryDelay = 50 * time.Millisecond
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{}), broken}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{}), broken}, nil
 	})
 	nc := srv.Connect(t)
 	c, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
@@ -810,8 +810,8 @@ func TestScheduleFires(t *testing.T) {
 	r := newRig(t)
 	ctx := ctxT(t)
 	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
-	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{schedule.Binding: true}}
-	r.callOK(t, ctx, "t6", bind, fc("c1", schedule.CreateName, fmt.Sprintf(`{"instructions":"Water the plants.","at":%q}`, at)))
+	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{schedules.Binding: true}}
+	r.callOK(t, ctx, "t6", bind, fc("c1", schedules.CreateName, fmt.Sprintf(`{"instructions":"Water the plants.","at":%q}`, at)))
 	fired := make(chan *protocol.ScheduleFire, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -841,8 +841,8 @@ func TestJobRunner(t *testing.T) {
 	t.Parallel() // its own server
 	r := newRig(t)
 	ctx := ctxT(t)
-	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{jobs.Binding: true}}
-	r.callOK(t, ctx, "t7", bind, fc("c1", jobs.StartName, `{"title":"Report","instructions":"Write it."}`))
+	bind := protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{backgroundjobs.Binding: true}}
+	r.callOK(t, ctx, "t7", bind, fc("c1", backgroundjobs.StartName, `{"title":"Report","instructions":"Write it."}`))
 	started := make(chan *protocol.JobEvent, 1)
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -867,7 +867,7 @@ func TestJobRunner(t *testing.T) {
 	// The worker applies the report; show_job then tells the model.
 	for n := int64(1); ; n++ {
 		run, err := r.c.Send(ctx, protocol.Step{AgentID: "a1", TurnID: "t7", Step: n, Context: bind,
-			Output: []json.RawMessage{fc("s", jobs.ShowName, fmt.Sprintf(`{"job_id":%q}`, ev.JobID))}})
+			Output: []json.RawMessage{fc("s", backgroundjobs.ShowName, fmt.Sprintf(`{"job_id":%q}`, ev.JobID))}})
 		if err != nil {
 			t.Fatal(err)
 		}

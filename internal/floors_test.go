@@ -19,7 +19,7 @@ var floors = [][]string{
 	{"internal/turn", "internal/bus"},
 	{"internal/fairshare", "internal/turnstate", "internal/catalog", "internal/telemetry", "tool/tooltest"},
 	{"internal/category/", "internal/workflowtask"},
-	{"internal/worker"},
+	{"internal/engine"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},
 	{"internal/console"},
 	{"cmd/", "examples/", "bench/", "deployments"},

@@ -7,7 +7,7 @@ import (
 )
 
 // Protocol 1.1 approvals: the names and the shapes on the wire. What the
-// worker does with them is internal/turn's and internal/worker's.
+// worker does with them is internal/turn's and internal/engine's.
 const (
 	EventStepPending  = "step.pending"
 	StreamApprovals   = "TURN_APPROVALS"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the commands of README.md and docs/*.md (internal/worker's
+# Runs the commands of README.md and docs/*.md (internal/engine's
 # TestDocsCommandsRunInCI fails when one of them is not here): the NATS CLI
 # commands against a worker started the README's way (go run ./cmd/worker,
 # embedded server), checking what they print, and every program the docs

@@ -7,12 +7,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/category/backgroundjobs"
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/category/diag"
-	"github.com/agentbull/toolruntime/internal/category/jobs"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/schedules"
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
@@ -119,7 +119,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 	}
 	if m.SchedulesOn {
 		name, m.Schedules.Replicas, m.Schedules.Storage = "schedules", topo.Replicas, topo.Storage
-		sc, err := schedule.New(setup, js, m.Schedules)
+		sc, err := schedules.New(setup, js, m.Schedules)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +127,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 	}
 	if m.JobsOn {
 		name, m.Jobs.Replicas, m.Jobs.Storage, m.Jobs.Logger = "background_jobs", topo.Replicas, topo.Storage, m.log
-		jb, err := jobs.New(setup, js, m.Jobs)
+		jb, err := backgroundjobs.New(setup, js, m.Jobs)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +149,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 		b.last = append(b.last, mcp.Category(mm, m.skills))
 	}
 	if m.Diagnostics {
-		b.last = append(b.last, diag.Category(diag.Config{MarkDir: m.MarkDir}))
+		b.last = append(b.last, diagnostics.Category(diagnostics.Config{MarkDir: m.MarkDir}))
 	}
 	if off := m.categoriesOff(); len(off) > 0 {
 		m.log.Info("categories off, each with the flag that turns it on", off...)

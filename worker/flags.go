@@ -13,11 +13,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/category/backgroundjobs"
 	"github.com/agentbull/toolruntime/internal/category/brain"
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/category/jobs"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
-	"github.com/agentbull/toolruntime/internal/category/schedule"
+	"github.com/agentbull/toolruntime/internal/category/schedules"
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
@@ -28,7 +28,7 @@ import (
 
 // The program's configuration is registered section by section, each
 // flag with its default written once: a constant here, a Default… of the
-// package that uses the setting, or the engine's (iworker.Config's
+// package that uses the setting, or the engine's (engine.Config's
 // RegisterFlags). --help lists the flags sorted by name, whatever the
 // section.
 
@@ -106,9 +106,9 @@ type builtinConfig struct {
 	BrainOn     bool
 	Brain       brain.Config
 	SchedulesOn bool
-	Schedules   schedule.Config
+	Schedules   schedules.Config
 	JobsOn      bool
-	Jobs        jobs.Config
+	Jobs        backgroundjobs.Config
 	// OutputBudget is the computer's and the web's.
 	OutputBudget int
 	Computer     computer.Config
@@ -145,14 +145,14 @@ func (c *builtinConfig) registerState(fs *flag.FlagSet) {
 	fs.IntVar(&c.Brain.MaxPages, "brain-max-pages", brain.DefaultMaxPages, "most brain pages of one agent")
 	fs.IntVar(&c.Brain.CacheBytes, "brain-cache-bytes", brain.DefaultCacheBytes, "memory for this worker's cache of search indexes")
 	fs.BoolVar(&c.SchedulesOn, "schedules", true, "offer the schedule tools to main turns that bind \"schedules\" (needs nats-server 2.12 or later)")
-	fs.DurationVar(&c.Schedules.MinInterval, "schedule-min-interval", schedule.DefaultMinInterval, "shortest interval a schedule may fire at (at least 1s)")
-	fs.IntVar(&c.Schedules.MaxPerAgent, "schedule-max-per-agent", schedule.DefaultMaxPerAgent, "most schedules of one agent")
-	fs.DurationVar(&c.Schedules.FireTTL, "schedule-fire-ttl", schedule.DefaultFireTTL, "how long SCHEDULES keeps a fired message for the gateway")
+	fs.DurationVar(&c.Schedules.MinInterval, "schedule-min-interval", schedules.DefaultMinInterval, "shortest interval a schedule may fire at (at least 1s)")
+	fs.IntVar(&c.Schedules.MaxPerAgent, "schedule-max-per-agent", schedules.DefaultMaxPerAgent, "most schedules of one agent")
+	fs.DurationVar(&c.Schedules.FireTTL, "schedule-fire-ttl", schedules.DefaultFireTTL, "how long SCHEDULES keeps a fired message for the gateway")
 	fs.BoolVar(&c.JobsOn, "background-jobs", true, "offer the background job tools to main turns that bind \"background_jobs\", and apply the job runner's reports")
-	fs.IntVar(&c.Jobs.MaxOpen, "jobs-max-open", jobs.DefaultMaxOpen, "most queued or running jobs of one agent")
-	fs.DurationVar(&c.Jobs.RecordTTL, "jobs-record-ttl", jobs.DefaultRecordTTL, "how long JOBS keeps a job after its last change")
-	fs.DurationVar(&c.Jobs.EventsMaxAge, "jobs-events-max-age", jobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
-	fs.IntVar(&c.Jobs.MaxResultBytes, "jobs-max-result-bytes", jobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
+	fs.IntVar(&c.Jobs.MaxOpen, "jobs-max-open", backgroundjobs.DefaultMaxOpen, "most queued or running jobs of one agent")
+	fs.DurationVar(&c.Jobs.RecordTTL, "jobs-record-ttl", backgroundjobs.DefaultRecordTTL, "how long JOBS keeps a job after its last change")
+	fs.DurationVar(&c.Jobs.EventsMaxAge, "jobs-events-max-age", backgroundjobs.DefaultEventsMaxAge, "how long JOB_EVENTS keeps announcements, cancels and reports")
+	fs.IntVar(&c.Jobs.MaxResultBytes, "jobs-max-result-bytes", backgroundjobs.DefaultMaxResultBytes, "largest job result kept (longer ones are clipped)")
 }
 
 // registerComputer registers the agent computer's flags but its
@@ -344,7 +344,7 @@ func (m *program) validate() error {
 	if m.Brain.MaxPageBytes < 1 || m.Brain.MaxPages < 1 || m.Brain.CacheBytes < 1 {
 		errs = append(errs, errors.New("--brain-max-page-bytes, --brain-max-pages and --brain-cache-bytes must be at least 1"))
 	}
-	if m.Schedules.MinInterval < schedule.ServerMinInterval || m.Schedules.FireTTL < time.Second || m.Schedules.MaxPerAgent < 1 {
+	if m.Schedules.MinInterval < schedules.ServerMinInterval || m.Schedules.FireTTL < time.Second || m.Schedules.MaxPerAgent < 1 {
 		errs = append(errs, errors.New("--schedule-min-interval and --schedule-fire-ttl must be at least 1s, --schedule-max-per-agent at least 1"))
 	}
 	if m.Jobs.MaxOpen < 1 || m.Jobs.MaxResultBytes < 1 || m.Jobs.RecordTTL < time.Second || m.Jobs.EventsMaxAge < time.Second {

@@ -23,10 +23,10 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/skills"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natsconn"
 	"github.com/agentbull/toolruntime/internal/procguard"
 	"github.com/agentbull/toolruntime/internal/telemetry"
-	iworker "github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -119,10 +119,10 @@ type program struct {
 	serverConfig
 	telemetryConfig
 	// Worker is the engine's configuration (its flags are
-	// iworker.Config.RegisterFlags); Storage and Approval are the
+	// engine.Config.RegisterFlags); Storage and Approval are the
 	// --storage and --approval strings read into its Topology.Storage and
 	// Approval.
-	Worker   iworker.Config
+	Worker   engine.Config
 	Storage  string
 	Approval string
 	builtinConfig
@@ -151,7 +151,7 @@ type program struct {
 // parsed.
 func newProgram(cfg Config, categories ...tool.Category) *program {
 	m := &program{log: slog.Default(), categories: categories}
-	m.cfgErr = cfg.engine(&m.Worker)
+	m.cfgErr = cfg.toEngine(&m.Worker)
 	m.version = m.Worker.Version
 	if cfg.MemoryStorage {
 		m.Storage = "memory"

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	iworker "github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -72,10 +72,10 @@ func Main(ctx context.Context, cfg Config, categories ...tool.Category) {
 	os.Exit(run(ctx, cfg, categories, os.Args[1:]))
 }
 
-// engine sets the fields of e that c sets, and e's version: the one
+// toEngine sets the fields of e that c sets, and e's version: the one
 // mapping of Config onto the engine's configuration, for New (onto a zero
 // one) and for Main (onto the one its flags then fill).
-func (c Config) engine(e *iworker.Config) error {
+func (c Config) toEngine(e *engine.Config) error {
 	e.Name = cmp.Or(c.Name, e.Name, hostPID())
 	e.Grace, e.CallTimeout = cmp.Or(c.Grace, e.Grace), cmp.Or(c.CallTimeout, e.CallTimeout)
 	e.Concurrency, e.MaxParallel = cmp.Or(c.Concurrency, e.Concurrency), cmp.Or(c.MaxParallel, e.MaxParallel)
@@ -103,7 +103,7 @@ func hostPID() string {
 // tools from its categories, runs the calls and publishes their outputs,
 // and answers catalog requests. Run it once.
 type Worker struct {
-	w    *iworker.Worker
+	w    *engine.Worker
 	runs []func(context.Context) error
 }
 
@@ -117,8 +117,8 @@ func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error
 	if err != nil {
 		return nil, err
 	}
-	var e iworker.Config
-	if err := cfg.engine(&e); err != nil {
+	var e engine.Config
+	if err := cfg.toEngine(&e); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -128,18 +128,18 @@ func New(nc *nats.Conn, cfg Config, categories ...tool.Category) (*Worker, error
 
 // start is New over the engine's configuration e and entries es, with
 // b's task turns and runs (b may be nil).
-func start(ctx context.Context, nc *nats.Conn, e iworker.Config, log *slog.Logger, es []tool.Category, b *builtins) (*Worker, error) {
+func start(ctx context.Context, nc *nats.Conn, e engine.Config, log *slog.Logger, es []tool.Category, b *builtins) (*Worker, error) {
 	names := make([]string, len(es))
 	for i, c := range es {
 		names[i] = c.Name
 	}
 	e.Metadata = map[string]string{"worker_version": e.Version, "worker_name": e.Name, "categories": strings.Join(names, ",")}
-	var tasks iworker.TaskTurns
+	var tasks engine.TaskTurns
 	var runs []func(context.Context) error
 	if b != nil {
 		tasks, runs = b.tasks, b.runs
 	}
-	w, err := iworker.New(ctx, nc, e, turn.NewAssembler(es...), tasks, log)
+	w, err := engine.New(ctx, nc, e, turn.NewAssembler(es...), tasks, log)
 	if err != nil {
 		return nil, err
 	}

@@ -45,9 +45,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -106,8 +106,8 @@ func work(url string, args []string) error {
 	}
 	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := worker.Config{Name: "inflight", Concurrency: conc}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(diag.Category(diag.Config{})), nil, log)
+	cfg := engine.Config{Name: "inflight", Concurrency: conc}
+	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(diagnostics.Category(diagnostics.Config{})), nil, log)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func measure() (live, stacks uint64, sleeping int) {
 			n, _ = strconv.Atoi(c)
 			continue
 		}
-		if strings.Contains(l, "/internal/category/diag.sleep+") {
+		if strings.Contains(l, "/internal/category/diagnostics.sleep+") {
 			sleeping += n
 			n = 0
 		}

@@ -20,11 +20,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/todo"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -158,13 +158,13 @@ func newRig(t *testing.T, model *fakeModel) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		td, err := todo.New(context.Background(), js, todo.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wf := workflowtask.New(js, workflowtask.Config{Logger: workertest.Logger()})
-		return []tool.Category{td.Category(), wf.Category(), mcp.Category(m, nil), diag.Category(diag.Config{})}, wf
+		return []tool.Category{td.Category(), wf.Category(), mcp.Category(m, nil), diagnostics.Category(diagnostics.Config{})}, wf
 	})
 	nc := srv.Connect(t)
 	gw, err := gateway.New(nc, gateway.Options{Logger: workertest.Logger()})
@@ -176,7 +176,7 @@ func newRig(t *testing.T, model *fakeModel) *rig {
 	return &rig{t: t, agent: a, model: model, gw: gw, gwConn: nc}
 }
 
-var mainCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}, MCPServers: []string{"issues"}}
+var mainCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}, MCPServers: []string{"issues"}}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -455,8 +455,8 @@ func TestCommandLine(t *testing.T) {
 	const first = "Ping once."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "ping", `{}`)}, {say("pong it was")}}})
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{})}, nil
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{})}, nil
 	})
 	t.Setenv("OPENAI_BASE_URL", model.srv.URL+"/v1/")
 	t.Setenv("OPENAI_API_KEY", "test-key")

@@ -19,10 +19,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -36,8 +36,8 @@ func approvalWorker(t *testing.T, srv *natstest.Server, timeout time.Duration) (
 	markDir = t.TempDir()
 	cfg := workertest.Config("w1")
 	cfg.Approval = turn.Policy{Names: []string{"mark"}, Timeout: timeout}
-	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{MarkDir: markDir})}, nil
+	workertest.RunWorkerWith(t, srv, cfg, func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{MarkDir: markDir})}, nil
 	})
 	return markDir
 }
@@ -69,7 +69,7 @@ func marks(t *testing.T, dir string) []string {
 	return strings.Fields(string(b))
 }
 
-var approvalCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var approvalCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}}
 
 // Each --approve mode answers the real step.pending of a step with two
 // held calls and one that needs none: the approved calls run, the

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -25,8 +25,8 @@ func TestFairnessFlags(t *testing.T) {
 	const first = "Ping once."
 	model := newFakeModel(t, &script{first: first, outputs: [][]string{{call("c1", "ping", `{}`)}, {say("pong it was")}}})
 	srv := natstest.Start(t)
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{})}, nil
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{})}, nil
 	})
 	// Core subscriptions see the catalog request and the step as they
 	// are published (the stream keeps the step for the worker).

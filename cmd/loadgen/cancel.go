@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
@@ -43,7 +43,7 @@ type event struct {
 // stepBody is a step of one call of the diagnostics tools; extra adds
 // to its context (context.approval, context.fairness).
 func stepBody(agent, turnID, call, args string, extra map[string]any) []byte {
-	c := map[string]any{"kind": "text", "bindings": map[string]any{diag.Binding: true}}
+	c := map[string]any{"kind": "text", "bindings": map[string]any{diagnostics.Binding: true}}
 	maps.Copy(c, extra)
 	data, _ := json.Marshal(map[string]any{
 		"agent_id": agent, "turn_id": turnID, "step": 0, "context": c,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -30,7 +30,7 @@ func catalogSlow(ctx context.Context, url string, o options) error {
 	)
 	ask := func(nc *nats.Conn, agent, turnID string, servers []string) (time.Duration, []byte, error) {
 		body, _ := json.Marshal(protocol.CatalogRequest{AgentID: agent, TurnID: turnID,
-			Context: protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}, MCPServers: servers}})
+			Context: protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}, MCPServers: servers}})
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		t0 := time.Now()

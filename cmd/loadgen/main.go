@@ -50,9 +50,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -217,11 +217,11 @@ func startWorkers(ctx context.Context, o options) (func(), string, error) {
 			cancel()
 			return nil, "", err
 		}
-		cfg := worker.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage}}
+		cfg := engine.Config{Name: fmt.Sprintf("load-%d", i), Concurrency: max(64, o.concurrency), Topology: bus.Topology{Storage: storage}}
 		if o.stages != nil {
 			cfg.FairStage = o.stages.stage
 		}
-		w, err := worker.New(wctx, nc, cfg, turn.NewAssembler(diag.Category(diag.Config{})), nil, log)
+		w, err := engine.New(wctx, nc, cfg, turn.NewAssembler(diagnostics.Category(diagnostics.Config{})), nil, log)
 		if err != nil {
 			cancel()
 			return nil, "", err
@@ -311,7 +311,7 @@ func drive(ctx context.Context, nc *nats.Conn, o options) error {
 	defer sub.Unsubscribe()
 	_ = sub.SetPendingLimits(-1, -1)
 
-	name, args, binding := "ping", "{}", diag.Binding
+	name, args, binding := "ping", "{}", diagnostics.Binding
 	if o.sleep > 0 {
 		name, args = "sleep", fmt.Sprintf(`{"ms":%d}`, o.sleep.Milliseconds())
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -79,7 +79,7 @@ func TestLoadRunRefused(t *testing.T) {
 // run fails too, and says what to do.
 func TestLoadRunEveryCallFails(t *testing.T) {
 	s := natstest.Start(t)
-	stop := workertest.RunWorker(t, s, "plain", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	stop := workertest.RunWorker(t, s, "plain", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return nil, nil
 	})
 	defer stop()
@@ -115,8 +115,8 @@ func TestLoadRetriesNoResponders(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no publish was retried")
 	}
-	stop := workertest.RunWorker(t, s, "late", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{})}, nil
+	stop := workertest.RunWorker(t, s, "late", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{})}, nil
 	})
 	defer stop()
 	if err := <-errc; err != nil {
@@ -169,7 +169,7 @@ func TestLoadCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	stop := workertest.RunWorker(t, s, "computer", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	stop := workertest.RunWorker(t, s, "computer", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{c.Category()}, nil
 	})
 	defer stop()

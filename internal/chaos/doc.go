@@ -1,5 +1,5 @@
 // Package chaos is the proof of the worker's delivery promises under
-// faults, shared by the cluster test (internal/worker) and the chaos
+// faults, shared by the cluster test (internal/engine) and the chaos
 // program (cmd/chaos).
 //
 // A run drives a JetStream cluster of embedded servers (natstest.Cluster)

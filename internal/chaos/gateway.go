@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -128,7 +128,7 @@ func (g *gateway) mainStep(i int) (*stepSpec, map[string]any) {
 		fc("m", "mark", map[string]any{"label": label, "ms": g.cfg.MarkMS})
 		spec.Calls = []callSpec{{ID: "p", Name: "ping"}, {ID: "m", Name: "mark", Label: label}}
 	}
-	tc := map[string]any{"kind": protocol.KindText, "bindings": map[string]any{diag.Binding: true}}
+	tc := map[string]any{"kind": protocol.KindText, "bindings": map[string]any{diagnostics.Binding: true}}
 	if spec.Fair = g.fairKey(i / stepsPerTurn); spec.Fair != "" {
 		tc["fairness"] = map[string]any{"key": spec.Fair}
 	}

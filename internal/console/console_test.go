@@ -19,11 +19,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/console"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -49,8 +49,8 @@ func newRig(t *testing.T) *rig {
 	r := &rig{srv: natstest.Start(t), markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
 	cfg.Approval = turn.Policy{Names: []string{"mark", "ping"}}
-	workertest.RunWorkerWith(t, r.srv, cfg, func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
-		return []tool.Category{diag.Category(diag.Config{MarkDir: r.markDir})}, nil
+	workertest.RunWorkerWith(t, r.srv, cfg, func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
+		return []tool.Category{diagnostics.Category(diagnostics.Config{MarkDir: r.markDir})}, nil
 	})
 	gw, err := gateway.New(r.srv.Connect(t), gateway.Options{Logger: workertest.Logger()})
 	if err != nil {
@@ -73,7 +73,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diag.Binding: true}}
+var diagCtx = protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}}
 
 func fc(id, name, args string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"type": "function_call", "call_id": id, "name": name, "arguments": args})

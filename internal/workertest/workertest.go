@@ -18,9 +18,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -48,7 +48,7 @@ func Logger() *slog.Logger {
 
 // Setup builds what a worker serves, given its JetStream context: the
 // main-turn categories and, optionally, the task turns.
-type Setup func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns)
+type Setup func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns)
 
 // RunWorker runs a worker on its own connection with what build returns.
 // The returned stop ends it and waits; it also runs when the test ends.
@@ -59,13 +59,13 @@ func RunWorker(t testing.TB, s *natstest.Server, name string, build Setup) (stop
 
 // Config is the configuration RunWorker gives its worker: short leases
 // and few deliveries, so that tests of redelivery end soon.
-func Config(name string) worker.Config {
-	return worker.Config{Name: name, Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+func Config(name string) engine.Config {
+	return engine.Config{Name: name, Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
 }
 
 // RunWorkerWith is RunWorker with a configuration of the test's own
 // (Config and a field changed, such as an approval policy).
-func RunWorkerWith(t testing.TB, s *natstest.Server, cfg worker.Config, build Setup) (stop func()) {
+func RunWorkerWith(t testing.TB, s *natstest.Server, cfg engine.Config, build Setup) (stop func()) {
 	t.Helper()
 	nc := s.Connect(t)
 	js, err := jetstream.New(nc)
@@ -74,7 +74,7 @@ func RunWorkerWith(t testing.TB, s *natstest.Server, cfg worker.Config, build Se
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	categories, tasks := build(js)
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(categories...), tasks, Logger())
+	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(categories...), tasks, Logger())
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New: %v", err)

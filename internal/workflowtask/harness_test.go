@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/category/diag"
+	"github.com/agentbull/toolruntime/internal/category/diagnostics"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -24,7 +24,7 @@ import (
 )
 
 // The service is what the worker serves task turns with.
-var _ worker.TaskTurns = (*workflowtask.Service)(nil)
+var _ engine.TaskTurns = (*workflowtask.Service)(nil)
 
 const (
 	agent    = "agent1"
@@ -116,9 +116,9 @@ func (h *harness) startWorker() *workflowtask.Service {
 	log := workertest.Logger()
 	svc := workflowtask.New(js, workflowtask.Config{Web: h.web.category(), Brain: h.brain.category(), Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: h.approval}
-	assembler := turn.NewAssembler(svc.Category(), diag.Category(diag.Config{MarkDir: h.markDir}))
-	w, err := worker.New(ctx, nc, cfg, assembler, svc, log)
+	cfg := engine.Config{Name: fmt.Sprintf("w%d", time.Now().UnixNano()), Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: h.approval}
+	assembler := turn.NewAssembler(svc.Category(), diagnostics.Category(diagnostics.Config{MarkDir: h.markDir}))
+	w, err := engine.New(ctx, nc, cfg, assembler, svc, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("worker.New: %v", err)

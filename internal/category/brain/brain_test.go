@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/brain"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -34,7 +34,7 @@ func newBrain(t *testing.T, js jetstream.JetStream) *brain.Brain {
 }
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	return func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{newBrain(t, js).Category()}, nil
 	}
 }
@@ -233,7 +233,7 @@ func TestCatalog(t *testing.T) {
 	g := newGateway(t, s)
 	var b *brain.Brain
 	var wf *workflowtask.Service
-	runWorker(t, s, "A", func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	runWorker(t, s, "A", func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		b = newBrain(t, js)
 		wf = workflowtask.New(js, workflowtask.Config{Brain: b.Category(), Logger: testLogger()})
 		return []tool.Category{b.Category()}, wf

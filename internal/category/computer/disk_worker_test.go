@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -46,8 +46,8 @@ func TestFullDiskTwoAgentsInWorker(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 50}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, workertest.Logger())
+	cfg := engine.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 50}}
+	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, workertest.Logger())
 	if err != nil {
 		cancel()
 		t.Fatal(err)

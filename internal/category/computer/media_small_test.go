@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -39,7 +39,7 @@ func TestMediaOverNATSSmallPayload(t *testing.T) {
 	}
 	writeBytes(t, filepath.Join(h, "small.pdf"), pdfOf(18<<10))
 	paths = append(paths, "small.pdf")
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{c.Category()}, nil
 	})
 	gw := workertest.NewGateway(t, srv)

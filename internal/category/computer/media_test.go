@@ -19,9 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -158,7 +158,7 @@ func TestMediaOverNATS(t *testing.T) {
 	for i, wh := range [][2]int{{600, 450}, {480, 360}, {490, 370}, {500, 375}, {470, 350}, {460, 345}} {
 		writeBytes(t, filepath.Join(h, "big", string(rune('a'+i))+".png"), picture(t, wh[0], wh[1], true))
 	}
-	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	workertest.RunWorker(t, srv, "w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{c.Category()}, nil
 	})
 	gw := workertest.NewGateway(t, srv)

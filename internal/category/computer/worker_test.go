@@ -16,9 +16,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -46,8 +46,8 @@ func TestInWorker(t *testing.T) {
 
 	nc := srv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := engine.Config{Name: "w1", Grace: 5 * time.Second, Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(c.Category()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

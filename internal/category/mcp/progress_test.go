@@ -17,10 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/mcp"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -253,7 +253,7 @@ func TestMCPProgressOverNATS(t *testing.T) {
 	t.Cleanup(hs.Close)
 	m := newManager(t, map[string]mcp.ServerConfig{"prog": {URL: hs.URL, Defer: new(false)}})
 	s := natstest.Start(t)
-	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	workertest.RunWorker(t, s, "w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{mcp.Category(m, nil)}, nil
 	})
 	g := workertest.NewGateway(t, s)

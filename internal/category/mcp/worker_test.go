@@ -15,10 +15,10 @@ import (
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/category/skills"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/turn"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -43,9 +43,9 @@ func startRig(t *testing.T, servers map[string]mcp.ServerConfig) *rig {
 	m := newManager(t, servers)
 	nc := s.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := worker.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
+	cfg := engine.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
 		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	w, err := worker.New(ctx, nc, cfg, turn.NewAssembler(skills.Category(lib), mcp.Category(m, lib)), nil, testLogger(t))
+	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(skills.Category(lib), mcp.Category(m, lib)), nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

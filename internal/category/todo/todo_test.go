@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/category/todo"
+	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/worker"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -22,7 +22,7 @@ import (
 var golden = goldenfile.JSON
 
 func category(t *testing.T) setup {
-	return func(js jetstream.JetStream) ([]tool.Category, worker.TaskTurns) {
+	return func(js jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		c, err := todo.New(context.Background(), js, todo.Config{Storage: jetstream.MemoryStorage})
 		if err != nil {
 			t.Fatal(err)
