@@ -1,7 +1,7 @@
-// Package pause holds the wait between two tries of a client of the
-// protocol: a gateway waiting for a stream no worker has created yet, a
-// worker retrying a conflicting write of a bucket. The caller tries, calls
-// For, and tries again unless For returned its context's cause.
+// Package pause holds the worker's wait between two tries of a request
+// (a conflicting write of a bucket, a stream that is not there yet): the
+// caller tries, calls For, and tries again unless For returned its
+// context's cause.
 package pause
 
 import (
