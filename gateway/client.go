@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/agentbull/toolruntime/internal/traceheader"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -88,7 +87,7 @@ func (c *Client) Catalog(ctx context.Context, agentID, turnID string, tc protoco
 	defer cancel()
 	m := nats.NewMsg(protocol.SubjectTools)
 	m.Data = req
-	traceheader.Inject(ctx, m.Header)
+	injectTrace(ctx, m.Header)
 	reply, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("turn.tools: %w", err)
@@ -118,7 +117,7 @@ func (c *Client) Cancel(ctx context.Context, agentID, turnID, reason string) err
 	if reason != "" {
 		m.Data, _ = json.Marshal(protocol.Cancel{Reason: reason})
 	}
-	traceheader.Inject(ctx, m.Header)
+	injectTrace(ctx, m.Header)
 	if err := c.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("cancel: %w", err)
 	}
@@ -165,7 +164,7 @@ func (c *Client) publish(ctx context.Context, m *nats.Msg) error {
 }
 
 func (c *Client) publishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	traceheader.Inject(ctx, m.Header)
+	injectTrace(ctx, m.Header)
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	ack, err := c.js.PublishMsg(ctx, m)

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -191,7 +190,7 @@ func (c *Client) consume(ctx context.Context, stream, durable string, filters []
 			// Missed heartbeats and the like: the iterator goes on by
 			// itself; a pause keeps a persistent one from spinning.
 			c.log.Warn("reading a consumer", "stream", stream, "consumer", durable, "err", err)
-			if pause.For(ctx, 100*time.Millisecond) != nil {
+			if pause(ctx, 100*time.Millisecond) != nil {
 				return ctx.Err()
 			}
 			continue
@@ -221,7 +220,7 @@ func (c *Client) durableConsumer(ctx context.Context, stream, durable string, fi
 			c.log.Info("waiting for a worker to create the stream", "stream", stream)
 			logged = true
 		}
-		if pause.For(ctx, time.Second) != nil {
+		if pause(ctx, time.Second) != nil {
 			return nil, ctx.Err() // the documented error, not the cause
 		}
 	}

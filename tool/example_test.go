@@ -2,10 +2,13 @@ package tool_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
+	"github.com/agentbull/toolruntime/tool/tooltest"
 )
 
 // WeatherParams are the weather tool's parameters: the schema the model
@@ -64,4 +67,26 @@ func ExampleCategory() {
 	ts, _ := c.Tools(context.Background(), tool.Turn{AgentID: "ops-agent"})
 	fmt.Println(len(ts), c.Validate())
 	// Output: 1 <nil>
+}
+
+// A result with a presentation event for user interfaces, which read it
+// in the call's output event; the model reads only Content.
+func ExampleResult() {
+	chart := tool.Must(tool.Def[struct{}]{
+		Spec: tool.Spec{Name: "weekly_sales", Description: "Chart this week's sales.", ReadOnly: true},
+		Execute: func(context.Context, struct{}) (tool.Result, error) {
+			data, err := json.Marshal(map[string][]int{"sales": {3, 5, 8}})
+			if err != nil {
+				return tool.Result{}, err
+			}
+			return tool.Result{Content: "Sales rose every day this week.",
+				Events: []protocol.PresentationEvent{{Type: "chart", Data: data}}}, nil
+		},
+	})
+	out := tooltest.Check(context.Background(), chart, `{}`)
+	fmt.Println(out.Output)
+	fmt.Println(out.Events[0].Type, string(out.Events[0].Data))
+	// Output:
+	// Sales rose every day this week.
+	// chart {"sales":[3,5,8]}
 }

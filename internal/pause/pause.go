@@ -1,7 +1,3 @@
-// Package pause holds the wait between two tries of a client of the
-// protocol: a gateway waiting for a stream no worker has created yet, a
-// worker retrying a conflicting write of a bucket. The caller tries, calls
-// For, and tries again unless For returned its context's cause.
 package pause
 
 import (

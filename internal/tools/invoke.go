@@ -37,8 +37,10 @@ func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 
 // Prepare is [Prepare] into inv, for a caller that holds the invocation
 // in a larger value (the dispatcher's per-call state): one allocation
-// fewer per call. On an error inv is left as it was.
-func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) error {
+// fewer per call. Its refusal is the *tool.Error itself (kind
+// invalid_arguments, with the rungs that ran in Repairs); on a refusal
+// inv is left as it was.
+func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) *tool.Error {
 	a, repairs, err := parse(t, args, repairLimit)
 	if err != nil {
 		return prepareError(t, err, repairs)
@@ -90,7 +92,7 @@ func parseValue(t *tool.Tool, h *toolhooks.Hooks[tool.Result], arguments string,
 
 // prepareError is out of Prepare's way so that the error target of
 // errors.As is allocated only when there is an error.
-func prepareError(t *tool.Tool, err error, repairs []string) error {
+func prepareError(t *tool.Tool, err error, repairs []string) *tool.Error {
 	var te *tool.Error
 	if errors.As(err, &te) {
 		te.Repairs = repairs

@@ -352,14 +352,10 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	err := p.invocation.Prepare(t, c.Arguments, d.Repair.Limit)
-	var te *tool.Error
-	if err != nil {
-		te = invalidArguments(err)
-	}
+	te := p.invocation.Prepare(t, c.Arguments, d.Repair.Limit)
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
-	if err == nil {
+	if te == nil {
 		repairs = p.invocation.Repairs
 	} else {
 		repairs = te.Repairs
@@ -368,12 +364,12 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 		if len(repairs) > 0 {
 			vspan.SetAttributes(spans.RepairsKey.StringSlice(repairs))
 		}
-		if err != nil {
+		if te != nil {
 			vspan.SetStatus(codes.Error, "invalid arguments")
 		}
 		vspan.End()
 	}
-	if err != nil {
+	if te != nil {
 		p.outcome = errorOutcome(c, te)
 		p.outcome.Repairs = repairs
 		return
@@ -550,17 +546,6 @@ func (p *pending) finish(res tool.Result, err error) {
 	c := p.cell // p may be reused once released
 	st.group.release()
 	c.cancel.with(nil)
-}
-
-// invalidArguments is the *tool.Error of a call whose arguments Prepare
-// refused; apart from resolve, so that the errors.As target is allocated
-// only for a refusal.
-func invalidArguments(err error) *tool.Error {
-	var te *tool.Error
-	if !errors.As(err, &te) {
-		te = &tool.Error{Kind: tool.InvalidArguments, Message: err.Error()}
-	}
-	return te
 }
 
 // displayName is the call's tool as the model named it, for messages and

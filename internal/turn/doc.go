@@ -9,10 +9,12 @@
 // (namespaces grouped, deferred tools shortened, tool_search appended) and
 // its digest, byte-identical for the same inputs.
 //
-// A Dispatcher runs one step against a Set: each call is resolved and
-// validated, consecutive parallel calls run together (bounded) and each
-// sequential call runs alone, in call order; outcomes come back in call
-// order. A Journal (the worker's TURN_STATE bucket) makes calls
+// A Dispatcher runs one step against a Set: each call's tool is looked
+// up and its arguments prepared, consecutive parallel calls run together
+// (bounded) and each sequential call runs alone, in call order; outcomes
+// come back in call order. One call, from its argument string to its
+// result and the kind of its failure, is package tools' (internal/tools):
+// a step's path is turn → tools → the tool. A Journal (the worker's TURN_STATE bucket) makes calls
 // effectively-once across redelivery (journal.go), and the step's Hooks
 // hear of calls as they start, report progress (at most once per
 // ProgressInterval per call) and end, so that events are published as
