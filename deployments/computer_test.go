@@ -272,7 +272,7 @@ func TestKubernetesComputer(t *testing.T) {
 // and every capability before it execs its arguments.
 func TestCgroupInitFallsBack(t *testing.T) {
 	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("SKIPPING: no setpriv (util-linux)")
+		t.Skip("SKIPPING: no setpriv (util-linux: scripts/test-deps.sh installs it)")
 	}
 	cmd := exec.Command("/bin/sh", "cgroup-init.sh", "/bin/sh", "-c", `echo "uid=$(id -u)"; grep CapEff /proc/self/status`)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "CGROUP_INIT_ROOT=" + t.TempDir(), "WORKER_UID=65534"}

@@ -181,7 +181,7 @@ func natsCLI(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("the NATS CLI (nats) is not installed: go install github.com/nats-io/natscli/nats@v0.5.0")
+	t.Skip("needs the NATS CLI (nats) on PATH or in GOPATH/bin: scripts/test-deps.sh installs it (go install github.com/nats-io/natscli/nats@v0.5.0)")
 	return ""
 }
 

@@ -18,9 +18,10 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// browserTools finds Chromium and playwright-core, or says what is
-// missing: CONSOLE_BROWSER_REQUIRED=1 (set by .ci/run) makes that a
-// failure instead of a skip.
+// browserTools finds Chromium and playwright-core (in CONSOLE_NPM_DIR,
+// else ~/.cache/toolruntime/console-npm, where scripts/test-deps.sh
+// installs it), or says what is missing: CONSOLE_BROWSER_REQUIRED=1 (set
+// by .ci/run) makes that a failure instead of a skip.
 func browserTools(t *testing.T) (chromium, npmDir string) {
 	t.Helper()
 	npmDir = os.Getenv("CONSOLE_NPM_DIR")
@@ -32,7 +33,7 @@ func browserTools(t *testing.T) (chromium, npmDir string) {
 	}
 	var missing []string
 	if _, err := exec.LookPath("node"); err != nil {
-		missing = append(missing, "node")
+		missing = append(missing, "node (Node.js 20 or later)")
 	}
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -41,13 +42,14 @@ func browserTools(t *testing.T) (chromium, npmDir string) {
 		}
 	}
 	if chromium == "" {
-		missing = append(missing, "chromium (apt-get install -y chromium)")
+		missing = append(missing, "chromium")
 	}
 	if _, err := os.Stat(filepath.Join(npmDir, "node_modules", "playwright-core")); err != nil {
-		missing = append(missing, "playwright-core (npm install --prefix "+npmDir+" playwright-core, or set CONSOLE_NPM_DIR)")
+		missing = append(missing, "playwright-core 1.65.1 in "+npmDir)
 	}
 	if len(missing) > 0 {
-		msg := "browser test needs " + strings.Join(missing, ", ")
+		msg := "browser test needs " + strings.Join(missing, ", ") +
+			": scripts/test-deps.sh installs them (playwright-core into CONSOLE_NPM_DIR when it is set)"
 		if os.Getenv("CONSOLE_BROWSER_REQUIRED") == "1" {
 			t.Fatal(msg)
 		}

@@ -72,24 +72,36 @@ func LoadContext(name string) (*Context, string, error) {
 	if err != nil {
 		return nil, path, err
 	}
+	c, err := parseContext(path, data)
+	if err != nil {
+		return nil, path, err
+	}
+	return c, path, nil
+}
+
+// parseContext reads a context file's bytes (path names it in errors):
+// the file is another program's and may hold anything, so a field this
+// package cannot honour is refused rather than ignored.
+func parseContext(path string, data []byte) (*Context, error) {
 	var c Context
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, path, fmt.Errorf("NATS context %s: %w", path, err)
+		return nil, fmt.Errorf("NATS context %s: %w", path, err)
 	}
+	// In Context's field order, so that the message is the same each time.
 	var unsupported []string
-	for k, v := range map[string]string{"nsc": c.NSC, "user_jwt": c.UserJWT, "socks_proxy": c.SocksProxy,
-		"jetstream_domain": c.JSDomain, "jetstream_api_prefix": c.JSAPIPrefix, "inbox_prefix": c.InboxPrefix} {
-		if v != "" {
-			unsupported = append(unsupported, k)
+	for _, f := range []struct{ key, value string }{{"nsc", c.NSC}, {"user_jwt", c.UserJWT}, {"socks_proxy", c.SocksProxy},
+		{"jetstream_domain", c.JSDomain}, {"jetstream_api_prefix", c.JSAPIPrefix}, {"inbox_prefix", c.InboxPrefix}} {
+		if f.value != "" {
+			unsupported = append(unsupported, f.key)
 		}
 	}
 	if len(unsupported) > 0 {
-		return nil, path, fmt.Errorf("NATS context %s sets %s, which is not supported", path, strings.Join(unsupported, ", "))
+		return nil, fmt.Errorf("NATS context %s sets %s, which is not supported", path, strings.Join(unsupported, ", "))
 	}
 	for _, p := range []*string{&c.Creds, &c.NKey, &c.Cert, &c.Key, &c.CA} {
 		*p = expandHome(*p)
 	}
-	return &c, path, nil
+	return &c, nil
 }
 
 // expandHome expands a leading ~/ as the CLI does for the files a context

@@ -20,7 +20,7 @@ import (
 func need(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap socat); the sandbox is NOT tested on this machine")
+		t.Skip("SKIPPING: bwrap is not installed (scripts/test-deps.sh installs it and socat, or apt-get install -y bubblewrap socat); the sandbox is NOT tested on this machine")
 	}
 }
 

@@ -85,7 +85,7 @@ func hasBwrap() bool {
 func needSandbox(t testing.TB) {
 	t.Helper()
 	if !hasBwrap() {
-		t.Skip("SKIPPING: bwrap is not installed (apt-get install -y bubblewrap socat); run_command and its sandbox are NOT tested on this machine")
+		t.Skip("SKIPPING: bwrap is not installed (scripts/test-deps.sh installs it and socat, or apt-get install -y bubblewrap socat); run_command and its sandbox are NOT tested on this machine")
 	}
 }
 

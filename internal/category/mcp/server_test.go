@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -275,25 +276,47 @@ func newManager(t *testing.T, servers map[string]mcp.ServerConfig) *mcp.Manager 
 	return m
 }
 
-// npmDir is where .ci/run installs the reference servers from npm.
+// npmDir is where scripts/test-deps.sh installs the reference servers
+// from npm: MCP_NPM_DIR, else ~/.cache/toolruntime/mcp-npm (under the
+// user's cache directory). Without them, or without node to run them,
+// the test skips saying what it needs; a directory MCP_NPM_DIR names must
+// hold them (CI names one, so that a failed install fails there).
 func npmDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("MCP_NPM_DIR")
+	dir, named := os.Getenv("MCP_NPM_DIR"), true
 	if dir == "" {
-		t.Skip("MCP_NPM_DIR is not set: install the reference servers with " +
-			"`npm install --prefix /tmp/mcp-npm @modelcontextprotocol/server-everything @modelcontextprotocol/server-filesystem` " +
-			"and set MCP_NPM_DIR=/tmp/mcp-npm")
+		named = false
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Skipf("needs the MCP reference servers from npm, which scripts/test-deps.sh installs, and MCP_NPM_DIR "+
+				"naming their directory: no user cache directory to look in by default (%v)", err)
+		}
+		dir = filepath.Join(cache, "toolruntime", "mcp-npm")
+	}
+	var missing []string
+	if _, err := exec.LookPath("node"); err != nil {
+		missing = append(missing, "node (Node.js 20 or later)")
+	}
+	for _, name := range []string{"mcp-server-everything", "mcp-server-filesystem"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", name)); err != nil {
+			missing = append(missing, "the MCP reference servers from npm (@modelcontextprotocol/server-everything and "+
+				"server-filesystem 2026.8.31) in "+dir)
+			break
+		}
+	}
+	if len(missing) > 0 {
+		msg := "needs " + strings.Join(missing, " and ") + ": scripts/test-deps.sh installs them (into MCP_NPM_DIR when it is set)"
+		if named {
+			t.Fatal("MCP_NPM_DIR is set: " + msg)
+		}
+		t.Skip(msg)
 	}
 	return dir
 }
 
 func npmBin(t *testing.T, name string) string {
 	t.Helper()
-	path := filepath.Join(npmDir(t), "node_modules", ".bin", name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("MCP_NPM_DIR has no %s: %v", name, err)
-	}
-	return path
+	return filepath.Join(npmDir(t), "node_modules", ".bin", name)
 }
 
 // drawing is the picture the test server's draw tool returns: a real
