@@ -11,7 +11,8 @@ import (
 // floors are the module's layers, lowest first: a package imports only
 // packages on floors below its own. docs/architecture.md shows them.
 var floors = [][]string{
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip", "internal/natsconn", "internal/jsonw"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip", "internal/natsconn", "internal/jsonw", "internal/pause", "internal/traceheader"},
+	{"internal/toolhooks"},
 	{"tool"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/fit"},
