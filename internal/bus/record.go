@@ -42,7 +42,7 @@ func (rec *callRecord) encode() ([]byte, error) {
 
 // encodeActivity writes a as json.Marshal does, byte for byte: every
 // call publishes two (started, completed), and json.Marshal's reflection
-// was most of their cost. Progress events go through json.Marshal.
+// would be most of their cost. Progress events go through json.Marshal.
 func encodeActivity(a protocol.Activity) ([]byte, error) { return appendActivity(nil, a) }
 
 // appendActivity appends a to b as encodeActivity writes it.
