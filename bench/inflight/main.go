@@ -270,9 +270,10 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	}
 	// The load publishes every step, and the server stores them, before
 	// the worker serves: serving while the load program and the server
-	// stored the steps, on two cores it started some 1,300 calls a
-	// second, and the first ended before the last began. (A worker
-	// stopped with SIGSTOP meanwhile missed its pulls' heartbeats.)
+	// store the steps, on two cores it starts calls too slowly for all of
+	// them to be in flight at once (the first ends before the last
+	// begins). (A worker stopped with SIGSTOP meanwhile would miss its
+	// pulls' heartbeats.)
 	nc, err := nats.Connect(url, nats.Name("inflight-driver"))
 	if err != nil {
 		return err
@@ -311,8 +312,8 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	// the earliest when the load did): then every call started so far
 	// is in flight. A reading collects the heap and walks every
 	// goroutine's stack, which on two cores takes the CPU the worker's
-	// intake needs: readings every 250 ms held the calls in flight to
-	// 3,471..6,255 of 8,192, one reading lets all of them be.
+	// intake needs: frequent readings would hold the calls in flight to a
+	// fraction of the load; one reading lets all of them be.
 	margin := min(600*time.Millisecond, sleep/8)
 	at := time.NewTimer(sleep - margin)
 	defer at.Stop()

@@ -295,11 +295,11 @@ func waitStarted(t *testing.T, activity <-chan *nats.Msg, callID string) {
 
 // TestStepAfterCancelWithDeferredTools is the contract's "a later step of
 // a cancelled turn is answered with aborted outputs without running
-// anything" for a turn whose catalog has deferred tools. It failed until
-// turn.Runner.Dispatch read the turn's loaded tools with the step's
-// context instead of the one the cancel mark had aborted: the step was
-// delivered again until it was dead-lettered, and the gateway never got
-// its step.done.
+// anything" for a turn whose catalog has deferred tools. It holds
+// turn.Runner.Dispatch to reading the turn's loaded tools with the
+// step's context, not the one the cancel mark aborted: with that one the
+// read fails, the step is delivered again until it is dead-lettered, and
+// the gateway never gets its step.done.
 func TestStepAfterCancelWithDeferredTools(t *testing.T) {
 	f := startFleet(t)
 	activity := make(chan *nats.Msg, 16)

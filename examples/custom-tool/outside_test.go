@@ -153,8 +153,8 @@ func runGo(dir string, args ...string) ([]byte, error) {
 		// -mod=mod: go.mod may gain the "// indirect" marks it lacks.
 		// -race under the race detector (workertest.BuildFlags): what
 		// ./... compiled for its tests is then in the build cache; without
-		// it, on a fresh machine, these commands compiled the whole module
-		// graph once more (446 s of a 900 s suite).
+		// it, on a fresh machine, these commands compile the whole module
+		// graph once more, a large part of the suite's time.
 		flags := append([]string{"-mod=mod"}, workertest.BuildFlags()...)
 		args = append(args[:1:1], append(flags, args[1:]...)...)
 	}

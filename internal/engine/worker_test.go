@@ -134,8 +134,8 @@ func TestStepMixedParallelAndSequential(t *testing.T) {
 // The lease is renewed every third of the ack wait, so what a renewal may
 // be late by before the server redelivers is two thirds of it: with a
 // 1–2 s ack wait that is under 1.4 s, which a timer or the step's handling
-// on a loaded 2-core machine under -race has exceeded (a redelivery, the
-// test failed). With 4 s, a renewal may be 2.7 s late; the call outlives
+// on a loaded 2-core machine under -race can exceed (a redelivery, and the
+// test fails). With 4 s, a renewal may be 2.7 s late; the call outlives
 // two and a half ack waits. It mostly sleeps, beside the other tests.
 func TestLongCallKeepsItsLease(t *testing.T) {
 	t.Parallel()

@@ -25,8 +25,9 @@ const DefaultMaxPixels = 25_000_000
 
 // MaxScans bounds the scans of a JPEG the worker decodes. Each scan of a
 // progressive JPEG visits every block of the image, and one made of
-// end-of-band runs takes a few bytes: without a bound, a 56 KB file of
-// 1000 scans at 25 megapixels kept a core busy for 30 s. Encoders write
+// end-of-band runs takes a few bytes: without a bound, a file of tens
+// of kilobytes (1000 scans at 25 megapixels) holds a core for many
+// seconds. Encoders write
 // about ten (libjpeg's progressive script: 10 for colour, 6 for grey),
 // so 100 refuses no real image and bounds the worst one to a few times
 // the cost of an ordinary decode of its size.

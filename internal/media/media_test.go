@@ -33,7 +33,7 @@ func noise(w, h int, alpha bool) *image.NRGBA {
 }
 
 // noisePNG encodes noise uncompressed: deflate finds nothing to save in
-// it, and trying was most of what these tests cost under -race. Fit
+// it, and trying would be most of what these tests cost under -race. Fit
 // reads it as any PNG.
 func noisePNG(t testing.TB, img *image.NRGBA) []byte {
 	t.Helper()
@@ -134,8 +134,8 @@ func progBomb(w, h, scans int) []byte {
 
 // TestScanBombIsNotDecoded: a progressive JPEG of end-of-band scans costs
 // a few bytes a scan and a pass over every block to decode; past MaxScans
-// it is refused unread (1000 scans at 25 megapixels took 30 s of a core
-// before), and up to it an image decodes as before.
+// it is refused unread (decoding 1000 scans at 25 megapixels would hold a
+// core for many seconds), and up to it an image decodes.
 func TestScanBombIsNotDecoded(t *testing.T) {
 	data := progBomb(5000, 5000, 1000)
 	var before, after runtime.MemStats

@@ -12,10 +12,9 @@ import (
 // tests mostly wait on servers, leases, timers and processes: with one
 // per core, `go test ./...` on two cores runs two of them at a time,
 // each waiting on a core that the other package running beside it could
-// use (internal/engine ran on about one core). Measured one per core
-// against four (six for internal/engine), at a load of 5 to 13: gateway's
-// tests 12.5 s and 8.8 s, mcp's 27.5 s and 22 s, internal/engine's 54 s
-// and 37 s.
+// use: such a package keeps about one core busy. Four per core let the
+// waits overlap, which shortens those packages' tests on a loaded
+// machine.
 func WaitingParallel() {
 	flag.Parse()
 	set := false

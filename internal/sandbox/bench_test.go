@@ -77,7 +77,7 @@ func BenchmarkTrue(b *testing.B) {
 }
 
 // BenchmarkStartOver is the sandbox's start over an unconfined command
-// (issue 26: at most 5 ms at the median), measured in pairs: each
+// (the target: at most 5 ms at the median), measured in pairs: each
 // iteration runs `true` in a sandbox and then the same shell directly,
 // so that both see the same load. It reports the medians of both, the
 // median of the pairs' differences (over-p50-ms) and the ratio of the

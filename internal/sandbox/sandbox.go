@@ -345,7 +345,8 @@ var etc = []string{
 
 // copyEtc copies the allowlist of /etc (and the --command-ro-bind paths
 // beneath /etc) to a new directory, bound as the sandbox's /etc in one
-// mount: a bind mount per entry cost each command some 4 ms. Each entry
+// mount: a bind mount per entry would make every command's start pay for
+// each of them. Each entry
 // is copied as what it leads to (resolv.conf may be a link into /run);
 // links inside a directory stay links, as a bound directory shows them;
 // what the worker cannot read is left out. The copy is what /etc held
@@ -560,8 +561,8 @@ type Run struct {
 // the worker set the other limits on the sandbox's pid 1; the limit must
 // be set after it exists, see Start; the worker reads the wrapper's
 // /proc limits once it is ready and ends a sandbox where it did not
-// take: dash's read takes a byte per system call, and reading
-// /proc/self/limits here took 2 ms of CPU per sandbox), starts the
+// take: dash's read takes a byte per system call, so reading
+// /proc/self/limits here would cost every sandbox one per byte), starts the
 // network bridge when asked ($5: port, $6: socket, $7: the listening
 // address as /proc/net/tcp spells it; all three empty: no bridge) and
 // waits until it listens. Then it says on fd 7 that it is ready and reads from
@@ -686,8 +687,8 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	a = parents(a, map[string]bool{"/": true, "/tmp": true, "/usr": true, "/etc": true}, home)
 	a = append(a, "--bind", home, home)
 	// The locale reaches the command through the wrapper, not the
-	// chain before it: setpriv and unshare each loaded every category
-	// of it (28 more opens, 13 more maps; 0.5 ms of CPU per sandbox).
+	// chain before it: setpriv and unshare would each load every
+	// category of it (files opened and mapped for every sandbox).
 	env, locale := splitLocale(spec.Env)
 	bridge := []string{"", "", ""}
 	var sess *session
@@ -854,13 +855,13 @@ func (s *Sandbox) claim(ctx context.Context, p *spare, spec Spec, out io.Writer,
 // bwrap to make it, moves bwrap and pid 1 into the command's cgroup g
 // on cgroup v1 (v2 cloned bwrap into it) and makes both the kernel's
 // first choice to kill when memory runs out, and lets pid 1 start the
-// command: every process of the command is born in its cgroup. (A shell
-// that joined and then exec'd bwrap did this before, for 1 ms of CPU
-// per sandbox: bwrap's own few pages, made before the move, stay
-// charged where the worker is.) Until it returns,
+// command: every process of the command is born in its cgroup. (Moving
+// them from here spares every sandbox a shell that joins and then execs
+// bwrap: bwrap's own few pages, made before the move, stay charged
+// where the worker is.) Until it returns,
 // pid 1 waits: a failure (bwrap could not make the sandbox; the limits
 // cannot be set) kills it before the command starts: bwrap's own
-// failures are reported as the command's output and status, as before. A root worker's
+// failures are reported as the command's output and status. A root worker's
 // command makes its user namespace of its own below pid 1, and a
 // process limit set before it would bound every sandbox together
 // (kernel ucounts count a namespace's processes against the limit its

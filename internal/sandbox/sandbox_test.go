@@ -188,7 +188,8 @@ func TestEtcCopy(t *testing.T) {
 // The locale reaches the command through the wrapper (the chain before
 // it runs without it): the command's environment is what it was given,
 // locale and all; a name the shell could not export does not keep the
-// command from running (dash passes no such name on, as before).
+// command from running (dash passes no such name on, as it does outside
+// a sandbox).
 func TestCommandLocale(t *testing.T) {
 	s := newSandbox(t, sandbox.Config{})
 	home := homeDir(t, s)

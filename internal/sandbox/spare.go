@@ -24,10 +24,10 @@ const (
 // A spare is a sandbox made ahead for a home, shell and environment:
 // bwrap has made its namespaces and mounts, its limits and niceness are
 // set, its cgroup (and proxy session and bridge) exist, and its wrapper
-// waits for the command on cmdW. Making one costs some 3 to 5 ms of CPU
-// and 10 ms or more of wall time (on cgroup v1 joining the command's
-// cgroup waits for an RCU grace period); with a spare ready, a command's
-// start is that of its shell. A spare is used once: every command still
+// waits for the command on cmdW. Making one costs milliseconds of CPU
+// and more of wall time (on cgroup v1 joining the command's cgroup waits
+// for an RCU grace period), more than the command's shell takes to start;
+// with a spare ready, a command's start is that of its shell. A spare is used once: every command still
 // gets a sandbox, /tmp and cgroup of its own.
 type spare struct {
 	run    *Run

@@ -426,7 +426,8 @@ func (p *Params) parse(args string, opt RepairOptions) (v any, text string, rung
 }
 
 // Bounds of the numbers Validate accepts. The validator turns numbers into
-// exact big.Rat values: 1e999999 costs it 30 ms, and an exponent past a
+// exact big.Rat values, whose cost grows with the exponent (a few numbers
+// like 1e999999 in a call would hold a core), and an exponent past a
 // million makes it panic. No Go number type holds such values anyway.
 const (
 	maxNumberChars    = 400

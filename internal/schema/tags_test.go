@@ -16,7 +16,7 @@ type sdkParams struct {
 	Path  string    `json:"path" jsonschema:"the file, relative to the home"`
 	Depth int       `json:"depth,omitempty" jsonschema:"how deep to go"`
 	Items []sdkItem `json:"items,omitempty"`
-	// invopop's own forms are read as before.
+	// invopop's own forms are read too.
 	Mode  string `json:"mode" jsonschema:"description=read or write\\, nothing else,enum=read,enum=write"`
 	Force bool   `json:"force,omitempty" jsonschema:"nullable"`
 }

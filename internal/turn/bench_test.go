@@ -44,15 +44,15 @@ func BenchmarkDispatchParallel8(b *testing.B) {
 // TestDispatchAllocations guards the allocations of the step that
 // BenchmarkDispatchParallel8 times (a count, not a time: it cannot flake
 // with the machine's load). Here, with the test helpers' tool (whose
-// activity label is one allocation per call) and a context per step, it
-// was 104 before issue 26, 81 after its first round, 33 after its second
-// (the direct parse, short output items in the call's state, the call's
-// cancellation made only when looked at) and 27 after its third (the
-// step's records and the decoded parameters reused, the outcomes and
-// contexts in one allocation per step, each output item an allocation of
-// exactly its size: fewer bytes, which is what the collector's pace
-// follows, for eight allocations more), on kept goroutines (bench/eino's
-// step: 99, 65, 17 and 11). The race detector's build counts 32: its
+// activity label is one allocation per call) and a context per step, a
+// step of eight calls on kept goroutines makes 27: the parameters are
+// parsed straight into the call's state, short output items kept there,
+// the call's cancellation made only when looked at, the step's records
+// and decoded parameters reused, the outcomes and contexts one allocation
+// per step, and each output item one allocation of exactly its size
+// (fewer bytes, which is what the collector's pace follows, for eight
+// allocations more); undoing one of these fails the test. The race
+// detector's build counts 32: its
 // sync.Pool drops a quarter of what is put back. The bound leaves a
 // margin over that for a kept goroutine that is not back at its receive
 // when the next step starts (a new goroutine then runs the call).

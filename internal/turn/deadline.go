@@ -160,14 +160,15 @@ func (p *pending) watchdog() {
 }
 
 // lazyCancel is the cancellation of a call's context, made only when
-// something looks at it: a context.WithCancelCause per call was two
-// allocations and a tenth of a no-op call's cost, for the many tools that
-// never read their context. Until it is made, a cancel is only recorded
-// (the context is made cancelled with that cause), and values other than
+// something looks at it: a context.WithCancelCause per call is two
+// allocations, paid by the many tools that never read their context.
+// Until it is made, a cancel is only recorded (the context is made
+// cancelled with that cause), and values other than
 // the context package's own (an *int key) come from the parent, as they
 // would through the made context. Made, it is that context: Done, Err,
 // Cause, and the children a tool derives from it (context.WithCancel
-// finds it as their parent, no goroutine needed) behave as before.
+// finds it as their parent, no goroutine needed) behave as with
+// context.WithCancelCause.
 //
 // Made, the context is behind a pointer: in every call's cell it costs 8
 // bytes, and the cells of a step are what a no-op step allocates.

@@ -28,8 +28,8 @@ import (
 // BuildFlags are the go command's flags that build a program the way
 // this test binary was built: -race under the race detector. A test that
 // builds the worker with them finds in the build cache what ./... compiled
-// for its own tests; without, on a fresh machine, each such build compiled
-// the whole module graph once more (cmd/chaos took 241 s of a 736 s suite).
+// for its own tests; without, on a fresh machine, each such build compiles
+// the whole module graph once more, for minutes of the suite.
 // The program then runs under the race detector too.
 func BuildFlags() []string {
 	if raceBuild {

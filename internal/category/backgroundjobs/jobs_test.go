@@ -148,8 +148,8 @@ func TestJobStartedAndCancelled(t *testing.T) {
 	}
 	r.report("a1", id, 1, `{"status":"running","seq":1,"progress":{"percent":40,"message":"Read 2 of 5 sources"}}`)
 	// A applies it before it stops: a report the server sends to A's
-	// pull as A drains is delivered again only after the ack wait (30 s;
-	// seen once under a full race suite), which is not what this tests.
+	// pull as A drains is delivered again only after the ack wait (30 s),
+	// which a loaded host can bring about and is not what this tests.
 	waitFor(t, svcA, "a1", id, func(j *backgroundjobs.Job) bool { return j.Status == backgroundjobs.StatusRunning })
 	stopA()
 

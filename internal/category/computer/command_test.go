@@ -229,7 +229,7 @@ func TestRunCommandFlood(t *testing.T) {
 	}{
 		// 5 MB and 1.9 MB, not 50 MB and 14.9 MB: both are still far past
 		// the 1 MiB log and the 4 KiB budget, all of it counted, and
-		// pumping the bytes through the sandbox was this test's time.
+		// pumping the bytes through the sandbox is this test's time.
 		{"yes | head -c 5000000", 5_000_000, "y\ny\ny\n", "y\ny\ny\n"},
 		{"seq 1 300000", 1_988_895, "1\n2\n3\n4\n", "299999\n300000\n"},
 	}

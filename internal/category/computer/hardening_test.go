@@ -320,7 +320,7 @@ func TestHardLinksRefused(t *testing.T) {
 			}
 		})
 	}
-	// A file of its own, with one name, works as before.
+	// A file of its own, with one name, is written and edited as usual.
 	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "own.txt", "content": "mine\n"}); err != nil {
 		t.Fatal(err)
 	}
@@ -693,8 +693,8 @@ func TestOwnershipRace(t *testing.T) {
 
 // A path thousands of directories deep is refused before any is made:
 // each component costs a lookup of every one above it, so making them
-// held the worker's CPU for a time that grows with the square of the
-// depth (18 s for 4,000), and no deadline stopped it.
+// would hold the worker's CPU for a time that grows with the square of
+// the depth (seconds for a few thousand), which no deadline stops.
 func TestDeepPathRefused(t *testing.T) {
 	c := newCategory(t, computer.Config{})
 	h := home(t, c, agent)

@@ -45,8 +45,8 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 
 // shared is the default sandbox (sandbox.Config{}) the package's tests
 // share: a Sandbox without Network holds no state but its copy of /etc,
-// which commands see read-only, and New's copy of some 700 entries of
-// /etc cost each test and subtest about half a second under -race.
+// which commands see read-only, and New copies some 700 entries of /etc,
+// a cost each test and subtest would otherwise pay again under -race.
 // TestMain closes it.
 var shared struct {
 	once sync.Once

@@ -73,7 +73,7 @@ func writeBytes(t *testing.T, path string, data []byte) {
 
 // TestReadFileMedia: read_file returns an image or a PDF as media, by
 // what its bytes are, whatever its name; a text file named .png is text;
-// a byte range of an image is refused as binary, as before; the home's
+// a byte range of an image is refused as binary, as for any file; the home's
 // confinement holds for media as for text.
 func TestReadFileMedia(t *testing.T) {
 	c, tmp, a1 := hostileSetup(t)

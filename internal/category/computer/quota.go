@@ -343,10 +343,9 @@ func (w *follower) addWatch(rel string, f *os.File) {
 
 // close releases the inotify instance, in the background: closing one
 // waits for the kernel to free its watches (fsnotify's SRCU grace
-// period), which took 5 ms at the median with the machine idle and
-// 14 ms while the home's next sandbox was being made (a command of
-// `true` took 2 to 3 ms in all), off the call's path. The follower is
-// done with it: run has returned. quotas.wait waits for the closes.
+// period), which can take longer than a short command's whole run, so it
+// is kept off the call's path. The follower is done with it: run has
+// returned. quotas.wait waits for the closes.
 func (w *follower) close() {
 	if w == nil {
 		return

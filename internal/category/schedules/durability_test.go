@@ -155,7 +155,7 @@ func TestScheduleInCluster(t *testing.T) {
 		t.Fatalf("%d fires in 4s at one a second", n)
 	}
 	// The stream fired, yet its leader may be between two elections on a
-	// loaded host (seen once): wait for one.
+	// loaded host: wait for one.
 	var leader *natstest.Node
 	elected := time.Now().Add(30 * time.Second)
 	for leader = c.StreamLeader(protocol.StreamSchedules); leader == nil && time.Now().Before(elected); leader = c.StreamLeader(protocol.StreamSchedules) {
