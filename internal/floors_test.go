@@ -11,7 +11,8 @@ import (
 // floors are the module's layers, lowest first: a package imports only
 // packages on floors below its own. The README's package table shows them.
 var floors = [][]string{
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip", "internal/natsconn", "internal/jsonw"},
+	{"internal/textclip"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn", "internal/jsonw"},
 	{"tool"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/fit"},

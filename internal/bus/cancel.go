@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -26,7 +27,7 @@ type CancelFunc func(agentID, turnID, reason string)
 // anything keeps it. The subscription has no pending limits: a cancel
 // is never dropped as a slow consumer's (fn is O(1), so the backlog is
 // only the messages of a burst, each reason at most
-// protocol.MaxReasonBytes once decoded).
+// textclip.MaxReasonBytes once decoded).
 func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) {
 	sub, err := nc.Subscribe(protocol.PrefixCancel+".*.*", func(m *nats.Msg) {
 		t := strings.Split(m.Subject, ".")
@@ -37,7 +38,7 @@ func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) 
 		_ = json.Unmarshal(m.Data, &c) // the body is optional
 		// The reason is stored and quoted into the output of every call
 		// the cancel reaches: it is bounded here, once.
-		fn(t[2], t[3], protocol.ClipReason(c.Reason))
+		fn(t[2], t[3], textclip.Reason(c.Reason))
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -59,7 +60,7 @@ func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 		return
 	}
 	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
-		a.Label, a.Name, a.CallID = protocol.ClipText(a.Label, budget/4), protocol.ClipText(a.Name, budget/4), protocol.ClipText(a.CallID, budget/4)
+		a.Label, a.Name, a.CallID = textclip.Text(a.Label, budget/4), textclip.Text(a.Name, budget/4), textclip.Text(a.CallID, budget/4)
 		if data, err = json.Marshal(a); err != nil || len(data) > budget {
 			return
 		}

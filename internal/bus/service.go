@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -126,7 +127,7 @@ func ServeCatalog(nc *nats.Conn, info ServiceInfo, catalog CatalogFunc, log *slo
 			respondError(r, log, "500", "building the catalog failed: "+err.Error())
 			return
 		}
-		reply.Notes = protocol.ClipList(reply.Notes, protocol.MaxNotes, protocol.MaxNoteBytes)
+		reply.Notes = textclip.List(reply.Notes, protocol.MaxNotes, protocol.MaxNoteBytes)
 		data, err := json.Marshal(reply)
 		if err != nil {
 			respondError(r, log, "500", "encoding the catalog failed: "+err.Error())

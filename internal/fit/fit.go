@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -23,7 +24,7 @@ type DroppedDetails struct {
 // CallOutput clips ev in place until its JSON encoding is at most budget
 // bytes: details over an eighth of the budget are replaced by
 // DroppedDetails, events, repairs and labels are bounded, and the error
-// message and the output text are clipped (protocol.ClipText), the output
+// message and the output text are clipped (textclip.Text), the output
 // keeping the larger part. It returns protocol.ErrTooLarge when even that
 // does not fit.
 func CallOutput(ev *protocol.CallOutput, budget int) error {
@@ -37,9 +38,9 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 	if len(ev.Events) > 0 && jsonLen(ev.Events) > budget/16 {
 		ev.Events = fitEvents(ev.Events, budget/16)
 	}
-	ev.Repairs = protocol.ClipList(ev.Repairs, 20, 256)
-	ev.Activity = protocol.ClipText(ev.Activity, 512)
-	ev.Name, ev.Namespace = protocol.ClipText(ev.Name, 512), protocol.ClipText(ev.Namespace, 512)
+	ev.Repairs = textclip.List(ev.Repairs, 20, 256)
+	ev.Activity = textclip.Text(ev.Activity, 512)
+	ev.Name, ev.Namespace = textclip.Text(ev.Name, 512), textclip.Text(ev.Namespace, 512)
 	if size = jsonLen(ev); size <= budget {
 		return nil
 	}
@@ -76,11 +77,11 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 			share = room
 		}
 		// A copy: the error may be shared with the outcome it came from.
-		ev.Error = &protocol.CallError{Kind: ev.Error.Kind, Message: protocol.ClipText(msg, share)}
+		ev.Error = &protocol.CallError{Kind: ev.Error.Kind, Message: textclip.Text(msg, share)}
 		room -= encodedLen(ev.Error.Message)
 	}
 	if ok {
-		ev.Item = fixed(protocol.ClipText(text, room))
+		ev.Item = fixed(textclip.Text(text, room))
 	}
 	if size = jsonLen(ev); size > budget {
 		return fmt.Errorf("%w: call.output of %d bytes, over %d", protocol.ErrTooLarge, size, budget)
@@ -104,7 +105,7 @@ func fitEvents(evs []protocol.PresentationEvent, n int) []protocol.PresentationE
 
 // StepDone clips the items of ev until its encoding is at most budget bytes,
 // splitting the budget fairly: items smaller than the share are kept
-// whole, larger ones clipped to it (protocol.ClipText on their output), none
+// whole, larger ones clipped to it (textclip.Text on their output), none
 // dropped. It returns protocol.ErrTooLarge when even items holding nothing but a
 // note do not fit.
 func StepDone(ev *protocol.StepDone, budget int) error {
@@ -236,7 +237,7 @@ func minItemLen(item json.RawMessage) int {
 	if !ok {
 		return len(item)
 	}
-	return len(with(protocol.ClipText(text, 0)))
+	return len(with(textclip.Text(text, 0)))
 }
 
 // clipItem clips item's output text so that the item is at most n bytes.
@@ -246,7 +247,7 @@ func clipItem(item json.RawMessage, n int) json.RawMessage {
 		return item
 	}
 	fixed := len(with(""))
-	return with(protocol.ClipText(text, n-fixed))
+	return with(textclip.Text(text, n-fixed))
 }
 
 // mediaOutput parses item when it is a function_call_output whose output

@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -12,9 +13,9 @@ import (
 // its value is the task's answer; results are bounded when submitted
 // (workflowtask.Config.MaxResultBytes), well below any max payload.
 func WorkflowEvent(ev *protocol.WorkflowEvent, budget int) error {
-	ev.Reason = protocol.ClipReason(ev.Reason)
-	ev.Title = protocol.ClipText(ev.Title, 1<<10)
-	ev.Instructions = protocol.ClipText(ev.Instructions, budget/4)
+	ev.Reason = textclip.Reason(ev.Reason)
+	ev.Title = textclip.Text(ev.Title, 1<<10)
+	ev.Instructions = textclip.Text(ev.Instructions, budget/4)
 	if size := jsonLen(ev); size > budget {
 		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", protocol.ErrTooLarge, ev.Type, ev.WorkflowID, size, budget)
 	}
