@@ -198,7 +198,7 @@ func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts
 	case errors.Is(err, ErrTooManyScans):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("it is a JPEG of more than %d scans, too costly to decode", MaxScans))
 	case err != nil:
-		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+clipReason(err.Error())+")")
+		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+textclip.Ellipsis(err.Error(), maxQuote)+")")
 	}
 	// A GIF is sent as a PNG of its first frame: the model takes still
 	// images only.
@@ -234,7 +234,7 @@ func Note(it Item, mime string, size int, reason string) string {
 	fmt.Fprintf(&b, " (%s)", Size(size))
 	if it.Source != "" {
 		b.WriteString(" from ")
-		b.WriteString(clipReason(it.Source))
+		b.WriteString(textclip.Ellipsis(it.Source, maxQuote))
 	}
 	b.WriteString(", because ")
 	b.WriteString(reason)
@@ -257,7 +257,7 @@ func describe(it Item, mime string) string {
 	}
 	name := it.Filename
 	if name != "" {
-		name = clipReason(path.Base(name))
+		name = textclip.Ellipsis(path.Base(name), maxQuote)
 	}
 	switch {
 	case IsImage(mime) || strings.HasPrefix(mime, "image/"):
@@ -279,12 +279,6 @@ func describe(it Item, mime string) string {
 	return mime
 }
 
-// clipReason bounds text quoted into a note (a decoder's error, a
-// source a server named).
-func clipReason(s string) string {
-	const n = 300
-	if len(s) <= n {
-		return s
-	}
-	return textclip.Head(s, n) + "…"
-}
+// maxQuote bounds text quoted into a note (a decoder's error, a source a
+// server named, a file name).
+const maxQuote = 300

@@ -40,3 +40,56 @@ func TestByteCount(t *testing.T) {
 		}
 	}
 }
+
+func TestCutEllipsisRunes(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Cut("short", 5, "…"), "short"},
+		{Cut("abcdef", 5, "…"), "ab…"},
+		{Cut("日本語です", 10, "…"), "日本…"},
+		{Cut("message.", 7, "…."), "mes…."},
+		{Cut("abc", 2, "[cut]"), "[cut]"},
+		{Ellipsis("short", 5), "short"},
+		{Ellipsis("abcdef", 5), "abcde…"},
+		{Ellipsis("日本語", 4), "日…"},
+		{Runes("日本語です", 5), "日本語です"},
+		{Runes("日本語です", 3), "日本…"},
+		{Runes("a\xffbc", 3), "a\ufffd…"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+// Runes is the clip of titles and labels (once tools.Clip, and a copy in
+// web and in computer).
+func TestRunes(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer title", 8, "a longe…"},
+		{"日本語のタイトル", 4, "日本語…"},
+	} {
+		if got := Runes(c.s, c.n); got != c.want {
+			t.Errorf("Runes(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
+
+// A clipped message ends between characters (a chaos report's error
+// cut inside one, and the report's line was not valid UTF-8).
+func TestEllipsisBetweenCharacters(t *testing.T) {
+	for n := 1; n < 12; n++ {
+		got := Ellipsis(strings.Repeat("é", 5)+"x", n)
+		if !utf8.ValidString(got) || len(got) > n+len("…") {
+			t.Errorf("clip at %d: %q", n, got)
+		}
+	}
+	if got := Ellipsis("short", 300); got != "short" {
+		t.Errorf("clip of a short message: %q", got)
+	}
+}
