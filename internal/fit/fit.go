@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -340,7 +339,7 @@ func partNote(notes []string, j int, c protocol.InputContent) string {
 		url, name = c.FileData, c.Filename
 	}
 	mime, b64, _ := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
-	return media.StepNote(media.Item{Filename: name}, mime, base64.StdEncoding.DecodedLen(len(b64)))
+	return textclip.StepNote(name, "", mime, base64.StdEncoding.DecodedLen(len(b64)))
 }
 
 func jsonLen(v any) int {
