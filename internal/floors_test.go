@@ -12,8 +12,8 @@ import (
 // packages on floors below its own. The README's package table shows them.
 var floors = [][]string{
 	{"internal/textclip"},
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn", "internal/jsonw"},
-	{"tool"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn"},
+	{"tool", "internal/wire"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/fit"},
 	{"internal/spans"},

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/agentbull/toolruntime/internal/jsonw"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -48,26 +48,26 @@ func appendCallOutput(b []byte, ev *protocol.CallOutput) ([]byte, bool) {
 		return nil, false
 	}
 	b = slices.Grow(b, 256+len(ev.AgentID)+len(ev.TurnID)+len(ev.CallID)+len(ev.Name)+len(ev.Namespace)+len(ev.Item)+len(ev.Details)+len(ev.Activity))
-	b = jsonw.String(append(b, `{"type":`...), ev.Type)
-	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
-	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
+	b = wire.AppendString(append(b, `{"type":`...), ev.Type)
+	b = wire.AppendString(append(b, `,"agent_id":`...), ev.AgentID)
+	b = wire.AppendString(append(b, `,"turn_id":`...), ev.TurnID)
 	b = strconv.AppendInt(append(b, `,"step":`...), ev.Step, 10)
-	b = jsonw.String(append(b, `,"call_id":`...), ev.CallID)
-	b = jsonw.String(append(b, `,"name":`...), ev.Name)
-	b = jsonw.String(append(b, `,"namespace":`...), ev.Namespace)
-	b = jsonw.String(append(b, `,"status":`...), ev.Status)
+	b = wire.AppendString(append(b, `,"call_id":`...), ev.CallID)
+	b = wire.AppendString(append(b, `,"name":`...), ev.Name)
+	b = wire.AppendString(append(b, `,"namespace":`...), ev.Namespace)
+	b = wire.AppendString(append(b, `,"status":`...), ev.Status)
 	b = append(b, `,"error":`...)
 	if ev.Error == nil {
 		b = append(b, "null"...)
 	} else {
-		b = jsonw.String(append(b, `{"kind":`...), string(ev.Error.Kind))
-		b = append(jsonw.String(append(b, `,"message":`...), ev.Error.Message), '}')
+		b = wire.AppendString(append(b, `{"kind":`...), string(ev.Error.Kind))
+		b = append(wire.AppendString(append(b, `,"message":`...), ev.Error.Message), '}')
 	}
 	var ok bool
-	if b, ok = jsonw.Raw(append(b, `,"item":`...), ev.Item); !ok {
+	if b, ok = wire.AppendRaw(append(b, `,"item":`...), ev.Item); !ok {
 		return nil, false
 	}
-	if b, ok = jsonw.Raw(append(b, `,"details":`...), ev.Details); !ok {
+	if b, ok = wire.AppendRaw(append(b, `,"details":`...), ev.Details); !ok {
 		return nil, false
 	}
 	b = append(b, `,"events":`...)
@@ -76,8 +76,8 @@ func appendCallOutput(b []byte, ev *protocol.CallOutput) ([]byte, bool) {
 	} else {
 		b = append(b, "[]"...)
 	}
-	b = jsonw.Strings(append(b, `,"repairs":`...), ev.Repairs)
-	b = jsonw.String(append(b, `,"activity":`...), ev.Activity)
+	b = wire.AppendStrings(append(b, `,"repairs":`...), ev.Repairs)
+	b = wire.AppendString(append(b, `,"activity":`...), ev.Activity)
 	b = strconv.AppendInt(append(b, `,"duration_ms":`...), ev.DurationMS, 10)
 	return append(b, '}'), true
 }
@@ -91,9 +91,9 @@ func appendStepDone(b []byte, ev *protocol.StepDone) ([]byte, bool) {
 		n += len(it) + 1
 	}
 	b = slices.Grow(b, n)
-	b = jsonw.String(append(b, `{"type":`...), ev.Type)
-	b = jsonw.String(append(b, `,"agent_id":`...), ev.AgentID)
-	b = jsonw.String(append(b, `,"turn_id":`...), ev.TurnID)
+	b = wire.AppendString(append(b, `{"type":`...), ev.Type)
+	b = wire.AppendString(append(b, `,"agent_id":`...), ev.AgentID)
+	b = wire.AppendString(append(b, `,"turn_id":`...), ev.TurnID)
 	b = strconv.AppendInt(append(b, `,"step":`...), ev.Step, 10)
 	b = append(b, `,"items":`...)
 	if ev.Items == nil {
@@ -105,7 +105,7 @@ func appendStepDone(b []byte, ev *protocol.StepDone) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			var ok bool
-			if b, ok = jsonw.Raw(b, it); !ok {
+			if b, ok = wire.AppendRaw(b, it); !ok {
 				return nil, false
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/agentbull/toolruntime/internal/jsonw"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -24,18 +24,18 @@ func (rec *callRecord) encode() ([]byte, error) {
 	}
 	b := make([]byte, 0, len(outcome)+len(rec.Worker)+len(rec.Claim)+len(rec.Digest)+64)
 	b = append(b, `{"state":`...)
-	b = jsonw.String(b, rec.State)
+	b = wire.AppendString(b, rec.State)
 	if rec.Worker != "" {
-		b = jsonw.String(append(b, `,"worker":`...), rec.Worker)
+		b = wire.AppendString(append(b, `,"worker":`...), rec.Worker)
 	}
 	if rec.Claim != "" {
-		b = jsonw.String(append(b, `,"claim":`...), rec.Claim)
+		b = wire.AppendString(append(b, `,"claim":`...), rec.Claim)
 	}
 	if outcome != nil {
 		b = append(append(b, `,"outcome":`...), outcome...)
 	}
 	if rec.Digest != "" {
-		b = jsonw.String(append(b, `,"digest":`...), rec.Digest)
+		b = wire.AppendString(append(b, `,"digest":`...), rec.Digest)
 	}
 	return append(b, '}'), nil
 }
@@ -55,9 +55,9 @@ func appendActivity(b []byte, a protocol.Activity) ([]byte, error) {
 		return append(b, data...), err
 	}
 	b = slices.Grow(b, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
-	b = jsonw.String(append(b, `{"call_id":`...), a.CallID)
-	b = jsonw.String(append(b, `,"name":`...), a.Name)
-	b = jsonw.String(append(b, `,"state":`...), a.State)
-	b = jsonw.String(append(b, `,"label":`...), a.Label)
+	b = wire.AppendString(append(b, `{"call_id":`...), a.CallID)
+	b = wire.AppendString(append(b, `,"name":`...), a.Name)
+	b = wire.AppendString(append(b, `,"state":`...), a.State)
+	b = wire.AppendString(append(b, `,"label":`...), a.Label)
 	return append(b, '}'), nil
 }

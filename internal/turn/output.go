@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -180,7 +180,7 @@ func functionOutput(callID, text string) json.RawMessage {
 // counts first, so that its item is allocated at exactly its size.
 const maxExactText = 512
 
-// jsonStringLen is the size of s as jsonw.String writes it, less the
+// jsonStringLen is the size of s as wire.AppendString writes it, less the
 // quotes.
 func jsonStringLen(s string) int {
 	n := len(s)
@@ -211,8 +211,8 @@ func jsonStringLen(s string) int {
 // appendFunctionOutput is functionOutput appended to b.
 func appendFunctionOutput(b []byte, callID, text string) json.RawMessage {
 	b = append(b, `{"type":"function_call_output","call_id":`...)
-	b = jsonw.String(b, callID)
+	b = wire.AppendString(b, callID)
 	b = append(b, `,"output":`...)
-	b = jsonw.String(b, text)
+	b = wire.AppendString(b, text)
 	return append(b, '}')
 }
