@@ -15,7 +15,6 @@ var floors = [][]string{
 	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn"},
 	{"tool", "internal/wire"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
-	{"internal/fit"},
 	{"internal/spans"},
 	{"internal/turn"},
 	{"internal/bus", "internal/telemetry", "tool/tooltest"},

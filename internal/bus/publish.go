@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/internal/textclip"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -73,27 +73,13 @@ func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 // reconnect may reach a server with another limit.
 func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
 
-// fitterOf is what clips v to a budget, when v is an event that can be
-// clipped.
-func fitterOf(v any) (func(budget int) error, bool) {
-	switch v := v.(type) {
-	case *protocol.CallOutput:
-		return func(budget int) error { return fit.CallOutput(v, budget) }, true
-	case *protocol.StepDone:
-		return func(budget int) error { return fit.StepDone(v, budget) }, true
-	case *protocol.WorkflowEvent:
-		return func(budget int) error { return fit.WorkflowEvent(v, budget) }, true
-	}
-	return nil, false
-}
-
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
 	return p.publishJSON(ctx, subject, msgID, v)
 }
 
 // publishJSON publishes v, clipped to fit the connection's max payload
-// when it can be clipped (fitterOf); an event that still does not fit is
+// when it can be clipped (wire.Fit); an event that still does not fit is
 // refused with an error wrapping protocol.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
@@ -120,11 +106,11 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byt
 	}
 	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
 	if len(data) > budget {
-		fits, ok := fitterOf(v)
+		ok, err := wire.Fit(v, budget)
 		if !ok {
 			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
 		}
-		if err := fits(budget); err != nil {
+		if err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
 		if data, err = marshalEvent(v); err != nil { // rare: a buffer of its own

@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
@@ -43,7 +42,7 @@ func (d *Dispatcher) bound(p *pending) {
 		return
 	}
 	ev := o.event(p.ref())
-	if err := fit.CallOutput(ev, budget); err != nil {
+	if err := wire.FitCallOutput(ev, budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
 	if o.Err != nil && ev.Error.Message != o.Err.Message {
@@ -53,7 +52,7 @@ func (d *Dispatcher) bound(p *pending) {
 	if o.Details != nil {
 		o.Details = ev.Details
 	}
-	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, fit.ToolEvents(ev.Events), ev.Repairs, ev.Activity
+	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, toolEvents(ev.Events), ev.Repairs, ev.Activity
 	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
 		o.MediaNotes = nil // the media are gone: nothing left to note
 	}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -88,8 +87,8 @@ func (o *Outcome) Status() string {
 func (o *Outcome) event(ref CallRef) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
-		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
-		Item: o.Item, Details: fit.Details(o.Details), Events: fit.Events(o.Events), Repairs: o.Repairs,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: CallError(o.Err),
+		Item: o.Item, Details: details(o.Details), Events: events(o.Events), Repairs: o.Repairs,
 		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
 	}
 	if o.Reused {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diag"
 	"github.com/agentbull/toolruntime/internal/category/skills"
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -124,7 +124,7 @@ func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
 		t.Errorf("output not clipped to head, note and tail: %.200q", out)
 	}
 	var d struct {
-		Details fit.DroppedDetails `json:"details"`
+		Details wire.DroppedDetails `json:"details"`
 	}
 	if err := json.Unmarshal(ev.Raw, &d); err != nil || !d.Details.Dropped || d.Details.Bytes < 1<<20 {
 		t.Errorf("details not replaced by a note of their size: %+v (%v)", d.Details, err)

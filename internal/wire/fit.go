@@ -1,4 +1,4 @@
-package fit
+package wire
 
 import (
 	"bytes"
@@ -20,13 +20,13 @@ type DroppedDetails struct {
 	Note    string `json:"note"`
 }
 
-// CallOutput clips ev in place until its JSON encoding is at most budget
+// FitCallOutput clips ev in place until its JSON encoding is at most budget
 // bytes: details over an eighth of the budget are replaced by
 // DroppedDetails, events, repairs and labels are bounded, and the error
 // message and the output text are clipped (textclip.Text), the output
 // keeping the larger part. It returns protocol.ErrTooLarge when even that
 // does not fit.
-func CallOutput(ev *protocol.CallOutput, budget int) error {
+func FitCallOutput(ev *protocol.CallOutput, budget int) error {
 	size := jsonLen(ev)
 	if size <= budget {
 		return nil
@@ -60,9 +60,9 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 		msg = ev.Error.Message
 	}
 	text, fixed, ok := itemText(ev.Item)
-	fixedLen := size - encodedLen(msg)
+	fixedLen := size - textclip.JSONLen(msg)
 	if ok {
-		fixedLen -= encodedLen(text)
+		fixedLen -= textclip.JSONLen(text)
 	}
 	room := budget - fixedLen
 	if room < 0 {
@@ -77,7 +77,7 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 		}
 		// A copy: the error may be shared with the outcome it came from.
 		ev.Error = &protocol.CallError{Kind: ev.Error.Kind, Message: textclip.Text(msg, share)}
-		room -= encodedLen(ev.Error.Message)
+		room -= textclip.JSONLen(ev.Error.Message)
 	}
 	if ok {
 		ev.Item = fixed(textclip.Text(text, room))
@@ -102,12 +102,12 @@ func fitEvents(evs []protocol.PresentationEvent, n int) []protocol.PresentationE
 	return append(out, protocol.PresentationEvent{Type: "clipped", Data: mustJSON(map[string]int{"left_out": len(evs) - keep})})
 }
 
-// StepDone clips the items of ev until its encoding is at most budget bytes,
+// FitStepDone clips the items of ev until its encoding is at most budget bytes,
 // splitting the budget fairly: items smaller than the share are kept
 // whole, larger ones clipped to it (textclip.Text on their output), none
 // dropped. It returns protocol.ErrTooLarge when even items holding nothing but a
 // note do not fit.
-func StepDone(ev *protocol.StepDone, budget int) error {
+func FitStepDone(ev *protocol.StepDone, budget int) error {
 	size := jsonLen(ev)
 	if size <= budget {
 		return nil
@@ -358,8 +358,34 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// encodedLen is the length of s inside a JSON string.
-func encodedLen(s string) int {
-	b, _ := json.Marshal(s)
-	return len(b) - 2
+// FitWorkflowEvent clips ev's texts until its encoding is at most budget
+// bytes (the publisher calls it for an event over the server's max
+// payload): the reason, the instructions and the title. A result is never clipped, as
+// its value is the task's answer; results are bounded when submitted
+// (workflowtask.Config.MaxResultBytes), well below any max payload.
+func FitWorkflowEvent(ev *protocol.WorkflowEvent, budget int) error {
+	ev.Reason = textclip.Reason(ev.Reason)
+	ev.Title = textclip.Text(ev.Title, 1<<10)
+	ev.Instructions = textclip.Text(ev.Instructions, budget/4)
+	if size := jsonLen(ev); size > budget {
+		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", protocol.ErrTooLarge, ev.Type, ev.WorkflowID, size, budget)
+	}
+	return nil
+}
+
+// Fit clips v in place until its encoding is at most budget bytes, when
+// v is an event that can be clipped (a *CallOutput, *StepDone or
+// *WorkflowEvent of protocol): ok is false for any other v, which is
+// left as it is. err wraps protocol.ErrTooLarge when even clipped v does
+// not fit.
+func Fit(v any, budget int) (ok bool, err error) {
+	switch v := v.(type) {
+	case *protocol.CallOutput:
+		return true, FitCallOutput(v, budget)
+	case *protocol.StepDone:
+		return true, FitStepDone(v, budget)
+	case *protocol.WorkflowEvent:
+		return true, FitWorkflowEvent(v, budget)
+	}
+	return false, nil
 }

@@ -1,4 +1,4 @@
-package fit
+package turn
 
 import (
 	"encoding/json"
@@ -7,18 +7,18 @@ import (
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// Error is a tool's error as a call.output carries it; nil stays nil.
-func Error(e *tool.Error) *protocol.CallError {
+// CallError is a tool's error as a call.output carries it; nil stays nil.
+func CallError(e *tool.Error) *protocol.CallError {
 	if e == nil {
 		return nil
 	}
 	return &protocol.CallError{Kind: e.Kind, Message: e.Message}
 }
 
-// Details is a tool's details encoded for a call.output; nil stays nil.
+// details is a tool's details encoded for a call.output; nil stays nil.
 // Details that do not encode (a tool's bug) become an object saying why,
 // so that the call's output is still published.
-func Details(v any) json.RawMessage {
+func details(v any) json.RawMessage {
 	if v == nil {
 		return nil
 	}
@@ -32,22 +32,22 @@ func Details(v any) json.RawMessage {
 	return b
 }
 
-// Events are a tool's presentation events as a call.output carries them;
-// nil stays nil. Data that does not encode is replaced as in Details.
-func Events(evs []tool.PresentationEvent) []protocol.PresentationEvent {
+// events are a tool's presentation events as a call.output carries them;
+// nil stays nil. Data that does not encode is replaced as in details.
+func events(evs []tool.PresentationEvent) []protocol.PresentationEvent {
 	if evs == nil {
 		return nil
 	}
 	out := make([]protocol.PresentationEvent, len(evs))
 	for i, e := range evs {
-		out[i] = protocol.PresentationEvent{Type: e.Type, Data: Details(e.Data)}
+		out[i] = protocol.PresentationEvent{Type: e.Type, Data: details(e.Data)}
 	}
 	return out
 }
 
-// ToolEvents turns events back into the tool's type (for the journal,
-// after CallOutput clipped them); their data stays encoded.
-func ToolEvents(evs []protocol.PresentationEvent) []tool.PresentationEvent {
+// toolEvents turns events back into the tool's type (for the journal,
+// after wire.FitCallOutput clipped them); their data stays encoded.
+func toolEvents(evs []protocol.PresentationEvent) []tool.PresentationEvent {
 	if evs == nil {
 		return nil
 	}
