@@ -1,9 +1,6 @@
 package protocol
 
-import (
-	"errors"
-	"strconv"
-)
+import "strconv"
 
 // Size limits (docs/protocol.md, "Size limits"). Every event the worker
 // publishes must fit the server's max payload, which the connection
@@ -18,18 +15,7 @@ const (
 	// that a server whose limit counts a few bytes differently still
 	// takes the message.
 	Margin = 256
-	// MaxNoteBytes bounds one note of a catalog reply; MaxNotes their
-	// number.
-	MaxNoteBytes = 512
-	MaxNotes     = 50
-	// MaxErrorBytes bounds the description of a micro error reply, which
-	// travels in a header.
-	MaxErrorBytes = 2 << 10
 )
-
-// ErrTooLarge is wrapped by the error of a message that does not fit the
-// server's max payload, even clipped; it is never worth retrying.
-var ErrTooLarge = errors.New("message exceeds the server's max payload")
 
 // EventBudget is the largest body of an event on a connection whose max
 // payload is maxPayload, before the event's exact headers are known.
@@ -38,8 +24,9 @@ func EventBudget(maxPayload int64) int {
 }
 
 // MinStepDoneBytes is the smallest step.done st can have: every output
-// item clipped to a note (see StepDone.Fit). A step whose floor is over
-// the budget cannot be answered and is refused before anything runs.
+// item clipped to a note (the worker's wire.FitStepDone). A step whose
+// floor is over the budget cannot be answered and is refused before
+// anything runs.
 func MinStepDoneBytes(st *Step) int {
 	// The step.done without items, as json.Marshal writes it; counted,
 	// not encoded: this runs for every step.

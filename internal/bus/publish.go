@@ -80,7 +80,7 @@ func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) err
 
 // publishJSON publishes v, clipped to fit the connection's max payload
 // when it can be clipped (wire.Fit); an event that still does not fit is
-// refused with an error wrapping protocol.ErrTooLarge, before it is sent.
+// refused with an error wrapping wire.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
@@ -108,7 +108,7 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byt
 	if len(data) > budget {
 		ok, err := wire.Fit(v, budget)
 		if !ok {
-			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
+			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", wire.ErrTooLarge, subject, len(data), budget)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
@@ -154,12 +154,12 @@ func headerLen(h nats.Header) int {
 }
 
 // TooLarge reports whether err is a publish refused for its size: by the
-// worker before sending (protocol.ErrTooLarge), by the client (max
+// worker before sending (wire.ErrTooLarge), by the client (max
 // payload) or by a stream (max message size). Such a publish fails the
 // same way every time.
 func TooLarge(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, protocol.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
+	return errors.Is(err, wire.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
 		errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTooLarge
 }
 

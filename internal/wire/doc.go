@@ -10,5 +10,7 @@
 // limits"): FitCallOutput and FitStepDone clip media first, then details
 // and events, then texts, and say in the event what they left out;
 // FitWorkflowEvent clips a workflow event's texts; Fit picks the one
-// for an event.
+// for an event. ErrTooLarge is what does not fit even clipped; the
+// worker's own bounds (a catalog reply's notes, a micro error) are
+// here too, beside protocol's budget of an event (EventBudget, Margin).
 package wire

@@ -24,7 +24,7 @@ type DroppedDetails struct {
 // bytes: details over an eighth of the budget are replaced by
 // DroppedDetails, events, repairs and labels are bounded, and the error
 // message and the output text are clipped (textclip.Text), the output
-// keeping the larger part. It returns protocol.ErrTooLarge when even that
+// keeping the larger part. It returns ErrTooLarge when even that
 // does not fit.
 func FitCallOutput(ev *protocol.CallOutput, budget int) error {
 	size := jsonLen(ev)
@@ -66,7 +66,7 @@ func FitCallOutput(ev *protocol.CallOutput, budget int) error {
 	}
 	room := budget - fixedLen
 	if room < 0 {
-		return fmt.Errorf("%w: call.output of %d bytes without its texts, over %d", protocol.ErrTooLarge, fixedLen, budget)
+		return fmt.Errorf("%w: call.output of %d bytes without its texts, over %d", ErrTooLarge, fixedLen, budget)
 	}
 	if ev.Error != nil {
 		// The output text repeats the message for the model; the message
@@ -83,7 +83,7 @@ func FitCallOutput(ev *protocol.CallOutput, budget int) error {
 		ev.Item = fixed(textclip.Text(text, room))
 	}
 	if size = jsonLen(ev); size > budget {
-		return fmt.Errorf("%w: call.output of %d bytes, over %d", protocol.ErrTooLarge, size, budget)
+		return fmt.Errorf("%w: call.output of %d bytes, over %d", ErrTooLarge, size, budget)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ func fitEvents(evs []protocol.PresentationEvent, n int) []protocol.PresentationE
 // FitStepDone clips the items of ev until its encoding is at most budget bytes,
 // splitting the budget fairly: items smaller than the share are kept
 // whole, larger ones clipped to it (textclip.Text on their output), none
-// dropped. It returns protocol.ErrTooLarge when even items holding nothing but a
+// dropped. It returns ErrTooLarge when even items holding nothing but a
 // note do not fit.
 func FitStepDone(ev *protocol.StepDone, budget int) error {
 	size := jsonLen(ev)
@@ -114,7 +114,7 @@ func FitStepDone(ev *protocol.StepDone, budget int) error {
 	}
 	items := ev.Items
 	if len(items) == 0 {
-		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", protocol.ErrTooLarge, size, budget)
+		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", ErrTooLarge, size, budget)
 	}
 	// Media go first, largest first across the step, each replaced by its
 	// note, so that as many as fit stay whole; texts are clipped only
@@ -156,7 +156,7 @@ func FitStepDone(ev *protocol.StepDone, budget int) error {
 		return t
 	}
 	if total(0) > avail {
-		return fmt.Errorf("%w: step.done with %d items needs at least %d bytes, over %d", protocol.ErrTooLarge, len(items), total(0)+budget-avail, budget)
+		return fmt.Errorf("%w: step.done with %d items needs at least %d bytes, over %d", ErrTooLarge, len(items), total(0)+budget-avail, budget)
 	}
 	// The largest level at which everything fits; clipping to it can
 	// land a few bytes over (a character is not cut), which the next
@@ -184,7 +184,7 @@ func FitStepDone(ev *protocol.StepDone, budget int) error {
 		}
 		avail -= size - budget
 	}
-	return fmt.Errorf("%w: step.done of %d bytes, over %d", protocol.ErrTooLarge, size, budget)
+	return fmt.Errorf("%w: step.done of %d bytes, over %d", ErrTooLarge, size, budget)
 }
 
 // itemText reads a function_call_output item: its output text, and a
@@ -368,7 +368,7 @@ func FitWorkflowEvent(ev *protocol.WorkflowEvent, budget int) error {
 	ev.Title = textclip.Text(ev.Title, 1<<10)
 	ev.Instructions = textclip.Text(ev.Instructions, budget/4)
 	if size := jsonLen(ev); size > budget {
-		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", protocol.ErrTooLarge, ev.Type, ev.WorkflowID, size, budget)
+		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", ErrTooLarge, ev.Type, ev.WorkflowID, size, budget)
 	}
 	return nil
 }
@@ -376,7 +376,7 @@ func FitWorkflowEvent(ev *protocol.WorkflowEvent, budget int) error {
 // Fit clips v in place until its encoding is at most budget bytes, when
 // v is an event that can be clipped (a *CallOutput, *StepDone or
 // *WorkflowEvent of protocol): ok is false for any other v, which is
-// left as it is. err wraps protocol.ErrTooLarge when even clipped v does
+// left as it is. err wraps ErrTooLarge when even clipped v does
 // not fit.
 func Fit(v any, budget int) (ok bool, err error) {
 	switch v := v.(type) {

@@ -350,7 +350,7 @@ func TestHugeCatalogReplies(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &reply); err != nil {
 		t.Fatalf("reply %.300s: %v", m.Data, err)
 	}
-	if len(reply.Notes) != protocol.MaxNotes+1 || reply.Notes[protocol.MaxNotes] != fmt.Sprintf("and %d more", n-protocol.MaxNotes) {
+	if len(reply.Notes) != wire.MaxNotes+1 || reply.Notes[wire.MaxNotes] != fmt.Sprintf("and %d more", n-wire.MaxNotes) {
 		t.Errorf("%d notes, last %q", len(reply.Notes), reply.Notes[len(reply.Notes)-1])
 	}
 
@@ -376,7 +376,7 @@ func TestBadCatalogRequestErrorIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no reply: %v", err)
 	}
-	if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || len(desc) > protocol.MaxErrorBytes || !strings.Contains(desc, "agent_id") {
+	if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || len(desc) > wire.MaxErrorBytes || !strings.Contains(desc, "agent_id") {
 		t.Errorf("reply code %q, description of %d bytes: %.200q", code, len(desc), desc)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/wire"
-	"github.com/agentbull/toolruntime/protocol"
 )
 
 // A workflow event over the budget keeps its result and clips its texts;
@@ -30,7 +29,7 @@ func TestEventFit(t *testing.T) {
 		}
 	}
 	big := &Event{Type: EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
-	if err := wire.FitWorkflowEvent(big, budget); !errors.Is(err, protocol.ErrTooLarge) {
+	if err := wire.FitWorkflowEvent(big, budget); !errors.Is(err, wire.ErrTooLarge) {
 		t.Errorf("a result over the budget: %v", err)
 	}
 }
