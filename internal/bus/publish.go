@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/spans"
-	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -51,19 +50,14 @@ func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 }
 
 // Activity publishes a progress event on core NATS; losing one is
-// harmless. A label too large for the connection is clipped.
+// harmless. A label too large for the connection is clipped
+// (wire.AppendActivity).
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 	buf := p.getBuf()
 	defer p.putBuf(buf)
-	data, err := appendActivity((*buf)[:0], a)
+	data, err := wire.AppendActivity((*buf)[:0], a, protocol.EventBudget(p.MaxPayload()))
 	if *buf = data; err != nil {
 		return
-	}
-	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
-		a.Label, a.Name, a.CallID = textclip.Text(a.Label, budget/4), textclip.Text(a.Name, budget/4), textclip.Text(a.CallID, budget/4)
-		if data, err = json.Marshal(a); err != nil || len(data) > budget {
-			return
-		}
 	}
 	_ = p.JS.Conn().Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
 }
@@ -100,7 +94,7 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 // when v can clip itself. The data is written into buf, which the caller
 // takes back once m is published (the client copies what it sends).
 func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byte) error {
-	data, err := appendEvent((*buf)[:0], v)
+	data, err := wire.Append((*buf)[:0], v)
 	if *buf = data; err != nil {
 		return err
 	}
@@ -113,7 +107,7 @@ func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byt
 		if err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
-		if data, err = marshalEvent(v); err != nil { // rare: a buffer of its own
+		if data, err = wire.Marshal(v); err != nil { // rare: a buffer of its own
 			return err
 		}
 		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)

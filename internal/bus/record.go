@@ -1,12 +1,6 @@
 package bus
 
-import (
-	"encoding/json"
-	"slices"
-
-	"github.com/agentbull/toolruntime/internal/wire"
-	"github.com/agentbull/toolruntime/protocol"
-)
+import "github.com/agentbull/toolruntime/internal/wire"
 
 // encode writes rec as json.Marshal does, byte for byte, at about half
 // its cost: json.Marshal validates and compacts again what the outcome's
@@ -37,27 +31,5 @@ func (rec *callRecord) encode() ([]byte, error) {
 	if rec.Digest != "" {
 		b = wire.AppendString(append(b, `,"digest":`...), rec.Digest)
 	}
-	return append(b, '}'), nil
-}
-
-// encodeActivity writes a as json.Marshal does, byte for byte: every
-// call publishes two (started, completed), and json.Marshal's reflection
-// was most of their cost. Progress events go through json.Marshal.
-func encodeActivity(a protocol.Activity) ([]byte, error) { return appendActivity(nil, a) }
-
-// appendActivity appends a to b as encodeActivity writes it.
-func appendActivity(b []byte, a protocol.Activity) ([]byte, error) {
-	if a.Progress != nil {
-		data, err := json.Marshal(a)
-		if b == nil {
-			return data, err
-		}
-		return append(b, data...), err
-	}
-	b = slices.Grow(b, len(a.CallID)+len(a.Name)+len(a.State)+len(a.Label)+48)
-	b = wire.AppendString(append(b, `{"call_id":`...), a.CallID)
-	b = wire.AppendString(append(b, `,"name":`...), a.Name)
-	b = wire.AppendString(append(b, `,"state":`...), a.State)
-	b = wire.AppendString(append(b, `,"label":`...), a.Label)
 	return append(b, '}'), nil
 }

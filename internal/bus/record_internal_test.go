@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -39,26 +40,6 @@ func TestRecordEncodeIsMarshal(t *testing.T) {
 	}
 }
 
-// Activity events too.
-func TestActivityEncodeIsMarshal(t *testing.T) {
-	hostile := []string{"", "c1", "a\"b", "<&>", "\x00", "\u2028", "\xff", "é"}
-	for _, s := range hostile {
-		for _, a := range []protocol.Activity{
-			{CallID: s, Name: s, State: "started", Label: s},
-			{CallID: "c", State: "progress", Label: s, Progress: &protocol.Progress{}},
-		} {
-			want, _ := json.Marshal(a)
-			got, err := encodeActivity(a)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("encodeActivity(%+v) = %s, %v; json.Marshal = %s", a, got, err, want)
-			}
-			if got, err = appendActivity([]byte("pre"), a); err != nil || string(got) != "pre"+string(want) {
-				t.Fatalf("appendActivity(pre, %+v) = %s, %v; json.Marshal = %s", a, got, err, want)
-			}
-		}
-	}
-}
-
 func FuzzRecordEncode(f *testing.F) {
 	f.Add("done", "w1", "claim", "digest", "c1", `{"output":"x"}`)
 	f.Add("", "<&>", "\xff", "\u2028", "", `null`)
@@ -74,8 +55,8 @@ func FuzzRecordEncode(f *testing.F) {
 		}
 		a := protocol.Activity{CallID: callID, Name: worker, State: state, Label: item}
 		want, _ = json.Marshal(a)
-		if got, _ = encodeActivity(a); !bytes.Equal(got, want) {
-			t.Fatalf("encodeActivity = %s; json.Marshal = %s", got, want)
+		if got, _ = wire.Marshal(a); !bytes.Equal(got, want) {
+			t.Fatalf("wire.Marshal(activity) = %s; json.Marshal = %s", got, want)
 		}
 	})
 }
