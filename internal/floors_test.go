@@ -11,11 +11,11 @@ import (
 // floors are the module's layers, lowest first: a package imports only
 // packages on floors below its own. docs/architecture.md shows them.
 var floors = [][]string{
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/textclip", "internal/natsconn", "internal/jsonw", "internal/pause", "internal/traceheader"},
+	{"internal/textclip", "internal/pause", "internal/traceheader"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn"},
 	{"internal/toolhooks"},
-	{"tool"},
+	{"tool", "internal/wire"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
-	{"internal/fit"},
 	{"internal/spans"},
 	{"internal/turn", "internal/bus"},
 	{"internal/fairshare", "internal/turnstate", "internal/catalog", "internal/telemetry", "tool/tooltest"},

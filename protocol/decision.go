@@ -55,7 +55,7 @@ func (a *ApprovalScope) UnmarshalJSON(b []byte) error {
 			return errApprovalType
 		}
 		if s != ApprovalDestructive && s != ApprovalAll {
-			return fmt.Errorf("%w, not %q", errApprovalType, ClipText(s, 64))
+			return fmt.Errorf("%w, not %q", errApprovalType, clipText(s, 64))
 		}
 		*a = ApprovalScope{Level: s}
 		return nil
@@ -69,7 +69,7 @@ func (a *ApprovalScope) UnmarshalJSON(b []byte) error {
 		}
 		for _, n := range names {
 			if !ValidApprovalName(n) {
-				return fmt.Errorf("%w: %q is not one", errApprovalType, ClipText(n, 64))
+				return fmt.Errorf("%w: %q is not one", errApprovalType, clipText(n, 64))
 			}
 		}
 		*a = ApprovalScope{Names: names}
@@ -168,7 +168,7 @@ func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error)
 	case !ValidID(*w.AgentID) || !ValidID(*w.TurnID):
 		return nil, badApproval("agent_id and turn_id must be 1-64 characters of [A-Za-z0-9_-]")
 	case *w.AgentID != agentID || *w.TurnID != turnID:
-		return nil, badApproval("ids %s.%s disagree with subject %q", ClipText(*w.AgentID, 64), ClipText(*w.TurnID, 64), subject)
+		return nil, badApproval("ids %s.%s disagree with subject %q", clipText(*w.AgentID, 64), clipText(*w.TurnID, 64), subject)
 	case w.Decisions == nil:
 		return nil, badApproval("decisions is missing")
 	case len(w.Decisions) == 0:
@@ -183,14 +183,14 @@ func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error)
 		case !ValidCallID(*d.CallID):
 			return nil, badApproval("decisions[%d]: call_id is not 1-256 printable characters", i)
 		case seen[*d.CallID]:
-			return nil, badApproval("decisions[%d]: call %q is decided twice", i, ClipText(*d.CallID, 64))
+			return nil, badApproval("decisions[%d]: call %q is decided twice", i, clipText(*d.CallID, 64))
 		case d.Approved == nil:
 			return nil, badApproval("decisions[%d]: approved (true or false) is missing", i)
 		}
 		seen[*d.CallID] = true
 		a.Decisions[i] = Decision{CallID: *d.CallID, Approved: *d.Approved}
 		if d.Reason != nil {
-			a.Decisions[i].Reason = ClipReason(*d.Reason)
+			a.Decisions[i].Reason = clipReason(*d.Reason)
 		}
 	}
 	return a, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -131,7 +132,7 @@ func FuzzParseApproval(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, d := range a.Decisions {
-			if !protocol.ValidCallID(d.CallID) || seen[d.CallID] || len(d.Reason) > protocol.MaxReasonBytes {
+			if !protocol.ValidCallID(d.CallID) || seen[d.CallID] || len(d.Reason) > textclip.MaxReasonBytes {
 				t.Fatalf("accepted decision %+v", d)
 			}
 			seen[d.CallID] = true

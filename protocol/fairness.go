@@ -76,7 +76,7 @@ func (f *Fairness) UnmarshalJSON(b []byte) error {
 	var out Fairness
 	if w.Key != nil {
 		if !ValidFairKey(*w.Key) {
-			return fmt.Errorf("context.fairness.key %q is not 1-%d characters of [A-Za-z0-9_.:-]", ClipText(*w.Key, MaxFairKey+8), MaxFairKey)
+			return fmt.Errorf("context.fairness.key %q is not 1-%d characters of [A-Za-z0-9_.:-]", clipText(*w.Key, MaxFairKey+8), MaxFairKey)
 		}
 		out.Key = *w.Key
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // MaxRetryDelay is the longest delay before a failed step is delivered
@@ -182,12 +184,12 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		if err := c.Dead.Copy(context.WithoutCancel(ctx), msg, dl.Reason); err != nil {
 			// Not terminated: the step is delivered again and dead-lettered
 			// then, or by the delivery-limit advisory.
-			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", truncate(dl.Reason, 2<<10), "err", err)
+			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", textclip.Head(dl.Reason, 2<<10), "err", err)
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		_ = msg.TermWithReason(truncate(dl.Reason, 200))
-		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", truncate(dl.Reason, 2<<10))
+		_ = msg.TermWithReason(textclip.Head(dl.Reason, 200))
+		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", textclip.Head(dl.Reason, 2<<10))
 	default:
 		delay := retryDelay(c.RetryDelay, attempt)
 		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
@@ -256,13 +258,6 @@ func retryDelay(first time.Duration, attempt uint64) time.Duration {
 		d *= 2
 	}
 	return min(d, MaxRetryDelay)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // subjectTokens splits a subject, for handlers that read ids from it.

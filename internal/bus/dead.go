@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -123,10 +124,7 @@ func HeaderValue(s string, n int) string {
 		}
 		return r
 	}, s)
-	if len(s) > n {
-		s = strings.ToValidUTF8(s[:n-len("…")], "") + "…"
-	}
-	return s
+	return textclip.Cut(s, n, "…")
 }
 
 func (d *DeadLetters) logger() *slog.Logger {

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/spans"
 	"github.com/agentbull/toolruntime/internal/traceheader"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -51,19 +51,14 @@ func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 }
 
 // Activity publishes a progress event on core NATS; losing one is
-// harmless. A label too large for the connection is clipped.
+// harmless. A label too large for the connection is clipped
+// (wire.AppendActivity).
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 	buf := p.getBuf()
 	defer p.putBuf(buf)
-	data, err := appendActivity((*buf)[:0], a)
+	data, err := wire.AppendActivity((*buf)[:0], a, protocol.EventBudget(p.MaxPayload()))
 	if *buf = data; err != nil {
 		return
-	}
-	if budget := protocol.EventBudget(p.MaxPayload()); len(data) > budget {
-		a.Label, a.Name, a.CallID = protocol.ClipText(a.Label, budget/4), protocol.ClipText(a.Name, budget/4), protocol.ClipText(a.CallID, budget/4)
-		if data, err = json.Marshal(a); err != nil || len(data) > budget {
-			return
-		}
 	}
 	_ = p.JS.Conn().Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
 }
@@ -73,28 +68,14 @@ func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
 // reconnect may reach a server with another limit.
 func (p *Publisher) MaxPayload() int64 { return p.JS.Conn().MaxPayload() }
 
-// fitterOf is what clips v to a budget, when v is an event that can be
-// clipped.
-func fitterOf(v any) (func(budget int) error, bool) {
-	switch v := v.(type) {
-	case *protocol.CallOutput:
-		return func(budget int) error { return fit.CallOutput(v, budget) }, true
-	case *protocol.StepDone:
-		return func(budget int) error { return fit.StepDone(v, budget) }, true
-	case *protocol.WorkflowEvent:
-		return func(budget int) error { return fit.WorkflowEvent(v, budget) }, true
-	}
-	return nil, false
-}
-
 // Event publishes any JSON event to a stream subject with a message id.
 func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) error {
 	return p.publishJSON(ctx, subject, msgID, v)
 }
 
 // publishJSON publishes v, clipped to fit the connection's max payload
-// when it can be clipped (fitterOf); an event that still does not fit is
-// refused with an error wrapping protocol.ErrTooLarge, before it is sent.
+// when it can be clipped (wire.Fit); an event that still does not fit is
+// refused with an error wrapping wire.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
 	m := nats.NewMsg(subject)
 	m.Header.Set(jetstream.MsgIDHeader, msgID)
@@ -114,20 +95,20 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 // when v can clip itself. The data is written into buf, which the caller
 // takes back once m is published (the client copies what it sends).
 func (p *Publisher) encode(m *nats.Msg, subject, msgID string, v any, buf *[]byte) error {
-	data, err := appendEvent((*buf)[:0], v)
+	data, err := wire.Append((*buf)[:0], v)
 	if *buf = data; err != nil {
 		return err
 	}
 	budget := int(p.MaxPayload()) - headerLen(m.Header) - protocol.Margin
 	if len(data) > budget {
-		fits, ok := fitterOf(v)
+		ok, err := wire.Fit(v, budget)
 		if !ok {
-			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", protocol.ErrTooLarge, subject, len(data), budget)
+			return fmt.Errorf("%w: %s is %d bytes, over the %d byte budget", wire.ErrTooLarge, subject, len(data), budget)
 		}
-		if err := fits(budget); err != nil {
+		if err != nil {
 			return fmt.Errorf("%s: %w", subject, err)
 		}
-		if data, err = marshalEvent(v); err != nil { // rare: a buffer of its own
+		if data, err = wire.Marshal(v); err != nil { // rare: a buffer of its own
 			return err
 		}
 		p.logger().Warn("event clipped to fit the server's max payload", "subject", subject, "msg_id", msgID, "bytes", len(data), "budget", budget)
@@ -168,12 +149,12 @@ func headerLen(h nats.Header) int {
 }
 
 // TooLarge reports whether err is a publish refused for its size: by the
-// worker before sending (protocol.ErrTooLarge), by the client (max
+// worker before sending (wire.ErrTooLarge), by the client (max
 // payload) or by a stream (max message size). Such a publish fails the
 // same way every time.
 func TooLarge(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, protocol.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
+	return errors.Is(err, wire.ErrTooLarge) || errors.Is(err, nats.ErrMaxPayload) ||
 		errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMessageTooLarge
 }
 

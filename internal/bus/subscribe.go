@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -32,7 +33,7 @@ func SubscribeCancels(nc *nats.Conn, fn CancelFunc) (*nats.Subscription, error) 
 		_ = json.Unmarshal(m.Data, &c) // the body is optional
 		// The reason is stored and quoted into the output of every call
 		// the cancel reaches: it is bounded here, once.
-		fn(t[2], t[3], protocol.ClipReason(c.Reason))
+		fn(t[2], t[3], textclip.Reason(c.Reason))
 	})
 	if err != nil {
 		return nil, err

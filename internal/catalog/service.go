@@ -15,7 +15,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/traceheader"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -128,7 +130,7 @@ func Serve(nc *nats.Conn, info Info, catalog Func, log *slog.Logger) (*Service, 
 			respondError(r, log, "500", "building the catalog failed: "+err.Error())
 			return
 		}
-		reply.Notes = protocol.ClipList(reply.Notes, protocol.MaxNotes, protocol.MaxNoteBytes)
+		reply.Notes = textclip.List(reply.Notes, wire.MaxNotes, wire.MaxNoteBytes)
 		data, err := json.Marshal(reply)
 		if err != nil {
 			respondError(r, log, "500", "encoding the catalog failed: "+err.Error())
@@ -199,7 +201,7 @@ func (d detachedRequest) Error(code, description string, data []byte, _ ...micro
 // respondError sends a micro error reply, its description (a header)
 // on one line and bounded, and logs a reply that could not be sent.
 func respondError(r errorResponder, log *slog.Logger, code, description string) {
-	if err := r.Error(code, bus.HeaderValue(description, protocol.MaxErrorBytes), nil); err != nil {
+	if err := r.Error(code, bus.HeaderValue(description, wire.MaxErrorBytes), nil); err != nil {
 		log.Error("sending an error reply failed", "code", code, "err", err)
 	}
 }

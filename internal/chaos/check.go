@@ -181,7 +181,7 @@ func check(ev *evidence, r *Report) {
 					r.CallErrors = map[string]int{}
 				}
 				r.CallErrors[c.Name+":"+o.Error.Kind]++
-				what := fmt.Sprintf("%s %s/%s: %s: %s", c.Name, key, c.ID, o.Error.Kind, clip(o.Error.Message, 300))
+				what := fmt.Sprintf("%s %s/%s: %s: %s", c.Name, key, c.ID, o.Error.Kind, textclip.Ellipsis(o.Error.Message, 300))
 				if failedWrite(c.Name, o.Error.Kind) {
 					r.WorkflowWritesFailed++
 					example("failed workflow writes", "%s", what)
@@ -307,15 +307,6 @@ func failedWrite(tool, kind string) bool {
 		return kind == "internal"
 	}
 	return false
-}
-
-// clip shortens s to at most n bytes, between characters, ending a
-// shortened one with "…".
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return textclip.Head(s, n) + "…"
 }
 
 func sameJSON(a, b json.RawMessage) bool {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/protocol"
@@ -225,19 +224,5 @@ func TestParseFaults(t *testing.T) {
 	}
 	if _, err := ParseFaults("calls-leader,meteor"); err == nil {
 		t.Fatal("an unknown kind was accepted")
-	}
-}
-
-// A report's clipped error message ends between characters: it cut
-// inside one before, and the report's line was not valid UTF-8.
-func TestClipBetweenCharacters(t *testing.T) {
-	for n := 1; n < 12; n++ {
-		got := clip(strings.Repeat("é", 5)+"x", n)
-		if !utf8.ValidString(got) || len(got) > n+len("…") {
-			t.Errorf("clip at %d: %q", n, got)
-		}
-	}
-	if got := clip("short", 300); got != "short" {
-		t.Errorf("clip of a short message: %q", got)
 	}
 }

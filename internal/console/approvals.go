@@ -127,7 +127,7 @@ func foldLines(text string) []argLine {
 	var out []argLine
 	for _, l := range strings.Split(text, "\n") {
 		if len(l) > foldAt {
-			out = append(out, argLine{Text: l, Head: textclip.Head(l, foldAt) + "…", Long: true})
+			out = append(out, argLine{Text: l, Head: textclip.Ellipsis(l, foldAt), Long: true})
 			continue
 		}
 		out = append(out, argLine{Text: l})

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/internal/turnstate"
 	"github.com/agentbull/toolruntime/protocol"
@@ -46,7 +47,7 @@ func (w *Worker) handleApproval(ctx context.Context, msg jetstream.Msg) error {
 	case len(t) == 5 && msg.Subject() == protocol.Subject(protocol.PrefixApprovalCancel, t[3], t[4]):
 		var c protocol.Cancel
 		_ = json.Unmarshal(msg.Data(), &c)
-		return w.onTurnCancel(ctx, t[3], t[4], protocol.ClipReason(c.Reason), seq)
+		return w.onTurnCancel(ctx, t[3], t[4], textclip.Reason(c.Reason), seq)
 	}
 	return &bus.DeadLetter{Reason: fmt.Sprintf("%v: subject %q is not %s.<agent_id>.<turn_id>", protocol.ErrBadApproval, msg.Subject(), protocol.PrefixApproval)}
 }

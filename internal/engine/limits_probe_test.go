@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -306,7 +307,7 @@ func TestProbeCatalogWithAGiantContext(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &reply); err != nil || !strings.Contains(string(reply.Tools), `"ping"`) {
 		t.Fatalf("reply %.300s: %v", m.Data, err)
 	}
-	if len(reply.Notes) > protocol.MaxNotes+1 {
+	if len(reply.Notes) > wire.MaxNotes+1 {
 		t.Errorf("%d notes", len(reply.Notes))
 	}
 	// The same context in a step: the step runs.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/category/skills"
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -124,7 +124,7 @@ func TestHugeOutputAndDetailsAreClipped(t *testing.T) {
 		t.Errorf("output not clipped to head, note and tail: %.200q", out)
 	}
 	var d struct {
-		Details fit.DroppedDetails `json:"details"`
+		Details wire.DroppedDetails `json:"details"`
 	}
 	if err := json.Unmarshal(ev.Raw, &d); err != nil || !d.Details.Dropped || d.Details.Bytes < 1<<20 {
 		t.Errorf("details not replaced by a note of their size: %+v (%v)", d.Details, err)
@@ -350,7 +350,7 @@ func TestHugeCatalogReplies(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &reply); err != nil {
 		t.Fatalf("reply %.300s: %v", m.Data, err)
 	}
-	if len(reply.Notes) != protocol.MaxNotes+1 || reply.Notes[protocol.MaxNotes] != fmt.Sprintf("and %d more", n-protocol.MaxNotes) {
+	if len(reply.Notes) != wire.MaxNotes+1 || reply.Notes[wire.MaxNotes] != fmt.Sprintf("and %d more", n-wire.MaxNotes) {
 		t.Errorf("%d notes, last %q", len(reply.Notes), reply.Notes[len(reply.Notes)-1])
 	}
 
@@ -376,7 +376,7 @@ func TestBadCatalogRequestErrorIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no reply: %v", err)
 	}
-	if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || len(desc) > protocol.MaxErrorBytes || !strings.Contains(desc, "agent_id") {
+	if code, desc := m.Header.Get(micro.ErrorCodeHeader), m.Header.Get(micro.ErrorHeader); code != "400" || len(desc) > wire.MaxErrorBytes || !strings.Contains(desc, "agent_id") {
 		t.Errorf("reply code %q, description of %d bytes: %.200q", code, len(desc), desc)
 	}
 }

@@ -164,9 +164,9 @@ func fitOne(ctx context.Context, it Item, share, budget int, opts Options) Part 
 			name = DefaultFilename
 		}
 		if n := DataURLLen(PDF, len(it.Data)); n > share {
-			return noteFor(it, PDF, len(it.Data), fmt.Sprintf("it does not fit the %s of media one output may hold", Size(budget)))
+			return noteFor(it, PDF, len(it.Data), fmt.Sprintf("it does not fit the %s of media one output may hold", textclip.Size(budget)))
 		}
-		return Part{Kind: File, URL: DataURL(PDF, it.Data), Filename: name, Note: StepNote(it, PDF, len(it.Data))}
+		return Part{Kind: File, URL: DataURL(PDF, it.Data), Filename: name, Note: textclip.StepNote(it.Filename, it.Source, PDF, len(it.Data))}
 	case strings.HasPrefix(declared, "image/"):
 		return noteFor(it, declared, len(it.Data), "its bytes are not a PNG, JPEG, GIF or WebP image")
 	case declared == PDF:
@@ -198,12 +198,12 @@ func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts
 	case errors.Is(err, ErrTooManyScans):
 		return noteFor(it, mime, len(it.Data), fmt.Sprintf("it is a JPEG of more than %d scans, too costly to decode", MaxScans))
 	case err != nil:
-		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+clipReason(err.Error())+")")
+		return noteFor(it, mime, len(it.Data), "it does not decode as an image ("+textclip.Quote(err.Error())+")")
 	}
 	// A GIF is sent as a PNG of its first frame: the model takes still
 	// images only.
 	if mime != GIF && DataURLLen(mime, len(data)) <= share {
-		return Part{Kind: Image, URL: DataURL(mime, data), Note: StepNote(it, mime, len(data))}
+		return Part{Kind: Image, URL: DataURL(mime, data), Note: textclip.StepNote(it.Filename, it.Source, mime, len(data))}
 	}
 	o := 1
 	if mime == JPEG {
@@ -214,77 +214,12 @@ func fitImage(ctx context.Context, it Item, mime string, share, budget int, opts
 		return noteFor(it, mime, len(it.Data), stoppedReason)
 	}
 	if err != nil {
-		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, Size(budget)))
+		return noteFor(it, mime, len(it.Data), fmt.Sprintf("even scaled down from %d×%d pixels it does not fit the %s of media one output may hold", info.Width, info.Height, textclip.Size(budget)))
 	}
-	return Part{Kind: Image, URL: DataURL(out, data), Note: StepNote(it, out, len(data))}
+	return Part{Kind: Image, URL: DataURL(out, data), Note: textclip.StepNote(it.Filename, it.Source, out, len(data))}
 }
 
 // noteFor is the Text part that stands for it, left out for reason.
 func noteFor(it Item, mime string, size int, reason string) Part {
-	return Part{Kind: Text, Text: Note(it, mime, size, reason)}
-}
-
-// Note is the text that says an item was left out: what it was, where
-// it is, and why. It is the only wording of left-out media, so that a
-// model (and a test) meets one form.
-func Note(it Item, mime string, size int, reason string) string {
-	var b strings.Builder
-	b.WriteString("[left out: ")
-	b.WriteString(describe(it, mime))
-	fmt.Fprintf(&b, " (%s)", Size(size))
-	if it.Source != "" {
-		b.WriteString(" from ")
-		b.WriteString(clipReason(it.Source))
-	}
-	b.WriteString(", because ")
-	b.WriteString(reason)
-	b.WriteString("]")
-	return b.String()
-}
-
-// StepNote is the note of an item that was fitted but left out later,
-// because the outputs of its step (in step.done, or its own call.output)
-// were over the size limit of one event.
-func StepNote(it Item, mime string, size int) string {
-	return Note(it, mime, size, "the step's outputs were over the size limit of one event")
-}
-
-// describe names an item for a note: "a image/png image", "the
-// application/pdf file report.pdf", "audio/wav content".
-func describe(it Item, mime string) string {
-	if mime == "" {
-		mime = "content of unknown type"
-	}
-	name := it.Filename
-	if name != "" {
-		name = clipReason(path.Base(name))
-	}
-	switch {
-	case IsImage(mime) || strings.HasPrefix(mime, "image/"):
-		if name != "" {
-			return "the " + mime + " image " + name
-		}
-		return "an " + mime + " image"
-	case mime == PDF:
-		if name != "" {
-			return "the PDF file " + name
-		}
-		return "a PDF file"
-	case strings.Contains(mime, "/"):
-		if name != "" {
-			return "the " + mime + " file " + name
-		}
-		return mime + " content"
-	}
-	return mime
-}
-
-// clipReason bounds text quoted into a note (a decoder's error, a
-// source a server named).
-func clipReason(s string) string {
-	const n = 300
-	if len(s) <= n {
-		return s
-	}
-	return textclip.Head(s, n) + "…"
+	return Part{Kind: Text, Text: textclip.MediumNote(it.Filename, it.Source, mime, size, reason)}
 }

@@ -3,7 +3,6 @@ package media
 import (
 	"bytes"
 	"encoding/base64"
-	"fmt"
 	"strings"
 )
 
@@ -57,17 +56,4 @@ func DataURL(mime string, data []byte) string {
 // also its length inside a JSON string: base64 needs no escaping.
 func DataURLLen(mime string, n int) int {
 	return len("data:") + len(mime) + len(";base64,") + base64.StdEncoding.EncodedLen(n)
-}
-
-// Size writes a byte count the way people read it: "512 bytes", "12 KiB",
-// "3.4 MiB".
-func Size(n int) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%d KiB", (n+1<<9)>>10)
-	default:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
 }

@@ -345,21 +345,6 @@ func TestFitTinyBudget(t *testing.T) {
 	}
 }
 
-func TestNoteClipsWhatItQuotes(t *testing.T) {
-	n := Note(Item{Source: strings.Repeat("s", 5000), Filename: strings.Repeat("f", 5000)}, PDF, 10, "r")
-	if len(n) > 800 {
-		t.Errorf("a note quoting a long source is %d bytes", len(n))
-	}
-}
-
-func TestSize(t *testing.T) {
-	for n, want := range map[int]string{0: "0 bytes", 1023: "1023 bytes", 1024: "1 KiB", 12 << 10: "12 KiB", 1<<20 + 1<<19: "1.5 MiB"} {
-		if got := Size(n); got != want {
-			t.Errorf("Size(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // withBadChunk inserts, after IHDR, a chunk of type typ whose checksum is
 // wrong.
 func withBadChunk(t testing.TB, data []byte, typ string) []byte {

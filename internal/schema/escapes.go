@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays accepted in a
@@ -60,35 +62,6 @@ func readsAsChar(esc string, r rune, langs string) string {
 		esc, langs, esc, strconv.Quote(esc[1:]), ch)
 }
 
-// clipPointer bounds a JSON pointer for a message: its first and last
-// segments are kept around an ellipsis.
-func clipPointer(p string) string {
-	if len(p) <= MaxPointerBytes {
-		return p
-	}
-	head, tail := MaxPointerBytes/2, MaxPointerBytes/2-len("/…")
-	lo, hi := head, len(p)-tail
-	for lo > 0 && !utf8.RuneStart(p[lo]) {
-		lo--
-	}
-	for hi < len(p) && !utf8.RuneStart(p[hi]) {
-		hi++
-	}
-	return p[:lo] + "/…" + p[hi:]
-}
-
-// clipMessage bounds a refusal's sentence, which still ends with a period.
-func clipMessage(m string) string {
-	if len(m) <= MaxMessageBytes {
-		return m
-	}
-	n := MaxMessageBytes - len("….")
-	for n > 0 && !utf8.RuneStart(m[n]) {
-		n--
-	}
-	return m[:n] + "…."
-}
-
 // depthOver reports whether v nests objects and arrays deeper than limit.
 func depthOver(v any, limit int) bool {
 	if limit < 0 {
@@ -131,15 +104,11 @@ func underflows(lit string) bool {
 	return false
 }
 
-// clipNumber bounds a number literal quoted in a message.
-func clipNumber(lit string) string {
-	if len(lit) > 40 {
-		return lit[:20] + "…" + lit[len(lit)-12:]
-	}
-	return lit
-}
-
-// tooSmall is the refusal of a number that underflows.
+// tooSmall is the refusal of a number that underflows. A long literal
+// is quoted by its first 20 and last 12 bytes (it is ASCII).
 func tooSmall(lit string) string {
-	return "the number " + clipNumber(lit) + " is not 0 but too small for a float64, which reads it as 0 (as most JSON readers do); send 0 if 0 is meant"
+	if len(lit) > 40 {
+		lit = textclip.Head(lit, 20) + "…" + textclip.Tail(lit, 12)
+	}
+	return "the number " + lit + " is not 0 but too small for a float64, which reads it as 0 (as most JSON readers do); send 0 if 0 is meant"
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
 // RungClass says whether a rung can change what the arguments mean.
@@ -626,13 +628,16 @@ func unopenedCloser(s string) bool {
 // refusal turns a reader error into the sentence the model reads.
 func refusal(s string, e *readError) *SyntaxError {
 	se := refusalText(s, e)
-	se.msg = clipMessage(se.msg)
+	se.msg = textclip.Cut(se.msg, MaxMessageBytes, "….") // still a sentence
 	return se
 }
 
 func refusalText(s string, e *readError) *SyntaxError {
 	where, in := "", ""
-	ptr := clipPointer(e.ptr)
+	ptr := e.ptr
+	if len(ptr) > MaxPointerBytes { // its first and last segments kept
+		ptr = textclip.Head(ptr, MaxPointerBytes/2) + "/…" + textclip.Tail(ptr, MaxPointerBytes/2-len("/…"))
+	}
 	if ptr != "" {
 		where, in = " at "+ptr, "in "+ptr+", "
 	}

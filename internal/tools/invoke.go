@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbull/toolruntime/internal/schema"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/toolhooks"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -193,7 +194,7 @@ func WriteViolations(b *strings.Builder, vs []schema.Violation) {
 		if ptr == "" {
 			ptr = "/"
 		}
-		b.WriteString(Clip("- "+ptr+": "+v.Message, maxViolationBytes))
+		b.WriteString(textclip.Runes("- "+ptr+": "+v.Message, maxViolationBytes))
 		b.WriteByte('\n')
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -212,7 +213,7 @@ func (p *PendingStep) Decide(a *protocol.Approval) error {
 			continue
 		}
 		if !decided[c.CallID] {
-			missing = append(missing, fmt.Sprintf("%q", protocol.ClipText(c.CallID, 64)))
+			missing = append(missing, fmt.Sprintf("%q", textclip.Text(c.CallID, 64)))
 		}
 		delete(decided, c.CallID)
 	}
@@ -221,7 +222,7 @@ func (p *PendingStep) Decide(a *protocol.Approval) error {
 	}
 	for _, d := range a.Decisions {
 		if decided[d.CallID] {
-			return fmt.Errorf("%w: call %q is not pending approval in step %d", ErrApproval, protocol.ClipText(d.CallID, 64), p.Step)
+			return fmt.Errorf("%w: call %q is not pending approval in step %d", ErrApproval, textclip.Text(d.CallID, 64), p.Step)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/schema"
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -557,7 +558,7 @@ func displayName(c protocol.CallItem) string {
 	if c.Namespace != "" {
 		name = c.Namespace + "." + c.Name
 	}
-	return protocol.ClipText(name, maxNameQuote)
+	return textclip.Text(name, maxNameQuote)
 }
 
 // maxNameQuote bounds a tool name quoted into a message or a span name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -173,7 +174,7 @@ func (d *Dispatcher) checkReuse(ctx context.Context, ps []*pending) {
 func reusedOutcome(c protocol.CallItem, step int64) *Outcome {
 	o := errorOutcome(c, tool.Errorf(tool.InvalidArguments,
 		"Not run: the call id %q was already used in step %d of this turn for a different call (another tool or other arguments), and a call id names one call. Call again with a new call id.",
-		protocol.ClipText(c.CallID, 300), step))
+		textclip.Text(c.CallID, 300), step))
 	o.Reused = true
 	return o
 }

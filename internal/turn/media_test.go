@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/fit"
 	goldenfile "github.com/agentbull/toolruntime/internal/golden"
 	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -137,7 +137,7 @@ func TestStepDoneWithMediaFits(t *testing.T) {
 	if len(before) <= maxEvent {
 		t.Fatalf("the step.done is only %d bytes: the test does not test", len(before))
 	}
-	if err := fit.StepDone(done, maxEvent); err != nil {
+	if err := wire.FitStepDone(done, maxEvent); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := json.Marshal(done)

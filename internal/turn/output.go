@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/jsonw"
 	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -43,7 +41,7 @@ func (d *Dispatcher) bound(p *pending) {
 		return
 	}
 	ev := o.event(p.ref())
-	if err := fit.CallOutput(ev, budget); err != nil {
+	if err := wire.FitCallOutput(ev, budget); err != nil {
 		d.logger().Warn("a call's outcome does not fit one event even clipped", "call_id", o.CallID, "err", err)
 	}
 	if o.Err != nil && ev.Error.Message != o.Err.Message {
@@ -96,13 +94,13 @@ func errorOutcome(c protocol.CallItem, e *tool.Error) *Outcome {
 	if c.Type == protocol.ItemToolSearchCall {
 		o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: []json.RawMessage{}})
 	} else {
-		o.Item = functionOutput(c.CallID, tools.FailureText(e, ""))
+		o.Item = wire.FunctionOutput(c.CallID, tools.FailureText(e, ""))
 	}
 	return o
 }
 
 // outputItem builds the function_call_output of a call that ran, the one
-// place that does: text alone is a string (functionOutput); with media it
+// place that does: text alone is a string (wire.FunctionOutput); with media it
 // is an array of the text, then each medium fitted to the media budget
 // (an input_image, an input_file, or the input_text note that replaced
 // it), with the notes that would replace them later. Media that all came
@@ -111,7 +109,7 @@ func errorOutcome(c protocol.CallItem, e *tool.Error) *Outcome {
 // turn's step does not wait for images to be decoded.
 func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []tool.Media) (json.RawMessage, []string) {
 	if len(ms) == 0 {
-		return functionOutput(callID, text), nil
+		return wire.FunctionOutput(callID, text), nil
 	}
 	items := make([]media.Item, len(ms))
 	for i, m := range ms {
@@ -138,7 +136,7 @@ func (d *Dispatcher) outputItem(ctx context.Context, callID, text string, ms []t
 		fo.Content, notes = append(fo.Content, c), append(notes, p.Note)
 	}
 	if !kept {
-		return functionOutput(callID, strings.Join(texts, "\n")), nil
+		return wire.FunctionOutput(callID, strings.Join(texts, "\n")), nil
 	}
 	return mustJSON(fo), notes
 }
@@ -152,59 +150,4 @@ func (d *Dispatcher) mediaBudget() int {
 		b = min(b, d.MaxEventBytes/2)
 	}
 	return b
-}
-
-// functionOutput is protocol.FunctionCallOutput marshalled by hand: it is
-// built for every call, and the encoder's reflection was a visible part of
-// the dispatch cost. TestFunctionOutputMatchesEncoder holds it to
-// encoding/json's bytes.
-func functionOutput(callID, text string) json.RawMessage {
-	size := len(`{"type":"function_call_output","call_id":"","output":""}`) + jsonStringLen(callID) // ids are short
-	if len(text) <= maxExactText {
-		size += jsonStringLen(text) // exactly the item's size: the common short output
-	} else {
-		size += len(text) + 8 // a few escapes without growing
-	}
-	return appendFunctionOutput(make([]byte, 0, size), callID, text)
-}
-
-// maxExactText bounds the output text whose encoded size functionOutput
-// counts first, so that its item is allocated at exactly its size.
-const maxExactText = 512
-
-// jsonStringLen is the size of s as jsonw.String writes it, less the
-// quotes.
-func jsonStringLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				n++
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 5
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 5 // \ufffd for one byte
-		case r == '\u2028' || r == '\u2029':
-			n += 6 - size
-		}
-		i += size
-	}
-	return n
-}
-
-// appendFunctionOutput is functionOutput appended to b.
-func appendFunctionOutput(b []byte, callID, text string) json.RawMessage {
-	b = append(b, `{"type":"function_call_output","call_id":`...)
-	b = jsonw.String(b, callID)
-	b = append(b, `,"output":`...)
-	b = jsonw.String(b, text)
-	return append(b, '}')
 }

@@ -174,9 +174,5 @@ func progressLabel(text, started string) string {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	if len(text) <= MaxProgressLabel {
-		return text
-	}
-	const ellipsis = "…"
-	return textclip.Head(text, MaxProgressLabel-len(ellipsis)) + ellipsis
+	return textclip.Cut(text, MaxProgressLabel, "…")
 }

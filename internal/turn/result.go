@@ -5,8 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentbull/toolruntime/internal/fit"
-	"github.com/agentbull/toolruntime/internal/jsonw"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -89,8 +88,8 @@ func (o *Outcome) Status() string {
 func (o *Outcome) event(ref JournalRef) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
-		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: fit.Error(o.Err),
-		Item: o.Item, Details: fit.Details(o.Details), Events: o.Events, Repairs: o.Repairs,
+		CallID: o.CallID, Name: o.Name, Namespace: o.Namespace, Status: o.Status(), Error: CallError(o.Err),
+		Item: o.Item, Details: details(o.Details), Events: o.Events, Repairs: o.Repairs,
 		Activity: o.Activity, DurationMS: o.Duration.Milliseconds(), MediaNotes: o.MediaNotes,
 	}
 	if o.Reused {
@@ -169,18 +168,18 @@ func (o *Outcome) append() ([]byte, bool) {
 		return nil, false
 	}
 	b := make([]byte, 0, 96+len(o.CallID)+len(o.Name)+len(o.Namespace)+len(o.Item)+len(o.Activity))
-	b = jsonw.String(append(b, `{"call_id":`...), o.CallID)
-	b = jsonw.String(append(b, `,"name":`...), o.Name)
-	b = jsonw.String(append(b, `,"namespace":`...), o.Namespace)
+	b = wire.AppendString(append(b, `{"call_id":`...), o.CallID)
+	b = wire.AppendString(append(b, `,"name":`...), o.Name)
+	b = wire.AppendString(append(b, `,"namespace":`...), o.Namespace)
 	var ok bool
-	if b, ok = jsonw.Raw(append(b, `,"item":`...), o.Item); !ok {
+	if b, ok = wire.AppendRaw(append(b, `,"item":`...), o.Item); !ok {
 		return nil, false
 	}
 	if len(o.Repairs) > 0 {
-		b = jsonw.Strings(append(b, `,"repairs":`...), o.Repairs)
+		b = wire.AppendStrings(append(b, `,"repairs":`...), o.Repairs)
 	}
 	if o.Activity != "" {
-		b = jsonw.String(append(b, `,"activity":`...), o.Activity)
+		b = wire.AppendString(append(b, `,"activity":`...), o.Activity)
 	}
 	if o.EndTurn {
 		b = append(b, `,"end_turn":true`...)
@@ -189,10 +188,10 @@ func (o *Outcome) append() ([]byte, bool) {
 		b = append(b, `,"complete_actor_event":true`...)
 	}
 	if len(o.Loaded) > 0 {
-		b = jsonw.Strings(append(b, `,"loaded":`...), o.Loaded)
+		b = wire.AppendStrings(append(b, `,"loaded":`...), o.Loaded)
 	}
 	if len(o.MediaNotes) > 0 {
-		b = jsonw.Strings(append(b, `,"media_notes":`...), o.MediaNotes)
+		b = wire.AppendStrings(append(b, `,"media_notes":`...), o.MediaNotes)
 	}
 	b = strconv.AppendInt(append(b, `,"duration_ms":`...), o.Duration.Milliseconds(), 10)
 	return append(b, '}'), true

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -327,5 +328,5 @@ func cancelCause(reason string) error {
 	if reason == "" {
 		return ErrCancelled
 	}
-	return fmt.Errorf("%w (%s)", ErrCancelled, protocol.ClipReason(reason))
+	return fmt.Errorf("%w (%s)", ErrCancelled, textclip.Reason(reason))
 }

@@ -234,8 +234,5 @@ func sibilant(stem string) bool {
 }
 
 func quoteLabel(s string) string {
-	if len(s) > 60 {
-		s = textclip.Head(s, 60) + "…"
-	}
-	return "“" + s + "”"
+	return "“" + textclip.Ellipsis(s, 60) + "”"
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -64,14 +65,14 @@ func (s *Store) Hold(ctx context.Context, p *turn.PendingStep) (*turn.PendingSte
 
 // verdictRoom bounds what deciding p adds to its record: the verdict with
 // the longest reason kept, and a decision per held call with its id and
-// the longest reason kept (protocol.ClipReason bounds both encoded).
+// the longest reason kept (textclip.Reason bounds both encoded).
 func verdictRoom(p *turn.PendingStep) int {
 	const decisionFrame = len(`{"call_id":"","approved":false,"reason":""},`)
-	n := len(`,"verdict":{"by":"timeout","seq":18446744073709551615,"decisions":[],"reason":""}`) + protocol.MaxReasonBytes
+	n := len(`,"verdict":{"by":"timeout","seq":18446744073709551615,"decisions":[],"reason":""}`) + textclip.MaxReasonBytes
 	for _, c := range p.Calls {
 		if c.Approval != "" {
 			id, _ := json.Marshal(c.CallID)
-			n += decisionFrame + len(id) + protocol.MaxReasonBytes
+			n += decisionFrame + len(id) + textclip.MaxReasonBytes
 		}
 	}
 	return n
@@ -106,7 +107,7 @@ func (s *Store) Announce(ctx context.Context, p *turn.PendingStep) error {
 		return nil
 	}
 	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, p.AgentID, p.TurnID),
-		protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
+		protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".cancel", protocol.Cancel{Reason: textclip.Reason(reason)})
 }
 
 // PendingStep reads a pending step's record and its revision; nil when
@@ -177,5 +178,5 @@ func (s *Store) StopTimer(ctx context.Context, p *turn.PendingStep) error {
 // publishes the same message id: one note is stored.
 func (s *Store) NoteCancel(ctx context.Context, agentID, turnID, reason string) error {
 	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, agentID, turnID),
-		agentID+"."+turnID+".cancel", protocol.Cancel{Reason: protocol.ClipReason(reason)})
+		agentID+"."+turnID+".cancel", protocol.Cancel{Reason: textclip.Reason(reason)})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -66,8 +67,8 @@ func TestHeldRecordLeavesRoomForItsVerdict(t *testing.T) {
 			t.Fatalf("record %v, %v", got, err)
 		}
 		got.State = turn.StateDecided
-		got.Resolution = &turn.Resolution{By: turn.ByAnswer, Seq: 1<<64 - 1, Reason: protocol.ClipReason(strings.Repeat("<", 4096)),
-			Decisions: []protocol.Decision{{CallID: "c<1>", Reason: protocol.ClipReason(strings.Repeat("&", 4096))}}}
+		got.Resolution = &turn.Resolution{By: turn.ByAnswer, Seq: 1<<64 - 1, Reason: textclip.Reason(strings.Repeat("<", 4096)),
+			Decisions: []protocol.Decision{{CallID: "c<1>", Reason: textclip.Reason(strings.Repeat("&", 4096))}}}
 		if _, err := st.UpdatePending(ctx, got, rev); err != nil {
 			t.Errorf("a record %d bytes under the budget was held, but its decision cannot be stored: %v", under, err)
 		}

@@ -1,8 +1,6 @@
 package turnstate
 
-import (
-	"github.com/agentbull/toolruntime/internal/jsonw"
-)
+import "github.com/agentbull/toolruntime/internal/wire"
 
 // encode writes rec as json.Marshal does, byte for byte, at about half
 // its cost: json.Marshal validates and compacts again what the outcome's
@@ -20,18 +18,18 @@ func (rec *callRecord) encode() ([]byte, error) {
 	}
 	b := make([]byte, 0, len(outcome)+len(rec.Worker)+len(rec.Claim)+len(rec.Digest)+64)
 	b = append(b, `{"state":`...)
-	b = jsonw.String(b, rec.State)
+	b = wire.AppendString(b, rec.State)
 	if rec.Worker != "" {
-		b = jsonw.String(append(b, `,"worker":`...), rec.Worker)
+		b = wire.AppendString(append(b, `,"worker":`...), rec.Worker)
 	}
 	if rec.Claim != "" {
-		b = jsonw.String(append(b, `,"claim":`...), rec.Claim)
+		b = wire.AppendString(append(b, `,"claim":`...), rec.Claim)
 	}
 	if outcome != nil {
 		b = append(append(b, `,"outcome":`...), outcome...)
 	}
 	if rec.Digest != "" {
-		b = jsonw.String(append(b, `,"digest":`...), rec.Digest)
+		b = wire.AppendString(append(b, `,"digest":`...), rec.Digest)
 	}
 	return append(b, '}'), nil
 }

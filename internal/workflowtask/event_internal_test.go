@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -17,7 +17,7 @@ func TestEventFit(t *testing.T) {
 	const budget = 64 << 10
 	ev := &protocol.WorkflowEvent{Type: protocol.EventWorkflowCancelled, WorkflowID: "w", Title: strings.Repeat("t", 5000),
 		Instructions: strings.Repeat("i", 200<<10), Reason: strings.Repeat("r", 600<<10), Result: json.RawMessage(`{"ok":true}`)}
-	if err := fit.WorkflowEvent(ev, budget); err != nil {
+	if err := wire.FitWorkflowEvent(ev, budget); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(ev)
@@ -30,7 +30,7 @@ func TestEventFit(t *testing.T) {
 		}
 	}
 	big := &protocol.WorkflowEvent{Type: protocol.EventTaskAccepted, WorkflowID: "w", Result: json.RawMessage(`"` + strings.Repeat("x", budget) + `"`)}
-	if err := fit.WorkflowEvent(big, budget); !errors.Is(err, protocol.ErrTooLarge) {
+	if err := wire.FitWorkflowEvent(big, budget); !errors.Is(err, wire.ErrTooLarge) {
 		t.Errorf("a result over the budget: %v", err)
 	}
 }

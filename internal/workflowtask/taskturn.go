@@ -11,7 +11,6 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/catalog"
-	"github.com/agentbull/toolruntime/internal/fit"
 	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
@@ -223,7 +222,7 @@ func (s *Service) answerEnded(ctx context.Context, r *turn.Runner, st *protocol.
 func notRun(st *protocol.Step, c protocol.CallItem, e *tool.Error) *protocol.CallOutput {
 	ev := &protocol.CallOutput{
 		Type: protocol.EventCallOutput, AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step,
-		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: fit.Error(e),
+		CallID: c.CallID, Name: c.Name, Namespace: c.Namespace, Status: protocol.StatusError, Error: turn.CallError(e),
 		Details: json.RawMessage("{}"), Events: []protocol.PresentationEvent{}, Repairs: []string{},
 	}
 	if c.Type == protocol.ItemToolSearchCall {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -177,7 +178,7 @@ func (s *Service) build() []*tool.Tool {
 			Spec: tool.Spec{Name: StartName, ExecutionMode: tool.Sequential,
 				Description: "Start a background job: another agent works on the instructions while this conversation goes on. " +
 					"Returns the job id at once; show_job reports its progress and result."},
-			Activity: func(p StartParams) string { return "Starting job " + tools.Clip(p.Title, 60) },
+			Activity: func(p StartParams) string { return "Starting job " + textclip.Runes(p.Title, 60) },
 			Execute:  s.start,
 		}),
 		tool.Must(tool.Def[ShowParams]{

@@ -79,21 +79,21 @@ func (j *Job) apply(r *protocol.JobReport, now time.Time, maxResult int) (bool, 
 	j.ReportSeq = max(j.ReportSeq, r.Seq)
 	if r.Progress != nil {
 		p := *r.Progress
-		p.Message = clipBytes(p.Message, 1000)
+		p.Message = textclip.Cut(p.Message, 1000, clipped)
 		j.Progress = &p
 	}
 	j.Status = r.Status
 	j.UpdatedAt = now
 	switch r.Status {
 	case StatusSucceeded:
-		j.Result = clipBytes(r.Result, maxResult)
+		j.Result = textclip.Cut(r.Result, maxResult, clipped)
 	case StatusFailed:
-		j.Error = clipBytes(r.Error, 4000)
+		j.Error = textclip.Cut(r.Error, 4000, clipped)
 		if j.Error == "" {
 			j.Error = "the job runner reported a failure without a reason"
 		}
 	case StatusCancelled:
-		j.CancelReason = clipBytes(r.Error, 1000)
+		j.CancelReason = textclip.Cut(r.Error, 1000, clipped)
 		if j.CancelReason == "" {
 			j.CancelReason = "cancelled by the job runner"
 		}
@@ -113,11 +113,5 @@ func newJobID(now time.Time) string {
 	return fmt.Sprintf("job_%012x%s", now.UnixMilli(), hex.EncodeToString(r[:]))
 }
 
-// clipBytes cuts s to at most n bytes on a rune boundary, marking the cut.
-func clipBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "\n[… clipped]"
-	return textclip.Head(s, n-len(mark)) + mark
-}
+// clipped marks a text cut to its bound (textclip.Cut).
+const clipped = "\n[… clipped]"

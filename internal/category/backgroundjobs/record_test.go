@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -34,7 +35,7 @@ func TestApply(t *testing.T) {
 	if *j.Progress.Percent != 60 || j.Error == "" || j.EndedAt == nil || j.Result != "" || j.ReportSeq != 3 {
 		t.Errorf("job %+v", j)
 	}
-	if got := clipBytes(strings.Repeat("é", 100), 50); len(got) > 50 || !strings.HasSuffix(got, "[… clipped]") {
+	if got := textclip.Cut(strings.Repeat("é", 100), 50, clipped); len(got) > 50 || !strings.HasSuffix(got, "[… clipped]") {
 		t.Errorf("clip %q", got)
 	}
 }

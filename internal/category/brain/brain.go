@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -161,14 +162,14 @@ func (b *Brain) build() []*tool.Tool {
 			Spec: tool.Spec{Name: RecallName, ReadOnly: true,
 				Description: "Search your brain (the pages you have kept across turns) by words, ranked by relevance, with the matching lines. " +
 					"Read a page found this way with get_page."},
-			Activity:          func(p RecallParams) string { return "Recalling " + tools.Clip(p.Query, 60) },
+			Activity:          func(p RecallParams) string { return "Recalling " + textclip.Runes(p.Query, 60) },
 			CompletedActivity: func(p RecallParams, r tool.Result) string { return recallLabel(p, r) },
 			Execute:           b.recall,
 		}),
 		tool.Must(tool.Def[GetPageParams]{
 			Spec: tool.Spec{Name: GetPageName, ReadOnly: true,
 				Description: "Read a page of your brain by its title. Long pages come in ranges of lines: the answer says which lines it holds and where to go on."},
-			Activity: func(p GetPageParams) string { return "Reading page " + tools.Clip(p.Page, 60) },
+			Activity: func(p GetPageParams) string { return "Reading page " + textclip.Runes(p.Page, 60) },
 			Execute:  b.getPage,
 		}),
 		tool.Must(tool.Def[ListPagesParams]{
@@ -180,12 +181,12 @@ func (b *Brain) build() []*tool.Tool {
 			Spec: tool.Spec{Name: WritePageName, ExecutionMode: tool.Sequential,
 				Description: "Write a page to your brain: what you want to know again in later turns (facts, decisions, notes, how-tos). " +
 					"One page per topic, titled so you will recognise it. Replaces the page with the same title, or appends to it."},
-			Activity: func(p WritePageParams) string { return "Writing page " + tools.Clip(p.Page, 60) },
+			Activity: func(p WritePageParams) string { return "Writing page " + textclip.Runes(p.Page, 60) },
 			Execute:  b.writePage,
 		}),
 		tool.Must(tool.Def[DeletePageParams]{
 			Spec:     tool.Spec{Name: DeletePageName, Destructive: true, ExecutionMode: tool.Sequential, Description: "Delete a page of your brain. This cannot be undone."},
-			Activity: func(p DeletePageParams) string { return "Deleting page " + tools.Clip(p.Page, 60) },
+			Activity: func(p DeletePageParams) string { return "Deleting page " + textclip.Runes(p.Page, 60) },
 			Execute:  b.deletePage,
 		}),
 	}
@@ -261,9 +262,9 @@ func (b *Brain) recall(ctx context.Context, p RecallParams) (tool.Result, error)
 
 func recallLabel(p RecallParams, r tool.Result) string {
 	if hits, ok := r.Details.([]Hit); ok {
-		return fmt.Sprintf("Recalled %d page%s for %s", len(hits), tools.Plural(len(hits)), tools.Clip(p.Query, 60))
+		return fmt.Sprintf("Recalled %d page%s for %s", len(hits), tools.Plural(len(hits)), textclip.Runes(p.Query, 60))
 	}
-	return "Recalling " + tools.Clip(p.Query, 60)
+	return "Recalling " + textclip.Runes(p.Query, 60)
 }
 
 // load reads a page; nil when there is none with that exact title.

@@ -126,7 +126,7 @@ func duration(d time.Duration) string {
 // commandLabel is the first line of a command, cut short, in backquotes.
 func commandLabel(cmd string) string {
 	first, _, more := strings.Cut(strings.TrimSpace(cmd), "\n")
-	first = short(first, 60)
+	first = textclip.Runes(first, 60)
 	if more {
 		first += " …"
 	}

@@ -97,16 +97,7 @@ func displayPath(p string) string {
 	if strings.TrimSpace(p) == "" {
 		return "~"
 	}
-	return short(p, 80)
-}
-
-// short cuts s to at most n runes, marking the cut.
-func short(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return textclip.Runes(p, 80)
 }
 
 func (c *Category) list(ctx context.Context, p ListParams) (tool.Result, error) {

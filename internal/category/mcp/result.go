@@ -7,7 +7,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agentbull/toolruntime/internal/media"
 	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -86,7 +85,7 @@ func describeLink(l *sdk.ResourceLink) string {
 		fmt.Fprintf(&b, ", %s", l.MIMEType)
 	}
 	if l.Size != nil {
-		fmt.Fprintf(&b, ", %s", media.Size(int(*l.Size)))
+		fmt.Fprintf(&b, ", %s", textclip.Size(int(*l.Size)))
 	}
 	if l.Description != "" {
 		fmt.Fprintf(&b, ": %s", l.Description)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/tools"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -421,7 +422,7 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tool.Result, error) {
 		if in.LastFire != nil {
 			fmt.Fprintf(&b, "; last fired %s", in.LastFire.Format(time.RFC3339))
 		}
-		fmt.Fprintf(&b, "\n  instructions: %s", tools.Clip(in.Instructions, 200))
+		fmt.Fprintf(&b, "\n  instructions: %s", textclip.Runes(in.Instructions, 200))
 	}
 	return tool.Result{Content: b.String(), Details: infos}, nil
 }

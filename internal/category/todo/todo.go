@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
-	"github.com/agentbull/toolruntime/internal/tools"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -233,7 +233,7 @@ func Summary(items []Item) string {
 	}
 	s := fmt.Sprintf("%d/%d done", done, len(items))
 	if current != "" {
-		s += " · " + tools.Clip(strings.TrimSpace(current), 60)
+		s += " · " + textclip.Runes(strings.TrimSpace(current), 60)
 	}
 	return s
 }

@@ -118,10 +118,10 @@ func (c *Category) fetchTool() *tool.Tool {
 func hostPath(raw string) string {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || u.Host == "" {
-		return short(raw, 60)
+		return textclip.Runes(raw, 60)
 	}
 	p := strings.TrimSuffix(u.EscapedPath(), "/")
-	return short(u.Host+p, 60)
+	return textclip.Runes(u.Host+p, 60)
 }
 
 // target parses the URL the model gave. A URL without a scheme is taken
@@ -266,7 +266,7 @@ func (c *Category) page(d *FetchDetails, text string, offset int) string {
 		fmt.Fprintf(&h, "Status: %d %s\n", d.Status, http.StatusText(d.Status))
 	}
 	if d.Title != "" {
-		fmt.Fprintf(&h, "Title: %s\n", short(oneLine(d.Title), 200))
+		fmt.Fprintf(&h, "Title: %s\n", textclip.Runes(oneLine(d.Title), 200))
 	}
 	h.WriteString("\n")
 	room := max(c.cfg.OutputBudget-h.Len()-noteReserve, 0)

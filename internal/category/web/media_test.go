@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/web"
 	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -81,7 +82,7 @@ func TestFetchMedia(t *testing.T) {
 	if len(res.Media) != 1 || res.Media[0].MIMEType != media.PNG || !bytes.Equal(res.Media[0].Data, pngBuf.Bytes()) || res.Media[0].Source != s.URL+"/logo.png" {
 		t.Errorf("media %+v", res.Media)
 	}
-	if !strings.HasSuffix(res.Content, "An image (image/png), 50×40 pixels, "+media.Size(pngBuf.Len())+".\n") || !strings.HasPrefix(res.Content, "URL: "+s.URL+"/logo.png\n") {
+	if !strings.HasSuffix(res.Content, "An image (image/png), 50×40 pixels, "+textclip.Size(pngBuf.Len())+".\n") || !strings.HasPrefix(res.Content, "URL: "+s.URL+"/logo.png\n") {
 		t.Errorf("content %q", res.Content)
 	}
 	if d := fetchDetails(t, res); d.Format != "image" || d.Bytes != int64(pngBuf.Len()) {

@@ -163,12 +163,12 @@ func (c *Category) searchTool(p Provider) *tool.Tool {
 	return tool.Must(tool.Def[SearchParams]{
 		Spec: tool.Spec{Name: SearchName, ReadOnly: true, Timeout: c.cfg.Timeout + 5*time.Second,
 			Description: "Search the web. Returns titles, URLs and snippets, best first; read a result with web_fetch."},
-		Activity: func(sp SearchParams) string { return "Searching the web for " + short(oneLine(sp.Query), 60) },
+		Activity: func(sp SearchParams) string { return "Searching the web for " + textclip.Runes(oneLine(sp.Query), 60) },
 		CompletedActivity: func(sp SearchParams, r tool.Result) string {
 			if d, ok := r.Details.(*SearchDetails); ok {
-				return fmt.Sprintf("Searched the web for %s (%d results)", short(oneLine(sp.Query), 60), len(d.Results))
+				return fmt.Sprintf("Searched the web for %s (%d results)", textclip.Runes(oneLine(sp.Query), 60), len(d.Results))
 			}
-			return "Searched the web for " + short(oneLine(sp.Query), 60)
+			return "Searched the web for " + textclip.Runes(oneLine(sp.Query), 60)
 		},
 		Execute: func(ctx context.Context, sp SearchParams) (tool.Result, error) {
 			return c.search(ctx, p, sp)
@@ -202,9 +202,9 @@ func (c *Category) search(ctx context.Context, p Provider, sp SearchParams) (too
 	room := c.cfg.OutputBudget - noteReserve
 	for i, r := range results {
 		var e strings.Builder
-		fmt.Fprintf(&e, "%d. %s\n   %s\n", i+1, short(r.Title, 200), r.URL)
+		fmt.Fprintf(&e, "%d. %s\n   %s\n", i+1, textclip.Runes(r.Title, 200), r.URL)
 		if r.Snippet != "" {
-			fmt.Fprintf(&e, "   %s\n", short(r.Snippet, maxSnippet))
+			fmt.Fprintf(&e, "   %s\n", textclip.Runes(r.Snippet, maxSnippet))
 		}
 		if b.Len()+e.Len() > room {
 			d.Truncated = true

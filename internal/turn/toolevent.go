@@ -1,4 +1,4 @@
-package fit
+package turn
 
 import (
 	"encoding/json"
@@ -7,18 +7,18 @@ import (
 	"github.com/agentbull/toolruntime/tool"
 )
 
-// Error is a tool's error as a call.output carries it; nil stays nil.
-func Error(e *tool.Error) *protocol.CallError {
+// CallError is a tool's error as a call.output carries it; nil stays nil.
+func CallError(e *tool.Error) *protocol.CallError {
 	if e == nil {
 		return nil
 	}
 	return &protocol.CallError{Kind: e.Kind, Message: e.Message}
 }
 
-// Details is a tool's details encoded for a call.output; nil stays nil.
+// details is a tool's details encoded for a call.output; nil stays nil.
 // Details that do not encode (a tool's bug) become an object saying why,
 // so that the call's output is still published.
-func Details(v any) json.RawMessage {
+func details(v any) json.RawMessage {
 	if v == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package jsonw
+package wire
 
 import (
 	"bytes"
@@ -6,10 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-// String appends s as a JSON string, byte for byte as json.Marshal
+// AppendString appends s as a JSON string, byte for byte as json.Marshal
 // writes it: <, > and & escaped for HTML, U+2028 and U+2029 escaped, and
 // invalid UTF-8 replaced with U+FFFD.
-func String(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
@@ -62,8 +62,9 @@ func String(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// Strings appends ss as a JSON array of strings (String); nil is null.
-func Strings(b []byte, ss []string) []byte {
+// AppendStrings appends ss as a JSON array of strings (AppendString);
+// nil is null.
+func AppendStrings(b []byte, ss []string) []byte {
 	if ss == nil {
 		return append(b, "null"...)
 	}
@@ -72,18 +73,18 @@ func Strings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = String(b, s)
+		b = AppendString(b, s)
 	}
 	return append(b, ']')
 }
 
-// Raw appends raw as json.Marshal writes a json.RawMessage: null when
+// AppendRaw appends raw as json.Marshal writes a json.RawMessage: null when
 // nil, else validated and compacted, with HTML's <, > and & and the line
 // separators U+2028 and U+2029 escaped. Raw JSON holding any of those
 // (none does that json.Marshal wrote) is not appended: ok is false, and
 // the caller leaves its value to json.Marshal, which also says what is
 // wrong with raw JSON that is not valid.
-func Raw(b []byte, raw json.RawMessage) ([]byte, bool) {
+func AppendRaw(b []byte, raw json.RawMessage) ([]byte, bool) {
 	if raw == nil {
 		return append(b, "null"...), true
 	}

@@ -1,4 +1,4 @@
-package fit
+package wire
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbull/toolruntime/internal/media"
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -20,13 +20,13 @@ type DroppedDetails struct {
 	Note    string `json:"note"`
 }
 
-// CallOutput clips ev in place until its JSON encoding is at most budget
+// FitCallOutput clips ev in place until its JSON encoding is at most budget
 // bytes: details over an eighth of the budget are replaced by
 // DroppedDetails, events, repairs and labels are bounded, and the error
-// message and the output text are clipped (protocol.ClipText), the output
-// keeping the larger part. It returns protocol.ErrTooLarge when even that
+// message and the output text are clipped (textclip.Text), the output
+// keeping the larger part. It returns ErrTooLarge when even that
 // does not fit.
-func CallOutput(ev *protocol.CallOutput, budget int) error {
+func FitCallOutput(ev *protocol.CallOutput, budget int) error {
 	size := jsonLen(ev)
 	if size <= budget {
 		return nil
@@ -37,9 +37,9 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 	if len(ev.Events) > 0 && jsonLen(ev.Events) > budget/16 {
 		ev.Events = fitEvents(ev.Events, budget/16)
 	}
-	ev.Repairs = protocol.ClipList(ev.Repairs, 20, 256)
-	ev.Activity = protocol.ClipText(ev.Activity, 512)
-	ev.Name, ev.Namespace = protocol.ClipText(ev.Name, 512), protocol.ClipText(ev.Namespace, 512)
+	ev.Repairs = textclip.List(ev.Repairs, 20, 256)
+	ev.Activity = textclip.Text(ev.Activity, 512)
+	ev.Name, ev.Namespace = textclip.Text(ev.Name, 512), textclip.Text(ev.Namespace, 512)
 	if size = jsonLen(ev); size <= budget {
 		return nil
 	}
@@ -60,13 +60,13 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 		msg = ev.Error.Message
 	}
 	text, fixed, ok := itemText(ev.Item)
-	fixedLen := size - encodedLen(msg)
+	fixedLen := size - textclip.JSONLen(msg)
 	if ok {
-		fixedLen -= encodedLen(text)
+		fixedLen -= textclip.JSONLen(text)
 	}
 	room := budget - fixedLen
 	if room < 0 {
-		return fmt.Errorf("%w: call.output of %d bytes without its texts, over %d", protocol.ErrTooLarge, fixedLen, budget)
+		return fmt.Errorf("%w: call.output of %d bytes without its texts, over %d", ErrTooLarge, fixedLen, budget)
 	}
 	if ev.Error != nil {
 		// The output text repeats the message for the model; the message
@@ -76,14 +76,14 @@ func CallOutput(ev *protocol.CallOutput, budget int) error {
 			share = room
 		}
 		// A copy: the error may be shared with the outcome it came from.
-		ev.Error = &protocol.CallError{Kind: ev.Error.Kind, Message: protocol.ClipText(msg, share)}
-		room -= encodedLen(ev.Error.Message)
+		ev.Error = &protocol.CallError{Kind: ev.Error.Kind, Message: textclip.Text(msg, share)}
+		room -= textclip.JSONLen(ev.Error.Message)
 	}
 	if ok {
-		ev.Item = fixed(protocol.ClipText(text, room))
+		ev.Item = fixed(textclip.Text(text, room))
 	}
 	if size = jsonLen(ev); size > budget {
-		return fmt.Errorf("%w: call.output of %d bytes, over %d", protocol.ErrTooLarge, size, budget)
+		return fmt.Errorf("%w: call.output of %d bytes, over %d", ErrTooLarge, size, budget)
 	}
 	return nil
 }
@@ -102,19 +102,19 @@ func fitEvents(evs []protocol.PresentationEvent, n int) []protocol.PresentationE
 	return append(out, protocol.PresentationEvent{Type: "clipped", Data: mustJSON(map[string]int{"left_out": len(evs) - keep})})
 }
 
-// StepDone clips the items of ev until its encoding is at most budget bytes,
+// FitStepDone clips the items of ev until its encoding is at most budget bytes,
 // splitting the budget fairly: items smaller than the share are kept
-// whole, larger ones clipped to it (protocol.ClipText on their output), none
-// dropped. It returns protocol.ErrTooLarge when even items holding nothing but a
+// whole, larger ones clipped to it (textclip.Text on their output), none
+// dropped. It returns ErrTooLarge when even items holding nothing but a
 // note do not fit.
-func StepDone(ev *protocol.StepDone, budget int) error {
+func FitStepDone(ev *protocol.StepDone, budget int) error {
 	size := jsonLen(ev)
 	if size <= budget {
 		return nil
 	}
 	items := ev.Items
 	if len(items) == 0 {
-		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", protocol.ErrTooLarge, size, budget)
+		return fmt.Errorf("%w: step.done of %d bytes without items, over %d", ErrTooLarge, size, budget)
 	}
 	// Media go first, largest first across the step, each replaced by its
 	// note, so that as many as fit stay whole; texts are clipped only
@@ -156,7 +156,7 @@ func StepDone(ev *protocol.StepDone, budget int) error {
 		return t
 	}
 	if total(0) > avail {
-		return fmt.Errorf("%w: step.done with %d items needs at least %d bytes, over %d", protocol.ErrTooLarge, len(items), total(0)+budget-avail, budget)
+		return fmt.Errorf("%w: step.done with %d items needs at least %d bytes, over %d", ErrTooLarge, len(items), total(0)+budget-avail, budget)
 	}
 	// The largest level at which everything fits; clipping to it can
 	// land a few bytes over (a character is not cut), which the next
@@ -184,7 +184,7 @@ func StepDone(ev *protocol.StepDone, budget int) error {
 		}
 		avail -= size - budget
 	}
-	return fmt.Errorf("%w: step.done of %d bytes, over %d", protocol.ErrTooLarge, size, budget)
+	return fmt.Errorf("%w: step.done of %d bytes, over %d", ErrTooLarge, size, budget)
 }
 
 // itemText reads a function_call_output item: its output text, and a
@@ -236,7 +236,7 @@ func minItemLen(item json.RawMessage) int {
 	if !ok {
 		return len(item)
 	}
-	return len(with(protocol.ClipText(text, 0)))
+	return len(with(textclip.Text(text, 0)))
 }
 
 // clipItem clips item's output text so that the item is at most n bytes.
@@ -246,7 +246,7 @@ func clipItem(item json.RawMessage, n int) json.RawMessage {
 		return item
 	}
 	fixed := len(with(""))
-	return with(protocol.ClipText(text, n-fixed))
+	return with(textclip.Text(text, n-fixed))
 }
 
 // mediaOutput parses item when it is a function_call_output whose output
@@ -339,7 +339,7 @@ func partNote(notes []string, j int, c protocol.InputContent) string {
 		url, name = c.FileData, c.Filename
 	}
 	mime, b64, _ := strings.Cut(strings.TrimPrefix(url, "data:"), ";base64,")
-	return media.StepNote(media.Item{Filename: name}, mime, base64.StdEncoding.DecodedLen(len(b64)))
+	return textclip.StepNote(name, "", mime, base64.StdEncoding.DecodedLen(len(b64)))
 }
 
 func jsonLen(v any) int {
@@ -358,8 +358,34 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// encodedLen is the length of s inside a JSON string.
-func encodedLen(s string) int {
-	b, _ := json.Marshal(s)
-	return len(b) - 2
+// FitWorkflowEvent clips ev's texts until its encoding is at most budget
+// bytes (the publisher calls it for an event over the server's max
+// payload): the reason, the instructions and the title. A result is never clipped, as
+// its value is the task's answer; results are bounded when submitted
+// (workflowtask.Config.MaxResultBytes), well below any max payload.
+func FitWorkflowEvent(ev *protocol.WorkflowEvent, budget int) error {
+	ev.Reason = textclip.Reason(ev.Reason)
+	ev.Title = textclip.Text(ev.Title, 1<<10)
+	ev.Instructions = textclip.Text(ev.Instructions, budget/4)
+	if size := jsonLen(ev); size > budget {
+		return fmt.Errorf("%w: %s of %s is %d bytes, over %d", ErrTooLarge, ev.Type, ev.WorkflowID, size, budget)
+	}
+	return nil
+}
+
+// Fit clips v in place until its encoding is at most budget bytes, when
+// v is an event that can be clipped (a *CallOutput, *StepDone or
+// *WorkflowEvent of protocol): ok is false for any other v, which is
+// left as it is. err wraps ErrTooLarge when even clipped v does
+// not fit.
+func Fit(v any, budget int) (ok bool, err error) {
+	switch v := v.(type) {
+	case *protocol.CallOutput:
+		return true, FitCallOutput(v, budget)
+	case *protocol.StepDone:
+		return true, FitStepDone(v, budget)
+	case *protocol.WorkflowEvent:
+		return true, FitWorkflowEvent(v, budget)
+	}
+	return false, nil
 }

@@ -1,4 +1,4 @@
-package turn
+package wire
 
 import (
 	"bytes"
@@ -18,12 +18,12 @@ func FuzzFunctionOutput(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := functionOutput(callID, text)
+		got := FunctionOutput(callID, text)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("functionOutput(%q, %q)\n got %s\nwant %s", callID, text, got, want)
+			t.Fatalf("FunctionOutput(%q, %q)\n got %s\nwant %s", callID, text, got, want)
 		}
 		if len(text) <= maxExactText && cap(got) != len(got) {
-			t.Fatalf("functionOutput(%q, %q): %d bytes in %d: not allocated at its size", callID, text, len(got), cap(got))
+			t.Fatalf("FunctionOutput(%q, %q): %d bytes in %d: not allocated at its size", callID, text, len(got), cap(got))
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package fit_test
+package wire_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/fit"
+	"github.com/agentbull/toolruntime/internal/wire"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -21,7 +21,7 @@ func TestCallOutputFit(t *testing.T) {
 		Repairs: make([]string, 500),
 	}
 	const budget = 1 << 20
-	if err := fit.CallOutput(ev, budget); err != nil {
+	if err := wire.FitCallOutput(ev, budget); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(ev)
@@ -32,7 +32,7 @@ func TestCallOutputFit(t *testing.T) {
 	if err := json.Unmarshal(ev.Item, &item); err != nil || !strings.HasSuffix(item.Output, "TAIL") || !strings.Contains(item.Output, "bytes left out") {
 		t.Errorf("item %.200s (%v)", ev.Item, err)
 	}
-	var d fit.DroppedDetails
+	var d wire.DroppedDetails
 	if err := json.Unmarshal(ev.Details, &d); err != nil || !d.Dropped || d.Bytes < 3<<20 {
 		t.Errorf("details %s (%v)", ev.Details, err)
 	}
@@ -54,7 +54,7 @@ func TestStepDoneFitSharesFairly(t *testing.T) {
 	}
 	ev := &protocol.StepDone{Type: protocol.EventStepDone, AgentID: "a", TurnID: "t", Items: items}
 	const budget = 200 << 10
-	if err := fit.StepDone(ev, budget); err != nil {
+	if err := wire.FitStepDone(ev, budget); err != nil {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(ev)
@@ -73,7 +73,7 @@ func TestStepDoneFitSharesFairly(t *testing.T) {
 	}
 	// Too many items for any step.done.
 	many := &protocol.StepDone{Type: protocol.EventStepDone, Items: items}
-	if err := fit.StepDone(many, 1000); err == nil {
+	if err := wire.FitStepDone(many, 1000); err == nil {
 		t.Error("35 items fit 1000 bytes")
 	}
 }
@@ -94,7 +94,7 @@ func FuzzStepDoneFit(f *testing.F) {
 		for range copies {
 			ev.Items = append(ev.Items, json.RawMessage(item))
 		}
-		if err := fit.StepDone(ev, budget); err != nil {
+		if err := wire.FitStepDone(ev, budget); err != nil {
 			return
 		}
 		data, err := json.Marshal(ev)
@@ -119,7 +119,7 @@ func FuzzCallOutputFit(f *testing.F) {
 			Status: protocol.StatusError, Error: &protocol.CallError{Kind: protocol.ToolError, Message: message},
 			Item: mustItem("c", text), Details: js(details), Events: []protocol.PresentationEvent{{Type: "e", Data: js(details)}}, Repairs: []string{details},
 		}
-		if err := fit.CallOutput(ev, budget); err != nil {
+		if err := wire.FitCallOutput(ev, budget); err != nil {
 			return
 		}
 		data, err := json.Marshal(ev)
@@ -148,7 +148,7 @@ func mediaItem(callID string, imageBytes int) json.RawMessage {
 func TestCallOutputFitDropsMediaFirst(t *testing.T) {
 	ev := &protocol.CallOutput{Type: protocol.EventCallOutput, AgentID: "a", TurnID: "t", CallID: "c1", Name: "read_file", Status: "ok",
 		Item: mediaItem("c1", 50_000), Details: js(struct{}{}), MediaNotes: []string{"", "[left out: an image from x.png in your home]", ""}}
-	if err := fit.CallOutput(ev, 20_000); err != nil {
+	if err := wire.FitCallOutput(ev, 20_000); err != nil {
 		t.Fatal(err)
 	}
 	var fo protocol.FunctionCallOutput
@@ -161,7 +161,7 @@ func TestCallOutputFitDropsMediaFirst(t *testing.T) {
 	// Without notes, and with a budget that holds no media: a made-up
 	// note, and a string output once no media are left.
 	ev = &protocol.CallOutput{Type: protocol.EventCallOutput, CallID: "c1", Item: mediaItem("c1", 50_000), Details: js(struct{}{})}
-	if err := fit.CallOutput(ev, 600); err != nil {
+	if err := wire.FitCallOutput(ev, 600); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(ev.Item, &fo); err != nil {
@@ -198,7 +198,7 @@ func TestFitClipsTextBesideMedia(t *testing.T) {
 	}
 	ev := &protocol.CallOutput{Type: protocol.EventCallOutput, CallID: "c1", Item: item, Details: js(struct{}{}),
 		MediaNotes: []string{"", strings.Repeat("a long note ", 20), ""}}
-	if err := fit.CallOutput(ev, 8000); err != nil {
+	if err := wire.FitCallOutput(ev, 8000); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := json.Marshal(ev); len(b) > 8000 {
@@ -206,7 +206,7 @@ func TestFitClipsTextBesideMedia(t *testing.T) {
 	}
 	check("call.output", ev.Item)
 	done := &protocol.StepDone{Type: protocol.EventStepDone, Items: []json.RawMessage{item, item}}
-	if err := fit.StepDone(done, 12000); err != nil {
+	if err := wire.FitStepDone(done, 12000); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := json.Marshal(done); len(b) > 12000 {
@@ -217,17 +217,7 @@ func TestFitClipsTextBesideMedia(t *testing.T) {
 }
 
 // js is v encoded, as the worker puts a tool's details into an event.
-func js(v any) json.RawMessage { return fit.Details(v) }
-
-// A tool's details that do not encode (a tool's bug) still give an event
-// that publishes, saying why they are missing; events keep their types.
-func TestDetailsThatDoNotEncode(t *testing.T) {
-	d := fit.Details(map[string]any{"c": make(chan int)})
-	var got map[string]string
-	if err := json.Unmarshal(d, &got); err != nil || !strings.Contains(got["error"], "could not be encoded") {
-		t.Fatalf("details %s (%v)", d, err)
-	}
-	if fit.Details(nil) != nil {
-		t.Error("nil details became something")
-	}
+func js(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }

@@ -1,29 +1,31 @@
-package bus
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/agentbull/toolruntime/protocol"
 )
 
-// checkMarshalEvent fails t unless marshalEvent(v) writes what
-// json.Marshal(v) writes, or fails as it does.
+// checkMarshalEvent fails t unless Marshal(v) writes what json.Marshal(v)
+// writes, or fails as it does.
 func checkMarshalEvent(t *testing.T, v any) {
 	t.Helper()
 	want, werr := json.Marshal(v)
-	got, gerr := marshalEvent(v)
+	got, gerr := Marshal(v)
 	if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
-		t.Fatalf("marshalEvent(%+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
+		t.Fatalf("Marshal(%+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
 	}
 	// Into a buffer that holds something already (a pooled one is reused
 	// from its start): the event goes after it.
 	buf := make([]byte, 3, 8)
 	copy(buf, "pre")
-	got, gerr = appendEvent(buf, v)
+	got, gerr = Append(buf, v)
 	if (werr == nil) != (gerr == nil) || werr == nil && string(got) != "pre"+string(want) {
-		t.Fatalf("appendEvent(pre, %+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
+		t.Fatalf("Append(pre, %+v) = %s, %v; json.Marshal = %s, %v", v, got, gerr, want, werr)
 	}
 }
 
@@ -87,7 +89,7 @@ func BenchmarkMarshalEvent(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		f    func(any) ([]byte, error)
-	}{{"json.Marshal", json.Marshal}, {"marshalEvent", marshalEvent}} {
+	}{{"json.Marshal", json.Marshal}, {"Marshal", Marshal}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -96,4 +98,51 @@ func BenchmarkMarshalEvent(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Activity events too: written by hand, and within a budget.
+func TestActivityEncodeIsMarshal(t *testing.T) {
+	hostile := []string{"", "c1", "a\"b", "<&>", "\x00", "\u2028", "\xff", "é"}
+	for _, s := range hostile {
+		for _, a := range []protocol.Activity{
+			{CallID: s, Name: s, State: "started", Label: s},
+			{CallID: "c", State: "progress", Label: s, Progress: &protocol.Progress{}},
+		} {
+			checkMarshalEvent(t, a)
+			want, _ := json.Marshal(a)
+			if got, err := AppendActivity([]byte("pre"), a, 1<<20); err != nil || string(got) != "pre"+string(want) {
+				t.Fatalf("AppendActivity(pre, %+v) = %s, %v; json.Marshal = %s", a, got, err, want)
+			}
+		}
+	}
+}
+
+// An activity over its budget has its texts clipped, and one that does
+// not fit even so is refused.
+func TestActivityWithinBudget(t *testing.T) {
+	big := strings.Repeat("<label>", 2000)
+	a := protocol.Activity{CallID: "c1", Name: "ping", State: "started", Label: big}
+	got, err := AppendActivity([]byte("pre"), a, 4096)
+	if err != nil || len(got)-3 > 4096 || !strings.HasPrefix(string(got), "pre") {
+		t.Fatalf("AppendActivity = %d bytes, %v", len(got), err)
+	}
+	var back protocol.Activity
+	if err := json.Unmarshal(got[3:], &back); err != nil || !strings.Contains(back.Label, "bytes left out") || back.CallID != "c1" {
+		t.Fatalf("clipped activity %s (%v)", got[3:], err)
+	}
+	if _, err := AppendActivity(nil, a, 10); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("an activity over a budget of 10 bytes: %v", err)
+	}
+}
+
+func FuzzActivityEncode(f *testing.F) {
+	f.Add("done", "w1", "c1", `{"output":"x"}`)
+	f.Add("", "<&>", "", `null`)
+	f.Fuzz(func(t *testing.T, state, name, callID, label string) {
+		a := protocol.Activity{CallID: callID, Name: name, State: state, Label: label}
+		want, _ := json.Marshal(a)
+		if got, _ := Marshal(a); !bytes.Equal(got, want) {
+			t.Fatalf("Marshal(activity) = %s; json.Marshal = %s", got, want)
+		}
+	})
 }

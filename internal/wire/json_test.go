@@ -1,33 +1,33 @@
-package jsonw_test
+package wire_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 
-	"github.com/agentbull/toolruntime/internal/jsonw"
+	"github.com/agentbull/toolruntime/internal/wire"
 )
 
 func check(t *testing.T, s string, raw []byte) {
 	t.Helper()
 	want, _ := json.Marshal(s)
-	if got := jsonw.String([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
-		t.Fatalf("String(%q) = %s, json.Marshal = %s", s, got[1:], want)
+	if got := wire.AppendString([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
+		t.Fatalf("AppendString(%q) = %s, json.Marshal = %s", s, got[1:], want)
 	}
 	for _, ss := range [][]string{nil, {}, {s}, {s, "a", s}} {
 		want, _ := json.Marshal(ss)
-		if got := jsonw.Strings(nil, ss); !bytes.Equal(got, want) {
-			t.Fatalf("Strings(%q) = %s, json.Marshal = %s", ss, got, want)
+		if got := wire.AppendStrings(nil, ss); !bytes.Equal(got, want) {
+			t.Fatalf("AppendStrings(%q) = %s, json.Marshal = %s", ss, got, want)
 		}
 	}
 	want, werr := json.Marshal(json.RawMessage(raw))
-	got, ok := jsonw.Raw([]byte("x"), raw)
+	got, ok := wire.AppendRaw([]byte("x"), raw)
 	if ok && (werr != nil || !bytes.Equal(got, append([]byte("x"), want...))) {
-		t.Fatalf("Raw(%q) = %s; json.Marshal = %s, %v", raw, got, want, werr)
+		t.Fatalf("AppendRaw(%q) = %s; json.Marshal = %s, %v", raw, got, want, werr)
 	}
 }
 
-// What the appenders write is what json.Marshal writes; what Raw does not
+// What the appenders write is what json.Marshal writes; what AppendRaw does not
 // take, json.Marshal may write otherwise or refuse.
 func TestIsMarshal(t *testing.T) {
 	for _, s := range []string{"", "c1", "a\"b", `back\slash`, "<script>&", "tab\there", "\x00\x1f\x7f", "é", "\u2028\u2029", "\xff\xfe", "ok~.-_:/"} {
@@ -41,8 +41,8 @@ func TestIsMarshal(t *testing.T) {
 	}
 	check(t, "", nil)
 	check(t, "", []byte{})
-	if _, ok := jsonw.Raw(nil, json.RawMessage(` { "a" : [ 1 , 2 ] } `)); !ok {
-		t.Fatal("Raw did not take JSON with spaces")
+	if _, ok := wire.AppendRaw(nil, json.RawMessage(` { "a" : [ 1 , 2 ] } `)); !ok {
+		t.Fatal("AppendRaw did not take JSON with spaces")
 	}
 }
 
