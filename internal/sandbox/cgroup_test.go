@@ -219,7 +219,7 @@ func TestCgroupPidsAndCleanup(t *testing.T) {
 	for groups(t, root) != 2 && tctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	_ = run.Cmd.Wait()
+	_ = run.Wait()
 	if _, err := run.End(); err != nil {
 		t.Error(err)
 	}

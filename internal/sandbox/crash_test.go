@@ -29,7 +29,7 @@ func TestHelperWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Cmd.Wait()
+	r.Wait()
 	t.Fatal("the command ended before the worker was killed")
 }
 

@@ -192,7 +192,11 @@ type Config struct {
 	// DefaultSpares; negative: none, each command waits for its
 	// sandbox's making).
 	Spares int
-	// SpareIdle ends a spare no command took for this long (0:
+	// OneShot gives every command a sandbox of its own (made ahead as a
+	// spare) even where its home's helper could run it (see helper.go;
+	// helpers need Cgroups and no Network).
+	OneShot bool
+	// SpareIdle ends a spare (or a home's helper) no command took for this long (0:
 	// DefaultSpareIdle; a home's spares beyond its first: 5 s at most).
 	SpareIdle time.Duration
 }
@@ -211,6 +215,7 @@ type Sandbox struct {
 	etcLock *os.File // held while etcDir is in use (see copyEtc)
 	proxy   *proxy
 	spares  spares
+	helpers helpers
 	spawner spawner
 	// extraIdle ends a home's spares beyond its first (see spares).
 	extraIdle time.Duration
@@ -309,6 +314,7 @@ func (s *Sandbox) Cgroups() bool { return s.cfg.Cgroups != nil }
 // running in a sandbox that was a spare is killed (as when the worker
 // dies): Close comes after the commands.
 func (s *Sandbox) Close() error {
+	s.closeHelpers(true)
 	s.closeSpares()
 	s.spawner.close()
 	err := removeEtc(s.etcDir, s.etcLock)
@@ -546,7 +552,8 @@ type Run struct {
 	// ends it.
 	unbind func() bool
 	cancel context.CancelFunc
-	refill func() // makes the home's next spare
+	refill func()     // makes the home's next spare
+	hr     *helperRun // set when the home's helper runs the command (Cmd is nil)
 	// fileBytes and fileWhy are the command's own file size limit, when
 	// Spec lowered it.
 	fileBytes int64
@@ -646,10 +653,24 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 	}
 	spec.Home = home
 	key := spareKey(spec)
+	if refill && s.useHelpers() {
+		// Twice: a helper that ended after its last command (it left
+		// something it could not clean) is made again.
+		for range 2 {
+			h := s.helperFor(ctx, key, spec)
+			if h == nil {
+				break
+			}
+			r, err := s.runInHelper(ctx, h, spec, out, waitDelay)
+			if !errors.Is(err, errHelperGone) {
+				return r, err
+			}
+		}
+	}
 	p := s.take(ctx, key, home)
 	if p == nil {
 		var err error
-		if p, err = s.prepare(spec, false); err != nil {
+		if p, err = s.prepare(spec, false, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -664,8 +685,10 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 
 // prepare starts a sandbox for spec's home, shell and environment that
 // waits for its command (see claim); niced: at Nice from its start (a
-// spare made in the background, see spawner).
-func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
+// spare made in the background, see spawner). With ioDir, the sandbox is
+// a helper's (see helper.go): ioDir is bound at ioMount, its first shell
+// is helperScript, and its fd 7 stays open.
+func (s *Sandbox) prepare(spec Spec, niced bool, ioDir string) (*spare, error) {
 	home := spec.Home
 	// The home as it is before bwrap binds it: a spare whose home was
 	// removed and made again while it was being made binds the old one,
@@ -704,6 +727,11 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 			"ALL_PROXY="+url, "all_proxy="+url, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
 		bridge = []string{strconv.Itoa(ProxyPort), proxySocket, fmt.Sprintf("0100007F:%04X", ProxyPort)}
 	}
+	script, io2 := wrapper, ""
+	if ioDir != "" {
+		a = append(a, "--perms", "0755", "--dir", "/run", "--perms", "0755", "--dir", filepath.Dir(ioMount), "--bind", ioDir, ioMount)
+		script, io2 = helperScript, ioMount
+	}
 	a = append(a, "--")
 	if s.root {
 		// A user namespace of its own, made after root is gone, so that
@@ -717,7 +745,7 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 			s.setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--")
 	}
 	l := s.cfg.Limits
-	a = append(a, "/bin/sh", "-c", wrapper, "sandbox", spec.Shell, "", home, strconv.Itoa(l.Processes))
+	a = append(a, "/bin/sh", "-c", script, "sandbox", spec.Shell, io2, home, strconv.Itoa(l.Processes))
 	a = append(a, bridge...)
 	a = append(a, locale...)
 
@@ -809,7 +837,11 @@ func (s *Sandbox) prepare(spec Spec, niced bool) (*spare, error) {
 	// failed, which the command's status and output will tell.
 	_ = rr.SetReadDeadline(time.Now().Add(30 * time.Second))
 	ready, wrapperPid := readReady(rr)
-	rr.Close()
+	if ioDir != "" && ready {
+		p.ctl, p.helperPid, p.pid1 = rr, wrapperPid, pid1
+	} else {
+		rr.Close()
+	}
 	p.ready = ready
 	if p.ready && pid1 > 0 {
 		if err := checkProcesses(wrapperPid, l.Processes); err != nil {
@@ -899,6 +931,28 @@ func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits, 
 	return pid, gt.release()
 }
 
+// Wait waits for the command to end and its output to be passed on.
+func (r *Run) Wait() error {
+	if r.hr != nil {
+		return r.hr.wait()
+	}
+	return r.Cmd.Wait()
+}
+
+// Status is how the command ended, after Wait, as the package's Status
+// reads it (ok false: not known, Wait failed).
+func (r *Run) Status() (code int, sig syscall.Signal, ok bool) {
+	if r.hr != nil {
+		code, sig = r.hr.status()
+		return code, sig, true
+	}
+	if r.Cmd.ProcessState == nil {
+		return 0, 0, false
+	}
+	code, sig = Status(r.Cmd.ProcessState)
+	return code, sig, true
+}
+
 // End is how a command ended, beyond its status.
 type End struct {
 	// Leftovers: the command left processes running (they were killed
@@ -922,6 +976,9 @@ type End struct {
 // closed, every process left in its cgroup is killed and the cgroup
 // handed to its Manager for removal (Manager.Close waits for it).
 func (r *Run) End() (End, error) {
+	if r.hr != nil {
+		return r.hr.end(r)
+	}
 	if r.proxy != nil {
 		if r.stop != nil {
 			r.stop()
@@ -992,7 +1049,7 @@ func (s *Sandbox) Check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: starting %s: %w; %s", s.bwrap, err, Install)
 	}
-	werr := r.Cmd.Wait()
+	werr := r.Wait()
 	if _, err := r.End(); err != nil {
 		return err
 	}

@@ -74,13 +74,13 @@ func run(t testing.TB, ctx context.Context, s *sandbox.Sandbox, home, command st
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := r.Cmd.Wait()
+	werr := r.Wait()
 	end, err := r.End()
 	if err != nil {
 		t.Error(err)
 	}
 	res := result{out: out.String(), left: end.Leftovers, oomKills: end.OOMKills, failcnt: end.Failcnt, waited: werr}
-	res.code, res.sig = sandbox.Status(r.Cmd.ProcessState)
+	res.code, res.sig, _ = r.Status()
 	res.notes = s.Notes(res.sig, w, end)
 	return res
 }
@@ -199,7 +199,7 @@ func TestCommandLocale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Cmd.Wait(); err != nil {
+	if err := r.Wait(); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
 	if _, err := r.End(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -37,6 +38,11 @@ type spare struct {
 	ready  bool        // the wrapper said it waits
 	home   os.FileInfo // the home it binds, when it was made
 	timer  *time.Timer
+	// A helper's (see helper.go): its fd 7, kept open, and the pids of
+	// the helper and of the sandbox's init.
+	ctl       *net.UnixConn
+	helperPid int
+	pid1      int
 }
 
 // The depth of a home's spares.
@@ -241,7 +247,7 @@ func (s *Sandbox) fill(key string, pl *pool, spec Spec) {
 	m := &s.spares
 	defer m.wg.Done()
 	begin := time.Now()
-	p, err := s.prepare(spec, true)
+	p, err := s.prepare(spec, true, "")
 	m.mu.Lock()
 	pl.filling--
 	close(pl.changed)
@@ -308,6 +314,8 @@ func (s *Sandbox) closeSpares() {
 // returns when they are gone, their cgroups handed back for removal.
 // Commands started later make spares again.
 func (s *Sandbox) DropSpares() {
+	s.closeHelpers(false)
+	s.helpers.wg.Wait()
 	m := &s.spares
 	for {
 		m.wg.Wait()

@@ -346,16 +346,16 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 	if err != nil {
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}
-	waitErr := r.Cmd.Wait()
+	waitErr := r.Wait()
 	end, endErr := r.End()
 	if endErr != nil {
 		c.cfg.Logger.Error("run_command: the command's cgroup was not removed", "err", endErr)
 	}
 	st := commandStatus{leftovers: end.Leftovers}
-	if r.Cmd.ProcessState == nil {
+	code, sig, ok := r.Status()
+	if !ok {
 		return st, fmt.Errorf("waiting for the command failed: %w", waitErr)
 	}
-	code, sig := sandbox.Status(r.Cmd.ProcessState)
 	st.code = code
 	if sig != 0 {
 		st.signal = sig.String()
