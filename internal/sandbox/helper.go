@@ -99,7 +99,10 @@ const helperRuns = 10000
 // the helper into the command's cgroup meanwhile (see prep), so the
 // command's shell is forked there: it closes fds 6 and 7, sends its
 // output to the FIFO, sets its file size limit, exports the locale ($8
-// on) and becomes $1 -c command. When it ends the helper kills every
+// on) and becomes $1 -c command. ulimit's unit for the file size (512
+// bytes in dash, 1024 in bash) is found once, in a subshell at the
+// start, from /proc/self/limits: dash's read takes a byte per system
+// call, so reading it for each command would cost each a thousand. When it ends the helper kills every
 // process of the sandbox but itself and init, says "d status left|-" on
 // fd 7 and waits for "k" on fd 6 (the worker has moved it back into the
 // home's cgroup); then it removes what the command left in /tmp and
@@ -142,6 +145,8 @@ tidy() {
   return 0
 }
 list /tmp; t0=$r; list /dev/shm; s0=$r
+unit=0
+if (ulimit -f 2048 && fsize 1048576) 2>/dev/null; then unit=512; elif (ulimit -f 1024 && fsize 1048576) 2>/dev/null; then unit=1024; fi
 sh1=$1 io=$2 nl='
 '
 shift 7
@@ -152,8 +157,7 @@ while IFS=' ' read -r fz n id <&6; do
   (
     exec 6<&- 7>&- >"$io/$id" 2>&1
     if [ "$fz" != - ]; then
-      ulimit -f $((fz/512)) 2>/dev/null; fsize "$fz" || ulimit -f $((fz/1024)) 2>/dev/null
-      fsize "$fz" || { echo "sandbox: cannot set the file size limit" >&2; exit 126; }
+      ulimit -f $((fz/unit)) 2>/dev/null && [ "$unit" != 0 ] || { echo "sandbox: cannot set the file size limit" >&2; exit 126; }
     fi
     for v do export "$v"; done
     exec "$sh1" -c "${c%?}"
@@ -411,6 +415,7 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 	}
 	tr.mark("ready")
 	if n.err != nil {
+		tr.mark("prep failed: " + n.err.Error())
 		n.release()
 		return fail(fmt.Errorf("%w: %w", errHelperGone, n.err))
 	}
@@ -486,6 +491,12 @@ func (hr *helperRun) wait() error {
 		if err == nil {
 			err = join(h.p.run.group, h.pid)
 		}
+		// While the helper waits for "k", it forks nothing: the home's
+		// cgroup holds bwrap, its init and the helper, or the helper
+		// is not to be trusted with another command.
+		if err == nil && !h.alone() {
+			err = errors.New("a process beside the helper")
+		}
 		if err == nil {
 			_, err = io.WriteString(h.p.cmdW, "k\n")
 		}
@@ -526,8 +537,8 @@ func (hr *helperRun) close() {
 }
 
 // end releases a command run by a helper: the helper serves its home's
-// next command if the command ended, and nothing but the helper, bwrap
-// and its init is left in the home's cgroup.
+// next command if the command ended and nothing but the helper, bwrap
+// and its init was left in the home's cgroup (see wait).
 func (hr *helperRun) end(r *Run) (End, error) {
 	s := hr.s
 	if hr.unbind != nil {
@@ -544,7 +555,7 @@ func (hr *helperRun) end(r *Run) (End, error) {
 	e.OOMKills, e.Failcnt, e.MemoryPeak = st.OOMKills, st.Failcnt, st.Peak
 	err := r.group.Close()
 	h := hr.h
-	if !hr.ended || !h.alone() {
+	if !hr.ended {
 		s.retireHelper(h)
 		return e, err
 	}

@@ -116,3 +116,30 @@ func TestHelperKilledByItsCommand(t *testing.T) {
 		t.Errorf("the next command: %q", next.out)
 	}
 }
+
+// A command's own file size limit (the room left in its home's quota)
+// holds in a helper's command, and only in it.
+func TestHelperFileSize(t *testing.T) {
+	s := helperSandbox(t)
+	home := homeDir(t, s)
+	write := func(limit int64) (int, syscall.Signal) {
+		var out strings.Builder
+		r, err := s.Start(context.Background(), sandbox.Spec{Home: home, Shell: "/bin/sh", Command: `head -c 200000 /dev/zero >f`,
+			Env: []string{"PATH=/usr/bin:/bin"}, FileBytes: limit}, &out, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Wait()
+		if _, err := r.End(); err != nil {
+			t.Error(err)
+		}
+		code, sig, _ := r.Status()
+		return code, sig
+	}
+	if code, sig := write(64 << 10); sig != syscall.SIGXFSZ {
+		t.Errorf("a 200 kB write under a 64 KiB limit: code %d signal %v, want SIGXFSZ", code, sig)
+	}
+	if code, sig := write(0); code != 0 || sig != 0 {
+		t.Errorf("the next command, without a limit of its own: code %d signal %v", code, sig)
+	}
+}

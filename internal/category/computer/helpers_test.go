@@ -16,6 +16,7 @@ import (
 	"github.com/agentbull/toolruntime/tool"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
+	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/sandbox"
 	"github.com/agentbull/toolruntime/internal/tools"
 )
@@ -43,7 +44,9 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 	return c
 }
 
-// shared is the default sandbox (sandbox.Config{}) the package's tests
+// shared is the default sandbox (sandbox.Config{}, with a cgroup per
+// command where the test's own cgroup can hold them, as the worker's
+// default: a home's commands then run in its helper) the package's tests
 // share: a Sandbox without Network holds no state but its copy of /etc,
 // which commands see read-only, and New copies some 700 entries of /etc,
 // a cost each test and subtest would otherwise pay again under -race.
@@ -51,13 +54,19 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 var shared struct {
 	once sync.Once
 	sb   *sandbox.Sandbox
+	cg   *cgroup.Manager
 	err  error
 }
 
 // sharedSandbox is the package's default sandbox, made at first use.
 func sharedSandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
-	shared.once.Do(func() { shared.sb, shared.err = sandbox.New(sandbox.Config{}) })
+	shared.once.Do(func() {
+		if m, err := cgroup.Open(cgroup.Options{Root: "auto"}); err == nil {
+			shared.cg = m
+		}
+		shared.sb, shared.err = sandbox.New(sandbox.Config{Cgroups: shared.cg})
+	})
 	if shared.err != nil {
 		t.Fatalf("sandbox.New: %v", shared.err)
 	}
@@ -69,6 +78,12 @@ func TestMain(m *testing.M) {
 	if shared.sb != nil {
 		if err := shared.sb.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "closing the shared sandbox:", err)
+			code = 1
+		}
+	}
+	if shared.cg != nil {
+		if err := shared.cg.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing the shared sandbox's cgroups:", err)
 			code = 1
 		}
 	}
