@@ -48,6 +48,32 @@
 //     (--die-with-parent), and the outer bwrap dies with the worker
 //     (parent-death signal), so nothing survives the call.
 //
+// With cgroups (Config.Cgroups) and without Network, the commands of a
+// home run one after another in its helper (helper.go): bwrap makes the
+// home's sandbox once and its first shell forks each command inside it,
+// so that a command costs a fork and the start of its shell, as an
+// unconfined one does. Each command still has a cgroup of its own (the
+// helper joins it before it forks the command, off the command's path),
+// a /tmp and /dev/shm emptied of what the command before it left, no
+// System V IPC object of an earlier command (the helper ends, and the
+// next command gets a new sandbox), no process of an earlier command
+// (the helper kills every process but itself and init after each, and
+// the worker kills what is left in the command's cgroup and ends the
+// sandbox when the home's cgroup holds anything but bwrap, its init and
+// the helper) and no descriptor but its output. What the commands of a
+// home share that separate sandboxes did not: the namespaces (the
+// loopback's state, the hostname), the rlimits' hard ceilings and
+// niceness set once on pid 1, and the helper, a process of the same user
+// in the same pid namespace, which a command can signal (it then ends
+// the sandbox) or, where ptrace is not restricted (Yama ptrace_scope 0),
+// trace: a command that takes control of its home's helper can change
+// what the home's later commands find (their /tmp, their reported
+// status, processes the helper leaves in the home's cgroup until the
+// next command's end is checked), never another home's, nor anything
+// outside the sandbox. Commands of a home that overlap, a timed-out or
+// cancelled command (its helper's sandbox is killed), Config.OneShot,
+// no cgroups, or Network: a sandbox of its own per command, as below.
+//
 // A command's sandbox is made before the command when it can be (a
 // spare, spare.go): when a command of a home ends, the sandbox for the
 // home's next command is made in the background, at Nice, and waits for

@@ -262,6 +262,9 @@ func (s *Sandbox) makeHelper(spec Spec, key string) (*helper, error) {
 		s.discardHelper(h)
 		return nil, errors.New("sandbox: the helper did not start")
 	}
+	// prepare's deadline for the first "r": the helper speaks next when
+	// its command ends, however long that takes.
+	_ = h.ctl.SetReadDeadline(time.Time{})
 	pid1 := p.pid1
 	h.pids = []int{p.run.Cmd.Process.Pid, pid1, h.pid}
 	h.reading = true
@@ -392,7 +395,6 @@ func (hr *helperRun) open(s *Sandbox) error {
 
 // runInHelper runs spec's command in helper h (busy).
 func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.Writer, waitDelay time.Duration) (*Run, error) {
-	tr := newTrace()
 	n := h.next
 	h.next = nil
 	fail := func(err error) (*Run, error) {
@@ -413,9 +415,7 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 		go func() { <-n.done; n.release() }()
 		return fail(errors.New("sandbox: the helper is not ready"))
 	}
-	tr.mark("ready")
 	if n.err != nil {
-		tr.mark("prep failed: " + n.err.Error())
 		n.release()
 		return fail(fmt.Errorf("%w: %w", errHelperGone, n.err))
 	}
@@ -444,7 +444,6 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 	if _, err := io.WriteString(h.p.cmdW, msg); err != nil {
 		h.p.cancel() // wait sees the helper's end
 	}
-	tr.mark("sent")
 	return r, nil
 }
 
@@ -477,11 +476,8 @@ func join(g *cgroup.Group, pid int) error {
 // sandbox's end), moves the helper back into the home's cgroup, lets it
 // go on, and waits for the command's output to end.
 func (hr *helperRun) wait() error {
-	tr := newTrace()
-	defer tr.mark("out")
 	h := hr.h
 	e, ok := <-h.ev
-	tr.mark("d")
 	if ok {
 		f := strings.Fields(e.line)
 		code, err := 0, errors.New("not d")
@@ -544,13 +540,11 @@ func (hr *helperRun) end(r *Run) (End, error) {
 	if hr.unbind != nil {
 		hr.unbind()
 	}
-	tr := newTrace()
-	defer tr.mark("end")
 	hr.close()
 	e := End{Leftovers: hr.left, FileBytes: r.fileBytes, FileWhy: r.fileWhy}
-	// Everything of the command is in its cgroup: whatever is left
-	// there goes now.
-	r.group.Kill()
+	// Everything of the command is in its cgroup: Close kills whatever
+	// is left there (the helper has killed it already, unless a command
+	// took control of it).
 	st := r.group.Stats()
 	e.OOMKills, e.Failcnt, e.MemoryPeak = st.OOMKills, st.Failcnt, st.Peak
 	err := r.group.Close()
@@ -686,14 +680,4 @@ func (hr *helperRun) status() (int, syscall.Signal) {
 		return hr.code, syscall.Signal(hr.code - 128)
 	}
 	return hr.code, 0
-}
-
-type trace struct{ t time.Time }
-
-func newTrace() *trace { return &trace{time.Now()} }
-func (t *trace) mark(what string) {
-	if os.Getenv("SANDBOX_TRACE") != "" {
-		fmt.Fprintf(os.Stderr, "trace %s %v\n", what, time.Since(t.t))
-	}
-	t.t = time.Now()
 }
