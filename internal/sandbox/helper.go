@@ -92,22 +92,24 @@ const helperRuns = 10000
 // helperScript is the helper: the sandbox's first shell when it serves
 // its home's commands one after another. It enters the home, raises its
 // oom_score_adj and sets RLIMIT_NPROC as wrapper does, notes what /tmp
-// and /dev/shm hold (the directories bwrap made there), says "r" on
-// fd 7 and reads a command from fd 6: a line "fz n id" (fz: the
-// command's RLIMIT_FSIZE in bytes, "-": pid 1's; n: the lines of the
-// command; id: its output FIFO in $2) and n lines. The worker has moved
-// the helper into the command's cgroup meanwhile (see prep), so the
-// command's shell is forked there: it closes fds 6 and 7, sends its
-// output to the FIFO, sets its file size limit, exports the locale ($8
-// on) and becomes $1 -c command. ulimit's unit for the file size (512
-// bytes in dash, 1024 in bash) is found once, in a subshell at the
-// start, from /proc/self/limits: dash's read takes a byte per system
-// call, so reading it for each command would cost each a thousand. When it ends the helper kills every
-// process of the sandbox but itself and init, says "d status left|-" on
-// fd 7 and waits for "k" on fd 6 (the worker has moved it back into the
-// home's cgroup); then it removes what the command left in /tmp and
-// /dev/shm and, if that worked and no System V IPC object is left, says
-// "r" again; else it exits, and so does the sandbox.
+// and /dev/shm hold (the directories bwrap made there) and finds
+// ulimit's unit for the file size (512 bytes in dash, 1024 in bash) once,
+// from /proc/self/limits in a subshell (dash's read takes a byte per
+// system call: a thousand for each command if each read it). Then it
+// says "r" on fd 7 and waits for "f" on fd 6: the worker has moved it
+// into the next command's cgroup (see prep). It forks the command's
+// shell there, before the command comes, so that a command costs the
+// start of its shell only. That shell reads its command from fd 6: a
+// line "fz n id" (fz: its RLIMIT_FSIZE in bytes, "-": pid 1's; n: the
+// lines of the command; id: its output FIFO in $2) and n lines; it
+// closes fds 6 and 7, sends its output to the FIFO, sets its file size
+// limit, exports the locale ($8 on) and becomes $1 -c command. When it
+// ends the helper kills every process of the sandbox but itself and
+// init, says "d status left|-" on fd 7 and waits for "k" on fd 6 (the
+// worker has moved it back into the home's cgroup); then it removes
+// what the command left in /tmp and /dev/shm and, if that worked and no
+// System V IPC object is left, says "r" again; else it exits, and so
+// does the sandbox.
 const helperScript = `exec 3>&-
 cd "$3" || exit 126
 echo 1000 >/proc/self/oom_score_adj 2>/dev/null
@@ -151,10 +153,11 @@ sh1=$1 io=$2 nl='
 '
 shift 7
 echo r >&7
-while IFS=' ' read -r fz n id <&6; do
-  c= i=0
-  while [ "$i" -lt "$n" ]; do IFS= read -r l <&6 || exit 125; c=$c$l$nl; i=$((i+1)); done
+while IFS= read -r f <&6 && [ "$f" = f ]; do
   (
+    IFS=' ' read -r fz n id <&6 || exit 125
+    c= i=0
+    while [ "$i" -lt "$n" ]; do IFS= read -r l <&6 || exit 125; c=$c$l$nl; i=$((i+1)); done
     exec 6<&- 7>&- >"$io/$id" 2>&1
     if [ "$fz" != - ]; then
       ulimit -f $((fz/unit)) 2>/dev/null && [ "$unit" != 0 ] || { echo "sandbox: cannot set the file size limit" >&2; exit 126; }
@@ -337,22 +340,17 @@ type next struct {
 	err  error
 }
 
-// prep makes h's next command's cgroup and FIFO and moves the helper
-// into that cgroup, once it has said "r" (when ready is false) and
-// before its command comes: off the command's path.
+// prep makes h's next command's cgroup and FIFO, moves the helper into
+// that cgroup once it has said "r" (when ready is false), and has it
+// fork the command's shell there, which waits for its command: all of it
+// before the command comes, off its path.
 func (s *Sandbox) prep(h *helper, ready bool) {
 	n := &next{done: make(chan struct{})}
 	h.next = n
 	go func() {
 		defer close(n.done)
-		for !ready {
-			e, ok := <-h.ev
-			if !ok {
-				n.err = errors.New("sandbox: the helper is gone")
-				return
-			}
-			ready = e.line == "r" && e.pid == h.pid
-		}
+		// The cgroup and the FIFO while the helper tidies up; the join
+		// once it is done (what it forks to tidy is the home's).
 		l := s.cfg.Limits
 		g, err := s.cfg.Cgroups.New(cgroup.Limits{MemoryBytes: l.Memory, Pids: l.Pids, CPU: l.CPU})
 		if err != nil {
@@ -367,7 +365,22 @@ func (s *Sandbox) prep(h *helper, ready bool) {
 		if n.err = hr.open(s); n.err != nil {
 			return
 		}
-		n.err = join(g, h.pid)
+		for !ready {
+			e, ok := <-h.ev
+			if !ok {
+				n.err = errors.New("sandbox: the helper is gone")
+				return
+			}
+			ready = e.line == "r" && e.pid == h.pid
+		}
+		if n.err = join(g, h.pid); n.err != nil {
+			return
+		}
+		// The helper forks the command's shell now, in g, and it waits
+		// for its command: the fork is off the command's path.
+		if _, err := io.WriteString(h.p.cmdW, "f\n"); err != nil {
+			n.err = fmt.Errorf("sandbox: the helper is gone: %w", err)
+		}
 	}()
 }
 
