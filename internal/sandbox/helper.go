@@ -195,7 +195,7 @@ func (s *Sandbox) useHelpers() bool {
 // helperFor returns key's helper, idle and made for the home at spec's
 // path now, marked busy; or nil when it is busy (the command gets a
 // sandbox of its own) or cannot be made.
-func (s *Sandbox) helperFor(ctx context.Context, key string, spec Spec) *helper {
+func (s *Sandbox) helperFor(key string, spec Spec) *helper {
 	hs := &s.helpers
 	hs.mu.Lock()
 	if hs.closed {
@@ -217,6 +217,7 @@ func (s *Sandbox) helperFor(ctx context.Context, key string, spec Spec) *helper 
 	}
 	if h != nil {
 		h.busy = true
+		h.runs++
 		h.timer.Stop()
 		hs.mu.Unlock()
 		return h
@@ -240,6 +241,7 @@ func (s *Sandbox) helperFor(ctx context.Context, key string, spec Spec) *helper 
 		hs.m[key] = h
 	}
 	h.busy = true
+	h.runs++
 	return h
 }
 
@@ -417,13 +419,12 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 	if n == nil {
 		return fail(errors.New("sandbox: the helper has no next command"))
 	}
+	// Not ctx: a call that ends meanwhile has its command started and
+	// killed at once, as a spare's would be (its caller tells why).
 	t := time.NewTimer(30 * time.Second)
 	defer t.Stop()
 	select {
 	case <-n.done:
-	case <-ctx.Done():
-		go func() { <-n.done; n.release() }()
-		return fail(ctx.Err())
 	case <-t.C:
 		go func() { <-n.done; n.release() }()
 		return fail(errors.New("sandbox: the helper is not ready"))
@@ -434,7 +435,6 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 	}
 	hr, g := n.hr, n.g
 	hr.delay = waitDelay
-	h.runs++
 	r := &Run{group: g, hr: hr}
 	go func() {
 		defer close(hr.outDone)

@@ -657,7 +657,7 @@ func (s *Sandbox) start(ctx context.Context, spec Spec, out io.Writer, waitDelay
 		// Twice: a helper that ended after its last command (it left
 		// something it could not clean) is made again.
 		for range 2 {
-			h := s.helperFor(ctx, key, spec)
+			h := s.helperFor(key, spec)
 			if h == nil {
 				break
 			}

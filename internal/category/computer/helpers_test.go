@@ -44,10 +44,10 @@ func newCategory(t *testing.T, cfg computer.Config) *computer.Category {
 	return c
 }
 
-// shared is the default sandbox (sandbox.Config{}, with a cgroup per
-// command where the test's own cgroup can hold them, as the worker's
-// default: a home's commands then run in its helper) the package's tests
-// share: a Sandbox without Network holds no state but its copy of /etc,
+// shared is the default sandbox (sandbox.Config{}; with a cgroup per
+// command when helperEnv is set, as the worker's default is, so that a
+// home's commands run in its helper: see TestEscapesInHelpers) the
+// package's tests share: a Sandbox without Network holds no state but its copy of /etc,
 // which commands see read-only, and New copies some 700 entries of /etc,
 // a cost each test and subtest would otherwise pay again under -race.
 // TestMain closes it.
@@ -62,7 +62,12 @@ var shared struct {
 func sharedSandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	shared.once.Do(func() {
-		if m, err := cgroup.Open(cgroup.Options{Root: "auto"}); err == nil {
+		if os.Getenv(helperEnv) != "" {
+			m, err := cgroup.Open(cgroup.Options{Root: "auto"})
+			if err != nil {
+				shared.err = err
+				return
+			}
 			shared.cg = m
 		}
 		shared.sb, shared.err = sandbox.New(sandbox.Config{Cgroups: shared.cg})
