@@ -21,9 +21,10 @@ const MaxProgressLabel = 200
 
 // progress is one call's progress reporter (the func withProgress puts
 // in the call's context, reached through tool.ReportProgress): it keeps
-// the latest report and publishes it from a timer, so a report costs a
-// lock and a few stores, and never waits for the network. The timer is
-// set on a report when none is, and re-armed only while reports keep
+// the latest report and has it published when it is due (a timer, then
+// the Dispatcher's progressQueue), so a report costs a lock and a few
+// stores, and never waits for the network. The timer is set on a report
+// when none is, and re-armed only while reports keep
 // coming: the last report before a pause goes out at most one interval
 // after it (a trailing publish), unless the call ends first. It is made
 // on the call's first report: a call that never reports costs its cell 16
@@ -54,6 +55,58 @@ type progressTo struct {
 	ref     JournalRef
 	name    string // the call's tool
 	label   string // its started activity label
+	queue   *progressQueue
+}
+
+// progressQueue publishes the reports that are due, in the order they
+// came due, on at most maxProgressPublishers goroutines of its own, each
+// started when a report is due and none is free, and ended when nothing
+// is left to publish. With a goroutine per publish, a connection that
+// fell behind (thousands of calls reporting at once) held a goroutine, its
+// stack and an encoded event per reporting call; queued, a call waits
+// as a pointer, and its latest report goes out when its turn comes.
+type progressQueue struct {
+	mu      sync.Mutex
+	due     []*progress
+	running int
+}
+
+// maxProgressPublishers bounds the goroutines publishing progress at once
+// for one Dispatcher: the events go out on one connection in the worker,
+// whose writes take turns anyway.
+const maxProgressPublishers = 4
+
+// push queues g, whose timer is armed and so is in the queue at most
+// once.
+func (q *progressQueue) push(g *progress) {
+	q.mu.Lock()
+	q.due = append(q.due, g)
+	start := q.running < maxProgressPublishers
+	if start {
+		q.running++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.drain()
+	}
+}
+
+// drain publishes what is due until nothing is.
+func (q *progressQueue) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.due) == 0 {
+			q.due = nil // the array a burst grew goes with it
+			q.running--
+			q.mu.Unlock()
+			return
+		}
+		g := q.due[0]
+		q.due[0] = nil
+		q.due = q.due[1:]
+		q.mu.Unlock()
+		g.publish()
+	}
 }
 
 // progressState is what a call's cell holds of its reporter.
@@ -91,12 +144,25 @@ func (s *progressState) report(to progressTo, done, total int64, label string) {
 	if g.last.IsZero() || wait < 0 {
 		wait = 0
 	}
-	if g.timer == nil {
-		g.timer = time.AfterFunc(wait, g.publish)
-	} else {
+	g.schedule(wait)
+}
+
+// schedule queues the publish of the latest report after wait: at once
+// when it is due, otherwise when the call's timer fires. The caller holds
+// mu.
+func (g *progress) schedule(wait time.Duration) {
+	switch {
+	case wait <= 0:
+		g.to.queue.push(g)
+	case g.timer == nil:
+		g.timer = time.AfterFunc(wait, g.due)
+	default:
 		g.timer.Reset(wait)
 	}
 }
+
+// due is the timer's func: the publish joins the queue.
+func (g *progress) due() { g.to.queue.push(g) }
 
 // publish publishes the latest report, and re-arms the timer for the
 // next interval when more came while it was publishing.
@@ -122,7 +188,7 @@ func (g *progress) publish() {
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
-		g.timer.Reset(max(ProgressInterval-time.Since(g.last), 0))
+		g.schedule(ProgressInterval - time.Since(g.last))
 	} else {
 		g.armed = false
 	}
@@ -136,7 +202,7 @@ func (p *pending) withProgress() {
 	if h == nil || h.Progress == nil {
 		return
 	}
-	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity}
+	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity, queue: &p.st.d.progress}
 	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
 }
 
