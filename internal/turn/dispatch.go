@@ -39,8 +39,9 @@ type Hooks struct {
 	// answered without running), with its started activity label.
 	Started func(ref JournalRef, c protocol.CallItem, label string)
 	// Progress, when set, gives running calls a progress reporter
-	// (tool.ReportProgress) and publishes their reports: called on a
-	// timer's goroutine, never the tool's, at most once per
+	// (tool.ReportProgress) and publishes their reports: called on one
+	// of the Dispatcher's few publishing goroutines, never the tool's,
+	// at most once per
 	// ProgressInterval per call, and never after the call's Ended began.
 	// It may block (a slow connection) without slowing the tool, whose
 	// reports meanwhile only replace the value waiting to go out.
@@ -97,7 +98,8 @@ type Dispatcher struct {
 	// image holds up to ~360 MB).
 	MediaSlots media.Slots
 
-	states sync.Pool // of *stepState
+	states   sync.Pool     // of *stepState
+	progress progressQueue // the calls' progress events that are due
 }
 
 // pending is one call on its way through a step: what resolving it

@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"container/heap"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,10 @@ const MaxProgressLabel = 200
 
 // progress is one call's progress reporter (the func withProgress puts
 // in the call's context, reached through tool.ReportProgress): it keeps
-// the latest report and publishes it from a timer, so a report costs a
-// lock and a few stores, and never waits for the network. The timer is
-// set on a report when none is, and re-armed only while reports keep
+// the latest report and has it published when it is due (through the
+// Dispatcher's progressQueue), so a report costs a lock and a few
+// stores, and never waits for the network. A publish is queued on a report
+// when none is, and again only while reports keep
 // coming: the last report before a pause goes out at most one interval
 // after it (a trailing publish), unless the call ends first. It is made
 // on the call's first report: a call that never reports costs its cell 16
@@ -37,10 +39,10 @@ type progress struct {
 	done, total int64
 	text        string
 	dirty       bool      // a report not yet published
-	armed       bool      // the timer is set, or its publish is under way
+	armed       bool      // a publish is queued or under way
 	ended       bool      // the call ended: nothing more goes out
 	last        time.Time // when the last publish began
-	timer       *time.Timer
+	at          time.Time // when its publish is due in progressQueue.later, guarded by its mu
 
 	// pub is held while an event is published, so that endProgress can
 	// wait for one under way: the call's completed event comes after it.
@@ -54,6 +56,121 @@ type progressTo struct {
 	ref     JournalRef
 	name    string // the call's tool
 	label   string // its started activity label
+	queue   *progressQueue
+}
+
+// progressQueue publishes the reports that are due, in the order they
+// came due, on at most maxProgressPublishers goroutines of its own, each
+// started when a report is due and none is free, and ended when nothing
+// is left to publish. With a goroutine per publish, a connection that
+// fell behind (thousands of calls reporting at once) held a goroutine, its
+// stack and an encoded event per reporting call; queued, a call waits
+// as a pointer, and its latest report goes out when its turn comes.
+//
+// A publish that is not due yet waits in later, by time, under the
+// queue's one timer: a timer per reporting call, whose firing started a
+// goroutine, is what a call in flight kept and what thousands of calls
+// reporting at once started.
+type progressQueue struct {
+	mu      sync.Mutex
+	due     []*progress
+	running int
+	later   progressHeap
+	timer   *time.Timer // fires at timerAt, when later is not empty
+	timerAt time.Time
+}
+
+// progressHeap is a min-heap of publishes by when they are due.
+type progressHeap []*progress
+
+func (h progressHeap) Len() int           { return len(h) }
+func (h progressHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h progressHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *progressHeap) Push(x any)        { *h = append(*h, x.(*progress)) }
+func (h *progressHeap) Pop() any {
+	old := *h
+	g := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return g
+}
+
+// after queues g's publish for at.
+func (q *progressQueue) after(g *progress, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g.at = at
+	heap.Push(&q.later, g)
+	if q.timerAt.IsZero() || at.Before(q.timerAt) {
+		q.arm(at)
+	}
+}
+
+// arm sets the timer for at. The caller holds mu.
+func (q *progressQueue) arm(at time.Time) {
+	q.timerAt = at
+	if q.timer == nil {
+		q.timer = time.AfterFunc(time.Until(at), q.fire)
+		return
+	}
+	q.timer.Reset(time.Until(at))
+}
+
+// fire moves the publishes that are due to the queue. A fire that finds
+// none due (a timer re-armed while its func was starting) only re-arms.
+func (q *progressQueue) fire() {
+	q.mu.Lock()
+	now := time.Now()
+	q.timerAt = time.Time{}
+	for len(q.later) > 0 && !q.later[0].at.After(now) {
+		q.due = append(q.due, heap.Pop(&q.later).(*progress))
+	}
+	if len(q.later) > 0 {
+		q.arm(q.later[0].at)
+	}
+	start := min(len(q.due), maxProgressPublishers-q.running)
+	q.running += max(start, 0)
+	q.mu.Unlock()
+	for range start {
+		go q.drain()
+	}
+}
+
+// maxProgressPublishers bounds the goroutines publishing progress at once
+// for one Dispatcher: the events go out on one connection in the worker,
+// whose writes take turns anyway.
+const maxProgressPublishers = 4
+
+// push queues g, which is armed and so is in the queue at most once.
+func (q *progressQueue) push(g *progress) {
+	q.mu.Lock()
+	q.due = append(q.due, g)
+	start := q.running < maxProgressPublishers
+	if start {
+		q.running++
+	}
+	q.mu.Unlock()
+	if start {
+		go q.drain()
+	}
+}
+
+// drain publishes what is due until nothing is.
+func (q *progressQueue) drain() {
+	for {
+		q.mu.Lock()
+		if len(q.due) == 0 {
+			q.due = nil // the array a burst grew goes with it
+			q.running--
+			q.mu.Unlock()
+			return
+		}
+		g := q.due[0]
+		q.due[0] = nil
+		q.due = q.due[1:]
+		q.mu.Unlock()
+		g.publish()
+	}
 }
 
 // progressState is what a call's cell holds of its reporter.
@@ -91,11 +208,17 @@ func (s *progressState) report(to progressTo, done, total int64, label string) {
 	if g.last.IsZero() || wait < 0 {
 		wait = 0
 	}
-	if g.timer == nil {
-		g.timer = time.AfterFunc(wait, g.publish)
-	} else {
-		g.timer.Reset(wait)
+	g.schedule(wait)
+}
+
+// schedule queues the publish of the latest report after wait. The
+// caller holds mu.
+func (g *progress) schedule(wait time.Duration) {
+	if wait <= 0 {
+		g.to.queue.push(g)
+		return
 	}
+	g.to.queue.after(g, time.Now().Add(wait))
 }
 
 // publish publishes the latest report, and re-arms the timer for the
@@ -122,7 +245,7 @@ func (g *progress) publish() {
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
-		g.timer.Reset(max(ProgressInterval-time.Since(g.last), 0))
+		g.schedule(ProgressInterval - time.Since(g.last))
 	} else {
 		g.armed = false
 	}
@@ -136,7 +259,7 @@ func (p *pending) withProgress() {
 	if h == nil || h.Progress == nil {
 		return
 	}
-	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity}
+	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity, queue: &p.st.d.progress}
 	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
 }
 
@@ -155,9 +278,7 @@ func (p *pending) endProgress() {
 	}
 	g.mu.Lock()
 	g.ended = true
-	if g.timer != nil {
-		g.timer.Stop()
-	}
+	// A publish still queued finds it ended, and publishes nothing.
 	g.mu.Unlock()
 	g.pub.Lock()
 	//lint:ignore SA2001 the lock only waits for a publish under way

@@ -133,7 +133,9 @@ type Set struct {
 	tools []*tool.Tool
 	// names indexes the tools without a namespace, most of a set: a
 	// string key takes the map's fast path, where a key struct is hashed
-	// field by field.
+	// field by field. A set of at most scanTools tools has neither map and
+	// is searched in order: a set is made per step, and its two maps
+	// were a tenth of what a step in flight keeps.
 	names map[string]*tool.Tool
 	index map[key]*tool.Tool // the tools in a namespace
 	// Notes are the categories' notes on sources that could not contribute.
@@ -146,14 +148,20 @@ type Set struct {
 
 // NewSet builds a set from tools in order; duplicate names are an error.
 func NewSet(ts ...*tool.Tool) (*Set, error) {
-	s := &Set{tools: ts, names: make(map[string]*tool.Tool, len(ts)), index: map[key]*tool.Tool{}}
+	s := &Set{tools: ts}
+	if len(ts) <= scanTools {
+		for i, t := range ts {
+			if scan(ts[:i], t.Spec().Namespace, t.Name()) != nil {
+				return nil, duplicate(t.Spec())
+			}
+		}
+		return s, nil
+	}
+	s.names, s.index = make(map[string]*tool.Tool, len(ts)), map[key]*tool.Tool{}
 	for _, t := range ts {
 		sp := t.Spec()
 		if s.Lookup(sp.Namespace, sp.Name) != nil {
-			if sp.Namespace != "" {
-				return nil, fmt.Errorf("duplicate tool %s.%s in one turn", sp.Namespace, sp.Name)
-			}
-			return nil, fmt.Errorf("duplicate tool %s in one turn", sp.Name)
+			return nil, duplicate(sp)
 		}
 		if sp.Namespace == "" {
 			s.names[sp.Name] = t
@@ -164,8 +172,33 @@ func NewSet(ts ...*tool.Tool) (*Set, error) {
 	return s, nil
 }
 
+// scanTools is the most tools a set searches in order instead of by
+// map: a lookup compares names until one matches, which for a few tools
+// costs less than hashing the name.
+const scanTools = 16
+
+// scan finds a tool of ts by namespace and name, in order.
+func scan(ts []*tool.Tool, namespace, name string) *tool.Tool {
+	for _, t := range ts {
+		if t.Name() == name && t.Spec().Namespace == namespace {
+			return t
+		}
+	}
+	return nil
+}
+
+func duplicate(sp tool.Spec) error {
+	if sp.Namespace != "" {
+		return fmt.Errorf("duplicate tool %s.%s in one turn", sp.Namespace, sp.Name)
+	}
+	return fmt.Errorf("duplicate tool %s in one turn", sp.Name)
+}
+
 // Lookup finds a tool by namespace ("" for none) and name.
 func (s *Set) Lookup(namespace, name string) *tool.Tool {
+	if s.names == nil {
+		return scan(s.tools, namespace, name)
+	}
 	if namespace == "" {
 		return s.names[name]
 	}
