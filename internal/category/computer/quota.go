@@ -405,7 +405,7 @@ var errOverQuota = errors.New("the home went over its disk quota")
 const (
 	walkGap        = 20 * time.Millisecond
 	walkGapNotify  = 100 * time.Millisecond
-	maxWatches     = 1024    // directories watched per command
+	maxWatches     = 4096    // directories watched per command
 	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
 	maxTrackedSize = 65_536  // entries whose size a follower remembers
 )
