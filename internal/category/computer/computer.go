@@ -83,6 +83,11 @@ type Config struct {
 	// embedded server's, or an external server's given by the operator):
 	// the start log says whether it shares the homes' file system.
 	StorePath string
+	// QuotaMode says how homes are held to their quota: QuotaEstimate
+	// (the default), QuotaKernel (a file system of its own per home; New
+	// fails when the host does not allow it) or QuotaAuto (kernel where
+	// the host allows it, with the reason in the log when not).
+	QuotaMode string
 	// Path is the PATH commands get (DefaultPath).
 	Path string
 	// Lang is the LANG commands get (C.UTF-8).
@@ -203,6 +208,10 @@ func New(cfg Config) (*Category, error) {
 		return nil, err
 	}
 	cfg.Root = h.dir
+	if err := chooseQuotaMode(h, cfg); err != nil {
+		_ = h.close()
+		return nil, err
+	}
 	keepReserve(h, cfg)
 	c := &Category{cfg: cfg, homes: h}
 	c.tools = []*tool.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile()}
