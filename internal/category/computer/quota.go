@@ -559,6 +559,12 @@ func (w *follower) walk() *usage {
 	} else {
 		u = w.q.walk(w.h)
 	}
+	// The file system grew by more than the home's count did: the
+	// difference may be files the command deleted but holds open, which
+	// count for its home while it runs.
+	if fs := w.used(); fs >= 0 && w.fsUsed > 0 && fs-w.fsUsed-(u.bytes-w.walked.bytes) > fsGrowth {
+		u.bytes += heldDeleted(w.h.dir)
+	}
 	w.est, w.walked = *u, *u
 	w.walkNow = false
 	w.fsUsed = w.used()

@@ -144,3 +144,32 @@ func TestQuotaOverFileBoundStopsAgain(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Files deleted but held open: 16 files of 4 MiB, each unlinked at once
+// and written on, take the disk while no walk sees them; they count for
+// the home and the writer is stopped.
+func TestQuotaDeletedHeldOpen(t *testing.T) {
+	needSandbox(t)
+	c := gapCategory(t, quotaFiles)
+	stop := neighbour(t, c)
+	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": `python3 -c '
+import os, time
+held = []
+for i in range(16):
+    f = open("h%d" % i, "wb")
+    os.unlink("h%d" % i)
+    for j in range(4):
+        f.write(b"x" * (1 << 20))
+        f.flush()
+        time.sleep(0.01)
+    held.append(f)
+time.sleep(3)
+print("done")
+'`, "timeout_seconds": 60})
+	if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") {
+		t.Errorf("64 MiB in deleted files held open, in an 8 MiB home: %v\n%s", err, res.Content)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}
