@@ -66,6 +66,8 @@ type usage struct {
 	// over: the walk stopped early, at far more entries than the quota
 	// allows (walkCap); bytes is then a lower bound.
 	over bool
+	// xattr is the bytes of extended attributes counted in bytes.
+	xattr int64
 	// blind counts the directories the walk could not open: the home is
 	// then taken as over its quota, never as smaller than it is.
 	blind int64
@@ -166,7 +168,7 @@ func (q *quotas) room(h *home) int64 {
 		q.mu.Unlock()
 	}
 	if d, ok := q.free(); ok && q.reserve > 0 {
-		disk := max(d.bytes-q.reserve, 0)
+		disk := max(d.bytes-2*q.reserve, 0) // one file stops at the watch line
 		if room < 0 || disk < room {
 			room = disk
 		}
@@ -223,7 +225,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -242,10 +244,14 @@ func (q *quotas) walkCap() int64 {
 const xattrInode = 1024
 
 // walkDirs is walk, calling dir with each directory it opens (rel from
-// the home, "." first).
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
+// the home, "." first), counting up to limit entries (-1: all). Given
+// carry, it takes the extended attributes from it instead of reading
+// them (a syscall per entry): a walk that confirms a stop must be quick,
+// and attributes raise no event the follower reads, so the backstop
+// walks alone count them anew.
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage) *usage {
 	u := &usage{at: time.Now()}
-	limit := q.walkCap()
+	xattrs := carry == nil
 	var xattrBytes int64
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
 	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:
@@ -263,7 +269,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 		if unix.Fstat(fd, &st) == nil {
 			u.bytes += st.Blocks * 512
 		}
-		xattrBytes += fdXattrBytes(fd)
+		if xattrs {
+			xattrBytes += fdXattrBytes(fd)
+		}
 		for !u.over {
 			ents, err := f.ReadDir(1024)
 			for _, e := range ents {
@@ -272,7 +280,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 					u.over = true
 					return
 				}
-				xattrBytes += xattrBytesAt(fd, e.Name())
+				if xattrs {
+					xattrBytes += xattrBytesAt(fd, e.Name())
+				}
 				if e.IsDir() {
 					sub, err := openSubdir(fd, e.Name())
 					if err == nil {
@@ -300,6 +310,10 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 	if f, err := h.openDir("."); err == nil {
 		walkDir(f, ".")
 	}
+	if !xattrs {
+		xattrBytes = carry.xattr
+	}
+	u.xattr = xattrBytes
 	u.bytes += xattrBytes
 	u.files += (xattrBytes + xattrInode - 1) / xattrInode
 	return u
@@ -542,6 +556,22 @@ func (w *follower) fsGrew() bool {
 	return u >= 0 && u-w.fsUsed > max(w.q.bytes-w.est.bytes, fsGrowth)
 }
 
+// walkCap is how far the follower's walks count: one entry past the
+// bound or past what the home held at the start, whichever is more (a
+// home a little over is counted exactly, so that every entry the command
+// adds is growth, and a walk that confirms a stop costs no more than
+// that); as far as the start's walk did when that one stopped early (the
+// events then tell growth).
+func (w *follower) walkCap() int64 {
+	switch {
+	case w.q.files <= 0:
+		return -1
+	case w.start.over:
+		return w.q.walkCap()
+	}
+	return max(w.q.files, w.start.files) + 1
+}
+
 // urgent says whether the estimate calls for a walk at once: it is over
 // the quota and grew since the last walk (a home the last walk found over
 // is walked again only when it grows), or an event or statfs asked.
@@ -552,13 +582,16 @@ func (w *follower) urgent() bool {
 
 // walk counts the home, watching every directory it opens, and makes the
 // count the estimate and the quota's cached usage.
-func (w *follower) walk() *usage {
-	var u *usage
+func (w *follower) walk(quick bool) *usage {
+	var dir func(string, *os.File)
 	if w.f != nil {
-		u = w.q.walkDirs(w.h, w.addWatch)
-	} else {
-		u = w.q.walk(w.h)
+		dir = w.addWatch
 	}
+	var carry *usage
+	if quick {
+		carry = &w.walked
+	}
+	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
 	// The file system grew by more than the home's count did: the
 	// difference may be files the command deleted but holds open, which
 	// count for its home while it runs.
@@ -589,7 +622,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	w.q.register(w, cancel)
 	defer w.q.unregister(w)
 	began := time.Now()
-	w.walk()
+	w.walk(false)
 	cost := time.Since(began)
 	last := time.Now()
 	start := &w.start
@@ -606,7 +639,8 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			gap = walkGapNotify // inotify sees every directory
 		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
-		if w.urgent() {
+		urgent := w.urgent()
+		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
 		}
 		// Wake up at least every walkGap to read statfs.
@@ -616,7 +650,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		if !time.Now().Before(due) {
 			began := time.Now()
-			u := w.walk()
+			u := w.walk(urgent)
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
