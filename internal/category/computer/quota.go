@@ -422,6 +422,7 @@ const (
 	maxWatches     = 4096    // directories watched per command
 	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
 	maxTrackedSize = 65_536  // entries whose size a follower remembers
+	entryMargin    = 32      // entries the event count may pass the bound by before it stops a command unconfirmed
 )
 
 // notifyMask are the inotify events that change what a home holds.
@@ -673,6 +674,16 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
+			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
+				// Entries are counted exactly by the events (created,
+				// moved in, deleted, moved out; a directory's first
+				// entries may count twice, hence the margin): a writer
+				// of empty files is stopped at once, not after a walk
+				// of the entries it keeps making nor after an lstat of
+				// each file the events name.
+				w.q.stopGrown(w.h, &w.est)
+				return
+			}
 			w.flush()
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
