@@ -166,6 +166,9 @@ func (c *builtinConfig) registerComputer(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Computer.MaxFileBytes, "file-max-bytes", computer.DefaultMaxFileBytes, "largest content write_file writes and largest file edit_file reads or makes (read_file returns at most --output-budget per call)")
 	fs.Int64Var(&c.Computer.HomeQuotaBytes, "home-quota", computer.DefaultHomeQuotaBytes, "bytes on disk each agent home may hold; a write or command over it is refused or stopped (-1: no bound)")
 	fs.Int64Var(&c.Computer.HomeQuotaFiles, "home-files", computer.DefaultHomeQuotaFiles, "files, directories and links each agent home may hold (-1: no bound)")
+	fs.StringVar(&c.Computer.QuotaMode, "home-quota-mode", computer.QuotaEstimate, "how homes are held to --home-quota and --home-files: estimate (the worker counts), kernel (an ext4 image of its own per home, loop-mounted: needs root or CAP_SYS_ADMIN and mkfs.ext4) or auto (kernel where the host allows it)")
+	fs.Int64Var(&c.Computer.DiskReserve, "home-reserve", 0, "free bytes the homes together never take from their file system, for the JetStream store and the system (0: 128 MiB, at most an eighth of the file system; -1: none)")
+	fs.StringVar(&c.Computer.StorePath, "store-path", "", "the JetStream store's directory of an external server, when it is on this host: the start log says whether it shares the homes' file system (the embedded server's is known)")
 	fs.StringVar(&c.Computer.Path, "command-path", computer.DefaultPath, "PATH of commands")
 	fs.StringVar(&c.CommandEnv, "command-env", "", "more environment for commands: KEY=value pairs, comma-separated (nothing of the worker's own environment reaches them)")
 }

@@ -188,8 +188,11 @@ func (m *program) Run(ctx context.Context) error {
 		}
 		url = m.server.ClientURL()
 		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", dir)
+		if m.Computer.StorePath == "" {
+			m.Computer.StorePath = dir // the homes' reserve says whether it shares their disk
+		}
 		if m.Computer.Root != "" && sameFileSystem(dir, m.Computer.Root) {
-			m.log.Warn("the JetStream store and the agent homes share a file system: an agent that fills it stops every agent's steps until space is freed (the store restarts by itself then); give --data-dir another file system, or bound each home with --home-quota and --home-files",
+			m.log.Warn("the JetStream store and the agent homes share a file system: an agent that fills it stops every agent's steps until space is freed (the store restarts by itself then); give --data-dir another file system; --home-reserve keeps its room",
 				"data_dir", dir, "computer_root", m.Computer.Root)
 		}
 	}

@@ -226,7 +226,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 	} else {
 		st, err = c.runUnconfined(cmdCtx, h, p.Command, out)
 	}
-	overQuota := context.Cause(cmdCtx) == errOverQuota
+	overQuota := errors.Is(context.Cause(cmdCtx), errOverQuota)
 	cancel()
 	<-watched
 	if err != nil {
@@ -235,7 +235,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 	d.DurationMS = time.Since(start).Milliseconds()
 	var quotaNote string
 	if h.quota != nil {
-		if u, over := h.quota.recount(h); over {
+		if u, over := h.quota.recount(h); over || overQuota {
 			d.OverQuota = true
 			quotaNote = "your home is over its disk quota: " + h.quota.describe(u)
 		}

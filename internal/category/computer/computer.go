@@ -71,6 +71,23 @@ type Config struct {
 	// quotas for how they are held.
 	HomeQuotaBytes int64
 	HomeQuotaFiles int64
+	// DiskReserve is the free space the homes together never take from
+	// their file system (DefaultDiskReserve, at most an eighth of the
+	// file system; negative: none), with DefaultDiskReserveFiles inodes
+	// (at most an eighth): a write_file that would take it is refused,
+	// and a command that grows its home once less than twice it is free
+	// is stopped. It keeps room for what shares the file system, a
+	// JetStream store above all.
+	DiskReserve int64
+	// StorePath is the JetStream store's directory when it is known (the
+	// embedded server's, or an external server's given by the operator):
+	// the start log says whether it shares the homes' file system.
+	StorePath string
+	// QuotaMode says how homes are held to their quota: QuotaEstimate
+	// (the default), QuotaKernel (a file system of its own per home; New
+	// fails when the host does not allow it) or QuotaAuto (kernel where
+	// the host allows it, with the reason in the log when not).
+	QuotaMode string
 	// Path is the PATH commands get (DefaultPath).
 	Path string
 	// Lang is the LANG commands get (C.UTF-8).
@@ -191,6 +208,11 @@ func New(cfg Config) (*Category, error) {
 		return nil, err
 	}
 	cfg.Root = h.dir
+	if err := chooseQuotaMode(h, cfg); err != nil {
+		_ = h.close()
+		return nil, err
+	}
+	keepReserve(h, cfg)
 	c := &Category{cfg: cfg, homes: h}
 	c.tools = []*tool.Tool{c.listFiles(), c.readFile(), c.writeFile(), c.editFile()}
 	if commands {

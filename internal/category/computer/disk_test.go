@@ -52,7 +52,9 @@ func fill(t *testing.T, path string) {
 // mode; once space is back they succeed.
 func TestFullDiskLosesNothing(t *testing.T) {
 	root := filepath.Join(smallFS(t, "4m"), "homes")
-	c := newCategory(t, computer.Config{Root: root, HomeQuotaBytes: -1, HomeQuotaFiles: -1})
+	// No reserve: the disk is filled by what the worker does not see
+	// (here the test), and the write path itself is what is tested.
+	c := newCategory(t, computer.Config{Root: root, HomeQuotaBytes: -1, HomeQuotaFiles: -1, DiskReserve: -1})
 	h2 := home(t, c, "a2")
 	old := strings.Repeat("precious line of a2\n", 10_000) // 200,000 bytes
 	path := filepath.Join(h2, "data.txt")

@@ -42,6 +42,9 @@ type homes struct {
 	owner *owner
 	// quota holds each home to its size (nil: no quota).
 	quota *quotas
+	// fs gives each home a file system of its own (QuotaKernel; nil:
+	// none).
+	fs *homeFS
 }
 
 // owner is a user and group files are given to.
@@ -90,6 +93,7 @@ func (h *homes) tightenRoot() {
 // follower.close) and releases the root.
 func (h *homes) close() error {
 	h.quota.wait()
+	h.fs.close()
 	return h.root.Close()
 }
 
@@ -118,6 +122,17 @@ func (h *homes) open(agentID string) (*home, error) {
 				return nil, err
 			}
 			continue
+		}
+		if h.fs != nil {
+			switch err := h.fs.ensure(h.dir, agentID); {
+			case errors.Is(err, errHomeNotEmpty):
+				h.fs.warnOnce(h.log, agentID)
+			case err != nil:
+				return nil, fmt.Errorf("the home's own file system could not be mounted: %w", err)
+			}
+			if fi, err = h.root.Lstat(agentID); err != nil {
+				return nil, err
+			}
 		}
 		if fi.Mode().Perm() != homeMode {
 			// Before opening: a home made 000 cannot be opened otherwise.

@@ -53,21 +53,36 @@ type quotas struct {
 	// closing are the inotify instances being closed (see
 	// follower.close).
 	closing sync.WaitGroup
+	// reserve and reserveFiles are the free bytes and inodes the homes
+	// together never take from fsDir's file system (each <= 0: none).
+	reserve, reserveFiles int64
+	fsDir                 string
 }
 
 // usage is a home's usage: bytes on disk and entries.
 type usage struct {
 	bytes, files int64
 	at           time.Time
-	// over: the walk stopped early, at more entries than the quota
-	// allows; bytes is then a lower bound.
+	// over: the walk stopped early, at far more entries than the quota
+	// allows (walkCap); bytes is then a lower bound.
 	over bool
+	// xattr is the bytes of extended attributes counted in bytes.
+	xattr int64
+	// blind counts the directories the walk could not open: the home is
+	// then taken as over its quota, never as smaller than it is.
+	blind int64
 }
 
 func newQuotas(bytes, files int64) *quotas {
 	if bytes <= 0 && files <= 0 {
 		return nil
 	}
+	return emptyQuotas(bytes, files)
+}
+
+// emptyQuotas is quotas of bytes and files (each <= 0: unbounded), no
+// home counted yet.
+func emptyQuotas(bytes, files int64) *quotas {
 	return &quotas{bytes: bytes, files: files, use: map[string]*usage{}, running: map[string]map[*follower]context.CancelCauseFunc{}}
 }
 
@@ -92,6 +107,9 @@ func (q *quotas) admit(h *home, bytes, files int64) error {
 	overFiles := q.files > 0 && files > 0 && (u.over || u.files+files > q.files)
 	if overBytes || overFiles {
 		return q.overError(u, bytes, "Nothing was written. ")
+	}
+	if err := q.admitReserve(bytes, files); err != nil {
+		return err
 	}
 	u.bytes += bytes
 	u.files += files
@@ -133,17 +151,29 @@ func (q *quotas) recount(h *home) (*usage, bool) {
 }
 
 func (q *quotas) isOver(u *usage) bool {
-	return q.bytes > 0 && u.bytes > q.bytes || q.files > 0 && (u.over || u.files > q.files)
+	return q.bytes > 0 && u.bytes > q.bytes || q.files > 0 && (u.over || u.files > q.files) || u.blind > 0
 }
 
-// room is how many bytes h may still grow by (-1: unbounded).
+// room is how many bytes h may still grow by (-1: unbounded): what its
+// quota has left, and never more than the file system has free above
+// the reserve.
 func (q *quotas) room(h *home) int64 {
-	if q == nil || q.bytes <= 0 {
+	if q == nil {
 		return -1
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return max(q.bytes-q.current(h).bytes, 0)
+	room := int64(-1)
+	if q.bytes > 0 {
+		q.mu.Lock()
+		room = max(q.bytes-q.current(h).bytes, 0)
+		q.mu.Unlock()
+	}
+	if d, ok := q.free(); ok && q.reserve > 0 {
+		disk := max(d.bytes-2*q.reserve, 0) // one file stops at the watch line
+		if room < 0 || disk < room {
+			room = disk
+		}
+	}
+	return room
 }
 
 // overError is the model's error for a home at or over its quota.
@@ -173,36 +203,74 @@ func (q *quotas) describe(u *usage) string {
 		files = "more than " + files
 	}
 	if q.files > 0 {
-		return s + fmt.Sprintf(", %s of the %d files and directories it may hold", files, q.files)
+		s += fmt.Sprintf(", %s of the %d files and directories it may hold", files, q.files)
+	} else {
+		s += ", " + files + " files and directories"
 	}
-	return s + ", " + files + " files and directories"
+	if u.blind > 0 {
+		s += fmt.Sprintf(", and %d directories the worker could not read (counted as over)", u.blind)
+	}
+	if d, ok := q.free(); ok {
+		if lb, lf := q.belowLine(d); lb || lf {
+			s += "; the disk the homes share is nearly full: " + q.diskNote(d)
+		}
+	}
+	return s
 }
 
 // walk counts what h holds: the blocks of everything beneath it (what the
-// disk gives it, so a sparse file costs what it holds) and every entry.
-// It reads each directory in batches through the home's root and stops
-// once there are more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil) }
+// disk gives it, so a sparse file costs what it holds), each file once
+// however many names it has (hard links), the extended attributes of
+// each entry (their bytes, and the inode space they take where the file
+// system charges them so, as tmpfs does), and every entry. It reads each
+// directory in batches through the home's root, at any depth, and stops
+// once there are far more entries than the quota allows.
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil) }
+
+// walkCap is how many entries past the files bound a walk counts before
+// it stops: a home a little over its bound is counted exactly, so that
+// every further entry is seen as growth (and stopped), while a walk of a
+// home far over it stays bounded.
+func (q *quotas) walkCap() int64 {
+	if q.files <= 0 {
+		return -1
+	}
+	return 2*q.files + 1024
+}
+
+// xattrInode is the inode space one byte of extended attributes takes on
+// tmpfs, which charges them to its inode count (BOGO_INODE_SIZE): a
+// home's attributes count as that many entries more.
+const xattrInode = 1024
 
 // walkDirs is walk, calling dir with each directory it opens (rel from
-// the home, "." first).
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
+// the home, "." first), counting up to limit entries (-1: all). Given
+// carry, it takes the extended attributes from it instead of reading
+// them (a syscall per entry): a walk that confirms a stop must be quick,
+// and attributes raise no event the follower reads, so the backstop
+// walks alone count them anew.
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage) *usage {
 	u := &usage{at: time.Now()}
-	limit := int64(-1)
-	if q.files > 0 {
-		limit = q.files
-	}
+	xattrs := carry == nil
+	var xattrBytes int64
+	linked := map[uint64]bool{} // inodes of more than one name, counted once
 	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:
-	// a link swapped in is not followed), one openat each.
-	var walkDir func(f *os.File, rel string, depth int)
-	walkDir = func(f *os.File, rel string, depth int) {
+	// a link swapped in is not followed), one openat each. There is no
+	// depth limit: a directory that cannot be opened (descriptors used
+	// up) counts the home as over (blind), never as empty.
+	var walkDir func(f *os.File, rel string)
+	walkDir = func(f *os.File, rel string) {
 		defer f.Close()
 		if dir != nil {
 			dir(rel, f)
 		}
+		fd := int(f.Fd())
 		var st unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &st) == nil {
+		if unix.Fstat(fd, &st) == nil {
 			u.bytes += st.Blocks * 512
+		}
+		if xattrs {
+			xattrBytes += fdXattrBytes(fd)
 		}
 		for !u.over {
 			ents, err := f.ReadDir(1024)
@@ -212,17 +280,25 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 					u.over = true
 					return
 				}
+				if xattrs {
+					xattrBytes += xattrBytesAt(fd, e.Name())
+				}
 				if e.IsDir() {
-					if depth >= maxPathDepth {
-						continue
-					}
-					fd, err := unix.Openat(int(f.Fd()), e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+					sub, err := openSubdir(fd, e.Name())
 					if err == nil {
-						walkDir(os.NewFile(uintptr(fd), e.Name()), rel+"/"+e.Name(), depth+1)
+						walkDir(sub, rel+"/"+e.Name())
+					} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+						u.blind++
 					}
 					continue
 				}
-				if unix.Fstatat(int(f.Fd()), e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+				if unix.Fstatat(fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+					if st.Nlink > 1 && st.Mode&unix.S_IFMT == unix.S_IFREG {
+						if linked[st.Ino] {
+							continue
+						}
+						linked[st.Ino] = true
+					}
 					u.bytes += st.Blocks * 512
 				}
 			}
@@ -232,9 +308,104 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File)) *usage {
 		}
 	}
 	if f, err := h.openDir("."); err == nil {
-		walkDir(f, ".", 0)
+		walkDir(f, ".")
 	}
+	if !xattrs {
+		xattrBytes = carry.xattr
+	}
+	u.xattr = xattrBytes
+	u.bytes += xattrBytes
+	u.files += (xattrBytes + xattrInode - 1) / xattrInode
 	return u
+}
+
+// openSubdir opens the directory name beneath the directory dirfd, not
+// following a link. A directory its owner made unreadable (chmod 300,
+// which stops a worker that is not root) is opened anyway: the worker
+// owns what is in the homes (or is the user commands run as), so it
+// gives the directory read and search for the open and sets its mode
+// back at once; the descriptor reads it either way.
+func openSubdir(dirfd int, name string) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if err == nil {
+		return os.NewFile(uintptr(fd), name), nil
+	}
+	if !errors.Is(err, unix.EACCES) {
+		return nil, err
+	}
+	// O_PATH needs no permission on the directory itself; chmod through
+	// its descriptor changes what was opened, not what a name now holds.
+	p, perr := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if perr != nil {
+		return nil, err
+	}
+	defer unix.Close(p)
+	var st unix.Stat_t
+	if unix.Fstat(p, &st) != nil {
+		return nil, err
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(p)
+	mode := st.Mode & 0o7777
+	if unix.Chmod(proc, mode|0o500) != nil {
+		return nil, err
+	}
+	fd, err = unix.Openat(p, ".", flags, 0)
+	_ = unix.Chmod(proc, mode)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// fdXattrBytes is the size of the extended attributes of the open file
+// fd: their names and values.
+func fdXattrBytes(fd int) int64 {
+	n, err := unix.Flistxattr(fd, nil)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	names := make([]byte, n)
+	n, err = unix.Flistxattr(fd, names)
+	if err != nil {
+		return 0
+	}
+	total := int64(n)
+	for _, name := range bytes.Split(names[:n], []byte{0}) {
+		if len(name) == 0 {
+			continue
+		}
+		if v, err := unix.Fgetxattr(fd, string(name), nil); err == nil {
+			total += int64(v)
+		}
+	}
+	return total
+}
+
+// xattrBytesAt is fdXattrBytes of name beneath the directory dirfd, not
+// following a link (a link's own attributes are counted). A file with
+// none costs one llistxattr.
+func xattrBytesAt(dirfd int, name string) int64 {
+	p := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + name
+	n, err := unix.Llistxattr(p, nil)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	names := make([]byte, n)
+	n, err = unix.Llistxattr(p, names)
+	if err != nil {
+		return 0
+	}
+	total := int64(n)
+	for _, a := range bytes.Split(names[:n], []byte{0}) {
+		if len(a) == 0 {
+			continue
+		}
+		if v, err := unix.Lgetxattr(p, string(a), nil); err == nil {
+			total += int64(v)
+		}
+	}
+	return total
 }
 
 // errOverQuota stops a command whose home went over its quota.
@@ -248,9 +419,10 @@ var errOverQuota = errors.New("the home went over its disk quota")
 const (
 	walkGap        = 20 * time.Millisecond
 	walkGapNotify  = 100 * time.Millisecond
-	maxWatches     = 1024    // directories watched per command
+	maxWatches     = 4096    // directories watched per command
 	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
 	maxTrackedSize = 65_536  // entries whose size a follower remembers
+	entryMargin    = 32      // entries the event count may pass the bound by before it stops a command unconfirmed
 )
 
 // notifyMask are the inotify events that change what a home holds.
@@ -385,22 +557,47 @@ func (w *follower) fsGrew() bool {
 	return u >= 0 && u-w.fsUsed > max(w.q.bytes-w.est.bytes, fsGrowth)
 }
 
+// walkCap is how far the follower's walks count: one entry past the
+// bound or past what the home held at the start, whichever is more (a
+// home a little over is counted exactly, so that every entry the command
+// adds is growth, and a walk that confirms a stop costs no more than
+// that); as far as the start's walk did when that one stopped early (the
+// events then tell growth).
+func (w *follower) walkCap() int64 {
+	switch {
+	case w.q.files <= 0:
+		return -1
+	case w.start.over:
+		return w.q.walkCap()
+	}
+	return max(w.q.files, w.start.files) + 1
+}
+
 // urgent says whether the estimate calls for a walk at once: it is over
 // the quota and grew since the last walk (a home the last walk found over
 // is walked again only when it grows), or an event or statfs asked.
 func (w *follower) urgent() bool {
 	grew := w.est.bytes > w.walked.bytes || w.est.files > w.walked.files
-	return w.walkNow || grew && w.q.isOver(&w.est) || w.fsGrew()
+	return w.walkNow || grew && w.q.isOver(&w.est) || w.fsGrew() || w.nearReserve()
 }
 
 // walk counts the home, watching every directory it opens, and makes the
 // count the estimate and the quota's cached usage.
-func (w *follower) walk() *usage {
-	var u *usage
+func (w *follower) walk(quick bool) *usage {
+	var dir func(string, *os.File)
 	if w.f != nil {
-		u = w.q.walkDirs(w.h, w.addWatch)
-	} else {
-		u = w.q.walk(w.h)
+		dir = w.addWatch
+	}
+	var carry *usage
+	if quick {
+		carry = &w.walked
+	}
+	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
+	// The file system grew by more than the home's count did: the
+	// difference may be files the command deleted but holds open, which
+	// count for its home while it runs.
+	if fs := w.used(); fs >= 0 && w.fsUsed > 0 && fs-w.fsUsed-(u.bytes-w.walked.bytes) > fsGrowth {
+		u.bytes += heldDeleted(w.h.dir)
 	}
 	w.est, w.walked = *u, *u
 	w.walkNow = false
@@ -426,7 +623,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	w.q.register(w, cancel)
 	defer w.q.unregister(w)
 	began := time.Now()
-	w.walk()
+	w.walk(false)
 	cost := time.Since(began)
 	last := time.Now()
 	start := &w.start
@@ -443,7 +640,8 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			gap = walkGapNotify // inotify sees every directory
 		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
-		if w.urgent() {
+		urgent := w.urgent()
+		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
 		}
 		// Wake up at least every walkGap to read statfs.
@@ -453,11 +651,15 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		if !time.Now().Before(due) {
 			began := time.Now()
-			u := w.walk()
+			u := w.walk(urgent)
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
 				w.q.stopGrown(w.h, u)
+				return
+			}
+			if w.overReserve(u) {
+				cancel(errOverReserve)
 				return
 			}
 			continue
@@ -472,7 +674,23 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
+			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
+				// Entries are counted exactly by the events (created,
+				// moved in, deleted, moved out; a directory's first
+				// entries may count twice, hence the margin): a writer
+				// of empty files is stopped at once, not after a walk
+				// of the entries it keeps making nor after an lstat of
+				// each file the events name.
+				w.q.stopGrown(w.h, &w.est)
+				return
+			}
 			w.flush()
+			if start.over && w.est.files > w.walked.files {
+				// A home far past its bound (more than a walk counts):
+				// any entry the command adds is growth.
+				cancel(errOverQuota)
+				return
+			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				_ = w.f.Close() // not expected; walks alone from here
 				w.f = nil
