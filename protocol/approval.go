@@ -59,6 +59,10 @@ type Decision struct {
 	CallID   string `json:"call_id"`
 	Approved bool   `json:"approved"`
 	Reason   string `json:"reason,omitempty"`
+	// Digest, optional, is DecisionDigest of the call as the decider was
+	// shown it; the worker refuses an answer whose digest is not that of
+	// the call it holds (the call stays held).
+	Digest string `json:"digest,omitempty"`
 }
 
 // StepPendingMsgID is the Nats-Msg-Id of a step.pending event.

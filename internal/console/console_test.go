@@ -216,8 +216,8 @@ func TestApproveThroughTheConsole(t *testing.T) {
 	if strings.Contains(page, "<img") || strings.Contains(page, "<script>alert") {
 		t.Fatalf("approvals page carries markup from the arguments:\n%s", page)
 	}
-	form := url.Values{"agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
-		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"reject"}, "reason.1": {"no pings <b>today</b>"}}
+	form := r.digests(t, c, "a1", "t1", url.Values{"agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"reject"}, "reason.1": {"no pings <b>today</b>"}})
 	post := func(v url.Values, hdr map[string]string) int {
 		req, _ := http.NewRequest("POST", r.url+"/approvals/decide", strings.NewReader(v.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -283,4 +283,24 @@ func marks(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return strings.Fields(string(b))
+}
+
+var digestField = regexp.MustCompile(`name="digest\.(\d+)" value="([^"]+)"`)
+
+// digests adds to v the digests the approvals page shows for the held
+// calls of agent/turn, as the page's form sends them.
+func (r *rig) digests(t *testing.T, c *http.Client, agent, turnID string, v url.Values) url.Values {
+	t.Helper()
+	page := get(t, c, r.url+"/approvals", http.StatusOK)
+	for _, sec := range strings.Split(page, `<section class="step"`)[1:] {
+		if !strings.Contains(sec, `data-agent="`+agent+`" data-turn="`+turnID+`"`) {
+			continue
+		}
+		for _, m := range digestField.FindAllStringSubmatch(sec, -1) {
+			v.Set("digest."+m[1], m[2])
+		}
+		return v
+	}
+	t.Fatalf("no held step %s/%s on the page", agent, turnID)
+	return v
 }

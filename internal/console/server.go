@@ -59,6 +59,7 @@ type Server struct {
 	keys    *keyBook
 	streams atomic.Int64 // live streams open
 	cats    *catalogCache
+	sums    summaries
 }
 
 type session struct {
@@ -104,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		stats:    newStats(),
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
+		sums:     summaries{m: map[string]summary{}},
 	}
 	s.routes()
 	return s, nil
@@ -126,10 +128,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /logout", s.authed(s.logout))
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/approvals", http.StatusSeeOther) })
 	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
+	m.HandleFunc("GET /approvals/step", s.authed(s.stepPage))
 	m.HandleFunc("POST /approvals/decide", s.authed(s.decide))
 	m.HandleFunc("GET /live", s.authed(s.livePage))
 	m.HandleFunc("GET /api/live", s.authed(s.liveEvents))
 	m.HandleFunc("GET /dead", s.authed(s.deadPage))
+	m.HandleFunc("GET /dead/letter", s.authed(s.letterPage))
 	m.HandleFunc("POST /dead/redrive", s.authed(s.redrive))
 	m.HandleFunc("GET /fleet", s.authed(s.fleetPage))
 	s.mux = m
