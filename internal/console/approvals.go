@@ -374,7 +374,15 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.State != "pending" {
-		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s was decided already (%s): nothing sent.", step, agent, turn, h.State))
+		// An answer too late is an answer: kept, with what decided.
+		e := auditEntry{Kind: "decision", By: sessionOf(r).name, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step, Outcome: "lost"}
+		e, _ = s.outcome(ctx, e)
+		e.Outcome = "lost"
+		if e.DecidedBy == "" {
+			e.DecidedBy = "an earlier answer"
+		}
+		s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.late-%s", agent, turn, step, GenerateToken()[:12]), e)
+		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: it was decided already (%s) by %s; nothing sent.", step, agent, turn, h.State, e.DecidedBy))
 		return
 	}
 	var ds []protocol.Decision

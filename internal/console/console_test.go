@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
@@ -42,6 +43,8 @@ type rig struct {
 	url     string
 	markDir string
 	console *console.Server
+	// consoleNC is the console's own connection.
+	consoleNC *nats.Conn
 }
 
 func newRig(t *testing.T) *rig {
@@ -57,7 +60,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.gw = gw
-	c, err := console.New(console.Config{NC: r.srv.Connect(t), Token: testToken, Logger: workertest.Logger()})
+	r.consoleNC = r.srv.Connect(t)
+	c, err := console.New(console.Config{NC: r.consoleNC, Token: testToken, Logger: workertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

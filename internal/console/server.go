@@ -40,6 +40,10 @@ type Config struct {
 	// SessionTTL bounds a session; 12h when zero.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
+	// Limits are the console's bounds on connections and streams
+	// (DefaultLimits for every zero field); serve the console with
+	// HTTPServer and Listen for all of them to hold.
+	Limits Limits
 }
 
 // Server is the console's HTTP handler and its view of the bus.
@@ -60,6 +64,7 @@ type Server struct {
 	streams atomic.Int64 // live streams open
 	cats    *catalogCache
 	sums    summaries
+	limits  Limits
 }
 
 type session struct {
@@ -67,6 +72,7 @@ type session struct {
 	csrf    string
 	expires time.Time
 	flash   string // shown once, on the next page
+	streams int    // live streams open
 }
 
 const cookieName = "console_session"
@@ -106,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
 		sums:     summaries{m: map[string]summary{}},
+		limits:   cfg.Limits.orDefault(),
 	}
 	s.routes()
 	return s, nil
