@@ -129,17 +129,20 @@ type approvalWire struct {
 }
 
 type decisionWire struct {
-	CallID   *string `json:"call_id"`
-	Approved *bool   `json:"approved"`
-	Reason   *string `json:"reason"`
+	CallID   *string         `json:"call_id"`
+	Approved *bool           `json:"approved"`
+	Reason   *string         `json:"reason"`
+	Input    json.RawMessage `json:"input"`
 }
 
 // ParseApproval decodes and checks a gateway's answer that arrived on
 // subject turn.approval.<agent_id>.<turn_id>. Every field must be there
 // with its type (reason is optional), the ids must agree with the
 // subject, and a call may be decided once. Whether the answer fits the
-// pending step (every pending call decided, no other) is the worker's
-// check, against what it stored. Any problem is an error wrapping
+// pending step (every pending call decided, no other, an input valid
+// against its requested schema) is the worker's check, against what it
+// stored. An input (1.3) may only come with approved true; null counts
+// as absent. Any problem is an error wrapping
 // ErrBadApproval that names it.
 func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error) {
 	if maxBytes > 0 && len(data) > maxBytes {
@@ -189,6 +192,12 @@ func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error)
 		}
 		seen[*d.CallID] = true
 		a.Decisions[i] = Decision{CallID: *d.CallID, Approved: *d.Approved}
+		if in := bytes.TrimSpace(d.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
+			if !*d.Approved {
+				return nil, badApproval("decisions[%d]: input comes with approved true; a refusal carries a reason", i)
+			}
+			a.Decisions[i].Input = append(json.RawMessage(nil), in...)
+		}
 		if d.Reason != nil {
 			a.Decisions[i].Reason = clipReason(*d.Reason)
 		}

@@ -216,6 +216,10 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tool.Tool, error) {
 		}
 		schema = b
 	}
+	out, err := compileOutputSchema(t)
+	if err != nil {
+		return nil, err
+	}
 	readOnly, destructive := hints(t.Annotations)
 	name := t.Name
 	label := s.name + "." + name
@@ -236,7 +240,7 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tool.Tool, error) {
 			return "Called " + label
 		},
 		Execute: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
-			return s.call(ctx, name, args, readOnly)
+			return s.call(ctx, name, args, readOnly, out)
 		},
 	})
 }
@@ -307,7 +311,7 @@ func namespaceDescription(name string, cfg ServerConfig, init *sdk.InitializeRes
 // gone is sent again on a new session when it cannot have reached the
 // server, or when the tool is read-only; otherwise the model is told it
 // may have taken effect.
-func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool) (tool.Result, error) {
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool, out *outputSchema) (tool.Result, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.connection(ctx)
 		if err != nil {
@@ -324,7 +328,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		unroute()
 		spans.End(span, err)
 		if err == nil {
-			return s.result(res, name)
+			return s.result(res, name, out)
 		}
 		if ctx.Err() != nil {
 			// Timeout or abort: the dispatcher says which.
