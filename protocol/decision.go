@@ -133,6 +133,9 @@ type decisionWire struct {
 	Approved *bool           `json:"approved"`
 	Reason   *string         `json:"reason"`
 	Input    json.RawMessage `json:"input"`
+
+	// Digest (optional) binds the decision to the call shown.
+	Digest *string `json:"digest"`
 }
 
 // ParseApproval decodes and checks a gateway's answer that arrived on
@@ -200,6 +203,15 @@ func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error)
 		}
 		if d.Reason != nil {
 			a.Decisions[i].Reason = clipReason(*d.Reason)
+		}
+
+		// The digest binding: a digest is DecisionDigest's form, or the
+		// answer is malformed.
+		if d.Digest != nil {
+			if !validDigest(*d.Digest) {
+				return nil, badApproval("decisions[%d]: digest is not sha256:<43 base64url characters>", i)
+			}
+			a.Decisions[i].Digest = *d.Digest
 		}
 	}
 	return a, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // DecisionDigest binds a decision to the exact call it decides: a digest
@@ -35,4 +36,14 @@ func DecisionDigest(callID, namespace, name string, arguments json.RawMessage) s
 		h.Write(s)
 	}
 	return "sha256:" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// validDigest reports whether s has DecisionDigest's form.
+func validDigest(s string) bool {
+	b, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(b) != 43 {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(b)
+	return err == nil
 }

@@ -225,6 +225,28 @@ func (p *PendingStep) Decide(a *protocol.Approval) error {
 			return fmt.Errorf("%w: call %q is not pending approval in step %d", ErrApproval, textclip.Text(d.CallID, 64), p.Step)
 		}
 	}
+	return p.checkDigests(a)
+}
+
+// checkDigests refuses an answer whose decision carries a digest that is
+// not the held call's (protocol.DecisionDigest): the person was shown
+// another call than the one that would run. The answer is dead-lettered
+// with this reason and the step stays held.
+func (p *PendingStep) checkDigests(a *protocol.Approval) error {
+	for _, d := range a.Decisions {
+		if d.Digest == "" {
+			continue
+		}
+		for _, c := range p.Calls {
+			if c.CallID != d.CallID {
+				continue
+			}
+			if want := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid); d.Digest != want {
+				return fmt.Errorf("%w: the decision for call %q of step %d carries digest %s, but the held call's is %s: it was decided on other arguments than those that would run; nothing ran, the step stays held, decide it again from what it holds",
+					ErrApproval, textclip.Text(d.CallID, 64), p.Step, d.Digest, want)
+			}
+		}
+	}
 	return nil
 }
 
