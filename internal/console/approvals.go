@@ -58,6 +58,9 @@ type heldCall struct {
 	// them with the held call; nil in records of workers before they did.
 	ReadOnly    *bool `json:"read_only"`
 	Destructive *bool `json:"destructive"`
+	// Input is the hold of a call waiting mid-run for a person's input
+	// (protocol 1.3; Approval is then "input").
+	Input *inputHold `json:"input"`
 }
 
 // auditEntry is one decision or re-drive the console sent, kept in
@@ -128,6 +131,10 @@ type callView struct {
 	Args                           shown
 	Repairs                        []string
 	Digest                         string
+	// An input request: the server's message and the requested fields.
+	Input   bool
+	Message shown
+	Fields  []inputField
 }
 
 func timeLeft(d time.Duration) string {
@@ -329,6 +336,9 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: showJSON(c.Valid, limit), Repairs: c.Repairs,
 				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)}
+			if c.Input != nil {
+				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
+			}
 			sv.Clipped = sv.Clipped || cv.Args.Clipped()
 			if c.Approval != "" {
 				sv.Held = append(sv.Held, cv)
@@ -402,7 +412,16 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		reason := strings.TrimSpace(f.Get("reason." + idx))
 		switch f.Get("decision." + idx) {
 		case "approve":
-			ds = append(ds, protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason, Digest: digest})
+			d := protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason, Digest: digest}
+			if c.Input != nil {
+				in, err := buildInput(inputFields(c.Input.Request.RequestedSchema), f, "input."+idx+".")
+				if err != nil {
+					s.back(w, r, back, fmt.Sprintf("The answer to call %q of step %d of %s/%s: %v. Nothing sent.", c.CallID, step, agent, turn, err))
+					return
+				}
+				d.Input, d.Reason = in, ""
+			}
+			ds = append(ds, d)
 		case "reject":
 			if reason == "" {
 				reason = "refused by " + sessionOf(r).name
