@@ -149,6 +149,7 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 			// with instead of asking the worker for its own.
 			Capabilities:           &sdk.ClientCapabilities{},
 			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.changes.Add(1) },
+			MultiRoundTrip:         inputRoundTrips(), // input requests go to a person (input.go)
 			ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 				s.progress.notify(r.Params)
 			},
