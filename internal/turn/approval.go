@@ -391,6 +391,11 @@ func (r *Runner) Resolve(ctx context.Context, p *PendingStep) error {
 	if p.Resolution == nil {
 		return errors.New("the pending step is not decided")
 	}
+	if p.live() {
+		// The worker running the call reads the decision from the record
+		// and finishes the step itself (AskLive).
+		return nil
+	}
 	if p.inputHeld() {
 		return r.resolveInput(ctx, p)
 	}
@@ -465,6 +470,10 @@ type InputHold struct {
 	// Round counts the holds of the call: 1 for the first, one more each
 	// time its server asks again.
 	Round int `json:"round"`
+	// Live marks a request answered inside the running call (an MCP
+	// elicitation of 2025-11-25, AskLive): the worker running the call
+	// waits for the decision and finishes the step itself.
+	Live bool `json:"live,omitempty"`
 }
 
 // ErrHeldAgain is returned by Resolve when a resumed call's server asked
@@ -474,16 +483,16 @@ var ErrHeldAgain = errors.New("the step is held for input again")
 
 type inputAllowedKey struct{}
 
-// AllowInput marks ctx as a step's whose calls may be held for input: a
-// main turn's, on a worker that keeps pending steps.
-func AllowInput(ctx context.Context) context.Context {
-	return context.WithValue(ctx, inputAllowedKey{}, true)
+// allowInput marks ctx as a step's whose calls may be held for input: a
+// main turn's, on a worker that keeps pending steps (r's).
+func allowInput(ctx context.Context, r *Runner) context.Context {
+	return context.WithValue(ctx, inputAllowedKey{}, r)
 }
 
-// InputAllowed reports whether a call may be held for input (AllowInput).
+// InputAllowed reports whether a call may be held for input.
 func InputAllowed(ctx context.Context) bool {
-	ok, _ := ctx.Value(inputAllowedKey{}).(bool)
-	return ok
+	r, _ := ctx.Value(inputAllowedKey{}).(*Runner)
+	return r != nil
 }
 
 // Resume is what a resumed call gets: its hold and the person's answer
@@ -556,7 +565,7 @@ func (r *Runner) allowInput(ctx context.Context) context.Context {
 	if r.Approvals == nil {
 		return ctx
 	}
-	return AllowInput(ctx)
+	return allowInput(ctx, r)
 }
 
 // holdsInput reports whether a step's result has a call held for input.
@@ -714,7 +723,7 @@ func (r *Runner) resolveInput(ctx context.Context, p *PendingStep) error {
 	sub.Items = len(sub.Calls)
 	// Every resumed call is claimed before it runs (none is recorded
 	// after), so that the claim replaces its held outcome.
-	ctx = AllowInput(context.WithValue(Redelivered(ctx), resumeKey{}, resumes))
+	ctx = allowInput(context.WithValue(Redelivered(ctx), resumeKey{}, resumes), r)
 	ctx, span := r.Process(ctx, full)
 	defer span.End()
 	res, err := r.dispatch(ctx, sub, nil, nil, stored)
@@ -750,4 +759,103 @@ func (r *Runner) holdAgain(ctx context.Context, p *PendingStep, full *protocol.S
 		return fmt.Errorf("holding the step again for input: %w", err)
 	}
 	return ErrHeldAgain
+}
+
+// live reports whether the step's request is answered inside its running
+// call (AskLive).
+func (p *PendingStep) live() bool {
+	for _, c := range p.Calls {
+		if c.Input != nil && c.Input.Live {
+			return true
+		}
+	}
+	return false
+}
+
+// Awaiter is implemented by Approvals that can wait for a pending step's
+// decision (the worker's TURN_STATE store, with a watch of its record).
+type Awaiter interface {
+	// AwaitDecided returns the step's record once its round round is
+	// decided, or ctx's error.
+	AwaitDecided(ctx context.Context, agentID, turnID string, step int64, round int) (*PendingStep, error)
+}
+
+// ErrNoAnswer is returned by AskLive when the request ended without a
+// person's answer: it timed out, the turn was cancelled, or a step's
+// request cannot be held here.
+var ErrNoAnswer = errors.New("no answer to the request for input")
+
+// AskLive asks a person for input inside a running call (an MCP server's
+// elicitation of 2025-11-25, a request the server waits on): the step is
+// held with the call's entry (reason "input"), a step.pending goes out,
+// and AskLive waits, in this worker, for the decision any worker records.
+// It is bounded by the call's own deadline (the step's expiry is no
+// later). If this worker dies meanwhile the request is lost with the
+// server's connection: the step's redelivery answers the call
+// interrupted. args are the call's validated arguments, shown to the
+// person.
+func AskLive(ctx context.Context, req protocol.InputRequest, args json.RawMessage) (protocol.Decision, error) {
+	r, _ := ctx.Value(inputAllowedKey{}).(*Runner)
+	call, ok := tool.CallFrom(ctx)
+	aw, ok2 := r.approvals().(Awaiter)
+	if r == nil || !ok || !ok2 {
+		return protocol.Decision{}, fmt.Errorf("%w: this call cannot be held for input", ErrNoAnswer)
+	}
+	expires := time.Now().Add(r.Approval.timeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(expires) {
+		expires = d
+	}
+	h := HeldCall{Type: protocol.ItemFunctionCall, CallID: call.CallID, Valid: args, Approval: protocol.PendingInput,
+		Input: &InputHold{Request: req, Arguments: args, Round: 1, Live: true}}
+	if name, ok := ctx.Value(liveToolKey{}).([2]string); ok {
+		h.Namespace, h.Name = name[0], name[1]
+	}
+	p := &PendingStep{AgentID: call.AgentID, TurnID: call.TurnID, Step: call.Step, Calls: []HeldCall{h},
+		ExpiresAt: expires.UTC().Truncate(time.Second), State: StatePending, Round: 1}
+	had, err := r.Approvals.Hold(ctx, p)
+	if err != nil {
+		return protocol.Decision{}, fmt.Errorf("storing the request for input: %w", err)
+	}
+	if had != nil {
+		// The step held a request before (this call's last elicitation):
+		// the next round.
+		rh, ok := r.Approvals.(Reholder)
+		if !ok || had.State == StatePending || !had.live() {
+			return protocol.Decision{}, fmt.Errorf("%w: another request of step %d is waiting for a person", ErrNoAnswer, call.Step)
+		}
+		p.Round = max(had.Round, 1) + 1
+		p.Calls[0].Input.Round = p.Round
+		if err := rh.Rehold(ctx, had, p); err != nil {
+			return protocol.Decision{}, err
+		}
+	} else if err := r.Approvals.Announce(ctx, p); err != nil {
+		return protocol.Decision{}, err
+	}
+	got, err := aw.AwaitDecided(ctx, p.AgentID, p.TurnID, p.Step, p.Round)
+	if err != nil {
+		return protocol.Decision{}, fmt.Errorf("%w: %v", ErrNoAnswer, context.Cause(ctx))
+	}
+	if got.Resolution.By != ByAnswer {
+		return protocol.Decision{}, fmt.Errorf("%w: %s", ErrNoAnswer, got.Resolution.By)
+	}
+	for _, d := range got.Resolution.Decisions {
+		if d.CallID == call.CallID {
+			return d, nil
+		}
+	}
+	return protocol.Decision{}, fmt.Errorf("%w: no decision for the call", ErrNoAnswer)
+}
+
+type liveToolKey struct{}
+
+// WithTool names the running call's tool for AskLive's step.pending.
+func WithTool(ctx context.Context, namespace, name string) context.Context {
+	return context.WithValue(ctx, liveToolKey{}, [2]string{namespace, name})
+}
+
+func (r *Runner) approvals() Approvals {
+	if r == nil {
+		return nil
+	}
+	return r.Approvals
 }

@@ -237,3 +237,37 @@ func (s *Store) reclaim(ctx context.Context, key string, rev uint64, claim []byt
 	}
 	return err
 }
+
+// AwaitDecided implements turn.Awaiter with a watch of the step's record:
+// it returns the record once its round round is decided (or done), or
+// ctx's error.
+func (s *Store) AwaitDecided(ctx context.Context, agentID, turnID string, step int64, round int) (*turn.PendingStep, error) {
+	w, err := s.KV.Watch(ctx, PendingKey(agentID, turnID, step))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("the watch of pending step %d ended", step)
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var p turn.PendingStep
+			if err := json.Unmarshal(e.Value(), &p); err != nil {
+				return nil, fmt.Errorf("pending step record %s is unreadable: %w", e.Key(), err)
+			}
+			if max(p.Round, 1) == round && p.State != turn.StatePending && p.Resolution != nil {
+				return &p, nil
+			}
+			if max(p.Round, 1) > round {
+				return nil, fmt.Errorf("pending step %d moved on to round %d", step, p.Round)
+			}
+		}
+	}
+}

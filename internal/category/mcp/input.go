@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -141,4 +143,94 @@ func withDefaults(input, schema json.RawMessage) (map[string]any, error) {
 		}
 	}
 	return content, nil
+}
+
+// An elicitation of 2025-11-25 is a request the server sends inside a
+// running call, and waits on: it cannot outlive the call's connection.
+// The worker running the call holds the step with the call's entry
+// (turn.AskLive), and answers the elicitation when a decision arrives,
+// within the call's time limit; if the worker dies meanwhile, the
+// request is lost with the connection and the step's redelivery answers
+// the call interrupted. The request names no call: it goes to the one
+// call of its server running on this worker that may ask a person, and
+// is declined when there is none or more than one.
+
+// liveCalls are a server's running calls that may be held for input.
+type liveCalls struct {
+	mu    sync.Mutex
+	calls map[*liveCall]bool
+}
+
+type liveCall struct {
+	ctx  context.Context
+	args json.RawMessage
+}
+
+// add registers a running call for its server's elicitations; the
+// returned func removes it.
+func (l *liveCalls) add(ctx context.Context, args json.RawMessage) func() {
+	if !turn.InputAllowed(ctx) {
+		return func() {}
+	}
+	c := &liveCall{ctx: ctx, args: args}
+	l.mu.Lock()
+	if l.calls == nil {
+		l.calls = map[*liveCall]bool{}
+	}
+	l.calls[c] = true
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.calls, c)
+		l.mu.Unlock()
+	}
+}
+
+// only is the one registered call, or nil.
+func (l *liveCalls) only() *liveCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.calls) != 1 {
+		return nil
+	}
+	for c := range l.calls {
+		return c
+	}
+	return nil
+}
+
+// elicit answers a server's elicitation/create through a person (the
+// SDK checks the form and fills in its defaults): accept with the
+// decision's input, decline on a refusal, cancel when no answer came.
+func (s *server) elicit(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	c := s.asking.only()
+	if c == nil || req.Params == nil {
+		s.log.Warn("mcp elicitation declined: no single running call of this server may ask a person")
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	if req.Params.RequestedSchema != nil {
+		b, err := json.Marshal(req.Params.RequestedSchema)
+		if err != nil || len(b) > MaxInputSchema {
+			return &sdk.ElicitResult{Action: "decline"}, nil
+		}
+		schema = b
+	}
+	d, err := turn.AskLive(c.ctx, protocol.InputRequest{Message: textclip.Text(req.Params.Message, MaxInputMessage), RequestedSchema: schema}, c.args)
+	switch {
+	case errors.Is(err, turn.ErrNoAnswer):
+		s.log.Info("mcp elicitation ended without an answer", "err", err)
+		return &sdk.ElicitResult{Action: "cancel"}, nil
+	case err != nil:
+		return nil, err
+	case !d.Approved:
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	content := map[string]any{}
+	if len(d.Input) > 0 {
+		if err := json.Unmarshal(d.Input, &content); err != nil {
+			return nil, fmt.Errorf("the input is not a JSON object: %w", err)
+		}
+	}
+	return &sdk.ElicitResult{Action: "accept", Content: content}, nil
 }

@@ -33,7 +33,12 @@ type inputServer struct {
 	calls int
 }
 
-func startInputServer(t *testing.T) *inputServer {
+func startInputServer(t *testing.T) *inputServer { return startInputServerWith(t, true) }
+
+// startInputServerWith serves 2026-07-28 when stateless; a stateful one
+// speaks 2025-11-25 to this client, and the SDK turns its input requests
+// into elicitation/create requests inside the call.
+func startInputServerWith(t *testing.T, stateless bool) *inputServer {
 	t.Helper()
 	is := &inputServer{}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "input-server", Version: "1"}, nil)
@@ -75,13 +80,27 @@ func startInputServer(t *testing.T) *inputServer {
 			}
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "unknown state " + req.Params.RequestState}}}, nil
 		})
+	// survey elicits twice inside one call (2025-11-25 only).
+	srv.AddTool(&sdk.Tool{Name: "survey", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var got []string
+			for _, q := range []string{"Which repository?", "Which label?"} {
+				res, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Message: q, RequestedSchema: repoSchema})
+				if err != nil {
+					return nil, err
+				}
+				b, _ := json.Marshal(res.Content)
+				got = append(got, res.Action+" "+string(b))
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Join(got, "; ")}}}, nil
+		})
 	srv.AddTool(&sdk.Tool{Name: "echo", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			var args struct{ Text string }
 			_ = json.Unmarshal(req.Params.Arguments, &args)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: args.Text}}}, nil
 		})
-	is.Server = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: true}))
+	is.Server = httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: stateless}))
 	t.Cleanup(is.Close)
 	return is
 }
@@ -264,5 +283,73 @@ func TestInputRequestResumedByAnotherWorker(t *testing.T) {
 	if len(log) != 3 || log[0] != "|null" || log[1] != `state-1:bug|{"repo":{"action":"accept","content":{"private":true,"repo":"again"}}}` ||
 		log[2] != `state-2|{"label":{"action":"accept","content":{"label":"p1"}}}` {
 		t.Errorf("the server saw %q", log)
+	}
+}
+
+// TestElicitationHeldLive: a 2025-11-25 server's elicitation inside a
+// call holds the step like an approval while the call runs on: a
+// step.pending with reason "input" goes out, a decision any worker
+// records is read by the worker running the call, which answers the
+// elicitation (the SDK fills in the form's defaults); a second
+// elicitation of the same call is the step's round 2; a refusal is a
+// decline.
+func TestElicitationHeldLive(t *testing.T) {
+	t.Parallel()
+	is := startInputServerWith(t, false)
+	servers := map[string]mcp.ServerConfig{"gh": {URL: is.URL, Defer: new(false)}}
+	s := natstest.Start(t)
+	startInputWorker(t, s, "wa", servers)
+	nc := s.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, nc: nc, js: js}
+	ctx := protocol.Context{Kind: protocol.KindText, MCPServers: []string{"gh"}}
+	r.catalog(ctx)
+	out := inputWatch(t, js, protocol.Subject(protocol.PrefixOutput, "a1", "te"))
+
+	r.send("te", 0, ctx, call("c1", "gh", "survey", `{}`))
+	typ, _, m := next(t, out)
+	var p protocol.StepPending
+	if typ != protocol.EventStepPending || json.Unmarshal(m.Data(), &p) != nil || len(p.Approvals) != 1 || p.Approvals[0].Reason != "input" ||
+		p.Approvals[0].InputRequest.Message != "Which repository?" || p.Approvals[0].Namespace != "gh" || p.Approvals[0].Name != "survey" {
+		t.Fatalf("first event %s %s", typ, m.Data())
+	}
+	decide(t, js, "te", 0, 1, protocol.Decision{CallID: "c1", Approved: true, Input: json.RawMessage(`{"repo":"toolruntime"}`)})
+	typ, _, m = next(t, out)
+	if typ != protocol.EventStepPending || m.Headers().Get(jetstream.MsgIDHeader) != "a1.te.0.pending.2" || json.Unmarshal(m.Data(), &p) != nil || p.Approvals[0].InputRequest.Message != "Which label?" {
+		t.Fatalf("after the first answer: %s %s", typ, m.Data())
+	}
+	decide(t, js, "te", 0, 2, protocol.Decision{CallID: "c1", Approved: true, Input: json.RawMessage(`{"repo":"x","private":false}`)})
+	typ, v, _ := next(t, out)
+	if typ != protocol.EventCallOutput || !strings.Contains(string(v["item"]), `accept {\"private\":true,\"repo\":\"toolruntime\"}; accept {\"private\":false,\"repo\":\"x\"}`) {
+		t.Fatalf("the call's output: %s %s", typ, mustJSON(v))
+	}
+	if typ, _, _ = next(t, out); typ != protocol.EventStepDone {
+		t.Fatalf("then %s", typ)
+	}
+
+	// One elicitation answered through the SDK's reinvocation.
+	r.send("te", 1, ctx, call("c3", "gh", "create_issue", `{"title":"bug"}`))
+	if typ, _, _ = next(t, out); typ != protocol.EventStepPending {
+		t.Fatalf("step 1: %s", typ)
+	}
+	decide(t, js, "te", 1, 1, protocol.Decision{CallID: "c3", Approved: true, Input: json.RawMessage(`{"repo":"toolruntime"}`)})
+	typ, v, _ = next(t, out)
+	if typ != protocol.EventCallOutput || !strings.Contains(string(v["item"]), `created \"bug\" in toolruntime (private true)`) {
+		t.Fatalf("step 1's output: %s %s", typ, mustJSON(v))
+	}
+	next(t, out)
+
+	// A refusal is a decline.
+	r.send("te", 2, ctx, call("c2", "gh", "create_issue", `{"title":"other"}`))
+	if typ, _, _ = next(t, out); typ != protocol.EventStepPending {
+		t.Fatalf("step 2: %s", typ)
+	}
+	decide(t, js, "te", 2, 1, protocol.Decision{CallID: "c2", Approved: false, Reason: "no"})
+	typ, v, _ = next(t, out)
+	if typ != protocol.EventCallOutput || !strings.Contains(string(v["item"]), "not created: the person said decline") {
+		t.Fatalf("refused: %s %s", typ, mustJSON(v))
 	}
 }

@@ -150,6 +150,7 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 			Capabilities:           &sdk.ClientCapabilities{},
 			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.changes.Add(1) },
 			MultiRoundTrip:         inputRoundTrips(), // input requests go to a person (input.go)
+			ElicitationHandler:     s.elicit,
 			ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 				s.progress.notify(r.Params)
 			},
@@ -193,6 +194,8 @@ type server struct {
 	changes atomic.Uint64
 	// progress routes progress notifications to the running calls.
 	progress progressRoutes
+	// asking holds the running calls an elicitation may be for (input.go).
+	asking liveCalls
 
 	mu       sync.Mutex
 	conn     *conn

@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -328,7 +329,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 			return tool.Result{}, tool.Errorf(tool.ToolError, "The answer to the MCP server %s's request for input could not be sent, so %s was not finished: %v", s.name, name, err)
 		}
 		unroute := s.requestProgress(ctx, params)
+		unask := s.asking.add(turn.WithTool(ctx, s.name, name), args)
 		res, err := c.cs.CallTool(sctx, params)
+		unask()
 		unroute()
 		spans.End(span, err)
 		if err == nil && res.NeedsInput() {
