@@ -114,12 +114,17 @@ func (is *inputServer) log() []string {
 // startInputWorker runs a worker on s with the MCP category; stop ends
 // it and waits.
 func startInputWorker(t *testing.T, s *natstest.Server, name string, servers map[string]mcp.ServerConfig) (stop func()) {
+	return startInputWorkerWith(t, s, name, servers, 0)
+}
+
+// startInputWorkerWith sets the approval timeout (0: the default).
+func startInputWorkerWith(t *testing.T, s *natstest.Server, name string, servers map[string]mcp.ServerConfig, timeout time.Duration) (stop func()) {
 	t.Helper()
 	m := newManager(t, servers)
 	nc := s.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := engine.Config{Name: name, Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
-		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}, Approval: turn.Policy{Timeout: timeout}}
 	w, err := engine.New(ctx, nc, cfg, turn.NewAssembler(mcp.Category(m, nil)), nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -351,5 +356,49 @@ func TestElicitationHeldLive(t *testing.T) {
 	typ, v, _ = next(t, out)
 	if typ != protocol.EventCallOutput || !strings.Contains(string(v["item"]), "not created: the person said decline") {
 		t.Fatalf("refused: %s %s", typ, mustJSON(v))
+	}
+}
+
+// TestInputRequestExpiresAndCancels: a call held for input with no answer
+// by the step's expiry is answered rejected, one whose turn is cancelled
+// aborted, each then step.done; the server is not called again.
+func TestInputRequestExpiresAndCancels(t *testing.T) {
+	t.Parallel()
+	is := startInputServer(t)
+	servers := map[string]mcp.ServerConfig{"gh": {URL: is.URL, Defer: new(false)}}
+	s := natstest.Start(t)
+	startInputWorkerWith(t, s, "wa", servers, 2*time.Second)
+	nc := s.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, nc: nc, js: js}
+	ctx := protocol.Context{Kind: protocol.KindText, MCPServers: []string{"gh"}}
+	r.catalog(ctx)
+	for _, tt := range []struct{ turn, kind, text string }{
+		{"tx", "rejected", "approval timed out: the tool asked a person for input (\\\"Which repository?\\\") and nobody answered"},
+		{"tc", "aborted", "user stopped"},
+	} {
+		out := inputWatch(t, js, protocol.Subject(protocol.PrefixOutput, "a1", tt.turn))
+		r.send(tt.turn, 0, ctx, call("c1", "gh", "create_issue", `{"title":"bug"}`))
+		if typ, _, _ := next(t, out); typ != protocol.EventStepPending {
+			t.Fatalf("%s: %s", tt.turn, typ)
+		}
+		if tt.turn == "tc" {
+			if err := nc.Publish(protocol.Subject(protocol.PrefixCancel, "a1", "tc"), []byte(`{"reason":"user stopped"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		typ, v, _ := next(t, out)
+		if typ != protocol.EventCallOutput || !strings.Contains(string(v["error"]), `"kind":"`+tt.kind+`"`) || !strings.Contains(string(v["item"]), tt.text) {
+			t.Fatalf("%s: %s %s", tt.turn, typ, mustJSON(v))
+		}
+		if typ, _, _ := next(t, out); typ != protocol.EventStepDone {
+			t.Fatalf("%s: then %s", tt.turn, typ)
+		}
+	}
+	if n := len(is.log()); n != 2 {
+		t.Errorf("the server was called %d times, want 2", n)
 	}
 }
