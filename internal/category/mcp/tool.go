@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -323,10 +324,19 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		}
 		sctx, span := spans.MCP(ctx, s.name, "tools/call", name)
 		params := &sdk.CallToolParams{Name: name, Arguments: args}
+		if err := resumeParams(ctx, params); err != nil {
+			spans.End(span, err)
+			return tool.Result{}, tool.Errorf(tool.ToolError, "The answer to the MCP server %s's request for input could not be sent, so %s was not finished: %v", s.name, name, err)
+		}
 		unroute := s.requestProgress(ctx, params)
+		unask := s.asking.add(turn.WithTool(ctx, s.name, name), args)
 		res, err := c.cs.CallTool(sctx, params)
+		unask()
 		unroute()
 		spans.End(span, err)
+		if err == nil && res.NeedsInput() {
+			return s.inputRequired(ctx, name, args, res)
+		}
 		if err == nil {
 			return s.result(res, name, out)
 		}
