@@ -669,6 +669,12 @@ func (s *Server) recentAudit(ctx context.Context, limit int) []auditEntry {
 		}
 		var a auditEntry
 		if json.Unmarshal(m.Data, &a) == nil {
+			if a.Kind == "decision" && a.Outcome == "sent" && a.Seq > 0 {
+				// Not decided when it was sent: what became of it now.
+				if o, ok := s.outcome(ctx, a); ok {
+					a = o
+				}
+			}
 			out = append(out, a)
 		}
 	}
