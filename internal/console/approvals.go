@@ -558,8 +558,25 @@ func (s *Server) outcome(ctx context.Context, e auditEntry) (auditEntry, bool) {
 }
 
 // answerBySeq finds the console's answer to e's step that has sequence
-// seq.
+// seq: a while, since its sender writes the sequence into its audit
+// record only once the stream acknowledged it, which may come after a
+// worker decided with it.
 func (s *Server) answerBySeq(ctx context.Context, e auditEntry, seq uint64) *auditEntry {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for {
+		if o := s.findAnswer(ctx, e, seq); o != nil {
+			return o
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) findAnswer(ctx context.Context, e auditEntry, seq uint64) *auditEntry {
 	kv, err := s.auditKV(ctx)
 	if err != nil {
 		return nil

@@ -15,6 +15,8 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/console"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // serveLimited serves the rig's console as cmd/console does (Listen,
@@ -129,8 +131,9 @@ func TestStalledStreamsTakeOneShare(t *testing.T) {
 	}
 }
 
-// A flood of 100 malformed steps of 900 KB, dead-lettered by the real
-// worker, beside a held step: /dead is one page of letters listed from
+// A flood of 100 malformed steps of 900 KB (the first five dead-lettered
+// by the real worker, the others copies of its dead letter), beside a
+// held step: /dead is one page of letters listed from
 // their headers (its size does not grow with the payloads), each letter
 // opens on its own page clipped with a count, and the pages read only
 // what they show: ten loads of /approvals and /dead read less from NATS
@@ -142,31 +145,55 @@ func TestDeadLetterFlood(t *testing.T) {
 	js := r.srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
-	const n, size = 100, 900 << 10
+	const n, size, real = 100, 900 << 10, 5
 	big := []byte(strings.Repeat("x", size))
-	for i := range n {
-		if _, err := js.Publish(ctx, "turn.call.a1.t1", append([]byte(fmt.Sprintf("not a step %d ", i)), big...)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	st, err := js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		info, err := st.Info(ctx)
-		if err != nil {
+	// The first few are dead-lettered by the worker; the rest are copies
+	// of its dead letter (its headers, another payload), published
+	// straight to TURN_DEAD so that the flood does not wait for the
+	// worker to parse 900 KB a hundred times.
+	for i := range real {
+		if _, err := js.Publish(ctx, "turn.call.a1.t1", append([]byte(fmt.Sprintf("not a step %d ", i)), big...)); err != nil {
 			t.Fatal(err)
 		}
-		if info.State.Msgs >= n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d dead-lettered", info.State.Msgs, n)
-		case <-time.After(100 * time.Millisecond):
+	}
+	waitDead := func(want uint64) *jetstream.StreamInfo {
+		for {
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Msgs >= want {
+				return info
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%d of %d dead-lettered", info.State.Msgs, want)
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
+	info := waitDead(real)
+	first, err := st.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := real; i < n; i++ {
+		m := nats.NewMsg(first.Subject)
+		for k, v := range first.Header {
+			if !strings.HasPrefix(k, "Nats-") { // its message id would make the copy a duplicate
+				m.Header[k] = v
+			}
+		}
+		m.Data = append([]byte(fmt.Sprintf("not a step %d ", i)), big...)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitDead(n)
 	c, _ := r.login(t)
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -199,7 +226,7 @@ func TestDeadLetterFlood(t *testing.T) {
 		t.Errorf("10 loads of /approvals and /dead read %d KiB from NATS: more than two payloads of the flood", read>>10)
 	}
 	// One letter, on its page: clipped, with what was left out.
-	info, _ := st.Info(ctx)
+	info, _ = st.Info(ctx)
 	one := get(t, c, fmt.Sprintf("%s/dead/letter?seq=%d", r.url, info.State.LastSeq), http.StatusOK)
 	if len(one) > 1<<20 || !strings.Contains(one, "bytes not shown here") {
 		t.Errorf("a letter's page is %d bytes, clipped: %v", len(one), strings.Contains(one, "bytes not shown here"))
