@@ -43,6 +43,23 @@ type PendingCall struct {
 	// Spec.Destructive), for the person who decides.
 	ReadOnly    bool `json:"read_only"`
 	Destructive bool `json:"destructive"`
+	// InputRequest is what a tool's server asks a person (1.3), on an
+	// entry whose Reason is PendingInput; nil on an approval.
+	InputRequest *InputRequest `json:"input_request,omitempty"`
+}
+
+// PendingInput is the Reason of a pending entry whose call is held,
+// mid-run, for a person's input (1.3): an MCP server's input_required
+// result or elicitation.
+const PendingInput = "input"
+
+// InputRequest is what a held call's server asks: a message for the
+// person and the JSON Schema the answer's input must be valid against
+// (an object schema of flat, primitive properties, as MCP elicitation
+// allows).
+type InputRequest struct {
+	Message         string          `json:"message"`
+	RequestedSchema json.RawMessage `json:"requested_schema"`
 }
 
 // Approval is a gateway's answer for a pending step, published on
@@ -59,11 +76,31 @@ type Decision struct {
 	CallID   string `json:"call_id"`
 	Approved bool   `json:"approved"`
 	Reason   string `json:"reason,omitempty"`
+	// Input answers an entry held for input (1.3): a JSON value valid
+	// against its input_request's requested_schema, with Approved true.
+	// Empty otherwise.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Digest, optional, is DecisionDigest of the call as the decider was
+	// shown it; the worker refuses an answer whose digest is not that of
+	// the call it holds (the call stays held).
+	Digest string `json:"digest,omitempty"`
 }
 
 // StepPendingMsgID is the Nats-Msg-Id of a step.pending event.
 func StepPendingMsgID(agentID, turnID string, step int64) string {
 	return StepMsgID(agentID, turnID, step) + ".pending"
+}
+
+// StepPendingRoundMsgID is the Nats-Msg-Id of the step.pending of a
+// step's round r: round 1 is the step's first (StepPendingMsgID), each
+// later one follows a server that asked for input again after an answer,
+// <step id>.pending.<r> (r ≥ 2), so that de-duplication keeps it.
+func StepPendingRoundMsgID(agentID, turnID string, step int64, round int) string {
+	id := StepPendingMsgID(agentID, turnID, step)
+	if round > 1 {
+		id += "." + strconv.Itoa(round)
+	}
+	return id
 }
 
 // ApprovalMsgID is the Nats-Msg-Id of the n-th answer for a pending step:

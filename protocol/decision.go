@@ -129,17 +129,23 @@ type approvalWire struct {
 }
 
 type decisionWire struct {
-	CallID   *string `json:"call_id"`
-	Approved *bool   `json:"approved"`
-	Reason   *string `json:"reason"`
+	CallID   *string         `json:"call_id"`
+	Approved *bool           `json:"approved"`
+	Reason   *string         `json:"reason"`
+	Input    json.RawMessage `json:"input"`
+
+	// Digest (optional) binds the decision to the call shown.
+	Digest *string `json:"digest"`
 }
 
 // ParseApproval decodes and checks a gateway's answer that arrived on
 // subject turn.approval.<agent_id>.<turn_id>. Every field must be there
 // with its type (reason is optional), the ids must agree with the
 // subject, and a call may be decided once. Whether the answer fits the
-// pending step (every pending call decided, no other) is the worker's
-// check, against what it stored. Any problem is an error wrapping
+// pending step (every pending call decided, no other, an input valid
+// against its requested schema) is the worker's check, against what it
+// stored. An input (1.3) may only come with approved true; null counts
+// as absent. Any problem is an error wrapping
 // ErrBadApproval that names it.
 func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error) {
 	if maxBytes > 0 && len(data) > maxBytes {
@@ -189,8 +195,23 @@ func ParseApproval(subject string, data []byte, maxBytes int) (*Approval, error)
 		}
 		seen[*d.CallID] = true
 		a.Decisions[i] = Decision{CallID: *d.CallID, Approved: *d.Approved}
+		if in := bytes.TrimSpace(d.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
+			if !*d.Approved {
+				return nil, badApproval("decisions[%d]: input comes with approved true; a refusal carries a reason", i)
+			}
+			a.Decisions[i].Input = append(json.RawMessage(nil), in...)
+		}
 		if d.Reason != nil {
 			a.Decisions[i].Reason = clipReason(*d.Reason)
+		}
+
+		// The digest binding: a digest is DecisionDigest's form, or the
+		// answer is malformed.
+		if d.Digest != nil {
+			if !validDigest(*d.Digest) {
+				return nil, badApproval("decisions[%d]: digest is not sha256:<43 base64url characters>", i)
+			}
+			a.Decisions[i].Digest = *d.Digest
 		}
 	}
 	return a, nil

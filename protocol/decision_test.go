@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -67,7 +68,7 @@ func TestParseApproval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Step != 3 || len(a.Decisions) != 1 || a.Decisions[0] != (protocol.Decision{CallID: "call_7", Approved: false, Reason: "not on main"}) {
+	if a.Step != 3 || len(a.Decisions) != 1 || !reflect.DeepEqual(a.Decisions[0], protocol.Decision{CallID: "call_7", Approved: false, Reason: "not on main"}) {
 		t.Fatalf("parsed %+v", a)
 	}
 	for _, tt := range []struct{ subject, body, err string }{
@@ -89,6 +90,8 @@ func TestParseApproval(t *testing.T) {
 		{"turn.approval.a1.t1", `{"agent_id":"a1","turn_id":"t1","step":3,"decisions":{"call_id":"c"}}`, "cannot unmarshal"},
 		{"turn.approval.a1.t1", `{"agent_id":"a1","turn_id":"t1","step":3,"decisions":[{"call_id":"c","approved":true},{"call_id":"c","approved":false}]}`, "decided twice"},
 		{"turn.approval.a1.t1", `{"agent_id":"a1","turn_id":"t1","step":3,"decisions":[{"call_id":"","approved":true}]}`, "call_id is not"},
+		{"turn.approval.a1.t1", `{"agent_id":"a1","turn_id":"t1","step":3,"decisions":[{"call_id":"c","approved":false,"input":{"repo":"x"}}]}`, "input comes with approved true"},
+		{"turn.approval.a1.t1", `{"agent_id":"a1","turn_id":"t1","step":3,"decisions":[{"call_id":"c","approved":true,"input":{"repo":}}]}`, "not a JSON approval object"},
 	} {
 		a, err := protocol.ParseApproval(tt.subject, []byte(tt.body), 0)
 		if err == nil || a != nil || !errors.Is(err, protocol.ErrBadApproval) || !strings.Contains(err.Error(), tt.err) {
@@ -97,6 +100,61 @@ func TestParseApproval(t *testing.T) {
 	}
 	if _, err := protocol.ParseApproval("turn.approval.a1.t1", []byte(approvalExample), 10); err == nil || !strings.Contains(err.Error(), "over the 10 byte limit") {
 		t.Errorf("oversized answer: %v", err)
+	}
+}
+
+// An input (1.3) comes back as it was sent, only with approved true; a
+// null one is no input.
+func TestParseApprovalInput(t *testing.T) {
+	a, err := protocol.ParseApproval("turn.approval.a1.t1", []byte(`{"agent_id":"a1","turn_id":"t1","step":3,"decisions":[
+		{"call_id":"c1","approved":true,"input":  {"repo": "toolruntime", "n": 2} },
+		{"call_id":"c2","approved":true,"input":null},
+		{"call_id":"c3","approved":false,"reason":"no","input":null}]}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(a.Decisions[0].Input); got != `{"repo": "toolruntime", "n": 2}` {
+		t.Errorf("input %q", got)
+	}
+	if a.Decisions[1].Input != nil || a.Decisions[2].Input != nil {
+		t.Errorf("a null input was kept: %+v", a.Decisions)
+	}
+	// It goes back on the wire as it came, and stays out when empty.
+	data, _ := json.Marshal(a.Decisions)
+	if want := `[{"call_id":"c1","approved":true,"input":{"repo":"toolruntime","n":2}},{"call_id":"c2","approved":true},{"call_id":"c3","approved":false,"reason":"no"}]`; string(data) != want {
+		t.Errorf("marshalled %s, want %s", data, want)
+	}
+}
+
+// A pending entry held for input carries its request; an approval's
+// entry has none on the wire.
+func TestPendingInputShape(t *testing.T) {
+	p := protocol.StepPending{Type: protocol.EventStepPending, AgentID: "a1", TurnID: "t1", Step: 3, Approvals: []protocol.PendingCall{
+		{CallID: "c1", Name: "create_issue", Namespace: "github", Arguments: json.RawMessage(`{}`), Reason: protocol.PendingInput,
+			InputRequest: &protocol.InputRequest{Message: "Which repository?", RequestedSchema: json.RawMessage(`{"type":"object"}`)}},
+		{CallID: "c2", Name: "run_command", Arguments: json.RawMessage(`{}`), Reason: "destructive"},
+	}}
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Approvals []map[string]json.RawMessage `json:"approvals"`
+	}
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(back.Approvals[0]["input_request"]); got != `{"message":"Which repository?","requested_schema":{"type":"object"}}` {
+		t.Errorf("input_request %s", got)
+	}
+	if _, ok := back.Approvals[1]["input_request"]; ok {
+		t.Errorf("an approval's entry has an input_request: %s", data)
+	}
+	if got := protocol.StepPendingRoundMsgID("a1", "t1", 3, 1); got != protocol.StepPendingMsgID("a1", "t1", 3) {
+		t.Errorf("round 1 id %q", got)
+	}
+	if got := protocol.StepPendingRoundMsgID("a1", "t1", 3, 2); got != "a1.t1.3.pending.2" {
+		t.Errorf("round 2 id %q", got)
 	}
 }
 
@@ -111,6 +169,10 @@ func FuzzParseApproval(f *testing.F) {
 		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[{"call_id":"c1","approved":true},{"call_id":"c1","approved":true}]}`,
 		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":null}`,
 		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[]}]`,
+		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[{"call_id":"c1","approved":true,"input":{"repo":"x","n":[1,2]}}]}`,
+		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[{"call_id":"c1","approved":false,"input":"x"}]}`,
+		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[{"call_id":"c1","approved":true,"input":null}]}`,
+		`{"agent_id":"a1","turn_id":"t1","step":0,"decisions":[{"call_id":"c1","approved":true,"input":{]}]}`,
 		`null`, `[]`, ``, `{}`,
 	} {
 		f.Add("turn.approval.a1.t1", []byte(s))
@@ -134,6 +196,9 @@ func FuzzParseApproval(f *testing.F) {
 		for _, d := range a.Decisions {
 			if !protocol.ValidCallID(d.CallID) || seen[d.CallID] || len(d.Reason) > textclip.MaxReasonBytes {
 				t.Fatalf("accepted decision %+v", d)
+			}
+			if d.Input != nil && (!d.Approved || !json.Valid(d.Input) || string(d.Input) == "null") {
+				t.Fatalf("accepted input %q with approved %v", d.Input, d.Approved)
 			}
 			seen[d.CallID] = true
 		}

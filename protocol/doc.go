@@ -1,5 +1,5 @@
 // Package protocol is the wire contract between gateways and the tool
-// workers (docs/protocol.md, version 1.2): what a gateway publishes, what
+// workers (docs/protocol.md, version 1.3): what a gateway publishes, what
 // the workers answer, and under which names.
 //
 // A gateway publishes each model response of a turn as a [Step] on
@@ -10,7 +10,9 @@
 // turn.call.output.<agent_id>.<turn_id> (stream [StreamOutputs]) one
 // [CallOutput] per call, then one [StepDone] with the items to append to
 // the conversation; a step held for a person's approval first gets a
-// [StepPending], answered with an [Approval]. A call that fails carries a
+// [StepPending], answered with an [Approval]; a call held mid-run for a
+// person's input (1.3) has an entry with an [InputRequest], answered with
+// a [Decision] carrying its input. A call that fails carries a
 // [CallError] whose [ErrorKind] says why. Progress of running calls comes
 // as [Activity] on core NATS. Workflows, schedules and background jobs
 // have their own events ([WorkflowEvent], [ScheduleFire], [JobEvent],

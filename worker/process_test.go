@@ -336,7 +336,7 @@ func TestContextMicroInfoAndSpans(t *testing.T) {
 	if info.Metadata["worker_name"] != "w-ctx" {
 		t.Errorf("micro info metadata %v, want worker_name the --name", info.Metadata)
 	}
-	if info.Metadata["protocol"] != "1.2" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
+	if info.Metadata["protocol"] != "1.3" || info.Metadata["worker_version"] == "" || !strings.Contains(info.Metadata["categories"], "diagnostics") {
 		t.Errorf("micro info metadata %v, want protocol 1.1, worker_version and the categories", info.Metadata)
 	}
 

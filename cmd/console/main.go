@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,6 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	certFile := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-key-file)")
 	keyFile := fs.String("tls-key-file", "", "the key of --tls-cert-file")
 	logFormat := fs.String("log-format", "text", "text or json")
+	perClient := fs.Int("max-connections-per-client", console.DefaultLimits.PerClient, "connections one client address may hold open; more are closed at once (a proxy in front makes every client one address: raise it there)")
+	total := fs.Int("max-connections", console.DefaultLimits.Total, "connections all clients together may hold open; more are closed at once")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -108,7 +109,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	defer nc.Close()
-	srv, err := console.New(console.Config{NC: nc, Token: token, Secure: *certFile != "", Logger: log})
+	if *perClient < 1 || *total < 1 {
+		fmt.Fprintln(stderr, "console: --max-connections-per-client and --max-connections must be at least 1")
+		return 2
+	}
+	limits := console.Limits{PerClient: *perClient, Total: *total}
+	srv, err := console.New(console.Config{NC: nc, Token: token, Secure: *certFile != "", Logger: log, Limits: limits})
 	if err != nil {
 		fmt.Fprintln(stderr, "console:", err)
 		return 1
@@ -136,7 +142,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else {
 		fmt.Fprintf(stdout, "Console at %s\n", base)
 	}
-	log.Info("console serving", "listen", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted())
+	log.Info("console serving", "listen", ln.Addr().String(), "nats", nc.ConnectedUrlRedacted(), "limits", limits.String())
+	if *certFile == "" {
+		log.Info("console: TLS is off (no --tls-cert-file): the session cookie is not marked Secure")
+	}
+	ln = console.Listen(ln, limits, log)
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "console:", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := console.HTTPServer(srv, limits, ctx, log)
 	errc := make(chan error, 1)
 	go func() {
 		if *certFile != "" {

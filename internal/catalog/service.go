@@ -31,7 +31,7 @@ var ErrBadRequest = errors.New("bad request")
 // ProtocolVersion is the version of the wire contract (docs/protocol.md)
 // this worker speaks; the micro service's metadata carries it as
 // "protocol", for a gateway to check before it sends a turn.
-const ProtocolVersion = "1.2"
+const ProtocolVersion = "1.3"
 
 // Info describes this worker in the micro service's info and
 // stats: its version (SemVer), and metadata that is added to "protocol"

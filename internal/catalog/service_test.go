@@ -50,7 +50,7 @@ func TestServiceMetadata(t *testing.T) {
 			t.Errorf("metadata %s=%q, want %q (all: %v)", k, info.Metadata[k], v, info.Metadata)
 		}
 	}
-	if info.Version != "1.4.0" || catalog.ProtocolVersion != "1.2" {
+	if info.Version != "1.4.0" || catalog.ProtocolVersion != "1.3" {
 		t.Errorf("version %q, protocol %q", info.Version, catalog.ProtocolVersion)
 	}
 }

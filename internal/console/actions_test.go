@@ -50,8 +50,9 @@ func TestCorrectARefusedAnswer(t *testing.T) {
 	if !strings.Contains(page, "refused 1 earlier answer") || !strings.Contains(page, "no decision for the pending call") {
 		t.Fatalf("the page does not show the refused answer:\n%s", page)
 	}
-	code := r.post(t, c, "/approvals/decide", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
+	form := r.digests(t, c, "a1", "t1", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
 		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"approve"}})
+	code := r.post(t, c, "/approvals/decide", form)
 	if code != http.StatusSeeOther {
 		t.Fatalf("decide: %d", code)
 	}
@@ -72,8 +73,7 @@ func TestCorrectARefusedAnswer(t *testing.T) {
 		t.Errorf("the correction was not sent as answer 2:\n%s", page)
 	}
 	// A decision for a step that is no longer pending sends nothing.
-	code = r.post(t, c, "/approvals/decide", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
-		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"approve"}})
+	code = r.post(t, c, "/approvals/decide", form)
 	if code != http.StatusSeeOther {
 		t.Fatalf("second decide: %d", code)
 	}
@@ -82,8 +82,8 @@ func TestCorrectARefusedAnswer(t *testing.T) {
 	}
 	// A form that does not decide every held call sends nothing.
 	r.hold(t, "a1", "t2")
-	code = r.post(t, c, "/approvals/decide", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t2"}, "step": {"0"},
-		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}})
+	code = r.post(t, c, "/approvals/decide", r.digests(t, c, "a1", "t2", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t2"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}}))
 	if page = get(t, c, r.url+"/approvals", http.StatusOK); code != http.StatusSeeOther || !strings.Contains(page, "Decide every held call") {
 		t.Errorf("an incomplete form: %d\n%s", code, page)
 	}

@@ -1,11 +1,12 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
@@ -36,6 +38,12 @@ type heldStep struct {
 	Calls     []heldCall       `json:"calls"`
 	ExpiresAt time.Time        `json:"expires_at"`
 	State     string           `json:"state"`
+	// Resolution is what decided the step (the record's "verdict"): the
+	// TURN_APPROVALS sequence of the answer that decided it.
+	Resolution *struct {
+		By  string `json:"by"`
+		Seq uint64 `json:"seq"`
+	} `json:"verdict"`
 }
 
 type heldCall struct {
@@ -50,6 +58,9 @@ type heldCall struct {
 	// them with the held call; nil in records of workers before they did.
 	ReadOnly    *bool `json:"read_only"`
 	Destructive *bool `json:"destructive"`
+	// Input is the hold of a call waiting mid-run for a person's input
+	// (protocol 1.3; Approval is then "input").
+	Input *inputHold `json:"input"`
 }
 
 // auditEntry is one decision or re-drive the console sent, kept in
@@ -65,17 +76,34 @@ type auditEntry struct {
 	Decisions []protocol.Decision `json:"decisions,omitempty"`
 	Subject   string              `json:"subject,omitempty"`
 	DeadSeq   uint64              `json:"dead_seq,omitempty"`
+	// Seq is the answer's TURN_APPROVALS sequence; Outcome what became
+	// of it: "sending", "sent" (no worker had taken a decision yet when
+	// the console looked), "decided" (this answer decided the step),
+	// "lost" (another answer, the timeout or a cancel decided it first;
+	// DecidedBy says which), "duplicate" (its message id was taken: sent
+	// again under the next number), "failed".
+	Seq       uint64 `json:"seq,omitempty"`
+	Outcome   string `json:"outcome,omitempty"`
+	DecidedBy string `json:"decided_by,omitempty"`
 }
 
-// maxShown is how many held steps the page shows, soonest to expire
-// first.
-const maxShown = 100
+// stepsPerPage is how many held steps a page of /approvals shows, soonest
+// to expire first; argsShown is how much of one call's arguments the
+// list shows (a step with more is shown whole on its own page, and only
+// there may its calls be approved).
+const (
+	stepsPerPage = 20
+	argsShown    = 64 << 10
+)
 
 type approvalsView struct {
-	More   int // held steps not shown
 	Steps  []stepView
 	Recent []auditEntry
 	Error  string
+	// Page (from 1) of Pages; Total held steps.
+	Page, Pages, Total int
+	// Single is the page of one step: every byte of it shown.
+	Single bool
 }
 
 type stepView struct {
@@ -90,85 +118,23 @@ type stepView struct {
 	// waits for a correction.
 	Refused []string
 	Tried   int
+	// Clipped: a call's arguments are longer than the list shows; its
+	// step's page (URL) shows them whole and offers Approve.
+	Clipped bool
+	URL     string
 }
 
 type callView struct {
 	Index                          int
 	CallID, Name, Reason, Activity string
 	Description, Flags             string
-	Args                           []argLine
+	Args                           shown
 	Repairs                        []string
-}
-
-// argLine is one line of the formatted arguments; a long one is folded.
-type argLine struct {
-	Text, Head string
-	Long       bool
-}
-
-// foldAt is the length past which an argument line is folded.
-const foldAt = 160
-
-// formatArgs indents the validated arguments without re-encoding them
-// (json.Indent only adds white space, so every value keeps its bytes) and
-// folds long lines.
-func formatArgs(raw json.RawMessage) []argLine {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		b.Reset()
-		b.Write(raw)
-	}
-	return foldLines(unescapeHTML(b.Bytes()))
-}
-
-// foldLines splits text into lines, folding each longer than foldAt
-// behind its head (cut on a character boundary).
-func foldLines(text string) []argLine {
-	var out []argLine
-	for _, l := range strings.Split(text, "\n") {
-		if len(l) > foldAt {
-			out = append(out, argLine{Text: l, Head: textclip.Ellipsis(l, foldAt), Long: true})
-			continue
-		}
-		out = append(out, argLine{Text: l})
-	}
-	return out
-}
-
-// unescapeHTML writes the escapes \u003c, \u003e and \u0026 inside the
-// strings of a JSON text (Go's encoder writes <, > and & so) as the
-// characters: the same JSON value, readable. The page escapes them.
-func unescapeHTML(b []byte) string {
-	var out strings.Builder
-	out.Grow(len(b))
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c != '\\' || i+1 >= len(b) {
-			out.WriteByte(c)
-			continue
-		}
-		if b[i+1] == 'u' && i+6 <= len(b) {
-			switch strings.ToLower(string(b[i+2 : i+6])) {
-			case "003c":
-				out.WriteByte('<')
-				i += 5
-				continue
-			case "003e":
-				out.WriteByte('>')
-				i += 5
-				continue
-			case "0026":
-				out.WriteByte('&')
-				i += 5
-				continue
-			}
-		}
-		// Any other escape (\\ included) is kept whole.
-		out.WriteByte(c)
-		out.WriteByte(b[i+1])
-		i++
-	}
-	return out.String()
+	Digest                         string
+	// An input request: the server's message and the requested fields.
+	Input   bool
+	Message shown
+	Fields  []inputField
 }
 
 func timeLeft(d time.Duration) string {
@@ -186,45 +152,101 @@ func timeLeft(d time.Duration) string {
 	return fmt.Sprintf("%ds left", s)
 }
 
-// pending lists the held steps of TURN_STATE, soonest to expire first.
-func (s *Server) pending(ctx context.Context) ([]*heldStep, error) {
+// summary is what the list needs of an approval record to order and
+// page it, kept by the record's revision (a revision never changes).
+type summary struct {
+	rev       uint64
+	pending   bool
+	expiresAt time.Time
+}
+
+// summaries keeps the summary of every approval record seen, so that a
+// page load reads only the records that changed since the last one and
+// the ones it shows.
+type summaries struct {
+	mu sync.Mutex
+	m  map[string]summary
+}
+
+// pending lists the keys of the held steps of TURN_STATE, soonest to
+// expire first: the keys and revisions from a metadata-only watch (no
+// record's value), a record read only when its revision is new.
+func (s *Server) pending(ctx context.Context) ([]string, error) {
 	kv, err := s.js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w (is a worker running?)", protocol.BucketState, err)
 	}
-	lister, err := kv.ListKeysFiltered(ctx, "approval.>")
+	w, err := kv.WatchFiltered(ctx, []string{"approval.>"}, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+	defer w.Stop()
+	revs := map[string]uint64{}
+	for e := range w.Updates() {
+		if e == nil {
+			break // the current values are all listed
+		}
+		revs[e.Key()] = e.Revision()
 	}
-	var out []*heldStep
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue // expired or deleted since the listing
-		}
-		var h heldStep
-		if err := json.Unmarshal(e.Value(), &h); err != nil {
-			s.log.Warn("console: an approval record does not parse", "key", k, "err", err)
-			continue
-		}
-		if h.State == "pending" {
-			out = append(out, &h)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.sums.mu.Lock()
+	for k := range s.sums.m {
+		if _, ok := revs[k]; !ok {
+			delete(s.sums.m, k)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ExpiresAt.Before(out[j].ExpiresAt) })
-	return out, nil
+	s.sums.mu.Unlock()
+	type held struct {
+		key string
+		at  time.Time
+	}
+	var out []held
+	for k, rev := range revs {
+		s.sums.mu.Lock()
+		sm, ok := s.sums.m[k]
+		s.sums.mu.Unlock()
+		if !ok || sm.rev != rev {
+			e, err := kv.Get(ctx, k)
+			if err != nil {
+				continue // expired or deleted since the listing
+			}
+			var h struct {
+				ExpiresAt time.Time `json:"expires_at"`
+				State     string    `json:"state"`
+			}
+			if err := json.Unmarshal(e.Value(), &h); err != nil {
+				s.log.Warn("console: an approval record does not parse", "key", k, "err", err)
+			}
+			sm = summary{rev: e.Revision(), pending: h.State == "pending", expiresAt: h.ExpiresAt}
+			s.sums.mu.Lock()
+			s.sums.m[k] = sm
+			s.sums.mu.Unlock()
+		}
+		if sm.pending {
+			out = append(out, held{k, sm.expiresAt})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].at.Equal(out[j].at) {
+			return out[i].at.Before(out[j].at)
+		}
+		return out[i].key < out[j].key
+	})
+	keys := make([]string, len(out))
+	for i, h := range out {
+		keys[i] = h.key
+	}
+	return keys, nil
 }
 
-func (s *Server) heldStep(ctx context.Context, agent, turn string, step int64) (*heldStep, error) {
+func (s *Server) record(ctx context.Context, key string) (*heldStep, error) {
 	kv, err := s.js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
 		return nil, err
 	}
-	e, err := kv.Get(ctx, fmt.Sprintf("approval.%s.%s.%d", agent, turn, step))
+	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -235,23 +257,72 @@ func (s *Server) heldStep(ctx context.Context, agent, turn string, step int64) (
 	return &h, nil
 }
 
+func (s *Server) heldStep(ctx context.Context, agent, turn string, step int64) (*heldStep, error) {
+	return s.record(ctx, fmt.Sprintf("approval.%s.%s.%d", agent, turn, step))
+}
+
+// approvalsPage lists a page of the held steps; each call's arguments
+// are shown up to argsShown bytes.
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var v approvalsView
-	steps, err := s.pending(ctx)
+	keys, err := s.pending(ctx)
 	if err != nil {
 		v.Error = err.Error()
 	}
-	if len(steps) > maxShown {
-		v.More = len(steps) - maxShown
-		steps = steps[:maxShown]
+	v.Total = len(keys)
+	v.Pages = max(1, (len(keys)+stepsPerPage-1)/stepsPerPage)
+	v.Page = 1
+	if p, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && p > 1 {
+		v.Page = min(p, v.Pages)
 	}
-	refused := s.refusedAnswers(ctx)
+	keys = keys[min(len(keys), (v.Page-1)*stepsPerPage):min(len(keys), v.Page*stepsPerPage)]
+	var steps []*heldStep
+	for _, k := range keys {
+		if h, err := s.record(ctx, k); err == nil && h.State == "pending" {
+			steps = append(steps, h)
+		}
+	}
+	v.Steps = s.stepViews(ctx, steps, argsShown)
+	v.Recent = s.recentAudit(ctx, 20)
+	s.render(w, "approvals.html", s.page(r, "approvals", "Approvals", v))
+}
+
+// stepPage shows one held step whole: every byte of every call.
+func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	q := r.URL.Query()
+	step, err := strconv.ParseInt(q.Get("step"), 10, 64)
+	if err != nil || !protocol.ValidID(q.Get("agent")) || !protocol.ValidID(q.Get("turn")) {
+		http.Error(w, "agent, turn and step name a held step", http.StatusBadRequest)
+		return
+	}
+	v := approvalsView{Single: true, Page: 1, Pages: 1}
+	h, err := s.heldStep(ctx, q.Get("agent"), q.Get("turn"), step)
+	switch {
+	case err != nil:
+		v.Error = fmt.Sprintf("Step %d of %s/%s is not held (%v).", step, q.Get("agent"), q.Get("turn"), err)
+	case h.State != "pending":
+		v.Error = fmt.Sprintf("Step %d of %s/%s was decided already (%s).", step, q.Get("agent"), q.Get("turn"), h.State)
+	default:
+		v.Total = 1
+		v.Steps = s.stepViews(ctx, []*heldStep{h}, 0)
+	}
+	s.render(w, "approvals.html", s.page(r, "approvals", "Held step", v))
+}
+
+// stepViews are the held steps as the page shows them, each call's
+// arguments up to limit bytes (0: all).
+func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []stepView {
+	refused := s.refusedAnswers(ctx, steps)
 	now := time.Now()
+	var out []stepView
 	for _, h := range steps {
 		sv := stepView{AgentID: h.AgentID, TurnID: h.TurnID, Step: h.Step, ExpiresAt: h.ExpiresAt.UTC(),
-			TimeLeft: timeLeft(h.ExpiresAt.Sub(now)), Expired: !now.Before(h.ExpiresAt), Key: fairnessKey(h.AgentID, h.Context)}
+			TimeLeft: timeLeft(h.ExpiresAt.Sub(now)), Expired: !now.Before(h.ExpiresAt), Key: fairnessKey(h.AgentID, h.Context),
+			URL: "/approvals/step?" + url.Values{"agent": {h.AgentID}, "turn": {h.TurnID}, "step": {strconv.FormatInt(h.Step, 10)}}.Encode()}
 		info := s.cats.lookup(ctx, s.gw, h)
 		for i, c := range h.Calls {
 			if c.Valid == nil {
@@ -263,7 +334,12 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			}
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
-				Description: t.description, Flags: c.flags(t), Args: formatArgs(c.Valid), Repairs: c.Repairs}
+				Description: t.description, Flags: c.flags(t), Args: showJSON(c.Valid, limit), Repairs: c.Repairs,
+				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)}
+			if c.Input != nil {
+				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
+			}
+			sv.Clipped = sv.Clipped || cv.Args.Clipped()
 			if c.Approval != "" {
 				sv.Held = append(sv.Held, cv)
 			} else {
@@ -275,31 +351,48 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			sv.Tried = max(sv.Tried, d.n)
 		}
 		sv.Tried = max(sv.Tried, s.answersSent(ctx, h.AgentID, h.TurnID, h.Step))
-		v.Steps = append(v.Steps, sv)
+		out = append(out, sv)
 	}
-	v.Recent = s.recentAudit(ctx, 20)
-	s.render(w, "approvals.html", s.page(r, "approvals", "Approvals", v))
+	return out
 }
 
 // decide answers a held step with one decision per held call, as the
-// protocol's decision message, and keeps who decided and when.
+// protocol's decision message, and keeps who decided and when. Two
+// operators who answer the same step at once each send an answer of
+// their own (an answer number reserved with a create-only write), both
+// reach the workers, the first decides; each is then told whether
+// theirs is the one that decided, read back from the step's record.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	f := r.PostForm
 	agent, turn := f.Get("agent_id"), f.Get("turn_id")
 	step, err := strconv.ParseInt(f.Get("step"), 10, 64)
-	if err != nil || step < 0 {
-		http.Error(w, "refused: step must be an integer ≥ 0", http.StatusBadRequest)
+	if err != nil || step < 0 || !protocol.ValidID(agent) || !protocol.ValidID(turn) {
+		http.Error(w, "refused: agent_id and turn_id are ids, step an integer ≥ 0", http.StatusBadRequest)
 		return
+	}
+	back := f.Get("back")
+	if back != "step" {
+		back = "/approvals"
+	} else {
+		back = "/approvals/step?" + url.Values{"agent": {agent}, "turn": {turn}, "step": {strconv.FormatInt(step, 10)}}.Encode()
 	}
 	h, err := s.heldStep(ctx, agent, turn, step)
 	if err != nil {
-		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s is not held any more (%v).", step, agent, turn, err))
+		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s is not held any more (%v): nothing sent.", step, agent, turn, err))
 		return
 	}
 	if h.State != "pending" {
-		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s was decided already (%s): nothing sent.", step, agent, turn, h.State))
+		// An answer too late is an answer: kept, with what decided.
+		e := auditEntry{Kind: "decision", By: sessionOf(r).name, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step, Outcome: "lost"}
+		e, _ = s.outcome(ctx, e)
+		e.Outcome = "lost"
+		if e.DecidedBy == "" {
+			e.DecidedBy = "an earlier answer"
+		}
+		s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.late-%s", agent, turn, step, GenerateToken()[:12]), e)
+		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: it was decided already (%s) by %s; nothing sent.", step, agent, turn, h.State, e.DecidedBy))
 		return
 	}
 	var ds []protocol.Decision
@@ -308,49 +401,223 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		// The form names calls by their index in the record and repeats
-		// the call id, so that a page older than the record decides
-		// nothing by mistake.
+		// the call id and the digest of what it showed, so that a page
+		// older than the record decides nothing by mistake.
 		idx := strconv.Itoa(i)
-		if f.Get("call."+idx) != c.CallID {
-			s.back(w, r, "/approvals", fmt.Sprintf("The page did not match step %d of %s/%s: reload it and decide again.", step, agent, turn))
+		digest := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)
+		if f.Get("call."+idx) != c.CallID || f.Get("digest."+idx) != digest {
+			s.back(w, r, back, fmt.Sprintf("The page did not match step %d of %s/%s (call %q is not what the page showed): nothing sent; look at it again and decide.", step, agent, turn, c.CallID))
 			return
 		}
 		reason := strings.TrimSpace(f.Get("reason." + idx))
 		switch f.Get("decision." + idx) {
 		case "approve":
-			ds = append(ds, protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason})
+			d := protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason, Digest: digest}
+			if c.Input != nil {
+				in, err := buildInput(inputFields(c.Input.Request.RequestedSchema), f, "input."+idx+".")
+				if err != nil {
+					s.back(w, r, back, fmt.Sprintf("The answer to call %q of step %d of %s/%s: %v. Nothing sent.", c.CallID, step, agent, turn, err))
+					return
+				}
+				d.Input, d.Reason = in, ""
+			}
+			ds = append(ds, d)
 		case "reject":
 			if reason == "" {
 				reason = "refused by " + sessionOf(r).name
 			}
-			ds = append(ds, protocol.Decision{CallID: c.CallID, Reason: reason})
+			ds = append(ds, protocol.Decision{CallID: c.CallID, Reason: reason, Digest: digest})
 		default:
-			s.back(w, r, "/approvals", fmt.Sprintf("Decide every held call of step %d of %s/%s (call %q has no decision): nothing sent.", step, agent, turn, c.CallID))
+			s.back(w, r, back, fmt.Sprintf("Decide every held call of step %d of %s/%s (call %q has no decision): nothing sent.", step, agent, turn, c.CallID))
 			return
 		}
 	}
 	if len(ds) == 0 {
-		s.back(w, r, "/approvals", "That step holds no call: nothing sent.")
+		s.back(w, r, back, "That step holds no call: nothing sent.")
 		return
 	}
-	// n numbers the answers to the step: one past every answer seen
-	// (sent from here, or dead-lettered from any gateway), so that the
-	// stream's de-duplication does not drop a correction.
+	se := sessionOf(r)
+	e, err := s.send(ctx, se.name, h, ds)
+	if err != nil {
+		s.back(w, r, back, "The decision was not sent: "+err.Error())
+		return
+	}
+	s.log.Info("console: decision sent", "operator", se.name, "agent_id", agent, "turn_id", turn, "step", step, "msg_id", e.MsgID, "outcome", e.Outcome)
+	var msg string
+	switch e.Outcome {
+	case "decided":
+		msg = fmt.Sprintf("Your decision decided step %d of %s/%s (answer %s).", step, agent, turn, e.MsgID)
+	case "lost":
+		msg = fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: %s decided it first, and that is what runs. Your answer (%s) was ignored.", step, agent, turn, e.DecidedBy, e.MsgID)
+	default:
+		msg = fmt.Sprintf("Your decision for step %d of %s/%s was sent as %s, but no worker has taken it yet: whether it decided the step shows under Recent decisions.", step, agent, turn, e.MsgID)
+	}
+	s.back(w, r, "/approvals", msg)
+}
+
+// answerAttempts bounds the answer numbers one decision tries.
+const answerAttempts = 8
+
+// send publishes the answer under a number of its own and reports what
+// became of it.
+func (s *Server) send(ctx context.Context, by string, h *heldStep, ds []protocol.Decision) (auditEntry, error) {
+	agent, turn, step := h.AgentID, h.TurnID, h.Step
+	kv, err := s.auditKV(ctx)
+	if err != nil {
+		return auditEntry{}, fmt.Errorf("the audit bucket: %w", err)
+	}
+	// n starts one past every answer seen (sent from here, or
+	// dead-lettered from any gateway); a number another console took
+	// meanwhile fails the create-only write, a message id a gateway
+	// took is reported duplicate by the stream: both move on to the next.
 	n := s.answersSent(ctx, agent, turn, step)
-	for _, d := range s.refusedAnswers(ctx)[stepRef{agent, turn, step}] {
+	for _, d := range s.refusedAnswers(ctx, []*heldStep{h})[stepRef{agent, turn, step}] {
 		n = max(n, d.n)
 	}
-	n++
-	se := sessionOf(r)
-	if err := s.gw.Decide(ctx, agent, turn, step, n, ds); err != nil {
-		s.back(w, r, "/approvals", "The decision was not sent: "+err.Error())
-		return
+	body, err := json.Marshal(protocol.Approval{AgentID: agent, TurnID: turn, Step: step, Decisions: ds})
+	if err != nil {
+		return auditEntry{}, err
 	}
-	e := auditEntry{Kind: "decision", By: se.name, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step,
-		MsgID: approvalMsgID(agent, turn, step, n), Decisions: ds}
-	s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.%d", agent, turn, step, n), e)
-	s.log.Info("console: decision sent", "operator", se.name, "agent_id", agent, "turn_id", turn, "step", step, "n", n, "decisions", len(ds))
-	s.back(w, r, "/approvals", fmt.Sprintf("Decision for step %d of %s/%s sent as %s.", step, agent, turn, e.MsgID))
+	for range answerAttempts {
+		n++
+		key := fmt.Sprintf("decision.%s.%s.%d.%d", agent, turn, step, n)
+		e := auditEntry{Kind: "decision", By: by, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step,
+			MsgID: approvalMsgID(agent, turn, step, n), Decisions: ds, Outcome: "sending"}
+		b, _ := json.Marshal(e)
+		rev, err := kv.Create(ctx, key, b)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return e, fmt.Errorf("keeping the audit record: %w", err)
+		}
+		m := nats.NewMsg(protocol.Subject(protocol.PrefixApproval, agent, turn))
+		m.Data = body
+		m.Header.Set(jetstream.MsgIDHeader, e.MsgID)
+		ack, err := s.js.PublishMsg(ctx, m)
+		switch {
+		case err != nil:
+			e.Outcome = "failed"
+			s.updateAudit(ctx, kv, key, rev, e)
+			return e, err
+		case ack.Duplicate:
+			e.Outcome = "duplicate"
+			s.updateAudit(ctx, kv, key, rev, e)
+			continue
+		}
+		e.Seq, e.Outcome = ack.Sequence, "sent"
+		rev = s.updateAudit(ctx, kv, key, rev, e)
+		e = s.readBack(ctx, e)
+		s.updateAudit(ctx, kv, key, rev, e)
+		return e, nil
+	}
+	return auditEntry{}, fmt.Errorf("%d answer numbers for step %d were all taken", answerAttempts, step)
+}
+
+// readBack waits (a few seconds at most) for a worker to decide the
+// step, and says whether e's answer is the one that decided it.
+func (s *Server) readBack(ctx context.Context, e auditEntry) auditEntry {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		if out, ok := s.outcome(ctx, e); ok {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return e
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// outcome is e's outcome from the step's record, when a worker decided
+// the step; ok is false while it is pending (or its record is gone).
+func (s *Server) outcome(ctx context.Context, e auditEntry) (auditEntry, bool) {
+	h, err := s.heldStep(ctx, e.AgentID, e.TurnID, e.Step)
+	if err != nil || h.State == "pending" || h.Resolution == nil {
+		return e, false
+	}
+	if h.Resolution.By == "answer" && h.Resolution.Seq == e.Seq {
+		e.Outcome = "decided"
+		return e, true
+	}
+	e.Outcome = "lost"
+	switch h.Resolution.By {
+	case "timeout":
+		e.DecidedBy = "the approval timeout"
+	case "cancel":
+		e.DecidedBy = "the turn's cancel"
+	default:
+		e.DecidedBy = fmt.Sprintf("another answer (TURN_APPROVALS sequence %d, not from this console)", h.Resolution.Seq)
+		if o := s.answerBySeq(ctx, e, h.Resolution.Seq); o != nil {
+			e.DecidedBy = fmt.Sprintf("%s's answer %s (%s)", o.By, o.MsgID, summarize(o.Decisions))
+		}
+	}
+	return e, true
+}
+
+// answerBySeq finds the console's answer to e's step that has sequence
+// seq: a while, since its sender writes the sequence into its audit
+// record only once the stream acknowledged it, which may come after a
+// worker decided with it.
+func (s *Server) answerBySeq(ctx context.Context, e auditEntry, seq uint64) *auditEntry {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for {
+		if o := s.findAnswer(ctx, e, seq); o != nil {
+			return o
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) findAnswer(ctx context.Context, e auditEntry, seq uint64) *auditEntry {
+	kv, err := s.auditKV(ctx)
+	if err != nil {
+		return nil
+	}
+	l, err := kv.ListKeysFiltered(ctx, fmt.Sprintf("decision.%s.%s.%d.*", e.AgentID, e.TurnID, e.Step))
+	if err != nil {
+		return nil
+	}
+	for k := range l.Keys() {
+		v, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var o auditEntry
+		if json.Unmarshal(v.Value(), &o) == nil && o.Seq == seq {
+			return &o
+		}
+	}
+	return nil
+}
+
+func summarize(ds []protocol.Decision) string {
+	var parts []string
+	for _, d := range ds {
+		if d.Approved {
+			parts = append(parts, d.CallID+" approved")
+		} else {
+			parts = append(parts, d.CallID+" rejected")
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s *Server) updateAudit(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, e auditEntry) uint64 {
+	b, _ := json.Marshal(e)
+	next, err := kv.Update(context.WithoutCancel(ctx), key, b, rev)
+	if err != nil {
+		s.log.Error("console: the audit record was not updated", "key", key, "err", err, "by", e.By, "outcome", e.Outcome)
+		return rev
+	}
+	return next
 }
 
 func approvalMsgID(agent, turn string, step int64, n int) string {
@@ -419,6 +686,12 @@ func (s *Server) recentAudit(ctx context.Context, limit int) []auditEntry {
 		}
 		var a auditEntry
 		if json.Unmarshal(m.Data, &a) == nil {
+			if a.Kind == "decision" && a.Outcome == "sent" && a.Seq > 0 {
+				// Not decided when it was sent: what became of it now.
+				if o, ok := s.outcome(ctx, a); ok {
+					a = o
+				}
+			}
 			out = append(out, a)
 		}
 	}
@@ -435,31 +708,62 @@ type refusedAnswer struct {
 	n      int
 }
 
-// refusedAnswers are the answers the workers dead-lettered, by step,
-// read from the last messages of TURN_DEAD.
-func (s *Server) refusedAnswers(ctx context.Context) map[stepRef][]refusedAnswer {
+// refusedWindow bounds how far back in TURN_DEAD the refused answers of
+// the shown steps are looked for.
+const refusedWindow = 10_000
+
+// refusedAnswers are the answers the workers dead-lettered for steps, by
+// step: the headers (never the payloads) of the dead letters on the
+// steps' turns (turn.dead.<agent>.<turn>) among the last refusedWindow
+// of TURN_DEAD whose Dead-Subject is an answer's. The step is the one
+// the answer's message id names (<agent>.<turn>.<step>.approval[.<n>]).
+func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[stepRef][]refusedAnswer {
 	out := map[stepRef][]refusedAnswer{}
-	for _, d := range s.deadLetters(ctx, 200) {
+	var filters []string
+	seen := map[string]bool{}
+	for _, h := range steps {
+		f := protocol.Subject(protocol.PrefixDead, h.AgentID, h.TurnID)
+		if !seen[f] {
+			seen[f] = true
+			filters = append(filters, f)
+		}
+	}
+	if len(filters) == 0 {
+		return out
+	}
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return out
+	}
+	last := st.CachedInfo().State.LastSeq
+	start := uint64(1)
+	if last > refusedWindow {
+		start = last - refusedWindow
+	}
+	letters, err := s.headers(ctx, filters, start, refusedWindow)
+	if err != nil {
+		s.log.Warn("console: reading the refused answers", "err", err)
+	}
+	for _, d := range letters {
 		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {
 			continue
 		}
-		var a struct {
-			AgentID string `json:"agent_id"`
-			TurnID  string `json:"turn_id"`
-			Step    int64  `json:"step"`
+		id := d.Headers.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)
+		head, tail, ok := strings.Cut(id, ".approval")
+		p := strings.Split(head, ".")
+		if !ok || len(p) != 3 {
+			continue
 		}
-		if json.Unmarshal(d.Data, &a) != nil {
+		step, err := strconv.ParseInt(p[2], 10, 64)
+		if err != nil {
 			continue
 		}
 		n := 1
-		id := d.Headers.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)
-		if i := strings.LastIndex(id, ".approval."); i >= 0 {
-			if v, err := strconv.Atoi(id[i+len(".approval."):]); err == nil {
-				n = v
-			}
+		if v, err := strconv.Atoi(strings.TrimPrefix(tail, ".")); err == nil {
+			n = v
 		}
-		ref := stepRef{a.AgentID, a.TurnID, a.Step}
-		out[ref] = append(out[ref], refusedAnswer{reason: d.Headers.Get(protocol.HeaderDeadReason), n: n})
+		ref := stepRef{p[0], p[1], step}
+		out[ref] = append(out[ref], refusedAnswer{reason: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadReason), maxHeaderShown), n: n})
 	}
 	return out
 }

@@ -159,7 +159,7 @@ func TestBrowser(t *testing.T) {
 	check(out.NoCSRFStatus == 403, "action without CSRF: %d, want 403", out.NoCSRFStatus)
 	check(out.CrossSiteStatus == 403, "cross-site action: %d, want 403", out.CrossSiteStatus)
 	check(out.RejectChecked, "typing a reason did not choose reject")
-	check(strings.Contains(out.Flash, "Decision for step 0 of a1/t1 sent"), "flash %q", out.Flash)
+	check(strings.Contains(out.Flash, "Your decision decided step 0 of a1/t1"), "flash %q", out.Flash)
 	check(strings.Contains(out.LiveText, "step.done") && strings.Contains(out.LiveText, "call.output"), "live page: %q", out.LiveText)
 	check(strings.Contains(out.Recent, "Ada Operator"), "recent decisions lack the operator: %q", out.Recent)
 	check(strings.Contains(out.DeadText, "<img src=x onerror=alert(3)>") && strings.Contains(out.DeadText, "Re-drive"), "dead letters page: %q", out.DeadText)

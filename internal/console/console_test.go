@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
@@ -42,6 +43,8 @@ type rig struct {
 	url     string
 	markDir string
 	console *console.Server
+	// consoleNC is the console's own connection.
+	consoleNC *nats.Conn
 }
 
 func newRig(t *testing.T) *rig {
@@ -57,7 +60,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.gw = gw
-	c, err := console.New(console.Config{NC: r.srv.Connect(t), Token: testToken, Logger: workertest.Logger()})
+	r.consoleNC = r.srv.Connect(t)
+	c, err := console.New(console.Config{NC: r.consoleNC, Token: testToken, Logger: workertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +220,8 @@ func TestApproveThroughTheConsole(t *testing.T) {
 	if strings.Contains(page, "<img") || strings.Contains(page, "<script>alert") {
 		t.Fatalf("approvals page carries markup from the arguments:\n%s", page)
 	}
-	form := url.Values{"agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
-		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"reject"}, "reason.1": {"no pings <b>today</b>"}}
+	form := r.digests(t, c, "a1", "t1", url.Values{"agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"reject"}, "reason.1": {"no pings <b>today</b>"}})
 	post := func(v url.Values, hdr map[string]string) int {
 		req, _ := http.NewRequest("POST", r.url+"/approvals/decide", strings.NewReader(v.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -283,4 +287,24 @@ func marks(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return strings.Fields(string(b))
+}
+
+var digestField = regexp.MustCompile(`name="digest\.(\d+)" value="([^"]+)"`)
+
+// digests adds to v the digests the approvals page shows for the held
+// calls of agent/turn, as the page's form sends them.
+func (r *rig) digests(t *testing.T, c *http.Client, agent, turnID string, v url.Values) url.Values {
+	t.Helper()
+	page := get(t, c, r.url+"/approvals", http.StatusOK)
+	for _, sec := range strings.Split(page, `<section class="step"`)[1:] {
+		if !strings.Contains(sec, `data-agent="`+agent+`" data-turn="`+turnID+`"`) {
+			continue
+		}
+		for _, m := range digestField.FindAllStringSubmatch(sec, -1) {
+			v.Set("digest."+m[1], m[2])
+		}
+		return v
+	}
+	t.Fatalf("no held step %s/%s on the page", agent, turnID)
+	return v
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/textclip"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -22,27 +24,64 @@ type deadLetter struct {
 	Subject string
 	Headers nats.Header
 	Data    []byte
+	Size    int
 }
 
-// deadLetters reads the last limit messages of TURN_DEAD, newest first.
-func (s *Server) deadLetters(ctx context.Context, limit int) []deadLetter {
+// headers lists the messages of TURN_DEAD from sequence start (on the
+// filters' subjects, every one when none), at most limit of them, oldest
+// first, with their headers only: Data is nil and Size is the payload's
+// size. A listing costs what its headers cost, however large the
+// payloads.
+func (s *Server) headers(ctx context.Context, filters []string, start uint64, limit int) ([]deadLetter, error) {
 	st, err := s.js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	info, err := st.Info(ctx)
+	cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true, InactiveThreshold: time.Minute,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(start, 1), FilterSubjects: filters,
+		MemoryStorage: true, Replicas: 1}
+	cons, err := st.CreateConsumer(ctx, cfg)
 	if err != nil {
-		return nil
+		return nil, err
 	}
+	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	want := int(min(uint64(limit), cons.CachedInfo().NumPending))
 	var out []deadLetter
-	for seq := info.State.LastSeq; seq >= info.State.FirstSeq && seq > 0 && len(out) < limit; seq-- {
-		m, err := st.GetMsg(ctx, seq)
+	for len(out) < want {
+		b, err := cons.Fetch(want-len(out), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			continue // deleted
+			return out, err
 		}
-		out = append(out, deadLetter{Seq: m.Sequence, Time: m.Time, Subject: m.Subject, Headers: m.Header, Data: m.Data})
+		n := 0
+		for m := range b.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			size, _ := strconv.Atoi(m.Headers().Get("Nats-Msg-Size"))
+			h := m.Headers()
+			delete(h, "Nats-Msg-Size")
+			out = append(out, deadLetter{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Headers: h, Size: size})
+		}
+		if n == 0 {
+			break
+		}
 	}
-	return out
+	return out, nil
+}
+
+// body reads one dead letter whole.
+func (s *Server) body(ctx context.Context, seq uint64) (deadLetter, error) {
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return deadLetter{}, err
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return deadLetter{}, err
+	}
+	return deadLetter{Seq: m.Sequence, Time: m.Time, Subject: m.Subject, Headers: m.Header, Data: m.Data, Size: len(m.Data)}, nil
 }
 
 // redrivable is what may be published again: a step or an approval
@@ -54,9 +93,27 @@ func redrivable(d deadLetter) bool {
 		(strings.HasPrefix(subj, "turn.call.") || strings.HasPrefix(subj, "turn.task.") || strings.HasPrefix(subj, "turn.approval."))
 }
 
+// lettersPerPage is how many dead letters a page of /dead lists, newest
+// first; a payload of at most inlinePayload bytes is shown on the list,
+// clipped to listPayload; a larger one only on its own page
+// (/dead/letter), clipped to letterPayload. A page reads the headers of
+// its letters and the payloads it shows, nothing else.
+const (
+	lettersPerPage = 25
+	inlinePayload  = 16 << 10
+	listPayload    = 4 << 10
+	letterPayload  = 256 << 10
+)
+
 type deadView struct {
 	Letters []deadLetterView
 	Error   string
+	// Total letters in the stream; Older is the sequence the next page
+	// starts below (0: none), Newer the one the previous page started
+	// below (0: this is the first).
+	Total        uint64
+	Older, Newer uint64
+	Single       bool
 }
 
 type deadLetterView struct {
@@ -64,45 +121,121 @@ type deadLetterView struct {
 	Time                    time.Time
 	Subject, Reason, Origin string
 	Headers                 []headerView
-	Payload                 []argLine
-	Bytes                   int
-	Redrive                 bool
-	RedriveNote             string
+	// Payload is shown (maybe clipped); Unread says it was not read for
+	// the list (too large): its page shows it.
+	Payload     shown
+	Unread      bool
+	Bytes       int
+	Redrive     bool
+	RedriveNote string
 }
 
-type headerView struct{ Name, Value string }
+type headerView struct {
+	Name  string
+	Value shown
+}
 
 func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var v deadView
-	if _, err := s.js.Stream(ctx, protocol.StreamDead); err != nil {
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
 		v.Error = fmt.Sprintf("stream %s: %v (is a worker running?)", protocol.StreamDead, err)
+		s.render(w, "dead.html", s.page(r, "dead", "Dead letters", v))
+		return
 	}
-	for _, d := range s.deadLetters(ctx, 100) {
-		dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: d.Headers.Get(protocol.HeaderDeadReason),
-			Origin: d.Headers.Get(protocol.HeaderDeadSubject), Bytes: len(d.Data), Redrive: redrivable(d)}
-		names := make([]string, 0, len(d.Headers))
-		for k := range d.Headers {
-			names = append(names, k)
+	info, err := st.Info(ctx)
+	if err != nil {
+		v.Error = err.Error()
+		s.render(w, "dead.html", s.page(r, "dead", "Dead letters", v))
+		return
+	}
+	v.Total = info.State.Msgs
+	end := info.State.LastSeq + 1
+	if b, err := strconv.ParseUint(r.URL.Query().Get("before"), 10, 64); err == nil && b > 0 && b < end {
+		end = b
+		v.Newer = min(info.State.LastSeq+1, end+lettersPerPage)
+	}
+	// The letters below end, newest first: a window of sequences at a
+	// time (some may be deleted), until the page is full.
+	var letters []deadLetter
+	for hi := end; hi > info.State.FirstSeq && len(letters) < lettersPerPage && ctx.Err() == nil; {
+		lo := max(info.State.FirstSeq, hi-uint64(min(hi, 4*lettersPerPage)))
+		got, err := s.headers(ctx, nil, lo, int(hi-lo))
+		if err != nil {
+			v.Error = err.Error()
+			break
 		}
-		slices.Sort(names)
-		for _, k := range names {
-			for _, val := range d.Headers[k] {
-				dv.Headers = append(dv.Headers, headerView{k, val})
+		for i := len(got) - 1; i >= 0 && len(letters) < lettersPerPage; i-- {
+			if got[i].Seq < hi {
+				letters = append(letters, got[i])
 			}
 		}
-		if json.Valid(d.Data) {
-			dv.Payload = formatArgs(d.Data)
-		} else {
-			dv.Payload = formatText(d.Data)
+		hi = lo
+	}
+	if n := len(letters); n == lettersPerPage && letters[n-1].Seq > info.State.FirstSeq {
+		v.Older = letters[n-1].Seq
+	}
+	for _, d := range letters {
+		if d.Size <= inlinePayload {
+			if full, err := s.body(ctx, d.Seq); err == nil {
+				d.Data = full.Data
+			}
 		}
-		if dv.Redrive {
-			dv.RedriveNote = redriveNote(dv.Origin)
-		}
-		v.Letters = append(v.Letters, dv)
+		v.Letters = append(v.Letters, s.letterView(d, listPayload))
 	}
 	s.render(w, "dead.html", s.page(r, "dead", "Dead letters", v))
+}
+
+// letterPage shows one dead letter, its payload clipped to letterPayload.
+func (s *Server) letterPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	v := deadView{Single: true}
+	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
+	if err != nil {
+		http.Error(w, "seq must be a stream sequence", http.StatusBadRequest)
+		return
+	}
+	d, err := s.body(ctx, seq)
+	if err != nil {
+		v.Error = fmt.Sprintf("Dead letter %d: %v", seq, err)
+	} else {
+		v.Total = 1
+		v.Letters = append(v.Letters, s.letterView(d, letterPayload))
+	}
+	s.render(w, "dead.html", s.page(r, "dead", "Dead letter", v))
+}
+
+// maxHeaderShown clips each header value on the page.
+const maxHeaderShown = 1024
+
+func (s *Server) letterView(d deadLetter, limit int) deadLetterView {
+	dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadReason), maxHeaderShown),
+		Origin: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadSubject), maxHeaderShown), Bytes: d.Size, Redrive: redrivable(d)}
+	names := make([]string, 0, len(d.Headers))
+	for k := range d.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, val := range d.Headers[k] {
+			dv.Headers = append(dv.Headers, headerView{k, showText([]byte(val), maxHeaderShown)})
+		}
+	}
+	switch {
+	case d.Data == nil && d.Size > 0:
+		dv.Unread = true
+	case json.Valid(d.Data):
+		dv.Payload = showJSON(d.Data, limit)
+	default:
+		dv.Payload = showText(d.Data, limit)
+	}
+	if dv.Redrive {
+		dv.RedriveNote = redriveNote(dv.Origin)
+	}
+	return dv
 }
 
 func redriveNote(subject string) string {
@@ -115,12 +248,6 @@ func redriveNote(subject string) string {
 		"calls that ran already are answered from the journal (never run twice), a call an attempt was running when it died " +
 		"is answered interrupted (a read-only one runs again), the others run now; the step's events follow on its turn. " +
 		"If it fails as often again, it is dead-lettered again."
-}
-
-// formatText shows bytes that are not JSON as lines of text (invalid
-// UTF-8 replaced), folded like arguments.
-func formatText(b []byte) []argLine {
-	return foldLines(strings.ToValidUTF8(string(b), "\uFFFD"))
 }
 
 // redrive publishes a dead-lettered step (or approval answer) again on

@@ -144,7 +144,7 @@ type fleetView struct {
 
 type instanceView struct {
 	Name, ID, Version, Description string
-	Metadata                       []headerView
+	Metadata                       []metaView
 	Endpoints                      []endpointView
 	Started                        string
 }
@@ -241,7 +241,7 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) {
 		}
 		iv := instanceView{Name: in.Name, ID: in.ID, Version: in.Version, Description: in.Description}
 		for k, val := range in.Metadata {
-			iv.Metadata = append(iv.Metadata, headerView{k, val})
+			iv.Metadata = append(iv.Metadata, metaView{k, val})
 		}
 		sort.Slice(iv.Metadata, func(i, j int) bool { return iv.Metadata[i].Name < iv.Metadata[j].Name })
 		if st, ok := stats[in.ID]; ok {
@@ -335,6 +335,11 @@ func (s *Server) topKeys(ctx context.Context, n int) []keyView {
 
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	// vis shows a short hostile string (a call id, a reason, a label)
+	// with its hidden characters as markers, clipped.
+	"vis": func(s string) shown { return showText([]byte(s), maxShortShown) },
+	"inc": func(n int) int { return n + 1 },
+	"dec": func(n int) int { return n - 1 },
 	"bytes": func(n uint64) string {
 		switch {
 		case n >= 1<<20:
@@ -345,3 +350,5 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%d B", n)
 	},
 }
+
+type metaView struct{ Name, Value string }

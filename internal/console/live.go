@@ -16,9 +16,18 @@ import (
 
 const streamOutputs = "TURN_OUTPUTS"
 
-// maxStreams bounds the live streams served at once: each holds an
-// ordered consumer and a subscription.
-const maxStreams = 64
+// maxStreams bounds the live streams served at once (each holds an
+// ordered consumer and a subscription), streamsPerSession those of one
+// session, so that one operator's stalled pages cannot take every slot.
+// A stream ends after streamLife (the page's EventSource opens it again
+// after the retry it was told), and is dropped when one event cannot be
+// written within Limits.EventWriteTimeout: a reader that stopped reading
+// frees its slot.
+const (
+	maxStreams        = 64
+	streamsPerSession = 8
+	streamLife        = 10 * time.Minute
+)
 
 // keyBook remembers the fairness key of each turn whose steps the console
 // saw published (a core subscription beside the work queue, which takes
@@ -145,13 +154,28 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "agent and turn are 1-64 characters of [A-Za-z0-9_-], key at most 64", http.StatusBadRequest)
 		return
 	}
+	se := sessionOf(r)
+	s.mu.Lock()
+	if se.streams >= streamsPerSession {
+		s.mu.Unlock()
+		http.Error(w, fmt.Sprintf("a session has at most %d live streams at once: close another live page", streamsPerSession), http.StatusTooManyRequests)
+		return
+	}
+	se.streams++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		se.streams--
+		s.mu.Unlock()
+	}()
 	if s.streams.Add(1) > maxStreams {
 		s.streams.Add(-1)
 		http.Error(w, fmt.Sprintf("the console serves at most %d live streams at once: close another live page", maxStreams), http.StatusServiceUnavailable)
 		return
 	}
 	defer s.streams.Add(-1)
-	ctx := r.Context()
+	ctx, cancel := context.WithTimeout(r.Context(), streamLife)
+	defer cancel()
 	events := make(chan liveEvent, 512)
 	lost := 0
 	var lostMu sync.Mutex
@@ -209,31 +233,47 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
-	fmt.Fprint(w, ": live\n\n")
-	_ = rc.Flush()
+	// The server's read and write timeouts bound a page, not a stream:
+	// the stream's own bound is a deadline per event.
+	_ = rc.SetReadDeadline(time.Time{})
+	write := func(format string, args ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.limits.EventWriteTimeout))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+		_ = rc.SetWriteDeadline(time.Time{})
+		return true
+	}
+	if !write(": live\nretry: 2000\n\n") {
+		return
+	}
 	tick := time.NewTicker(15 * time.Second)
 	defer tick.Stop()
 	for {
+		ok := true
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
 			b, _ := json.Marshal(ev)
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-				return
-			}
-			_ = rc.Flush()
+			ok = write("data: %s\n\n", b)
 		case <-tick.C:
 			lostMu.Lock()
 			n := lost
 			lost = 0
 			lostMu.Unlock()
 			if n > 0 {
-				fmt.Fprintf(w, "event: lost\ndata: %d\n\n", n)
+				ok = write("event: lost\ndata: %d\n\n", n)
 			} else {
-				fmt.Fprint(w, ": keep-alive\n\n")
+				ok = write(": keep-alive\n\n")
 			}
-			_ = rc.Flush()
+		}
+		if !ok {
+			s.log.Warn("console: a live stream was dropped: its reader took longer than the event write timeout", "remote", r.RemoteAddr, "timeout", s.limits.EventWriteTimeout)
+			return
 		}
 	}
 }

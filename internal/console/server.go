@@ -40,6 +40,10 @@ type Config struct {
 	// SessionTTL bounds a session; 12h when zero.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
+	// Limits are the console's bounds on connections and streams
+	// (DefaultLimits for every zero field); serve the console with
+	// HTTPServer and Listen for all of them to hold.
+	Limits Limits
 }
 
 // Server is the console's HTTP handler and its view of the bus.
@@ -59,6 +63,8 @@ type Server struct {
 	keys    *keyBook
 	streams atomic.Int64 // live streams open
 	cats    *catalogCache
+	sums    summaries
+	limits  Limits
 }
 
 type session struct {
@@ -66,6 +72,7 @@ type session struct {
 	csrf    string
 	expires time.Time
 	flash   string // shown once, on the next page
+	streams int    // live streams open
 }
 
 const cookieName = "console_session"
@@ -104,6 +111,8 @@ func New(cfg Config) (*Server, error) {
 		stats:    newStats(),
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
+		sums:     summaries{m: map[string]summary{}},
+		limits:   cfg.Limits.orDefault(),
 	}
 	s.routes()
 	return s, nil
@@ -126,10 +135,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /logout", s.authed(s.logout))
 	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/approvals", http.StatusSeeOther) })
 	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
+	m.HandleFunc("GET /approvals/step", s.authed(s.stepPage))
 	m.HandleFunc("POST /approvals/decide", s.authed(s.decide))
 	m.HandleFunc("GET /live", s.authed(s.livePage))
 	m.HandleFunc("GET /api/live", s.authed(s.liveEvents))
 	m.HandleFunc("GET /dead", s.authed(s.deadPage))
+	m.HandleFunc("GET /dead/letter", s.authed(s.letterPage))
 	m.HandleFunc("POST /dead/redrive", s.authed(s.redrive))
 	m.HandleFunc("GET /fleet", s.authed(s.fleetPage))
 	s.mux = m

@@ -149,7 +149,11 @@ func (w *Worker) decide(ctx context.Context, agentID, turnID string, step int64,
 
 // finish runs a decided step and marks it done.
 func (w *Worker) finish(ctx context.Context, p *turn.PendingStep, rev uint64) error {
-	if err := w.runner.Resolve(ctx, p); err != nil {
+	if err := w.runner.Resolve(ctx, p); errors.Is(err, turn.ErrHeldAgain) {
+		// A resumed call asked for input again: the step is pending once
+		// more, with its own record and timer.
+		return nil
+	} else if err != nil {
 		return stepError(err)
 	}
 	p.State = turn.StateDone

@@ -66,12 +66,15 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 	if policy := r.Approval.With(st.Context.Approval); policy.Destructive || policy.All || len(policy.Names) > 0 {
 		gate = &policy
 	}
-	res, err := r.dispatch(ctx, st, nil, gate, nil)
+	res, err := r.dispatch(r.allowInput(ctx), st, nil, gate, nil)
 	if err != nil {
 		return err
 	}
 	if res.Held != nil {
 		return r.holdStep(ctx, st, res.Held)
+	}
+	if holdsInput(res) { // a call waits for a person's input (approval.go)
+		return r.holdInput(ctx, st, res)
 	}
 	return r.Emitter.StepDone(ctx, res.stepDone(st))
 }
@@ -212,6 +215,9 @@ func (o *stepObserver) progress(ref JournalRef, a protocol.Activity) {
 
 func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	defer o.also.ended(ref, out)
+	if HeldForInput(out) {
+		return // its call.output waits for the answer (approval.go)
+	}
 	if out.Ran {
 		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}

@@ -74,6 +74,9 @@ func verdictRoom(p *turn.PendingStep) int {
 			id, _ := json.Marshal(c.CallID)
 			n += decisionFrame + len(id) + textclip.MaxReasonBytes
 		}
+		if c.Input != nil {
+			n += len(`,"input":`) + turn.MaxInputBytes
+		}
 	}
 	return n
 }
@@ -85,13 +88,19 @@ func (s *Store) Announce(ctx context.Context, p *turn.PendingStep) error {
 	m := nats.NewMsg(protocol.ApprovalTimerSubject(p.AgentID, p.TurnID, p.Step))
 	m.Header.Set(headerSchedule, "@at "+p.ExpiresAt.UTC().Format(time.RFC3339))
 	m.Header.Set(headerScheduleTarget, protocol.ApprovalTimeoutSubject(p.AgentID, p.TurnID, p.Step))
-	m.Header.Set(jetstream.MsgIDHeader, protocol.StepMsgID(p.AgentID, p.TurnID, p.Step)+".timer")
+	timerID := protocol.StepMsgID(p.AgentID, p.TurnID, p.Step) + ".timer"
+	if p.Round > 1 {
+		// A step held again for input (a later round) has a timer of its
+		// own, which de-duplication must not drop.
+		timerID += "." + strconv.Itoa(p.Round)
+	}
+	m.Header.Set(jetstream.MsgIDHeader, timerID)
 	m.Data = []byte(`{}`)
 	if err := s.Pub.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("scheduling the pending step's timeout: %w", err)
 	}
 	ev := p.Event()
-	if err := s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingMsgID(p.AgentID, p.TurnID, p.Step), ev); err != nil {
+	if err := s.Pub.Event(ctx, protocol.Subject(protocol.PrefixOutput, p.AgentID, p.TurnID), protocol.StepPendingRoundMsgID(p.AgentID, p.TurnID, p.Step, p.Round), ev); err != nil {
 		return err
 	}
 	// A cancel that came after the step read the mark, and whose note was
@@ -179,4 +188,86 @@ func (s *Store) StopTimer(ctx context.Context, p *turn.PendingStep) error {
 func (s *Store) NoteCancel(ctx context.Context, agentID, turnID, reason string) error {
 	return s.Pub.Event(ctx, protocol.Subject(protocol.PrefixApprovalCancel, agentID, turnID),
 		agentID+"."+turnID+".cancel", protocol.Cancel{Reason: textclip.Reason(reason)})
+}
+
+// Rehold implements turn.Reholder: a step held for input whose resumed
+// call asked again. The record moves from the decided round to next
+// with a compare-and-set (a redelivered decision finds next there and
+// announces it again), the old round's timer is removed, and next is
+// announced with its round's message ids.
+func (s *Store) Rehold(ctx context.Context, decided, next *turn.PendingStep) error {
+	for range 5 {
+		cur, rev, err := s.PendingStep(ctx, next.AgentID, next.TurnID, next.Step)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == nil:
+			return fmt.Errorf("the record of pending step %d is gone", next.Step)
+		case cur.Round >= next.Round:
+			if cur.State != turn.StatePending {
+				return nil // that round is decided already: whoever decided it finishes it
+			}
+			return s.Announce(ctx, cur)
+		case cur.State == turn.StatePending || cur.Resolution == nil || decided.Resolution == nil || cur.Resolution.Seq != decided.Resolution.Seq:
+			return fmt.Errorf("pending step %d is not in the round this decision resumed", next.Step)
+		}
+		if _, err := s.UpdatePending(ctx, next, rev); errors.Is(err, ErrChanged) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if err := s.StopTimer(ctx, next); err != nil {
+			return fmt.Errorf("removing the last round's timer: %w", err)
+		}
+		return s.Announce(ctx, next)
+	}
+	return fmt.Errorf("holding pending step %d again: the record kept changing", next.Step)
+}
+
+// reclaim replaces a held call's outcome (turn.Resumes) with a fresh
+// claim, with a compare-and-set on the revision it was read at: of two
+// attempts at one resume, one runs the call, and the other finds it
+// claimed.
+func (s *Store) reclaim(ctx context.Context, key string, rev uint64, claim []byte) error {
+	kv := s.Pub.Retry().KV(s.Pub.JS, s.KV)
+	_, err := kv.Update(ctx, key, claim, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return turn.ErrClaimed
+	}
+	return err
+}
+
+// AwaitDecided implements turn.Awaiter with a watch of the step's record:
+// it returns the record once its round round is decided (or done), or
+// ctx's error.
+func (s *Store) AwaitDecided(ctx context.Context, agentID, turnID string, step int64, round int) (*turn.PendingStep, error) {
+	w, err := s.KV.Watch(ctx, PendingKey(agentID, turnID, step))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("the watch of pending step %d ended", step)
+			}
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			var p turn.PendingStep
+			if err := json.Unmarshal(e.Value(), &p); err != nil {
+				return nil, fmt.Errorf("pending step record %s is unreadable: %w", e.Key(), err)
+			}
+			if max(p.Round, 1) == round && p.State != turn.StatePending && p.Resolution != nil {
+				return &p, nil
+			}
+			if max(p.Round, 1) > round {
+				return nil, fmt.Errorf("pending step %d moved on to round %d", step, p.Round)
+			}
+		}
+	}
 }

@@ -80,6 +80,9 @@ func (s *Store) claim(ctx context.Context, ref turn.JournalRef, id string) (*tur
 		return nil, turn.ErrReused
 	}
 	if rec.State == "done" && rec.Outcome != nil {
+		if turn.Resumes(ctx, ref, rec.Outcome) { // a call held for input resumes (approval.go)
+			return nil, s.reclaim(ctx, key, e.Revision(), claim)
+		}
 		return rec.Outcome, nil
 	}
 	if rec.Claim == id {

@@ -149,6 +149,8 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 			// with instead of asking the worker for its own.
 			Capabilities:           &sdk.ClientCapabilities{},
 			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { s.changes.Add(1) },
+			MultiRoundTrip:         inputRoundTrips(), // input requests go to a person (input.go)
+			ElicitationHandler:     s.elicit,
 			ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 				s.progress.notify(r.Params)
 			},
@@ -192,6 +194,8 @@ type server struct {
 	changes atomic.Uint64
 	// progress routes progress notifications to the running calls.
 	progress progressRoutes
+	// asking holds the running calls an elicitation may be for (input.go).
+	asking liveCalls
 
 	mu       sync.Mutex
 	conn     *conn

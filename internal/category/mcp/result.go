@@ -14,36 +14,54 @@ import (
 // result maps a tool result onto the contract: text content joined for
 // the model, images and binary resources as media (the runtime fits them
 // to the media budget, and words a note for any it cannot send), links
-// described in a line, structured content as details (and as the text
-// when there is no other content), isError as a tool_error whose message
-// is the text. toolName names the tool, for the media's source.
-func (s *server) result(res *sdk.CallToolResult, toolName string) (tool.Result, error) {
+// described in a line, structured content checked against the tool's
+// output schema (out, nil when it declares none) and handed on both as
+// details and to the model (as the text when there is none, else after
+// it, unless the text already is the same JSON), isError as a tool_error
+// whose message is the text. toolName names the tool, for the media's
+// source.
+func (s *server) result(res *sdk.CallToolResult, toolName string, out *outputSchema) (tool.Result, error) {
 	limit := s.m.opts.MaxResultBytes
 	text, ms := s.render(res.Content, toolName)
-	out := tool.Result{Media: ms}
+	r := tool.Result{Media: ms}
 	if res.StructuredContent != nil {
 		b, err := json.Marshal(res.StructuredContent)
 		switch {
 		case err != nil:
-			out.Details = map[string]string{"structured_content_error": err.Error()}
+			r.Details = map[string]string{"structured_content_error": err.Error()}
 		case len(b) > limit:
-			out.Details = map[string]any{"structured_content_bytes": len(b), "truncated": true}
+			r.Details = map[string]any{"structured_content_bytes": len(b), "truncated": true}
 		default:
-			out.Details = json.RawMessage(b)
+			r.Details = json.RawMessage(b)
 		}
-		if text == "" && len(ms) == 0 && err == nil {
+		if err == nil && !res.IsError {
+			if verr := out.check(b); verr != nil {
+				return r, tool.Errorf(tool.ToolError,
+					"The MCP server %s ran %s, but its structured result does not match the tool's output schema (%s), so it is not given as the tool's output. Check its effect before calling it again, or do without this tool.",
+					s.name, toolName, clip(verr.Error(), 1<<10))
+			}
+		}
+		switch {
+		case err != nil:
+		case text == "":
 			text = string(b)
+		case !sameJSON(text, b):
+			text += "\n[structured content]\n" + string(b)
 		}
+	} else if out != nil && !res.IsError {
+		return r, tool.Errorf(tool.ToolError,
+			"The MCP server %s ran %s, but its result has no structured content although the tool declares an output schema, so its output is incomplete. Check its effect before calling it again, or do without this tool.",
+			s.name, toolName)
 	}
 	text = clip(text, limit)
 	if res.IsError {
 		if text == "" {
 			text = "The tool reported an error without saying what it was."
 		}
-		return out, tool.Errorf(tool.ToolError, "%s", text)
+		return r, tool.Errorf(tool.ToolError, "%s", text)
 	}
-	out.Content = text
-	return out, nil
+	r.Content = text
+	return r, nil
 }
 
 // render joins the text blocks, with a one-line description of each link,

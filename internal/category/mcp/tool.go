@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/spans"
+	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -216,6 +217,10 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tool.Tool, error) {
 		}
 		schema = b
 	}
+	out, err := compileOutputSchema(t)
+	if err != nil {
+		return nil, err
+	}
 	readOnly, destructive := hints(t.Annotations)
 	name := t.Name
 	label := s.name + "." + name
@@ -236,7 +241,7 @@ func (s *server) newTool(t *sdk.Tool, nsDesc string) (*tool.Tool, error) {
 			return "Called " + label
 		},
 		Execute: func(ctx context.Context, args json.RawMessage) (tool.Result, error) {
-			return s.call(ctx, name, args, readOnly)
+			return s.call(ctx, name, args, readOnly, out)
 		},
 	})
 }
@@ -307,7 +312,7 @@ func namespaceDescription(name string, cfg ServerConfig, init *sdk.InitializeRes
 // gone is sent again on a new session when it cannot have reached the
 // server, or when the tool is read-only; otherwise the model is told it
 // may have taken effect.
-func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool) (tool.Result, error) {
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, readOnly bool, out *outputSchema) (tool.Result, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.connection(ctx)
 		if err != nil {
@@ -319,12 +324,21 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		}
 		sctx, span := spans.MCP(ctx, s.name, "tools/call", name)
 		params := &sdk.CallToolParams{Name: name, Arguments: args}
+		if err := resumeParams(ctx, params); err != nil {
+			spans.End(span, err)
+			return tool.Result{}, tool.Errorf(tool.ToolError, "The answer to the MCP server %s's request for input could not be sent, so %s was not finished: %v", s.name, name, err)
+		}
 		unroute := s.requestProgress(ctx, params)
+		unask := s.asking.add(turn.WithTool(ctx, s.name, name), args)
 		res, err := c.cs.CallTool(sctx, params)
+		unask()
 		unroute()
 		spans.End(span, err)
+		if err == nil && res.NeedsInput() {
+			return s.inputRequired(ctx, name, args, res)
+		}
 		if err == nil {
-			return s.result(res, name)
+			return s.result(res, name, out)
 		}
 		if ctx.Err() != nil {
 			// Timeout or abort: the dispatcher says which.

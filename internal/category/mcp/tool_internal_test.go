@@ -88,6 +88,7 @@ func TestResult(t *testing.T) {
 		err     string
 		details string
 		media   []string
+		schema  string // the tool's outputSchema
 	}{
 		{name: "text joined", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a"}, &sdk.TextContent{Text: "b"}}}, content: "a\nb"},
 		{name: "media", res: &sdk.CallToolResult{Content: []sdk.Content{
@@ -108,11 +109,20 @@ func TestResult(t *testing.T) {
 		}}, content: "[resource link file:///a.txt \"a\", text/plain, 2 KiB: the file]\n[resource mem://c, text/plain]\nsee",
 			media: []string{"application/gzip 3 bytes mem://b, mem://b (a resource of the MCP tool srv.t)"}},
 		{name: "structured beside media only", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{MIMEType: "image/png", Data: []byte("x")}}, StructuredContent: map[string]any{"n": 1}},
-			content: "", details: `{"n":1}`, media: []string{"image/png 1 bytes , the MCP tool srv.t"}},
+			content: `{"n":1}`, details: `{"n":1}`, media: []string{"image/png 1 bytes , the MCP tool srv.t"}},
 		{name: "structured only", res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, content: `{"n":1}`, details: `{"n":1}`},
-		{name: "structured beside text", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "one"}}, StructuredContent: map[string]any{"n": 1}}, content: "one", details: `{"n":1}`},
+		{name: "structured beside text", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "one"}}, StructuredContent: map[string]any{"n": 1}}, content: "one\n[structured content]\n{\"n\":1}", details: `{"n":1}`},
+		{name: "structured that is the text", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "{ \"n\": 1 }"}}, StructuredContent: map[string]any{"n": 1}}, content: `{ "n": 1 }`, details: `{"n":1}`},
 		{name: "large structured content left out of details", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "x"}}, StructuredContent: map[string]any{"s": strings.Repeat("y", 300)}},
-			content: "x", details: `{"structured_content_bytes":308,"truncated":true}`},
+			content: clip("x\n[structured content]\n{\"s\":\""+strings.Repeat("y", 300)+"\"}", 200), details: `{"structured_content_bytes":308,"truncated":true}`},
+		{name: "structured valid against the output schema", schema: `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`,
+			res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": 1}}, content: `{"n":1}`, details: `{"n":1}`},
+		{name: "structured invalid against the output schema", schema: `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n","m"]}`,
+			res: &sdk.CallToolResult{StructuredContent: map[string]any{"n": "one"}},
+			err: "tool_error: The MCP server srv ran t, but its structured result does not match the tool's output schema (/: missing properties: 'm'; /n: expected integer, but got string), so it is not given as the tool's output. Check its effect before calling it again, or do without this tool."},
+		{name: "no structured content for an output schema", schema: `{"type":"object"}`, res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "x"}}},
+			err: "tool_error: The MCP server srv ran t, but its result has no structured content although the tool declares an output schema, so its output is incomplete. Check its effect before calling it again, or do without this tool."},
+		{name: "an error result needs no structured content", schema: `{"type":"object"}`, res: &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "bad"}}}, err: "tool_error: bad"},
 		{name: "is error", res: &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "no such issue"}}}, err: "tool_error: no such issue"},
 		{name: "is error without text", res: &sdk.CallToolResult{IsError: true}, err: "tool_error: The tool reported an error without saying what it was."},
 		{name: "clipped", res: &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("é", 120)}}},
@@ -120,7 +130,14 @@ func TestResult(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := s.result(tt.res, "t")
+			var out *outputSchema
+			if tt.schema != "" {
+				var err error
+				if out, err = compileOutputSchema(&sdk.Tool{Name: "t", OutputSchema: json.RawMessage(tt.schema)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := s.result(tt.res, "t", out)
 			if tt.err != "" {
 				var te *tool.Error
 				if !errors.As(err, &te) || err.Error() != tt.err {
@@ -230,5 +247,18 @@ func TestEnvironment(t *testing.T) {
 	}
 	if os.Getenv("PATH") != "" && !strings.Contains(joined, "PATH=") {
 		t.Error("PATH is not passed on")
+	}
+}
+
+// An output schema that cannot be compiled here (a remote reference, not
+// a schema) leaves its tool out with the reason, as an input schema does.
+func TestOutputSchemaRefused(t *testing.T) {
+	for _, schema := range []string{`{"$ref":"https://example.com/s.json"}`, `{"type":5}`} {
+		if _, err := compileOutputSchema(&sdk.Tool{Name: "t", OutputSchema: json.RawMessage(schema)}); err == nil || !strings.Contains(err.Error(), "output schema is not usable") {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	if o, err := compileOutputSchema(&sdk.Tool{Name: "t"}); o != nil || err != nil {
+		t.Errorf("no schema: %v %v", o, err)
 	}
 }

@@ -1,0 +1,253 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/runenames"
+)
+
+// A value a person approves is shown character for character: anything
+// a browser would not draw, or would draw elsewhere than where it is, is
+// replaced on the page by a visible marker that names it
+// (⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧). The marker is the only way such a
+// character reaches the page; what runs is the value, not the page.
+
+// seg is a run of one line: text drawn as it is, or one marker standing
+// for Raw.
+type seg struct {
+	Text string
+	Mark bool
+	// Raw is what a marker stands for (the character, the bytes, the
+	// run of spaces); empty for plain text.
+	Raw string
+}
+
+// line is one shown line of a value.
+type line struct {
+	Segs []seg
+}
+
+// spaceRun is the length from which a run of spaces inside a line is
+// shown as a counted marker, so that a tail pushed away by blank space
+// is next to what precedes it.
+const spaceRun = 4
+
+// maxShortShown clips a short string (an id, a reason, a label).
+const maxShortShown = 4096
+
+// maxIndent is the deepest indentation shown as it is.
+const maxIndent = 64
+
+// hidden reports whether r is drawn as nothing, drawn elsewhere, or
+// looks like another character: controls (C0, DEL, C1), bidirectional
+// formatting, format characters (Cf: zero-width, soft hyphen, tags, word
+// joiners, BOM), the other default-ignorable ones (variation selectors,
+// Hangul fillers, Mongolian free variation selectors, combining grapheme
+// joiner), spaces other than U+0020, line and paragraph separators,
+// private use, noncharacters and unassigned code points.
+func hidden(r rune) bool {
+	switch {
+	case r == ' ':
+		return false
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r < 0x7f:
+		return false
+	case unicode.Is(unicode.Cf, r), unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r),
+		unicode.Is(unicode.Variation_Selector, r), unicode.Is(unicode.Zs, r), unicode.Is(unicode.Zl, r),
+		unicode.Is(unicode.Zp, r), unicode.Is(unicode.Co, r), unicode.Is(unicode.Noncharacter_Code_Point, r),
+		unicode.Is(unicode.Bidi_Control, r), unicode.Is(unicode.Join_Control, r):
+		return true
+	case r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0, r == 0x2800: // fillers and the blank braille pattern
+		return true
+	case !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Zs):
+		return true // unassigned (or a surrogate, which valid UTF-8 never holds)
+	}
+	return false
+}
+
+// marker names r: its code point and its Unicode name.
+func marker(r rune) string {
+	name := runenames.Name(r)
+	switch {
+	case r < 0x20 || r >= 0x7f && r <= 0x9f:
+		name = controlNames[r]
+		if name == "" {
+			name = "CONTROL"
+		}
+	case name == "" || strings.HasPrefix(name, "<"):
+		switch {
+		case unicode.Is(unicode.Co, r):
+			name = "PRIVATE USE"
+		case unicode.Is(unicode.Noncharacter_Code_Point, r):
+			name = "NONCHARACTER"
+		default:
+			name = "UNASSIGNED"
+		}
+	}
+	return fmt.Sprintf("⟦U+%04X %s⟧", r, name)
+}
+
+// controlNames are the C0 and C1 controls' names (runenames has none).
+var controlNames = map[rune]string{
+	0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
+	0x0B: "LINE TABULATION", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN", 0x1B: "ESCAPE", 0x7F: "DELETE",
+	0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
+}
+
+// visible splits one line of text into plain runs and markers: every
+// hidden character, every byte that is not UTF-8, and every run of
+// spaceRun or more spaces after the line's indentation.
+func visible(s string) []seg {
+	var out []seg
+	var plain strings.Builder
+	flush := func() {
+		if plain.Len() > 0 {
+			out = append(out, seg{Text: plain.String()})
+			plain.Reset()
+		}
+	}
+	indent := len(s) - len(strings.TrimLeft(s, " "))
+	if indent > maxIndent {
+		indent = 0 // not an indentation json.Indent writes: a run to count
+	}
+	plain.WriteString(s[:indent])
+	for i := indent; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			flush()
+			out = append(out, seg{Text: fmt.Sprintf("⟦byte 0x%02X, not UTF-8⟧", s[i]), Mark: true, Raw: s[i : i+1]})
+		case r == ' ':
+			n := 0
+			for i+n < len(s) && s[i+n] == ' ' {
+				n++
+			}
+			if n >= spaceRun || i+n == len(s) {
+				flush()
+				out = append(out, seg{Text: fmt.Sprintf("⟦%d space%s⟧", n, plural(n)), Mark: true, Raw: s[i : i+n]})
+			} else {
+				plain.WriteString(s[i : i+n])
+			}
+			i += n
+			continue
+		case hidden(r):
+			flush()
+			out = append(out, seg{Text: marker(r), Mark: true, Raw: s[i : i+size]})
+		default:
+			plain.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	flush()
+	return out
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// shown is a value as the page shows it: its lines, and how much of it
+// was left out (zero when all of it is on the page).
+type shown struct {
+	Lines []line
+	// LeftOut is the bytes of the value not on the page, Total its size.
+	LeftOut, Total int
+}
+
+// Clipped reports whether part of the value is not shown.
+func (s shown) Clipped() bool { return s.LeftOut > 0 }
+
+// showJSON indents a JSON value without re-encoding it (json.Indent only
+// adds white space, so every value keeps its bytes), writes the escapes
+// \u003c, \u003e and \u0026 as the characters, and shows at most limit
+// bytes of the result (limit ≤ 0: all of it). Bytes that are not JSON
+// are shown as text.
+func showJSON(raw []byte, limit int) shown {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return showText(raw, limit)
+	}
+	return showText([]byte(unescapeHTML(b.Bytes())), limit)
+}
+
+// showText shows text by lines, each made visible, at most limit bytes
+// of it (cut on a character boundary; limit ≤ 0: all of it).
+func showText(b []byte, limit int) shown {
+	s := shown{Total: len(b)}
+	if limit > 0 && len(b) > limit {
+		cut := limit
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		s.LeftOut = len(b) - cut
+		b = b[:cut]
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		s.Lines = append(s.Lines, line{Segs: visible(l)})
+	}
+	return s
+}
+
+// raw is the text the shown lines stand for (markers as what they stand
+// for), lines joined by newlines.
+func (s shown) raw() string {
+	var b strings.Builder
+	for i, l := range s.Lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for _, g := range l.Segs {
+			if g.Mark {
+				b.WriteString(g.Raw)
+			} else {
+				b.WriteString(g.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
+// unescapeHTML writes the escapes \u003c, \u003e and \u0026 inside the
+// strings of a JSON text (Go's encoder writes <, > and & so) as the
+// characters: the same JSON value, readable. The page escapes them.
+func unescapeHTML(b []byte) string {
+	var out strings.Builder
+	out.Grow(len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c != '\\' || i+1 >= len(b) {
+			out.WriteByte(c)
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			switch strings.ToLower(string(b[i+2 : i+6])) {
+			case "003c":
+				out.WriteByte('<')
+				i += 5
+				continue
+			case "003e":
+				out.WriteByte('>')
+				i += 5
+				continue
+			case "0026":
+				out.WriteByte('&')
+				i += 5
+				continue
+			}
+		}
+		// Any other escape (\\ included) is kept whole.
+		out.WriteByte(c)
+		out.WriteByte(b[i+1])
+		i++
+	}
+	return out.String()
+}
