@@ -124,6 +124,9 @@ func withDefaults(input, schema json.RawMessage) (map[string]any, error) {
 		if err := json.Unmarshal(input, &content); err != nil {
 			return nil, fmt.Errorf("the input is not a JSON object: %w", err)
 		}
+		if content == nil { // null: no input
+			content = map[string]any{}
+		}
 	}
 	var s struct {
 		Properties map[string]struct {

@@ -207,6 +207,8 @@ type server struct {
 
 	buildMu sync.Mutex
 	built   *toolSet // the tools of the last list, kept while it is unchanged
+	// lastPrivate: the last list was "private" (listcache.go).
+	lastPrivate bool
 }
 
 // conn is one client session.
@@ -222,7 +224,8 @@ type conn struct {
 
 	mu      sync.Mutex
 	tools   *toolSet
-	version uint64 // server.changes when tools was listed
+	version uint64    // server.changes when tools was listed
+	cache   listCache // how long tools is good for (listcache.go)
 }
 
 // close ends the session (closing waits for a child to exit), then kills

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +47,10 @@ func (s *server) listing(ctx context.Context) listing {
 	}
 	s.buildMu.Lock()
 	last := s.built
+	if s.lastPrivate {
+		// A private list is its owner's; this turn may be another's.
+		last = nil
+	}
 	s.buildMu.Unlock()
 	if last == nil {
 		return listing{notes: []string{fmt.Sprintf("%v; its tools are left out of this turn", noteError(s.name, err))}}
@@ -90,17 +95,20 @@ func (s *server) list(ctx context.Context, c *conn) (*toolSet, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	version := s.changes.Load()
-	if c.tools != nil && c.version == version {
+	if c.tools != nil && c.version == version && c.cache.fresh(time.Now()) {
 		return c.tools, nil
 	}
 	sctx, span := spans.MCP(ctx, s.name, "tools/list", "")
-	list, cut, err := s.listPages(sctx, c.cs)
+	list, cut, cacheable, err := s.listPages(sctx, c.cs)
 	spans.End(span, err)
 	if err != nil {
 		return nil, err
 	}
 	ts := s.build(list, cut, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
-	c.tools, c.version = ts, version
+	c.tools, c.version, c.cache = ts, version, cacheOf(c.cs, cacheable, time.Now())
+	s.buildMu.Lock()
+	s.lastPrivate = c.cache.private
+	s.buildMu.Unlock()
 	return ts, nil
 }
 
@@ -114,11 +122,21 @@ type listCut struct {
 // Manager's bounds of pages, tools, bytes and time. Past a bound it stops
 // and returns the tools that fit, with the reason (cut non-nil); a time
 // bound passed before any tool came is an error.
-func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.Tool, *listCut, error) {
+func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) (list []*sdk.Tool, cut *listCut, cacheable sdk.Cacheable, err error) {
+	list, cut, first, err := s.readPages(ctx, cs)
+	if first != nil {
+		cacheable = first.Cacheable
+	}
+	return list, cut, cacheable, err
+}
+
+// readPages is listPages, with the first page (for its caching fields).
+func (s *server) readPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.Tool, *listCut, *sdk.ListToolsResult, error) {
 	o := s.m.opts
 	lctx, cancel := context.WithTimeout(ctx, o.ListTimeout)
 	defer cancel()
 	var list []*sdk.Tool
+	var first *sdk.ListToolsResult
 	bytes, pages := 0, 0
 	params := &sdk.ListToolsParams{}
 	for {
@@ -126,9 +144,12 @@ func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.T
 		if err != nil {
 			// A deadline (this bound's or the listing's), not an abort.
 			if errors.Is(lctx.Err(), context.DeadlineExceeded) && len(list) > 0 {
-				return list, &listCut{Reason: fmt.Sprintf("listing took longer than %v", o.ListTimeout), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+				return list, &listCut{Reason: fmt.Sprintf("listing took longer than %v", o.ListTimeout), Pages: pages, Tools: len(list), Bytes: bytes}, first, nil
 			}
-			return nil, nil, fmt.Errorf("listing tools: %w", err)
+			return nil, nil, first, fmt.Errorf("listing tools: %w", err)
+		}
+		if first == nil {
+			first = res
 		}
 		pages++
 		for _, t := range res.Tools {
@@ -136,20 +157,20 @@ func (s *server) listPages(ctx context.Context, cs *sdk.ClientSession) ([]*sdk.T
 				continue
 			}
 			if len(list) >= o.MaxListTools {
-				return list, &listCut{Reason: fmt.Sprintf("it lists more than %d tools", o.MaxListTools), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+				return list, &listCut{Reason: fmt.Sprintf("it lists more than %d tools", o.MaxListTools), Pages: pages, Tools: len(list), Bytes: bytes}, first, nil
 			}
 			n := toolBytes(t)
 			if bytes+n > o.MaxListBytes {
-				return list, &listCut{Reason: fmt.Sprintf("its tool definitions pass %d bytes", o.MaxListBytes), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+				return list, &listCut{Reason: fmt.Sprintf("its tool definitions pass %d bytes", o.MaxListBytes), Pages: pages, Tools: len(list), Bytes: bytes}, first, nil
 			}
 			bytes += n
 			list = append(list, t)
 		}
 		if res.NextCursor == "" {
-			return list, nil, nil
+			return list, nil, first, nil
 		}
 		if pages >= o.MaxListPages {
-			return list, &listCut{Reason: fmt.Sprintf("it gives more than %d pages", o.MaxListPages), Pages: pages, Tools: len(list), Bytes: bytes}, nil
+			return list, &listCut{Reason: fmt.Sprintf("it gives more than %d pages", o.MaxListPages), Pages: pages, Tools: len(list), Bytes: bytes}, first, nil
 		}
 		params = &sdk.ListToolsParams{Cursor: res.NextCursor}
 	}
