@@ -246,7 +246,8 @@ type Refresher func(ctx context.Context, old *Token) (*Token, error)
 // vault's margin: refreshed with refresh when it is not, by exactly one
 // worker (the one whose compare-and-set took the record's lease; the
 // others wait for its result). ErrNoToken when there is no token, or an
-// expired one without a refresh token.
+// expired one without a refresh token; a failed refresh returns
+// refresh's error, wrapped.
 func (v *Vault) Fresh(ctx context.Context, server, owner string, refresh Refresher) (*Token, error) {
 	key := Key(server, owner)
 	for {
@@ -295,7 +296,7 @@ func (v *Vault) Fresh(ctx context.Context, server, owner string, refresh Refresh
 			if tok.Valid(time.Now(), 0) {
 				return tok, nil
 			}
-			return nil, fmt.Errorf("%w: refreshing failed: %v", ErrNoToken, rerr)
+			return nil, fmt.Errorf("refreshing the token: %w", rerr)
 		}
 		carry(nt, tok)
 		data, err = v.seal(key, nt, nil)

@@ -200,11 +200,19 @@ func (h *vaultHandler) Token() (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*h.s.cfg.OAuth.timeout())
 	defer cancel()
 	tok, err := v.Fresh(ctx, h.s.name, h.owner, h.refresh)
-	if errors.Is(err, tokenvault.ErrNoToken) {
+	var refused *oauth2.RetrieveError
+	switch {
+	case errors.Is(err, tokenvault.ErrNoToken):
 		return nil, h.required("no token for this agent")
-	}
-	if err != nil {
-		return nil, err
+	case errors.As(err, &refused):
+		// The authorization server answered and refused the refresh
+		// token (revoked, expired): only a person can help.
+		return nil, h.required("the authorization server refused to refresh the token")
+	case err != nil:
+		// It did not answer usably (it hung, sent too much, or
+		// redirected where the guard forbids): this call fails.
+		h.s.log.Warn("mcp oauth token refresh failed", "err", err)
+		return nil, fmt.Errorf("the account's token could not be refreshed: %w", err)
 	}
 	return &oauth2.Token{AccessToken: tok.AccessToken, TokenType: "Bearer", Expiry: tok.Expiry}, nil
 }
