@@ -217,7 +217,7 @@ func (d *driver) call(ctx context.Context, tool, args string) error {
 		// A server never listed for this owner (it needs an account
 		// first) leaves its tools out of the turn: connect, as for
 		// auth_required.
-		needsAuth := kind == protocol.AuthRequired || kind == protocol.UnknownTool && d.owner != "" && connects == 0
+		needsAuth := kind == protocol.AuthRequired || kind == protocol.UnknownTool && d.owner != ""
 		if !needsAuth || connects >= 3 {
 			return fmt.Errorf("%s: %s: %s", tool, kind, out.Error.Message)
 		}

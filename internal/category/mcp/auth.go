@@ -203,7 +203,11 @@ func (h *vaultHandler) Token() (*oauth2.Token, error) {
 	var refused *oauth2.RetrieveError
 	switch {
 	case errors.Is(err, tokenvault.ErrNoToken):
-		return nil, h.required("no token for this agent")
+		// The request goes without a token: the server's refusal (its
+		// challenge, noted by Authorize) is what the connect flow starts
+		// from. The transport sends a request without Authorization on
+		// this error.
+		return nil, &oauth2.RetrieveError{ErrorCode: "invalid_grant", ErrorDescription: "no token for this agent"}
 	case errors.As(err, &refused):
 		// The authorization server answered and refused the refresh
 		// token (revoked, expired): only a person can help.

@@ -104,3 +104,4 @@ func (b *limitBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
