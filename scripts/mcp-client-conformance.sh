@@ -31,8 +31,8 @@ run() { # label, conformance binary, baseline, args...
 	"$bin" client --command "$W/mcp-conformance-client" --timeout 60000 --expected-failures "$base" "$@" >"$W/out.txt" 2>&1 || rc=$?
 	# One summary line per scenario: "✓ name" / "✗ name".
 	local pass fail
-	pass=$(grep -cE '^\s*✓' "$W/out.txt" || true)
-	fail=$(grep -cE '^\s*✗' "$W/out.txt" || true)
+	pass=$(grep -cE '^✓ [^:]+: [0-9]+ passed' "$W/out.txt" || true)
+	fail=$(grep -cE '^✗ [^:]+: [0-9]+ passed' "$W/out.txt" || true)
 	echo "$label: $pass/$((pass + fail)) passed (baseline $(grep -c '^  - ' "$base" || true))"
 	if [ "$rc" -ne 0 ]; then
 		tail -n 60 "$W/out.txt" >&2

@@ -111,6 +111,18 @@ func (c Config) HasStdio() bool {
 	return false
 }
 
+// HasOAuth reports whether a server's tokens are per credential owner
+// (oauth with the authorization code grant): the worker then needs the
+// token vault.
+func (c Config) HasOAuth() bool {
+	for _, s := range c.Servers {
+		if s.OAuth.perOwner() {
+			return true
+		}
+	}
+	return false
+}
+
 // Duration is a time.Duration written as a Go duration string ("30s").
 type Duration time.Duration
 
