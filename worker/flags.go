@@ -118,14 +118,14 @@ type builtinConfig struct {
 	WebAllow     string
 	MCPConfig    string
 	// MCPBounds bound each MCP server's tool listing (--mcp-list-*).
-	MCPBounds   mcp.Options
+	MCPBounds mcp.Options
 	// MCPTokenKeys is the file of the keys sealing MCP OAuth tokens
 	// (else the environment variable TOOLRUNTIME_MCP_TOKEN_KEYS);
 	// MCPConnectURL the console's connect page.
 	MCPTokenKeys, MCPConnectURL string
-	SkillsDir   string
-	Diagnostics bool
-	MarkDir     string
+	SkillsDir                   string
+	Diagnostics                 bool
+	MarkDir                     string
 }
 
 func (c *builtinConfig) register(fs *flag.FlagSet) {

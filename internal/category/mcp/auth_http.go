@@ -104,4 +104,3 @@ func (b *limitBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
