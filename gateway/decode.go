@@ -103,6 +103,15 @@ func DecodeEvent(subject string, data []byte) (protocol.Event, error) {
 			}
 		}
 		return &d, nil
+	case protocol.EventAuthRequired:
+		var a protocol.AuthRequiredEvent
+		if err := json.Unmarshal(data, &a); err != nil {
+			return bad("auth.required: %v", err)
+		}
+		if !protocol.ValidCallID(a.CallID) {
+			return bad("auth.required: call_id is not 1-256 printable characters")
+		}
+		return &a, nil
 	case protocol.EventStepPending:
 		var p protocol.StepPending
 		if err := json.Unmarshal(data, &p); err != nil {

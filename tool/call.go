@@ -14,6 +14,10 @@ type Call struct {
 	TurnID  string
 	Step    int64
 	CallID  string
+	// FairKey is the key of the fairness share the call's step draws
+	// from (protocol 1.2): the step's context.fairness.key, or its agent.
+	// Tools that keep credentials per tenant key them by it.
+	FairKey string
 }
 
 // Ref is the call's reference as records store it ("created_by").

@@ -36,6 +36,9 @@ const (
 	NotLoaded = protocol.NotLoaded
 	// Internal: the worker could not run the call.
 	Internal = protocol.Internal
+	// AuthRequired: the call needs an account a person has not connected
+	// (protocol 1.3); the Error's Auth says where to connect it.
+	AuthRequired = protocol.AuthRequired
 )
 
 // Error is the coded error of a call that did not succeed. The model reads
@@ -49,6 +52,17 @@ type Error struct {
 	// Repairs names the repair-ladder rungs that ran on arguments that were
 	// then refused (InvalidArguments only); the worker reports them.
 	Repairs []string `json:"-"`
+	// Auth, on an error of kind AuthRequired, names the server and the
+	// page where a person connects the account: the worker publishes it
+	// as an auth.required event before the call's output. It holds no
+	// secret.
+	Auth *AuthNeeded `json:"auth,omitempty"`
+}
+
+// AuthNeeded is where a person connects the account a call needed.
+type AuthNeeded struct {
+	Server string `json:"server"`
+	URL    string `json:"url"`
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }

@@ -16,6 +16,8 @@ import (
 	"github.com/agentbull/toolruntime/internal/category/skills"
 	"github.com/agentbull/toolruntime/internal/category/todo"
 	"github.com/agentbull/toolruntime/internal/category/web"
+	"github.com/agentbull/toolruntime/internal/netguard"
+	"github.com/agentbull/toolruntime/internal/tokenvault"
 	"github.com/agentbull/toolruntime/internal/workflowtask"
 	"github.com/agentbull/toolruntime/tool"
 )
@@ -142,7 +144,7 @@ func (m *program) startBuiltins(ctx, setup context.Context, js jetstream.JetStre
 	}
 	if m.mcp != nil {
 		name = "mcp"
-		mm, err := m.startMCP(b)
+		mm, err := m.startMCP(setup, b, js)
 		if err != nil {
 			return nil, err
 		}
@@ -212,9 +214,24 @@ func (m *program) startComputer(ctx context.Context, b *builtins) (*computer.Cat
 // startMCP starts the MCP manager, closed after the worker stopped:
 // running calls had their grace; then every session ends and every stdio
 // server is reaped.
-func (m *program) startMCP(b *builtins) (*mcp.Manager, error) {
+func (m *program) startMCP(ctx context.Context, b *builtins, js jetstream.JetStream) (*mcp.Manager, error) {
 	opts := m.MCPBounds
 	opts.Logger, opts.Version = m.log, m.version
+	allow, err := netguard.ParseAllow(splitList(m.WebAllow))
+	if err != nil {
+		return nil, fmt.Errorf("--web-allow: %w", err)
+	}
+	opts.Guard, opts.ConnectURL = netguard.New(allow, nil), m.MCPConnectURL
+	if m.mcp.HasOAuth() {
+		// The keys never leave the process: not NATS, not a log.
+		keys, err := tokenvault.LoadKeyring(m.MCPTokenKeys, "TOOLRUNTIME_MCP_TOKEN_KEYS")
+		if err != nil {
+			return nil, fmt.Errorf("mcp oauth servers need token keys: %w", err)
+		}
+		if opts.Vault, err = tokenvault.Open(ctx, js, keys, tokenvault.Options{}); err != nil {
+			return nil, err
+		}
+	}
 	if m.mcp.HasStdio() {
 		cg, err := m.mcpCgroups(b)
 		if err != nil {

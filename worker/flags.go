@@ -118,10 +118,14 @@ type builtinConfig struct {
 	WebAllow     string
 	MCPConfig    string
 	// MCPBounds bound each MCP server's tool listing (--mcp-list-*).
-	MCPBounds   mcp.Options
-	SkillsDir   string
-	Diagnostics bool
-	MarkDir     string
+	MCPBounds mcp.Options
+	// MCPTokenKeys is the file of the keys sealing MCP OAuth tokens
+	// (else the environment variable TOOLRUNTIME_MCP_TOKEN_KEYS);
+	// MCPConnectURL the console's connect page.
+	MCPTokenKeys, MCPConnectURL string
+	SkillsDir                   string
+	Diagnostics                 bool
+	MarkDir                     string
 }
 
 func (c *builtinConfig) register(fs *flag.FlagSet) {
@@ -186,6 +190,8 @@ func (c *builtinConfig) registerWeb(fs *flag.FlagSet) {
 func (c *builtinConfig) registerMCP(fs *flag.FlagSet) {
 	b := &c.MCPBounds
 	fs.StringVar(&c.MCPConfig, "mcp-config", "", "JSON file naming the MCP servers turns may enable (empty: none)")
+	fs.StringVar(&c.MCPTokenKeys, "mcp-token-keys", "", "file of the keys sealing MCP OAuth tokens in the MCP_TOKENS bucket, one <id>:<base64 32 bytes> a line, the first sealing (empty: the environment variable TOOLRUNTIME_MCP_TOKEN_KEYS); needed when a server has oauth")
+	fs.StringVar(&c.MCPConnectURL, "mcp-connect-url", "", "the console's connect page, where a person connects an MCP server's account (the auth.required event's url; a server's oauth.connect_url overrides it)")
 	fs.IntVar(&b.MaxListPages, "mcp-list-pages", mcp.DefaultMaxListPages, "most pages of one MCP server's tools/list read; past a bound the listing keeps the tools that fit and the model is told")
 	fs.IntVar(&b.MaxListTools, "mcp-list-tools", mcp.DefaultMaxListTools, "most tools taken of one MCP server")
 	fs.IntVar(&b.MaxListBytes, "mcp-list-bytes", mcp.DefaultMaxListBytes, "most bytes of tool definitions (JSON) taken of one MCP server")

@@ -166,6 +166,7 @@ type stepState struct {
 	set             *Set
 	ctx             context.Context // the turn's
 	agentID, turnID string
+	fairKey         string
 	stepN           int64
 	start           time.Time // when the step's calls began to run
 }
@@ -205,7 +206,7 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID = nil, nil, nil, nil, "", ""
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey = nil, nil, nil, nil, "", "", ""
 	d.states.Put(st)
 }
 
@@ -229,6 +230,7 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
 	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
+	st.fairKey = in.FairKey
 	ps := st.ps
 	for i := range in.Calls {
 		p := &st.calls[i]
@@ -518,7 +520,7 @@ func (p *pending) invoke() {
 		p.began = p.st.since()
 	}
 	c.ctx.Context = &c.cancel
-	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID}
+	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID, FairKey: p.st.fairKey}
 	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or

@@ -28,6 +28,8 @@ type Input struct {
 	TurnID  string
 	Step    int64
 	Calls   []protocol.CallItem
+	// FairKey is the step's fairness key (tool.Call.FairKey).
+	FairKey string
 	// Loaded holds the keys (ToolKey) of the deferred tools this turn has
 	// loaded through tool search.
 	Loaded map[string]bool

@@ -164,7 +164,7 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 		}
 	}
 	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
-	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls,
+	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
 		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks()})
 	if res.Held != nil {
 		return res, nil
@@ -221,6 +221,9 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	if out.Ran {
 		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}
+	if out.Err != nil && out.Err.Auth != nil {
+		o.authRequired(ref, out)
+	}
 	ev := out.event(ref)
 	if ev.Details == nil {
 		ev.Details = json.RawMessage("{}")
@@ -237,6 +240,28 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 		o.mu.Lock()
 		if o.first == nil {
 			o.first = fmt.Errorf("publishing call.output for %s: %w", out.CallID, err)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// authRequired publishes the auth.required event (protocol 1.3) of a call
+// that needs an account connected, before its call.output, on an emitter
+// that publishes events (the worker's); a failure counts as the
+// call.output's would.
+func (o *stepObserver) authRequired(ref JournalRef, out *Outcome) {
+	em, ok := o.em.(interface {
+		Event(ctx context.Context, subject, msgID string, v any) error
+	})
+	if !ok {
+		return
+	}
+	ev := &protocol.AuthRequiredEvent{Type: protocol.EventAuthRequired, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
+		CallID: out.CallID, Server: out.Err.Auth.Server, URL: out.Err.Auth.URL}
+	if err := em.Event(context.WithoutCancel(o.ctx), protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev); err != nil {
+		o.mu.Lock()
+		if o.first == nil {
+			o.first = fmt.Errorf("publishing auth.required for %s: %w", out.CallID, err)
 		}
 		o.mu.Unlock()
 	}

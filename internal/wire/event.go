@@ -36,6 +36,10 @@ func Append(b []byte, v any) ([]byte, error) {
 		}
 	case protocol.Activity:
 		return appendActivity(b, v)
+	case *protocol.AuthRequiredEvent:
+		if v != nil {
+			return appendAuthRequired(b, v), nil
+		}
 	}
 	if ok {
 		return out, nil
@@ -154,4 +158,16 @@ func appendActivity(b []byte, a protocol.Activity) ([]byte, error) {
 	b = AppendString(append(b, `,"state":`...), a.State)
 	b = AppendString(append(b, `,"label":`...), a.Label)
 	return append(b, '}'), nil
+}
+
+// appendAuthRequired writes an auth.required event (protocol 1.3).
+func appendAuthRequired(b []byte, ev *protocol.AuthRequiredEvent) []byte {
+	b = AppendString(append(b, `{"type":`...), ev.Type)
+	b = AppendString(append(b, `,"agent_id":`...), ev.AgentID)
+	b = AppendString(append(b, `,"turn_id":`...), ev.TurnID)
+	b = strconv.AppendInt(append(b, `,"step":`...), ev.Step, 10)
+	b = AppendString(append(b, `,"call_id":`...), ev.CallID)
+	b = AppendString(append(b, `,"server":`...), ev.Server)
+	b = AppendString(append(b, `,"url":`...), ev.URL)
+	return append(b, '}')
 }

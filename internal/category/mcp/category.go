@@ -26,8 +26,11 @@ type SkillServers interface {
 // cannot be reached, or a name that is not configured, gives a note
 // (turn.Note), never an error.
 func Category(m *Manager, skills SkillServers) tool.Category {
-	return tool.Category{Name: "mcp", Tools: func(ctx context.Context, _ tool.Turn) ([]*tool.Tool, error) {
-		names, notes := m.enabled(turn.TurnContext(ctx), skills)
+	return tool.Category{Name: "mcp", Tools: func(ctx context.Context, t tool.Turn) ([]*tool.Tool, error) {
+		tc := turn.TurnContext(ctx)
+		// Servers with tokens per owner list for the turn's owner.
+		ctx = withTurnOwner(ctx, t.AgentID, tc.Fairness.Key)
+		names, notes := m.enabled(tc, skills)
 		turn.Note(ctx, notes...)
 		if len(names) == 0 {
 			return nil, nil

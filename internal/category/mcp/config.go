@@ -44,6 +44,9 @@ type ServerConfig struct {
 	// request.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// OAuth has the url's requests authorized with OAuth 2.1 tokens
+	// (docs/mcp-client.md) instead of static headers.
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
 
 	// Description is the namespace description the model reads. Empty:
 	// the server's instructions, else its name and version.
@@ -102,6 +105,18 @@ func (c Config) ApprovalNames() []string {
 func (c Config) HasStdio() bool {
 	for _, s := range c.Servers {
 		if s.Command != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// HasOAuth reports whether a server's tokens are per credential owner
+// (oauth with the authorization code grant): the worker then needs the
+// token vault.
+func (c Config) HasOAuth() bool {
+	for _, s := range c.Servers {
+		if s.OAuth.perOwner() {
 			return true
 		}
 	}
@@ -193,6 +208,14 @@ func (c Config) Validate() error {
 		default:
 			if len(s.Headers) > 0 {
 				bad("headers belong to a url, not a command")
+			}
+			if s.OAuth != nil {
+				bad("oauth belongs to a url, not a command")
+			}
+		}
+		if s.OAuth != nil && s.URL != "" {
+			for _, e := range s.OAuth.validate() {
+				bad("oauth: %s", e)
 			}
 		}
 		if s.Timeout < 0 || s.ConnectTimeout < 0 {

@@ -14,10 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbull/toolruntime/internal/cgroup"
+	"github.com/agentbull/toolruntime/internal/netguard"
+	"github.com/agentbull/toolruntime/internal/tokenvault"
 )
 
 // Defaults of a zero Options.
@@ -41,6 +44,8 @@ const (
 	DefaultServerMemory = 512 << 20
 	DefaultServerPids   = 256
 	DefaultServerCPU    = 1.0
+	// DefaultMaxSessions bounds one oauth server's per-owner sessions.
+	DefaultMaxSessions = 256
 )
 
 // ErrClosed is returned for servers of a Manager that was closed.
@@ -77,6 +82,20 @@ type Options struct {
 	// only raise their oom_score_adj to 1000.
 	Cgroups *cgroup.Manager
 	Limits  cgroup.Limits
+	// Vault keeps the tokens of the servers configured with oauth
+	// (authorization code grant); without one, their calls end
+	// auth_required.
+	Vault *tokenvault.Vault
+	// Guard dials every request of a server configured with oauth, and
+	// of its authorization server (nil: public addresses only); a
+	// server's allow_private lifts it.
+	Guard *netguard.Guard
+	// ConnectURL is the console's connect page, the default of each
+	// server's oauth.connect_url.
+	ConnectURL string
+	// MaxSessions bounds the sessions per server kept for credential
+	// owners (0: DefaultMaxSessions); the least recently used is closed.
+	MaxSessions int
 }
 
 // Manager owns one client session per configured server. Sessions start
@@ -141,9 +160,13 @@ func NewManager(cfg Config, opts Options) (*Manager, error) {
 	opts.Limits.MemoryBytes = cmp.Or(max(opts.Limits.MemoryBytes, 0), DefaultServerMemory)
 	opts.Limits.Pids = cmp.Or(max(opts.Limits.Pids, 0), DefaultServerPids)
 	opts.Limits.CPU = cmp.Or(max(opts.Limits.CPU, 0), DefaultServerCPU)
+	opts.MaxSessions = cmp.Or(max(opts.MaxSessions, 0), DefaultMaxSessions)
+	if opts.Guard == nil {
+		opts.Guard = netguard.New(nil, nil)
+	}
 	m := &Manager{opts: opts, log: opts.Logger, names: cfg.names(), servers: map[string]*server{}}
 	for _, name := range m.names {
-		s := &server{name: name, cfg: cfg.Servers[name], m: m, log: m.log.With("mcp_server", name)}
+		s := &server{name: name, cfg: cfg.Servers[name], m: m, log: m.log.With("mcp_server", name), slots: map[string]*slot{}}
 		s.client = sdk.NewClient(&sdk.Implementation{Name: "turn-worker", Version: opts.Version}, &sdk.ClientOptions{
 			// No roots: a server keeps the directories it was configured
 			// with instead of asking the worker for its own.
@@ -197,13 +220,17 @@ type server struct {
 	// asking holds the running calls an elicitation may be for (input.go).
 	asking liveCalls
 
-	mu       sync.Mutex
-	conn     *conn
-	dialing  chan struct{} // closed when the running attempt to connect ends
-	failures int           // consecutive failed attempts
-	retryAt  time.Time     // no attempt before this
-	lastErr  error
-	closed   bool
+	mu sync.Mutex
+	// slots are the server's sessions by credential owner: "" for a
+	// server without per-owner tokens, else the owner (ownerOf). One
+	// owner's session never carries another's token.
+	slots  map[string]*slot
+	closed bool
+	// cc is the client credentials handler of a server configured with
+	// that grant: one identity, the worker's, for every call.
+	ccOnce sync.Once
+	cc     auth.OAuthHandler
+	ccErr  error
 
 	buildMu sync.Mutex
 	built   *toolSet // the tools of the last list, kept while it is unchanged
@@ -211,8 +238,21 @@ type server struct {
 	lastPrivate bool
 }
 
+// slot is one owner's session with a server, and its attempts to start
+// one; server.mu guards it.
+type slot struct {
+	owner    string
+	conn     *conn
+	dialing  chan struct{} // closed when the running attempt to connect ends
+	failures int           // consecutive failed attempts
+	retryAt  time.Time     // no attempt before this
+	lastErr  error
+	lastUse  time.Time
+}
+
 // conn is one client session.
 type conn struct {
+	slot  *slot
 	cs    *sdk.ClientSession
 	cmd   *exec.Cmd     // the child of a stdio server
 	group *cgroup.Group // the child's cgroup, or nil
@@ -282,91 +322,139 @@ func (e *DownError) Error() string {
 
 func (e *DownError) Unwrap() error { return e.Err }
 
-// connection returns the live session, starting one when there is none
-// or the last one ended. One attempt runs at a time; callers wait for it
-// until their ctx ends.
+// connection returns the live session of the credential owner ctx's call
+// or turn runs for, starting one when there is none or the last one
+// ended. One attempt per owner runs at a time; callers wait for it until
+// their ctx ends.
 func (s *server) connection(ctx context.Context) (*conn, error) {
+	owner, err := s.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if c := s.conn; c != nil {
+		sl := s.slots[owner]
+		if sl == nil {
+			sl = &slot{owner: owner, lastUse: time.Now()}
+			s.slots[owner] = sl
+			s.evict()
+		}
+		sl.lastUse = time.Now()
+		if c := sl.conn; c != nil {
 			if !c.ended() {
 				s.mu.Unlock()
 				return c, nil
 			}
 			// The server went away between uses: reap it and start anew.
-			s.conn = nil
+			sl.conn = nil
 			s.mu.Unlock()
 			s.log.Warn("mcp session ended; reconnecting")
 			s.retire(c)
 			continue
 		}
-		if ch := s.dialing; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return nil, context.Cause(ctx)
+		ch := sl.dialing
+		if ch == nil {
+			if time.Now().Before(sl.retryAt) {
+				err := &DownError{Server: s.name, Err: sl.lastErr, RetryAt: sl.retryAt}
+				s.mu.Unlock()
+				return nil, err
 			}
+			ch = make(chan struct{})
+			sl.dialing = ch
+			// Close waits for attempts under way (none start once it
+			// began: s.closed is checked above, under the same lock).
+			s.m.dials.Add(1)
+			// The attempt is the server's, not the caller's: it runs to
+			// its connect timeout even when the caller gives up (a
+			// catalog request's deadline), so that a server slow to start
+			// (an npx fetching it) is up for the next turn instead of
+			// being started from nothing again by each one.
+			go func() {
+				defer s.m.dials.Done()
+				_, _ = s.attempt(context.WithoutCancel(ctx), sl, ch)
+			}()
 		}
-		if time.Now().Before(s.retryAt) {
-			err := &DownError{Server: s.name, Err: s.lastErr, RetryAt: s.retryAt}
-			s.mu.Unlock()
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		// An attempt that needs a person is not remembered (no backoff):
+		// its outcome is the waiting callers' to see, and the next call
+		// tries again, the account connected or not.
+		s.mu.Lock()
+		err, c := sl.lastErr, sl.conn
+		s.mu.Unlock()
+		var ae *AuthRequiredError
+		if c == nil && errors.As(err, &ae) {
 			return nil, err
 		}
-		ch := make(chan struct{})
-		s.dialing = ch
-		// Close waits for attempts under way (none start once it began:
-		// s.closed is checked above, under the same lock).
-		s.m.dials.Add(1)
-		s.mu.Unlock()
-		// The attempt is the server's, not the caller's: it runs to its
-		// connect timeout even when the caller gives up (a catalog
-		// request's deadline), so that a server slow to start (an npx
-		// fetching it) is up for the next turn instead of being started
-		// from nothing again by each one. The caller waits for it above.
-		go func() {
-			defer s.m.dials.Done()
-			_, _ = s.attempt(context.WithoutCancel(ctx), ch)
-		}()
+	}
+}
+
+// evict closes the least recently used idle owner session when the
+// server holds more than the Manager's bound; s.mu is held.
+func (s *server) evict() {
+	if len(s.slots) <= s.m.opts.MaxSessions {
+		return
+	}
+	var oldest *slot
+	for _, sl := range s.slots {
+		if sl.dialing == nil && (oldest == nil || sl.lastUse.Before(oldest.lastUse)) {
+			oldest = sl
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	delete(s.slots, oldest.owner)
+	if c := oldest.conn; c != nil {
+		oldest.conn = nil
+		go s.retire(c)
 	}
 }
 
 // attempt runs one attempt to start a session and records its outcome;
 // ch is closed when it is recorded.
-func (s *server) attempt(ctx context.Context, ch chan struct{}) (*conn, error) {
-	c, err := s.dial(ctx)
+func (s *server) attempt(ctx context.Context, sl *slot, ch chan struct{}) (*conn, error) {
+	c, err := s.dial(ctx, sl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.dialing = nil
+	sl.dialing = nil
 	defer close(ch)
+	var ae *AuthRequiredError
 	switch {
 	case errors.Is(err, ErrClosed):
 		return nil, err
+	case errors.As(err, &ae):
+		// No backoff: a person may connect the account any moment.
+		sl.lastErr = ae
+		return nil, ae
 	case err != nil:
-		s.failures++
-		s.retryAt = time.Now().Add(s.backoff())
-		s.lastErr = err
-		s.log.Warn("mcp server unavailable", "err", err, "failures", s.failures)
-		return nil, &DownError{Server: s.name, Err: err, RetryAt: s.retryAt}
+		sl.failures++
+		sl.retryAt = time.Now().Add(s.backoff(sl))
+		sl.lastErr = err
+		s.log.Warn("mcp server unavailable", "err", err, "failures", sl.failures)
+		return nil, &DownError{Server: s.name, Err: err, RetryAt: sl.retryAt}
 	case s.closed:
 		// Close began while this attempt ran and does not know of c.
 		c.close()
 		return nil, ErrClosed
 	}
-	s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
-	s.conn = c
+	sl.failures, sl.retryAt, sl.lastErr = 0, time.Time{}, nil
+	sl.conn = c
 	return c, nil
 }
 
 // backoff is the wait after the current run of failures; s.mu is held.
-func (s *server) backoff() time.Duration {
+func (s *server) backoff(sl *slot) time.Duration {
 	d := s.m.opts.MinBackoff
-	for i := 1; i < s.failures && d < s.m.opts.MaxBackoff; i++ {
+	for i := 1; i < sl.failures && d < s.m.opts.MaxBackoff; i++ {
 		d *= 2
 	}
 	return min(d, s.m.opts.MaxBackoff)
@@ -374,10 +462,10 @@ func (s *server) backoff() time.Duration {
 
 // dial starts a session: the child process or HTTP session, then the MCP
 // initialization, within the connect timeout.
-func (s *server) dial(ctx context.Context) (*conn, error) {
+func (s *server) dial(ctx context.Context, sl *slot) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout())
 	defer cancel()
-	t, cmd, g, err := s.transport()
+	t, cmd, g, err := s.transport(sl.owner)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +483,7 @@ func (s *server) dial(ctx context.Context) (*conn, error) {
 		_ = g.Close()
 		return nil, err
 	}
-	c := &conn{cs: cs, cmd: cmd, group: g, done: make(chan struct{})}
+	c := &conn{slot: sl, cs: cs, cmd: cmd, group: g, done: make(chan struct{})}
 	watching := s.m.spawn(func() {
 		err := cs.Wait()
 		c.death = s.death(g)
@@ -427,8 +515,8 @@ func (s *server) dial(ctx context.Context) (*conn, error) {
 // next use starts a new session.
 func (s *server) drop(c *conn, err error) {
 	s.mu.Lock()
-	if s.conn == c {
-		s.conn = nil
+	if sl := c.slot; sl != nil && sl.conn == c {
+		sl.conn = nil
 		s.log.Warn("mcp connection lost; the next use reconnects", "err", err)
 	}
 	s.mu.Unlock()
@@ -465,10 +553,15 @@ func size(n int64) string {
 func (s *server) close() {
 	s.mu.Lock()
 	s.closed = true
-	c := s.conn
-	s.conn = nil
+	var cs []*conn
+	for _, sl := range s.slots {
+		if sl.conn != nil {
+			cs = append(cs, sl.conn)
+			sl.conn = nil
+		}
+	}
 	s.mu.Unlock()
-	if c != nil {
+	for _, c := range cs {
 		c.close()
 	}
 }
@@ -480,6 +573,9 @@ func (s *server) close() {
 func lost(c *conn, err error) bool {
 	if c.ended() {
 		return true
+	}
+	if authFailure(err) {
+		return false // the connection is sound; the owner's token is not
 	}
 	var ne net.Error
 	var errno syscall.Errno

@@ -60,6 +60,9 @@ func (s *server) listing(ctx context.Context) listing {
 }
 
 func noteError(name string, err error) error {
+	if ae := (*AuthRequiredError)(nil); errors.As(err, &ae) { // auth*.go
+		return fmt.Errorf("mcp server %q needs a person to connect an account for this turn's agent (%s)", name, ae.URL)
+	}
 	var de *DownError
 	if errors.As(err, &de) {
 		return de
@@ -340,6 +343,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 			if ctx.Err() != nil {
 				return tool.Result{}, context.Cause(ctx)
 			}
+			if ae := authError(s.name, err); ae != nil { // auth*.go
+				return tool.Result{}, ae
+			}
 			return tool.Result{}, tool.Errorf(tool.ToolError,
 				"%v, so %s was not run. Try again later, or do without it.", noteError(s.name, err), name)
 		}
@@ -364,6 +370,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, re
 		if ctx.Err() != nil {
 			// Timeout or abort: the dispatcher says which.
 			return tool.Result{}, context.Cause(ctx)
+		}
+		if ae := authError(s.name, err); ae != nil { // auth*.go
+			return tool.Result{}, ae
 		}
 		if unreadable(err) {
 			// The server answered: its connection is sound, and dropping it

@@ -33,11 +33,25 @@ const stdioWaitDelay = 2 * time.Second
 // then SIGKILL, if it does not) and reaps it; and, with Options.Cgroups,
 // the cgroup the child starts in, which the caller closes after the
 // session.
-func (s *server) transport() (sdk.Transport, *exec.Cmd, *cgroup.Group, error) {
+func (s *server) transport(owner string) (sdk.Transport, *exec.Cmd, *cgroup.Group, error) {
 	cfg := s.cfg
 	if cfg.URL != "" {
-		client := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: expandAll(cfg.Headers), maxJSON: int64(s.m.opts.MaxMessageBytes)}}
-		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client}, nil, nil, nil
+		var base http.RoundTripper = http.DefaultTransport
+		if o := cfg.OAuth; o != nil {
+			// The server's requests carry tokens: each is dialed through
+			// the guard, as its authorization server's are.
+			g := s.m.opts.Guard
+			if o.AllowPrivate {
+				g = nil
+			}
+			base = guardedTransport(g)
+		}
+		client := &http.Client{Transport: headerTransport{base: base, headers: expandAll(cfg.Headers), maxJSON: int64(s.m.opts.MaxMessageBytes)}}
+		h, err := s.oauthHandler(owner)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("oauth: %w", err)
+		}
+		return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: client, OAuthHandler: h}, nil, nil, nil
 	}
 	var g *cgroup.Group
 	if cgs := s.m.opts.Cgroups; cgs != nil {
