@@ -56,7 +56,7 @@ func testTools(pr *probes) tool.Category {
 		},
 	})
 	fail := tool.Must(tool.Def[echoParams]{
-		Spec: tool.Spec{Name: "fail", Description: "Fail with the text."},
+		Spec: tool.Spec{Name: "fail", Description: "Fail with the text.", Destructive: true},
 		Execute: func(ctx context.Context, p echoParams) (tool.Result, error) {
 			return tool.Result{}, tool.Errorf(tool.ToolError, "failed: %s", p.Text)
 		},
@@ -173,6 +173,12 @@ func TestListAndCall(t *testing.T) {
 	}
 	if got, want := strings.Join(names, ","), "echo,fail,wait,where"; got != want {
 		t.Fatalf("tools %s, want %s", got, want)
+	}
+	if a := lt.Tools[0].Annotations; a == nil || !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+		t.Errorf("echo's annotations %+v, want read-only", a)
+	}
+	if a := lt.Tools[1].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
+		t.Errorf("fail's annotations %+v, want destructive", a)
 	}
 	schema, _ := json.Marshal(lt.Tools[0].InputSchema)
 	if !strings.Contains(string(schema), `"What to echo."`) {

@@ -315,6 +315,17 @@ type CatalogReply struct {
 	// context ("name", or "namespace.name"); it sits beside the tool
 	// definitions, which keep only the Responses API's fields.
 	Approval []string `json:"approval,omitempty"`
+	// Hints are the tools' flags, by "name" or "namespace.name", for
+	// gateways that describe tools to other clients (an MCP server's
+	// readOnlyHint and destructiveHint); a tool without flags is left
+	// out. Like Approval, they sit beside the definitions.
+	Hints map[string]ToolHints `json:"hints,omitempty"`
+}
+
+// ToolHints are the flags of one tool of a catalog (tool.Spec's).
+type ToolHints struct {
+	ReadOnly    bool `json:"read_only,omitempty"`
+	Destructive bool `json:"destructive,omitempty"`
 }
 
 // Definitions splits Tools into its entries, each the worker's bytes:

@@ -286,7 +286,8 @@ func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*pro
 		return nil, err
 	}
 	tools, digest := set.Catalog()
-	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set)}, nil
+	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set),
+		Hints: catalog.Hints(set)}, nil
 }
 
 // onCancel handles a turn.cancel message on the subscription's
