@@ -99,7 +99,6 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			}
 			return nil, fmt.Errorf("publishing the call: %w", err)
 		}
-		defer run.Close()
 		c := &callRun{d: d, p: p, req: req, turn: turnID, step: step, callID: callID, named: meta.Turn != ""}
 		return c.wait(ctx, run)
 	}
@@ -119,7 +118,15 @@ type callRun struct {
 	total    float64
 }
 
+// wait reads the step's events until the call's output, and closes run
+// (or hands it to the cancel, which closes it).
 func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallToolResult, error) {
+	handed := false
+	defer func() {
+		if !handed {
+			run.Close()
+		}
+	}()
 	var deadline time.Time // set once the call is held for approval
 	label := ""
 	for {
@@ -143,7 +150,8 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			c.cancel()
+			handed = true
+			go c.cancel(run)
 			return nil, ctx.Err()
 		case nctx.Err() != nil:
 			c.notifyText(ctx, label)
@@ -228,16 +236,55 @@ func (c *callRun) notifyText(ctx context.Context, msg string) {
 
 // cancel cancels the call on the workers when its request ended first.
 // A fresh turn holds this call alone, so cancelling the turn cancels
-// exactly it; a named turn's other calls must go on, so its cancel is
-// the call's own.
-func (c *callRun) cancel() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if c.named {
-		c.d.log.Info("mcp door: a cancelled call of a named turn runs to its end", "agent", c.p.AgentID, "turn", c.turn, "step", c.step, "call", c.callID)
+// exactly it. A named turn's other calls must go on: its step alone is
+// cancelled (turn.cancel.step), again every second while the call's
+// output has not come, since a step still queued for its share is not
+// running yet, up to stepCancelFor.
+func (c *callRun) cancel(run *gateway.StepRun) {
+	defer run.Close()
+	ctx, stop := context.WithTimeout(context.Background(), stepCancelFor)
+	defer stop()
+	const reason = "cancelled by the MCP client"
+	if !c.named {
+		if err := c.d.gw.Cancel(ctx, c.p.AgentID, c.turn, reason); err != nil {
+			c.d.log.Warn("mcp door: cancel failed", "agent", c.p.AgentID, "turn", c.turn, "err", err)
+		}
 		return
 	}
-	if err := c.d.gw.Cancel(ctx, c.p.AgentID, c.turn, "cancelled by the MCP client"); err != nil {
-		c.d.log.Warn("mcp door: cancel failed", "agent", c.p.AgentID, "turn", c.turn, "err", err)
+	subject := protocol.PrefixCancelStep + "." + c.p.AgentID + "." + c.turn
+	body, _ := json.Marshal(protocol.CancelStep{Step: c.step, Reason: reason})
+	for {
+		if err := c.d.cfg.NC.Publish(subject, body); err != nil {
+			c.d.log.Warn("mcp door: step cancel failed", "agent", c.p.AgentID, "turn", c.turn, "step", c.step, "err", err)
+		}
+		tick, stopTick := context.WithTimeout(ctx, time.Second)
+		for {
+			ev, err := run.Next(tick)
+			if out, ok := ev.(*protocol.CallOutput); ok && out.CallID == c.callID {
+				stopTick()
+				return
+			}
+			if err == nil {
+				continue
+			}
+			if tick.Err() != nil {
+				break // publish again
+			}
+			var bad *gateway.EventError
+			if errors.As(err, &bad) {
+				continue
+			}
+			stopTick()
+			return // the step ended, was dead-lettered, or the run closed
+		}
+		stopTick()
+		if ctx.Err() != nil {
+			c.d.log.Warn("mcp door: a cancelled call of a named turn did not end", "agent", c.p.AgentID, "turn", c.turn, "step", c.step)
+			return
+		}
 	}
 }
+
+// stepCancelFor bounds how long a named turn's cancelled call is
+// cancelled again until its output comes.
+const stepCancelFor = 30 * time.Second

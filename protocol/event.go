@@ -296,6 +296,17 @@ type Cancel struct {
 	Reason string `json:"reason"`
 }
 
+// CancelStep is the body of turn.cancel.step.<agent_id>.<turn_id>: it
+// aborts the running calls of that one step of the turn on every worker
+// (their outputs are aborted, the step's step.done follows) and leaves
+// the turn and its other steps alone: no cancel mark is written. A step
+// not running yet when it arrives runs; publish it again while the
+// step's outputs have not come.
+type CancelStep struct {
+	Step   int64  `json:"step"`
+	Reason string `json:"reason,omitempty"`
+}
+
 // CatalogRequest is the body of a turn.tools request.
 type CatalogRequest struct {
 	AgentID string  `json:"agent_id"`
@@ -366,6 +377,9 @@ const (
 	PrefixOutput = "turn.call.output"
 	PrefixDead   = "turn.dead"
 	PrefixCancel = "turn.cancel"
+	// PrefixCancelStep's subjects have five tokens, so that the
+	// subscriptions to PrefixCancel+".*.*" never see them.
+	PrefixCancelStep = "turn.cancel.step"
 	PrefixActive = "turn.activity"
 	PrefixWFEvt  = "workflow.event"
 
