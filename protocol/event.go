@@ -380,8 +380,8 @@ const (
 	// PrefixCancelStep's subjects have five tokens, so that the
 	// subscriptions to PrefixCancel+".*.*" never see them.
 	PrefixCancelStep = "turn.cancel.step"
-	PrefixActive = "turn.activity"
-	PrefixWFEvt  = "workflow.event"
+	PrefixActive     = "turn.activity"
+	PrefixWFEvt      = "workflow.event"
 
 	SubjectTools = "turn.tools"
 	ServiceName  = "turn-worker"
