@@ -215,8 +215,8 @@ func (c *callRun) notify(ctx context.Context, ev *protocol.Activity) {
 			}
 		}
 	case "completed":
-		if c.total > c.progress {
-			c.progress = c.total
+		if c.total > 0 {
+			c.progress = max(c.progress, c.total)
 		} else {
 			c.progress++
 		}

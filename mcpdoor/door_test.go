@@ -288,3 +288,45 @@ func TestNamedTurnStepsConcurrent(t *testing.T) {
 		t.Errorf("%d distinct steps, want %d", len(seen), n)
 	}
 }
+
+// TestProgress: a call with a progress token gets the call's activity as
+// increasing progress notifications.
+func TestProgress(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	var mu sync.Mutex
+	var got []float64
+	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Params.ProgressToken == "p1" {
+				got = append(got, r.Params.Progress)
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: door.URL + mcpdoor.Path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"steps": 3}, Meta: mcp.Meta{"progressToken": "p1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("progress %v, want at least 3 notifications", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] < got[i-1] {
+			t.Fatalf("progress went back: %v", got)
+		}
+	}
+	if got[len(got)-1] != 3 {
+		t.Fatalf("progress %v does not end at 3", got)
+	}
+}
