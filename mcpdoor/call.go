@@ -80,18 +80,26 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
 		}
-		turnID, step := meta.Turn, int64(0)
-		if turnID == "" {
-			turnID = randomID("mcp")
-		} else if step, err = d.nextStep(ctx, p.AgentID, turnID); err != nil {
-			return nil, err
+		var c *callRun
+		if req.Params.RequestState != "" {
+			if c, err = d.answer(ctx, p, t, req, args); err != nil {
+				return nil, err
+			}
+		} else {
+			c = &callRun{d: d, p: p, req: req, toolName: t.name, turn: meta.Turn, callID: meta.CallID, named: meta.Turn != ""}
+			if c.turn == "" {
+				c.turn = randomID("mcp")
+			} else if c.step, err = d.nextStep(ctx, p.AgentID, c.turn); err != nil {
+				return nil, err
+			}
+			if c.callID == "" {
+				c.callID = randomID("mcp")
+			}
 		}
-		callID := meta.CallID
-		if callID == "" {
-			callID = randomID("mcp")
-		}
-		item, _ := json.Marshal(functionCall{Type: "function_call", CallID: callID, Namespace: t.namespace, Name: t.call, Arguments: args})
-		st := protocol.Step{AgentID: p.AgentID, TurnID: turnID, Step: step, Context: p.Context(), Output: []json.RawMessage{item}}
+		item, _ := json.Marshal(functionCall{Type: "function_call", CallID: c.callID, Namespace: t.namespace, Name: t.call, Arguments: args})
+		// A retry with a requestState sends the held step again: the
+		// stream drops the copy and the run reads the step's events.
+		st := protocol.Step{AgentID: p.AgentID, TurnID: c.turn, Step: c.step, Context: p.Context(), Output: []json.RawMessage{item}}
 		run, err := d.gw.Send(ctx, st, gateway.WithActivity())
 		if err != nil {
 			if errors.Is(err, protocol.ErrMalformed) {
@@ -99,7 +107,7 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			}
 			return nil, fmt.Errorf("publishing the call: %w", err)
 		}
-		c := &callRun{d: d, p: p, req: req, turn: turnID, step: step, callID: callID, named: meta.Turn != ""}
+		c.args = args
 		return c.wait(ctx, run)
 	}
 }
@@ -113,6 +121,12 @@ type callRun struct {
 	step   int64
 	callID string
 	named  bool
+
+	toolName string // the MCP name
+	args     string
+	// decided: this request sent the held call's decision (or is the
+	// wait path's), so a step.pending read again is not asked again.
+	decided bool
 
 	progress float64
 	total    float64
@@ -175,6 +189,9 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 				return toResult(ev), nil
 			}
 		case *protocol.StepPending:
+			if !c.decided && mrtrClient(c.req) {
+				return c.inputRequired(ev, c.args), nil
+			}
 			label = "waiting for a person's approval"
 			for _, a := range ev.Approvals {
 				if a.CallID == c.callID && a.Activity != "" {
