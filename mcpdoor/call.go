@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/protocol"
@@ -80,6 +81,7 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
 		}
+		ctx = traceFromMeta(ctx, req.Params.Meta)
 		var c *callRun
 		if req.Params.RequestState != "" {
 			if c, err = d.answer(ctx, p, t, req, args); err != nil {
@@ -305,3 +307,20 @@ func (c *callRun) cancel(run *gateway.StepRun) {
 // stepCancelFor bounds how long a named turn's cancelled call is
 // cancelled again until its output comes.
 const stepCancelFor = 30 * time.Second
+
+// traceFromMeta continues the client's trace: W3C traceparent and
+// tracestate in _meta (as MCP's OpenTelemetry convention puts them)
+// become the context's remote parent, which the step's NATS headers
+// carry to the workers.
+func traceFromMeta(ctx context.Context, meta map[string]any) context.Context {
+	carrier := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v, ok := meta[k].(string); ok && len(v) <= 512 {
+			carrier[k] = v
+		}
+	}
+	if len(carrier) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, carrier)
+}

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/mcpdoor"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -328,5 +330,29 @@ func TestProgress(t *testing.T) {
 	}
 	if got[len(got)-1] != 3 {
 		t.Fatalf("progress %v does not end at 3", got)
+	}
+}
+
+// TestTraceFromMeta: a traceparent in _meta reaches the step's NATS
+// headers.
+func TestTraceFromMeta(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	nc := s.Connect(t)
+	got := make(chan string, 1)
+	sub, err := nc.Subscribe(protocol.PrefixCall+".dev.>", func(m *nats.Msg) { got <- m.Header.Get("traceparent") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	cs := connect(t, door.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}, Meta: mcp.Meta{"traceparent": tp}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; !strings.HasPrefix(h, "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Fatalf("traceparent header %q", h)
 	}
 }
