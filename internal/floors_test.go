@@ -13,7 +13,7 @@ import (
 var floors = [][]string{
 	{"internal/textclip", "internal/pause", "internal/traceheader"},
 	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn"},
-	{"internal/toolhooks"},
+	{"internal/toolhooks", "internal/mcpdoor/principal"},
 	{"tool", "internal/wire"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
 	{"internal/spans"},
@@ -22,7 +22,7 @@ var floors = [][]string{
 	{"internal/category/", "internal/workflowtask", "internal/mcpdoor/conformance"},
 	{"internal/engine"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},
-	{"internal/console"},
+	{"internal/console", "mcpdoor"},
 	{"cmd/", "examples/", "bench/", "deployments", "internal/mcpdoor/conformance/fixtureworker"},
 }
 

@@ -1,0 +1,206 @@
+// Command mcp-server serves the fleet's tools over the Model Context
+// Protocol (Streamable HTTP at /mcp), for any MCP client: it is package
+// mcpdoor's door on its own NATS connection, beside the workers.
+//
+//	go run ./cmd/mcp-server --principals principals.json
+//	go run ./cmd/mcp-server --dev-principal dev   # loopback only, no token
+//
+// It takes the worker's connection flags (--nats-url, --context, …).
+// docs/mcp-server.md has the rest.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentbull/toolruntime/internal/natsconn"
+	"github.com/agentbull/toolruntime/mcpdoor"
+)
+
+func main() { os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stderr, nil)) }
+
+// list is a comma-separated flag.
+type list []string
+
+func (l *list) String() string { return strings.Join(*l, ",") }
+func (l *list) Set(s string) error {
+	*l = nil
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// run is the program; ready, when set, gets the address served on.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer, ready func(addr string)) int {
+	fs := flag.NewFlagSet("mcp-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var conn natsconn.Flags
+	conn.Register(fs, "NATS server or cluster URLs (comma-separated); default "+nats.DefaultURL)
+	listen := fs.String("listen", "127.0.0.1:8471", "address to serve MCP on (at /mcp)")
+	principals := fs.String("principals", "", "principals file: bearer token hashes and JWT subjects mapped to agents (docs/mcp-server.md)")
+	dev := fs.String("dev-principal", "", "serve every request as this principal, with no token: only on a loopback --listen, for trials")
+	resource := fs.String("resource", "", "public URL of the MCP endpoint (https://host/mcp): the protected resource and the JWT audience; default from each request")
+	jwtIssuer := fs.String("jwt-issuer", "", "accept JWT access tokens of this issuer (iss), their sub mapped by --principals' jwt_sub")
+	jwtJWKS := fs.String("jwt-jwks", "", "the issuer's JWKS: a URL or a file")
+	jwtAudience := fs.String("jwt-audience", "", "the audience JWTs must name (default --resource, else the request's URL)")
+	var authServers, hosts, origins list
+	fs.Var(&authServers, "authorization-servers", "authorization server URLs listed in /.well-known/oauth-protected-resource (comma-separated)")
+	fs.Var(&hosts, "allowed-hosts", "Host values served besides loopback names on a loopback listener (comma-separated); on other listeners, empty allows any")
+	fs.Var(&origins, "allowed-origins", "browser origins allowed besides those of the allowed hosts (comma-separated)")
+	maxBody := fs.Int64("max-body-bytes", 1<<20, "largest request body")
+	maxInFlight := fs.Int("max-in-flight", 64, "requests in flight per principal on this process (a principal's max_in_flight overrides it)")
+	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
+	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
+	logFormat := fs.String("log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mcp-server: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	var log *slog.Logger
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, nil))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	lookup := func(k string) (string, bool) {
+		v := getenv(k)
+		return v, v != ""
+	}
+	if err := natsconn.FromEnv(fs, set, "MCP_SERVER", lookup); err != nil {
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 2
+	}
+	if err := conn.Resolve(set, lookup); err != nil {
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 2
+	}
+	if conn.URL == "" {
+		conn.URL = nats.DefaultURL
+	}
+	cfg := mcpdoor.Config{
+		Resource: *resource, AuthorizationServers: authServers, AllowedHosts: hosts, AllowedOrigins: origins,
+		MaxBodyBytes: *maxBody, MaxInFlight: *maxInFlight, ApprovalWait: *approvalWait, CatalogTTL: *catalogTTL, Logger: log,
+	}
+	if *principals != "" {
+		ps, err := mcpdoor.LoadPrincipals(*principals)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcp-server: --principals:", err)
+			return 2
+		}
+		cfg.Principals = ps
+	}
+	if *jwtIssuer != "" || *jwtJWKS != "" {
+		if *jwtIssuer == "" || *jwtJWKS == "" || cfg.Principals == nil {
+			fmt.Fprintln(stderr, "mcp-server: --jwt-issuer needs --jwt-jwks and --principals (whose jwt_sub entries map subjects)")
+			return 2
+		}
+		cfg.JWT = &mcpdoor.JWTConfig{Issuer: *jwtIssuer, JWKS: *jwtJWKS, Audience: *jwtAudience}
+	}
+	if *dev != "" {
+		if cfg.Principals != nil || cfg.JWT != nil {
+			fmt.Fprintln(stderr, "mcp-server: --dev-principal goes alone, without --principals or --jwt-issuer")
+			return 2
+		}
+		cfg.DevPrincipal = *dev
+	}
+	if cfg.Principals == nil && cfg.DevPrincipal == "" {
+		fmt.Fprintln(stderr, "mcp-server: give --principals FILE (or, on loopback for a trial, --dev-principal NAME)")
+		return 2
+	}
+	if *dev != "" && !loopbackListen(*listen) {
+		fmt.Fprintf(stderr, "mcp-server: --dev-principal serves without a token, so only on a loopback --listen (127.0.0.1:PORT, [::1]:PORT, localhost:PORT), not %q\n", *listen)
+		return 2
+	}
+	auth, err := conn.Options()
+	if err != nil {
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 2
+	}
+	opts := append([]nats.Option{nats.Name("toolruntime-mcp-server"), nats.MaxReconnects(-1), nats.ReconnectWait(500 * time.Millisecond)}, auth...)
+	nc, err := nats.Connect(conn.URL, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-server: connecting to %s%s: %v (--nats-url, --context)\n", conn.URL, conn.URLSource(), err)
+		return 1
+	}
+	defer nc.Close()
+	cfg.NC = nc
+	door, err := mcpdoor.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-server: --listen %s: %v\n", *listen, err)
+		return 2
+	}
+	if *dev != "" {
+		log.Warn("DEV PRINCIPAL: every request on this address runs as this principal with no token; for trials on loopback only", "principal", *dev, "listen", ln.Addr().String())
+	}
+	log.Info("mcp-server serving", "url", "http://"+ln.Addr().String()+mcpdoor.Path, "nats", nc.ConnectedUrlRedacted())
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hs := &http.Server{
+		Handler:           door,
+		MaxHeaderBytes:    16 << 10,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		// No WriteTimeout: a call's SSE stream lasts as long as the call;
+		// the door gives each write its own deadline instead.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 1
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	return 0
+}
+
+// loopbackListen reports whether a --listen address is on loopback only.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

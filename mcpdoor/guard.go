@@ -1,0 +1,146 @@
+package mcpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// writeRPCError answers with an HTTP status and a JSON-RPC error whose
+// id is null: the request was refused before its body was read.
+func writeRPCError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	_, _ = w.Write(b)
+}
+
+// loopbackHost reports whether a Host (or Origin host) names loopback.
+func loopbackHost(h string) bool {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.Trim(h, "[]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// localLoopback reports whether the request arrived on a loopback address.
+func localLoopback(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	return loopbackHost(a.String())
+}
+
+func (d *Door) hostAllowed(r *http.Request, host string) bool {
+	if localLoopback(r) && loopbackHost(host) {
+		return true
+	}
+	for _, a := range d.cfg.AllowedHosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil && strings.EqualFold(a, h) {
+			return true
+		}
+	}
+	// On a loopback listener anything else is DNS rebinding; elsewhere
+	// an empty list leaves Host to the proxy in front.
+	return !localLoopback(r) && len(d.cfg.AllowedHosts) == 0
+}
+
+// guard refuses, before authentication, what DNS rebinding and browsers
+// of other sites send: a Host not allowed, an Origin of another site.
+// With a dev principal it also refuses requests not on loopback.
+func (d *Door) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.dev != nil && !localLoopback(r) {
+			writeRPCError(w, http.StatusForbidden, -32000, "the dev principal serves loopback only")
+			return
+		}
+		if !d.hostAllowed(r, r.Host) {
+			d.log.Info("mcp door: Host refused", "host", r.Host)
+			writeRPCError(w, http.StatusForbidden, -32000, "Host not allowed")
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || u.Host == "" || !(strings.EqualFold(u.Host, r.Host) && d.hostAllowed(r, u.Host) || slices.Contains(d.cfg.AllowedOrigins, o)) {
+				d.log.Info("mcp door: Origin refused", "origin", o)
+				writeRPCError(w, http.StatusForbidden, -32000, "Origin not allowed")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bounded holds one principal's requests in flight on this replica to
+// its bound: past it, 429 with a JSON-RPC error.
+func (d *Door) bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := d.principalOf(r.Context())
+		if p == nil {
+			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
+			return
+		}
+		limit := d.cfg.MaxInFlight
+		if p.MaxInFlight > 0 {
+			limit = p.MaxInFlight
+		}
+		d.flightMu.Lock()
+		if d.inFlight[p.Name] >= limit {
+			d.flightMu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			writeRPCError(w, http.StatusTooManyRequests, -32000, "too many requests in flight for this principal")
+			return
+		}
+		d.inFlight[p.Name]++
+		d.flightMu.Unlock()
+		defer func() {
+			d.flightMu.Lock()
+			if d.inFlight[p.Name]--; d.inFlight[p.Name] == 0 {
+				delete(d.inFlight, p.Name)
+			}
+			d.flightMu.Unlock()
+		}()
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// deadlineWriter gives every write to the client a deadline, so a client
+// that stops reading an SSE stream ends its request instead of holding
+// it; the server has no WriteTimeout, since streams are long.
+type deadlineWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) arm() {
+	_ = http.NewResponseController(d.ResponseWriter).SetWriteDeadline(time.Now().Add(d.timeout))
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	d.arm()
+	return d.ResponseWriter.Write(b)
+}
+
+func (d *deadlineWriter) Flush() {
+	d.arm()
+	_ = http.NewResponseController(d.ResponseWriter).Flush()
+}
+
+func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }

@@ -1,0 +1,106 @@
+package mcpdoor_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/mcpdoor"
+)
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCancelAndInFlight holds one call of a principal whose bound is 1:
+// its next request gets 429; closing the held call's request cancels
+// the call on the worker.
+func TestCancelAndInFlight(t *testing.T) {
+	s, pr := fleet(t)
+	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","max_in_flight":1}]}`, hash("alice-secret-token")))
+	door := serveDoor(t, s, mcpdoor.Config{Principals: ps})
+	cs := connect(t, door.URL, &http.Client{Transport: bearer{"alice-secret-token"}})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"steps": 0, "hold": true}})
+		errc <- err
+	}()
+	eventually(t, "the held call started", func() bool { return pr.started.Load() == 1 })
+
+	resp, body := post(t, door.URL+mcpdoor.Path, "alice-secret-token", listBody, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"code":-32000`) {
+		t.Fatalf("over the bound: %d %s", resp.StatusCode, body)
+	}
+
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled call returned no error")
+	}
+	eventually(t, "the worker's call was cancelled", func() bool { return pr.cancelled.Load() == 1 })
+	// The bound is free again.
+	eventually(t, "the bound is free", func() bool {
+		resp, _ := post(t, door.URL+mcpdoor.Path, "alice-secret-token", listBody, nil)
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+func TestHostOriginAndBody(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev", MaxBodyBytes: 4 << 10})
+	u := door.URL + mcpdoor.Path
+	for _, c := range []struct {
+		name   string
+		hdr    map[string]string
+		body   string
+		status int
+	}{
+		{"loopback", nil, listBody, http.StatusOK},
+		{"localhost Host", map[string]string{"Host": "localhost:1"}, listBody, http.StatusOK},
+		{"rebinding Host", map[string]string{"Host": "evil.example"}, listBody, http.StatusForbidden},
+		{"foreign Origin", map[string]string{"Origin": "https://evil.example"}, listBody, http.StatusForbidden},
+		{"own Origin", map[string]string{"Origin": door.URL}, listBody, http.StatusOK},
+		{"large body", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"x":"` + strings.Repeat("a", 8<<10) + `"}}}`, http.StatusRequestEntityTooLarge},
+		{"not JSON", nil, `{"jsonrpc":`, http.StatusBadRequest},
+	} {
+		resp, body := post(t, u, "", c.body, c.hdr)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d, want %d: %s", c.name, resp.StatusCode, c.status, body)
+		}
+	}
+}
+
+// TestDevPrincipalLoopbackOnly: a request that did not arrive on a
+// loopback address is refused while the door has a dev principal.
+func TestDevPrincipalLoopbackOnly(t *testing.T) {
+	s, _ := fleet(t)
+	d, err := mcpdoor.New(mcpdoor.Config{NC: s.Connect(t), DevPrincipal: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodPost, "http://10.0.0.5:8471/mcp", strings.NewReader(listBody))
+	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 8471}))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	w := httptest.NewRecorder()
+	d.ServeHTTP(w, req)
+	if w.Code != http.StatusForbidden {
+		t.Fatalf("dev principal off loopback: %d %s", w.Code, w.Body)
+	}
+}

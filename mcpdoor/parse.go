@@ -1,0 +1,92 @@
+package mcpdoor
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpName is what the SDK accepts as a tool name.
+var mcpName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// parseCatalog reads a Responses API tool list (turn.tools) into MCP
+// tools: functions by name, a namespace's functions as "ns.name", in the
+// catalog's order (the SDK lists them sorted by name). Deferred tools are
+// left out (they come without parameters and need a tool search step
+// first), and so is anything that is not a function with an object
+// schema; skipped names them.
+func parseCatalog(raw json.RawMessage, approval []string) (tools []catalogTool, skipped []string, err error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, nil, fmt.Errorf("catalog: %w", err)
+	}
+	seen := map[string]bool{}
+	add := func(ns string, b json.RawMessage) error {
+		var e catalogEntryJSON
+		if err := json.Unmarshal(b, &e); err != nil {
+			return fmt.Errorf("catalog entry: %w", err)
+		}
+		name := e.Name
+		if ns != "" {
+			name = ns + "." + e.Name
+		}
+		switch {
+		case e.Type != "function":
+			skipped = append(skipped, name+" ("+e.Type+")")
+			return nil
+		case e.DeferLoading:
+			skipped = append(skipped, name+" (deferred)")
+			return nil
+		case !mcpName.MatchString(name) || seen[name]:
+			skipped = append(skipped, name+" (name)")
+			return nil
+		case !objectSchema(e.Parameters):
+			skipped = append(skipped, name+" (schema)")
+			return nil
+		}
+		seen[name] = true
+		t := &mcp.Tool{Name: name, Description: e.Description, InputSchema: e.Parameters}
+		tools = append(tools, catalogTool{name: name, namespace: ns, call: e.Name, tool: t})
+		return nil
+	}
+	for _, b := range entries {
+		var head struct {
+			Type  string            `json:"type"`
+			Name  string            `json:"name"`
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, nil, fmt.Errorf("catalog entry: %w", err)
+		}
+		switch head.Type {
+		case "namespace":
+			for _, tb := range head.Tools {
+				if err := add(head.Name, tb); err != nil {
+					return nil, nil, err
+				}
+			}
+		case "tool_search":
+			// Deferred tools are not listed, so their search is not either.
+		default:
+			if err := add("", b); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	_ = approval
+	return tools, skipped, nil
+}
+
+// objectSchema reports whether a schema is a JSON object of type
+// "object", which is what MCP requires of an input schema.
+func objectSchema(b json.RawMessage) bool {
+	var m struct {
+		Type any `json:"type"`
+	}
+	if len(b) == 0 || json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	return m.Type == "object"
+}
