@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/protocol"
@@ -80,18 +81,27 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
 		}
-		turnID, step := meta.Turn, int64(0)
-		if turnID == "" {
-			turnID = randomID("mcp")
-		} else if step, err = d.nextStep(ctx, p.AgentID, turnID); err != nil {
-			return nil, err
+		ctx = traceFromMeta(ctx, req.Params.Meta)
+		var c *callRun
+		if req.Params.RequestState != "" {
+			if c, err = d.answer(ctx, p, t, req, args); err != nil {
+				return nil, err
+			}
+		} else {
+			c = &callRun{d: d, p: p, req: req, toolName: t.name, turn: meta.Turn, callID: meta.CallID, named: meta.Turn != ""}
+			if c.turn == "" {
+				c.turn = randomID("mcp")
+			} else if c.step, err = d.nextStep(ctx, p.AgentID, c.turn); err != nil {
+				return nil, err
+			}
+			if c.callID == "" {
+				c.callID = randomID("mcp")
+			}
 		}
-		callID := meta.CallID
-		if callID == "" {
-			callID = randomID("mcp")
-		}
-		item, _ := json.Marshal(functionCall{Type: "function_call", CallID: callID, Namespace: t.namespace, Name: t.call, Arguments: args})
-		st := protocol.Step{AgentID: p.AgentID, TurnID: turnID, Step: step, Context: p.Context(), Output: []json.RawMessage{item}}
+		item, _ := json.Marshal(functionCall{Type: "function_call", CallID: c.callID, Namespace: t.namespace, Name: t.call, Arguments: args})
+		// A retry with a requestState sends the held step again: the
+		// stream drops the copy and the run reads the step's events.
+		st := protocol.Step{AgentID: p.AgentID, TurnID: c.turn, Step: c.step, Context: p.Context(), Output: []json.RawMessage{item}}
 		run, err := d.gw.Send(ctx, st, gateway.WithActivity())
 		if err != nil {
 			if errors.Is(err, protocol.ErrMalformed) {
@@ -99,8 +109,7 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			}
 			return nil, fmt.Errorf("publishing the call: %w", err)
 		}
-		defer run.Close()
-		c := &callRun{d: d, p: p, req: req, turn: turnID, step: step, callID: callID, named: meta.Turn != ""}
+		c.args = args
 		return c.wait(ctx, run)
 	}
 }
@@ -115,11 +124,25 @@ type callRun struct {
 	callID string
 	named  bool
 
+	toolName string // the MCP name
+	args     string
+	// decided: this request sent the held call's decision (or is the
+	// wait path's), so a step.pending read again is not asked again.
+	decided bool
+
 	progress float64
 	total    float64
 }
 
+// wait reads the step's events until the call's output, and closes run
+// (or hands it to the cancel, which closes it).
 func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallToolResult, error) {
+	handed := false
+	defer func() {
+		if !handed {
+			run.Close()
+		}
+	}()
 	var deadline time.Time // set once the call is held for approval
 	label := ""
 	for {
@@ -143,7 +166,8 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-			c.cancel()
+			handed = true
+			go c.cancel(run)
 			return nil, ctx.Err()
 		case nctx.Err() != nil:
 			c.notifyText(ctx, label)
@@ -167,6 +191,9 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 				return toResult(ev), nil
 			}
 		case *protocol.StepPending:
+			if !c.decided && mrtrClient(c.req) {
+				return c.inputRequired(ev, c.args), nil
+			}
 			label = "waiting for a person's approval"
 			for _, a := range ev.Approvals {
 				if a.CallID == c.callID && a.Activity != "" {
@@ -207,8 +234,8 @@ func (c *callRun) notify(ctx context.Context, ev *protocol.Activity) {
 			}
 		}
 	case "completed":
-		if c.total > c.progress {
-			c.progress = c.total
+		if c.total > 0 {
+			c.progress = max(c.progress, c.total)
 		} else {
 			c.progress++
 		}
@@ -228,16 +255,72 @@ func (c *callRun) notifyText(ctx context.Context, msg string) {
 
 // cancel cancels the call on the workers when its request ended first.
 // A fresh turn holds this call alone, so cancelling the turn cancels
-// exactly it; a named turn's other calls must go on, so its cancel is
-// the call's own.
-func (c *callRun) cancel() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if c.named {
-		c.d.log.Info("mcp door: a cancelled call of a named turn runs to its end", "agent", c.p.AgentID, "turn", c.turn, "step", c.step, "call", c.callID)
+// exactly it. A named turn's other calls must go on: its step alone is
+// cancelled (turn.cancel.step), again every second while the call's
+// output has not come, since a step still queued for its share is not
+// running yet, up to stepCancelFor.
+func (c *callRun) cancel(run *gateway.StepRun) {
+	defer run.Close()
+	ctx, stop := context.WithTimeout(context.Background(), stepCancelFor)
+	defer stop()
+	const reason = "cancelled by the MCP client"
+	if !c.named {
+		if err := c.d.gw.Cancel(ctx, c.p.AgentID, c.turn, reason); err != nil {
+			c.d.log.Warn("mcp door: cancel failed", "agent", c.p.AgentID, "turn", c.turn, "err", err)
+		}
 		return
 	}
-	if err := c.d.gw.Cancel(ctx, c.p.AgentID, c.turn, "cancelled by the MCP client"); err != nil {
-		c.d.log.Warn("mcp door: cancel failed", "agent", c.p.AgentID, "turn", c.turn, "err", err)
+	subject := protocol.PrefixCancelStep + "." + c.p.AgentID + "." + c.turn
+	body, _ := json.Marshal(protocol.CancelStep{Step: c.step, Reason: reason})
+	for {
+		if err := c.d.cfg.NC.Publish(subject, body); err != nil {
+			c.d.log.Warn("mcp door: step cancel failed", "agent", c.p.AgentID, "turn", c.turn, "step", c.step, "err", err)
+		}
+		tick, stopTick := context.WithTimeout(ctx, time.Second)
+		for {
+			ev, err := run.Next(tick)
+			if out, ok := ev.(*protocol.CallOutput); ok && out.CallID == c.callID {
+				stopTick()
+				return
+			}
+			if err == nil {
+				continue
+			}
+			if tick.Err() != nil {
+				break // publish again
+			}
+			var bad *gateway.EventError
+			if errors.As(err, &bad) {
+				continue
+			}
+			stopTick()
+			return // the step ended, was dead-lettered, or the run closed
+		}
+		stopTick()
+		if ctx.Err() != nil {
+			c.d.log.Warn("mcp door: a cancelled call of a named turn did not end", "agent", c.p.AgentID, "turn", c.turn, "step", c.step)
+			return
+		}
 	}
+}
+
+// stepCancelFor bounds how long a named turn's cancelled call is
+// cancelled again until its output comes.
+const stepCancelFor = 30 * time.Second
+
+// traceFromMeta continues the client's trace: W3C traceparent and
+// tracestate in _meta (as MCP's OpenTelemetry convention puts them)
+// become the context's remote parent, which the step's NATS headers
+// carry to the workers.
+func traceFromMeta(ctx context.Context, meta map[string]any) context.Context {
+	carrier := propagation.MapCarrier{}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v, ok := meta[k].(string); ok && len(v) <= 512 {
+			carrier[k] = v
+		}
+	}
+	if len(carrier) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, carrier)
 }

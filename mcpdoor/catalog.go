@@ -93,7 +93,7 @@ func (d *Door) fetchTools(ctx context.Context, p *Principal) ([]catalogTool, err
 		d.log.Warn("mcp door: catalog request failed", "principal", p.Name, "err", err)
 		return nil, err
 	}
-	tools, skipped, err := parseCatalog(rep.Tools, rep.Approval)
+	tools, skipped, err := parseCatalog(rep.Tools, rep.Hints)
 	if err != nil {
 		d.log.Warn("mcp door: catalog unreadable", "principal", p.Name, "err", err)
 		return nil, err

@@ -2,6 +2,7 @@ package mcpdoor
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,6 +90,10 @@ type Config struct {
 	// WriteTimeout bounds each write to a client (default 30 s), so a
 	// client that stops reading does not hold the request.
 	WriteTimeout time.Duration
+	// SealKey (SealKeyBytes) seals the requestState of calls held for
+	// approval. Every replica behind one URL needs the same key; nil
+	// draws one for this door alone (its states open nowhere else).
+	SealKey []byte
 	// Logger receives the door's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -103,6 +108,7 @@ type Door struct {
 	dev  *Principal
 	mux  *http.ServeMux
 	jwt  *jwtVerifier
+	seal *sealer
 	kvMu sync.Mutex
 	kv   jetstream.KeyValue
 
@@ -151,6 +157,14 @@ func New(cfg Config) (*Door, error) {
 		return nil, err
 	}
 	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}}
+	key := cfg.SealKey
+	if key == nil {
+		key = make([]byte, SealKeyBytes)
+		_, _ = rand.Read(key)
+	}
+	if d.seal, err = newSealer(key); err != nil {
+		return nil, err
+	}
 	if cfg.DevPrincipal != "" {
 		if d.dev, err = principal.Dev(cfg.DevPrincipal); err != nil {
 			return nil, fmt.Errorf("mcpdoor: DevPrincipal: %w", err)

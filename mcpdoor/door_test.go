@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/mcpdoor"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -56,7 +58,7 @@ func testTools(pr *probes) tool.Category {
 		},
 	})
 	fail := tool.Must(tool.Def[echoParams]{
-		Spec: tool.Spec{Name: "fail", Description: "Fail with the text."},
+		Spec: tool.Spec{Name: "fail", Description: "Fail with the text.", Destructive: true},
 		Execute: func(ctx context.Context, p echoParams) (tool.Result, error) {
 			return tool.Result{}, tool.Errorf(tool.ToolError, "failed: %s", p.Text)
 		},
@@ -174,6 +176,12 @@ func TestListAndCall(t *testing.T) {
 	if got, want := strings.Join(names, ","), "echo,fail,wait,where"; got != want {
 		t.Fatalf("tools %s, want %s", got, want)
 	}
+	if a := lt.Tools[0].Annotations; a == nil || !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+		t.Errorf("echo's annotations %+v, want read-only", a)
+	}
+	if a := lt.Tools[1].Annotations; a == nil || a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
+		t.Errorf("fail's annotations %+v, want destructive", a)
+	}
 	schema, _ := json.Marshal(lt.Tools[0].InputSchema)
 	if !strings.Contains(string(schema), `"What to echo."`) {
 		t.Errorf("echo's schema %s lacks its description", schema)
@@ -280,5 +288,71 @@ func TestNamedTurnStepsConcurrent(t *testing.T) {
 	wg.Wait()
 	if len(seen) != n {
 		t.Errorf("%d distinct steps, want %d", len(seen), n)
+	}
+}
+
+// TestProgress: a call with a progress token gets the call's activity as
+// increasing progress notifications.
+func TestProgress(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	var mu sync.Mutex
+	var got []float64
+	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			if r.Params.ProgressToken == "p1" {
+				got = append(got, r.Params.Progress)
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: door.URL + mcpdoor.Path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"steps": 3}, Meta: mcp.Meta{"progressToken": "p1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("%v %v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 3 {
+		t.Fatalf("progress %v, want at least 3 notifications", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] < got[i-1] {
+			t.Fatalf("progress went back: %v", got)
+		}
+	}
+	if got[len(got)-1] != 3 {
+		t.Fatalf("progress %v does not end at 3", got)
+	}
+}
+
+// TestTraceFromMeta: a traceparent in _meta reaches the step's NATS
+// headers.
+func TestTraceFromMeta(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	nc := s.Connect(t)
+	got := make(chan string, 1)
+	sub, err := nc.Subscribe(protocol.PrefixCall+".dev.>", func(m *nats.Msg) { got <- m.Header.Get("traceparent") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	cs := connect(t, door.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}, Meta: mcp.Meta{"traceparent": tp}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; !strings.HasPrefix(h, "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Fatalf("traceparent header %q", h)
 	}
 }

@@ -104,3 +104,43 @@ func TestDevPrincipalLoopbackOnly(t *testing.T) {
 		t.Fatalf("dev principal off loopback: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestCancelNamedTurnCall: cancelling one call of a named turn aborts
+// that call's step only; the turn's other call runs on, and the turn
+// takes later calls.
+func TestCancelNamedTurnCall(t *testing.T) {
+	s, pr := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	cs := connect(t, door.URL, nil)
+	meta := mcp.Meta{mcpdoor.MetaTurn: "long-turn"}
+	hold := func(ctx context.Context, errc chan<- error) {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"steps": 0, "hold": true}, Meta: meta})
+		errc <- err
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	ctxB, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	errA, errB := make(chan error, 1), make(chan error, 1)
+	go hold(ctxA, errA)
+	eventually(t, "call A started", func() bool { return pr.started.Load() == 1 })
+	go hold(ctxB, errB)
+	eventually(t, "call B started", func() bool { return pr.started.Load() == 2 })
+
+	cancelA()
+	<-errA
+	eventually(t, "call A cancelled", func() bool { return pr.cancelled.Load() == 1 })
+	time.Sleep(500 * time.Millisecond) // B would be aborted by now if the cancel reached it
+	if n := pr.cancelled.Load(); n != 1 {
+		t.Fatalf("%d calls cancelled, want A only", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "still here"}, Meta: meta})
+	if err != nil || res.IsError {
+		t.Fatalf("the turn after a cancelled call: %v %v", err, res)
+	}
+	cancelB()
+	<-errB
+	eventually(t, "call B cancelled", func() bool { return pr.cancelled.Load() == 2 })
+}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // mcpName is what the SDK accepts as a tool name.
@@ -17,7 +19,7 @@ var mcpName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // left out (they come without parameters and need a tool search step
 // first), and so is anything that is not a function with an object
 // schema; skipped names them.
-func parseCatalog(raw json.RawMessage, approval []string) (tools []catalogTool, skipped []string, err error) {
+func parseCatalog(raw json.RawMessage, hints map[string]protocol.ToolHints) (tools []catalogTool, skipped []string, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil {
 		return nil, nil, fmt.Errorf("catalog: %w", err)
@@ -47,7 +49,7 @@ func parseCatalog(raw json.RawMessage, approval []string) (tools []catalogTool, 
 			return nil
 		}
 		seen[name] = true
-		t := &mcp.Tool{Name: name, Description: e.Description, InputSchema: e.Parameters}
+		t := &mcp.Tool{Name: name, Description: e.Description, InputSchema: e.Parameters, Annotations: annotations(hints[name])}
 		tools = append(tools, catalogTool{name: name, namespace: ns, call: e.Name, tool: t})
 		return nil
 	}
@@ -75,7 +77,6 @@ func parseCatalog(raw json.RawMessage, approval []string) (tools []catalogTool, 
 			}
 		}
 	}
-	_ = approval
 	return tools, skipped, nil
 }
 
@@ -89,4 +90,13 @@ func objectSchema(b json.RawMessage) bool {
 		return false
 	}
 	return m.Type == "object"
+}
+
+// annotations are MCP's hints from the tool's flags: a read-only tool is
+// idempotent and not destructive; a tool with neither flag changes
+// things without destroying them, as MCP's defaults would not say
+// (destructiveHint defaults to true).
+func annotations(h protocol.ToolHints) *mcp.ToolAnnotations {
+	destructive := h.Destructive && !h.ReadOnly
+	return &mcp.ToolAnnotations{ReadOnlyHint: h.ReadOnly, IdempotentHint: h.ReadOnly, DestructiveHint: &destructive}
 }

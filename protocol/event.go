@@ -296,6 +296,17 @@ type Cancel struct {
 	Reason string `json:"reason"`
 }
 
+// CancelStep is the body of turn.cancel.step.<agent_id>.<turn_id>: it
+// aborts the running calls of that one step of the turn on every worker
+// (their outputs are aborted, the step's step.done follows) and leaves
+// the turn and its other steps alone: no cancel mark is written. A step
+// not running yet when it arrives runs; publish it again while the
+// step's outputs have not come.
+type CancelStep struct {
+	Step   int64  `json:"step"`
+	Reason string `json:"reason,omitempty"`
+}
+
 // CatalogRequest is the body of a turn.tools request.
 type CatalogRequest struct {
 	AgentID string  `json:"agent_id"`
@@ -315,6 +326,17 @@ type CatalogReply struct {
 	// context ("name", or "namespace.name"); it sits beside the tool
 	// definitions, which keep only the Responses API's fields.
 	Approval []string `json:"approval,omitempty"`
+	// Hints are the tools' flags, by "name" or "namespace.name", for
+	// gateways that describe tools to other clients (an MCP server's
+	// readOnlyHint and destructiveHint); a tool without flags is left
+	// out. Like Approval, they sit beside the definitions.
+	Hints map[string]ToolHints `json:"hints,omitempty"`
+}
+
+// ToolHints are the flags of one tool of a catalog (tool.Spec's).
+type ToolHints struct {
+	ReadOnly    bool `json:"read_only,omitempty"`
+	Destructive bool `json:"destructive,omitempty"`
 }
 
 // Definitions splits Tools into its entries, each the worker's bytes:
@@ -355,8 +377,11 @@ const (
 	PrefixOutput = "turn.call.output"
 	PrefixDead   = "turn.dead"
 	PrefixCancel = "turn.cancel"
-	PrefixActive = "turn.activity"
-	PrefixWFEvt  = "workflow.event"
+	// PrefixCancelStep's subjects have five tokens, so that the
+	// subscriptions to PrefixCancel+".*.*" never see them.
+	PrefixCancelStep = "turn.cancel.step"
+	PrefixActive     = "turn.activity"
+	PrefixWFEvt      = "workflow.event"
 
 	SubjectTools = "turn.tools"
 	ServiceName  = "turn-worker"

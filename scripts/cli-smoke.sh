@@ -103,6 +103,38 @@ out=$(nats kv get TURN_STATE approval.a1.t3.0 --raw)
 expect "pending step record" '"state":"done"' "$out"
 
 
+# --- docs/mcp-server.md: the MCP door on the first worker, with a
+# principal whose token is hashed the docs' way; one tools/list and one
+# tools/call with curl, as a 2025-11-25 client sends them. ---
+go build -o "$data/mcp-server" ./cmd/mcp-server
+(cd "$data" && openssl rand -hex 32 >seal.key)
+TOKEN=smoke-token-0123456789
+hash=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
+printf '{"principals":[{"name":"smoke","token_sha256":["%s"],"agent_id":"smoke","bindings":{"diagnostics":true}}]}' "$hash" >"$data/principals.json"
+dport=$((port + 2))
+"$data/mcp-server" --nats-url "nats://127.0.0.1:$port" --principals "$data/principals.json" --seal-key-file "$data/seal.key" --listen 127.0.0.1:$dport >>"$log" 2>&1 &
+pid3=$!
+trap 'kill $pid $pid3 2>/dev/null || true; wait $pid $pid3 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$dport/mcp" && break
+  sleep 0.2
+done
+door() { # door <token> <JSON-RPC request>
+  curl -s -i -X POST "http://127.0.0.1:$dport/mcp" -H "Authorization: Bearer $1" -H 'Content-Type: application/json' \
+    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2025-11-25' -d "$2"
+}
+out=$(door wrong-token '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
+expect "door refuses a wrong token" 'Bearer resource_metadata="http://127.0.0.1:'"$dport"'/.well-known/oauth-protected-resource/mcp"' "$out"
+out=$(door "$TOKEN" '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}')
+expect "door tools/list" '"name":"ping"' "$out"
+expect "door tools/list" '"cacheScope":"private"' "$out"
+out=$(door "$TOKEN" '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ping","arguments":{"note":"door"},"_meta":{"io.agentbull.toolruntime/turn":"smoke"}}}')
+expect "door tools/call" 'pong door' "$out"
+out=$(nats kv get MCP_DOOR step.smoke.smoke --raw)
+expect "door step counter" '^0$' "$out"
+kill $pid3
+wait $pid3 2>/dev/null || true
+
 # --- docs/tools.md, "Call the tool you wrote": examples/custom-tool, its own
 # worker and server. ---
 go build -o "$data/custom-tool" ./examples/custom-tool
@@ -164,6 +196,9 @@ parses 'go run ./cmd/worker --diagnostics'
 parses 'OPENAI_API_KEY=sk-… go run ./cmd/agent --model gpt-5.1 --bind diagnostics --tasks -v "Ping twice, then say what you did."'
 # docs/operations.md
 parses 'go run ./cmd/console --nats-url nats://127.0.0.1:4222'
+# README.md, docs/mcp-server.md
+parses 'go run ./cmd/mcp-server --dev-principal dev'
+parses 'go run ./cmd/mcp-server --principals principals.json --seal-key-file seal.key --listen 0.0.0.0:8471 --allowed-hosts mcp.example.com --resource https://mcp.example.com/mcp'
 # docs/benchmarks.md
 parses 'go run ./cmd/chaos --duration 2m --workers 2 --fault-every 10s'
 parses 'go run ./cmd/loadgen --workers 1 --steps 20000 --concurrency 256'

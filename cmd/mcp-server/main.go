@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -67,6 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	maxInFlight := fs.Int("max-in-flight", 64, "requests in flight per principal on this process (a principal's max_in_flight overrides it)")
 	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
 	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
+	sealKeyFile := fs.String("seal-key-file", "", "file holding the key that seals approval requestStates: 64 hex digits (else MCP_SERVER_SEAL_KEY; else one drawn per process, so only this process opens its states)")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -134,6 +136,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if *dev != "" && !loopbackListen(*listen) {
 		fmt.Fprintf(stderr, "mcp-server: --dev-principal serves without a token, so only on a loopback --listen (127.0.0.1:PORT, [::1]:PORT, localhost:PORT), not %q\n", *listen)
 		return 2
+	}
+	switch {
+	case *sealKeyFile != "":
+		b, err := os.ReadFile(*sealKeyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "mcp-server: --seal-key-file:", err)
+			return 2
+		}
+		if cfg.SealKey, err = parseSealKey(string(b)); err != nil {
+			fmt.Fprintln(stderr, "mcp-server: --seal-key-file:", err)
+			return 2
+		}
+	case getenv("MCP_SERVER_SEAL_KEY") != "":
+		var err error
+		if cfg.SealKey, err = parseSealKey(getenv("MCP_SERVER_SEAL_KEY")); err != nil {
+			fmt.Fprintln(stderr, "mcp-server: MCP_SERVER_SEAL_KEY:", err)
+			return 2
+		}
+	default:
+		log.Warn("no --seal-key-file: approval requestStates open on this process only; give every replica the same key")
 	}
 	auth, err := conn.Options()
 	if err != nil {
@@ -203,4 +225,13 @@ func loopbackListen(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// parseSealKey reads a seal key: 64 hex digits (openssl rand -hex 32).
+func parseSealKey(s string) ([]byte, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != mcpdoor.SealKeyBytes {
+		return nil, fmt.Errorf("a seal key is %d bytes as %d hex digits (openssl rand -hex %d)", mcpdoor.SealKeyBytes, 2*mcpdoor.SealKeyBytes, mcpdoor.SealKeyBytes)
+	}
+	return b, nil
 }

@@ -161,6 +161,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.cancelWriter.Backlog = func() int { n, _, _ := cancelSub.Pending(); return n }
 	defer func() { _ = cancelSub.Unsubscribe() }()
+	stepCancelSub, err := turnstate.SubscribeStepCancels(w.nc, w.onStepCancel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stepCancelSub.Unsubscribe() }()
 	// Answers are few; as many are handled at once as task steps.
 	approvals := &bus.Consumer{
 		JS: w.js, Stream: protocol.StreamApprovals, Durable: protocol.ConsumerApprovals, Handler: w.handleApproval,
@@ -286,7 +291,8 @@ func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*pro
 		return nil, err
 	}
 	tools, digest := set.Catalog()
-	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set)}, nil
+	return &protocol.CatalogReply{Tools: tools, Digest: digest, Notes: set.Notes, Approval: w.runner.Approval.With(req.Context.Approval).Held(set),
+		Hints: catalog.Hints(set)}, nil
 }
 
 // onCancel handles a turn.cancel message on the subscription's
@@ -295,6 +301,14 @@ func (w *Worker) Catalog(ctx context.Context, req protocol.CatalogRequest) (*pro
 // and its mark and note are queued for the cancel writer, a turn that ran
 // here ahead of the others. A cancel for a turn that runs elsewhere costs
 // two map lookups, so that no cancel waits behind another's writes.
+// onStepCancel aborts one step's running calls here (turn.cancel.step),
+// leaving the turn and its other steps alone.
+func (w *Worker) onStepCancel(agentID, turnID string, step int64, reason string) {
+	if w.cancels.CancelStep(agentID, turnID, step, reason) {
+		w.log.Info("step cancelled; its running calls here are aborted", "agent_id", agentID, "turn_id", turnID, "step", step, "reason", reason)
+	}
+}
+
 func (w *Worker) onCancel(agentID, turnID, reason string) {
 	// Remembered before running steps are aborted (see
 	// turn.Runner.Dispatch for why the order matters).

@@ -14,10 +14,10 @@ func TestCancelsList(t *testing.T) {
 		var ctxs []context.Context
 		var releases []func()
 		for range 3 {
-			ctx, _, release := c.track(context.Background(), "a1", "t1")
+			ctx, _, release := c.track(context.Background(), "a1", "t1", 0)
 			ctxs, releases = append(ctxs, ctx), append(releases, release)
 		}
-		_, _, other := c.track(context.Background(), "a1", "t2")
+		_, _, other := c.track(context.Background(), "a1", "t2", 0)
 		left := 3
 		for _, i := range order {
 			releases[i]()
@@ -37,5 +37,23 @@ func TestCancelsList(t *testing.T) {
 		if len(c.running) != 0 {
 			t.Fatalf("order %v: %d turns left", order, len(c.running))
 		}
+	}
+}
+
+// CancelStep ends the one step's context and no other of the turn.
+func TestCancelStep(t *testing.T) {
+	c := NewCancels()
+	s3, _, r3 := c.track(context.Background(), "a1", "t1", 3)
+	defer r3()
+	s4, _, r4 := c.track(context.Background(), "a1", "t1", 4)
+	defer r4()
+	if c.CancelStep("a1", "t1", 5, "x") {
+		t.Fatal("a step not running was found")
+	}
+	if !c.CancelStep("a1", "t1", 4, "x") {
+		t.Fatal("step 4 not found")
+	}
+	if s4.Err() == nil || s3.Err() != nil {
+		t.Fatalf("step 4 %v, step 3 %v; want step 4 ended only", s4.Err(), s3.Err())
 	}
 }

@@ -139,7 +139,7 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	// not the one a cancel aborts: a cancelled turn's step still needs its
 	// tools and loaded set to answer every call aborted.
 	stepCtx := ctx
-	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID)
+	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
 	defer release()
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
@@ -254,6 +254,7 @@ type Cancels struct {
 }
 
 type stepEntry struct {
+	step       int64
 	cancel     context.CancelCauseFunc
 	prev, next *stepEntry
 	released   bool
@@ -266,13 +267,13 @@ func NewCancels() *Cancels {
 
 // track registers a step of the turn; release ends its registration and
 // its context.
-func (c *Cancels) track(ctx context.Context, agentID, turnID string) (context.Context, context.CancelCauseFunc, func()) {
+func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, context.CancelCauseFunc, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if c == nil {
 		return ctx, cancel, func() { cancel(nil) }
 	}
 	k := agentID + "." + turnID
-	e := &stepEntry{cancel: cancel}
+	e := &stepEntry{step: step, cancel: cancel}
 	c.mu.Lock()
 	if head := c.running[k]; head != nil {
 		e.next, head.prev = head, e
@@ -319,6 +320,24 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 		n++
 	}
 	return n
+}
+
+// CancelStep aborts the running calls of one step of the turn on this
+// worker (turn.cancel.step) and says whether it ran here.
+func (c *Cancels) CancelStep(agentID, turnID string, step int64, reason string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := false
+	for e := c.running[agentID+"."+turnID]; e != nil; e = e.next {
+		if e.step == step {
+			e.cancel(cancelCause(reason))
+			found = true
+		}
+	}
+	return found
 }
 
 // cancelCause is the cause of a cancelled turn's context. The reason is
