@@ -52,7 +52,10 @@ echo "mcp-conformance: built the fixture worker and the door in $((SECONDS - sta
 unset NATS_URL
 nats_port=$((20000 + RANDOM % 20000))
 door_port=$((nats_port + 1))
+# The two input-required-result fixtures are held for a person's approval,
+# which the door turns into input_required results (2026-07-28).
 "$work/fixtureworker" --data-dir "$work/js" --listen "127.0.0.1:$nats_port" --monitor-port 0 \
+  --approval test_input_required_result_elicitation,test_input_required_result_tampered_state \
   >"$work/worker.log" 2>&1 &
 pids+=($!)
 # The door connects once, at its start: the embedded server first.

@@ -27,6 +27,14 @@ const (
 	MixedFileName = "mixed-content-resource.pdf"
 )
 
+// The fixtures of the input-required-result scenarios that a held call
+// expresses: scripts/mcp-conformance.sh starts the fixture worker with
+// --approval naming them.
+const (
+	HeldElicitation   = "test_input_required_result_elicitation"
+	HeldTamperedState = "test_input_required_result_tampered_state"
+)
+
 // ProgressGap is the wait between two progress reports of
 // test_tool_with_progress: longer than the worker's least interval between
 // two progress events of a call (internal/turn.ProgressInterval, 250 ms),
@@ -149,6 +157,23 @@ func Tools() []*tool.Tool {
 				ReadOnly: true, NotStrict: "label is optional and seconds bounded; a plain schema says so best"},
 			Activity: func(p slowParams) string { return fmt.Sprintf("Computing %q for %g s", p.Label, p.Seconds) },
 			Execute:  slowCompute,
+		}),
+		// A person's approval is the one input a fleet call asks its MCP
+		// client for: held (the worker's --approval lists them), these
+		// become the door's input_required results with a sealed
+		// requestState (2026-07-28), which the suite then answers,
+		// tampers with or leaves out.
+		tool.Must(tool.Def[none]{
+			Spec: tool.Spec{Name: HeldElicitation, Description: "Runs once a person approves it (MCP conformance fixture, held for approval)."},
+			Execute: func(context.Context, none) (tool.Result, error) {
+				return tool.Result{Content: "Approved, and run."}, nil
+			},
+		}),
+		tool.Must(tool.Def[none]{
+			Spec: tool.Spec{Name: HeldTamperedState, Description: "Runs once a person approves it (MCP conformance fixture, held for approval)."},
+			Execute: func(context.Context, none) (tool.Result, error) {
+				return tool.Result{Content: "Approved, and run."}, nil
+			},
 		}),
 		tool.Must(tool.Def[deleteParams]{
 			Spec: tool.Spec{Name: "confirm_delete", Description: "Pretends to delete a file; destructive, so a principal's approval scope may hold it (MCP conformance fixture).",

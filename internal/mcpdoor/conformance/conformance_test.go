@@ -33,6 +33,8 @@ func TestFixtureOutputs(t *testing.T) {
 		{"slow_compute", `{"seconds":0,"label":"instant"}`, `Computed "instant" in 0 s.`},
 		{"test_custom_headers", `{"region":"us-west1"}`, "region: us-west1"},
 		{"confirm_delete", `{"path":"/tmp/x"}`, "Deleted /tmp/x"},
+		{conformance.HeldElicitation, `{}`, "Approved, and run."},
+		{conformance.HeldTamperedState, `{}`, "Approved, and run."},
 	} {
 		out := tooltest.Check(ctx, tools[c.name], c.args)
 		if out.Err != nil || out.Output != c.want {

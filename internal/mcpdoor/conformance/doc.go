@@ -2,7 +2,9 @@
 // the MCP conformance suite (npm @modelcontextprotocol/conformance) that a
 // fleet can express: text, an image, an embedded file, mixed content, a
 // tool error, progress, a JSON Schema 2020-12 input schema, an
-// x-mcp-header parameter, and a few plain tools (greet, slow_compute,
+// x-mcp-header parameter, two tools of the input-required-result
+// scenarios that the conformance script has the worker hold for approval
+// (the door's input_required), and a few plain tools (greet, slow_compute,
 // confirm_delete) that the door's real-client tests call, cancel and hold
 // for approval.
 //
