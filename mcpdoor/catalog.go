@@ -113,7 +113,14 @@ var errNoCatalog = errors.New("the workers did not answer with a tool list; try 
 func (d *Door) newServer(p *Principal, tools []catalogTool, catErr error) *mcp.Server {
 	ttl := int(d.cfg.CatalogTTL / time.Millisecond)
 	opts := &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// Prompts, resources and completions are declared, and empty, so
+		// that what discover and initialize say is what the door serves;
+		// logging too, since the SDK answers logging/setLevel.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{},
+			Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}, Completions: &mcp.CompletionCapabilities{}},
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
+		},
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.TTLMs = ttl
 			c.CacheScope = "private"

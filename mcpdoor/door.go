@@ -181,7 +181,7 @@ func New(cfg Config) (*Door, error) {
 		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
 		Logger:                       sdkLogger(cfg.Logger),
 	})
-	var inner http.Handler = d.withServerSlot(d.bounded(sdk))
+	var inner http.Handler = d.withServerSlot(d.bounded(d.sessions(sdk)))
 	if d.dev == nil {
 		inner = auth.RequireBearerToken(d.verify, &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL:    d.metadataURLPlaceholder(),

@@ -59,9 +59,27 @@ var sealPurpose = []byte("toolruntime mcp door requestState v1")
 
 func (s *sealer) seal(st approvalState) string {
 	b, _ := json.Marshal(st)
+	return s.sealBytes(b, sealPurpose)
+}
+
+func (s *sealer) sealBytes(b, purpose []byte) string {
 	nonce := make([]byte, s.aead.NonceSize())
 	_, _ = rand.Read(nonce)
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, b, sealPurpose))
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, b, purpose))
+}
+
+// openBytes opens what sealBytes sealed for purpose, or fails.
+func (s *sealer) openBytes(text string, purpose []byte) ([]byte, bool) {
+	if len(text) > MaxRequestState {
+		return nil, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(text)
+	n := s.aead.NonceSize()
+	if err != nil || len(b) < n+s.aead.Overhead() {
+		return nil, false
+	}
+	plain, err := s.aead.Open(nil, b[:n], b[n:], purpose)
+	return plain, err == nil
 }
 
 var errBadState = errors.New("invalid requestState")
@@ -73,16 +91,8 @@ const MaxRequestState = 4 << 10
 // errBadState.
 func (s *sealer) open(text string, now time.Time) (approvalState, error) {
 	var st approvalState
-	if len(text) > MaxRequestState {
-		return st, errBadState
-	}
-	b, err := base64.RawURLEncoding.DecodeString(text)
-	if err != nil || len(b) < s.aead.NonceSize()+s.aead.Overhead() {
-		return st, errBadState
-	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, b[:n], b[n:], sealPurpose)
-	if err != nil || json.Unmarshal(plain, &st) != nil || st.V != 1 {
+	plain, ok := s.openBytes(text, sealPurpose)
+	if !ok || json.Unmarshal(plain, &st) != nil || st.V != 1 {
 		return st, errBadState
 	}
 	if now.Unix() >= st.Expires {
