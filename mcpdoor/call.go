@@ -72,7 +72,10 @@ func invalidParams(err error) error {
 // callHandler runs one tools/call as a one-call step of a turn of the
 // principal's agent.
 func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		ctx = traceFromMeta(ctx, req.Params.Meta)
+		ctx, end := d.startCall(ctx, t.name)
+		defer func() { end(outcome(ctx, res, err), err) }()
 		meta, err := parseCallMeta(req.Params.Meta)
 		if err != nil {
 			return nil, invalidParams(err)
@@ -81,7 +84,6 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
 		}
-		ctx = traceFromMeta(ctx, req.Params.Meta)
 		var c *callRun
 		if req.Params.RequestState != "" {
 			if c, err = d.answer(ctx, p, t, req, args); err != nil {
@@ -323,4 +325,19 @@ func traceFromMeta(ctx context.Context, meta map[string]any) context.Context {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, carrier)
+}
+
+// outcome names how a tools/call ended, for metrics and spans.
+func outcome(ctx context.Context, res *mcp.CallToolResult, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return "cancelled"
+	case err != nil:
+		return "failed"
+	case len(res.InputRequests) > 0:
+		return "input_required"
+	case res.IsError:
+		return "tool_error"
+	}
+	return "ok"
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/mcpdoor/principal"
@@ -94,6 +96,10 @@ type Config struct {
 	// approval. Every replica behind one URL needs the same key; nil
 	// draws one for this door alone (its states open nowhere else).
 	SealKey []byte
+	// Tracer, when set, records a span per tools/call, under the trace
+	// context a client put in _meta; Meter, when set, the door's metrics.
+	Tracer trace.Tracer
+	Meter  metric.Meter
 	// Logger receives the door's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -109,6 +115,7 @@ type Door struct {
 	mux  *http.ServeMux
 	jwt  *jwtVerifier
 	seal *sealer
+	m    *instruments
 	kvMu sync.Mutex
 	kv   jetstream.KeyValue
 
@@ -156,7 +163,7 @@ func New(cfg Config) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}}
+	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
 	key := cfg.SealKey
 	if key == nil {
 		key = make([]byte, SealKeyBytes)

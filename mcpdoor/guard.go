@@ -73,6 +73,7 @@ func (d *Door) guard(next http.Handler) http.Handler {
 		}
 		if !d.hostAllowed(r, r.Host) {
 			d.log.Info("mcp door: Host refused", "host", r.Host)
+			d.m.refuse(r.Context(), "host")
 			writeRPCError(w, http.StatusForbidden, -32000, "Host not allowed")
 			return
 		}
@@ -80,6 +81,7 @@ func (d *Door) guard(next http.Handler) http.Handler {
 			u, err := url.Parse(o)
 			if err != nil || u.Host == "" || !(strings.EqualFold(u.Host, r.Host) && d.hostAllowed(r, u.Host) || slices.Contains(d.cfg.AllowedOrigins, o)) {
 				d.log.Info("mcp door: Origin refused", "origin", o)
+				d.m.refuse(r.Context(), "origin")
 				writeRPCError(w, http.StatusForbidden, -32000, "Origin not allowed")
 				return
 			}
@@ -104,6 +106,7 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 		d.flightMu.Lock()
 		if d.inFlight[p.Name] >= limit {
 			d.flightMu.Unlock()
+			d.m.refuse(r.Context(), "in_flight")
 			w.Header().Set("Retry-After", "1")
 			writeRPCError(w, http.StatusTooManyRequests, -32000, "too many requests in flight for this principal")
 			return

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentbull/toolruntime/internal/natsconn"
+	"github.com/agentbull/toolruntime/internal/telemetry"
 	"github.com/agentbull/toolruntime/mcpdoor"
 )
 
@@ -69,6 +70,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
 	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
 	sealKeyFile := fs.String("seal-key-file", "", "file holding the key that seals approval requestStates: 64 hex digits (else MCP_SERVER_SEAL_KEY; else one drawn per process, so only this process opens its states)")
+	httpAddr := fs.String("http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (empty: off)")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "send trace spans over OTLP/HTTP to this collector (host:port or URL; empty: where OTEL_EXPORTER_OTLP_ENDPOINT says, else no export)")
+	otlpInsecure := fs.Bool("otlp-insecure", false, "send spans without TLS")
 	logFormat := fs.String("log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -170,6 +174,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	defer nc.Close()
 	cfg.NC = nc
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "mcp-server", Version: mcpdoor.Version, HTTPAddr: *httpAddr,
+		OTLPEndpoint: *otlpEndpoint, OTLPFromEnv: *otlpEndpoint == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "", OTLPInsecure: *otlpInsecure}, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcp-server:", err)
+		return 2
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Close(sctx)
+	}()
+	cfg.Tracer, cfg.Meter = tel.Tracer, tel.Meter("github.com/agentbull/toolruntime/mcpdoor")
 	door, err := mcpdoor.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcp-server:", err)
@@ -199,6 +215,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	tel.SetReady(true)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -271,3 +271,7 @@ func orDefault(s, d string) string {
 func attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(kv...))
 }
+
+// Meter is a meter of the metrics served at /metrics, for a program
+// beside the worker's own instruments (the MCP door's).
+func (t *Telemetry) Meter(name string) metric.Meter { return t.mp.Meter(name) }
