@@ -79,7 +79,7 @@ type Config struct {
 	AllowedHosts, AllowedOrigins []string
 	// MaxBodyBytes bounds a request body (default 1 MiB).
 	MaxBodyBytes int64
-	// MaxInFlight bounds one principal's requests in flight on this door
+	// MaxInFlight bounds one principal's tools/call requests in flight on this door
 	// (default 64); a principal's max_in_flight overrides it.
 	MaxInFlight int
 	// CatalogTTL is how long a principal's tool list is reused before

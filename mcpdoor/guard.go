@@ -1,8 +1,10 @@
 package mcpdoor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -90,13 +92,45 @@ func (d *Door) guard(next http.Handler) http.Handler {
 	})
 }
 
-// bounded holds one principal's requests in flight on this replica to
-// its bound: past it, 429 with a JSON-RPC error.
+// rpcMethod is a POST's JSON-RPC method: the Mcp-Method header of a
+// 2026-07-28 request (the SDK checks it against the body), else read
+// from the body, which is put back for the SDK.
+func (d *Door) rpcMethod(r *http.Request) (string, error) {
+	if m := r.Header.Get("Mcp-Method"); m != "" || r.Method != http.MethodPost {
+		return m, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return "", err
+	}
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	var m struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &m)
+	return m.Method, nil
+}
+
+// bounded holds one principal's tools/call requests in flight on this
+// replica to its bound: past it, 429 with a JSON-RPC error. Other
+// requests are short, or long-lived by design (subscriptions/listen),
+// and are not counted.
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := d.principalOf(r.Context())
 		if p == nil {
 			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
+			return
+		}
+		method, err := d.rpcMethod(r)
+		if err != nil {
+			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		ctx = context.WithValue(ctx, methodKey{}, method)
+		if method != "tools/call" {
+			next.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
 		limit := d.cfg.MaxInFlight
@@ -120,9 +154,12 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			}
 			d.flightMu.Unlock()
 		}()
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// methodKey holds a request's JSON-RPC method in its context.
+type methodKey struct{}
 
 // deadlineWriter gives every write to the client a deadline, so a client
 // that stops reading an SSE stream ends its request instead of holding

@@ -15,6 +15,8 @@ import (
 	"github.com/agentbull/toolruntime/mcpdoor"
 )
 
+const echoBody = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+
 func eventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -44,7 +46,11 @@ func TestCancelAndInFlight(t *testing.T) {
 	}()
 	eventually(t, "the held call started", func() bool { return pr.started.Load() == 1 })
 
-	resp, body := post(t, door.URL+mcpdoor.Path, "alice-secret-token", listBody, nil)
+	// Other requests are not counted; a second call is.
+	if resp, _ := post(t, door.URL+mcpdoor.Path, "alice-secret-token", listBody, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("tools/list beside a held call: %d", resp.StatusCode)
+	}
+	resp, body := post(t, door.URL+mcpdoor.Path, "alice-secret-token", echoBody, nil)
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"code":-32000`) {
 		t.Fatalf("over the bound: %d %s", resp.StatusCode, body)
 	}
@@ -56,7 +62,7 @@ func TestCancelAndInFlight(t *testing.T) {
 	eventually(t, "the worker's call was cancelled", func() bool { return pr.cancelled.Load() == 1 })
 	// The bound is free again.
 	eventually(t, "the bound is free", func() bool {
-		resp, _ := post(t, door.URL+mcpdoor.Path, "alice-secret-token", listBody, nil)
+		resp, _ := post(t, door.URL+mcpdoor.Path, "alice-secret-token", echoBody, nil)
 		return resp.StatusCode == http.StatusOK
 	})
 }

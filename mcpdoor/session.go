@@ -1,9 +1,7 @@
 package mcpdoor
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 )
@@ -42,22 +40,9 @@ func (d *Door) sessions(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if r.Method == http.MethodPost && p != nil && r.Header.Get("Mcp-Protocol-Version") < "2026-07-28" {
-			// Read the body (up to the bound the SDK checks again) to see
-			// whether it is an initialize.
-			body, err := io.ReadAll(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
-			if err != nil {
-				writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
-				return
-			}
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-			var m struct {
-				Method string `json:"method"`
-			}
-			if json.Unmarshal(body, &m) == nil && m.Method == "initialize" {
-				b, _ := json.Marshal(sessionClaims{Principal: p.Name, Issued: time.Now().Unix()})
-				w.Header().Set("Mcp-Session-Id", d.seal.sealBytes(b, sessionPurpose))
-			}
+		if m, _ := r.Context().Value(methodKey{}).(string); m == "initialize" && p != nil {
+			b, _ := json.Marshal(sessionClaims{Principal: p.Name, Issued: time.Now().Unix()})
+			w.Header().Set("Mcp-Session-Id", d.seal.sealBytes(b, sessionPurpose))
 		}
 		next.ServeHTTP(w, r)
 	})

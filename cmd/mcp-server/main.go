@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.Var(&hosts, "allowed-hosts", "Host values served besides loopback names on a loopback listener (comma-separated); on other listeners, empty allows any")
 	fs.Var(&origins, "allowed-origins", "browser origins allowed besides those of the allowed hosts (comma-separated)")
 	maxBody := fs.Int64("max-body-bytes", 1<<20, "largest request body")
-	maxInFlight := fs.Int("max-in-flight", 64, "requests in flight per principal on this process (a principal's max_in_flight overrides it)")
+	maxInFlight := fs.Int("max-in-flight", 64, "tools/call requests in flight per principal on this process (a principal's max_in_flight overrides it)")
 	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
 	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
 	sealKeyFile := fs.String("seal-key-file", "", "file holding the key that seals approval requestStates: 64 hex digits (else MCP_SERVER_SEAL_KEY; else one drawn per process, so only this process opens its states)")
