@@ -1112,3 +1112,39 @@ func TestDurableConsumerSettlesMessages(t *testing.T) {
 		t.Fatalf("WorkflowEvents returned %v", err)
 	}
 }
+
+// A closed run leaves no consumer on the server. Each Send reads the turn
+// through two ordered consumers; when Close only stopped them, they
+// stayed for the library's five idle minutes, and a door or gateway
+// sending a few thousand steps in that time met the streams' consumer
+// limit, after which every Send failed.
+func TestClosedRunsLeaveNoConsumers(t *testing.T) {
+	r := newRig(t)
+	ctx := ctxT(t)
+	count := func(stream string) int {
+		s, err := r.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := count(protocol.StreamOutputs) + count(protocol.StreamDead)
+	for i := range 20 {
+		r.callOK(t, ctx, fmt.Sprintf("leak%d", i), diagCtx, fc("c1", "ping", `{"note":"x"}`))
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n := count(protocol.StreamOutputs) + count(protocol.StreamDead)
+		if n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d consumers left on TURN_OUTPUTS and TURN_DEAD after 20 closed runs (%d before)", n, before)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +30,8 @@ type StepRun struct {
 	stopOnce sync.Once
 	cons     jetstream.ConsumeContext
 	dead     jetstream.ConsumeContext
+	consOf   jetstream.Consumer // the server-side consumers of cons and dead,
+	deadOf   jetstream.Consumer // deleted when they stop (see drop)
 	sub      *nats.Subscription
 
 	// Duplicates are told by what they are about, never by Nats-Msg-Id:
@@ -82,13 +85,12 @@ func (r *StepRun) subscribe(cfg sendConfig, start uint64) error {
 // stream sequence start. What an earlier reader delivered stays queued;
 // duplicates are dropped by Next.
 func (r *StepRun) readFrom(start uint64) error {
-	if r.cons != nil {
-		r.cons.Stop()
-	}
+	r.drop(r.cons, r.consOf, protocol.StreamOutputs)
 	st := r.step
 	ctx, cancel := r.c.bounded(context.Background())
 	defer cancel()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID)}}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID)},
+		InactiveThreshold: readerIdle}
 	if start > 1 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
@@ -96,6 +98,7 @@ func (r *StepRun) readFrom(start uint64) error {
 	if err != nil {
 		return err
 	}
+	r.consOf = cons
 	r.cons, err = cons.Consume(func(m jetstream.Msg) {
 		r.deliver(inbound{subject: m.Subject(), data: m.Data()})
 	})
@@ -112,8 +115,9 @@ func (r *StepRun) readDead() {
 	ctx, cancel := r.c.bounded(context.Background())
 	defer cancel()
 	cons, err := r.c.js.OrderedConsumer(ctx, protocol.StreamDead, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{protocol.Subject(protocol.PrefixDead, st.AgentID, st.TurnID)}})
+		FilterSubjects: []string{protocol.Subject(protocol.PrefixDead, st.AgentID, st.TurnID)}, InactiveThreshold: readerIdle})
 	if err == nil {
+		r.deadOf = cons
 		r.dead, err = cons.Consume(func(m jetstream.Msg) {
 			h := m.Headers()
 			if h == nil {
@@ -332,14 +336,41 @@ func (r *StepRun) Wait(ctx context.Context) (*protocol.StepDone, error) {
 func (r *StepRun) Close() {
 	r.stopOnce.Do(func() {
 		close(r.stop)
-		if r.cons != nil {
-			r.cons.Stop()
-		}
-		if r.dead != nil {
-			r.dead.Stop()
-		}
+		r.drop(r.cons, r.consOf, protocol.StreamOutputs)
+		r.drop(r.dead, r.deadOf, protocol.StreamDead)
 		if r.sub != nil {
 			_ = r.sub.Unsubscribe()
 		}
 	})
+}
+
+// readerIdle is how long the server keeps a step's reader (an ordered
+// consumer) that nobody pulls from: the backstop for a gateway that
+// died without deleting it. The library's default, five minutes, let a
+// busy gateway or MCP door leave thousands behind, past a stream's
+// consumer limit, after which every Send failed.
+const readerIdle = time.Minute
+
+// drop stops a reader and deletes its consumer on the server, off the
+// caller's path: stopping only ends the pulls, and the consumer would
+// stay until readerIdle.
+func (r *StepRun) drop(cc jetstream.ConsumeContext, c jetstream.Consumer, stream string) {
+	if cc == nil {
+		return
+	}
+	cc.Stop()
+	if c == nil {
+		return
+	}
+	info := c.CachedInfo()
+	if info == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := r.c.bounded(context.Background())
+		defer cancel()
+		if err := r.c.js.DeleteConsumer(ctx, stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			r.c.log.Debug("a step reader's consumer stays until it idles out", "stream", stream, "consumer", info.Name, "err", err)
+		}
+	}()
 }
