@@ -74,6 +74,8 @@ func invalidParams(err error) error {
 func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		ctx = traceFromMeta(ctx, req.Params.Meta)
+		ctx, stopCancels := d.cancellable(ctx)
+		defer stopCancels()
 		ctx, end := d.startCall(ctx, t.name)
 		defer func() { end(outcome(ctx, res, err), err) }()
 		meta, err := parseCallMeta(req.Params.Meta)

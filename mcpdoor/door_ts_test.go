@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -121,9 +122,8 @@ type tsEvent struct {
 // against two door replicas behind a proxy that alternates requests, on
 // a real worker: it lists the tools, calls one, gets progress, has a call
 // held for approval and decided on the fleet (a gateway's Decide, as the
-// console does) while its request waits, cancels a running call the
-// SDK's way (an aborted request, notifications/cancelled), and calls
-// again on the same client.
+// console does) while its request waits, and cancels a running call with
+// notifications/cancelled, which ends the call on the worker.
 func TestTypeScriptClient(t *testing.T) {
 	node, nodePath := tsDeps(t)
 	s := natstest.Start(t)
@@ -168,6 +168,7 @@ func TestTypeScriptClient(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "ts", "client.cjs"))
 	cmd.Env = append(os.Environ(), "NODE_PATH="+nodePath, "DOOR_URL="+proxy.URL+mcpdoor.Path,
 		"DOOR_TOKEN="+token, "APPROVE_TURN="+approveTurn)
+	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -195,6 +196,7 @@ func TestTypeScriptClient(t *testing.T) {
 		got      = map[string]tsEvent{}
 		decided  bool
 		waitText bool
+		slowOut  *protocol.CallOutput
 	)
 	record := func(ev tsEvent) { mu.Lock(); got[ev.Event] = ev; mu.Unlock() }
 	for done := false; !done; {
@@ -206,8 +208,18 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 			record(ev)
 			t.Logf("%6.2fs client: %s", time.Since(began).Seconds(), ev.Event)
-			if ev.Event == "approval-progress" {
+			switch ev.Event {
+			case "approval-progress":
 				waitText = waitText || strings.Contains(ev.Message, "approval")
+			case "cancelled":
+				// The client aborted slow_compute; the call must end on the
+				// worker while the client keeps its connection.
+				slowOut = tsWaitOutput(t, ctx, events, "slow_compute", 30*time.Second)
+				if slowOut == nil {
+					io.WriteString(stdin, "not-ended\n")
+				} else {
+					io.WriteString(stdin, "ended\n")
+				}
 			}
 		case ev := <-events:
 			if p, ok := ev.(*protocol.StepPending); ok && p.TurnID == approveTurn && !decided {
@@ -253,11 +265,32 @@ func TestTypeScriptClient(t *testing.T) {
 	if ap := got["approved"]; ap.Text != "Deleted /tmp/report.txt" || ap.IsError {
 		t.Errorf("confirm_delete after approval: %+v", ap)
 	}
-	if _, ok := got["cancelled"]; !ok {
-		t.Error("the client's cancel of slow_compute did not end its request")
+	if slowOut == nil {
+		t.Error("slow_compute did not end on the worker after the client cancelled it")
+	} else if slowOut.Status == protocol.StatusOK {
+		t.Errorf("slow_compute ran to its end after the cancel: %s", slowOut.Item)
 	}
 	if a.served.Load() == 0 || b.served.Load() == 0 {
 		t.Errorf("requests per replica: %d and %d, want both served", a.served.Load(), b.served.Load())
 	}
 	t.Logf("replicas served %d and %d requests; %d tools listed", a.served.Load(), b.served.Load(), len(got["tools"].Names))
+}
+
+// tsWaitOutput waits for the call.output of a call of tool name.
+func tsWaitOutput(t *testing.T, ctx context.Context, events <-chan protocol.Event, name string, within time.Duration) *protocol.CallOutput {
+	t.Helper()
+	timer := time.NewTimer(within)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if o, ok := ev.(*protocol.CallOutput); ok && o.Name == name {
+				return o
+			}
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }

@@ -94,21 +94,27 @@ func (d *Door) guard(next http.Handler) http.Handler {
 
 // rpcMethod is a POST's JSON-RPC method: the Mcp-Method header of a
 // 2026-07-28 request (the SDK checks it against the body), else read
-// from the body, which is put back for the SDK.
-func (d *Door) rpcMethod(r *http.Request) (string, error) {
+// from the body, which is put back for the SDK. For a body it read, it
+// also returns the request's id and, for notifications/cancelled, the
+// id of the request it cancels (see cancels.go).
+func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 	if m := r.Header.Get("Mcp-Method"); m != "" || r.Method != http.MethodPost {
-		return m, nil
+		return m, rpcIDs{}, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
 	if err != nil {
-		return "", err
+		return "", rpcIDs{}, err
 	}
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	var m struct {
-		Method string `json:"method"`
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
 	}
 	_ = json.Unmarshal(body, &m)
-	return m.Method, nil
+	return m.Method, rpcIDs{id: m.ID, cancels: m.Params.RequestID}, nil
 }
 
 // bounded holds one principal's tools/call requests in flight on this
@@ -122,13 +128,14 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
 			return
 		}
-		method, err := d.rpcMethod(r)
+		method, ids, err := d.rpcMethod(r)
 		if err != nil {
 			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		ctx = context.WithValue(ctx, methodKey{}, method)
+		ctx = context.WithValue(ctx, rpcIDsKey{}, ids)
 		if method != "tools/call" {
 			next.ServeHTTP(w, r.WithContext(ctx))
 			return

@@ -39,6 +39,7 @@ func (d *Door) sessions(next http.Handler) http.Handler {
 				w.WriteHeader(http.StatusNoContent)
 				return
 			}
+			r = d.routeCancels(r, p, sid)
 		}
 		if m, _ := r.Context().Value(methodKey{}).(string); m == "initialize" && p != nil {
 			b, _ := json.Marshal(sessionClaims{Principal: p.Name, Issued: time.Now().Unix()})

@@ -3,7 +3,8 @@
 // and StreamableHTTPClientTransport (the v1 line, protocol 2025-11-25).
 // mcpdoor's TestTypeScriptClient runs it with Node 22 and NODE_PATH at
 // the SDK's node_modules, reads the JSON lines it prints on stdout (one
-// per event), and decides a held call on the fleet itself.
+// per event), and makes decisions on the fleet itself when told a call
+// waits for approval.
 //
 //   DOOR_URL=http://127.0.0.1:PORT/mcp DOOR_TOKEN=… node client.cjs
 //
@@ -31,6 +32,24 @@ function text(result) {
     .filter((c) => c.type === 'text')
     .map((c) => c.text)
     .join('\n');
+}
+
+// nextLine resolves with the next line of stdin.
+const pending = [];
+let buffered = '';
+process.stdin.setEncoding('utf8');
+process.stdin.on('data', (chunk) => {
+  buffered += chunk;
+  let i;
+  while ((i = buffered.indexOf('\n')) >= 0) {
+    const line = buffered.slice(0, i);
+    buffered = buffered.slice(i + 1);
+    const next = pending.shift();
+    if (next) next(line);
+  }
+});
+function nextLine() {
+  return new Promise((resolve) => pending.push(resolve));
 }
 
 async function main() {
@@ -88,11 +107,10 @@ async function main() {
   if (deleted.isError || text(deleted) !== 'Deleted /tmp/report.txt') fail('confirm_delete: ' + JSON.stringify(deleted));
 
   // Cancel: the SDK's own way, an aborted request (notifications/cancelled),
-  // once the call runs on a worker (its first progress notification). The
-  // request rejects at once; the door must go on serving this client.
+  // once the call runs on a worker (its first progress notification).
   const ac = new AbortController();
   let started = false;
-  const slow = client.callTool({ name: 'slow_compute', arguments: { seconds: 3, label: 'to cancel' } }, undefined, {
+  const slow = client.callTool({ name: 'slow_compute', arguments: { seconds: 60, label: 'to cancel' } }, undefined, {
     signal: ac.signal,
     timeout: 150000,
     onprogress: () => {
@@ -110,6 +128,12 @@ async function main() {
     if (!started) fail('slow_compute failed before it started: ' + e);
     emit('cancelled', { error: String(e) });
   }
+  // The test answers once it saw the call end on the workers, while this
+  // client still holds the request's stream open: what ended the call was
+  // the cancel notification, not a closed connection.
+  const answer = await nextLine();
+  if (answer !== 'ended') fail('the test did not see slow_compute end on the workers: ' + answer);
+
   // The door still serves this client after a cancel.
   const again = await client.callTool({ name: 'greet', arguments: { name: 'again' } });
   if (text(again) !== 'Hello, again!') fail('greet after the cancel: ' + JSON.stringify(again));
