@@ -22,10 +22,15 @@ import (
 // every writer below ends some 56 MiB (or 19,000 files) over, so each
 // check still fails when the quota does not hold.
 const (
-	quotaBytes         = 8 << 20
-	quotaFiles         = 1000
-	maxOvershootBytes  = 6 << 20
-	maxOvershootFiles  = 600
+	quotaBytes        = 8 << 20
+	quotaFiles        = 1000
+	maxOvershootBytes = 6 << 20
+	// A writer of empty files in a directory it just made runs ahead
+	// of the watch on that directory until a walk finds them: on an
+	// idle 2-core machine the estimate ended 1,239 to 2,026 entries
+	// over (a loaded one is slower to write, so less). Only the kernel
+	// mode holds entries exactly (docs/operations.md).
+	maxOvershootFiles  = 3000
 	writerBytesInTotal = 64 << 20 // each writer stops by itself after this
 )
 
