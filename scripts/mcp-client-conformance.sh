@@ -24,9 +24,9 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 go build -o "$W/mcp-conformance-client" ./cmd/mcp-conformance-client
 status=0
-run() { # label, conformance binary, baseline, args...
-	local label=$1 bin=$2 base=$3
-	shift 3
+run() { # label, gates (1: a failure fails the script), conformance binary, baseline, args...
+	local label=$1 gates=$2 bin=$3 base=$4
+	shift 4
 	local rc=0
 	"$bin" client --command "$W/mcp-conformance-client" --timeout 60000 --expected-failures "$base" "$@" >"$W/out.txt" 2>&1 || rc=$?
 	# One summary line per scenario: "✓ name" / "✗ name".
@@ -36,9 +36,13 @@ run() { # label, conformance binary, baseline, args...
 	echo "$label: $pass/$((pass + fail)) passed (baseline $(grep -c '^  - ' "$base" || true))"
 	if [ "$rc" -ne 0 ]; then
 		tail -n 60 "$W/out.txt" >&2
-		status=1
+		if [ "$gates" = 1 ]; then
+			status=1
+		else
+			echo "$label: printed, not gating (see conformance/client/README.md)"
+		fi
 	fi
 }
-run "client core 0.1.16" "$C116" conformance/client/baseline-0.1.16.yml --suite core
-run "client 2026-07-28 alpha.12" "$CA12" conformance/client/baseline-2026-07-28.yml --suite all --spec-version 2026-07-28
+run "client core 0.1.16" 1 "$C116" conformance/client/baseline-0.1.16.yml --suite core
+run "client 2026-07-28 alpha.12" 0 "$CA12" conformance/client/baseline-2026-07-28.yml --suite all --spec-version 2026-07-28
 exit $status
