@@ -43,7 +43,7 @@ out=$(nats micro ls)
 expect "micro ls" "turn-worker" "$out"
 out=$(nats micro info turn-worker)
 expect "micro info" "turn.tools" "$out"
-expect "micro info" "protocol: 1.2" "$out"
+expect "micro info" "protocol: 1.3" "$out"
 out=$(nats req turn.tools '{"agent_id":"a1","turn_id":"t1","context":{"kind":"text","bindings":{"diagnostics":true}}}')
 expect "catalog request" '"digest"' "$out"
 expect "catalog request" '"name":"ping"' "$out"
