@@ -6,6 +6,9 @@ import (
 )
 
 // FuzzOpenState: no client-made requestState opens, and none panics.
+// Only the state sealed here opens. Each fuzzing process seals its own
+// (the nonce is random), so a text that opens is checked by what it
+// holds, not compared with this process's text.
 func FuzzOpenState(f *testing.F) {
 	s, err := newSealer(make([]byte, SealKeyBytes))
 	if err != nil {
@@ -17,7 +20,7 @@ func FuzzOpenState(f *testing.F) {
 	f.Add("")
 	f.Fuzz(func(t *testing.T, text string) {
 		st, err := s.open(text, time.Now())
-		if err == nil && text != good {
+		if err == nil && (st.V != 1 || st.Principal != "p" || st.Agent != "" || st.CallID != "") {
 			t.Fatalf("opened %q: %+v", text, st)
 		}
 	})
