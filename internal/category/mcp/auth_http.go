@@ -3,7 +3,6 @@ package mcp
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -81,26 +80,6 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("%w: %d bytes from %s", errOAuthTooLarge, resp.ContentLength, r.URL.Redacted())
 	}
-	resp.Body = &limitBody{ReadCloser: resp.Body, left: t.max}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.max, err: errOAuthTooLarge}
 	return resp, nil
-}
-
-type limitBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitBody) Read(p []byte) (int, error) {
-	if b.left < 0 {
-		return 0, errOAuthTooLarge
-	}
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		return 0, errOAuthTooLarge
-	}
-	return n, err
 }

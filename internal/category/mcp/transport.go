@@ -116,22 +116,24 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || t.maxJSON <= 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return resp, err
 	}
-	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxJSON}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxJSON, err: errTooLarge}
 	return resp, nil
 }
 
 // errTooLarge fails a response over the bound.
 var errTooLarge = errors.New("the server's response is larger than the worker takes (mcp MaxMessageBytes)")
 
-// boundedBody fails once more than left bytes are read.
+// boundedBody fails with err once more than left bytes are read: the
+// MCP messages' bound (errTooLarge) and the OAuth answers' (errOAuthTooLarge).
 type boundedBody struct {
 	io.ReadCloser
 	left int64
+	err  error
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.left < 0 {
-		return 0, errTooLarge
+		return 0, b.err
 	}
 	if int64(len(p)) > b.left+1 {
 		p = p[:b.left+1]
@@ -139,7 +141,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	if b.left < 0 {
-		return 0, errTooLarge
+		return 0, b.err
 	}
 	return n, err
 }
