@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -725,27 +726,22 @@ func skipValue(d *decoder, depth int) bool {
 	return err == nil
 }
 
+// constEnumAllow reports whether n's const and enum (where set) both
+// admit the value that same recognises.
+func (n *fastNode) constEnumAllow(same func(any) bool) bool {
+	if n.hasConst && !same(n.constVal) {
+		return false
+	}
+	return n.enum == nil || slices.ContainsFunc(n.enum, same)
+}
+
 // directString checks a string against n as validate would.
 func (n *fastNode) directString(s string) bool {
 	if n.types != 0 && n.types&typeString == 0 {
 		return false
 	}
-	if n.hasConst {
-		if c, ok := n.constVal.(string); !ok || c != s {
-			return false
-		}
-	}
-	if n.enum != nil {
-		found := false
-		for _, e := range n.enum {
-			if e, ok := e.(string); ok && e == s {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if !n.constEnumAllow(func(e any) bool { c, ok := e.(string); return ok && c == s }) {
+		return false
 	}
 	if n.format != nil && !n.format(s) {
 		return false
@@ -763,22 +759,8 @@ func (n *fastNode) directBool(b bool) bool {
 	if n.types != 0 && n.types&typeBool == 0 {
 		return false
 	}
-	if n.hasConst {
-		if c, ok := n.constVal.(bool); !ok || c != b {
-			return false
-		}
-	}
-	if n.enum != nil {
-		found := false
-		for _, e := range n.enum {
-			if e, ok := e.(bool); ok && e == b {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if !n.constEnumAllow(func(e any) bool { c, ok := e.(bool); return ok && c == b }) {
+		return false
 	}
 	return n.format == nil || n.format(b)
 }
@@ -792,17 +774,8 @@ func (n *fastNode) directNumber(v json.Number) bool {
 	if n.hasConst && !jsonEqual(v, n.constVal) {
 		return false
 	}
-	if n.enum != nil {
-		found := false
-		for _, e := range n.enum {
-			if e, ok := e.(json.Number); ok && compareNumbers(v, e) == 0 {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
+	if n.enum != nil && !slices.ContainsFunc(n.enum, func(e any) bool { c, ok := e.(json.Number); return ok && compareNumbers(v, c) == 0 }) {
+		return false
 	}
 	if n.format != nil && !n.format(v) {
 		return false
