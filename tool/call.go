@@ -31,3 +31,14 @@ func CallFrom(ctx context.Context) (c Call, ok bool) {
 	c, ok = ctx.Value(toolhooks.CallKey{}).(Call)
 	return c, ok
 }
+
+// AgentCallFrom returns the identity of the call ctx runs, or an
+// Internal error when ctx runs no call or its call names no valid agent:
+// the first check of a tool that keeps state per agent.
+func AgentCallFrom(ctx context.Context) (Call, error) {
+	c, ok := CallFrom(ctx)
+	if !ok || !protocol.ValidID(c.AgentID) {
+		return c, Errorf(Internal, "the call carries no agent identity")
+	}
+	return c, nil
+}

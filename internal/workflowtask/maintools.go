@@ -90,16 +90,6 @@ func (s *Service) mainTools() []*tool.Tool {
 	}
 }
 
-// callOf returns the calling turn's identity, which every workflow tool
-// needs (workflows belong to the agent that started them).
-func callOf(ctx context.Context) (tool.Call, error) {
-	c, ok := tool.CallFrom(ctx)
-	if !ok || !protocol.ValidID(c.AgentID) {
-		return c, tool.Errorf(tool.Internal, "the call carries no agent identity")
-	}
-	return c, nil
-}
-
 // startedTask is one task as start_workflow reports it.
 type startedTask struct {
 	TaskID string `json:"task_id"`
@@ -111,7 +101,7 @@ type startedTask struct {
 // storing anything; then stores the workflow and announces it and each
 // task. All tasks are ready at once: they run in parallel.
 func (s *Service) startWorkflow(ctx context.Context, p StartParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -239,7 +229,7 @@ type workflowView struct {
 const maxShownResult = 8 << 10
 
 func (s *Service) showWorkflow(ctx context.Context, p ShowParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -278,7 +268,7 @@ type workflowSummary struct {
 }
 
 func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -319,7 +309,7 @@ func (s *Service) listWorkflows(ctx context.Context, p ListParams) (tool.Result,
 // Calling it again on a cancelled workflow finishes a cancel that was cut
 // short and reports it again; the events' ids make that harmless.
 func (s *Service) cancelWorkflow(ctx context.Context, p CancelParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}

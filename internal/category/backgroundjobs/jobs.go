@@ -200,16 +200,8 @@ func (s *Service) build() []*tool.Tool {
 	}
 }
 
-func callOf(ctx context.Context) (tool.Call, error) {
-	call, ok := tool.CallFrom(ctx)
-	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
-	}
-	return call, nil
-}
-
 func (s *Service) start(ctx context.Context, p StartParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -369,7 +361,7 @@ func (s *Service) Jobs(ctx context.Context, agentID string) ([]*Job, error) {
 }
 
 func (s *Service) show(ctx context.Context, p ShowParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -415,7 +407,7 @@ func statusLine(j *Job) string {
 }
 
 func (s *Service) list(ctx context.Context, p ListParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -451,7 +443,7 @@ func (s *Service) list(ctx context.Context, p ListParams) (tool.Result, error) {
 }
 
 func (s *Service) cancel(ctx context.Context, p CancelParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}

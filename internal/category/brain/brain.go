@@ -192,14 +192,6 @@ func (b *Brain) build() []*tool.Tool {
 	}
 }
 
-func agentOf(ctx context.Context) (tool.Call, error) {
-	call, ok := tool.CallFrom(ctx)
-	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
-	}
-	return call, nil
-}
-
 // Hit is one page recall found.
 type Hit struct {
 	Title     string    `json:"title"`
@@ -231,7 +223,7 @@ func (b *Brain) Search(ctx context.Context, agentID, query string, limit int) ([
 }
 
 func (b *Brain) recall(ctx context.Context, p RecallParams) (tool.Result, error) {
-	call, err := agentOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -327,7 +319,7 @@ func (b *Brain) resolve(ctx context.Context, agentID, title string) (*Page, uint
 }
 
 func (b *Brain) getPage(ctx context.Context, p GetPageParams) (tool.Result, error) {
-	call, err := agentOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -384,7 +376,7 @@ type PageInfo struct {
 }
 
 func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tool.Result, error) {
-	call, err := agentOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -436,7 +428,7 @@ func (b *Brain) listPages(ctx context.Context, p ListPagesParams) (tool.Result, 
 }
 
 func (b *Brain) writePage(ctx context.Context, p WritePageParams) (tool.Result, error) {
-	call, err := agentOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -515,7 +507,7 @@ func (b *Brain) roomForOneMore(ctx context.Context, agentID string) error {
 }
 
 func (b *Brain) deletePage(ctx context.Context, p DeletePageParams) (tool.Result, error) {
-	call, err := agentOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}

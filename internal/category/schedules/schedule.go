@@ -189,14 +189,6 @@ func describeSpec(p CreateParams) string {
 	}
 }
 
-func callOf(ctx context.Context) (tool.Call, error) {
-	call, ok := tool.CallFrom(ctx)
-	if !ok || !protocol.ValidID(call.AgentID) {
-		return call, tool.Errorf(tool.Internal, "the call carries no agent identity")
-	}
-	return call, nil
-}
-
 func newScheduleID(now time.Time) string {
 	var r [5]byte
 	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails
@@ -204,7 +196,7 @@ func newScheduleID(now time.Time) string {
 }
 
 func (s *Service) create(ctx context.Context, p CreateParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -397,7 +389,7 @@ func nextFire(sc *protocol.ScheduleFire, nextHdr string, now time.Time) *time.Ti
 }
 
 func (s *Service) list(ctx context.Context, _ ListParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -428,7 +420,7 @@ func (s *Service) list(ctx context.Context, _ ListParams) (tool.Result, error) {
 }
 
 func (s *Service) delete(ctx context.Context, p DeleteParams) (tool.Result, error) {
-	call, err := callOf(ctx)
+	call, err := tool.AgentCallFrom(ctx)
 	if err != nil {
 		return tool.Result{}, err
 	}
