@@ -82,6 +82,10 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if err != nil {
 			return nil, invalidParams(err)
 		}
+		tasks := clientHasTasks(req.ClientCapabilities())
+		if d.taskRequired(t.name) && !tasks {
+			return nil, missingTasks("the tool " + t.name)
+		}
 		args := string(req.Params.Arguments)
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
@@ -114,6 +118,14 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			return nil, fmt.Errorf("publishing the call: %w", err)
 		}
 		c.args = args
+		if box, _ := ctx.Value(taskBoxKey{}).(*taskBox); tasks && box != nil {
+			// A retry with a requestState decided the call here: its
+			// outcome is waited for like a new call's.
+			c.plan = &taskPlan{at: time.Now().Add(d.cfg.TaskAfter), box: box}
+			if d.taskRequired(t.name) {
+				c.plan.at = time.Now()
+			}
+		}
 		return c.wait(ctx, run)
 	}
 }
@@ -136,6 +148,10 @@ type callRun struct {
 
 	progress float64
 	total    float64
+
+	// plan, for a client that declared the tasks extension, is when the
+	// call becomes a task.
+	plan *taskPlan
 }
 
 // wait reads the step's events until the call's output, and closes run
@@ -151,7 +167,12 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 	label := ""
 	for {
 		nctx, stop := ctx, context.CancelFunc(func() {})
-		if !deadline.IsZero() {
+		if c.plan != nil {
+			if !time.Now().Before(c.plan.at) {
+				return c.toTask(taskWorking), nil
+			}
+			nctx, stop = context.WithDeadline(ctx, c.plan.at)
+		} else if !deadline.IsZero() {
 			if !time.Now().Before(deadline) {
 				return c.stillHeld(), nil
 			}
@@ -195,6 +216,9 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 				return toResult(ev), nil
 			}
 		case *protocol.StepPending:
+			if c.plan != nil && !c.decided {
+				return c.toTask(taskInputRequired), nil
+			}
 			if !c.decided && mrtrClient(c.req) {
 				return c.inputRequired(ev, c.args), nil
 			}
