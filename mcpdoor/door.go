@@ -139,6 +139,11 @@ type Door struct {
 
 	flightMu sync.Mutex
 	inFlight map[string]int
+
+	// taskMu guards taskFlight: one principal's tasks/* requests in
+	// flight on this replica, bounded as its tools/call requests are.
+	taskMu     sync.Mutex
+	taskFlight map[string]int
 }
 
 // New builds a door.
@@ -187,7 +192,7 @@ func New(cfg Config) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
+	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, taskFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
 	key := cfg.SealKey
 	if key == nil {
 		key = make([]byte, SealKeyBytes)
