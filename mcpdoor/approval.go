@@ -57,7 +57,7 @@ func (c *callRun) inputRequired(ev *protocol.StepPending, args string) *mcp.Call
 	return &mcp.CallToolResult{
 		Content:       []mcp.Content{},
 		InputRequests: mcp.InputRequestMap{approvalKey: approvalForm(c.toolName, c.callID, ev)},
-		RequestState: c.d.seal.seal(st),
+		RequestState:  c.d.seal.seal(st),
 	}
 }
 
