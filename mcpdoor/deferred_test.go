@@ -127,4 +127,3 @@ func TestDeferredTools(t *testing.T) {
 		t.Fatalf("tool_search: %q", text(t, res))
 	}
 }
-
