@@ -2,6 +2,7 @@ package mcpdoor_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/mcpdoor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // rpcAnswer is a JSON-RPC answer: its result or its error.
@@ -402,4 +404,98 @@ func TestTaskGetFlood(t *testing.T) {
 	}
 	t.Logf("flood of 200 tasks/get: %d answered, %d refused past the bound", ok.Load(), refused.Load())
 	_ = rpc26(t, url, alice, "tasks/cancel", map[string]any{"taskId": id}, true)
+}
+
+// sdkTaskParams and sdkTask are the tasks/* params and answers as the Go
+// SDK's client sends and reads them (CallCustomMethod).
+type sdkTaskParams struct {
+	mcp.ParamsBase
+	TaskID         string         `json:"taskId"`
+	InputResponses map[string]any `json:"inputResponses,omitempty"`
+}
+
+type sdkTask struct {
+	mcp.ResultBase
+	ResultType    string                     `json:"resultType"`
+	TaskID        string                     `json:"taskId"`
+	Status        string                     `json:"status"`
+	Result        *mcp.CallToolResult        `json:"result"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+}
+
+// TestTaskGoSDKClient: the official Go SDK's client, declaring the
+// extension in its capabilities (sent in every request's _meta), polls,
+// answers and cancels tasks with tasks/* as custom methods through two
+// replicas alternated per request. The SDK's CallTool has no
+// CreateTaskResult, so the call that makes the task is a raw request.
+func TestTaskGoSDKClient(t *testing.T) {
+	url, pr := taskDoors(t, mcpdoor.Config{TaskAfter: 200 * time.Millisecond})
+	const alice = "alice-secret-token"
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(mcpdoor.ExtTasks, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, &mcp.ClientOptions{Capabilities: caps})
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		if err := mcp.AddSendingCustomMethod[*sdkTaskParams, *sdkTask](c, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + mcpdoor.Path, HTTPClient: &http.Client{Transport: bearer{alice}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	get := func(id string) *sdkTask {
+		t.Helper()
+		r, err := mcp.CallCustomMethod[*sdkTaskParams, *sdkTask](ctx, cs, "tasks/get", &sdkTaskParams{TaskID: id})
+		if err != nil {
+			t.Fatalf("tasks/get: %v", err)
+		}
+		return r
+	}
+	until := func(id string, want string) *sdkTask {
+		t.Helper()
+		for ctx.Err() == nil {
+			if r := get(id); r.Status == want || r.Status == "completed" || r.Status == "failed" || r.Status == "cancelled" {
+				return r
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("task never %s", want)
+		return nil
+	}
+
+	// A long call, polled to its result.
+	id, _ := call26(t, url, alice, "wait", map[string]any{"steps": 4}, true).Result["taskId"].(string)
+	if id == "" {
+		t.Fatal("no task")
+	}
+	if r := until(id, "completed"); r.Status != "completed" || r.Result == nil || text(t, r.Result) != "done" {
+		t.Fatalf("completed: %+v", r)
+	}
+
+	// A held call, answered with tasks/update.
+	id, _ = call26(t, url, alice, "fail", map[string]any{"text": "sdk"}, true).Result["taskId"].(string)
+	if r := until(id, "input_required"); r.Status != "input_required" || r.InputRequests["approval"] == nil {
+		t.Fatalf("held: %+v", r)
+	}
+	if _, err := mcp.CallCustomMethod[*sdkTaskParams, *sdkTask](ctx, cs, "tasks/update", &sdkTaskParams{TaskID: id,
+		InputResponses: map[string]any{"approval": map[string]any{"action": "accept", "content": map[string]any{"approve": true}}}}); err != nil {
+		t.Fatalf("tasks/update: %v", err)
+	}
+	if r := until(id, "completed"); r.Status != "completed" || r.Result == nil || !strings.Contains(text(t, r.Result), "failed: sdk") {
+		t.Fatalf("approved: %+v", r)
+	}
+
+	// A call cancelled with tasks/cancel.
+	before := pr.cancelled.Load()
+	id, _ = call26(t, url, alice, "wait", map[string]any{"steps": 1, "hold": true}, true).Result["taskId"].(string)
+	if _, err := mcp.CallCustomMethod[*sdkTaskParams, *sdkTask](ctx, cs, "tasks/cancel", &sdkTaskParams{TaskID: id}); err != nil {
+		t.Fatalf("tasks/cancel: %v", err)
+	}
+	if r := until(id, "cancelled"); r.Status != "cancelled" {
+		t.Fatalf("cancelled: %+v", r)
+	}
+	eventually(t, "the worker saw the cancel", func() bool { return pr.cancelled.Load() == before+1 })
 }
