@@ -423,11 +423,19 @@ func traceFromMeta(ctx context.Context, meta map[string]any) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, carrier)
 }
 
+// taskMade reports whether the tools/call of ctx was answered with a task.
+func taskMade(ctx context.Context) bool {
+	box, _ := ctx.Value(taskBoxKey{}).(*taskBox)
+	return box != nil && box.res != nil
+}
+
 // outcome names how a tools/call ended, for metrics and spans.
 func outcome(ctx context.Context, res *mcp.CallToolResult, err error) string {
 	switch {
 	case ctx.Err() != nil:
 		return "cancelled"
+	case err == nil && taskMade(ctx):
+		return "task"
 	case err != nil:
 		return "failed"
 	case len(res.InputRequests) > 0:

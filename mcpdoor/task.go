@@ -392,6 +392,10 @@ type taskView struct {
 // maxTaskEvents bounds the events of a turn one tasks/get reads.
 const maxTaskEvents = 10000
 
+// taskClockMargin is how much earlier than a task's creation, less
+// TaskAfter, its step's events are read from.
+const taskClockMargin = 5 * time.Minute
+
 // viewTask reads the call's state: its call.output (completed, failed for
 // an error of the worker, cancelled for an aborted call), a dead letter of
 // its step (failed), a step.pending holding it without a decision
@@ -412,8 +416,13 @@ func (d *Door) viewTask(ctx context.Context, st taskState) (taskView, error) {
 	case err != nil:
 		return v, err
 	}
-	if last != nil {
-		cons, err := outputs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 5 * time.Second})
+	// The step's events all come after its publish, which was before
+	// the task was made (by at most TaskAfter, or the wait of a held
+	// call's retry); the margin covers the clocks of door and server.
+	from := time.UnixMilli(st.Created).Add(-d.cfg.TaskAfter - taskClockMargin)
+	if last != nil && !last.Time.Before(from) {
+		cons, err := outputs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, InactiveThreshold: 5 * time.Second,
+			DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from})
 		if err != nil {
 			return v, err
 		}
