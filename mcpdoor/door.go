@@ -144,6 +144,9 @@ type Door struct {
 	// flight on this replica, bounded as its tools/call requests are.
 	taskMu     sync.Mutex
 	taskFlight map[string]int
+	// cancelLoops holds the steps whose tasks/cancel this replica sends
+	// again until they end (taskCancel).
+	cancelLoops sync.Map
 }
 
 // New builds a door.

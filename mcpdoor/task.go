@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -212,8 +213,7 @@ func (d *Door) taskRequired(tool string) bool { return slices.Contains(d.cfg.Tas
 func (d *Door) addTaskMethods(srv *mcp.Server, p *Principal) {
 	srv.AddReceivingMiddleware(taskMiddleware, func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if strings.HasPrefix(method, "tasks/") && (method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel") &&
-				!clientHasTasks(capsOf(req)) {
+			if (method == "tasks/get" || method == "tasks/update" || method == "tasks/cancel") && !clientHasTasks(capsOf(req)) {
 				return nil, missingTasks(method)
 			}
 			return next(ctx, method, req)
@@ -347,8 +347,14 @@ func (d *Door) taskCancel(ctx context.Context, p *Principal, params *taskParams)
 	}
 	// A step still waiting for its share is not running yet, and a step
 	// cancel is not remembered: send it again until the call's output
-	// comes, as callRun.cancel does.
+	// comes, as callRun.cancel does; one such loop per step on a replica,
+	// however often the client cancels.
+	key := st.Agent + "." + st.Turn + "." + strconv.FormatInt(st.Step, 10)
+	if _, running := d.cancelLoops.LoadOrStore(key, true); running {
+		return &ackResult{ResultType: "complete"}, nil
+	}
 	go func() {
+		defer d.cancelLoops.Delete(key)
 		ctx, stop := context.WithTimeout(context.Background(), stepCancelFor)
 		defer stop()
 		for ctx.Err() == nil {
