@@ -131,8 +131,9 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		}
 		c.args = args
 		if box, _ := ctx.Value(taskBoxKey{}).(*taskBox); tasks && box != nil {
-			// A retry with a requestState decided the call here: its
-			// outcome is waited for like a new call's.
+			// A client of the tasks extension gets a task when the call
+			// runs past TaskAfter (at once for a tool that runs only as
+			// a task), or when it is held for approval (wait).
 			c.plan = &taskPlan{at: time.Now().Add(d.cfg.TaskAfter), box: box}
 			if d.taskRequired(t.name) {
 				c.plan.at = time.Now()
