@@ -27,6 +27,10 @@ func FuzzOpenTask(f *testing.F) {
 	if _, err := s.openTask(good, alice, now.Add(2*time.Hour)); err == nil {
 		f.Fatal("opened after expiry")
 	}
+	other, _ := newSealer([]byte("0123456789abcdef0123456789abcdef"))
+	if _, err := other.openTask(good, alice, now); err == nil {
+		f.Fatal("opened under another key")
+	}
 	if _, err := s.open(good, now); err == nil {
 		f.Fatal("a task id opened as a requestState")
 	}
