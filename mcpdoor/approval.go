@@ -52,36 +52,60 @@ func (c *callRun) inputRequired(ev *protocol.StepPending, args string) *mcp.Call
 	if !ev.ExpiresAt.IsZero() && ev.ExpiresAt.Before(exp) {
 		exp = ev.ExpiresAt
 	}
-	msg := fmt.Sprintf("%s wants to run.", c.toolName)
-	for _, a := range ev.Approvals {
-		if a.CallID == c.callID {
-			if a.Activity != "" {
-				msg = fmt.Sprintf("%s wants to run: %s.", c.toolName, a.Activity)
-			}
-			if a.Reason != "" {
-				msg += " Reason: " + a.Reason + "."
+	st := approvalState{V: 1, Principal: c.p.Name, Agent: c.p.AgentID, Turn: c.turn, Step: c.step, CallID: c.callID,
+		Tool: c.toolName, Args: argsDigest(args), Expires: exp.Unix()}
+	return &mcp.CallToolResult{
+		Content:       []mcp.Content{},
+		InputRequests: mcp.InputRequestMap{approvalKey: approvalForm(c.toolName, c.callID, ev)},
+		RequestState:  c.d.seal.seal(st),
+	}
+}
+
+// approvalForm is the one input request of a held call: a form asking
+// to approve or refuse it, whose message names the tool, the call's
+// activity and the policy's reason.
+func approvalForm(tool, callID string, ev *protocol.StepPending) *mcp.ElicitParams {
+	msg := fmt.Sprintf("%s wants to run.", tool)
+	if ev != nil {
+		for _, a := range ev.Approvals {
+			if a.CallID == callID {
+				if a.Activity != "" {
+					msg = fmt.Sprintf("%s wants to run: %s.", tool, a.Activity)
+				}
+				if a.Reason != "" {
+					msg += " Reason: " + a.Reason + "."
+				}
 			}
 		}
 	}
 	msg += " Approve?"
-	st := approvalState{V: 1, Principal: c.p.Name, Agent: c.p.AgentID, Turn: c.turn, Step: c.step, CallID: c.callID,
-		Tool: c.toolName, Args: argsDigest(args), Expires: exp.Unix()}
-	return &mcp.CallToolResult{
-		Content: []mcp.Content{},
-		InputRequests: mcp.InputRequestMap{approvalKey: &mcp.ElicitParams{
-			Mode:    "form",
-			Message: msg,
-			RequestedSchema: map[string]any{
-				"type": "object",
-				"properties": map[string]any{
-					"approve": map[string]any{"type": "boolean", "description": "Run the call."},
-					"reason":  map[string]any{"type": "string", "description": "Why (optional)."},
-				},
-				"required": []string{"approve"},
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: msg,
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"approve": map[string]any{"type": "boolean", "description": "Run the call."},
+				"reason":  map[string]any{"type": "string", "description": "Why (optional)."},
 			},
-		}},
-		RequestState: c.d.seal.seal(st),
+			"required": []string{"approve"},
+		},
 	}
+}
+
+// decisionOf is the decision an answer to approvalForm makes: approved
+// only when accepted with approve true.
+func decisionOf(callID string, r *mcp.ElicitResult) protocol.Decision {
+	dec := protocol.Decision{CallID: callID}
+	if r.Action == "accept" {
+		dec.Approved, _ = r.Content["approve"].(bool)
+	}
+	if s, _ := r.Content["reason"].(string); s != "" {
+		dec.Reason = s
+	} else if !dec.Approved {
+		dec.Reason = "refused by the MCP client (" + r.Action + ")"
+	}
+	return dec
 }
 
 // answer is a retry carrying a requestState: it is checked against the
@@ -104,15 +128,7 @@ func (d *Door) answer(ctx context.Context, p *Principal, t catalogTool, req *mcp
 		c.decided = false
 		return c, nil
 	}
-	dec := protocol.Decision{CallID: st.CallID}
-	if r.Action == "accept" {
-		dec.Approved, _ = r.Content["approve"].(bool)
-	}
-	if s, _ := r.Content["reason"].(string); s != "" {
-		dec.Reason = s
-	} else if !dec.Approved {
-		dec.Reason = "refused by the MCP client (" + r.Action + ")"
-	}
+	dec := decisionOf(st.CallID, r)
 	if err := d.gw.Decide(ctx, p.AgentID, st.Turn, st.Step, 1, []protocol.Decision{dec}); err != nil {
 		return nil, fmt.Errorf("sending the decision: %w", err)
 	}

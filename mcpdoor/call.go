@@ -82,6 +82,10 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 		if err != nil {
 			return nil, invalidParams(err)
 		}
+		tasks := clientHasTasks(req.ClientCapabilities())
+		if d.taskRequired(t.name) && !tasks {
+			return nil, missingTasks("the tool " + t.name)
+		}
 		args := string(req.Params.Arguments)
 		if strings.TrimSpace(args) == "" || args == "null" {
 			args = "{}"
@@ -102,7 +106,19 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 				c.callID = randomID("mcp")
 			}
 		}
-		item, _ := json.Marshal(functionCall{Type: "function_call", CallID: c.callID, Namespace: t.namespace, Name: t.call, Arguments: args})
+		var item []byte
+		switch {
+		case t.isSearch():
+			var q json.RawMessage = json.RawMessage(args)
+			item, _ = json.Marshal(searchCall{Type: protocol.ItemToolSearchCall, CallID: c.callID, Execution: "client", Arguments: q})
+		default:
+			if t.deferred() && req.Params.RequestState == "" {
+				if err := d.loadDeferred(ctx, c, t); err != nil {
+					return nil, err
+				}
+			}
+			item, _ = json.Marshal(functionCall{Type: "function_call", CallID: c.callID, Namespace: t.namespace, Name: t.call, Arguments: args})
+		}
 		// A retry with a requestState sends the held step again: the
 		// stream drops the copy and the run reads the step's events.
 		st := protocol.Step{AgentID: p.AgentID, TurnID: c.turn, Step: c.step, Context: p.Context(), Output: []json.RawMessage{item}}
@@ -114,8 +130,75 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			return nil, fmt.Errorf("publishing the call: %w", err)
 		}
 		c.args = args
+		if box, _ := ctx.Value(taskBoxKey{}).(*taskBox); tasks && box != nil {
+			// A client of the tasks extension gets a task when the call
+			// runs past TaskAfter (at once for a tool that runs only as
+			// a task), or when it is held for approval (wait).
+			c.plan = &taskPlan{at: time.Now().Add(d.cfg.TaskAfter), box: box}
+			if d.taskRequired(t.name) {
+				c.plan.at = time.Now()
+			}
+		}
 		return c.wait(ctx, run)
 	}
+}
+
+// searchCall is the output item of the step a tool_search call becomes.
+type searchCall struct {
+	Type      string          `json:"type"`
+	CallID    string          `json:"call_id"`
+	Execution string          `json:"execution"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// isSearch reports whether t is the catalog's tool search.
+func (t catalogTool) isSearch() bool { return t.name == ToolSearchName && t.call == "" }
+
+// deferred reports whether t is a deferred tool, which a turn must load
+// before calling it.
+func (t catalogTool) deferred() bool { return t.tool.Meta[MetaDeferred] == true }
+
+// loadDeferred loads a deferred tool into the call's turn, as a model
+// would: a step of its own with a tool_search call whose query is the
+// tool's name (the search ranks a tool's name twice, so it comes first),
+// before the call's step. A search that does not load it leaves the call
+// to the worker's not_loaded error, which the client reads.
+func (d *Door) loadDeferred(ctx context.Context, c *callRun, t catalogTool) error {
+	query := t.call
+	if t.namespace != "" {
+		query = t.namespace + " " + t.call
+	}
+	q, _ := json.Marshal(map[string]string{"query": query})
+	searchID := randomID("mcp-load")
+	item, _ := json.Marshal(searchCall{Type: protocol.ItemToolSearchCall, CallID: searchID, Execution: "client", Arguments: q})
+	st := protocol.Step{AgentID: c.p.AgentID, TurnID: c.turn, Step: c.step, Context: c.p.Context(), Output: []json.RawMessage{item}}
+	run, err := d.gw.Send(ctx, st)
+	if err != nil {
+		return fmt.Errorf("loading the deferred tool %s: %w", t.name, err)
+	}
+	defer run.Close()
+	for {
+		ev, err := run.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var bad *gateway.EventError
+			if errors.As(err, &bad) {
+				continue
+			}
+			return fmt.Errorf("loading the deferred tool %s: %w", t.name, err)
+		}
+		if out, ok := ev.(*protocol.CallOutput); ok && out.CallID == searchID {
+			break
+		}
+	}
+	if !c.named {
+		c.step++
+		return nil
+	}
+	c.step, err = d.nextStep(ctx, c.p.AgentID, c.turn)
+	return err
 }
 
 // callRun follows one call's step until its output.
@@ -136,6 +219,10 @@ type callRun struct {
 
 	progress float64
 	total    float64
+
+	// plan, for a client that declared the tasks extension, is when the
+	// call becomes a task.
+	plan *taskPlan
 }
 
 // wait reads the step's events until the call's output, and closes run
@@ -151,7 +238,12 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 	label := ""
 	for {
 		nctx, stop := ctx, context.CancelFunc(func() {})
-		if !deadline.IsZero() {
+		if c.plan != nil {
+			if !time.Now().Before(c.plan.at) {
+				return c.toTask(taskWorking), nil
+			}
+			nctx, stop = context.WithDeadline(ctx, c.plan.at)
+		} else if !deadline.IsZero() {
 			if !time.Now().Before(deadline) {
 				return c.stillHeld(), nil
 			}
@@ -195,6 +287,9 @@ func (c *callRun) wait(ctx context.Context, run *gateway.StepRun) (*mcp.CallTool
 				return toResult(ev), nil
 			}
 		case *protocol.StepPending:
+			if c.plan != nil && !c.decided {
+				return c.toTask(taskInputRequired), nil
+			}
 			if !c.decided && mrtrClient(c.req) {
 				return c.inputRequired(ev, c.args), nil
 			}
@@ -329,11 +424,19 @@ func traceFromMeta(ctx context.Context, meta map[string]any) context.Context {
 	return propagation.TraceContext{}.Extract(ctx, carrier)
 }
 
+// taskMade reports whether the tools/call of ctx was answered with a task.
+func taskMade(ctx context.Context) bool {
+	box, _ := ctx.Value(taskBoxKey{}).(*taskBox)
+	return box != nil && box.res != nil
+}
+
 // outcome names how a tools/call ended, for metrics and spans.
 func outcome(ctx context.Context, res *mcp.CallToolResult, err error) string {
 	switch {
 	case ctx.Err() != nil:
 		return "cancelled"
+	case err == nil && taskMade(ctx):
+		return "task"
 	case err != nil:
 		return "failed"
 	case len(res.InputRequests) > 0:

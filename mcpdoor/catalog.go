@@ -127,6 +127,7 @@ func (d *Door) newServer(p *Principal, tools []catalogTool, catErr error) *mcp.S
 		},
 		Logger: sdkLogger(d.log),
 	}
+	opts.Capabilities.AddExtension(ExtTasks, map[string]any{})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "toolruntime-mcp-door", Version: Version}, opts)
 	if catErr != nil {
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -139,6 +140,7 @@ func (d *Door) newServer(p *Principal, tools []catalogTool, catErr error) *mcp.S
 		})
 		return srv
 	}
+	d.addTaskMethods(srv, p)
 	for _, t := range tools {
 		srv.AddTool(t.tool, d.callHandler(p, t))
 	}

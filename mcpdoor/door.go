@@ -92,8 +92,20 @@ type Config struct {
 	// WriteTimeout bounds each write to a client (default 30 s), so a
 	// client that stops reading does not hold the request.
 	WriteTimeout time.Duration
+	// TaskAfter is how long a call of a client that declared the tasks
+	// extension (ExtTasks) runs before its request is answered with a
+	// task handle instead of the output (default 5 s); a call held for a
+	// person's approval becomes a task at once. TaskTTL is how long a
+	// task id is honoured (default 1 h), TaskPollInterval the
+	// pollIntervalMs clients are told (default 1 s). TaskRequired names
+	// tools that run only as tasks: at once for a declaring client, and
+	// refused (-32021) to a client that did not declare the extension.
+	TaskAfter        time.Duration
+	TaskTTL          time.Duration
+	TaskPollInterval time.Duration
+	TaskRequired     []string
 	// SealKey (SealKeyBytes) seals the requestState of calls held for
-	// approval. Every replica behind one URL needs the same key; nil
+	// approval, session ids and task ids. Every replica behind one URL needs the same key; nil
 	// draws one for this door alone (its states open nowhere else).
 	SealKey []byte
 	// Tracer, when set, records a span per tools/call, under the trace
@@ -103,6 +115,9 @@ type Config struct {
 	// Logger receives the door's logs (default slog.Default()).
 	Logger *slog.Logger
 }
+
+// DefaultTaskAfter is Config.TaskAfter's default.
+const DefaultTaskAfter = 5 * time.Second
 
 // Door is the MCP server of a fleet: an http.Handler serving Path and
 // the protected resource metadata under /.well-known/.
@@ -124,6 +139,14 @@ type Door struct {
 
 	flightMu sync.Mutex
 	inFlight map[string]int
+
+	// taskMu guards taskFlight: one principal's tasks/* requests in
+	// flight on this replica, bounded as its tools/call requests are.
+	taskMu     sync.Mutex
+	taskFlight map[string]int
+	// cancelLoops holds the steps whose tasks/cancel this replica sends
+	// again until they end (taskCancel).
+	cancelLoops sync.Map
 }
 
 // New builds a door.
@@ -152,6 +175,15 @@ func New(cfg Config) (*Door, error) {
 	if cfg.ApprovalWait <= 0 {
 		cfg.ApprovalWait = 10 * time.Minute
 	}
+	if cfg.TaskAfter <= 0 {
+		cfg.TaskAfter = DefaultTaskAfter
+	}
+	if cfg.TaskTTL <= 0 {
+		cfg.TaskTTL = time.Hour
+	}
+	if cfg.TaskPollInterval <= 0 {
+		cfg.TaskPollInterval = time.Second
+	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
@@ -163,7 +195,7 @@ func New(cfg Config) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
+	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, taskFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
 	key := cfg.SealKey
 	if key == nil {
 		key = make([]byte, SealKeyBytes)
@@ -188,7 +220,7 @@ func New(cfg Config) (*Door, error) {
 		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
 		Logger:                       sdkLogger(cfg.Logger),
 	})
-	var inner http.Handler = d.withServerSlot(d.bounded(d.sessions(sdk)))
+	var inner http.Handler = d.withServerSlot(d.bounded(d.taskHeaders(d.sessions(sdk))))
 	if d.dev == nil {
 		inner = auth.RequireBearerToken(d.verify, &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL:    d.metadataURLPlaceholder(),

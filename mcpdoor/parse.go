@@ -15,10 +15,13 @@ var mcpName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // parseCatalog reads a Responses API tool list (turn.tools) into MCP
 // tools: functions by name, a namespace's functions as "ns.name", in the
-// catalog's order (the SDK lists them sorted by name). Deferred tools are
-// left out (they come without parameters and need a tool search step
-// first), and so is anything that is not a function with an object
-// schema; skipped names them.
+// catalog's order (the SDK lists them sorted by name). A deferred tool
+// comes without its parameters: it is listed with an open object schema
+// and _meta MetaDeferred, and the catalog's tool_search entry becomes the
+// MCP tool ToolSearchName, which answers with the full definitions. A
+// deferred tool called by name is loaded first (see loadDeferred).
+// Anything that is not a function with an object schema is left out;
+// skipped names it.
 func parseCatalog(raw json.RawMessage, hints map[string]protocol.ToolHints) (tools []catalogTool, skipped []string, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil {
@@ -38,11 +41,23 @@ func parseCatalog(raw json.RawMessage, hints map[string]protocol.ToolHints) (too
 		case e.Type != "function":
 			skipped = append(skipped, name+" ("+e.Type+")")
 			return nil
-		case e.DeferLoading:
-			skipped = append(skipped, name+" (deferred)")
-			return nil
 		case !mcpName.MatchString(name) || seen[name]:
 			skipped = append(skipped, name+" (name)")
+			return nil
+		case e.DeferLoading:
+			seen[name] = true
+			desc := e.Description
+			if desc == "" {
+				desc = "A deferred tool"
+				if ns != "" {
+					desc += " of " + ns
+				}
+				desc += "."
+			}
+			desc += " Its parameters are loaded on demand: " + ToolSearchName + " answers with its full definition."
+			t := &mcp.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: annotations(hints[name]),
+				Meta: mcp.Meta{MetaDeferred: true}}
+			tools = append(tools, catalogTool{name: name, namespace: ns, call: e.Name, tool: t})
 			return nil
 		case !objectSchema(e.Parameters):
 			skipped = append(skipped, name+" (schema)")
@@ -70,7 +85,14 @@ func parseCatalog(raw json.RawMessage, hints map[string]protocol.ToolHints) (too
 				}
 			}
 		case "tool_search":
-			// Deferred tools are not listed, so their search is not either.
+			if seen[ToolSearchName] {
+				skipped = append(skipped, ToolSearchName+" (name)")
+				continue
+			}
+			seen[ToolSearchName] = true
+			t := &mcp.Tool{Name: ToolSearchName, InputSchema: json.RawMessage(toolSearchSchema), Annotations: annotations(protocol.ToolHints{ReadOnly: true}),
+				Description: "Search the deferred tools by what you need to do; answers with the full definitions (name, description, parameters) of the best matches, which can then be called by name."}
+			tools = append(tools, catalogTool{name: ToolSearchName, tool: t})
 		default:
 			if err := add("", b); err != nil {
 				return nil, nil, err
@@ -79,6 +101,16 @@ func parseCatalog(raw json.RawMessage, hints map[string]protocol.ToolHints) (too
 	}
 	return tools, skipped, nil
 }
+
+// ToolSearchName is the MCP tool that searches a principal's deferred
+// tools; MetaDeferred marks, in a tool's _meta in tools/list, a deferred
+// tool, whose listed schema is open until tool search shows its own.
+const (
+	ToolSearchName = "tool_search"
+	MetaDeferred   = "io.agentbull.toolruntime/deferred"
+)
+
+const toolSearchSchema = `{"type":"object","properties":{"query":{"type":"string","description":"What you need a tool for."}},"required":["query"],"additionalProperties":false}`
 
 // objectSchema reports whether a schema is a JSON object of type
 // "object", which is what MCP requires of an input schema.

@@ -27,9 +27,21 @@ type outputPart struct {
 func toResult(ev *protocol.CallOutput) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{IsError: ev.Status != protocol.StatusOK}
 	var item struct {
-		Output json.RawMessage `json:"output"`
+		Type   string            `json:"type"`
+		Output json.RawMessage   `json:"output"`
+		Tools  []json.RawMessage `json:"tools"`
 	}
 	_ = json.Unmarshal(ev.Item, &item)
+	if item.Type == protocol.ItemToolSearchOutput {
+		// The loaded tools' full definitions, as the model would read them.
+		if item.Tools == nil {
+			item.Tools = []json.RawMessage{}
+		}
+		b, _ := json.Marshal(map[string]any{"tools": item.Tools})
+		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+		res.StructuredContent = json.RawMessage(b)
+		return res
+	}
 	var text string
 	var parts []outputPart
 	switch {

@@ -9,6 +9,8 @@
 #   0.1.16          server --suite active                 (2025-11-25 era)
 #   0.2.0-alpha.12  server --spec-version 2026-07-28      (suite active)
 #   0.2.0-alpha.12  server --suite all --spec-version 2026-07-28
+#   0.2.0-alpha.12  server --requirements 2026-07-28       (adds the tasks-*
+#                                                           extension scenarios)
 #
 # The suite fails a run on a scenario that fails and is not in the
 # baseline, on a WARNING, and on a baseline entry that passes. This script
@@ -53,9 +55,10 @@ unset NATS_URL
 nats_port=$((20000 + RANDOM % 20000))
 door_port=$((nats_port + 1))
 # The two input-required-result fixtures are held for a person's approval,
-# which the door turns into input_required results (2026-07-28).
+# which the door turns into input_required results (2026-07-28), and so is
+# confirm_delete, which the tasks scenarios want parked in input_required.
 "$work/fixtureworker" --data-dir "$work/js" --listen "127.0.0.1:$nats_port" --monitor-port 0 \
-  --approval test_input_required_result_elicitation,test_input_required_result_tampered_state \
+  --approval test_input_required_result_elicitation,test_input_required_result_tampered_state,confirm_delete \
   >"$work/worker.log" 2>&1 &
 pids+=($!)
 # The door connects once, at its start: the embedded server first.
@@ -64,7 +67,8 @@ for _ in $(seq 150); do
   sleep 0.2
 done
 "$work/mcp-server" --nats-url "nats://127.0.0.1:$nats_port" --listen "127.0.0.1:$door_port" \
-  --dev-principal conformance >"$work/door.log" 2>&1 &
+  --dev-principal conformance --task-after 500ms --task-required failing_job,protocol_error_job \
+  >"$work/door.log" 2>&1 &
 pids+=($!)
 url="http://127.0.0.1:$door_port/mcp"
 
@@ -127,6 +131,8 @@ run "0.2.0-alpha.12 --spec-version 2026-07-28" conformance/baseline-2026-07-28.y
   --spec-version 2026-07-28
 run "0.2.0-alpha.12 --suite all --spec-version 2026-07-28" conformance/baseline-2026-07-28-all.yml "$suite_a12" \
   --suite all --spec-version 2026-07-28
+run "0.2.0-alpha.12 --requirements 2026-07-28" conformance/baseline-2026-07-28-requirements.yml "$suite_a12" \
+  --requirements 2026-07-28
 
 echo "== MCP conformance, the door on the embedded default"
 for s in "${summary[@]}"; do echo "-- $s"; done

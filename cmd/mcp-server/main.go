@@ -69,6 +69,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	maxInFlight := fs.Int("max-in-flight", 64, "tools/call requests in flight per principal on this process (a principal's max_in_flight overrides it)")
 	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
 	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
+	taskAfter := fs.Duration("task-after", mcpdoor.DefaultTaskAfter, "how long a call of a client that declared the tasks extension runs before it is answered with a task")
+	taskTTL := fs.Duration("task-ttl", time.Hour, "how long a task id is honoured (its ttlMs)")
+	var taskRequired list
+	fs.Var(&taskRequired, "task-required", "tools that run only as tasks (comma-separated): a client without the tasks extension gets -32021")
 	sealKeyFile := fs.String("seal-key-file", "", "file holding the key that seals approval requestStates: 64 hex digits (else MCP_SERVER_SEAL_KEY; else one drawn per process, so only this process opens its states)")
 	httpAddr := fs.String("http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (empty: off)")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "send trace spans over OTLP/HTTP to this collector (host:port or URL; empty: where OTEL_EXPORTER_OTLP_ENDPOINT says, else no export)")
@@ -110,6 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	cfg := mcpdoor.Config{
 		Resource: *resource, AuthorizationServers: authServers, AllowedHosts: hosts, AllowedOrigins: origins,
 		MaxBodyBytes: *maxBody, MaxInFlight: *maxInFlight, ApprovalWait: *approvalWait, CatalogTTL: *catalogTTL, Logger: log,
+		TaskAfter: *taskAfter, TaskTTL: *taskTTL, TaskRequired: taskRequired,
 	}
 	if *principals != "" {
 		ps, err := mcpdoor.LoadPrincipals(*principals)

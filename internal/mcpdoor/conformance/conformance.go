@@ -41,6 +41,13 @@ const (
 // so that none is coalesced with the next.
 const ProgressGap = 300 * time.Millisecond
 
+// The failures of failing_job and protocol_error_job.
+const (
+	FailingJobAfter   = time.Second
+	FailingJobText    = "The job failed (MCP conformance fixture)."
+	ProtocolErrorText = "The worker could not run the job (MCP conformance fixture)."
+)
+
 // MaxSlowSeconds bounds slow_compute's seconds.
 const MaxSlowSeconds = 600
 
@@ -175,11 +182,32 @@ func Tools() []*tool.Tool {
 				return tool.Result{Content: "Approved, and run."}, nil
 			},
 		}),
+		// The tasks scenarios' failures: a tool error after a second
+		// (a task that completes with isError) and an error of the worker
+		// (a task that fails, with an error and no result).
+		tool.Must(tool.Def[none]{
+			Spec: tool.Spec{Name: "failing_job", Description: "Works a second, then fails with a tool error (MCP conformance fixture).", ReadOnly: true},
+			Execute: func(ctx context.Context, _ none) (tool.Result, error) {
+				if err := sleep(ctx, FailingJobAfter); err != nil {
+					return tool.Result{}, tool.Errorf(tool.Aborted, "stopped: %v", context.Cause(ctx))
+				}
+				return tool.Result{}, tool.Errorf(tool.ToolError, "%s", FailingJobText)
+			},
+		}),
+		tool.Must(tool.Def[none]{
+			Spec: tool.Spec{Name: "protocol_error_job", Description: "Fails as the worker does when it cannot run a call (MCP conformance fixture).", ReadOnly: true},
+			Execute: func(context.Context, none) (tool.Result, error) {
+				return tool.Result{}, tool.Errorf(tool.Internal, "%s", ProtocolErrorText)
+			},
+		}),
 		tool.Must(tool.Def[deleteParams]{
 			Spec: tool.Spec{Name: "confirm_delete", Description: "Pretends to delete a file; destructive, so a principal's approval scope may hold it (MCP conformance fixture).",
-				Destructive: true},
+				Destructive: true, NotStrict: "path and filename are alternatives"},
 			Activity: func(p deleteParams) string { return "Deleting " + p.Path },
 			Execute: func(_ context.Context, p deleteParams) (tool.Result, error) {
+				if p.Path == "" {
+					p.Path = p.Filename
+				}
 				return tool.Result{Content: "Deleted " + p.Path}, nil
 			},
 		}),
@@ -201,7 +229,9 @@ type slowParams struct {
 }
 
 type deleteParams struct {
-	Path string `json:"path" jsonschema:"description=The file to delete.,maxLength=1000"`
+	Path string `json:"path,omitempty" jsonschema:"description=The file to delete.,maxLength=1000"`
+	// Filename is what the suite's tasks scenarios name the file.
+	Filename string `json:"filename,omitempty" jsonschema:"description=The file to delete (when path is not given).,maxLength=1000"`
 }
 
 func slowCompute(ctx context.Context, p slowParams) (tool.Result, error) {

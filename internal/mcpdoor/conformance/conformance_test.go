@@ -33,6 +33,7 @@ func TestFixtureOutputs(t *testing.T) {
 		{"slow_compute", `{"seconds":0,"label":"instant"}`, `Computed "instant" in 0 s.`},
 		{"test_custom_headers", `{"region":"us-west1"}`, "region: us-west1"},
 		{"confirm_delete", `{"path":"/tmp/x"}`, "Deleted /tmp/x"},
+		{"confirm_delete", `{"filename":"y.txt"}`, "Deleted y.txt"},
 		{conformance.HeldElicitation, `{}`, "Approved, and run."},
 		{conformance.HeldTamperedState, `{}`, "Approved, and run."},
 	} {
@@ -44,6 +45,14 @@ func TestFixtureOutputs(t *testing.T) {
 	out := tooltest.Check(ctx, tools["test_error_handling"], `{}`)
 	if out.Err == nil || out.Err.Kind != tool.ToolError || !strings.Contains(out.Output, conformance.ErrorText) {
 		t.Errorf("test_error_handling: %q (%v)", out.Output, out.Err)
+	}
+	out = tooltest.Check(ctx, tools["failing_job"], `{}`)
+	if out.Err == nil || out.Err.Kind != tool.ToolError || !strings.Contains(out.Output, conformance.FailingJobText) {
+		t.Errorf("failing_job: %q (%v)", out.Output, out.Err)
+	}
+	out = tooltest.Check(ctx, tools["protocol_error_job"], `{}`)
+	if out.Err == nil || out.Err.Kind != tool.Internal {
+		t.Errorf("protocol_error_job: %q (%v)", out.Output, out.Err)
 	}
 	out = tooltest.Check(ctx, tools["slow_compute"], `{"seconds":601}`)
 	if out.Err == nil || out.Err.Kind != tool.InvalidArguments {

@@ -4,9 +4,12 @@
 // tool error, progress, a JSON Schema 2020-12 input schema, an
 // x-mcp-header parameter, two tools of the input-required-result
 // scenarios that the conformance script has the worker hold for approval
-// (the door's input_required), and a few plain tools (greet, slow_compute,
-// confirm_delete) that the door's real-client tests call, cancel and hold
-// for approval.
+// (the door's input_required), the tools of the tasks scenarios
+// (slow_compute, which the door makes a task past --task-after; failing_job
+// and protocol_error_job, a tool error and an error of the worker, which
+// the script names in --task-required; confirm_delete, held for approval
+// inside a task), and greet, which stays a plain result. The door's
+// real-client tests call, cancel and hold some of them too.
 //
 // It is for tests and scripts/mcp-conformance.sh only: no worker offers it
 // unless it is given the category (fixtureworker is cmd/worker with it
