@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -173,6 +174,42 @@ func parseNote(data []byte) (*challengeNote, error) {
 	return &n, nil
 }
 
+// authSeen records, for one attempt to start a session, the refusal
+// that needs a person. The SDK's Connect, refused server/discover for
+// want of a token, falls back to an initialize of the 2025 era, which a
+// server of 2026-07-28 only refuses as malformed (no MCP-Protocol-Version
+// header): the attempt's error would then read as the server being down
+// (and back off) where it needs an account connected. dial reports the
+// refusal instead.
+type authSeen struct {
+	mu  sync.Mutex
+	err error
+}
+
+type authSeenKey struct{}
+
+func (a *authSeen) set(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+}
+
+func (a *authSeen) get() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// seen notes err on the attempt ctx belongs to, if any, and returns it.
+func seen(ctx context.Context, err error) error {
+	if a, ok := ctx.Value(authSeenKey{}).(*authSeen); ok && err != nil {
+		a.set(err)
+	}
+	return err
+}
+
 // vaultHandler is the OAuth handler of one owner's session: it sends the
 // owner's token from the vault (refreshed there when it expires), and on
 // a refusal notes the server's challenge and ends the request with an
@@ -277,7 +314,7 @@ func (h *vaultHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 				if b, err := json.Marshal(note); err == nil {
 					_ = v.PutNote(ctx, h.s.name, h.owner, b)
 				}
-				return &ScopeLoopError{Server: h.s.name, Scopes: want, Times: note.StepUps - 1}
+				return seen(ctx, &ScopeLoopError{Server: h.s.name, Scopes: want, Times: note.StepUps - 1})
 			}
 		}
 	}
@@ -286,7 +323,7 @@ func (h *vaultHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 			return err
 		}
 	}
-	return h.required(reason)
+	return seen(ctx, h.required(reason))
 }
 
 func challengeParam(chs []oauthex.Challenge, name string) string {
