@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +40,11 @@ type oauthWorld struct {
 	tokens map[string]string // access token → user
 	seen   []string          // the users of the tool's calls, in order
 	grants int               // authorization codes issued
+
+	// legacyInitRefused has the MCP endpoint refuse an initialize
+	// without MCP-Protocol-Version before auth, as a server of
+	// 2026-07-28 only may (the conformance suite's do).
+	legacyInitRefused atomic.Bool
 }
 
 type authCode struct {
@@ -68,7 +76,20 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 		return &auth.TokenInfo{UserID: user, Scopes: []string{"read"}, Expiration: time.Now().Add(time.Hour)}, nil
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: true})
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: w.rs.URL + "/.well-known/oauth-protected-resource/mcp"})(h))
+	guarded := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: w.rs.URL + "/.well-known/oauth-protected-resource/mcp"})(h)
+	mux.HandleFunc("/mcp", func(rw http.ResponseWriter, r *http.Request) {
+		if w.legacyInitRefused.Load() && r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") == "" {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"method":"initialize"`)) {
+				rw.Header().Set("Content-Type", "application/json")
+				rw.WriteHeader(http.StatusBadRequest)
+				_, _ = rw.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32020,"message":"Missing MCP-Protocol-Version header"}}`))
+				return
+			}
+		}
+		guarded.ServeHTTP(rw, r)
+	})
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource: w.rs.URL + "/mcp", AuthorizationServers: []string{w.as.URL}, ScopesSupported: []string{"read"}}))
 	return w

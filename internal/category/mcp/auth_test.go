@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/engine"
@@ -280,3 +282,39 @@ func msgHeaders(h nats.Header) []string {
 }
 
 var _ = http.StatusOK
+
+// A server of 2026-07-28 refuses server/discover without a token (401)
+// and, before any auth, the 2025 initialize go-sdk's Connect falls back
+// to (400, no MCP-Protocol-Version). The owner's catalog must say that
+// an account is needed, not that the server is down (which backs off and
+// keeps the step-up or the connected account from being tried).
+func TestRefusedDiscoverNeedsAnAccountNotABackoff(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.legacyInitRefused.Store(true)
+	r := startAuthRig(t, w, mcp.OAuthConfig{Owner: mcp.OwnerFairness})
+	gw, err := gateway.New(r.nc, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tc := protocol.Context{Kind: "text", MCPServers: []string{"acct"}, Fairness: protocol.Fairness{Key: "tenant-A"}}
+	reply, err := gw.Catalog(ctx, "a1", "t1", tc)
+	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil { // the worker's service is starting
+		time.Sleep(50 * time.Millisecond)
+		reply, err = gw.Catalog(ctx, "a1", "t1", tc)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(reply.Notes, "\n")
+	if !strings.Contains(notes, "needs a person to connect an account") || strings.Contains(notes, "unavailable") {
+		t.Fatalf("catalog notes: %s", notes)
+	}
+	if err := r.conn.Connect(ctx, "acct", mcp.OwnerFor(r.cfg.Servers["acct"].OAuth, "a1", "tenant-A"), browser("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if out := callOutput(t, r.step("a1", "tenant-A", "t1", 0)); out.Status != "ok" || outputText(t, out) != "you are alice" {
+		t.Fatalf("after connecting: %+v %s", out, out.Item)
+	}
+}
