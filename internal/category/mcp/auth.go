@@ -259,19 +259,77 @@ func (h *vaultHandler) Token() (*oauth2.Token, error) {
 }
 
 // refresh exchanges the token's refresh token at its token endpoint,
-// through the guarded client (bounded in time and size).
+// through the guarded client (bounded in time and size), with the
+// resource indicator the token was granted for (RFC 8707 asks for it on
+// refresh too; x/oauth2's refresh cannot add it). An answer of 400 or
+// 401 is the authorization server refusing (an *oauth2.RetrieveError:
+// only a person can help); anything else unusable is this call's error.
 func (h *vaultHandler) refresh(ctx context.Context, old *tokenvault.Token) (*tokenvault.Token, error) {
 	if old.TokenURL == "" {
 		return nil, errors.New("no token endpoint recorded")
 	}
-	cfg := &oauth2.Config{ClientID: old.ClientID, ClientSecret: old.ClientSecret,
-		Endpoint: oauth2.Endpoint{TokenURL: old.TokenURL, AuthStyle: oauth2.AuthStyle(old.AuthStyle)}}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, h.client)
-	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: old.RefreshToken, Expiry: time.Unix(1, 0)}).Token()
+	return refreshToken(ctx, h.client, old)
+}
+
+func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Token) (*tokenvault.Token, error) {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old.RefreshToken}}
+	if old.Resource != "" {
+		form.Set("resource", old.Resource)
+	}
+	basic := old.ClientSecret != "" && oauth2.AuthStyle(old.AuthStyle) != oauth2.AuthStyleInParams
+	if !basic {
+		form.Set("client_id", old.ClientID)
+		if old.ClientSecret != "" {
+			form.Set("client_secret", old.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, old.TokenURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
 	}
-	return &tokenvault.Token{AccessToken: t.AccessToken, TokenType: t.TokenType, RefreshToken: t.RefreshToken, Expiry: t.Expiry}, nil
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if basic {
+		// RFC 6749 2.3.1: the id and secret form-encoded, then Basic.
+		req.SetBasicAuth(url.QueryEscape(old.ClientID), url.QueryEscape(old.ClientSecret))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body) // bounded by the client
+	if err != nil {
+		return nil, err
+	}
+	var tr struct {
+		AccessToken      string          `json:"access_token"`
+		TokenType        string          `json:"token_type"`
+		RefreshToken     string          `json:"refresh_token"`
+		ExpiresIn        json.Number     `json:"expires_in"`
+		Scope            string          `json:"scope"`
+		Error            string          `json:"error"`
+		ErrorDescription string          `json:"error_description"`
+	}
+	jsonErr := json.Unmarshal(body, &tr)
+	switch {
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized:
+		return nil, &oauth2.RetrieveError{Response: resp, Body: body, ErrorCode: tr.Error, ErrorDescription: tr.ErrorDescription}
+	case resp.StatusCode/100 != 2:
+		return nil, fmt.Errorf("the token endpoint answered %s", resp.Status)
+	case jsonErr != nil:
+		return nil, fmt.Errorf("the token endpoint's answer is not JSON: %w", jsonErr)
+	case tr.AccessToken == "":
+		return nil, errors.New("the token endpoint's answer holds no access_token")
+	}
+	t := &tokenvault.Token{AccessToken: tr.AccessToken, TokenType: tr.TokenType, RefreshToken: tr.RefreshToken}
+	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 {
+		t.Expiry = time.Now().Add(time.Duration(n) * time.Second)
+	}
+	if tr.Scope != "" {
+		t.Scopes = strings.Fields(tr.Scope)
+	}
+	return t, nil
 }
 
 // Authorize notes the server's refusal for the connect flow and ends the

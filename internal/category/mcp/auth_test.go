@@ -318,3 +318,35 @@ func TestRefusedDiscoverNeedsAnAccountNotABackoff(t *testing.T) {
 		t.Fatalf("after connecting: %+v %s", out, out.Item)
 	}
 }
+
+// A refresh names the resource the token was granted for (RFC 8707), as
+// the authorization and token requests did; the refreshed token works.
+func TestRefreshNamesTheResource(t *testing.T) {
+	w := newOAuthWorld(t)
+	r := startAuthRig(t, w, mcp.OAuthConfig{Owner: mcp.OwnerFairness})
+	ctx := context.Background()
+	owner := mcp.OwnerFor(r.cfg.Servers["acct"].OAuth, "a1", "tenant-A")
+	if err := r.conn.Connect(ctx, "acct", owner, browser("alice")); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := r.vault.Get(ctx, "acct", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Resource != w.mcpURL() {
+		t.Fatalf("the vault's token is for resource %q, want %q", tok.Resource, w.mcpURL())
+	}
+	tok.Expiry = time.Now().Add(-time.Minute)
+	if err := r.vault.Put(ctx, "acct", owner, tok); err != nil {
+		t.Fatal(err)
+	}
+	if out := callOutput(t, r.step("a1", "tenant-A", "t1", 0)); out.Status != "ok" || outputText(t, out) != "you are alice" {
+		t.Fatalf("after the refresh: %+v %s", out, out.Item)
+	}
+	w.mu.Lock()
+	got := strings.Join(w.refreshes, ",")
+	w.mu.Unlock()
+	if got != w.mcpURL() {
+		t.Fatalf("the refresh requests named the resources %q, want one naming %q", got, w.mcpURL())
+	}
+}
