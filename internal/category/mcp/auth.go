@@ -303,13 +303,13 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 		return nil, err
 	}
 	var tr struct {
-		AccessToken      string          `json:"access_token"`
-		TokenType        string          `json:"token_type"`
-		RefreshToken     string          `json:"refresh_token"`
-		ExpiresIn        json.Number     `json:"expires_in"`
-		Scope            string          `json:"scope"`
-		Error            string          `json:"error"`
-		ErrorDescription string          `json:"error_description"`
+		AccessToken      string      `json:"access_token"`
+		TokenType        string      `json:"token_type"`
+		RefreshToken     string      `json:"refresh_token"`
+		ExpiresIn        json.Number `json:"expires_in"`
+		Scope            string      `json:"scope"`
+		Error            string      `json:"error"`
+		ErrorDescription string      `json:"error_description"`
 	}
 	jsonErr := json.Unmarshal(body, &tr)
 	switch {
