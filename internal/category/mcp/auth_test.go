@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,41 @@ type authRig struct {
 	vault *tokenvault.Vault
 	conn  *mcp.Connector
 	cfg   mcp.Config
+	guard *netguard.Guard
+	// stop stops the rig's worker (it is stopped at the test's end).
+	stop func()
+}
+
+// startAuthWorker starts a worker on nc whose MCP servers are cfg, with
+// the vault v; the returned func stops it (once; also at the test's
+// end).
+func startAuthWorker(t *testing.T, nc *nats.Conn, cfg mcp.Config, v *tokenvault.Vault, guard *netguard.Guard) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := mcp.NewManager(cfg, mcp.Options{Logger: testLogger(t), MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, Version: "test",
+		Vault: v, Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecfg := engine.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
+		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+	wk, err := engine.New(ctx, nc, ecfg, turn.NewAssembler(mcp.Category(m, nil)), nil, testLogger(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- wk.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			_ = m.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func hostPort(t *testing.T, raw string) string {
@@ -77,25 +113,9 @@ func startAuthRig(t *testing.T, w *oauthWorld, oauth mcp.OAuthConfig) *authRig {
 	oauth.DynamicRegistration = no()
 	oauth.ConnectURL = "https://console.example/connect"
 	cfg := mcp.Config{Servers: map[string]mcp.ServerConfig{"acct": {URL: w.mcpURL(), Defer: no(), OAuth: &oauth}}}
-	m, err := mcp.NewManager(cfg, mcp.Options{Logger: testLogger(t), MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, Version: "test",
-		Vault: v, Guard: guard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ecfg := engine.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
-		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	wk, err := engine.New(ctx, nc, ecfg, turn.NewAssembler(mcp.Category(m, nil)), nil, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- wk.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = m.Close()
-	})
-	return &authRig{t: t, nc: nc, js: js, w: w, vault: v, cfg: cfg,
+	t.Cleanup(cancel)
+	stop := startAuthWorker(t, nc, cfg, v, guard)
+	return &authRig{t: t, nc: nc, js: js, w: w, vault: v, cfg: cfg, guard: guard, stop: stop,
 		conn: &mcp.Connector{Config: cfg, Vault: v, Guard: guard, RedirectURL: "https://console.example/oauth/callback"}}
 }
 

@@ -236,6 +236,9 @@ type server struct {
 	built   *toolSet // the tools of the last list, kept while it is unchanged
 	// lastPrivate: the last list was "private" (listcache.go).
 	lastPrivate bool
+	// shared is the digest of the list last kept for unconnected
+	// owners (listshare.go).
+	keptList [32]byte
 }
 
 // slot is one owner's session with a server, and its attempts to start
