@@ -46,6 +46,9 @@ type accounts struct {
 	// refuse, when set, is the error and description the authorization
 	// endpoint sends back instead of a code.
 	refuse [2]string
+	// browserUser is whom a request without X-Test-User (a real
+	// browser's) signs in as.
+	browserUser string
 
 	mu      sync.Mutex
 	codes   map[string][2]string // code → user, code challenge
@@ -110,7 +113,11 @@ func (a *accounts) serveAS(w http.ResponseWriter, r *http.Request) {
 			}
 			code := rand.Text()
 			a.mu.Lock()
-			a.codes[code] = [2]string{r.Header.Get("X-Test-User"), q.Get("code_challenge")}
+			user := r.Header.Get("X-Test-User")
+			if user == "" {
+				user = a.browserUser
+			}
+			a.codes[code] = [2]string{user, q.Get("code_challenge")}
 			a.mu.Unlock()
 			v.Set("code", code)
 			v.Set("iss", a.as.URL)
