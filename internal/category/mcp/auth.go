@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -294,6 +295,9 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 		req.SetBasicAuth(url.QueryEscape(old.ClientID), url.QueryEscape(old.ClientSecret))
 	}
 	resp, err := client.Do(req)
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		return nil, fmt.Errorf("the token endpoint did not answer in time: %w", err)
+	}
 	if err != nil {
 		return nil, err
 	}
