@@ -306,6 +306,14 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 	if err != nil {
 		return nil, err
 	}
+	return tokenAnswer(resp, body, time.Now())
+}
+
+// tokenAnswer reads a token endpoint's answer to a refresh (untrusted
+// bytes): a 400 or 401 is the authorization server refusing (an
+// *oauth2.RetrieveError), another status that is not 2xx or an answer
+// without an access token is an error.
+func tokenAnswer(resp *http.Response, body []byte, now time.Time) (*tokenvault.Token, error) {
 	var tr struct {
 		AccessToken      string      `json:"access_token"`
 		TokenType        string      `json:"token_type"`
@@ -327,8 +335,8 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 		return nil, errors.New("the token endpoint's answer holds no access_token")
 	}
 	t := &tokenvault.Token{AccessToken: tr.AccessToken, TokenType: tr.TokenType, RefreshToken: tr.RefreshToken}
-	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 {
-		t.Expiry = time.Now().Add(time.Duration(n) * time.Second)
+	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 && n < 1<<31 {
+		t.Expiry = now.Add(time.Duration(n) * time.Second)
 	}
 	if tr.Scope != "" {
 		t.Scopes = strings.Fields(tr.Scope)
