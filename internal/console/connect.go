@@ -288,7 +288,10 @@ func (s *connectPages) connectCallback(w http.ResponseWriter, r *http.Request) {
 			msg += ": " + d
 		}
 		f.answer <- answer{err: errors.New(msg)}
-		<-f.done
+		select { // the flow ends on the refusal at once
+		case <-f.done:
+		case <-time.After(connectStepWait):
+		}
 		w.WriteHeader(http.StatusBadGateway)
 		v.Error = showText([]byte(msg), maxShownError)
 		s.render(w, "connect-done", v)
