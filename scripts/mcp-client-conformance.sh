@@ -44,5 +44,5 @@ run() { # label, gates (1: a failure fails the script), conformance binary, base
 	fi
 }
 run "client core 0.1.16" 1 "$C116" conformance/client/baseline-0.1.16.yml --suite core
-run "client 2026-07-28 alpha.12" 0 "$CA12" conformance/client/baseline-2026-07-28.yml --suite all --spec-version 2026-07-28
+run "client 2026-07-28 alpha.12" 1 "$CA12" conformance/client/baseline-2026-07-28.yml --suite all --spec-version 2026-07-28
 exit $status

@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logFormat := fs.String("log-format", "text", "text or json")
 	perClient := fs.Int("max-connections-per-client", console.DefaultLimits.PerClient, "connections one client address may hold open; more are closed at once (a proxy in front makes every client one address: raise it there)")
 	total := fs.Int("max-connections", console.DefaultLimits.Total, "connections all clients together may hold open; more are closed at once")
+	var cf connectFlags
+	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -114,11 +116,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	limits := console.Limits{PerClient: *perClient, Total: *total}
-	srv, err := console.New(console.Config{NC: nc, Token: token, Secure: *certFile != "", Logger: log, Limits: limits})
-	if err != nil {
-		fmt.Fprintln(stderr, "console:", err)
-		return 1
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "console: --listen %s: %v\n", *listen, err)
@@ -137,6 +134,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		shown = "127.0.0.1"
 	}
 	base := fmt.Sprintf("%s://%s/login", scheme, net.JoinHostPort(shown, port))
+	connector, err := cf.connector(ctx, nc, fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(shown, port)))
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 2
+	}
+	srv, err := console.New(console.Config{NC: nc, Token: token, Secure: *certFile != "", Logger: log, Limits: limits, Connector: connector})
+	if err != nil {
+		fmt.Fprintln(stderr, "console:", err)
+		return 1
+	}
+	if connector != nil {
+		log.Info("console: connect page on", "servers", connector.Servers(), "redirect", connector.RedirectURL)
+	}
 	if generated {
 		fmt.Fprintf(stdout, "Console at %s?token=%s\n(the token was generated for this run; set CONSOLE_TOKEN or --console-token-file to keep one)\n", base, token)
 	} else {

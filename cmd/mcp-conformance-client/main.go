@@ -138,12 +138,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	d := &driver{gw: gw, conn: &mcp.Connector{Config: cfg, Vault: vault, RedirectURL: redirect},
+	d := &driver{sctx: sctx, gw: gw, conn: &mcp.Connector{Config: cfg, Vault: vault, RedirectURL: redirect},
 		owner: mcp.OwnerFor(sc.OAuth, agentID, ""), tc: protocol.Context{Kind: "text", MCPServers: []string{server}}}
 	return d.scenario(ctx, scenario)
 }
 
 type driver struct {
+	sctx  map[string]any
 	gw    *gateway.Client
 	conn  *mcp.Connector
 	owner string
@@ -166,28 +167,106 @@ func (d *driver) scenario(ctx context.Context, name string) error {
 	case strings.HasPrefix(name, "auth/"):
 		return d.call(ctx, "test-tool", `{}`)
 	}
-	// Any other scenario: call every tool the server lists, once.
+	// The scenario names the calls to make (http-custom-headers).
+	if calls, ok := d.sctx["toolCalls"].([]any); ok {
+		for _, c := range calls {
+			c, _ := c.(map[string]any)
+			name, _ := c["name"].(string)
+			// A null stands for a field left out: the worker checks
+			// arguments against the tool's schema, where null is no
+			// boolean, and a model leaves an optional field out.
+			in, _ := c["arguments"].(map[string]any)
+			for k, v := range in {
+				if v == nil {
+					delete(in, k)
+				}
+			}
+			args, _ := json.Marshal(in)
+			if err := d.call(ctx, name, string(args)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Any other scenario: call every tool the server lists, once, with
+	// arguments made from its schema.
 	reply, err := d.catalog(ctx)
 	if err != nil {
 		return err
 	}
-	type entry struct {
-		Name  string  `json:"name"`
-		Tools []entry `json:"tools"`
-	}
-	var entries []entry
-	_ = json.Unmarshal(reply.Tools, &entries)
-	for _, e := range entries {
-		for _, t := range append([]entry{e}, e.Tools...) {
-			if t.Name == "" || len(t.Tools) > 0 || t.Name == server {
-				continue
-			}
-			if err := d.call(ctx, t.Name, `{}`); err != nil {
-				return err
+	tools := listed(reply.Tools)
+	for _, t := range tools {
+		if t.Name == "json_schema_echo" {
+			// json-schema-2020-12-preservation: the schema the model is
+			// shown of the scenario's other tool, echoed back (that
+			// tool is not called: the echo is what is checked).
+			for _, o := range tools {
+				if o.Name == "json_schema_2020_12_tool" {
+					b, _ := json.Marshal(map[string]json.RawMessage{"schema": o.Parameters})
+					return d.call(ctx, t.Name, string(b))
+				}
 			}
 		}
 	}
+	for _, t := range tools {
+		if err := d.call(ctx, t.Name, argsFor(t.Parameters)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// listedTool is one function of a catalog.
+type listedTool struct {
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
+	Tools      []listedTool    `json:"tools"`
+}
+
+// listed reads the functions of the server's namespace in a catalog.
+func listed(raw json.RawMessage) []listedTool {
+	var entries []listedTool
+	_ = json.Unmarshal(raw, &entries)
+	var out []listedTool
+	for _, e := range entries {
+		for _, t := range append([]listedTool{e}, e.Tools...) {
+			if t.Name == "" || len(t.Tools) > 0 || t.Name == server {
+				continue
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// argsFor makes arguments valid against a flat object schema: a value of
+// each required property's type (a model would write real ones).
+func argsFor(schema json.RawMessage) string {
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	args := map[string]any{}
+	for _, name := range s.Required {
+		t, _ := s.Properties[name].Type.(string)
+		switch t {
+		case "integer", "number":
+			args[name] = 1
+		case "boolean":
+			args[name] = true
+		case "object":
+			args[name] = map[string]any{}
+		case "array":
+			args[name] = []any{}
+		default:
+			args[name] = "x"
+		}
+	}
+	b, _ := json.Marshal(args)
+	return string(b)
 }
 
 func (d *driver) catalog(ctx context.Context) (*protocol.CatalogReply, error) {
@@ -238,12 +317,29 @@ func (d *driver) send(ctx context.Context, tool, args string) (*protocol.CallOut
 	}
 	defer run.Close()
 	var out *protocol.CallOutput
+	round := 0
 	for {
 		ev, err := run.Next(ctx)
 		if err != nil {
 			return nil, err
 		}
 		switch ev := ev.(type) {
+		case *protocol.StepPending:
+			// The person: a server's input request is accepted with
+			// every field left out (the worker fills in the schema's
+			// defaults, SEP-1034); a held call is approved.
+			round++
+			var ds []protocol.Decision
+			for _, p := range ev.Approvals {
+				dec := protocol.Decision{CallID: p.CallID, Approved: true}
+				if p.InputRequest != nil {
+					dec.Input = json.RawMessage(`{}`)
+				}
+				ds = append(ds, dec)
+			}
+			if err := d.gw.Decide(ctx, agentID, "t1", n, round, ds); err != nil {
+				return nil, err
+			}
 		case *protocol.CallOutput:
 			out = ev
 		case *protocol.StepDone:

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/category/mcp"
 )
 
 //go:embed assets
@@ -44,6 +45,9 @@ type Config struct {
 	// (DefaultLimits for every zero field); serve the console with
 	// HTTPServer and Listen for all of them to hold.
 	Limits Limits
+	// Connector, when set, serves the connect page (/connect): a person
+	// connects a tenant's account of an MCP server (connect.go).
+	Connector *mcp.Connector
 }
 
 // Server is the console's HTTP handler and its view of the bus.
@@ -143,6 +147,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /dead/letter", s.authed(s.letterPage))
 	m.HandleFunc("POST /dead/redrive", s.authed(s.redrive))
 	m.HandleFunc("GET /fleet", s.authed(s.fleetPage))
+	s.connectRoutes(m)
 	s.mux = m
 }
 

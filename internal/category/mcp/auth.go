@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -173,6 +175,42 @@ func parseNote(data []byte) (*challengeNote, error) {
 	return &n, nil
 }
 
+// authSeen records, for one attempt to start a session, the refusal
+// that needs a person. The SDK's Connect, refused server/discover for
+// want of a token, falls back to an initialize of the 2025 era, which a
+// server of 2026-07-28 only refuses as malformed (no MCP-Protocol-Version
+// header): the attempt's error would then read as the server being down
+// (and back off) where it needs an account connected. dial reports the
+// refusal instead.
+type authSeen struct {
+	mu  sync.Mutex
+	err error
+}
+
+type authSeenKey struct{}
+
+func (a *authSeen) set(err error) {
+	a.mu.Lock()
+	if a.err == nil {
+		a.err = err
+	}
+	a.mu.Unlock()
+}
+
+func (a *authSeen) get() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// seen notes err on the attempt ctx belongs to, if any, and returns it.
+func seen(ctx context.Context, err error) error {
+	if a, ok := ctx.Value(authSeenKey{}).(*authSeen); ok && err != nil {
+		a.set(err)
+	}
+	return err
+}
+
 // vaultHandler is the OAuth handler of one owner's session: it sends the
 // owner's token from the vault (refreshed there when it expires), and on
 // a refusal notes the server's challenge and ends the request with an
@@ -222,19 +260,88 @@ func (h *vaultHandler) Token() (*oauth2.Token, error) {
 }
 
 // refresh exchanges the token's refresh token at its token endpoint,
-// through the guarded client (bounded in time and size).
+// through the guarded client (bounded in time and size), with the
+// resource indicator the token was granted for (RFC 8707 asks for it on
+// refresh too; x/oauth2's refresh cannot add it). An answer of 400 or
+// 401 is the authorization server refusing (an *oauth2.RetrieveError:
+// only a person can help); anything else unusable is this call's error.
 func (h *vaultHandler) refresh(ctx context.Context, old *tokenvault.Token) (*tokenvault.Token, error) {
 	if old.TokenURL == "" {
 		return nil, errors.New("no token endpoint recorded")
 	}
-	cfg := &oauth2.Config{ClientID: old.ClientID, ClientSecret: old.ClientSecret,
-		Endpoint: oauth2.Endpoint{TokenURL: old.TokenURL, AuthStyle: oauth2.AuthStyle(old.AuthStyle)}}
-	ctx = context.WithValue(ctx, oauth2.HTTPClient, h.client)
-	t, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: old.RefreshToken, Expiry: time.Unix(1, 0)}).Token()
+	return refreshToken(ctx, h.client, old)
+}
+
+func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Token) (*tokenvault.Token, error) {
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {old.RefreshToken}}
+	if old.Resource != "" {
+		form.Set("resource", old.Resource)
+	}
+	basic := old.ClientSecret != "" && oauth2.AuthStyle(old.AuthStyle) != oauth2.AuthStyleInParams
+	if !basic {
+		form.Set("client_id", old.ClientID)
+		if old.ClientSecret != "" {
+			form.Set("client_secret", old.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, old.TokenURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
 	}
-	return &tokenvault.Token{AccessToken: t.AccessToken, TokenType: t.TokenType, RefreshToken: t.RefreshToken, Expiry: t.Expiry}, nil
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if basic {
+		// RFC 6749 2.3.1: the id and secret form-encoded, then Basic.
+		req.SetBasicAuth(url.QueryEscape(old.ClientID), url.QueryEscape(old.ClientSecret))
+	}
+	resp, err := client.Do(req)
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		return nil, fmt.Errorf("the token endpoint did not answer in time: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body) // bounded by the client
+	if err != nil {
+		return nil, err
+	}
+	return tokenAnswer(resp, body, time.Now())
+}
+
+// tokenAnswer reads a token endpoint's answer to a refresh (untrusted
+// bytes): a 400 or 401 is the authorization server refusing (an
+// *oauth2.RetrieveError), another status that is not 2xx or an answer
+// without an access token is an error.
+func tokenAnswer(resp *http.Response, body []byte, now time.Time) (*tokenvault.Token, error) {
+	var tr struct {
+		AccessToken      string      `json:"access_token"`
+		TokenType        string      `json:"token_type"`
+		RefreshToken     string      `json:"refresh_token"`
+		ExpiresIn        json.Number `json:"expires_in"`
+		Scope            string      `json:"scope"`
+		Error            string      `json:"error"`
+		ErrorDescription string      `json:"error_description"`
+	}
+	jsonErr := json.Unmarshal(body, &tr)
+	switch {
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized:
+		return nil, &oauth2.RetrieveError{Response: resp, Body: body, ErrorCode: tr.Error, ErrorDescription: tr.ErrorDescription}
+	case resp.StatusCode/100 != 2:
+		return nil, fmt.Errorf("the token endpoint answered %s", resp.Status)
+	case jsonErr != nil:
+		return nil, fmt.Errorf("the token endpoint's answer is not JSON: %w", jsonErr)
+	case tr.AccessToken == "":
+		return nil, errors.New("the token endpoint's answer holds no access_token")
+	}
+	t := &tokenvault.Token{AccessToken: tr.AccessToken, TokenType: tr.TokenType, RefreshToken: tr.RefreshToken}
+	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 && n < 1<<31 {
+		t.Expiry = now.Add(time.Duration(n) * time.Second)
+	}
+	if tr.Scope != "" {
+		t.Scopes = strings.Fields(tr.Scope)
+	}
+	return t, nil
 }
 
 // Authorize notes the server's refusal for the connect flow and ends the
@@ -277,7 +384,7 @@ func (h *vaultHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 				if b, err := json.Marshal(note); err == nil {
 					_ = v.PutNote(ctx, h.s.name, h.owner, b)
 				}
-				return &ScopeLoopError{Server: h.s.name, Scopes: want, Times: note.StepUps - 1}
+				return seen(ctx, &ScopeLoopError{Server: h.s.name, Scopes: want, Times: note.StepUps - 1})
 			}
 		}
 	}
@@ -286,7 +393,7 @@ func (h *vaultHandler) Authorize(ctx context.Context, req *http.Request, resp *h
 			return err
 		}
 	}
-	return h.required(reason)
+	return seen(ctx, h.required(reason))
 }
 
 func challengeParam(chs []oauthex.Challenge, name string) string {

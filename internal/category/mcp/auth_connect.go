@@ -97,12 +97,26 @@ func (c *Connector) Connect(ctx context.Context, server, owner string, fetch aut
 		granted = old.Scopes
 	}
 	var got struct {
-		cfg *oauth2.Config
-		tok *oauth2.Token
+		cfg      *oauth2.Config
+		tok      *oauth2.Token
+		resource string
+		issuer   string
+	}
+	// The authorization request names the resource the token is for
+	// (RFC 8707): the refreshes name it again.
+	remember := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		if u, err := url.Parse(args.URL); err == nil {
+			got.resource = u.Query().Get("resource")
+		}
+		res, err := fetch(ctx, args)
+		if res != nil {
+			got.issuer = res.Iss
+		}
+		return res, err
 	}
 	hc := &auth.AuthorizationCodeHandlerConfig{
 		RedirectURL:              c.RedirectURL,
-		AuthorizationCodeFetcher: fetch,
+		AuthorizationCodeFetcher: remember,
 		RequestRefreshToken:      true,
 		Client:                   client,
 		ScopeFilter: func(discovered []string) []string {
@@ -150,7 +164,7 @@ func (c *Connector) Connect(ctx context.Context, server, owner string, fetch aut
 	}
 	tok := &tokenvault.Token{AccessToken: got.tok.AccessToken, TokenType: got.tok.TokenType, RefreshToken: got.tok.RefreshToken, Expiry: got.tok.Expiry,
 		Scopes: got.cfg.Scopes, TokenURL: got.cfg.Endpoint.TokenURL, ClientID: got.cfg.ClientID, ClientSecret: got.cfg.ClientSecret,
-		AuthStyle: int(got.cfg.Endpoint.AuthStyle)}
+		AuthStyle: int(got.cfg.Endpoint.AuthStyle), Resource: got.resource, Issuer: got.issuer}
 	if s, ok := got.tok.Extra("scope").(string); ok && s != "" {
 		tok.Scopes = unionScopes(tok.Scopes, strings.Fields(s))
 	}

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +40,14 @@ type oauthWorld struct {
 	tokens map[string]string // access token → user
 	seen   []string          // the users of the tool's calls, in order
 	grants int               // authorization codes issued
+	// refreshes are the resource parameters of the refresh requests.
+	refreshes []string
+	refresh   map[string]string // refresh token → user
+
+	// legacyInitRefused has the MCP endpoint refuse an initialize
+	// without MCP-Protocol-Version before auth, as a server of
+	// 2026-07-28 only may (the conformance suite's do).
+	legacyInitRefused atomic.Bool
 }
 
 type authCode struct {
@@ -44,7 +55,7 @@ type authCode struct {
 }
 
 func newOAuthWorld(t *testing.T) *oauthWorld {
-	w := &oauthWorld{codes: map[string]authCode{}, tokens: map[string]string{}}
+	w := &oauthWorld{codes: map[string]authCode{}, tokens: map[string]string{}, refresh: map[string]string{}}
 	w.as = httptest.NewServer(http.HandlerFunc(w.serveAS))
 	t.Cleanup(w.as.Close)
 	srv := sdk.NewServer(&sdk.Implementation{Name: "accounts", Version: "1"}, nil)
@@ -68,7 +79,20 @@ func newOAuthWorld(t *testing.T) *oauthWorld {
 		return &auth.TokenInfo{UserID: user, Scopes: []string{"read"}, Expiration: time.Now().Add(time.Hour)}, nil
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{Stateless: true})
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: w.rs.URL + "/.well-known/oauth-protected-resource/mcp"})(h))
+	guarded := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: w.rs.URL + "/.well-known/oauth-protected-resource/mcp"})(h)
+	mux.HandleFunc("/mcp", func(rw http.ResponseWriter, r *http.Request) {
+		if w.legacyInitRefused.Load() && r.Method == http.MethodPost && r.Header.Get("Mcp-Protocol-Version") == "" {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"method":"initialize"`)) {
+				rw.Header().Set("Content-Type", "application/json")
+				rw.WriteHeader(http.StatusBadRequest)
+				_, _ = rw.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32020,"message":"Missing MCP-Protocol-Version header"}}`))
+				return
+			}
+		}
+		guarded.ServeHTTP(rw, r)
+	})
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource: w.rs.URL + "/mcp", AuthorizationServers: []string{w.as.URL}, ScopesSupported: []string{"read"}}))
 	return w
@@ -114,6 +138,24 @@ func (w *oauthWorld) serveAS(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = r.ParseForm()
+		if r.Form.Get("grant_type") == "refresh_token" {
+			w.mu.Lock()
+			user, ok := w.refresh[r.Form.Get("refresh_token")]
+			w.refreshes = append(w.refreshes, r.Form.Get("resource"))
+			tok := "tok-" + user + "-" + rand.Text()
+			if ok {
+				w.tokens[tok] = user
+			}
+			w.mu.Unlock()
+			rw.Header().Set("Content-Type", "application/json")
+			if !ok {
+				rw.WriteHeader(http.StatusBadRequest)
+				_, _ = rw.Write([]byte(`{"error":"invalid_grant"}`))
+				return
+			}
+			_ = json.NewEncoder(rw).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
+			return
+		}
 		w.mu.Lock()
 		c, ok := w.codes[r.Form.Get("code")]
 		delete(w.codes, r.Form.Get("code"))
@@ -125,12 +167,13 @@ func (w *oauthWorld) serveAS(rw http.ResponseWriter, r *http.Request) {
 			_, _ = rw.Write([]byte(`{"error":"invalid_grant"}`))
 			return
 		}
-		tok := "tok-" + c.user + "-" + rand.Text()
+		tok, refresh := "tok-"+c.user+"-"+rand.Text(), "r-"+rand.Text()
 		w.mu.Lock()
 		w.tokens[tok] = c.user
+		w.refresh[refresh] = c.user
 		w.mu.Unlock()
 		rw.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(rw).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600, "refresh_token": "r-" + rand.Text(), "scope": "read"})
+		_ = json.NewEncoder(rw).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh, "scope": "read"})
 	default:
 		http.NotFound(rw, r)
 	}

@@ -34,7 +34,7 @@ func TestHostileTokenEndpointEndsOneCall(t *testing.T) {
 			case <-r.Context().Done():
 			case <-stop:
 			}
-		}, "deadline exceeded"},
+		}, "did not answer in time"},
 		{"oversized", func(rw http.ResponseWriter, r *http.Request) {
 			rw.Header().Set("Content-Type", "application/json")
 			_, _ = rw.Write([]byte(`{"access_token":"` + strings.Repeat("x", 1<<20) + `"}`))

@@ -6,15 +6,18 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/bus"
 	"github.com/agentbull/toolruntime/internal/category/mcp"
 	"github.com/agentbull/toolruntime/internal/engine"
@@ -35,6 +38,41 @@ type authRig struct {
 	vault *tokenvault.Vault
 	conn  *mcp.Connector
 	cfg   mcp.Config
+	guard *netguard.Guard
+	// stop stops the rig's worker (it is stopped at the test's end).
+	stop func()
+}
+
+// startAuthWorker starts a worker on nc whose MCP servers are cfg, with
+// the vault v; the returned func stops it (once; also at the test's
+// end).
+func startAuthWorker(t *testing.T, nc *nats.Conn, cfg mcp.Config, v *tokenvault.Vault, guard *netguard.Guard) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := mcp.NewManager(cfg, mcp.Options{Logger: testLogger(t), MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, Version: "test",
+		Vault: v, Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecfg := engine.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
+		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
+	wk, err := engine.New(ctx, nc, ecfg, turn.NewAssembler(mcp.Category(m, nil)), nil, testLogger(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- wk.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			_ = m.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func hostPort(t *testing.T, raw string) string {
@@ -75,25 +113,9 @@ func startAuthRig(t *testing.T, w *oauthWorld, oauth mcp.OAuthConfig) *authRig {
 	oauth.DynamicRegistration = no()
 	oauth.ConnectURL = "https://console.example/connect"
 	cfg := mcp.Config{Servers: map[string]mcp.ServerConfig{"acct": {URL: w.mcpURL(), Defer: no(), OAuth: &oauth}}}
-	m, err := mcp.NewManager(cfg, mcp.Options{Logger: testLogger(t), MinBackoff: 200 * time.Millisecond, MaxBackoff: time.Second, Version: "test",
-		Vault: v, Guard: guard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ecfg := engine.Config{Name: "test", Grace: 5 * time.Second, CallTimeout: 30 * time.Second,
-		Topology: bus.Topology{AckWait: 2 * time.Second, MaxDeliver: 3}}
-	wk, err := engine.New(ctx, nc, ecfg, turn.NewAssembler(mcp.Category(m, nil)), nil, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- wk.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = m.Close()
-	})
-	return &authRig{t: t, nc: nc, js: js, w: w, vault: v, cfg: cfg,
+	t.Cleanup(cancel)
+	stop := startAuthWorker(t, nc, cfg, v, guard)
+	return &authRig{t: t, nc: nc, js: js, w: w, vault: v, cfg: cfg, guard: guard, stop: stop,
 		conn: &mcp.Connector{Config: cfg, Vault: v, Guard: guard, RedirectURL: "https://console.example/oauth/callback"}}
 }
 
@@ -280,3 +302,71 @@ func msgHeaders(h nats.Header) []string {
 }
 
 var _ = http.StatusOK
+
+// A server of 2026-07-28 refuses server/discover without a token (401)
+// and, before any auth, the 2025 initialize go-sdk's Connect falls back
+// to (400, no MCP-Protocol-Version). The owner's catalog must say that
+// an account is needed, not that the server is down (which backs off and
+// keeps the step-up or the connected account from being tried).
+func TestRefusedDiscoverNeedsAnAccountNotABackoff(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.legacyInitRefused.Store(true)
+	r := startAuthRig(t, w, mcp.OAuthConfig{Owner: mcp.OwnerFairness})
+	gw, err := gateway.New(r.nc, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tc := protocol.Context{Kind: "text", MCPServers: []string{"acct"}, Fairness: protocol.Fairness{Key: "tenant-A"}}
+	reply, err := gw.Catalog(ctx, "a1", "t1", tc)
+	for errors.Is(err, nats.ErrNoResponders) && ctx.Err() == nil { // the worker's service is starting
+		time.Sleep(50 * time.Millisecond)
+		reply, err = gw.Catalog(ctx, "a1", "t1", tc)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(reply.Notes, "\n")
+	if !strings.Contains(notes, "needs a person to connect an account") || strings.Contains(notes, "unavailable") {
+		t.Fatalf("catalog notes: %s", notes)
+	}
+	if err := r.conn.Connect(ctx, "acct", mcp.OwnerFor(r.cfg.Servers["acct"].OAuth, "a1", "tenant-A"), browser("alice")); err != nil {
+		t.Fatal(err)
+	}
+	if out := callOutput(t, r.step("a1", "tenant-A", "t1", 0)); out.Status != "ok" || outputText(t, out) != "you are alice" {
+		t.Fatalf("after connecting: %+v %s", out, out.Item)
+	}
+}
+
+// A refresh names the resource the token was granted for (RFC 8707), as
+// the authorization and token requests did; the refreshed token works.
+func TestRefreshNamesTheResource(t *testing.T) {
+	w := newOAuthWorld(t)
+	r := startAuthRig(t, w, mcp.OAuthConfig{Owner: mcp.OwnerFairness})
+	ctx := context.Background()
+	owner := mcp.OwnerFor(r.cfg.Servers["acct"].OAuth, "a1", "tenant-A")
+	if err := r.conn.Connect(ctx, "acct", owner, browser("alice")); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := r.vault.Get(ctx, "acct", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Resource != w.mcpURL() {
+		t.Fatalf("the vault's token is for resource %q, want %q", tok.Resource, w.mcpURL())
+	}
+	tok.Expiry = time.Now().Add(-time.Minute)
+	if err := r.vault.Put(ctx, "acct", owner, tok); err != nil {
+		t.Fatal(err)
+	}
+	if out := callOutput(t, r.step("a1", "tenant-A", "t1", 0)); out.Status != "ok" || outputText(t, out) != "you are alice" {
+		t.Fatalf("after the refresh: %+v %s", out, out.Item)
+	}
+	w.mu.Lock()
+	got := strings.Join(w.refreshes, ",")
+	w.mu.Unlock()
+	if got != w.mcpURL() {
+		t.Fatalf("the refresh requests named the resources %q, want one naming %q", got, w.mcpURL())
+	}
+}

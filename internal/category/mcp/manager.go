@@ -236,6 +236,9 @@ type server struct {
 	built   *toolSet // the tools of the last list, kept while it is unchanged
 	// lastPrivate: the last list was "private" (listcache.go).
 	lastPrivate bool
+	// shared is the digest of the list last kept for unconnected
+	// owners (listshare.go).
+	keptList [32]byte
 }
 
 // slot is one owner's session with a server, and its attempts to start
@@ -469,8 +472,14 @@ func (s *server) dial(ctx context.Context, sl *slot) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := s.client.Connect(ctx, t, nil)
+	auth := &authSeen{}
+	cs, err := s.client.Connect(context.WithValue(ctx, authSeenKey{}, auth), t, nil)
 	if err != nil {
+		if ae := auth.get(); ae != nil && !authFailure(err) {
+			// Refused for want of an account, whatever the SDK tried
+			// after (authSeen).
+			err = ae
+		}
 		if cmd != nil && cmd.Process != nil && cmd.ProcessState == nil {
 			// Connect closes the session it could not initialize, which
 			// reaps the child; this is for a child it never got to.

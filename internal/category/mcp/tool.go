@@ -52,6 +52,14 @@ func (s *server) listing(ctx context.Context) listing {
 		last = nil
 	}
 	s.buildMu.Unlock()
+	if last == nil && authFailure(err) {
+		// This owner cannot list: the list another owner's session
+		// kept, if any (listshare.go); its calls end auth_required.
+		if ts, lerr := s.sharedTools(ctx); ts != nil && lerr == nil {
+			return listing{tools: ts.tools, notes: []string{fmt.Sprintf(
+				"%v; its tools are those it lists to connected accounts, and calls to them need the account connected", noteError(s.name, err))}}
+		}
+	}
 	if last == nil {
 		return listing{notes: []string{fmt.Sprintf("%v; its tools are left out of this turn", noteError(s.name, err))}}
 	}
@@ -107,11 +115,15 @@ func (s *server) list(ctx context.Context, c *conn) (*toolSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := s.build(list, cut, namespaceDescription(s.name, s.cfg, c.cs.InitializeResult()))
+	nsDesc := namespaceDescription(s.name, s.cfg, c.cs.InitializeResult())
+	ts := s.build(list, cut, nsDesc)
 	c.tools, c.version, c.cache = ts, version, cacheOf(c.cs, cacheable, time.Now())
 	s.buildMu.Lock()
 	s.lastPrivate = c.cache.private
 	s.buildMu.Unlock()
+	if !c.cache.private && cut == nil {
+		s.shareList(list, nsDesc)
+	}
 	return ts, nil
 }
 
