@@ -11,7 +11,8 @@
 # call key, call.output, step.done: 4 for a read-only call; 5 when the call
 # is claimed before it runs and its outcome stored after), and the one
 # worker's share of it. WORKER=path runs a worker binary built elsewhere
-# (for interleaved A/B runs against another commit); WFLAGS adds flags to
+# (for interleaved A/B runs against another commit), LOADGEN=path a load
+# program built elsewhere; WFLAGS adds flags to
 # the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
 # QUICK=1 runs only what the op-mix share needs (one worker, no-op calls,
 # and the two nats bench runs, of BENCH_MSGS messages: default 200000).
@@ -23,7 +24,7 @@ conc=${2:-256}
 dir=$(mktemp -d)
 url=nats://127.0.0.1:4333
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$dir/worker"; else go build -o "$dir/worker" ./cmd/worker; fi
-go build -o "$dir/loadgen" ./cmd/loadgen
+if [ -n "${LOADGEN:-}" ]; then cp "$LOADGEN" "$dir/loadgen"; else go build -o "$dir/loadgen" ./cmd/loadgen; fi
 "$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" ${WFLAGS:-} 2>"$dir/w1.log" &
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT

@@ -56,6 +56,8 @@ type Consumer struct {
 	// again (1 s), doubled per attempt up to MaxRetryDelay
 	// (Topology.RetryDelay).
 	RetryDelay time.Duration
+
+	leases leases
 }
 
 // StepMeter counts what became of steps (the worker implements it with
@@ -159,7 +161,8 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 	msg = nil
 	// The lease is kept while a dead letter is stored too: its copy is
 	// retried, and the step must not go to another worker meanwhile.
-	defer renewLease(s, ackWait).stop()
+	c.leases.add(s, ackWait)
+	defer c.leases.remove(s)
 	err := c.Handler(ctx, s.handed())
 	var dl *DeadLetter
 	if err != nil {
@@ -227,6 +230,9 @@ type settle struct {
 	stream  string
 	seq     uint64
 	attempt uint64
+	// The consumer's leases: while handled, s is in their list.
+	prev, next *settle
+	renewed    time.Time
 }
 
 func (c *Consumer) settleOf(msg jetstream.Msg) *settle {
@@ -304,44 +310,75 @@ func deadLetterIn(err error) *DeadLetter {
 	return nil
 }
 
-// renewLease tells the server the message is in progress every third of
-// the ack wait, so that a long call does not get its step redelivered. A
-// step that ends sooner (most do) costs one timer, which never fires.
-func renewLease(s *settle, ackWait time.Duration) *lease {
-	l := &lease{s: s, every: ackWait / 3}
-	if l.every <= 0 {
-		l.every = 10 * time.Second
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.t = time.AfterFunc(l.every, l.renew)
-	return l
-}
-
-// lease is a step's renewLease: one allocation for what a closure over
-// each variable cost four.
-type lease struct {
-	s       *settle
-	every   time.Duration
+// leases tells the server that the steps being handled are in progress,
+// each about every third of the ack wait, so that a long call does not get
+// its step delivered again. One goroutine does it for all of a consumer's
+// steps, and only while there are some: a timer per step was an
+// allocation of every step, and kept by every step in flight.
+type leases struct {
 	mu      sync.Mutex
-	stopped bool
-	t       *time.Timer
+	head    *settle
+	every   time.Duration // the check's period: a sixth of the ack wait
+	running bool
 }
 
-func (l *lease) renew() {
+func (l *leases) add(s *settle, ackWait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.stopped {
-		_ = l.s.reply(ackProgress)
-		l.t.Reset(l.every)
+	s.renewed = time.Now()
+	s.prev, s.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = s
+	}
+	l.head = s
+	if !l.running {
+		l.every = ackWait / 6
+		if l.every <= 0 {
+			l.every = 10 * time.Second / 3
+		}
+		l.running = true
+		go l.renew()
 	}
 }
 
-func (l *lease) stop() {
+// remove ends s's renewals: none is sent once it returns.
+func (l *leases) remove(s *settle) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stopped = true
-	l.t.Stop()
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		l.head = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// renew runs while steps are handled. A step's lease is renewed when it
+// is two periods old: between a third and half of the ack wait after the
+// last. The renewals are published (not waited for) under the lock, so
+// that none follows the step's settling.
+func (l *leases) renew() {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for range t.C {
+		l.mu.Lock()
+		if l.head == nil {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for s := l.head; s != nil; s = s.next {
+			if now.Sub(s.renewed) >= 2*l.every-l.every/10 {
+				s.renewed = now
+				_ = s.reply(ackProgress)
+			}
+		}
+		l.mu.Unlock()
+	}
 }
 
 // retryDelay doubles from first (one second when 0) per attempt, up to

@@ -96,3 +96,73 @@ func TestHandledMessageNotKept(t *testing.T) {
 		t.Errorf("dead letter %q, headers %v", raw.Data, raw.Header)
 	}
 }
+
+// TestLeaseOutlivesAckWait: a step whose handler runs for several ack
+// waits keeps its lease (the consumer's one renewer tells the server it is
+// in progress) and is delivered once; the renewer stops once no step is
+// handled.
+func TestLeaseOutlivesAckWait(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	js := s.JetStream(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	topo := Topology{Storage: jetstream.MemoryStorage, AckWait: 600 * time.Millisecond, RetryDelay: 10 * time.Millisecond}.WithDefaults()
+	if err := Setup(ctx, js, topo); err != nil {
+		t.Fatal(err)
+	}
+	pub := &Publisher{JS: js}
+	m := nats.NewMsg(protocol.Subject(protocol.PrefixCall, "a", "t1"))
+	m.Data = []byte(`{}`)
+	if err := pub.publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var deliveries atomic.Int32
+	handled := make(chan struct{}, 4)
+	c := &Consumer{
+		JS: js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Dead: &DeadLetters{JS: js, Pub: pub},
+		Handler: func(ctx context.Context, msg jetstream.Msg) error {
+			deliveries.Add(1)
+			time.Sleep(4 * topo.AckWait)
+			handled <- struct{}{}
+			return nil
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	<-handled
+	calls, err := js.Stream(ctx, protocol.StreamCalls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		info, err := calls.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the step was not acknowledged")
+		}
+	}
+	if n := deliveries.Load(); n != 1 {
+		t.Errorf("delivered %d times, want once", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c.leases.mu.Lock()
+		running := c.leases.running
+		c.leases.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewer still runs with no step handled")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
