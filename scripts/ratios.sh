@@ -20,14 +20,23 @@ go build -o "$dir/inflight" ./bench/inflight
 (cd bench/eino && go test -c -o "$dir/eino.test" .)
 load() { cut -d' ' -f1 /proc/loadavg; }
 median() { sort -g | awk '{a[NR]=$1} END{if (NR == 0) print "n/a"; else print a[int((NR+1)/2)]}'; }
-ns() { "$dir/eino.test" -test.run '^$' -test.bench "$1" -test.benchtime "${BENCHTIME:-20000x}" | awk '/ns\/op/{print $3}'; }
+# bench runs one benchmark in a process of its own: its ns/op (wall), and
+# the process's CPU seconds (user + system), which a loaded machine
+# disturbs less.
+bench() {
+  local TIMEFORMAT='%U %S'
+  { time "$dir/eino.test" -test.run '^$' -test.bench "$1" -test.benchtime "${BENCHTIME:-20000x}" >"$dir/b.out"; } 2>"$dir/b.cpu"
+  echo "$(awk '/ns\/op/{print $3}' "$dir/b.out") $(awk '{print $1 + $2}' "$dir/b.cpu")"
+}
 
 for i in $(seq "$runs"); do
-  ours=$(ns 'RuntimeDispatch8$')
-  eino=$(ns 'EinoToolsNode8$')
+  read -r ours ours_cpu < <(bench 'RuntimeDispatch8$')
+  read -r eino eino_cpu < <(bench 'EinoToolsNode8$')
   r=$(awk -v a="$ours" -v b="$eino" 'BEGIN{printf "%.3f", a/b}')
+  rc=$(awk -v a="$ours_cpu" -v b="$eino_cpu" 'BEGIN{printf "%.3f", a/b}')
   echo "$r" >>"$dir/dispatch"
-  echo "dispatcher run $i (load $(load)): ours $ours ns, Eino $eino ns per 8-call step: $r x"
+  echo "$rc" >>"$dir/dispatch-cpu"
+  echo "dispatcher run $i (load $(load)): ours $ours ns, Eino $eino ns per 8-call step: $r x (CPU $ours_cpu s / $eino_cpu s: $rc x)"
 done
 
 for i in $(seq "$runs"); do
@@ -57,6 +66,6 @@ for i in $(seq "$runs"); do
   fi
 done
 
-echo "medians of $runs: dispatcher $(median <"$dir/dispatch" 2>/dev/null || echo n/a) x Eino (goal <= 0.2)," \
+echo "medians of $runs: dispatcher $(median <"$dir/dispatch" 2>/dev/null || echo n/a) x Eino (CPU $(median <"$dir/dispatch-cpu" 2>/dev/null || echo n/a) x; goal <= 0.2)," \
   "one worker $(median <"$dir/worker-share" 2>/dev/null || echo n/a) of the op-mix bound (goal >= 0.95)," \
   "heap $(median <"$dir/heap" 2>/dev/null || echo n/a) KiB per call in flight, of the runs with all in flight (goal <= 4)"
