@@ -11,8 +11,11 @@
 # call key, call.output, step.done: 4 for a read-only call; 5 when the call
 # is claimed before it runs and its outcome stored after), and the one
 # worker's share of it. WORKER=path runs a worker binary built elsewhere
-# (for interleaved A/B runs against another commit); WFLAGS adds flags to
+# (for interleaved A/B runs against another commit), LOADGEN=path a load
+# program built elsewhere; WFLAGS adds flags to
 # the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
+# QUICK=1 runs only what the op-mix share needs (one worker, no-op calls,
+# and the two nats bench runs, of BENCH_MSGS messages: default 200000).
 # Usage: scripts/load-compare.sh [steps] [concurrency]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +24,7 @@ conc=${2:-256}
 dir=$(mktemp -d)
 url=nats://127.0.0.1:4333
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$dir/worker"; else go build -o "$dir/worker" ./cmd/worker; fi
-go build -o "$dir/loadgen" ./cmd/loadgen
+if [ -n "${LOADGEN:-}" ]; then cp "$LOADGEN" "$dir/loadgen"; else go build -o "$dir/loadgen" ./cmd/loadgen; fi
 "$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" ${WFLAGS:-} 2>"$dir/w1.log" &
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -29,24 +32,31 @@ for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.
 sleepy() { "$dir/loadgen" --nats-url $url --steps "${SLEEP_STEPS:-6000}" --concurrency 1024 --sleep "${SLEEP:-200ms}"; }
 echo "== one worker"
 "$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/one"
-echo "== one worker, calls that sleep"
-sleepy | tee "$dir/one-sleep"
-"$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w2.log" &
-pids+=($!)
-sleep 2
-echo "== two workers"
-"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/two"
-echo "== two workers, calls that sleep"
-sleepy | tee "$dir/two-sleep"
+if [ -z "${QUICK:-}" ]; then
+  echo "== one worker, calls that sleep"
+  sleepy | tee "$dir/one-sleep"
+  "$dir/worker" --nats-url $url --diagnostics --name w2 --log-level warn --concurrency "${WCONC:-256}" 2>"$dir/w2.log" &
+  pids+=($!)
+  sleep 2
+  echo "== two workers"
+  "$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/two"
+  echo "== two workers, calls that sleep"
+  sleepy | tee "$dir/two-sleep"
+fi
+bench_msgs=${BENCH_MSGS:-200000}
 echo "== nats bench js pub async (512 B, file storage)"
-nats -s $url bench js pub async bench.x --msgs 200000 --size 512 --create --storage file --purge --no-progress | tee "$dir/pub"
+nats -s $url bench js pub async bench.x --msgs "$bench_msgs" --size 512 --create --storage file --purge --no-progress | tee "$dir/pub"
 echo "== nats bench js consume"
-nats -s $url bench js consume --msgs 200000 --no-progress | tee "$dir/consume"
+nats -s $url bench js consume --msgs "$bench_msgs" --no-progress | tee "$dir/consume"
 rate() { grep -o 'throughput=[0-9]*' "$dir/$1" | cut -d= -f2; }
 msgs() { grep -o '[0-9,]* msgs/sec' "$dir/$1" | tr -d , | cut -d' ' -f1; }
 consume=$(msgs consume)
 echo "== summary (steps/s)"
-echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s; pub async $(msgs pub) msgs/s), two workers $(rate two)"
-echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
+two=""
+if [ -z "${QUICK:-}" ]; then two=", two workers $(rate two)"; fi
+echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$consume" 'BEGIN{printf "%.1f", 100*a/b}')% of consume's $consume msgs/s; pub async $(msgs pub) msgs/s)$two"
+if [ -z "${QUICK:-}" ]; then
+  echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
+fi
 bound() { awk -v c="$consume" -v p="$(msgs pub)" -v w="$1" -v a="$(rate one)" 'BEGIN{b=1/(1/c+w/p); printf "%d writes: %.0f steps/s, one worker %.2f of it", w, b, a/b}'; }
 echo "op-mix bound:     $(bound 4); $(bound 5)"

@@ -1,7 +1,9 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/textclip"
@@ -53,6 +56,8 @@ type Consumer struct {
 	// again (1 s), doubled per attempt up to MaxRetryDelay
 	// (Topology.RetryDelay).
 	RetryDelay time.Duration
+
+	leases leases
 }
 
 // StepMeter counts what became of steps (the worker implements it with
@@ -148,14 +153,17 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg, ackWait time.D
 }
 
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
+	// What settling the step needs is taken before the handler runs, and
+	// the message is not kept while it runs (a long call's step would
+	// hold its body and decoded headers, about a kilobyte, for nothing):
+	// the reply subject, the stream's sequence for a dead letter's copy.
+	s := c.settleOf(msg)
+	msg = nil
 	// The lease is kept while a dead letter is stored too: its copy is
 	// retried, and the step must not go to another worker meanwhile.
-	defer renewLease(msg, ackWait).stop()
-	err := c.Handler(ctx, msg)
-	attempt := uint64(1)
-	if md, _ := msg.Metadata(); md != nil {
-		attempt = md.NumDelivered
-	}
+	c.leases.add(s, ackWait)
+	defer c.leases.remove(s)
+	err := c.Handler(ctx, s.handed())
 	var dl *DeadLetter
 	if err != nil {
 		dl = deadLetterIn(err)
@@ -171,30 +179,125 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 		case context.Cause(ctx) == ErrShutdown:
 			result = "abandoned"
 		}
-		c.Meter.Step(c.Stream, result, attempt)
+		c.Meter.Step(c.Stream, result, s.attempt)
 	}
 	switch {
 	case err == nil:
 		// Not waited for: the events are stored, and a lost ack only means
 		// a redelivery, which the journal answers without running anything.
-		if err := msg.Ack(); err != nil {
-			log.Warn("ack failed; the step will be delivered again and answered from the journal", "subject", msg.Subject(), "err", err)
+		if err := s.reply(ackAck); err != nil {
+			log.Warn("ack failed; the step will be delivered again and answered from the journal", "subject", s.subject, "err", err)
 		}
 	case dl != nil:
-		if err := c.Dead.Copy(context.WithoutCancel(ctx), msg, dl.Reason); err != nil {
+		if err := c.deadCopy(context.WithoutCancel(ctx), s, dl.Reason); err != nil {
 			// Not terminated: the step is delivered again and dead-lettered
 			// then, or by the delivery-limit advisory.
-			log.Error("dead-lettering failed; the step will be delivered again", "subject", msg.Subject(), "reason", textclip.Head(dl.Reason, 2<<10), "err", err)
-			_ = msg.NakWithDelay(time.Second)
+			log.Error("dead-lettering failed; the step will be delivered again", "subject", s.subject, "reason", textclip.Head(dl.Reason, 2<<10), "err", err)
+			_ = s.reply(nakDelay(time.Second))
 			return
 		}
-		_ = msg.TermWithReason(textclip.Head(dl.Reason, 200))
-		log.Warn("step dead-lettered", "subject", msg.Subject(), "reason", textclip.Head(dl.Reason, 2<<10))
+		_ = s.reply(append(append([]byte(nil), ackTerm...), " "+textclip.Head(dl.Reason, 200)...))
+		log.Warn("step dead-lettered", "subject", s.subject, "reason", textclip.Head(dl.Reason, 2<<10))
 	default:
-		delay := retryDelay(c.RetryDelay, attempt)
-		log.Warn("step failed; delivering it again", "subject", msg.Subject(), "attempt", attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
-		_ = msg.NakWithDelay(delay)
+		delay := retryDelay(c.RetryDelay, s.attempt)
+		log.Warn("step failed; delivering it again", "subject", s.subject, "attempt", s.attempt, "max_deliver", maxDeliver, "retry_in", delay, "err", err)
+		_ = s.reply(nakDelay(delay))
 	}
+}
+
+// The bodies of a JetStream acknowledgement (what jetstream.Msg's Ack,
+// InProgress, NakWithDelay and TermWithReason publish).
+var (
+	ackAck      = []byte("+ACK")
+	ackProgress = []byte("+WPI")
+	ackTerm     = []byte("+TERM")
+)
+
+func nakDelay(d time.Duration) []byte {
+	return fmt.Appendf(nil, "-NAK {\"delay\": %d}", d.Nanoseconds())
+}
+
+// settle is what settling a delivered step needs once its handler has
+// run: where to send the acknowledgement, and where the step is stored
+// (a dead letter's copy reads it back from there). It holds the message
+// itself only while the handler has it, or when the consumer has no
+// connection of its own to answer on (then the message answers).
+type settle struct {
+	nc      *nats.Conn
+	msg     jetstream.Msg // until handed, or for good when nc is nil
+	to      string        // the reply subject
+	subject string
+	stream  string
+	seq     uint64
+	attempt uint64
+	// The consumer's leases: while handled, s is in their list.
+	prev, next *settle
+	renewed    time.Time
+}
+
+func (c *Consumer) settleOf(msg jetstream.Msg) *settle {
+	s := &settle{msg: msg, to: msg.Reply(), subject: msg.Subject(), attempt: 1}
+	if md, _ := msg.Metadata(); md != nil {
+		s.stream, s.seq, s.attempt = md.Stream, md.Sequence.Stream, md.NumDelivered
+	}
+	if c.JS != nil && s.to != "" && s.stream != "" {
+		s.nc = c.JS.Conn()
+	}
+	return s
+}
+
+// handed gives the message to the handler, and forgets it when the
+// settle does not need it.
+func (s *settle) handed() jetstream.Msg {
+	m := s.msg
+	if s.nc != nil {
+		s.msg = nil
+	}
+	return m
+}
+
+// reply publishes an acknowledgement body, not waiting for an answer.
+func (s *settle) reply(body []byte) error {
+	if s.nc != nil {
+		return s.nc.Publish(s.to, body)
+	}
+	switch {
+	case bytes.Equal(body, ackAck):
+		return s.msg.Ack()
+	case bytes.Equal(body, ackProgress):
+		return s.msg.InProgress()
+	case bytes.HasPrefix(body, ackTerm):
+		return s.msg.TermWithReason(strings.TrimPrefix(string(body[len(ackTerm):]), " "))
+	default:
+		var delay struct {
+			Delay time.Duration `json:"delay"`
+		}
+		_ = json.Unmarshal(bytes.TrimPrefix(body, []byte("-NAK ")), &delay)
+		return s.msg.NakWithDelay(delay.Delay)
+	}
+}
+
+// deadCopy stores the dead letter of the step s settles: from the
+// message when it is still held, else read back from its stream (a step
+// stays stored until it is settled; one spilled to TURN_BACKLOG carries
+// its subject in HeaderSubject).
+func (c *Consumer) deadCopy(ctx context.Context, s *settle, reason string) error {
+	if s.msg != nil {
+		return c.Dead.Copy(ctx, s.msg, reason)
+	}
+	st, err := c.JS.Stream(ctx, s.stream)
+	if err != nil {
+		return err
+	}
+	raw, err := st.GetMsg(ctx, s.seq)
+	if err != nil {
+		return err
+	}
+	subject := raw.Subject
+	if h := raw.Header.Get(HeaderSubject); h != "" {
+		subject = h
+	}
+	return c.Dead.copy(ctx, subject, raw.Header, raw.Data, s.stream, s.seq, reason)
 }
 
 // deadLetterIn is the *DeadLetter in err's chain, or nil. The target of
@@ -207,44 +310,75 @@ func deadLetterIn(err error) *DeadLetter {
 	return nil
 }
 
-// renewLease tells the server the message is in progress every third of
-// the ack wait, so that a long call does not get its step redelivered. A
-// step that ends sooner (most do) costs one timer, which never fires.
-func renewLease(msg jetstream.Msg, ackWait time.Duration) *lease {
-	l := &lease{msg: msg, every: ackWait / 3}
-	if l.every <= 0 {
-		l.every = 10 * time.Second
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.t = time.AfterFunc(l.every, l.renew)
-	return l
-}
-
-// lease is a step's renewLease: one allocation for what a closure over
-// each variable cost four.
-type lease struct {
-	msg     jetstream.Msg
-	every   time.Duration
+// leases tells the server that the steps being handled are in progress,
+// each about every third of the ack wait, so that a long call does not get
+// its step delivered again. One goroutine does it for all of a consumer's
+// steps, and only while there are some: a timer per step was an
+// allocation of every step, and kept by every step in flight.
+type leases struct {
 	mu      sync.Mutex
-	stopped bool
-	t       *time.Timer
+	head    *settle
+	every   time.Duration // the check's period: a sixth of the ack wait
+	running bool
 }
 
-func (l *lease) renew() {
+func (l *leases) add(s *settle, ackWait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.stopped {
-		_ = l.msg.InProgress()
-		l.t.Reset(l.every)
+	s.renewed = time.Now()
+	s.prev, s.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = s
+	}
+	l.head = s
+	if !l.running {
+		l.every = ackWait / 6
+		if l.every <= 0 {
+			l.every = 10 * time.Second / 3
+		}
+		l.running = true
+		go l.renew()
 	}
 }
 
-func (l *lease) stop() {
+// remove ends s's renewals: none is sent once it returns.
+func (l *leases) remove(s *settle) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stopped = true
-	l.t.Stop()
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		l.head = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// renew runs while steps are handled. A step's lease is renewed when it
+// is two periods old: between a third and half of the ack wait after the
+// last. The renewals are published (not waited for) under the lock, so
+// that none follows the step's settling.
+func (l *leases) renew() {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for range t.C {
+		l.mu.Lock()
+		if l.head == nil {
+			l.running = false
+			l.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		for s := l.head; s != nil; s = s.next {
+			if now.Sub(s.renewed) >= 2*l.every-l.every/10 {
+				s.renewed = now
+				_ = s.reply(ackProgress)
+			}
+		}
+		l.mu.Unlock()
+	}
 }
 
 // retryDelay doubles from first (one second when 0) per attempt, up to

@@ -332,7 +332,7 @@ func (f *Intake) Run(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", bus.StreamBacklog, err)
 	}
 	ackWait, maxDeliver := f.Topology.AckWait, f.Topology.MaxDeliver
-	f.inner = bus.Consumer{Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Logger: f.Logger, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
+	f.inner = bus.Consumer{JS: f.JS, Stream: f.Stream, Handler: f.handler(maxDeliver), Dead: f.Dead, Logger: f.Logger, Meter: f.Meter, RetryDelay: f.Topology.RetryDelay}
 	// Stats (the operators' metrics and micro stats) may already read the
 	// keys: set them under the lock.
 	f.mu.Lock()
@@ -347,15 +347,20 @@ func (f *Intake) Run(ctx context.Context) error {
 	for range n {
 		wg.Go(func() {
 			for it := range f.work {
+				// The message is the handling's alone: held here too, a
+				// long call's step would keep it (bus.Consumer.Handle).
+				k, msg, subject := it.k, it.msg, ""
+				it = fairItem{}
 				if f.Stage != nil {
-					f.Stage(StageStarted, it.msg.Subject())
+					subject = msg.Subject()
+					f.Stage(StageStarted, subject)
 				}
-				f.inner.Handle(work, it.msg, ackWait, maxDeliver)
+				f.inner.Handle(work, msg, ackWait, maxDeliver)
 				if f.Stage != nil {
-					f.Stage(StageHandled, it.msg.Subject())
+					f.Stage(StageHandled, subject)
 				}
 				f.mu.Lock()
-				it.k.inflight--
+				k.inflight--
 				f.free++
 				f.cond.Broadcast()
 				f.mu.Unlock()
@@ -819,14 +824,22 @@ func BacklogCounts(ctx context.Context, backlog jetstream.Stream, kind string) (
 // from the backlog is dead-lettered rather than delivered again.
 func (f *Intake) handler(maxDeliver int) bus.Handler {
 	return func(ctx context.Context, msg jetstream.Msg) error {
+		// What is read of msg is read before the handler runs: msg is not
+		// kept while it runs.
+		var before, delivered uint64
+		if bm, ok := msg.(backlogMsg); ok && bm.before > 0 {
+			before = bm.before
+			if md, mdErr := bm.Metadata(); mdErr == nil {
+				delivered = md.NumDelivered
+			}
+		}
 		err := f.Handler(ctx, msg)
-		bm, ok := msg.(backlogMsg)
 		var dl *bus.DeadLetter
-		if err == nil || !ok || bm.before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
+		if err == nil || before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
 			return err
 		}
-		if md, mdErr := bm.Metadata(); mdErr == nil && md.NumDelivered >= uint64(maxDeliver) {
-			return &bus.DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", md.NumDelivered, bm.before, bus.StreamBacklog, err)}
+		if delivered >= uint64(maxDeliver) {
+			return &bus.DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", delivered, before, bus.StreamBacklog, err)}
 		}
 		return err
 	}
