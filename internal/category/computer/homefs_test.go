@@ -186,7 +186,6 @@ func loopsOf(img string) []string {
 	return devs
 }
 
-
 // A worker killed with its homes mounted leaves nothing mounted: its
 // reaper unmounts them and the loop devices go with them. A worker whose
 // reaper died with it (a whole cgroup killed) leaves the mount, which the
