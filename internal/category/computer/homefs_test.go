@@ -7,10 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbull/toolruntime/internal/category/computer"
 	"github.com/agentbull/toolruntime/internal/workertest"
@@ -63,6 +65,16 @@ func TestKernelQuotaHoldsExactly(t *testing.T) {
 	t.Logf("after 64 files of 1 MiB: %d KiB (quota %d KiB)", u.Bytes>>10, quotaBytes>>10)
 	if u.Bytes > quotaBytes {
 		t.Errorf("the home holds %d KiB, want at most its %d KiB", u.Bytes>>10, quotaBytes>>10)
+	}
+	// The full home's writes fail, in that home alone: write_file is
+	// refused, a command gets ENOSPC; the neighbour writes on (above).
+	if _, err := run(t, c, computer.WriteFileName, map[string]any{"path": "more", "content": strings.Repeat("x", 1<<20)}); err == nil {
+		t.Error("write_file of 1 MiB into the full home was accepted")
+	}
+	if res, err := run(t, c, computer.RunCommandName, map[string]any{"command": "head -c 1048576 /dev/zero > more2 && echo WROTE"}); err == nil && strings.Contains(res.Content, "WROTE") {
+		t.Errorf("a command wrote 1 MiB more into the full home: %s", res.Content)
+	} else {
+		t.Logf("the full home's command: %v %s", err, res.Content)
 	}
 	res, err := runCtx(t, context.Background(), c, "a2", computer.RunCommandName, map[string]any{"command": "df -k . | tail -1"})
 	if err != nil {
@@ -285,4 +297,33 @@ func TestKernelMountBeforeSandbox(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "marker")); err == nil {
 		t.Error("the command wrote in the directory under the mount")
 	}
+}
+
+// The cost of a home's own file system, paid by its first command:
+// interleaved rounds of a new home's first command (`true`) with the
+// kernel mode and with the estimate, medians logged. It asserts nothing
+// (no wall time is asserted); TOOLRUNTIME_QUOTA_MEASURE=1 runs it.
+func TestKernelFirstCommandCost(t *testing.T) {
+	needSandbox(t)
+	if os.Getenv("TOOLRUNTIME_QUOTA_MEASURE") == "" {
+		t.Skip("a measurement: TOOLRUNTIME_QUOTA_MEASURE=1 runs it")
+	}
+	k := kernelCategory(t, computer.DefaultHomeQuotaBytes, computer.DefaultHomeQuotaFiles)
+	e := newCategory(t, computer.Config{Root: fastRoot(t), QuotaMode: computer.QuotaEstimate})
+	first := func(c *computer.Category, agent string) time.Duration {
+		began := time.Now()
+		if _, err := runCtx(t, context.Background(), c, agent, computer.RunCommandName, map[string]any{"command": "true"}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(began)
+	}
+	var kt, et, k2 []time.Duration
+	for i := range 15 {
+		a := fmt.Sprintf("m%d", i)
+		kt = append(kt, first(k, a))
+		et = append(et, first(e, a))
+		k2 = append(k2, first(k, a)) // the second command of the kernel home
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	t.Logf("a new home's first command, median of 15: kernel %v, estimate %v (the kernel home's second command: %v)", med(kt), med(et), med(k2))
 }
