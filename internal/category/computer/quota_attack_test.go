@@ -18,13 +18,23 @@ import (
 // home's bounds; or skips saying why the host has none.
 func cgroupSandbox(t *testing.T) *sandbox.Sandbox {
 	t.Helper()
+	sb, why := pacingSandbox(t)
+	if sb == nil {
+		t.Skipf("SKIPPING: %s: the estimator's pacing is not tested", why)
+	}
+	return sb
+}
+
+// pacingSandbox is cgroupSandbox, or nil and why the host has none.
+func pacingSandbox(t *testing.T) (*sandbox.Sandbox, string) {
+	t.Helper()
 	m, err := cgroup.Open(cgroup.Options{Root: "auto"})
 	if err != nil {
-		t.Skipf("SKIPPING: no cgroup subtree here (%v): the estimator's pacing is not tested", err)
+		return nil, fmt.Sprintf("no cgroup subtree here (%v)", err)
 	}
 	if !slices.Contains(m.Controllers(), "cpu") {
 		_ = m.Close()
-		t.Skip("SKIPPING: no cpu controller in the cgroup subtree: the estimator's pacing is not tested")
+		return nil, "no cpu controller in the cgroup subtree"
 	}
 	sb, err := sandbox.New(sandbox.Config{Cgroups: m})
 	if err != nil {
@@ -35,7 +45,7 @@ func cgroupSandbox(t *testing.T) *sandbox.Sandbox {
 		_ = sb.Close()
 		_ = m.Close()
 	})
-	return sb
+	return sb, ""
 }
 
 // attackFiles is the entries bound the estimator's entry attacks run
@@ -97,14 +107,15 @@ func TestQuotaMillionEmptyFiles(t *testing.T) {
 	}
 }
 
-// 1,500 directories (past the 1,024 watches an older follower kept) and
-// 4,200 (past the 4,096 it keeps), then a fast writer of 1 MiB files in
-// the last one: the writer is stopped near the quota, the neighbour
-// writes on.
+// 1,500 directories (past the 1,024 watches an older follower kept),
+// then a fast writer of 1 MiB files in the last one: the writer is
+// stopped near the quota, the neighbour writes on. (Past the 4,096
+// watches a follower keeps now, walks alone find the writer, as in
+// TestQuotaBlindSpots; 4,200 directories under -race take minutes.)
 func TestQuotaManyDirectoriesFastWriter(t *testing.T) {
 	needSandbox(t)
 	sb := cgroupSandbox(t)
-	for _, dirs := range []int{1500, 4200} {
+	for _, dirs := range []int{1500} {
 		t.Run(fmt.Sprint(dirs), func(t *testing.T) {
 			twoOfThree(t, func() (string, time.Duration) {
 				c := newCategory(t, computer.Config{Root: fastRoot(t), HomeQuotaBytes: quotaBytes, HomeQuotaFiles: 20_000, QuotaMode: computer.QuotaEstimate, Sandbox: sb})
