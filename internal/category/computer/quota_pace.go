@@ -30,9 +30,10 @@ type pace struct {
 
 // setPacer gives w the command's pacer, once its sandbox has started.
 //
-// A home already over a bound when the command starts is paced at once:
-// the command may free space (rm runs), and a writer of entries is
-// stopped by the follower's first look, not thousands of entries later.
+// A home already over a bound, or near one, when the command starts is
+// paced at once, for the whole command (startPace): the command may free
+// space (rm runs, more slowly), and a writer of entries is stopped by the
+// follower's first look, not thousands of entries later.
 func (w *follower) setPacer(fn pacer) {
 	if w == nil {
 		return
@@ -40,13 +41,28 @@ func (w *follower) setPacer(fn pacer) {
 	w.pace.mu.Lock()
 	defer w.pace.mu.Unlock()
 	w.pace.fn = fn
-	if w.q.isOver(&w.start) && w.pace.cores == 0 {
-		if err := fn(paceOver); err != nil {
+	if c := w.startPace(); c > 0 && w.pace.cores == 0 {
+		if err := fn(c); err != nil {
 			w.pace.broken = true
 			return
 		}
-		w.pace.cores = paceOver
+		w.pace.cores = c
 	}
+}
+
+// startPace is the pace a command gets from its start (0: none): a
+// fiftieth of a core in a home over a bound, a tenth in one within the
+// last eighth of a bound (the follower's first walk of a big home takes
+// long enough for a writer to pass the bound at full speed).
+func (w *follower) startPace() float64 {
+	q, s := w.q, &w.start
+	switch {
+	case q.isOver(s):
+		return paceOver
+	case q.files > 0 && s.files >= q.files-q.files/8, q.bytes > 0 && s.bytes >= q.bytes-q.bytes/8:
+		return paceTenth
+	}
+	return 0
 }
 
 // paced says whether the command is paced now (for tests: the share).
@@ -60,13 +76,13 @@ func (w *follower) paced() float64 {
 // command grew its home by a sixteenth of a bound (or a quarter of the
 // room it had) and the home holds an
 // eighth of it (half a core), or a quarter of it (a tenth); the home was
-// over a bound when the command started (a fiftieth); or the command
+// over or near a bound when the command started (startPace); or the command
 // grew its home while the disk the homes share is below four times its
 // reserve (a tenth).
 func (w *follower) paceFor() float64 {
 	q := w.q
-	if q.isOver(&w.start) {
-		return paceOver
+	if c := w.startPace(); c > 0 {
+		return c
 	}
 	level := func(est, start, bound int64) float64 {
 		// A sixteenth of the bound, or a quarter of the room the home
