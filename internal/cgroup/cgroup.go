@@ -419,12 +419,58 @@ type Group struct {
 	m    *Manager
 	dirs []string // the memory (v2: the only) directory first
 	fd   *os.File // v2: the directory, for CLONE_INTO_CGROUP
+	cpu  float64  // the CPU bandwidth New set (0: none)
+}
+
+// ErrNoCPU says that a group's CPU bandwidth cannot be set: the cpu
+// controller is not delegated to the worker.
+var ErrNoCPU = errors.New("cgroup: no cpu controller")
+
+// SetCPU sets the group's CPU bandwidth to cores while its processes run
+// (the kernel holds them to it, however busy the worker is), a
+// thousandth of a core at least; 0 sets back what New set. A nil group, or one without the cpu controller, says
+// ErrNoCPU.
+func (g *Group) SetCPU(cores float64) error {
+	if g == nil || !contains(g.m.controllers, "cpu") {
+		return ErrNoCPU
+	}
+	if cores <= 0 {
+		cores = g.cpu
+	}
+	// A short period: a group held to a tenth of a core runs at most a
+	// millisecond at a time, not ten; below a tenth, a millisecond in a
+	// longer period (a second at most).
+	period := 10000
+	quota := "max"
+	if cores > 0 {
+		q := int(cores * float64(period))
+		if q < 1000 {
+			q, period = 1000, min(int(1000/cores), 1000000)
+		}
+		quota = strconv.Itoa(q)
+	}
+	if g.m.v2 {
+		return writeFile(filepath.Join(g.dirs[0], "cpu.max"), quota+" "+strconv.Itoa(period))
+	}
+	for i, c := range g.m.controllers {
+		if c != "cpu" {
+			continue
+		}
+		if quota == "max" {
+			quota = "-1"
+		}
+		if err := writeFile(filepath.Join(g.dirs[i], "cpu.cfs_period_us"), strconv.Itoa(period)); err != nil {
+			return err
+		}
+		return writeFile(filepath.Join(g.dirs[i], "cpu.cfs_quota_us"), quota)
+	}
+	return ErrNoCPU
 }
 
 // New makes a group with limits l.
 func (m *Manager) New(l Limits) (*Group, error) {
 	name := m.prefix + strconv.FormatUint(m.seq.Add(1), 10)
-	g := &Group{m: m}
+	g := &Group{m: m, cpu: l.CPU}
 	var order []string
 	if m.v2 {
 		order = []string{""}

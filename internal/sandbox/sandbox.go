@@ -931,6 +931,12 @@ func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits, 
 	return pid, gt.release()
 }
 
+// Throttle holds the command's processes to cores of CPU (0: back to
+// its limit) through its cgroup: the kernel keeps them to it however late
+// the worker is to look at them again. Without a cgroup per command (or
+// its cpu controller) it says cgroup.ErrNoCPU.
+func (r *Run) Throttle(cores float64) error { return r.group.SetCPU(cores) }
+
 // Wait waits for the command to end and its output to be passed on.
 func (r *Run) Wait() error {
 	if r.hr != nil {

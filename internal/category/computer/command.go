@@ -222,7 +222,7 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 	start := time.Now()
 	var st commandStatus
 	if c.cfg.Sandbox != nil {
-		st, err = c.runSandboxed(cmdCtx, h, p.Command, out, room)
+		st, err = c.runSandboxed(cmdCtx, h, p.Command, out, room, follower)
 	} else {
 		st, err = c.runUnconfined(cmdCtx, h, p.Command, out)
 	}
@@ -335,7 +335,7 @@ type commandStatus struct {
 // the command writes may grow beyond it (RLIMIT_FSIZE, rounded down to
 // whole blocks, at least one), so that one writer cannot pass the quota
 // by more than its other files hold.
-func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture, room int64) (commandStatus, error) {
+func (c *Category) runSandboxed(ctx context.Context, h *home, command string, out *capture, room int64, f *follower) (commandStatus, error) {
 	w := &sandbox.Watch{W: out}
 	spec := sandbox.Spec{Home: h.dir, Shell: c.cfg.Shell, Command: command, Env: c.env(h)}
 	if room >= 0 {
@@ -346,6 +346,7 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 	if err != nil {
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}
+	f.setPacer(r.Throttle)
 	waitErr := r.Wait()
 	end, endErr := r.End()
 	if endErr != nil {

@@ -8,10 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbull/toolruntime/protocol"
 )
 
 // Quota modes (Config.QuotaMode).
@@ -42,6 +47,50 @@ type homeFS struct {
 	mu           sync.Mutex
 	mounted      map[string]bool // the homes this process mounted
 	warned       map[string]bool // the homes left to the estimate, said once
+	// reaper unmounts the homes should this process end without close
+	// (a kill): it waits for the end of its stdin, which reaperW holds.
+	reaper  *exec.Cmd
+	reaperW *os.File
+}
+
+// reaperScript unmounts (lazily), once its stdin ends, the mount points
+// it was sent, a line each: the homes this worker mounted, when the
+// worker ends however it ends (a kill included). A line "-" forgets
+// those sent before (the worker unmounted them itself). $1 is the
+// homes' root, for ps.
+const reaperScript = `shift
+while IFS= read -r mp; do
+	case "$mp" in -) set -- ;; *) set -- "$@" "$mp" ;; esac
+done
+for mp do umount -l "$mp" 2>/dev/null; done`
+
+// reap tells the reaper of a home this process mounted (or, "-", that
+// it unmounted them all). Under mu.
+func (k *homeFS) reap(dir string) {
+	if k.reaperW != nil && !strings.ContainsRune(dir, '\n') {
+		_, _ = k.reaperW.WriteString(dir + "\n")
+	}
+}
+
+// startReaper starts the process that unmounts the homes after this one
+// ends (a mount outlives the process that made it): in a process group
+// of its own, so that a kill of the worker's group leaves it to work.
+func (k *homeFS) startReaper(root string) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("/bin/sh", "-c", reaperScript, "homes-reaper", root)
+	cmd.Stdin = r
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return err
+	}
+	r.Close()
+	k.reaper, k.reaperW = cmd, w
+	return nil
 }
 
 // newHomeFS checks that per-home file systems can be made and mounted
@@ -74,6 +123,123 @@ func newHomeFS(root string, bytes, files int64, o *owner) (*homeFS, error) {
 	return k, nil
 }
 
+// homeMount is a mount found under the homes' root at start.
+type homeMount struct {
+	dir, source string
+}
+
+// recoverMounts takes over what a worker that ended without closing (a
+// crash, a kill) left under root: a home's file system still mounted on
+// it is kept and unmounted at close like one this process mounted (its
+// loop device is the image's, and mounting the image again would reuse
+// it anyway); a probe's mount is unmounted and removed; a loop device
+// that still holds an image under root that nothing mounts is detached.
+// It returns what it did, for the start log.
+func (k *homeFS) recoverMounts(root string) (kept, cleaned int) {
+	mounts := mountsUnder(root)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	busy := map[string]bool{} // loop devices a mount under root holds
+	for _, m := range mounts {
+		rel, err := filepath.Rel(root, m.dir)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		busy[m.source] = true
+		first, _, nested := strings.Cut(rel, string(filepath.Separator))
+		switch {
+		case strings.HasPrefix(first, ".homefs-probe-"):
+			if unix.Unmount(m.dir, unix.MNT_DETACH) == nil {
+				cleaned++
+			}
+			_ = os.RemoveAll(filepath.Join(root, first))
+		case !nested && protocol.ValidID(first) && loopBacking(m.source) == filepath.Join(root, first+".img"):
+			if !k.mounted[m.dir] {
+				k.mounted[m.dir] = true
+				k.reap(m.dir)
+				kept++
+			}
+		}
+	}
+	devs, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, p := range devs {
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(p)))
+		img := loopBacking(dev)
+		if busy[dev] || filepath.Dir(img) != root || filepath.Ext(img) != ".img" {
+			continue
+		}
+		if detachLoop(dev) == nil {
+			cleaned++
+		}
+	}
+	return kept, cleaned
+}
+
+// mountsUnder lists the mounts at or beneath root in this process's
+// mount namespace, from /proc/self/mountinfo.
+func mountsUnder(root string) []homeMount {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []homeMount
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		sep := slices.Index(f, "-")
+		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+			continue
+		}
+		dir := unescapeMountinfo(f[4])
+		if dir == root || strings.HasPrefix(dir, root+"/") {
+			out = append(out, homeMount{dir: dir, source: unescapeMountinfo(f[sep+2])})
+		}
+	}
+	return out
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// loopBacking is the file the loop device dev (/dev/loopN) holds, or "".
+func loopBacking(dev string) string {
+	name, ok := strings.CutPrefix(dev, "/dev/")
+	if !ok || !strings.HasPrefix(name, "loop") {
+		return ""
+	}
+	b, err := os.ReadFile("/sys/block/" + name + "/loop/backing_file")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// detachLoop frees the loop device dev (LOOP_CLR_FD): one still in use
+// is freed by the kernel when its last user lets go.
+func detachLoop(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+}
+
 // ensure mounts agent's file system on its home dir under root, making
 // the image first when there is none. A home that is already a mount
 // point is left as it is; a home that holds files and has no image
@@ -91,7 +257,13 @@ func (k *homeFS) ensure(root, agent string) error {
 		if err != nil {
 			return err
 		}
-		if len(ents) > 0 {
+		for _, e := range ents {
+			// The worker's own empty directories (a command made .tmp
+			// before the homes had file systems of their own) are not
+			// the agent's files: the mount hides them.
+			if (e.Name() == tmpDir || e.Name() == outputsDir) && e.IsDir() && os.Remove(filepath.Join(dir, e.Name())) == nil {
+				continue
+			}
 			return errHomeNotEmpty
 		}
 	}
@@ -99,6 +271,7 @@ func (k *homeFS) ensure(root, agent string) error {
 		return err
 	}
 	k.mounted[dir] = true
+	k.reap(dir)
 	return nil
 }
 
@@ -166,6 +339,12 @@ func (k *homeFS) close() {
 		_ = unix.Unmount(dir, unix.MNT_DETACH)
 	}
 	clear(k.mounted)
+	k.reap("-")
+	if k.reaperW != nil {
+		_ = k.reaperW.Close()
+		_ = k.reaper.Wait()
+		k.reaper, k.reaperW = nil, nil
+	}
 }
 
 // isMountPoint says whether dir is on another file system than root.
@@ -207,12 +386,21 @@ func chooseQuotaMode(h *homes, cfg Config) error {
 		if mode == QuotaKernel {
 			return fmt.Errorf("computer: --home-quota-mode kernel: a home's file system cannot be made here: %w", err)
 		}
-		cfg.Logger.Warn("home quotas are held by the worker's count, because a home's own file system cannot be made here (--home-quota-mode auto): a writer can pass its quota by what it writes before it is stopped",
+		cfg.Logger.Warn("home quotas are held by the worker's count, because a home's own file system cannot be made here (--home-quota-mode auto): a writer can pass its quota by what it writes before it is stopped (docs/operations.md, \"Disk quota and full disks\", gives the bounds)",
 			"reason", err.Error(), "home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles)
 		return nil
 	}
+	if err := k.startReaper(h.dir); err != nil {
+		return fmt.Errorf("computer: the homes' file systems: starting the process that unmounts them after the worker: %w", err)
+	}
 	h.fs = k
-	cfg.Logger.Info("home quotas are held by the kernel: each home is an ext4 file system of its own (<root>/<agent_id>.img, loop-mounted), of the quota's size and inodes; the worker's count runs beside it",
-		"mode", mode, "home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles)
+	kept, cleaned := k.recoverMounts(h.dir)
+	why := "--home-quota-mode kernel"
+	if mode == QuotaAuto {
+		why = "--home-quota-mode auto, and this host can make and loop-mount a home's file system (a probe did)"
+	}
+	cfg.Logger.Info("home quotas are held by the kernel: each home is an ext4 file system of its own (<root>/<agent_id>.img, loop-mounted), of the quota's size and inodes; a write past either gets ENOSPC in that home alone; the worker's count runs beside it",
+		"mode", mode, "why", why, "home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles,
+		"mounts_kept_from_before", kept, "mounts_and_loops_cleaned", cleaned)
 	return nil
 }

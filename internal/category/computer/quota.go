@@ -464,6 +464,9 @@ type follower struct {
 	// home over, and a walk runs at once.
 	top    *os.File
 	fsUsed int64
+	// pace holds a command that grows its home fast to a share of a
+	// core near its bounds (quota_pace.go).
+	pace pace
 }
 
 // follow starts following h, before its command starts so that the
@@ -623,7 +626,12 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	w.q.register(w, cancel)
 	defer w.q.unregister(w)
 	began := time.Now()
-	w.walk(false)
+	if u := w.walk(false); w.q.isOver(u) && grewPast(u, &w.start) {
+		// The command grew a home over its bound while the first walk
+		// counted it (a home already over: at once).
+		w.q.stopGrown(w.h, u)
+		return
+	}
 	cost := time.Since(began)
 	last := time.Now()
 	start := &w.start
@@ -658,6 +666,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.q.stopGrown(w.h, u)
 				return
 			}
+			w.repace()
 			if w.overReserve(u) {
 				cancel(errOverReserve)
 				return
@@ -685,6 +694,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			w.flush()
+			w.repace()
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
 				// any entry the command adds is growth.

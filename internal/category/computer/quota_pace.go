@@ -1,0 +1,130 @@
+package computer
+
+import "sync"
+
+// Pacing: a command that grows its home fast is held, by its cgroup's
+// CPU bandwidth, to a share of a core once the home is well into its
+// quota, so that the kernel slows it however late the worker is to read
+// its events (a loaded host leaves the worker unrun for tens of
+// milliseconds, in which a shell makes thousands of empty files). The
+// follower then stops it near the bound, not thousands of entries past.
+// A command that grows its home little, or a home far from its bounds,
+// is never paced.
+const (
+	paceHalf  = 0.5  // cores, from an eighth of a bound
+	paceTenth = 0.1  // cores, from a quarter of it
+	paceOver  = 0.02 // cores, in a home over a bound when the command starts
+)
+
+// pacer holds a command to a share of a core (0: its own limit again);
+// set once the command's sandbox has started (see follower.setPacer).
+type pacer func(cores float64) error
+
+// pace is the follower's pacing state.
+type pace struct {
+	mu     sync.Mutex
+	fn     pacer
+	cores  float64 // what is set now (0: not paced)
+	broken bool    // the pacer failed: no cgroup, no cpu controller
+}
+
+// setPacer gives w the command's pacer, once its sandbox has started.
+//
+// A home already over a bound, or near one, when the command starts is
+// paced at once, for the whole command (startPace): the command may free
+// space (rm runs, more slowly), and a writer of entries is stopped by the
+// follower's first look, not thousands of entries later.
+func (w *follower) setPacer(fn pacer) {
+	if w == nil {
+		return
+	}
+	w.pace.mu.Lock()
+	defer w.pace.mu.Unlock()
+	w.pace.fn = fn
+	if c := w.startPace(); c > 0 && w.pace.cores == 0 {
+		if err := fn(c); err != nil {
+			w.pace.broken = true
+			return
+		}
+		w.pace.cores = c
+	}
+}
+
+// startPace is the pace a command gets from its start (0: none): a
+// fiftieth of a core in a home over a bound, a tenth in one within the
+// last eighth of a bound (the follower's first walk of a big home takes
+// long enough for a writer to pass the bound at full speed).
+func (w *follower) startPace() float64 {
+	q, s := w.q, &w.start
+	switch {
+	case q.isOver(s):
+		return paceOver
+	case q.files > 0 && s.files >= q.files-q.files/8, q.bytes > 0 && s.bytes >= q.bytes-q.bytes/8:
+		return paceTenth
+	}
+	return 0
+}
+
+// paced says whether the command is paced now (for tests: the share).
+func (w *follower) paced() float64 {
+	w.pace.mu.Lock()
+	defer w.pace.mu.Unlock()
+	return w.pace.cores
+}
+
+// paceFor is the share of a core the estimate calls for (0: none): the
+// command grew its home by a sixteenth of a bound (or a quarter of the
+// room it had) and the home holds an
+// eighth of it (half a core), or a quarter of it (a tenth); the home was
+// over or near a bound when the command started (startPace); or the command
+// grew its home while the disk the homes share is below four times its
+// reserve (a tenth).
+func (w *follower) paceFor() float64 {
+	q := w.q
+	if c := w.startPace(); c > 0 {
+		return c
+	}
+	level := func(est, start, bound int64) float64 {
+		// A sixteenth of the bound, or a quarter of the room the home
+		// had when the command started, whichever is less: a writer in
+		// a home near its bound is paced before it could pass it.
+		if bound <= 0 || est-start < min(bound/16, max(bound-start, 0)/4) {
+			return 0
+		}
+		switch {
+		case est >= bound/4:
+			return paceTenth
+		case est >= bound/8:
+			return paceHalf
+		}
+		return 0
+	}
+	cores := 0.0
+	for _, c := range []float64{level(w.est.files, w.start.files, q.files), level(w.est.bytes, w.start.bytes, q.bytes)} {
+		if c > 0 && (cores == 0 || c < cores) {
+			cores = c
+		}
+	}
+	if q.reserve > 0 && w.est.bytes-w.start.bytes > reserveGrowth {
+		if d, ok := q.free(); ok && d.bytes < 4*q.reserve {
+			cores = paceTenth
+		}
+	}
+	return cores
+}
+
+// repace sets the command's pace to what the estimate calls for, when it
+// changed.
+func (w *follower) repace() {
+	want := w.paceFor()
+	w.pace.mu.Lock()
+	defer w.pace.mu.Unlock()
+	if w.pace.fn == nil || w.pace.broken || want == w.pace.cores {
+		return
+	}
+	if err := w.pace.fn(want); err != nil {
+		w.pace.broken = true
+		return
+	}
+	w.pace.cores = want
+}
