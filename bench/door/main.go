@@ -33,6 +33,8 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,9 +56,39 @@ func main() {
 	calls := flag.Int("calls", 2000, "calls measured on each path, alternated")
 	conc := flag.Int("concurrency", 32, "calls in flight for the throughput run")
 	dur := flag.Duration("duration", 10*time.Second, "how long the throughput run lasts")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (door, worker, NATS server, client) to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
+	}
 	if err := run(*calls, *conc, *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "door:", err)
+		pprof.StopCPUProfile()
+		trace.Stop()
 		os.Exit(1)
 	}
 }
