@@ -123,7 +123,7 @@ type Door struct {
 	catalogs map[string]*catalogEntry
 
 	flightMu sync.Mutex
-	inFlight map[string]int
+	gates    map[string]*gate // per principal (fastgate.go)
 }
 
 // New builds a door.
@@ -163,7 +163,7 @@ func New(cfg Config) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
+	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, gates: map[string]*gate{}, m: newInstruments(cfg.Meter)}
 	key := cfg.SealKey
 	if key == nil {
 		key = make([]byte, SealKeyBytes)
