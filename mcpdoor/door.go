@@ -188,7 +188,7 @@ func New(cfg Config) (*Door, error) {
 		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
 		Logger:                       sdkLogger(cfg.Logger),
 	})
-	var inner http.Handler = d.withServerSlot(d.bounded(d.sessions(sdk)))
+	var inner http.Handler = d.withServerSlot(d.bounded(d.sessions(d.fastCalls(sdk))))
 	if d.dev == nil {
 		inner = auth.RequireBearerToken(d.verify, &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL:    d.metadataURLPlaceholder(),

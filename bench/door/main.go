@@ -253,41 +253,52 @@ func run(calls, conc int, dur time.Duration) error {
 	fmt.Printf("  through the door (MCP):  p50 %8s  p99 %8s\n", ms(v50), ms(v99))
 	fmt.Printf("  added by the door:       p50 %8s  p99 %8s\n", ms(v50-d50), ms(v99-d99))
 
-	// Throughput: conc clients' calls in flight through the one door.
-	var (
-		done    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		runErr  error
-	)
-	tctx, tcancel := context.WithTimeout(ctx, dur)
-	defer tcancel()
-	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for tctx.Err() == nil {
-				res, err := cs.CallTool(tctx, &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{"note": "x"}})
-				if tctx.Err() != nil {
-					return
+	// Throughput: conc clients' calls in flight through the one door,
+	// then the same number of direct sends, for what is behind the door.
+	throughput := func(call func(context.Context) error) (int64, float64, error) {
+		var (
+			done    atomic.Int64
+			wg      sync.WaitGroup
+			errOnce sync.Once
+			runErr  error
+		)
+		tctx, tcancel := context.WithTimeout(ctx, dur)
+		defer tcancel()
+		start := time.Now()
+		for range conc {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					err := call(tctx)
+					if tctx.Err() != nil {
+						return
+					}
+					if err != nil {
+						errOnce.Do(func() { runErr = err; tcancel() })
+						return
+					}
+					done.Add(1)
 				}
-				if err == nil && res.IsError {
-					err = errors.New("isError")
-				}
-				if err != nil {
-					errOnce.Do(func() { runErr = err; tcancel() })
-					return
-				}
-				done.Add(1)
-			}
-		})
+			})
+		}
+		wg.Wait()
+		return done.Load(), float64(done.Load()) / time.Since(start).Seconds(), runErr
 	}
-	wg.Wait()
-	if runErr != nil {
-		return fmt.Errorf("throughput run: %w", runErr)
+	n, rate, err := throughput(func(ctx context.Context) error {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{"note": "x"}})
+		if err == nil && res.IsError {
+			err = errors.New("isError")
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("throughput run: %w", err)
 	}
-	elapsed := time.Since(start)
-	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s through one door\n",
-		conc, dur, done.Load(), float64(done.Load())/elapsed.Seconds())
+	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s through one door\n", conc, dur, n, rate)
+	n, rate, err = throughput(func(context.Context) error { return direct() })
+	if err != nil {
+		return fmt.Errorf("direct throughput run: %w", err)
+	}
+	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s sent directly (gateway.Send)\n", conc, dur, n, rate)
 	js, err := jetstream.New(gnc)
 	if err != nil {
 		return err
