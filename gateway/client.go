@@ -207,6 +207,13 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // first one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
+//
+// The run reads core NATS subscriptions to the turn's subjects first, and
+// the streams when those may have missed an event (a reconnect, a dropped
+// message, a step not done within a few seconds): no consumer is created
+// per step. A connection whose permissions refuse those subscriptions
+// reads the streams only; allow it to subscribe to turn.call.output.*.*
+// and turn.dead.*.* for the fast path.
 func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) (*StepRun, error) {
 	var cfg sendConfig
 	for _, o := range opts {
