@@ -273,6 +273,7 @@ func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) 
 		}
 		if !c.coreReads() {
 			// The first run's subscriptions were refused (permissions).
+			r.dropCore()
 			core = false
 		} else if err := r.readPrior(ctx); err != nil {
 			r.Close()

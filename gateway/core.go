@@ -64,53 +64,74 @@ func (c *Client) coreReads() bool {
 }
 
 // subscribeCore subscribes the run to its turn's subjects on core NATS.
-// The client's first run also checks, with one round trip, that the
-// server accepted the subscriptions.
+// The client's first run also checks, with a round trip after each of
+// the output and dead-letter subscriptions, that the server accepted
+// them.
 func (r *StepRun) subscribeCore(ctx context.Context, cfg sendConfig) error {
 	st := r.step
 	nc := r.c.nc
 	r.coreCh = make(chan *nats.Msg, coreBuffer)
-	outSubject := protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID)
-	subjects := []string{outSubject, protocol.Subject(protocol.PrefixDead, st.AgentID, st.TurnID)}
+	subjects := []string{protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID), protocol.Subject(protocol.PrefixDead, st.AgentID, st.TurnID)}
 	if cfg.activity {
 		subjects = append(subjects, protocol.Subject(protocol.PrefixActive, st.AgentID, st.TurnID))
 	}
-	for _, s := range subjects {
+	r.c.mu.Lock()
+	probe := r.c.core == coreUnknown
+	r.c.mu.Unlock()
+	state := coreOn
+	for i, s := range subjects {
 		sub, err := nc.ChanSubscribe(s, r.coreCh)
 		if err != nil {
 			return err
 		}
 		r.coreSubs = append(r.coreSubs, sub)
+		if probe && i < 2 && state == coreOn {
+			refused, err := r.refused(ctx, s)
+			if err != nil {
+				return err
+			}
+			if refused {
+				state = coreOff
+				r.c.log.Info("reading step events from the streams only: subscribing to them is not allowed", "subject", s)
+			}
+		}
 	}
 	r.reconnects = nc.Stats().Reconnects
 	r.sent = time.Now()
 	r.check = time.NewTimer(coreCheck)
-
-	r.c.mu.Lock()
-	probe := r.c.core == coreUnknown
-	r.c.mu.Unlock()
-	if !probe {
-		return nil
+	if probe {
+		r.c.mu.Lock()
+		if r.c.core == coreUnknown {
+			r.c.core = state
+		}
+		r.c.mu.Unlock()
 	}
-	// The server answers a refused subscription with an error before
-	// the flush's PONG, and the connection keeps it as its last error.
+	return nil
+}
+
+// dropCore ends the run's core reads.
+func (r *StepRun) dropCore() {
+	for _, sub := range r.coreSubs {
+		_ = sub.Unsubscribe()
+	}
+	r.coreSubs, r.coreCh = nil, nil
+	if r.check != nil {
+		r.check.Stop()
+		r.check = nil
+	}
+}
+
+// refused reports whether the server refused the subscription to
+// subject: it answers a refused subscription with an error before the
+// flush's PONG, and the connection keeps it as its last error.
+func (r *StepRun) refused(ctx context.Context, subject string) (bool, error) {
 	ctx, cancel := r.c.bounded(ctx)
 	defer cancel()
-	if err := nc.FlushWithContext(ctx); err != nil {
-		return err
+	if err := r.c.nc.FlushWithContext(ctx); err != nil {
+		return false, err
 	}
-	state := coreOn
-	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) &&
-		strings.Contains(strings.ToLower(err.Error()), strings.ToLower(outSubject)) {
-		state = coreOff
-		r.c.log.Info("reading step events from the stream only: subscribing to them is not allowed", "subject", outSubject)
-	}
-	r.c.mu.Lock()
-	if r.c.core == coreUnknown {
-		r.c.core = state
-	}
-	r.c.mu.Unlock()
-	return nil
+	err := r.c.nc.LastError()
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), strings.ToLower(`"`+subject+`"`)), nil
 }
 
 // readPrior reads the stream from the turn's start when the turn's
