@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -151,13 +150,15 @@ func (r *StepRun) readPrior(ctx context.Context) error {
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
-	}
 	var head struct {
 		Step *int64 `json:"step"`
 	}
-	if json.Unmarshal(last.Data, &head) == nil && head.Step != nil && *head.Step < st.Step {
+	if err != nil {
+		// A connection may be allowed to subscribe and not to get a
+		// stream's messages: it reads the turn from its start, as a run
+		// of step 0 always did.
+		r.c.log.Debug("reading the turn from its start", "stream", protocol.StreamOutputs, "err", err)
+	} else if json.Unmarshal(last.Data, &head) == nil && head.Step != nil && *head.Step < st.Step {
 		return nil
 	}
 	if err := r.readFrom(1); err != nil {
