@@ -40,6 +40,11 @@ type Client struct {
 
 	mu      sync.Mutex
 	outputs jetstream.Stream // TURN_OUTPUTS, once looked up
+	// core is whether runs read their step's events from core NATS
+	// subscriptions: coreUnknown until the first run's subscriptions
+	// were accepted (coreOn) or refused by the server's permissions
+	// (coreOff, for the client's life).
+	core coreState
 }
 
 // New returns a client over nc, which stays the caller's to close.
@@ -202,6 +207,13 @@ func WithActivity() SendOption { return func(c *sendConfig) { c.activity = true 
 // first one caused, from the turn's start. (A step number goes with one output: the model's response
 // for step N is sent as it was, never replaced by another.) Close the run
 // when done.
+//
+// The run reads core NATS subscriptions to the turn's subjects first, and
+// the streams when those may have missed an event (a reconnect, a dropped
+// message, a step not done within a few seconds): no consumer is created
+// per step. A connection whose permissions refuse those subscriptions
+// reads the streams only; allow it to subscribe to turn.call.output.*.*
+// and turn.dead.*.* for the fast path.
 func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) (*StepRun, error) {
 	var cfg sendConfig
 	for _, o := range opts {
@@ -250,13 +262,34 @@ func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) 
 			protocol.ErrMalformed, len(parsed.Calls), need, budget)
 	}
 	r := newRun(c, parsed)
-	start, err := c.readStart(ctx, parsed)
-	if err != nil {
-		return nil, err
+	core := c.coreReads()
+	if core {
+		// The step's events are read from core NATS subscriptions made
+		// before the publish; the stream is read only when they may have
+		// missed something (see StepRun.fallback).
+		if err := r.subscribeCore(ctx, cfg); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if !c.coreReads() {
+			// The first run's subscriptions were refused (permissions).
+			r.dropCore()
+			core = false
+		} else if err := r.readPrior(ctx); err != nil {
+			r.Close()
+			return nil, err
+		}
 	}
-	if err := r.subscribe(cfg, start); err != nil {
-		r.Close()
-		return nil, err
+	if !core {
+		start, err := c.readStart(ctx, parsed)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		if err := r.subscribe(cfg, start); err != nil {
+			r.Close()
+			return nil, err
+		}
 	}
 	m := nats.NewMsg(subject)
 	m.Data = body
@@ -271,6 +304,9 @@ func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) 
 		if err := r.readFrom(1); err != nil {
 			r.Close()
 			return nil, err
+		}
+		if r.deadOf == nil {
+			r.readDead()
 		}
 	}
 	return r, nil

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,11 +35,20 @@ type StepRun struct {
 	deadOf   jetstream.Consumer // deleted when they stop (see drop)
 	sub      *nats.Subscription
 
+	// Core reads (core.go): the subscriptions made before the publish,
+	// their messages, and when to check whether they missed any.
+	coreSubs   []*nats.Subscription
+	coreCh     chan *nats.Msg
+	check      *time.Timer
+	reconnects uint64
+	sent       time.Time
+
 	// Duplicates are told by what they are about, never by Nats-Msg-Id:
 	// an event stored past the stream's duplicate window can share the
 	// id of another kind of event (the output of a call named "pending"
 	// and its step.pending's).
 	seenCall map[string]bool // call ids whose output was returned
+	seenDL   map[string]bool // dead letters returned, by message id or body
 	pending  bool
 	done     *protocol.StepDone
 	failed   error // the step's dead letter, or its number reused: it never ends
@@ -155,6 +165,24 @@ func (r *StepRun) deadLetter(h nats.Header, data []byte) *DeadLetterError {
 	return nil
 }
 
+// seenDead reports whether the dead letter was returned before (the core
+// subscription and the stream both deliver it), and marks it returned.
+func (r *StepRun) seenDead(dl *DeadLetterError, data []byte) bool {
+	key := dl.Subject + "\x00" + dl.MsgID
+	if dl.MsgID == "" {
+		sum := sha256.Sum256(data)
+		key += "\x00" + string(sum[:])
+	}
+	if r.seenDL[key] {
+		return true
+	}
+	if r.seenDL == nil {
+		r.seenDL = map[string]bool{}
+	}
+	r.seenDL[key] = true
+	return false
+}
+
 // deliver hands a message to Next, or drops it once the run is closed.
 func (r *StepRun) deliver(m inbound) {
 	select {
@@ -191,10 +219,15 @@ func (r *StepRun) Next(ctx context.Context) (protocol.Event, error) {
 		case <-r.stop:
 			return nil, ErrClosed
 		case m = <-r.in:
+		case cm := <-r.coreCh:
+			m = inboundOf(cm)
+		case <-r.checkC():
+			r.checkCore()
+			continue
 		}
 		if m.dead != nil {
 			dl := r.deadLetter(m.dead, m.data)
-			if dl == nil {
+			if dl == nil || r.seenDead(dl, m.data) {
 				continue
 			}
 			if dl.Step {
@@ -336,6 +369,12 @@ func (r *StepRun) Wait(ctx context.Context) (*protocol.StepDone, error) {
 func (r *StepRun) Close() {
 	r.stopOnce.Do(func() {
 		close(r.stop)
+		if r.check != nil {
+			r.check.Stop()
+		}
+		for _, sub := range r.coreSubs {
+			_ = sub.Unsubscribe()
+		}
 		r.drop(r.cons, r.consOf, protocol.StreamOutputs)
 		r.drop(r.dead, r.deadOf, protocol.StreamDead)
 		if r.sub != nil {

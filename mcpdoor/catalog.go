@@ -1,6 +1,7 @@
 package mcpdoor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,11 +17,19 @@ import (
 // Version is the door's implementation version, told to clients.
 const Version = "0.1.0"
 
+// doorImpl is how the door names itself to clients.
+func doorImpl() *mcp.Implementation {
+	return &mcp.Implementation{Name: "toolruntime-mcp-door", Version: Version}
+}
+
 // catalogEntry is a principal's tool list turned into an SDK server,
 // reused for CatalogTTL: a cache only, never needed for correctness.
 type catalogEntry struct {
 	server  *mcp.Server
 	expires time.Time
+	// tools are the server's tools by MCP name, for the fast path
+	// (fastcall.go); nil when the catalog could not be read.
+	tools map[string]catalogTool
 }
 
 // slotKey holds, per HTTP request, the server built for it: the SDK asks
@@ -30,6 +39,7 @@ type slotKey struct{}
 type slot struct {
 	once   sync.Once
 	server *mcp.Server
+	entry  *catalogEntry
 }
 
 func (d *Door) withServerSlot(next http.Handler) http.Handler {
@@ -41,6 +51,15 @@ func (d *Door) withServerSlot(next http.Handler) http.Handler {
 // server is the SDK's getServer: the principal's server, built from its
 // catalog.
 func (d *Door) server(r *http.Request) *mcp.Server {
+	if e := d.entry(r); e != nil {
+		return e.server
+	}
+	return nil
+}
+
+// entry is the request's catalog entry, looked up (or built) once per
+// request.
+func (d *Door) entry(r *http.Request) *catalogEntry {
 	s, _ := r.Context().Value(slotKey{}).(*slot)
 	if s == nil {
 		return nil
@@ -50,29 +69,36 @@ func (d *Door) server(r *http.Request) *mcp.Server {
 		if p == nil {
 			return
 		}
-		s.server = d.serverFor(r.Context(), p)
+		s.entry = d.serverFor(r.Context(), p)
+		s.server = s.entry.server
 	})
-	return s.server
+	return s.entry
 }
 
-func (d *Door) serverFor(ctx context.Context, p *Principal) *mcp.Server {
+func (d *Door) serverFor(ctx context.Context, p *Principal) *catalogEntry {
 	now := time.Now()
 	d.catMu.Lock()
 	e := d.catalogs[p.Name]
 	d.catMu.Unlock()
 	if e != nil && now.Before(e.expires) {
-		return e.server
+		return e
 	}
 	tools, err := d.fetchTools(ctx, p)
-	srv := d.newServer(p, tools, err)
+	e = &catalogEntry{server: d.newServer(p, tools, err), expires: now.Add(d.cfg.CatalogTTL)}
 	if err != nil {
 		// Not cached: the next request asks the workers again.
-		return srv
+		return e
+	}
+	e.tools = make(map[string]catalogTool, len(tools))
+	for _, t := range tools {
+		schema, err := json.Marshal(t.tool.InputSchema)
+		t.headerParams = err != nil || bytes.Contains(schema, []byte("x-mcp-header"))
+		e.tools[t.name] = t
 	}
 	d.catMu.Lock()
-	d.catalogs[p.Name] = &catalogEntry{server: srv, expires: now.Add(d.cfg.CatalogTTL)}
+	d.catalogs[p.Name] = e
 	d.catMu.Unlock()
-	return srv
+	return e
 }
 
 // catalogTool is one tool of a principal's catalog, as MCP lists it.
@@ -81,6 +107,9 @@ type catalogTool struct {
 	namespace string
 	call      string // the tool's own name
 	tool      *mcp.Tool
+	// headerParams: the input schema names x-mcp-header parameters, whose
+	// Mcp-Param-* headers the SDK checks; such calls are the SDK's.
+	headerParams bool
 }
 
 // fetchTools asks the workers for the principal's catalog and reads it.
@@ -128,7 +157,7 @@ func (d *Door) newServer(p *Principal, tools []catalogTool, catErr error) *mcp.S
 		Logger: sdkLogger(d.log),
 	}
 	opts.Capabilities.AddExtension(ExtTasks, map[string]any{})
-	srv := mcp.NewServer(&mcp.Implementation{Name: "toolruntime-mcp-door", Version: Version}, opts)
+	srv := mcp.NewServer(doorImpl(), opts)
 	if catErr != nil {
 		srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {

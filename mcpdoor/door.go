@@ -138,12 +138,8 @@ type Door struct {
 	catalogs map[string]*catalogEntry
 
 	flightMu sync.Mutex
-	inFlight map[string]int
+	gates    map[string]*gate // per principal (fastgate.go): tools/call, and every other request (tasks/* too)
 
-	// taskMu guards taskFlight: one principal's tasks/* requests in
-	// flight on this replica, bounded as its tools/call requests are.
-	taskMu     sync.Mutex
-	taskFlight map[string]int
 	// cancelLoops holds the steps whose tasks/cancel this replica sends
 	// again until they end (taskCancel).
 	cancelLoops sync.Map
@@ -195,7 +191,7 @@ func New(cfg Config) (*Door, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, inFlight: map[string]int{}, taskFlight: map[string]int{}, m: newInstruments(cfg.Meter)}
+	d := &Door{cfg: cfg, log: cfg.Logger, gw: gw, js: js, catalogs: map[string]*catalogEntry{}, gates: map[string]*gate{}, m: newInstruments(cfg.Meter)}
 	key := cfg.SealKey
 	if key == nil {
 		key = make([]byte, SealKeyBytes)
@@ -220,7 +216,7 @@ func New(cfg Config) (*Door, error) {
 		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
 		Logger:                       sdkLogger(cfg.Logger),
 	})
-	var inner http.Handler = d.withServerSlot(d.bounded(d.taskHeaders(d.sessions(sdk))))
+	var inner http.Handler = d.withServerSlot(d.bounded(d.taskHeaders(d.sessions(d.fastCalls(sdk)))))
 	if d.dev == nil {
 		inner = auth.RequireBearerToken(d.verify, &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL:    d.metadataURLPlaceholder(),

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -117,16 +118,39 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 	return m.Method, rpcIDs{id: m.ID, cancels: m.Params.RequestID}, nil
 }
 
-// bounded holds one principal's tools/call requests in flight on this
-// replica to its bound: past it, 429 with a JSON-RPC error. Other
-// requests are short, or long-lived by design (subscriptions/listen),
-// and are not counted.
+// bounded holds one principal's requests in flight on this replica to
+// its bound, in two gates: tools/call requests, held for the call's
+// length, and every other request but the long-lived ones
+// (subscriptions/listen), so that a principal's flood of lists,
+// malformed or oversized requests is paced too. A request over the
+// bound waits for a slot up to admitWait, and is then refused with 429
+// and a JSON-RPC error: a client that floods the door is slowed to the
+// pace the door serves it at, instead of taking the machine from the
+// other principals.
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := d.principalOf(r.Context())
 		if p == nil {
 			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
 			return
+		}
+		limit := d.cfg.MaxInFlight
+		if p.MaxInFlight > 0 {
+			limit = p.MaxInFlight
+		}
+		g := d.gateOf(p.Name, limit)
+		// The body is read under the other gate (reading it is work too);
+		// a tools/call then trades that slot for one of the calls gate.
+		releaseOther := func() {}
+		if r.Header.Get("Mcp-Method") != "subscriptions/listen" {
+			release, ok := g.enter(r.Context(), g.other)
+			if !ok {
+				d.refuseInFlight(w, r)
+				return
+			}
+			var once sync.Once
+			releaseOther = func() { once.Do(release) }
+			defer releaseOther()
 		}
 		method, ids, err := d.rpcMethod(r)
 		if err != nil {
@@ -140,29 +164,21 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
-		limit := d.cfg.MaxInFlight
-		if p.MaxInFlight > 0 {
-			limit = p.MaxInFlight
-		}
-		d.flightMu.Lock()
-		if d.inFlight[p.Name] >= limit {
-			d.flightMu.Unlock()
-			d.m.refuse(r.Context(), "in_flight")
-			w.Header().Set("Retry-After", "1")
-			writeRPCError(w, http.StatusTooManyRequests, -32000, "too many requests in flight for this principal")
+		releaseOther()
+		release, ok := g.enter(r.Context(), g.calls)
+		if !ok {
+			d.refuseInFlight(w, r)
 			return
 		}
-		d.inFlight[p.Name]++
-		d.flightMu.Unlock()
-		defer func() {
-			d.flightMu.Lock()
-			if d.inFlight[p.Name]--; d.inFlight[p.Name] == 0 {
-				delete(d.inFlight, p.Name)
-			}
-			d.flightMu.Unlock()
-		}()
+		defer release()
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+func (d *Door) refuseInFlight(w http.ResponseWriter, r *http.Request) {
+	d.m.refuse(r.Context(), "in_flight")
+	w.Header().Set("Retry-After", "1")
+	writeRPCError(w, http.StatusTooManyRequests, -32000, "too many requests in flight for this principal")
 }
 
 // methodKey holds a request's JSON-RPC method in its context.

@@ -230,30 +230,6 @@ func (d *Door) addTaskMethods(srv *mcp.Server, p *Principal) {
 	})
 }
 
-// taskSlot holds one of p's tasks/* requests in flight, or refuses it
-// past the principal's bound, so that a flood of tasks/get costs the
-// streams no more than its calls would.
-func (d *Door) taskSlot(p *Principal) (func(), error) {
-	limit := d.cfg.MaxInFlight
-	if p.MaxInFlight > 0 {
-		limit = p.MaxInFlight
-	}
-	d.taskMu.Lock()
-	defer d.taskMu.Unlock()
-	if d.taskFlight[p.Name] >= limit {
-		d.m.refuse(context.Background(), "in_flight")
-		return nil, &jsonrpc.Error{Code: -32000, Message: "too many tasks requests in flight for this principal; try again"}
-	}
-	d.taskFlight[p.Name]++
-	return func() {
-		d.taskMu.Lock()
-		if d.taskFlight[p.Name]--; d.taskFlight[p.Name] == 0 {
-			delete(d.taskFlight, p.Name)
-		}
-		d.taskMu.Unlock()
-	}, nil
-}
-
 func (d *Door) openTaskParams(p *Principal, params *taskParams) (taskState, string, error) {
 	if params == nil || params.TaskID == "" {
 		return taskState{}, "", invalidParams(errors.New("taskId is required"))
@@ -266,11 +242,6 @@ func (d *Door) openTaskParams(p *Principal, params *taskParams) (taskState, stri
 }
 
 func (d *Door) taskGet(ctx context.Context, p *Principal, params *taskParams) (*detailedTask, error) {
-	release, err := d.taskSlot(p)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	st, id, err := d.openTaskParams(p, params)
 	if err != nil {
 		return nil, err
@@ -299,11 +270,6 @@ func (d *Door) taskGet(ctx context.Context, p *Principal, params *taskParams) (*
 // input request "approval"); other keys are ignored. The first decision
 // of a step wins, so a second answer decides nothing new.
 func (d *Door) taskUpdate(ctx context.Context, p *Principal, params *taskParams) (*ackResult, error) {
-	release, err := d.taskSlot(p)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	st, _, err := d.openTaskParams(p, params)
 	if err != nil {
 		return nil, err
@@ -326,11 +292,6 @@ func (d *Door) taskUpdate(ctx context.Context, p *Principal, params *taskParams)
 // does (callRun.cancel): its fresh turn, or its step alone in a named
 // turn. Cancelling a task that ended changes nothing and is acked alike.
 func (d *Door) taskCancel(ctx context.Context, p *Principal, params *taskParams) (*ackResult, error) {
-	release, err := d.taskSlot(p)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	st, _, err := d.openTaskParams(p, params)
 	if err != nil {
 		return nil, err

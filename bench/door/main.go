@@ -14,11 +14,15 @@
 //
 // Usage (in this directory, its own module):
 //
-//	go run . [--calls 2000] [--concurrency 32] [--duration 10s]
+//	go run . [--calls 2000] [--concurrency 32] [--sessions 1] [--duration 10s]
+//	         [--cpuprofile FILE] [--trace FILE]
 //
 // It prints p50 and p99 of each path and of the door's added latency
 // (the difference of the two paths' quantiles), then the door's calls/s
-// with --concurrency clients' calls in flight for --duration.
+// with --concurrency calls in flight for --duration, spread over
+// --sessions MCP client sessions (one Go SDK session reads its answers
+// on one goroutine, which bounds what one session can drive), then the
+// calls/s of as many direct sends in flight.
 package main
 
 import (
@@ -33,6 +37,8 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -53,10 +59,41 @@ import (
 func main() {
 	calls := flag.Int("calls", 2000, "calls measured on each path, alternated")
 	conc := flag.Int("concurrency", 32, "calls in flight for the throughput run")
+	sessions := flag.Int("sessions", 1, "MCP client sessions (each its own HTTP client) the throughput run's calls are spread over")
 	dur := flag.Duration("duration", 10*time.Second, "how long the throughput run lasts")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (door, worker, NATS server, client) to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the whole run to this file")
 	flag.Parse()
-	if err := run(*calls, *conc, *dur); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *traceOut != "" {
+		f, err := os.Create(*traceOut)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, "door:", err)
+			os.Exit(1)
+		}
+		defer trace.Stop()
+	}
+	if err := run(*calls, *conc, *sessions, *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "door:", err)
+		pprof.StopCPUProfile()
+		trace.Stop()
 		os.Exit(1)
 	}
 }
@@ -68,7 +105,7 @@ type noop struct {
 // principal is the door's dev principal, and so the agent of its turns.
 const principal = "bench"
 
-func run(calls, conc int, dur time.Duration) error {
+func run(calls, conc, sessions int, dur time.Duration) error {
 	dir, err := os.MkdirTemp("", "bench-door-")
 	if err != nil {
 		return err
@@ -221,41 +258,64 @@ func run(calls, conc int, dur time.Duration) error {
 	fmt.Printf("  through the door (MCP):  p50 %8s  p99 %8s\n", ms(v50), ms(v99))
 	fmt.Printf("  added by the door:       p50 %8s  p99 %8s\n", ms(v50-d50), ms(v99-d99))
 
-	// Throughput: conc clients' calls in flight through the one door.
-	var (
-		done    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		runErr  error
-	)
-	tctx, tcancel := context.WithTimeout(ctx, dur)
-	defer tcancel()
-	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for tctx.Err() == nil {
-				res, err := cs.CallTool(tctx, &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{"note": "x"}})
-				if tctx.Err() != nil {
-					return
+	// Throughput: conc clients' calls in flight through the one door,
+	// then the same number of direct sends, for what is behind the door.
+	throughput := func(call func(context.Context) error) (int64, float64, error) {
+		var (
+			done    atomic.Int64
+			wg      sync.WaitGroup
+			errOnce sync.Once
+			runErr  error
+		)
+		tctx, tcancel := context.WithTimeout(ctx, dur)
+		defer tcancel()
+		start := time.Now()
+		for range conc {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					err := call(tctx)
+					if tctx.Err() != nil {
+						return
+					}
+					if err != nil {
+						errOnce.Do(func() { runErr = err; tcancel() })
+						return
+					}
+					done.Add(1)
 				}
-				if err == nil && res.IsError {
-					err = errors.New("isError")
-				}
-				if err != nil {
-					errOnce.Do(func() { runErr = err; tcancel() })
-					return
-				}
-				done.Add(1)
-			}
-		})
+			})
+		}
+		wg.Wait()
+		return done.Load(), float64(done.Load()) / time.Since(start).Seconds(), runErr
 	}
-	wg.Wait()
-	if runErr != nil {
-		return fmt.Errorf("throughput run: %w", runErr)
+	clients := []*mcp.ClientSession{cs}
+	for range max(0, sessions-1) {
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * conc}}
+		more, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+		if err != nil {
+			return err
+		}
+		defer more.Close()
+		clients = append(clients, more)
 	}
-	elapsed := time.Since(start)
-	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s through one door\n",
-		conc, dur, done.Load(), float64(done.Load())/elapsed.Seconds())
+	var turn atomic.Int64
+	n, rate, err := throughput(func(ctx context.Context) error {
+		cs := clients[int(turn.Add(1))%len(clients)]
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{"note": "x"}})
+		if err == nil && res.IsError {
+			err = errors.New("isError")
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("throughput run: %w", err)
+	}
+	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s through one door (%d client sessions)\n", conc, dur, n, rate, len(clients))
+	n, rate, err = throughput(func(context.Context) error { return direct() })
+	if err != nil {
+		return fmt.Errorf("direct throughput run: %w", err)
+	}
+	fmt.Printf("throughput, %d calls in flight for %s: %d calls, %.0f calls/s sent directly (gateway.Send)\n", conc, dur, n, rate)
 	js, err := jetstream.New(gnc)
 	if err != nil {
 		return err
