@@ -131,10 +131,27 @@ type callView struct {
 	Args                           shown
 	Repairs                        []string
 	Digest                         string
+	// Script says how many characters of the arguments are outside
+	// printable ASCII (each named on the page) and warns when their
+	// letters are of several scripts; empty when all are ASCII.
+	Script string
 	// An input request: the server's message and the requested fields.
 	Input   bool
 	Message shown
 	Fields  []inputField
+}
+
+// scriptNote is a call's Script.
+func scriptNote(b []byte) string {
+	n, scripts := scriptsOf(b)
+	if n == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("%d character(s) outside printable ASCII, each named below", n)
+	if len(scripts) > 1 {
+		note += "; letters of several scripts (" + strings.Join(scripts, ", ") + "): a look-alike letter runs as what it is, not as what it looks like"
+	}
+	return note
 }
 
 func timeLeft(d time.Duration) string {
@@ -335,7 +352,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: showJSON(c.Valid, limit), Repairs: c.Repairs,
-				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)}
+				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid), Script: scriptNote(c.Valid)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
 			}

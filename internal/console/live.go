@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +125,61 @@ type liveEvent struct {
 	TurnID  string          `json:"turn_id"`
 	Key     string          `json:"key"`
 	Event   json.RawMessage `json:"event"`
+	// Names are the page's markers for the characters of Event's
+	// strings outside printable ASCII, by code point in hexadecimal
+	// (the script draws each as its marker, as the other pages do).
+	Names map[string]string `json:"names,omitempty"`
+}
+
+// maxNames bounds the markers sent with one live event; a character
+// past it is drawn as its code point alone.
+const maxNames = 512
+
+// eventNames collects the markers of the characters outside printable
+// ASCII in the strings (and keys) of a JSON value.
+func eventNames(data []byte) map[string]string {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	names := map[string]string{}
+	add := func(s string) {
+		for _, r := range s {
+			if r >= 0x20 && r <= 0x7e || len(names) >= maxNames {
+				continue
+			}
+			k := strconv.FormatInt(int64(r), 16)
+			if _, ok := names[k]; ok {
+				continue
+			}
+			if hidden(r) {
+				names[k] = marker(r)
+			} else {
+				names[k] = lookalike(r)
+			}
+		}
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			add(v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				add(k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	if len(names) == 0 {
+		return nil
+	}
+	return names
 }
 
 // token is a filter's subject token: the id when it is a valid one,
@@ -259,6 +315,9 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case ev := <-events:
 			b, _ := json.Marshal(ev)
+			if ev.Names = eventNames(b); ev.Names != nil {
+				b, _ = json.Marshal(ev)
+			}
 			ok = write("data: %s\n\n", b)
 		case <-tick.C:
 			lostMu.Lock()
