@@ -13,7 +13,7 @@ import (
 // surrogate's encoding).
 func TestLookalikesNamed(t *testing.T) {
 	for in, want := range map[string][]string{
-		"rm -rf /tmp/\u0430":       {"⟦U+0430 CYRILLIC SMALL LETTER A а⟧"},
+		"rm -rf /tmp/\u0430":        {"⟦U+0430 CYRILLIC SMALL LETTER A а⟧"},
 		"\uff52\uff4d -rf /":        {"⟦U+FF52 FULLWIDTH LATIN SMALL LETTER R ｒ⟧", "⟦U+FF4D FULLWIDTH LATIN SMALL LETTER M ｍ⟧"},
 		"caf\u00e9":                 {"⟦U+00E9 LATIN SMALL LETTER E WITH ACUTE é⟧"},
 		"cafe\u0301":                {"⟦U+0301 COMBINING ACUTE ACCENT⟧"},

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode"
 	"slices"
 	"sort"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/bidi"
