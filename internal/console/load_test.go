@@ -22,15 +22,22 @@ import (
 // serveLimited serves the rig's console as cmd/console does (Listen,
 // HTTPServer) with small bounds, and returns its URL.
 func (r *rig) serveLimited(t *testing.T, l console.Limits) string {
+	u, _ := r.serveLimitedLn(t, l)
+	return u
+}
+
+// serveLimitedLn is serveLimited, with the listener that counts.
+func (r *rig) serveLimitedLn(t *testing.T, l console.Limits) (string, net.Listener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := console.HTTPServer(r.console, l, context.Background(), nil)
-	go func() { _ = hs.Serve(console.Listen(ln, l, nil)) }()
+	cl := console.Listen(ln, l, nil)
+	go func() { _ = hs.Serve(cl) }()
 	t.Cleanup(func() { _ = hs.Close() })
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), cl
 }
 
 // A client that opens connections and keeps them idle (from 127.0.0.2,
