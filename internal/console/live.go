@@ -19,11 +19,12 @@ const streamOutputs = "TURN_OUTPUTS"
 
 // maxStreams bounds the live streams served at once (each holds an
 // ordered consumer and a subscription), streamsPerSession those of one
-// session, so that one operator's stalled pages cannot take every slot.
-// A stream ends after streamLife (the page's EventSource opens it again
-// after the retry it was told), and is dropped when one event cannot be
-// written within Limits.EventWriteTimeout: a reader that stopped reading
-// frees its slot.
+// session. A stream past maxStreams drops the oldest stream of the
+// session holding the most, so that pages that never read (a stalled
+// reader's socket buffers take minutes to fill) cannot keep another
+// operator out. A stream ends after streamLife (the page's EventSource
+// opens it again after the retry it was told), and is dropped when one
+// event cannot be written within Limits.EventWriteTimeout.
 const (
 	maxStreams        = 64
 	streamsPerSession = 8
@@ -106,6 +107,55 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// streamSet is the live streams open.
+type streamSet struct {
+	mu   sync.Mutex
+	open map[*liveStream]struct{}
+}
+
+type liveStream struct {
+	se      *session
+	started time.Time
+	drop    context.CancelFunc
+}
+
+// admit counts a new stream of se, dropping the oldest stream of the
+// session that holds the most when maxStreams are open (that stream's
+// handler ends when its context does); it returns the new stream and
+// the session of the one dropped, if any.
+func (ss *streamSet) admit(se *session, drop context.CancelFunc) (*liveStream, *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.open == nil {
+		ss.open = map[*liveStream]struct{}{}
+	}
+	var dropped *session
+	if len(ss.open) >= maxStreams {
+		per := map[*session]int{}
+		for l := range ss.open {
+			per[l.se]++
+		}
+		var v *liveStream
+		for l := range ss.open {
+			if v == nil || per[l.se] > per[v.se] || per[l.se] == per[v.se] && l.started.Before(v.started) {
+				v = l
+			}
+		}
+		v.drop()
+		delete(ss.open, v)
+		dropped = v.se
+	}
+	l := &liveStream{se: se, started: time.Now(), drop: drop}
+	ss.open[l] = struct{}{}
+	return l, dropped
+}
+
+func (ss *streamSet) release(l *liveStream) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.open, l)
 }
 
 type liveView struct{ Agent, Turn, Key string }
@@ -224,14 +274,13 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		se.streams--
 		s.mu.Unlock()
 	}()
-	if s.streams.Add(1) > maxStreams {
-		s.streams.Add(-1)
-		http.Error(w, fmt.Sprintf("the console serves at most %d live streams at once: close another live page", maxStreams), http.StatusServiceUnavailable)
-		return
-	}
-	defer s.streams.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), streamLife)
 	defer cancel()
+	ls, dropped := s.streams.admit(se, cancel)
+	defer s.streams.release(ls)
+	if dropped != nil {
+		s.log.Warn("console: live streams bound reached: dropped the oldest stream of the session holding the most", "bound", maxStreams, "operator", dropped.name)
+	}
 	events := make(chan liveEvent, 512)
 	lost := 0
 	var lostMu sync.Mutex

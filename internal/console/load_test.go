@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -244,3 +245,77 @@ func TestDeadLetterFlood(t *testing.T) {
 		t.Errorf("the older page has %d letters", strings.Count(older, `<section class="dead"`))
 	}
 }
+
+// Nine operators' sessions open eight live streams each and never read
+// them (72, past the console's 64): the oldest streams of the sessions
+// holding the most are dropped, and another operator's stream is served
+// and carries events.
+func TestStalledStreamsOfManySessions(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stalled []*http.Response
+	for i := range 9 {
+		c, _ := r.loginAs(t, fmt.Sprintf("Eve%d", i))
+		for range 8 {
+			req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/api/live", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close() // never read, until the end
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("stalled stream %d: %s", len(stalled), resp.Status)
+			}
+			stalled = append(stalled, resp)
+		}
+	}
+	ada, _ := r.loginAs(t, "Ada")
+	req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/api/live?turn=t1", nil)
+	resp, err := ada.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("another operator's stream beside 72 stalled ones: %s", resp.Status)
+	}
+	r.hold(t, "a1", "t1")
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "step.pending") {
+		n, err := resp.Body.Read(buf)
+		if err != nil {
+			t.Fatalf("stream: %v after %q", err, got.String())
+		}
+		got.Write(buf[:n])
+	}
+	// The dropped ones have ended: reading them now reaches their end.
+	var ended atomic.Int64
+	var wg sync.WaitGroup
+	for _, s := range stalled {
+		wg.Go(func() {
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(io.Discard, s.Body)
+				close(done)
+			}()
+			select {
+			case <-done:
+				ended.Add(1)
+			case <-time.After(3 * time.Second):
+				s.Body.Close()
+				<-done
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d of %d stalled streams were dropped", ended.Load(), len(stalled))
+	if ended.Load() < int64(len(stalled)-maxStreams+1) {
+		t.Errorf("%d stalled streams dropped, want at least %d", ended.Load(), len(stalled)-maxStreams+1)
+	}
+}
+
+// maxStreams is the console's bound on live streams (live.go).
+const maxStreams = 64
