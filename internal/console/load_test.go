@@ -395,7 +395,7 @@ func TestTenThousandHeldSteps(t *testing.T) {
 			for i := w; i < n; i += 8 {
 				p := turn.PendingStep{AgentID: "a1", TurnID: fmt.Sprintf("h%05d", i), Step: 0, State: turn.StatePending,
 					ExpiresAt: base.Add(time.Duration(i) * time.Second),
-					Calls: []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "run_command", Valid: args, Approval: "destructive"}}}
+					Calls:     []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "run_command", Valid: args, Approval: "destructive"}}}
 				b, _ := json.Marshal(p)
 				if i == 0 {
 					recordSize = len(b)
