@@ -94,6 +94,10 @@ try {
   out.leaks.step = await leaks(page, "main");
   out.shown.step = await page.locator("section[data-turn='look'] fieldset.held .args").innerText();
   out.measure.step = await measure(page);
+  // A narrow window (a phone's): every character still inside it.
+  await page.setViewportSize({ width: 420, height: 900 });
+  out.measure.narrow = await measure(page);
+  await page.setViewportSize({ width: 1280, height: 900 });
 
   // The live page: the held steps' step.pending events, replayed.
   await page.goto(base + "/live?agent=a1");
