@@ -131,10 +131,27 @@ type callView struct {
 	Args                           shown
 	Repairs                        []string
 	Digest                         string
+	// Script says how many characters of the arguments are outside
+	// printable ASCII (each named on the page) and warns when their
+	// letters are of several scripts; empty when all are ASCII.
+	Script string
 	// An input request: the server's message and the requested fields.
 	Input   bool
 	Message shown
 	Fields  []inputField
+}
+
+// scriptNote is a call's Script.
+func scriptNote(b []byte) string {
+	n, scripts := scriptsOf(b)
+	if n == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("%d character(s) outside printable ASCII, each named below", n)
+	if len(scripts) > 1 {
+		note += "; letters of several scripts (" + strings.Join(scripts, ", ") + "): a look-alike letter runs as what it is, not as what it looks like"
+	}
+	return note
 }
 
 func timeLeft(d time.Duration) string {
@@ -171,6 +188,41 @@ type summaries struct {
 // pending lists the keys of the held steps of TURN_STATE, soonest to
 // expire first: the keys and revisions from a metadata-only watch (no
 // record's value), a record read only when its revision is new.
+// staleByWatch is the number of new or changed approval records past
+// which a page load reads them with one watch rather than a get each.
+const staleByWatch = 64
+
+// summarize is the summary of one approval record's value.
+func (s *Server) summarize(key string, rev uint64, value []byte) summary {
+	var h struct {
+		ExpiresAt time.Time `json:"expires_at"`
+		State     string    `json:"state"`
+	}
+	if err := json.Unmarshal(value, &h); err != nil {
+		s.log.Warn("console: an approval record does not parse", "key", key, "err", err)
+	}
+	return summary{rev: rev, pending: h.State == "pending", expiresAt: h.ExpiresAt}
+}
+
+// summarizeAll reads every approval record's value with one watch and
+// keeps its summary; a record is held only while it is parsed.
+func (s *Server) summarizeAll(ctx context.Context, kv jetstream.KeyValue) {
+	w, err := kv.WatchFiltered(ctx, []string{"approval.>"}, jetstream.IgnoreDeletes())
+	if err != nil {
+		return // the gets that follow read them
+	}
+	defer w.Stop()
+	for e := range w.Updates() {
+		if e == nil {
+			return
+		}
+		sm := s.summarize(e.Key(), e.Revision(), e.Value())
+		s.sums.mu.Lock()
+		s.sums.m[e.Key()] = sm
+		s.sums.mu.Unlock()
+	}
+}
+
 func (s *Server) pending(ctx context.Context) ([]string, error) {
 	kv, err := s.js.KeyValue(ctx, protocol.BucketState)
 	if err != nil {
@@ -197,7 +249,19 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 			delete(s.sums.m, k)
 		}
 	}
+	stale := 0
+	for k, rev := range revs {
+		if sm, ok := s.sums.m[k]; !ok || sm.rev != rev {
+			stale++
+		}
+	}
 	s.sums.mu.Unlock()
+	if stale > staleByWatch {
+		// Many records are new (the first load beside 10,000 held
+		// steps): one watch of their values reads them as a stream,
+		// where a get each would take a request and reply apiece.
+		s.summarizeAll(ctx, kv)
+	}
 	type held struct {
 		key string
 		at  time.Time
@@ -212,14 +276,7 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 			if err != nil {
 				continue // expired or deleted since the listing
 			}
-			var h struct {
-				ExpiresAt time.Time `json:"expires_at"`
-				State     string    `json:"state"`
-			}
-			if err := json.Unmarshal(e.Value(), &h); err != nil {
-				s.log.Warn("console: an approval record does not parse", "key", k, "err", err)
-			}
-			sm = summary{rev: e.Revision(), pending: h.State == "pending", expiresAt: h.ExpiresAt}
+			sm = s.summarize(k, e.Revision(), e.Value())
 			s.sums.mu.Lock()
 			s.sums.m[k] = sm
 			s.sums.mu.Unlock()
@@ -335,7 +392,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: showJSON(c.Valid, limit), Repairs: c.Repairs,
-				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)}
+				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid), Script: scriptNote(c.Valid)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
 			}

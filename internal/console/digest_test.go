@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/protocol"
+	"golang.org/x/text/unicode/norm"
 )
 
 // An answer that approves a call as it was shown somewhere else (its
@@ -62,5 +64,63 @@ func TestDigestBindsTheDecision(t *testing.T) {
 	}
 	if m := marks(t, r.markDir); len(m) != 1 || m[0] != "deploy" {
 		t.Errorf("marks %v, want [deploy]", m)
+	}
+}
+
+// A decision whose digest is of a value that differs from the held one
+// only by normalization (NFD for NFC, NFC for NFD) or by an invisible
+// character (U+200B, U+2060, U+FEFF, U+00AD) is refused by the real
+// worker: nothing runs and the step stays held; the digest of the exact
+// bytes then decides, and what ran is those bytes.
+func TestDigestSeesNormalizationAndInvisibles(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for turn, note := range map[string]string{"nfc": "rm -rf /tmp/caf\u00e9", "nfd": "rm -rf /tmp/cafe\u0301"} {
+		args, _ := json.Marshal(map[string]string{"note": note})
+		run, err := r.gw.Send(ctx, protocol.Step{AgentID: "a1", TurnID: turn, Step: 0, Context: diagCtx,
+			Output: []json.RawMessage{fc("c1", "ping", string(args))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer run.Close()
+		if _, err := run.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		other := norm.NFD.String(note)
+		if turn == "nfd" {
+			other = norm.NFC.String(note)
+		}
+		if other == note {
+			t.Fatalf("%s: the normalized form is the same string", turn)
+		}
+		variants := []string{other, strings.Replace(note, "/tmp/", "/tmp/\u200b", 1), note + "\u2060",
+			"\ufeff" + note, strings.Replace(note, "rm", "r\u00adm", 1)}
+		for i, v := range variants {
+			b, _ := json.Marshal(map[string]string{"note": v})
+			d := protocol.DecisionDigest("c1", "", "ping", b)
+			if err := r.gw.Decide(ctx, "a1", turn, 0, i+1, []protocol.Decision{{CallID: "c1", Approved: true, Digest: d}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := run.Next(ctx)
+			var dead *gateway.DeadLetterError
+			if !errors.As(err, &dead) || !strings.Contains(dead.Error(), "other arguments than those that would run") {
+				t.Fatalf("%s: an answer for %+q (held %+q): %v", turn, v, note, err)
+			}
+		}
+		d := protocol.DecisionDigest("c1", "", "ping", args)
+		if err := r.gw.Decide(ctx, "a1", turn, 0, len(variants)+1, []protocol.Decision{{CallID: "c1", Approved: true, Digest: d}}); err != nil {
+			t.Fatal(err)
+		}
+		done, err := run.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var item struct{ Output string }
+		_ = json.Unmarshal(done.Items[0], &item)
+		if item.Output != "pong "+note {
+			t.Errorf("%s: ran %+q, want %+q", turn, item.Output, "pong "+note)
+		}
 	}
 }

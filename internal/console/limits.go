@@ -1,7 +1,9 @@
 package console
 
 import (
+	"container/list"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,7 +27,8 @@ type Limits struct {
 	// reader stopped reading is dropped when it passes.
 	EventWriteTimeout time.Duration
 	// PerClient bounds the connections one client address holds open,
-	// Total all of them: a connection past either is closed at once.
+	// Total all of them: a connection past either closes the one that
+	// has waited longest outside a handler (Listen).
 	PerClient, Total int
 }
 
@@ -64,8 +67,8 @@ func (l Limits) orDefault() Limits {
 // String names the bounds, for the start log.
 func (l Limits) String() string {
 	l = l.orDefault()
-	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all",
-		l.ReadHeaderTimeout, l.ReadTimeout, l.IdleTimeout, l.WriteTimeout, l.EventWriteTimeout, l.PerClient, l.Total)
+	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all (past a bound, the one idle longest is closed), %d live streams (%d a session; past them, the largest holder's oldest is dropped)",
+		l.ReadHeaderTimeout, l.ReadTimeout, l.IdleTimeout, l.WriteTimeout, l.EventWriteTimeout, l.PerClient, l.Total, maxStreams, streamsPerSession)
 }
 
 // HTTPServer is an http.Server for h with the limits' timeouts; serve
@@ -77,21 +80,28 @@ func HTTPServer(h http.Handler, l Limits, base context.Context, log *slog.Logger
 	}
 	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
 		IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout, MaxHeaderBytes: 64 << 10,
-		BaseContext: func(net.Listener) context.Context { return base },
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		BaseContext: func(net.Listener) context.Context { return base }, ConnState: connState,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
 
 // Listen wraps ln so that no client address holds more than l.PerClient
-// connections and no more than l.Total are open: a connection past a
-// bound is closed as soon as it is accepted (logged, at most once a
-// second), so that a client that opens connections and keeps them idle
-// takes its own share, not every descriptor of the process.
+// connections and no more than l.Total are open. A connection past a
+// bound makes room by closing the connection that has waited longest
+// without a request in a handler (a new one whose headers have not all
+// come, or a kept-alive one between requests) of that address, or of
+// all addresses for l.Total: so a client that opens connections and
+// keeps them idle or trickles its headers loses its own oldest ones,
+// and a person's new request is served. Only when every connection in
+// the bound is in a handler (bounded by the request and write timeouts,
+// live streams by their own bound) is the new one closed. Each is
+// logged, at most once a second. Serve the listener with HTTPServer's
+// server, which tells it which connections are in a handler.
 func Listen(ln net.Listener, l Limits, log *slog.Logger) net.Listener {
 	l = l.orDefault()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &limitListener{Listener: ln, l: l, log: log, per: map[string]int{}}
+	return &limitListener{Listener: ln, l: l, log: log, per: map[string]int{}, idle: list.New(), idlePer: map[string]*list.List{}}
 }
 
 type limitListener struct {
@@ -99,10 +109,17 @@ type limitListener struct {
 	l   Limits
 	log *slog.Logger
 
-	mu     sync.Mutex
-	per    map[string]int
-	total  int
-	logged time.Time
+	mu  sync.Mutex
+	per map[string]int
+	// idle and idlePer[host] list the connections outside a handler,
+	// the one waiting longest first.
+	idle    *list.List
+	idlePer map[string]*list.List
+	total   int
+	logged  time.Time
+	// Evicted counts the connections closed to make room, Refused those
+	// closed at accept because every one in the bound was busy.
+	evicted, refused int
 }
 
 func (ll *limitListener) Accept() (net.Conn, error) {
@@ -116,50 +133,155 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 			host = h
 		}
 		ll.mu.Lock()
-		over := ""
-		switch {
-		case ll.total >= ll.l.Total:
-			over = fmt.Sprintf("%d connections open, the bound for all clients", ll.total)
-		case ll.per[host] >= ll.l.PerClient:
-			over = fmt.Sprintf("%d connections open from %s, the bound for one client address", ll.per[host], host)
+		var victims []*countedConn
+		refuse := ""
+		if ll.per[host] >= ll.l.PerClient {
+			if v := ll.oldestIdle(host); v != nil {
+				victims = append(victims, v)
+				ll.forget(v)
+			} else {
+				refuse = fmt.Sprintf("%d connections open from %s, the bound for one client address, all of them in a request", ll.per[host], host)
+			}
 		}
-		if over != "" {
-			now := time.Now()
-			logIt := now.Sub(ll.logged) > time.Second
-			if logIt {
-				ll.logged = now
+		if refuse == "" && ll.total >= ll.l.Total {
+			if v := ll.oldestIdle(""); v != nil {
+				victims = append(victims, v)
+				ll.forget(v)
+			} else {
+				refuse = fmt.Sprintf("%d connections open, the bound for all clients, all of them in a request", ll.total)
 			}
-			ll.mu.Unlock()
-			if logIt {
-				ll.log.Warn("console: connection refused: "+over, "remote", c.RemoteAddr().String())
+		}
+		now := time.Now()
+		logIt := now.Sub(ll.logged) > time.Second && (refuse != "" || len(victims) > 0)
+		if logIt {
+			ll.logged = now
+		}
+		var cc *countedConn
+		if refuse != "" {
+			ll.refused++
+		} else {
+			ll.evicted += len(victims)
+			cc = &countedConn{Conn: c, l: ll, host: host}
+			ll.per[host]++
+			ll.total++
+			ll.wait(cc)
+		}
+		evicted, refused := ll.evicted, ll.refused
+		ll.mu.Unlock()
+		for _, v := range victims {
+			_ = v.Conn.Close()
+		}
+		if logIt {
+			if refuse != "" {
+				ll.log.Warn("console: connection refused: "+refuse, "remote", c.RemoteAddr().String(), "refused_so_far", refused)
+			} else {
+				ll.log.Warn("console: connections bound reached: closed the connection idle longest to make room", "remote", c.RemoteAddr().String(), "closed_so_far", evicted)
 			}
+		}
+		if refuse != "" {
 			_ = c.Close()
 			continue
 		}
-		ll.per[host]++
-		ll.total++
-		ll.mu.Unlock()
-		return &countedConn{Conn: c, release: func() { ll.release(host) }}, nil
+		return cc, nil
 	}
 }
 
-func (ll *limitListener) release(host string) {
+// oldestIdle is the open connection of host (any host when empty) that
+// has waited longest outside a handler; nil when all are in one.
+func (ll *limitListener) oldestIdle(host string) *countedConn {
+	l := ll.idle
+	if host != "" {
+		if l = ll.idlePer[host]; l == nil {
+			return nil
+		}
+	}
+	if e := l.Front(); e != nil {
+		return e.Value.(*countedConn)
+	}
+	return nil
+}
+
+// wait puts c last on the idle lists (under ll.mu).
+func (ll *limitListener) wait(c *countedConn) {
+	ll.unwait(c)
+	c.el = ll.idle.PushBack(c)
+	pl := ll.idlePer[c.host]
+	if pl == nil {
+		pl = list.New()
+		ll.idlePer[c.host] = pl
+	}
+	c.elPer = pl.PushBack(c)
+}
+
+// unwait takes c off the idle lists (under ll.mu).
+func (ll *limitListener) unwait(c *countedConn) {
+	if c.el == nil {
+		return
+	}
+	ll.idle.Remove(c.el)
+	if pl := ll.idlePer[c.host]; pl != nil {
+		pl.Remove(c.elPer)
+		if pl.Len() == 0 {
+			delete(ll.idlePer, c.host)
+		}
+	}
+	c.el, c.elPer = nil, nil
+}
+
+// forget takes c out of the counts (under ll.mu), once.
+func (ll *limitListener) forget(c *countedConn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	ll.unwait(c)
+	ll.total--
+	if ll.per[c.host]--; ll.per[c.host] <= 0 {
+		delete(ll.per, c.host)
+	}
+}
+
+// setState is the server's word on c: in a handler, or waiting for a
+// request.
+func (ll *limitListener) setState(c *countedConn, st http.ConnState) {
 	ll.mu.Lock()
 	defer ll.mu.Unlock()
-	ll.total--
-	if ll.per[host]--; ll.per[host] <= 0 {
-		delete(ll.per, host)
+	if c.gone {
+		return
+	}
+	switch st {
+	case http.StateActive, http.StateHijacked:
+		ll.unwait(c)
+	case http.StateNew, http.StateIdle:
+		ll.wait(c)
 	}
 }
 
 type countedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l    *limitListener
+	host string
+	// Under l.mu: its places on the idle lists (nil in a handler), and
+	// whether it is out of the counts.
+	el, elPer *list.Element
+	gone      bool
 }
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
 	return err
+}
+
+// connState passes the server's connection states to the listener that
+// counts them (through TLS, to the connection under it).
+func connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*countedConn); ok {
+		cc.l.setState(cc, st)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,11 +19,12 @@ const streamOutputs = "TURN_OUTPUTS"
 
 // maxStreams bounds the live streams served at once (each holds an
 // ordered consumer and a subscription), streamsPerSession those of one
-// session, so that one operator's stalled pages cannot take every slot.
-// A stream ends after streamLife (the page's EventSource opens it again
-// after the retry it was told), and is dropped when one event cannot be
-// written within Limits.EventWriteTimeout: a reader that stopped reading
-// frees its slot.
+// session. A stream past maxStreams drops the oldest stream of the
+// session holding the most, so that pages that never read (a stalled
+// reader's socket buffers take minutes to fill) cannot keep another
+// operator out. A stream ends after streamLife (the page's EventSource
+// opens it again after the retry it was told), and is dropped when one
+// event cannot be written within Limits.EventWriteTimeout.
 const (
 	maxStreams        = 64
 	streamsPerSession = 8
@@ -107,6 +109,55 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// streamSet is the live streams open.
+type streamSet struct {
+	mu   sync.Mutex
+	open map[*liveStream]struct{}
+}
+
+type liveStream struct {
+	se      *session
+	started time.Time
+	drop    context.CancelFunc
+}
+
+// admit counts a new stream of se, dropping the oldest stream of the
+// session that holds the most when maxStreams are open (that stream's
+// handler ends when its context does); it returns the new stream and
+// the session of the one dropped, if any.
+func (ss *streamSet) admit(se *session, drop context.CancelFunc) (*liveStream, *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.open == nil {
+		ss.open = map[*liveStream]struct{}{}
+	}
+	var dropped *session
+	if len(ss.open) >= maxStreams {
+		per := map[*session]int{}
+		for l := range ss.open {
+			per[l.se]++
+		}
+		var v *liveStream
+		for l := range ss.open {
+			if v == nil || per[l.se] > per[v.se] || per[l.se] == per[v.se] && l.started.Before(v.started) {
+				v = l
+			}
+		}
+		v.drop()
+		delete(ss.open, v)
+		dropped = v.se
+	}
+	l := &liveStream{se: se, started: time.Now(), drop: drop}
+	ss.open[l] = struct{}{}
+	return l, dropped
+}
+
+func (ss *streamSet) release(l *liveStream) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.open, l)
+}
+
 type liveView struct{ Agent, Turn, Key string }
 
 func (s *Server) livePage(w http.ResponseWriter, r *http.Request) {
@@ -124,6 +175,61 @@ type liveEvent struct {
 	TurnID  string          `json:"turn_id"`
 	Key     string          `json:"key"`
 	Event   json.RawMessage `json:"event"`
+	// Names are the page's markers for the characters of Event's
+	// strings outside printable ASCII, by code point in hexadecimal
+	// (the script draws each as its marker, as the other pages do).
+	Names map[string]string `json:"names,omitempty"`
+}
+
+// maxNames bounds the markers sent with one live event; a character
+// past it is drawn as its code point alone.
+const maxNames = 512
+
+// eventNames collects the markers of the characters outside printable
+// ASCII in the strings (and keys) of a JSON value.
+func eventNames(data []byte) map[string]string {
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	names := map[string]string{}
+	add := func(s string) {
+		for _, r := range s {
+			if r >= 0x20 && r <= 0x7e || len(names) >= maxNames {
+				continue
+			}
+			k := strconv.FormatInt(int64(r), 16)
+			if _, ok := names[k]; ok {
+				continue
+			}
+			if hidden(r) {
+				names[k] = marker(r)
+			} else {
+				names[k] = lookalike(r)
+			}
+		}
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			add(v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				add(k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	if len(names) == 0 {
+		return nil
+	}
+	return names
 }
 
 // token is a filter's subject token: the id when it is a valid one,
@@ -168,14 +274,13 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		se.streams--
 		s.mu.Unlock()
 	}()
-	if s.streams.Add(1) > maxStreams {
-		s.streams.Add(-1)
-		http.Error(w, fmt.Sprintf("the console serves at most %d live streams at once: close another live page", maxStreams), http.StatusServiceUnavailable)
-		return
-	}
-	defer s.streams.Add(-1)
 	ctx, cancel := context.WithTimeout(r.Context(), streamLife)
 	defer cancel()
+	ls, dropped := s.streams.admit(se, cancel)
+	defer s.streams.release(ls)
+	if dropped != nil {
+		s.log.Warn("console: live streams bound reached: dropped the oldest stream of the session holding the most", "bound", maxStreams, "operator", dropped.name)
+	}
 	events := make(chan liveEvent, 512)
 	lost := 0
 	var lostMu sync.Mutex
@@ -259,6 +364,9 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case ev := <-events:
 			b, _ := json.Marshal(ev)
+			if ev.Names = eventNames(b); ev.Names != nil {
+				b, _ = json.Marshal(ev)
+			}
 			ok = write("data: %s\n\n", b)
 		case <-tick.C:
 			lostMu.Lock()

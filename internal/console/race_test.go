@@ -137,3 +137,131 @@ func TestRacingOperators(t *testing.T) {
 		t.Errorf("mark ran %d times, the audit says Ada's approval decided %d times", len(m), approved)
 	}
 }
+
+// Five operators answer the same held step at once, approvals and
+// rejections mixed (two of them the same answer as another's), eight
+// times over, each as a parallel HTTP request against a real worker:
+// every answer is audited under a key of its own, exactly one decided,
+// the audit names it and it is what ran, every other answer is "lost"
+// naming the winner, and every operator is told what became of theirs.
+func TestRacingOperatorsFive(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	type op struct {
+		c      *http.Client
+		csrf   string
+		answer string
+	}
+	ops := map[string]*op{}
+	for name, answer := range map[string]string{"Ada": "approve", "Bob": "reject", "Cy": "approve", "Dee": "reject", "Eve": "reject"} {
+		c, csrf := r.loginAs(t, name)
+		ops[name] = &op{c, csrf, answer}
+	}
+	js := r.srv.JetStream(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	approvedRuns := 0
+	for i := range 8 {
+		turnID := fmt.Sprintf("race5-%d", i)
+		run := r.hold(t, "a1", turnID)
+		base := r.digests(t, ops["Ada"].c, "a1", turnID, url.Values{"agent_id": {"a1"}, "turn_id": {turnID}, "step": {"0"}, "call.0": {"c1"}, "call.1": {"c2"}})
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		flash := map[string]string{}
+		for name, o := range ops {
+			f := url.Values{}
+			for k, v := range base {
+				f[k] = v
+			}
+			f.Set("csrf", o.csrf)
+			f.Set("decision.0", o.answer)
+			f.Set("decision.1", o.answer)
+			wg.Go(func() {
+				<-start
+				resp, err := o.c.PostForm(r.url+"/approvals/decide", f)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				page := get(t, o.c, r.url+"/approvals", http.StatusOK)
+				mu.Lock()
+				defer mu.Unlock()
+				if m := flashRe.FindStringSubmatch(page); m != nil {
+					flash[name] = m[1]
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		done, err := run.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranApproved := !strings.Contains(string(done.Items[0]), "refused")
+		if ranApproved {
+			approvedRuns++
+		}
+		kv, err := js.KeyValue(ctx, "CONSOLE_AUDIT")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := kv.ListKeysFiltered(ctx, "decision.a1."+turnID+".0.*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type entry struct {
+			By, Outcome string
+			DecidedBy   string `json:"decided_by"`
+			Decisions   []struct{ Approved bool }
+		}
+		byName := map[string]entry{}
+		n := 0
+		for k := range keys.Keys() {
+			e, err := kv.Get(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a entry
+			if err := json.Unmarshal(e.Value(), &a); err != nil {
+				t.Fatal(err)
+			}
+			byName[a.By] = a
+			n++
+		}
+		if n != len(ops) || len(byName) != len(ops) {
+			t.Fatalf("race %d: the audit keeps %d answers of %d operators: %+v", i, n, len(ops), byName)
+		}
+		var winners []string
+		for name, a := range byName {
+			if a.Outcome == "decided" {
+				winners = append(winners, name)
+			}
+		}
+		if len(winners) != 1 {
+			t.Fatalf("race %d: %d answers decided: %+v", i, len(winners), byName)
+		}
+		w := winners[0]
+		if (ops[w].answer == "approve") != ranApproved || byName[w].Decisions[0].Approved != ranApproved {
+			t.Errorf("race %d: the audit says %s (%s) decided, but approved=%v ran", i, w, ops[w].answer, ranApproved)
+		}
+		if !strings.Contains(flash[w], "Your decision decided") {
+			t.Errorf("race %d: the winner %s was told %q", i, w, flash[w])
+		}
+		for name, a := range byName {
+			if name == w {
+				continue
+			}
+			if a.Outcome != "lost" || a.DecidedBy == "" || !strings.Contains(a.DecidedBy, w) {
+				t.Errorf("race %d: %s's answer: outcome %q, decided by %q; %s decided", i, name, a.Outcome, a.DecidedBy, w)
+			}
+			if !strings.Contains(flash[name], "did NOT decide") || !strings.Contains(flash[name], w) {
+				t.Errorf("race %d: the loser %s was told %q", i, name, flash[name])
+			}
+		}
+	}
+	if m := marks(t, r.markDir); len(m) != approvedRuns {
+		t.Errorf("mark ran %d times, the audit says an approval decided %d times", len(m), approvedRuns)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/bidi"
 	"golang.org/x/text/unicode/runenames"
 )
 
@@ -25,6 +28,9 @@ type seg struct {
 	// Raw is what a marker stands for (the character, the bytes, the
 	// run of spaces); empty for plain text.
 	Raw string
+	// Look marks a drawn character outside printable ASCII (a marker
+	// that names it and shows its glyph).
+	Look bool
 }
 
 // line is one shown line of a value.
@@ -93,6 +99,79 @@ func marker(r rune) string {
 	return fmt.Sprintf("⟦U+%04X %s⟧", r, name)
 }
 
+// lookalike names a drawn character outside printable ASCII, with its
+// glyph when the glyph can be drawn alone: not a combining mark (it
+// would stack on the marker), not a right-to-left letter (it would
+// reorder its neighbours), not the marker's own brackets.
+func lookalike(r rune) string {
+	name := runenames.Name(r)
+	if name == "" || strings.HasPrefix(name, "<") {
+		name = "UNNAMED"
+	}
+	glyph := ""
+	if !unicode.In(r, unicode.M) && r != '⟦' && r != '⟧' && !rtl(r) {
+		glyph = " " + string(r)
+	}
+	return fmt.Sprintf("⟦U+%04X %s%s⟧", r, name, glyph)
+}
+
+func rtl(r rune) bool {
+	p, _ := bidi.LookupRune(r)
+	switch p.Class() {
+	case bidi.R, bidi.AL, bidi.RLE, bidi.RLO, bidi.RLI, bidi.AN:
+		return true
+	}
+	return false
+}
+
+// scriptsOf counts the characters outside printable ASCII of a value and
+// names the scripts of its letters (Latin for ASCII letters): letters of
+// several scripts in one value are how a look-alike hides (а for a).
+func scriptsOf(b []byte) (n int, scripts []string) {
+	seen := map[string]bool{}
+	for _, r := range string(b) {
+		if r > 0x7e || r < 0x20 && r != '\n' {
+			n++
+		}
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		name := "Latin"
+		if r > 0x7e {
+			name = scriptName(r)
+		}
+		if !seen[name] {
+			seen[name] = true
+			scripts = append(scripts, name)
+		}
+	}
+	sort.Strings(scripts)
+	return n, scripts
+}
+
+func scriptName(r rune) string {
+	for _, name := range scriptOrder {
+		if unicode.Is(unicode.Scripts[name], r) {
+			return name
+		}
+	}
+	return "Unknown"
+}
+
+// scriptOrder is unicode.Scripts' names, the common ones first.
+var scriptOrder = func() []string {
+	first := []string{"Latin", "Cyrillic", "Greek", "Armenian", "Han", "Hiragana", "Katakana", "Hangul", "Arabic", "Hebrew"}
+	out := append([]string(nil), first...)
+	var rest []string
+	for name := range unicode.Scripts {
+		if !slices.Contains(first, name) {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}()
+
 // controlNames are the C0 and C1 controls' names (runenames has none).
 var controlNames = map[rune]string{
 	0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
@@ -139,6 +218,13 @@ func visible(s string) []seg {
 		case hidden(r):
 			flush()
 			out = append(out, seg{Text: marker(r), Mark: true, Raw: s[i : i+size]})
+		case r > 0x7e:
+			// Drawn, but it may look like another character: a Cyrillic
+			// а, a fullwidth ｒ, a precomposed é beside e and a combining
+			// accent. Named, its glyph beside the name where drawing it
+			// alone cannot move or stack on its neighbours.
+			flush()
+			out = append(out, seg{Text: lookalike(r), Mark: true, Look: true, Raw: s[i : i+size]})
 		default:
 			plain.WriteString(s[i : i+size])
 		}

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,7 +64,7 @@ type Server struct {
 
 	stats   *stats
 	keys    *keyBook
-	streams atomic.Int64 // live streams open
+	streams streamSet // live streams open
 	cats    *catalogCache
 	sums    summaries
 	limits  Limits

@@ -10,6 +10,43 @@ function el(tag, text, cls) {
   return e;
 }
 
+// vis is text as the other pages show a value: every character outside
+// printable ASCII (and every lone surrogate) as a marker that names it
+// (names: the server's markers by code point), every run of four or more
+// spaces as a counted marker, so that what a page draws is what the value
+// holds.
+function vis(text, names, cls) {
+  const e = el("span", null, "vis" + (cls ? " " + cls : ""));
+  let plain = "";
+  const flush = () => { if (plain) { e.appendChild(document.createTextNode(plain)); plain = ""; } };
+  const s = String(text);
+  for (let i = 0; i < s.length;) {
+    const cp = s.codePointAt(i), len = cp > 0xffff ? 2 : 1;
+    if (cp === 0x20) {
+      let n = 0;
+      while (s.charCodeAt(i + n) === 0x20) n++;
+      const indent = cls === "pre" && (i === 0 || s[i - 1] === "\n");
+      if (n >= 4 && !indent) { flush(); e.appendChild(el("span", "\u27e6" + n + " spaces\u27e7", "mark")); }
+      else plain += " ".repeat(n);
+      i += n;
+      continue;
+    }
+    if (cp === 0x0a && cls === "pre") { plain += "\n"; i += 1; continue; }
+    if (cp < 0x20 || cp > 0x7e) {
+      flush();
+      const hex = cp.toString(16), u = "U+" + hex.toUpperCase().padStart(4, "0");
+      let name = names && names[hex];
+      if (!name) name = "\u27e6" + u + (cp >= 0xd800 && cp <= 0xdfff ? " LONE SURROGATE, not a character" : "") + "\u27e7";
+      e.appendChild(el("span", name, "mark"));
+    } else {
+      plain += s[i];
+    }
+    i += len;
+  }
+  flush();
+  return e;
+}
+
 function left(ms) {
   if (ms <= 0) return "expired: the workers answer it rejected";
   const s = Math.floor(ms / 1000), h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60;
@@ -48,14 +85,15 @@ function live() {
   src.onmessage = (m) => {
     let ev;
     try { ev = JSON.parse(m.data); } catch { return; }
-    const e = ev.event || {};
+    const e = ev.event || {}, names = ev.names || {};
+    const cell = (text) => { const td = el("td"); td.appendChild(vis(text, names)); return td; };
     const tr = el("tr", null, ev.source + " " + (e.type || e.state || ""));
     tr.appendChild(el("td", new Date(ev.time).toISOString().slice(11, 23)));
-    tr.appendChild(el("td", ev.agent_id + "/" + ev.turn_id + (ev.key !== ev.agent_id ? " [" + ev.key + "]" : "")));
-    tr.appendChild(el("td", e.step !== undefined ? e.step : ""));
-    tr.appendChild(el("td", ev.source === "activity" ? "activity" : (e.type || "?")));
-    tr.appendChild(el("td", e.call_id || ""));
-    tr.appendChild(el("td", (e.namespace ? e.namespace + "." : "") + (e.name || "")));
+    tr.appendChild(cell(ev.agent_id + "/" + ev.turn_id + (ev.key !== ev.agent_id ? " [" + ev.key + "]" : "")));
+    tr.appendChild(cell(e.step !== undefined ? e.step : ""));
+    tr.appendChild(cell(ev.source === "activity" ? "activity" : (e.type || "?")));
+    tr.appendChild(cell(e.call_id || ""));
+    tr.appendChild(cell((e.namespace ? e.namespace + "." : "") + (e.name || "")));
     let status = "";
     if (ev.source === "activity") {
       status = (e.state || "") + (e.label ? ": " + e.label : "");
@@ -67,11 +105,13 @@ function live() {
     } else if (e.type === "step.pending") {
       status = (e.approvals ? e.approvals.length : 0) + " held for approval";
     }
-    tr.appendChild(el("td", status));
+    tr.appendChild(cell(status));
     const td = el("td");
     const d = el("details");
     d.appendChild(el("summary", "JSON"));
-    d.appendChild(el("pre", JSON.stringify(e, null, 2)));
+    const pre = el("pre");
+    pre.appendChild(vis(JSON.stringify(e, null, 2), names, "pre"));
+    d.appendChild(pre);
     td.appendChild(d);
     tr.appendChild(td);
     body.insertBefore(tr, body.firstChild);
