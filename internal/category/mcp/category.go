@@ -42,9 +42,23 @@ func Category(m *Manager, skills SkillServers) tool.Category {
 		}
 		wg.Wait()
 		var ts []*tool.Tool
-		for _, l := range got {
+		var unlisted unlistedServers
+		for i, l := range got {
 			ts = append(ts, l.tools...)
 			turn.Note(ctx, l.notes...)
+			if l.needsAccount { // unlisted.go
+				s := m.servers[names[i]]
+				if ct, err := s.connectTool(); err == nil {
+					ts = append(ts, ct)
+				}
+				if unlisted == nil {
+					unlisted = unlistedServers{}
+				}
+				unlisted[s.name] = s
+			}
+		}
+		if unlisted != nil {
+			turn.AddUnlisted(ctx, unlisted)
 		}
 		return ts, nil
 	}}
