@@ -24,7 +24,9 @@ type SkillServers interface {
 // and returns their tools in server-name order, each server's in the
 // order the server lists them. Servers are asked at once. A server that
 // cannot be reached, or a name that is not configured, gives a note
-// (turn.Note), never an error.
+// (turn.Note), never an error. A server that needs the turn's account
+// connected and was never listed is offered as ConnectTool alone, and a
+// call of any name of it ends auth_required (unlisted.go).
 func Category(m *Manager, skills SkillServers) tool.Category {
 	return tool.Category{Name: "mcp", Tools: func(ctx context.Context, t tool.Turn) ([]*tool.Tool, error) {
 		tc := turn.TurnContext(ctx)

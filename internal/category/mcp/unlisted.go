@@ -40,8 +40,8 @@ func (s *server) connectTool() (*tool.Tool, error) {
 // standIn is the tool that answers a call of name while the server's
 // tools are unknown: it runs nothing on the server (so it is read-only
 // and never held for approval). Without the caller's account it ends
-// auth_required with the connect link; once connected, it says that the
-// server's tools come with the next step's catalog.
+// auth_required with the connect link; once the server lists its tools
+// to the caller, it says that they come with the next step's catalog.
 func (s *server) standIn(name string) (*tool.Tool, error) {
 	desc := fmt.Sprintf("The tool %s of the MCP server %s, whose tools are unknown until an account is connected.", name, s.name)
 	schema := `{"type":"object"}`
@@ -73,7 +73,10 @@ func (s *server) standIn(name string) (*tool.Tool, error) {
 }
 
 func (s *server) callUnlisted(ctx context.Context, name, what string) (tool.Result, error) {
-	_, err := s.connection(ctx)
+	// A session is not enough: a server may take the token and still
+	// refuse the list for want of scopes (a step-up), or refuse it again
+	// past max_step_ups; the list is what the next step needs.
+	_, err := s.toolSet(ctx)
 	switch {
 	case err == nil && name == ConnectTool:
 		return tool.Result{Content: fmt.Sprintf("The account for the MCP server %s is connected: its tools are offered from the next step on.", s.name)}, nil
