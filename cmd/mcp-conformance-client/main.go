@@ -293,10 +293,9 @@ func (d *driver) call(ctx context.Context, tool, args string) error {
 			return nil
 		}
 		kind := out.Error.Kind
-		// A server never listed for this owner (it needs an account
-		// first) leaves its tools out of the turn: connect, as for
-		// auth_required.
-		needsAuth := kind == protocol.AuthRequired || kind == protocol.UnknownTool && d.owner != ""
+		// A server never listed for this owner answers a call of any of
+		// its names with auth_required too.
+		needsAuth := kind == protocol.AuthRequired
 		if !needsAuth || connects >= 3 {
 			return fmt.Errorf("%s: %s: %s", tool, kind, out.Error.Message)
 		}

@@ -342,6 +342,9 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	}
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
+		t = set.lookupUnlisted(ctx, c.Namespace, c.Name) // unlisted.go
+	}
+	if t == nil {
 		p.outcome = errorOutcome(c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
 		return
 	}

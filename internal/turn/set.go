@@ -62,7 +62,7 @@ func (a *Assembler) Assemble(ctx context.Context, env Env) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Notes = as.notes
+	s.Notes, s.unlisted = as.notes, as.unlisted
 	return s, nil
 }
 
@@ -100,8 +100,9 @@ func Offered(ctx context.Context, c tool.Category, t tool.Turn) (ts []*tool.Tool
 // assembly is what Assemble gives the built-in categories beyond
 // tool.Turn, through the context of their Tools call.
 type assembly struct {
-	context protocol.Context
-	notes   []string
+	context  protocol.Context
+	notes    []string
+	unlisted []Unlisted // unlisted.go
 }
 
 type assemblyKey struct{}
@@ -140,6 +141,8 @@ type Set struct {
 	index map[key]*tool.Tool // the tools in a namespace
 	// Notes are the categories' notes on sources that could not contribute.
 	Notes []string
+	// unlisted answer calls of names the set does not hold (unlisted.go).
+	unlisted []Unlisted
 
 	once    sync.Once
 	catalog json.RawMessage

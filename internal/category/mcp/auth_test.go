@@ -137,9 +137,15 @@ type outEvent struct {
 // and returns the events up to step.done.
 func (r *authRig) step(agent, fair, turnID string, n int) []outEvent {
 	r.t.Helper()
+	return r.stepCall(agent, fair, turnID, n, "acct", "whoami")
+}
+
+// stepCall is step calling namespace.name.
+func (r *authRig) stepCall(agent, fair, turnID string, n int, namespace, name string) []outEvent {
+	r.t.Helper()
 	c := protocol.Context{Kind: "text", MCPServers: []string{"acct"}, Fairness: protocol.Fairness{Key: fair}}
 	body, _ := json.Marshal(map[string]any{"agent_id": agent, "turn_id": turnID, "step": n, "context": c,
-		"output": []any{map[string]any{"type": "function_call", "call_id": "c1", "namespace": "acct", "name": "whoami", "arguments": "{}"}}})
+		"output": []any{map[string]any{"type": "function_call", "call_id": "c1", "namespace": namespace, "name": name, "arguments": "{}"}}})
 	cons, err := r.js.OrderedConsumer(context.Background(), protocol.StreamOutputs, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{protocol.Subject(protocol.PrefixOutput, agent, turnID)}, DeliverPolicy: jetstream.DeliverNewPolicy})
 	if err != nil {

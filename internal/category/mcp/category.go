@@ -24,7 +24,9 @@ type SkillServers interface {
 // and returns their tools in server-name order, each server's in the
 // order the server lists them. Servers are asked at once. A server that
 // cannot be reached, or a name that is not configured, gives a note
-// (turn.Note), never an error.
+// (turn.Note), never an error. A server that needs the turn's account
+// connected and was never listed is offered as ConnectTool alone, and a
+// call of any name of it ends auth_required (unlisted.go).
 func Category(m *Manager, skills SkillServers) tool.Category {
 	return tool.Category{Name: "mcp", Tools: func(ctx context.Context, t tool.Turn) ([]*tool.Tool, error) {
 		tc := turn.TurnContext(ctx)
@@ -42,9 +44,23 @@ func Category(m *Manager, skills SkillServers) tool.Category {
 		}
 		wg.Wait()
 		var ts []*tool.Tool
-		for _, l := range got {
+		var unlisted unlistedServers
+		for i, l := range got {
 			ts = append(ts, l.tools...)
 			turn.Note(ctx, l.notes...)
+			if l.needsAccount { // unlisted.go
+				s := m.servers[names[i]]
+				if ct, err := s.connectTool(); err == nil {
+					ts = append(ts, ct)
+				}
+				if unlisted == nil {
+					unlisted = unlistedServers{}
+				}
+				unlisted[s.name] = s
+			}
+		}
+		if unlisted != nil {
+			turn.AddUnlisted(ctx, unlisted)
 		}
 		return ts, nil
 	}}

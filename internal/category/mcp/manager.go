@@ -21,6 +21,7 @@ import (
 	"github.com/agentbull/toolruntime/internal/cgroup"
 	"github.com/agentbull/toolruntime/internal/netguard"
 	"github.com/agentbull/toolruntime/internal/tokenvault"
+	"github.com/agentbull/toolruntime/tool"
 )
 
 // Defaults of a zero Options.
@@ -239,6 +240,10 @@ type server struct {
 	// shared is the digest of the list last kept for unconnected
 	// owners (listshare.go).
 	keptList [32]byte
+	// connect is the ConnectTool stand-in (unlisted.go).
+	connectOnce sync.Once
+	connect     *tool.Tool
+	connectErr  error
 }
 
 // slot is one owner's session with a server, and its attempts to start

@@ -32,6 +32,9 @@ type toolSet struct {
 type listing struct {
 	tools []*tool.Tool
 	notes []string
+	// needsAccount: the server needs the turn's account connected and
+	// no list of it is known (unlisted.go).
+	needsAccount bool
 }
 
 // listing returns the server's tools for a turn. A server that cannot be
@@ -61,6 +64,13 @@ func (s *server) listing(ctx context.Context) listing {
 		}
 	}
 	if last == nil {
+		var ae *AuthRequiredError
+		if errors.As(err, &ae) {
+			// No one ever listed it: the turn is offered ConnectTool, and
+			// a call of any name of it ends auth_required (unlisted.go).
+			return listing{needsAccount: true, notes: []string{fmt.Sprintf(
+				"%v; its tools are unknown until then: the turn is offered %s.%s instead, and a call of any of its names needs the account connected", noteError(s.name, err), s.name, ConnectTool)}}
+		}
 		return listing{notes: []string{fmt.Sprintf("%v; its tools are left out of this turn", noteError(s.name, err))}}
 	}
 	return listing{tools: last.tools, notes: []string{fmt.Sprintf(
