@@ -76,6 +76,18 @@ func TestSingleNodePermissions(t *testing.T) {
 	if _, err := gw.nc.ChanSubscribe(protocol.PrefixActive+".>", activity); err != nil {
 		t.Fatal(err)
 	}
+	// gateway.Client.Send reads a step's events and dead letters on core
+	// NATS as they are published, and reads the last event of a turn.
+	for _, subj := range []string{protocol.Subject(protocol.PrefixOutput, "a1", "t1"), protocol.Subject(protocol.PrefixDead, "a1", "t1")} {
+		if _, err := gw.nc.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if outs, err := gw.js.Stream(ctx, protocol.StreamOutputs); err != nil {
+		t.Fatal(err)
+	} else if _, err := outs.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, "a1", "none")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the gateway reads a turn's last event: %v", err)
+	}
 	t.Run("catalog", func(t *testing.T) {
 		g := &gatewayClient{t: t, c: gw}
 		reply := g.catalog("a1", "t1", protocol.Context{Kind: protocol.KindText, Bindings: map[string]bool{diagnostics.Binding: true}})
