@@ -189,7 +189,10 @@ func (d *Door) loadDeferred(ctx context.Context, c *callRun, t catalogTool) erro
 			}
 			return fmt.Errorf("loading the deferred tool %s: %w", t.name, err)
 		}
-		if out, ok := ev.(*protocol.CallOutput); ok && out.CallID == searchID {
+		// The step's end, not the search's output: the worker keeps what
+		// the search loaded when the step is done, and the call's step
+		// may reach it before that otherwise.
+		if _, ok := ev.(*protocol.StepDone); ok {
 			break
 		}
 	}

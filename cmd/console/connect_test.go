@@ -75,7 +75,7 @@ func TestConsoleConnectFlags(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	page := string(b)
-	if resp.StatusCode != 200 || !strings.Contains(page, "<td>github</td>") || strings.Contains(page, "<td>files</td>") || !strings.Contains(page, "not connected") {
+	if resp.StatusCode != 200 || !strings.Contains(page, `<td><span class="vis">github</span></td>`) || strings.Contains(page, `<span class="vis">files</span>`) || !strings.Contains(page, "not connected") {
 		t.Fatalf("GET /connect: %s: %s", resp.Status, page)
 	}
 	if !strings.Contains(stderr.String(), "redirect=https://console.example/connect/callback") {

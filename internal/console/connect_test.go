@@ -419,7 +419,7 @@ func TestConnectPageConnectsAnAccount(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(done, `id="connected"`) {
 		t.Fatalf("callback: %d %s", status, done)
 	}
-	if page := get(t, c, ar.URL, http.StatusOK); !strings.Contains(page, "connected, scopes read") || !strings.Contains(page, "Disconnect") {
+	if page := get(t, c, ar.URL, http.StatusOK); !strings.Contains(page, `connected, scopes <span class="vis">read</span>`) || !strings.Contains(page, "Disconnect") {
 		t.Fatalf("the connect page after connecting: %s", page)
 	}
 	out, ar = r.call(t, "a1", "tenant-A", 1)
