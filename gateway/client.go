@@ -301,12 +301,9 @@ func (c *Client) Send(ctx context.Context, s protocol.Step, opts ...SendOption) 
 	}
 	if ack.Duplicate {
 		r.copy = true
-		if err := r.readFrom(1); err != nil {
+		if err := r.readAll(); err != nil {
 			r.Close()
 			return nil, err
-		}
-		if r.deadOf == nil {
-			r.readDead()
 		}
 	}
 	return r, nil
@@ -328,26 +325,38 @@ func (c *Client) readStart(ctx context.Context, st *protocol.Step) (uint64, erro
 	if st.Step == 0 {
 		return 1, nil
 	}
+	seq, earlier, err := c.turnHead(ctx, st)
+	if err != nil {
+		return 0, err
+	}
+	if !earlier {
+		return 1, nil
+	}
+	return seq + 1, nil
+}
+
+// turnHead looks up the last event on st's turn subject: its sequence,
+// and whether it is of a step before st (false when there is none, or
+// its step cannot be read).
+func (c *Client) turnHead(ctx context.Context, st *protocol.Step) (seq uint64, earlier bool, err error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
 	stream, err := c.outputsStream(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	last, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 1, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
+		return 0, false, fmt.Errorf("stream %s: %w", protocol.StreamOutputs, err)
 	}
 	var head struct {
 		Step *int64 `json:"step"`
 	}
-	if json.Unmarshal(last.Data, &head) != nil || head.Step == nil || *head.Step >= st.Step {
-		return 1, nil
-	}
-	return last.Sequence + 1, nil
+	ok := json.Unmarshal(last.Data, &head) == nil && head.Step != nil && *head.Step < st.Step
+	return last.Sequence, ok, nil
 }
 
 // outputsStream is the handle of TURN_OUTPUTS, looked up once: its

@@ -2,13 +2,11 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/protocol"
 )
@@ -139,32 +137,28 @@ func (r *StepRun) refused(ctx context.Context, subject string) (bool, error) {
 // there already. It runs after the core subscriptions are made, so that
 // an event published meanwhile is in one or the other.
 func (r *StepRun) readPrior(ctx context.Context) error {
-	ctx, cancel := r.c.bounded(ctx)
-	defer cancel()
-	stream, err := r.c.outputsStream(ctx)
-	if err != nil {
-		return err
-	}
-	st := r.step
-	last, err := stream.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, st.AgentID, st.TurnID))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	var head struct {
-		Step *int64 `json:"step"`
-	}
-	if err != nil {
+	seq, earlier, err := r.c.turnHead(ctx, r.step)
+	switch {
+	case err != nil:
 		// A connection may be allowed to subscribe and not to get a
 		// stream's messages: it reads the turn from its start, as a run
 		// of step 0 always did.
 		r.c.log.Debug("reading the turn from its start", "stream", protocol.StreamOutputs, "err", err)
-	} else if json.Unmarshal(last.Data, &head) == nil && head.Step != nil && *head.Step < st.Step {
+	case seq == 0 || earlier:
 		return nil
 	}
+	return r.readAll()
+}
+
+// readAll reads the turn's events from the stream's start, and its dead
+// letters unless the run reads them already.
+func (r *StepRun) readAll() error {
 	if err := r.readFrom(1); err != nil {
 		return err
 	}
-	r.readDead()
+	if r.deadOf == nil {
+		r.readDead()
+	}
 	return nil
 }
 
