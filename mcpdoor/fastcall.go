@@ -81,8 +81,7 @@ func (d *Door) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	if p == nil {
 		return false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	body, err := readBody(r, d.cfg.MaxBodyBytes)
 	if err != nil || int64(len(body)) > d.cfg.MaxBodyBytes {
 		return false
 	}

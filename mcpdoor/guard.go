@@ -102,11 +102,10 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 	if m := r.Header.Get("Mcp-Method"); m != "" || r.Method != http.MethodPost {
 		return m, rpcIDs{}, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, d.cfg.MaxBodyBytes+1))
+	body, err := readBody(r, d.cfg.MaxBodyBytes)
 	if err != nil {
 		return "", rpcIDs{}, err
 	}
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	var m struct {
 		Method string          `json:"method"`
 		ID     json.RawMessage `json:"id"`
@@ -207,3 +206,11 @@ func (d *deadlineWriter) Flush() {
 }
 
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
+
+// readBody reads a request's body, up to max bytes and one more, and puts
+// what it read back for the next reader (the SDK, or the next check).
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	return body, err
+}

@@ -1,12 +1,10 @@
 package mcpdoor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -536,15 +534,4 @@ func (d *Door) taskHeaders(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// readBody reads a request's body, up to max bytes and one more, and puts
-// it back for the next reader.
-func readBody(r *http.Request, max int64) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	if err != nil {
-		return nil, err
-	}
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	return body, nil
 }
