@@ -277,23 +277,11 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 	if old.Resource != "" {
 		form.Set("resource", old.Resource)
 	}
-	basic := old.ClientSecret != "" && oauth2.AuthStyle(old.AuthStyle) != oauth2.AuthStyleInParams
-	if !basic {
-		form.Set("client_id", old.ClientID)
-		if old.ClientSecret != "" {
-			form.Set("client_secret", old.ClientSecret)
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, old.TokenURL, strings.NewReader(form.Encode()))
+	req, err := clientPost(ctx, old.TokenURL, form, old)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	if basic {
-		// RFC 6749 2.3.1: the id and secret form-encoded, then Basic.
-		req.SetBasicAuth(url.QueryEscape(old.ClientID), url.QueryEscape(old.ClientSecret))
-	}
 	resp, err := client.Do(req)
 	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		return nil, fmt.Errorf("the token endpoint did not answer in time: %w", err)
@@ -307,6 +295,29 @@ func refreshToken(ctx context.Context, client *http.Client, old *tokenvault.Toke
 		return nil, err
 	}
 	return tokenAnswer(resp, body, time.Now())
+}
+
+// clientPost is a form POST to one of tok's authorization server's
+// endpoints, authenticated as tok's client: its id (and secret) in the
+// form when it has no secret or sends it so, else HTTP Basic (RFC 6749
+// 2.3.1: the id and secret form-encoded, then Basic).
+func clientPost(ctx context.Context, endpoint string, form url.Values, tok *tokenvault.Token) (*http.Request, error) {
+	basic := tok.ClientSecret != "" && oauth2.AuthStyle(tok.AuthStyle) != oauth2.AuthStyleInParams
+	if !basic {
+		form.Set("client_id", tok.ClientID)
+		if tok.ClientSecret != "" {
+			form.Set("client_secret", tok.ClientSecret)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if basic {
+		req.SetBasicAuth(url.QueryEscape(tok.ClientID), url.QueryEscape(tok.ClientSecret))
+	}
+	return req, nil
 }
 
 // tokenAnswer reads a token endpoint's answer to a refresh (untrusted

@@ -260,20 +260,9 @@ func (c *Connector) revoke(ctx context.Context, sc ServerConfig, tok *tokenvault
 		if t.value == "" {
 			continue
 		}
-		form := url.Values{"token": {t.value}, "token_type_hint": {t.hint}}
-		if tok.ClientSecret == "" || oauth2.AuthStyle(tok.AuthStyle) == oauth2.AuthStyleInParams {
-			form.Set("client_id", tok.ClientID)
-			if tok.ClientSecret != "" {
-				form.Set("client_secret", tok.ClientSecret)
-			}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, asm.RevocationEndpoint, strings.NewReader(form.Encode()))
+		req, err := clientPost(ctx, asm.RevocationEndpoint, url.Values{"token": {t.value}, "token_type_hint": {t.hint}}, tok)
 		if err != nil {
 			return err
-		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if tok.ClientSecret != "" && oauth2.AuthStyle(tok.AuthStyle) != oauth2.AuthStyleInParams {
-			req.SetBasicAuth(url.QueryEscape(tok.ClientID), url.QueryEscape(tok.ClientSecret))
 		}
 		resp, err := client.Do(req)
 		if err != nil {
