@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/pause"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -317,7 +318,7 @@ func (d *Door) taskCancel(ctx context.Context, p *Principal, params *taskParams)
 		ctx, stop := context.WithTimeout(context.Background(), stepCancelFor)
 		defer stop()
 		for ctx.Err() == nil {
-			if err := pause(ctx, time.Second); err != nil {
+			if err := pause.For(ctx, time.Second); err != nil {
 				return
 			}
 			if v, err := d.viewTask(ctx, st); err == nil && v.status != taskWorking && v.status != taskInputRequired {
@@ -332,17 +333,6 @@ func (d *Door) taskCancel(ctx context.Context, p *Principal, params *taskParams)
 func (d *Door) cancelStep(st taskState, reason string) error {
 	body, _ := json.Marshal(protocol.CancelStep{Step: st.Step, Reason: reason})
 	return d.cfg.NC.Publish(protocol.PrefixCancelStep+"."+st.Agent+"."+st.Turn, body)
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // taskView is a task's state as the turn's streams tell it.
