@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentbull/toolruntime/internal/mountinfo"
 )
 
 // Prefix begins the name of every cgroup a Manager makes; the worker's
@@ -107,58 +108,24 @@ type mount struct {
 }
 
 func mounts() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var ms []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root point opts [optional...] - fstype source superopts
-		l := strings.Fields(sc.Text())
-		sep := -1
-		for i, x := range l {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || len(l) < sep+4 {
-			continue
-		}
-		m := mount{root: unescape(l[3]), point: unescape(l[4])}
-		switch l[sep+1] {
+	for _, x := range all {
+		m := mount{root: x.Root, point: x.Point}
+		switch x.FSType {
 		case "cgroup2":
 			m.v2 = true
 		case "cgroup":
-			m.opts = strings.Split(l[sep+3], ",")
+			m.opts = strings.Split(x.SuperOpts, ",")
 		default:
 			continue
 		}
 		ms = append(ms, m)
 	}
-	return ms, sc.Err()
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return ms, nil
 }
 
 // own reads /proc/self/cgroup: controller → path ("" for v2's).

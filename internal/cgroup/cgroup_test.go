@@ -104,9 +104,6 @@ func TestV2Delegation(t *testing.T) {
 }
 
 func TestMountinfoPaths(t *testing.T) {
-	if got := unescape(`/a\040b\134c`); got != `/a b\c` {
-		t.Errorf("unescape: %q", got)
-	}
 	m := mount{root: "/kubepods/pod1", point: "/sys/fs/cgroup"}
 	for p, want := range map[string]string{"/kubepods/pod1": "/sys/fs/cgroup", "/kubepods/pod1/c": "/sys/fs/cgroup/c", "/other": ""} {
 		if got := dirOf(m, p); got != want {

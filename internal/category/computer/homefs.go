@@ -8,11 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/agentbull/toolruntime/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 
@@ -178,42 +179,17 @@ func (k *homeFS) recoverMounts(root string) (kept, cleaned int) {
 // mountsUnder lists the mounts at or beneath root in this process's
 // mount namespace, from /proc/self/mountinfo.
 func mountsUnder(root string) []homeMount {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := mountinfo.Read()
 	if err != nil {
 		return nil
 	}
 	var out []homeMount
-	for line := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
-			continue
-		}
-		dir := unescapeMountinfo(f[4])
-		if dir == root || strings.HasPrefix(dir, root+"/") {
-			out = append(out, homeMount{dir: dir, source: unescapeMountinfo(f[sep+2])})
+	for _, m := range all {
+		if m.Point == root || strings.HasPrefix(m.Point, root+"/") {
+			out = append(out, homeMount{dir: m.Point, source: m.Source})
 		}
 	}
 	return out
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // loopBacking is the file the loop device dev (/dev/loopN) holds, or "".
