@@ -210,13 +210,19 @@ func New(cfg Config) (*Door, error) {
 			return nil, err
 		}
 	}
-	sdk := mcp.NewStreamableHTTPHandler(d.server, &mcp.StreamableHTTPOptions{
+	sdkOpts := mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
 		MaxRequestBodyBytes:          cfg.MaxBodyBytes,
 		Logger:                       sdkLogger(cfg.Logger),
-	})
-	var inner http.Handler = d.withServerSlot(d.bounded(d.taskHeaders(d.sessions(d.fastCalls(sdk)))))
+	}
+	sdk := mcp.NewStreamableHTTPHandler(d.server, &sdkOpts)
+	// The same server for clients that accept JSON only (see wire).
+	jsonOpts := sdkOpts
+	jsonOpts.JSONResponse = true
+	sdkJSON := mcp.NewStreamableHTTPHandler(d.server, &jsonOpts)
+	served := d.wire(d.fastCalls(jsonErrors(sdk)), d.fastCalls(jsonErrors(sdkJSON)))
+	var inner http.Handler = d.withServerSlot(d.bounded(d.taskHeaders(d.sessions(served))))
 	if d.dev == nil {
 		inner = auth.RequireBearerToken(d.verify, &auth.RequireBearerTokenOptions{
 			ResourceMetadataURL:    d.metadataURLPlaceholder(),

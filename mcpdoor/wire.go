@@ -1,0 +1,274 @@
+package mcpdoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting of a request body: deeper bodies are
+// refused before any parser builds them.
+const maxJSONDepth = 128
+
+// wireError is a body refused before the SDK reads it: a JSON-RPC error
+// code and its message.
+type wireError struct {
+	code int
+	msg  string
+}
+
+func (e *wireError) Error() string { return e.msg }
+
+// checkBody reads a POST body as the door accepts it: UTF-8 JSON, one
+// JSON-RPC message or a batch of them, nested at most maxJSONDepth deep,
+// with no object naming a key twice (at any depth: a proxy or a check
+// that reads the first of two "name" keys must never see another tool
+// than the one that runs, which is the last), and every message's id a
+// string or an integer of 64 bits (the SDK reads ids as int64: a larger
+// or fractional number would be answered under another id). It returns
+// the id of a single request, for the errors the SDK answers without one.
+func checkBody(b []byte) (id json.RawMessage, err error) {
+	if !utf8.Valid(b) {
+		return nil, &wireError{-32700, "parse error: the body is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type frame struct {
+		object bool
+		keys   map[string]struct{}
+		key    bool   // an object's next token is a key
+		last   string // the key whose value comes next
+	}
+	var stack []frame
+	batch := false
+	for {
+		tok, terr := dec.Token()
+		if terr == io.EOF && len(stack) == 0 {
+			break
+		}
+		if terr == io.EOF {
+			return nil, &wireError{-32700, "parse error: the body ends inside a value"}
+		}
+		if terr != nil {
+			return nil, &wireError{-32700, "parse error: " + terr.Error()}
+		}
+		// A message is an object at depth 0, or at depth 1 of a batch.
+		inMessage := len(stack) == 1 && !batch || len(stack) == 2 && batch
+		if n := len(stack); n > 0 && stack[n-1].object {
+			f := &stack[n-1]
+			if f.key {
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					stack = stack[:n-1]
+					if len(stack) == 0 {
+						break
+					}
+					continue
+				}
+				k := tok.(string)
+				if _, dup := f.keys[k]; dup {
+					return nil, &wireError{-32600, "invalid request: the key " + strconv.Quote(k) + " appears twice in one object"}
+				}
+				if f.keys == nil {
+					f.keys = map[string]struct{}{}
+				}
+				f.keys[k] = struct{}{}
+				f.key, f.last = false, k
+				continue
+			}
+			f.key = true
+			if inMessage && f.last == "id" {
+				switch v := tok.(type) {
+				case string:
+					if !batch {
+						id, _ = json.Marshal(v)
+					}
+				case json.Number:
+					if _, perr := strconv.ParseInt(string(v), 10, 64); perr != nil {
+						return nil, &wireError{-32600, "invalid request: the id " + string(v) + " is neither a string nor an integer of 64 bits"}
+					}
+					if !batch {
+						id = json.RawMessage(v)
+					}
+				case nil:
+				default:
+					return nil, &wireError{-32600, "invalid request: the id must be a string or an integer"}
+				}
+			}
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) == 0 && d == '[' {
+					batch = true
+				}
+				if len(stack) >= maxJSONDepth {
+					return nil, &wireError{-32600, "invalid request: nested deeper than " + strconv.Itoa(maxJSONDepth)}
+				}
+				stack = append(stack, frame{object: d == '{', key: d == '{'})
+			case ']':
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) == 0 {
+			break
+		}
+	}
+	// One value only: anything after it is not JSON-RPC.
+	if _, terr := dec.Token(); terr != io.EOF {
+		return nil, &wireError{-32700, "parse error: data after the JSON value"}
+	}
+	return id, nil
+}
+
+// wireIDKey holds, in a request's context, the id checkBody read.
+type wireIDKey struct{}
+
+// wire checks what the SDK would take as it comes and answer in plain
+// text, and answers clients the SDK would refuse:
+//
+//   - a POST body checkBody refuses gets HTTP 400 and a JSON-RPC error;
+//   - a client whose Accept lists application/json (or */*) without
+//     text/event-stream, as several HTTP clients send, is answered with
+//     one JSON object (json) instead of a 400;
+//   - the SDK's plain-text errors become JSON-RPC errors (jsonErrors).
+//
+// sse and jsonAnswers serve the same requests; jsonAnswers answers with
+// application/json.
+func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			sse.ServeHTTP(w, r)
+			return
+		}
+		body, err := readBody(r, d.cfg.MaxBodyBytes)
+		if err != nil {
+			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
+			return
+		}
+		if int64(len(body)) <= d.cfg.MaxBodyBytes {
+			id, err := checkBody(body)
+			if err != nil {
+				d.m.refuse(r.Context(), "malformed")
+				writeRPCError(w, http.StatusBadRequest, err.(*wireError).code, err.Error())
+				return
+			}
+			if id != nil {
+				r = r.WithContext(context.WithValue(r.Context(), wireIDKey{}, id))
+			}
+		}
+		if jsonOnly(r.Header.Values("Accept")) {
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			jsonAnswers.ServeHTTP(w, r)
+			return
+		}
+		sse.ServeHTTP(w, r)
+	})
+}
+
+// jsonOnly reports whether an Accept header takes JSON but not an event
+// stream: application/json, application/*, */* without text/event-stream.
+func jsonOnly(values []string) bool {
+	var j, s bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			switch mt {
+			case "application/json", "application/*", "*/*":
+				j = true
+			case "text/event-stream":
+				s = true
+			}
+		}
+	}
+	return j && !s
+}
+
+// jsonErrors turns the SDK's plain-text error answers into JSON-RPC
+// errors, which clients parse: a method the door does not serve is
+// -32601 under the request's id (with 200, as a JSON-RPC error of a
+// request the transport delivered), a malformed message -32700, any
+// other refusal -32600 with the SDK's status.
+func jsonErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ew := &errorWriter{ResponseWriter: w}
+		next.ServeHTTP(ew, r)
+		if !ew.plain {
+			return
+		}
+		msg := strings.TrimSpace(ew.msg.String())
+		status, code := ew.status, -32600
+		var id json.RawMessage
+		switch {
+		case strings.HasPrefix(msg, "JSON RPC not handled") || strings.Contains(msg, "method not found"):
+			code = -32601
+			if id, _ = r.Context().Value(wireIDKey{}).(json.RawMessage); id != nil {
+				status = http.StatusOK
+			}
+		case strings.HasPrefix(msg, "malformed payload"):
+			code = -32700
+		case status == http.StatusNotFound:
+			code = -32001
+		}
+		out := map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}}
+		b, _ := json.Marshal(out)
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Del("X-Content-Type-Options")
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+	})
+}
+
+// errorWriter holds back an error the SDK writes as text/plain.
+type errorWriter struct {
+	http.ResponseWriter
+	plain  bool
+	status int
+	msg    bytes.Buffer
+	wrote  bool
+}
+
+func (e *errorWriter) WriteHeader(code int) {
+	if e.wrote {
+		return
+	}
+	e.wrote = true
+	if code >= 400 && strings.HasPrefix(e.Header().Get("Content-Type"), "text/plain") && code != http.StatusMethodNotAllowed {
+		e.plain, e.status = true, code
+		return
+	}
+	e.ResponseWriter.WriteHeader(code)
+}
+
+func (e *errorWriter) Write(b []byte) (int, error) {
+	if !e.wrote {
+		e.WriteHeader(http.StatusOK)
+	}
+	if e.plain {
+		if e.msg.Len() < 4<<10 {
+			e.msg.Write(b)
+		}
+		return len(b), nil
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+func (e *errorWriter) Flush() {
+	if e.plain {
+		return
+	}
+	if f, ok := e.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (e *errorWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
