@@ -16,12 +16,15 @@
 #   the NATS CLI (nats)   deployments' NATS CLI test and scripts/cli-smoke.sh
 #   Node.js 22, @modelcontextprotocol/conformance 0.1.16 and 0.2.0-alpha.12,
 #   @modelcontextprotocol/sdk
+#   @ai-sdk/mcp, @openai/agents, @modelcontextprotocol/inspector
 #                         the MCP conformance suites (scripts/mcp-conformance.sh,
 #                         scripts/mcp-client-conformance.sh) and mcpdoor's
-#                         TypeScript client test, in $MCP_CONFORMANCE_DIR
+#                         client tests (TypeScript SDK, Vercel AI SDK, OpenAI
+#                         Agents SDK, MCP Inspector CLI), in $MCP_CONFORMANCE_DIR
 #                         (default ~/.cache/toolruntime/mcp-conformance):
 #                         bin/node (Node 22, whatever node is on PATH),
-#                         c0116/, ca12/ and ts/ (each its own npm prefix)
+#                         c0116/, ca12/, ts/, clients/ and inspector/ (each
+#                         its own npm prefix)
 #
 # The tests look in those default directories when the variables are
 # unset. Run it again at will: it installs only what is missing or at
@@ -43,6 +46,8 @@ conformance_node_major=22 # the conformance suites' engines
 conformance_packages_0116=(@modelcontextprotocol/conformance@0.1.16)
 conformance_packages_a12=(@modelcontextprotocol/conformance@0.2.0-alpha.12)
 ts_sdk_packages=(@modelcontextprotocol/sdk@1.32.2)
+clients_packages=(@ai-sdk/mcp@2.0.99 @openai/agents@0.20.0)
+inspector_packages=(@modelcontextprotocol/inspector@2.12.0)
 nats_cli=github.com/nats-io/natscli/nats@v0.5.0
 node_major=20 # playwright-core 1.65's engines
 missing=()
@@ -167,8 +172,10 @@ if conformance_node_ok && node_ok && command -v npm >/dev/null; then
   npm_install "$conformance_dir/c0116" "${conformance_packages_0116[@]}"
   npm_install "$conformance_dir/ca12" "${conformance_packages_a12[@]}"
   npm_install "$conformance_dir/ts" "${ts_sdk_packages[@]}"
+  npm_install "$conformance_dir/clients" "${clients_packages[@]}"
+  npm_install "$conformance_dir/inspector" "${inspector_packages[@]}"
 else
-  missing+=("Node.js $conformance_node_major at $conformance_dir/bin/node, ${conformance_packages_0116[*]} in $conformance_dir/c0116, ${conformance_packages_a12[*]} in $conformance_dir/ca12 and ${ts_sdk_packages[*]} in $conformance_dir/ts (need npm; run this script again then)")
+  missing+=("Node.js $conformance_node_major at $conformance_dir/bin/node, ${conformance_packages_0116[*]} in $conformance_dir/c0116, ${conformance_packages_a12[*]} in $conformance_dir/ca12, ${ts_sdk_packages[*]} in $conformance_dir/ts, ${clients_packages[*]} in $conformance_dir/clients and ${inspector_packages[*]} in $conformance_dir/inspector (need npm; run this script again then)")
 fi
 
 # The NATS CLI, where the deployments test looks: PATH, else GOPATH/bin.
