@@ -3,16 +3,20 @@ package mcpdoor
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentbull/toolruntime/gateway"
@@ -99,6 +103,10 @@ func (d *Door) callHandler(p *Principal, t catalogTool) mcp.ToolHandler {
 			c = &callRun{d: d, p: p, req: req, toolName: t.name, turn: meta.Turn, callID: meta.CallID, named: meta.Turn != ""}
 			if c.turn == "" {
 				c.turn = randomID("mcp")
+			} else if meta.CallID != "" {
+				if c.step, err = d.callStep(ctx, p.AgentID, c.turn, meta.CallID); err != nil {
+					return nil, err
+				}
 			} else if c.step, err = d.nextStep(ctx, p.AgentID, c.turn); err != nil {
 				return nil, err
 			}
@@ -448,4 +456,50 @@ func outcome(ctx context.Context, res *mcp.CallToolResult, err error) string {
 		return "tool_error"
 	}
 	return "ok"
+}
+
+// callStep is the step of a named turn's call whose id the client chose
+// (MetaCall): the step its first attempt drew, kept in the step bucket,
+// else the turn's next. A retry thus publishes the same step again, which
+// the stream drops as a copy (or, past its duplicate window, the worker
+// answers from the call's stored output), and reads that step's events:
+// the call runs once, however many replicas the attempts reach.
+func (d *Door) callStep(ctx context.Context, agentID, turnID, callID string) (int64, error) {
+	kv, err := d.bucket(ctx)
+	if err != nil {
+		return 0, err
+	}
+	sum := sha256.Sum256([]byte(callID))
+	key := "call." + agentID + "." + turnID + "." + hex.EncodeToString(sum[:16])
+	read := func() (int64, bool, error) {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, false, nil
+		} else if err != nil {
+			return 0, false, fmt.Errorf("call step: %w", err)
+		}
+		n, err := strconv.ParseInt(string(e.Value()), 10, 64)
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("call step %s holds %q", key, e.Value())
+		}
+		return n, true, nil
+	}
+	if n, ok, err := read(); ok || err != nil {
+		return n, err
+	}
+	step, err := d.nextStep(ctx, agentID, turnID)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := kv.Create(ctx, key, []byte(strconv.FormatInt(step, 10))); err != nil {
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("call step: %w", err)
+		}
+		// Another attempt of the same call drew its step first: that one.
+		if n, ok, err := read(); ok || err != nil {
+			return n, err
+		}
+		return 0, errors.New("call step: vanished while read")
+	}
+	return step, nil
 }

@@ -209,3 +209,31 @@ func TestHostileBodies(t *testing.T) {
 		t.Fatalf("%d refused calls ran on the worker", n)
 	}
 }
+
+// A retry: the same JSON-RPC id again is a new request (the spec's ids
+// are unique per request in flight, not forever) and runs again; the same
+// call id in a named turn picks up the first attempt's outcome and runs
+// nothing more, on either replica.
+func TestRetrySameIDs(t *testing.T) {
+	s, pr := fleet(t)
+	a, b := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"}), serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	call := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"wait","arguments":{"steps":0}}}`
+	for _, u := range []string{a.URL, b.URL} {
+		if resp, body := post(t, u+mcpdoor.Path, "", call, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"done"`) {
+			t.Fatalf("call: %d %s", resp.StatusCode, body)
+		}
+	}
+	if n := pr.started.Load(); n != 2 {
+		t.Fatalf("the same JSON-RPC id twice ran %d times, want 2", n)
+	}
+	named := `{"jsonrpc":"2.0","id":43,"method":"tools/call","params":{"name":"wait","arguments":{"steps":0},"_meta":{"io.agentbull.toolruntime/turn":"retry-turn","io.agentbull.toolruntime/call":"retry-call-1"}}}`
+	for i, u := range []string{a.URL, b.URL, a.URL} {
+		resp, body := post(t, u+mcpdoor.Path, "", named, nil)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"done"`) {
+			t.Fatalf("named call, attempt %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if n := pr.started.Load(); n != 3 {
+		t.Fatalf("one call id of a named turn, three attempts: ran %d times, want once", n-2)
+	}
+}
