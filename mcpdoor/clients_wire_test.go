@@ -72,6 +72,7 @@ func TestClientProtocolCompat(t *testing.T) {
 	}{
 		{"Accept JSON only", "application/json", "2025-11-25", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"json only"}}}`, 200, `json only`, 0},
 		{"Accept */*", "*/*", "2025-03-26", `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, 200, `"echo"`, 0},
+		{"Accept text/event-stream only", "text/event-stream", "2025-11-25", `{"jsonrpc":"2.0","id":7,"method":"ping"}`, 200, `{}`, 0},
 		{"batch 2025-03-26", "application/json, text/event-stream", "2025-03-26", `[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`, 200, `{}`, 0},
 		{"notifications/initialized", "application/json, text/event-stream", "2025-11-25", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, 202, "", 0},
 		{"ping", "application/json, text/event-stream", "2025-11-25", `{"jsonrpc":"2.0","id":5,"method":"ping"}`, 200, `{}`, 0},
@@ -91,7 +92,7 @@ func TestClientProtocolCompat(t *testing.T) {
 		if c.status == http.StatusAccepted {
 			continue
 		}
-		if ct := resp.Header.Get("Content-Type"); c.accept != "application/json, text/event-stream" && ct != "application/json" {
+		if ct := resp.Header.Get("Content-Type"); c.accept != "application/json, text/event-stream" && c.accept != "text/event-stream" && ct != "application/json" {
 			t.Errorf("%s: Content-Type %q for a client that accepts JSON only", c.name, ct)
 		}
 		a := readAnswer(t, body)
@@ -147,6 +148,8 @@ func TestHostileBodies(t *testing.T) {
 		{"data after the message", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + runWait + `}} {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + runWait + `}}`, nil, 400, -32700},
 		{"no jsonrpc member", `{"id":1,"method":"tools/call","params":{` + runWait + `}}`, nil, 400, -32700},
 		{"empty batch", `[]`, nil, 400, -32700},
+		{"tools/call in a batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + runWait + `}},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{` + runWait + `}}]`,
+			map[string]string{"MCP-Protocol-Version": "2025-03-26"}, 400, -32600},
 		{"odd turn key", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + runWait + `,"_meta":{"io.agentbull.toolruntime/turn":"../agent-bob/t\u0000"}}}`, nil, 200, -32602},
 		{"Mcp-Method in another case", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + runWait + `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "TOOLS/CALL", "Mcp-Name": "wait"}, 400, -32020},

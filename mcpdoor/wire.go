@@ -31,7 +31,9 @@ func (e *wireError) Error() string { return e.msg }
 // that reads the first of two "name" keys must never see another tool
 // than the one that runs, which is the last), and every message's id a
 // string or an integer of 64 bits (the SDK reads ids as int64: a larger
-// or fractional number would be answered under another id). It returns
+// or fractional number would be answered under another id). A batch
+// (2025-03-26) may not hold a tools/call, which would pass the bound on a
+// principal's calls in flight, counted per request. It returns
 // the id of a single request, for the errors the SDK answers without one.
 func checkBody(b []byte) (id json.RawMessage, err error) {
 	if !utf8.Valid(b) {
@@ -82,6 +84,9 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 				continue
 			}
 			f.key = true
+			if inMessage && batch && f.last == "method" && tok == "tools/call" {
+				return nil, &wireError{-32600, "invalid request: tools/call in a batch is not served: send each call as a request of its own (a principal's bound on calls in flight, progress and cancel are per request)"}
+			}
 			if inMessage && f.last == "id" {
 				switch v := tok.(type) {
 				case string:
@@ -135,7 +140,8 @@ type wireIDKey struct{}
 //   - a POST body checkBody refuses gets HTTP 400 and a JSON-RPC error;
 //   - a client whose Accept lists application/json (or */*) without
 //     text/event-stream, as several HTTP clients send, is answered with
-//     one JSON object (json) instead of a 400;
+//     one JSON object (jsonAnswers) instead of a 400, and one that lists
+//     text/event-stream only gets the stream;
 //   - the SDK's plain-text errors become JSON-RPC errors (jsonErrors).
 //
 // sse and jsonAnswers serve the same requests; jsonAnswers answers with
@@ -162,19 +168,21 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 				r = r.WithContext(context.WithValue(r.Context(), wireIDKey{}, id))
 			}
 		}
-		if jsonOnly(r.Header.Values("Accept")) {
+		switch j, s := accepts(r.Header.Values("Accept")); {
+		case j && !s:
 			r.Header.Set("Accept", "application/json, text/event-stream")
 			jsonAnswers.ServeHTTP(w, r)
 			return
+		case s && !j:
+			r.Header.Set("Accept", "application/json, text/event-stream")
 		}
 		sse.ServeHTTP(w, r)
 	})
 }
 
-// jsonOnly reports whether an Accept header takes JSON but not an event
-// stream: application/json, application/*, */* without text/event-stream.
-func jsonOnly(values []string) bool {
-	var j, s bool
+// accepts reports whether an Accept header takes JSON (application/json,
+// application/*, */*) and whether it takes an event stream.
+func accepts(values []string) (jsonOK, sseOK bool) {
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {
 			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -183,13 +191,13 @@ func jsonOnly(values []string) bool {
 			}
 			switch mt {
 			case "application/json", "application/*", "*/*":
-				j = true
+				jsonOK = true
 			case "text/event-stream":
-				s = true
+				sseOK = true
 			}
 		}
 	}
-	return j && !s
+	return jsonOK, sseOK
 }
 
 // jsonErrors turns the SDK's plain-text error answers into JSON-RPC
