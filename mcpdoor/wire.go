@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -43,9 +44,10 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 	dec.UseNumber()
 	type frame struct {
 		object bool
-		keys   map[string]struct{}
-		key    bool   // an object's next token is a key
-		last   string // the key whose value comes next
+		keys   []string            // an object's keys so far, while they are few
+		many   map[string]struct{} // and then
+		key    bool                // an object's next token is a key
+		last   string              // the key whose value comes next
 	}
 	var stack []frame
 	batch := false
@@ -73,13 +75,24 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 					continue
 				}
 				k := tok.(string)
-				if _, dup := f.keys[k]; dup {
+				dup := false
+				if f.many != nil {
+					_, dup = f.many[k]
+					f.many[k] = struct{}{}
+				} else {
+					dup = slices.Contains(f.keys, k)
+					f.keys = append(f.keys, k)
+					if len(f.keys) > 16 {
+						// Past a few keys a set: no quadratic scan of a hostile object.
+						f.many = make(map[string]struct{}, 2*len(f.keys))
+						for _, k := range f.keys {
+							f.many[k] = struct{}{}
+						}
+					}
+				}
+				if dup {
 					return nil, &wireError{-32600, "invalid request: the key " + strconv.Quote(k) + " appears twice in one object"}
 				}
-				if f.keys == nil {
-					f.keys = map[string]struct{}{}
-				}
-				f.keys[k] = struct{}{}
 				f.key, f.last = false, k
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -43,4 +44,28 @@ func FuzzCheckBody(f *testing.F) {
 			t.Fatalf("id %s of %q is neither a string nor an int64", id, b)
 		}
 	})
+}
+
+// An object of many keys is checked in linear time, and a key twice is
+// found past the first few too.
+func TestCheckBodyManyKeys(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"x","params":{`)
+	for i := range 50000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Quote("k" + strconv.Itoa(i)))
+		b.WriteString(":1")
+	}
+	ok := append(append([]byte(nil), b.Bytes()...), "}}"...)
+	if _, err := checkBody(ok); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k0", "k15", "k16", "k49999"} {
+		dup := append(append([]byte(nil), b.Bytes()...), `,"`+k+`":2}}`...)
+		if _, err := checkBody(dup); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s twice: %v", k, err)
+		}
+	}
 }
