@@ -17,16 +17,20 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/gateway"
 	"github.com/agentbull/toolruntime/internal/engine"
 	"github.com/agentbull/toolruntime/internal/mcpdoor/conformance"
 	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/mcpdoor"
+	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
 
@@ -78,6 +82,8 @@ type clientFleet struct {
 
 	mu   sync.Mutex
 	seen []string // "METHOD rpc-method version status"
+
+	approvals atomic.Int64 // held calls the fleet's side approved
 }
 
 func newClientFleet(t *testing.T) *clientFleet {
@@ -90,13 +96,40 @@ func newClientFleet(t *testing.T) *clientFleet {
 	f := &clientFleet{token: "clients-secret-token-0123456789"}
 	sum := sha256.Sum256([]byte(f.token))
 	ps, err := mcpdoor.ParsePrincipals(fmt.Appendf(nil,
-		`{"principals":[{"name":"clients","token_sha256":["%x"],"agent_id":"clients-agent"}]}`, sum))
+		`{"principals":[{"name":"clients","token_sha256":["%x"],"agent_id":"clients-agent","approval":["confirm_delete"]}]}`, sum))
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := make([]byte, mcpdoor.SealKeyBytes)
 	rand.Read(key)
 	f.replicas[0], f.replicas[1] = tsDoor(t, s, ps, key), tsDoor(t, s, ps, key)
+
+	// A person elsewhere (the console, a gateway) approves every held
+	// confirm_delete of the agent while its client's request waits.
+	nc := s.Connect(t)
+	gw, err := gateway.New(nc, gateway.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nc.Subscribe(protocol.Subject(protocol.PrefixOutput, "clients-agent", "*"), func(m *nats.Msg) {
+		ev, err := gateway.DecodeEvent(m.Subject, m.Data)
+		p, ok := ev.(*protocol.StepPending)
+		if err != nil || !ok || len(p.Approvals) != 1 || p.Approvals[0].Name != "confirm_delete" {
+			return
+		}
+		f.approvals.Add(1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := gw.Decide(ctx, "clients-agent", p.TurnID, p.Step, 1, []protocol.Decision{{CallID: p.Approvals[0].CallID, Approved: true, Reason: "the clients test approves"}}); err != nil {
+				t.Errorf("decide: %v", err)
+			}
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	alt := tsAlternate(t, f.replicas[0], f.replicas[1])
 	f.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -192,6 +225,9 @@ func checkCalls(t *testing.T, got map[string]clientEvent, echoText string) {
 	}
 	if e := got["error"]; !e.IsError || !strings.Contains(e.Text, "failed: on purpose") {
 		t.Errorf("fail: %+v, want isError with the tool's text", e)
+	}
+	if a := got["approved"]; a.Text != "Deleted /tmp/report.txt" || a.IsError {
+		t.Errorf("confirm_delete, held and approved elsewhere: %+v", a)
 	}
 	var where struct {
 		Agent string `json:"agent"`

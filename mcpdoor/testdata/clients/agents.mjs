@@ -34,6 +34,10 @@ try {
 
   const where = await server.callToolResult('where', {});
   emit('structured', { structured: where.structuredContent ?? null, text: text(where.content) });
+  // A call held for a person's approval: the request waits until the
+  // fleet's side decides.
+  const approved = await server.callToolResult('confirm_delete', { path: '/tmp/report.txt' });
+  emit('approved', { text: text(approved.content), isError: !!approved.isError });
   emit('done', {});
 } finally {
   await server.close();

@@ -60,6 +60,10 @@ try {
   } catch (e) {
     emit('unknown', { error: String(e && e.message) });
   }
+  // A call held for a person's approval: the request waits (this client
+  // declares no elicitation) until the fleet's side decides.
+  const approved = await client.callTool({ name: 'confirm_delete', arguments: { path: '/tmp/report.txt' } });
+  emit('approved', { text: text(approved), isError: !!approved.isError });
   emit('done', {});
 } finally {
   await client.close();
