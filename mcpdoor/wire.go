@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // maxJSONDepth bounds the nesting of a request body: deeper bodies are
@@ -35,10 +38,13 @@ func (e *wireError) Error() string { return e.msg }
 // or fractional number would be answered under another id). A batch
 // (2025-03-26) may not hold a tools/call, which would pass the bound on a
 // principal's calls in flight, counted per request. It returns
-// the id of a single request, for the errors the SDK answers without one.
-func checkBody(b []byte) (id json.RawMessage, err error) {
+//
+// It returns what it read of the body: the id of a single request, for
+// the errors the SDK answers without one, its method, and whether it was
+// a batch.
+func checkBody(b []byte) (body bodyInfo, err error) {
 	if !utf8.Valid(b) {
-		return nil, &wireError{-32700, "parse error: the body is not valid UTF-8"}
+		return body, &wireError{-32700, "parse error: the body is not valid UTF-8"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -50,20 +56,19 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 		last   string              // the key whose value comes next
 	}
 	var stack []frame
-	batch := false
 	for {
 		tok, terr := dec.Token()
 		if terr == io.EOF && len(stack) == 0 {
 			break
 		}
 		if terr == io.EOF {
-			return nil, &wireError{-32700, "parse error: the body ends inside a value"}
+			return body, &wireError{-32700, "parse error: the body ends inside a value"}
 		}
 		if terr != nil {
-			return nil, &wireError{-32700, "parse error: " + terr.Error()}
+			return body, &wireError{-32700, "parse error: " + terr.Error()}
 		}
 		// A message is an object at depth 0, or at depth 1 of a batch.
-		inMessage := len(stack) == 1 && !batch || len(stack) == 2 && batch
+		inMessage := len(stack) == 1 && !body.batch || len(stack) == 2 && body.batch
 		if n := len(stack); n > 0 && stack[n-1].object {
 			f := &stack[n-1]
 			if f.key {
@@ -91,31 +96,34 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 					}
 				}
 				if dup {
-					return nil, &wireError{-32600, "invalid request: the key " + strconv.Quote(k) + " appears twice in one object"}
+					return body, &wireError{-32600, "invalid request: the key " + strconv.Quote(k) + " appears twice in one object"}
 				}
 				f.key, f.last = false, k
 				continue
 			}
 			f.key = true
-			if inMessage && batch && f.last == "method" && tok == "tools/call" {
-				return nil, &wireError{-32600, "invalid request: tools/call in a batch is not served: send each call as a request of its own (a principal's bound on calls in flight, progress and cancel are per request)"}
+			if inMessage && body.batch && f.last == "method" && tok == "tools/call" {
+				return body, &wireError{-32600, "invalid request: tools/call in a batch is not served: send each call as a request of its own (a principal's bound on calls in flight, progress and cancel are per request)"}
+			}
+			if inMessage && !body.batch && f.last == "method" {
+				body.method, _ = tok.(string)
 			}
 			if inMessage && f.last == "id" {
 				switch v := tok.(type) {
 				case string:
-					if !batch {
-						id, _ = json.Marshal(v)
+					if !body.batch {
+						body.id, _ = json.Marshal(v)
 					}
 				case json.Number:
 					if _, perr := strconv.ParseInt(string(v), 10, 64); perr != nil {
-						return nil, &wireError{-32600, "invalid request: the id " + string(v) + " is neither a string nor an integer of 64 bits"}
+						return body, &wireError{-32600, "invalid request: the id " + string(v) + " is neither a string nor an integer of 64 bits"}
 					}
-					if !batch {
-						id = json.RawMessage(v)
+					if !body.batch {
+						body.id = json.RawMessage(v)
 					}
 				case nil:
 				default:
-					return nil, &wireError{-32600, "invalid request: the id must be a string or an integer"}
+					return body, &wireError{-32600, "invalid request: the id must be a string or an integer"}
 				}
 			}
 		}
@@ -123,10 +131,10 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 			switch d {
 			case '{', '[':
 				if len(stack) == 0 && d == '[' {
-					batch = true
+					body.batch = true
 				}
 				if len(stack) >= maxJSONDepth {
-					return nil, &wireError{-32600, "invalid request: nested deeper than " + strconv.Itoa(maxJSONDepth)}
+					return body, &wireError{-32600, "invalid request: nested deeper than " + strconv.Itoa(maxJSONDepth)}
 				}
 				stack = append(stack, frame{object: d == '{', key: d == '{'})
 			case ']':
@@ -139,9 +147,16 @@ func checkBody(b []byte) (id json.RawMessage, err error) {
 	}
 	// One value only: anything after it is not JSON-RPC.
 	if _, terr := dec.Token(); terr != io.EOF {
-		return nil, &wireError{-32700, "parse error: data after the JSON value"}
+		return body, &wireError{-32700, "parse error: data after the JSON value"}
 	}
-	return id, nil
+	return body, nil
+}
+
+// bodyInfo is what checkBody read of a body.
+type bodyInfo struct {
+	id     json.RawMessage // a single request's id
+	method string          // a single message's method
+	batch  bool
 }
 
 // wireIDKey holds, in a request's context, the id checkBody read.
@@ -171,14 +186,23 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 			return
 		}
 		if int64(len(body)) <= d.cfg.MaxBodyBytes {
-			id, err := checkBody(body)
+			info, err := checkBody(body)
 			if err != nil {
 				d.m.refuse(r.Context(), "malformed")
 				writeRPCError(w, http.StatusBadRequest, err.(*wireError).code, err.Error())
 				return
 			}
-			if id != nil {
-				r = r.WithContext(context.WithValue(r.Context(), wireIDKey{}, id))
+			// Mcp-Method is what the door's bounds and routes go by
+			// (bounded, sessions) before the body is read, in every
+			// protocol era: it must name the body's method, or a tools/call
+			// could pass as a list.
+			if hm := r.Header.Values("Mcp-Method"); len(hm) > 0 && (len(hm) > 1 || info.batch || hm[0] != info.method) {
+				d.m.refuse(r.Context(), "malformed")
+				writeRPCError(w, http.StatusBadRequest, mcp.CodeHeaderMismatch, fmt.Sprintf("header mismatch: Mcp-Method header value %q does not match body value %q", strings.Join(hm, ", "), info.method))
+				return
+			}
+			if info.id != nil {
+				r = r.WithContext(context.WithValue(r.Context(), wireIDKey{}, info.id))
 			}
 		}
 		switch j, s := accepts(r.Header.Values("Accept")); {

@@ -23,7 +23,8 @@ func FuzzCheckBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, err := checkBody(b)
+		info, err := checkBody(b)
+		id := info.id
 		if err != nil {
 			if _, ok := err.(*wireError); !ok {
 				t.Fatalf("error of type %T", err)
