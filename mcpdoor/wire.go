@@ -299,8 +299,10 @@ func (e *errorWriter) Write(b []byte) (int, error) {
 		e.WriteHeader(http.StatusOK)
 	}
 	if e.plain {
-		if e.msg.Len() < 4<<10 {
-			e.msg.Write(b)
+		// The message, cut at 4 KiB: the SDK may quote a client's
+		// method or header whole.
+		if room := 4<<10 - e.msg.Len(); room > 0 {
+			e.msg.Write(b[:min(len(b), room)])
 		}
 		return len(b), nil
 	}
