@@ -336,6 +336,11 @@ func TestOtherClients(t *testing.T) {
 		if failed["isError"] != true {
 			t.Errorf("inspector tools/call fail: %v", failed)
 		}
+		for method, key := range map[string]string{"resources/list": "resources", "prompts/list": "prompts"} {
+			if out := inspect(0, "--method", method); out[key] == nil {
+				t.Errorf("inspector %s: %v", method, out)
+			}
+		}
 		t.Logf("sent: %v", f.take())
 		f.checkReplicas(t)
 	})
