@@ -171,6 +171,9 @@ func TestHostileBodies(t *testing.T) {
 		}
 		if a := readAnswer(t, body); a.Error == nil || a.Error.Code != c.code {
 			t.Errorf("%s: %.300s, want error %d", c.name, body, c.code)
+		} else if c.code == -32020 && string(a.ID) != "1" {
+			// A header mismatch is answered under the request's id.
+			t.Errorf("%s: id %s, want 1", c.name, a.ID)
 		}
 	}
 	if n := pr.started.Load(); n != 0 {

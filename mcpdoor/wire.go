@@ -198,7 +198,12 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 			// could pass as a list.
 			if hm := r.Header.Values("Mcp-Method"); len(hm) > 0 && (len(hm) > 1 || info.batch || hm[0] != info.method) {
 				d.m.refuse(r.Context(), "malformed")
-				writeRPCError(w, http.StatusBadRequest, mcp.CodeHeaderMismatch, fmt.Sprintf("header mismatch: Mcp-Method header value %q does not match body value %q", strings.Join(hm, ", "), info.method))
+				// Under the request's id, as the SDK answers a mismatch.
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": info.id, "error": map[string]any{"code": mcp.CodeHeaderMismatch,
+					"message": fmt.Sprintf("header mismatch: Mcp-Method header value %q does not match body value %q", strings.Join(hm, ", "), info.method)}})
+				_, _ = w.Write(b)
 				return
 			}
 			if info.id != nil {
