@@ -29,11 +29,11 @@ const MaxProgressLabel = 200
 // coming: the last report before a pause goes out at most one interval
 // after it (a trailing publish), unless the call ends first. It is made
 // on the call's first report: a call that never reports costs its cell 16
-// bytes and one small allocation (the report func). Neither reaches the
-// call's record, which the next step may reuse: a tool that reports after
-// its call ended finds the reporter ended.
+// bytes and two small allocations (where its reports go, and the report
+// func). None reaches the call's record, which the next step may reuse: a
+// tool that reports after its call ended finds the reporter ended.
 type progress struct {
-	to progressTo
+	to *progressTo
 
 	mu          sync.Mutex
 	done, total int64
@@ -50,13 +50,27 @@ type progress struct {
 }
 
 // progressTo is where a call's progress goes: Hooks.Progress, with what
-// its events say of the call.
+// its events say of the call. Calls in flight by the thousand each keep
+// one, and a reporting call's progress points to it: the call's identity
+// is read from its cell (the call's context) rather than copied here.
 type progressTo struct {
+	c       *cell
 	publish func(JournalRef, protocol.Activity)
-	ref     JournalRef
 	name    string // the call's tool
 	label   string // its started activity label
+	digest  string // the call's JournalRef.Digest
 	queue   *progressQueue
+}
+
+// ref is the call's JournalRef.
+func (to *progressTo) ref() JournalRef {
+	c := &to.c.ctx.Call
+	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: c.CallID, Digest: to.digest}
+}
+
+// report is the call's progress func.
+func (to *progressTo) report(done, total int64, label string) {
+	to.c.progress.report(to, done, total, label)
 }
 
 // progressQueue publishes the reports that are due, in the order they
@@ -179,8 +193,9 @@ type progressState struct {
 	ended atomic.Bool              // set by endProgress before it looks at p
 }
 
-// report is the call's progress func.
-func (s *progressState) report(to progressTo, done, total int64, label string) {
+// report keeps the call's latest report, and queues its publish when none
+// is.
+func (s *progressState) report(to *progressTo, done, total int64, label string) {
 	g := s.p.Load()
 	if g == nil {
 		g = &progress{to: to}
@@ -232,7 +247,8 @@ func (g *progress) publish() {
 		g.mu.Unlock()
 		return
 	}
-	a := protocol.Activity{CallID: g.to.ref.CallID, Name: g.to.name, State: protocol.ActivityProgress,
+	ref := g.to.ref()
+	a := protocol.Activity{CallID: ref.CallID, Name: g.to.name, State: protocol.ActivityProgress,
 		Label: progressLabel(g.text, g.to.label), Progress: &protocol.Progress{Done: g.done}}
 	if g.total > 0 {
 		total := g.total
@@ -241,7 +257,7 @@ func (g *progress) publish() {
 	g.dirty, g.last = false, time.Now()
 	g.mu.Unlock()
 
-	g.to.publish(g.to.ref, a)
+	g.to.publish(ref, a)
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
@@ -259,8 +275,8 @@ func (p *pending) withProgress() {
 	if h == nil || h.Progress == nil {
 		return
 	}
-	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity, queue: &p.st.d.progress}
-	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
+	to := &progressTo{c: p.cell, publish: h.Progress, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
+	p.cell.ctx.Progress = to.report
 }
 
 // endProgress stops the call's reporter when the call ends, before its

@@ -142,8 +142,8 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	// not the one a cancel aborts: a cancelled turn's step still needs its
 	// tools and loaded set to answer every call aborted.
 	stepCtx := ctx
-	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
-	defer release()
+	ctx, abort, e := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
+	defer e.release()
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
@@ -281,10 +281,18 @@ type Cancels struct {
 	// running holds each turn's steps as a list: a turn has one step
 	// running at a time but for a redelivery, and a map per turn was two
 	// allocations of every step.
-	running map[string]*stepEntry
+	running map[turnKey]*stepEntry
 }
 
+// turnKey names a turn in Cancels: a pair, not the two ids joined, whose
+// string every step in flight kept.
+type turnKey struct{ agentID, turnID string }
+
+// stepEntry is a running step: one allocation holds its registration
+// and its release, which a step in flight keeps until it ends.
 type stepEntry struct {
+	c          *Cancels // nil: not registered
+	key        turnKey
 	step       int64
 	cancel     context.CancelCauseFunc
 	prev, next *stepEntry
@@ -293,25 +301,29 @@ type stepEntry struct {
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[string]*stepEntry{}}
+	return &Cancels{running: map[turnKey]*stepEntry{}}
 }
 
-// track registers a step of the turn; release ends its registration and
-// its context.
-func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, context.CancelCauseFunc, func()) {
+// track registers a step of the turn; the entry's release ends its
+// registration and its context.
+func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, context.CancelCauseFunc, *stepEntry) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	e := &stepEntry{c: c, key: turnKey{agentID, turnID}, step: step, cancel: cancel}
 	if c == nil {
-		return ctx, cancel, func() { cancel(nil) }
+		return ctx, cancel, e
 	}
-	k := agentID + "." + turnID
-	e := &stepEntry{step: step, cancel: cancel}
 	c.mu.Lock()
-	if head := c.running[k]; head != nil {
+	if head := c.running[e.key]; head != nil {
 		e.next, head.prev = head, e
 	}
-	c.running[k] = e
+	c.running[e.key] = e
 	c.mu.Unlock()
-	return ctx, cancel, func() {
+	return ctx, cancel, e
+}
+
+// release ends the step's registration, once, and its context.
+func (e *stepEntry) release() {
+	if c := e.c; c != nil {
 		c.mu.Lock()
 		if !e.released {
 			e.released = true
@@ -319,17 +331,17 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64)
 			case e.prev != nil:
 				e.prev.next = e.next
 			case e.next != nil:
-				c.running[k] = e.next
+				c.running[e.key] = e.next
 			default:
-				delete(c.running, k)
+				delete(c.running, e.key)
 			}
 			if e.next != nil {
 				e.next.prev = e.prev
 			}
 		}
 		c.mu.Unlock()
-		cancel(nil)
 	}
+	e.cancel(nil)
 }
 
 // Cancel aborts every running step of the turn on this worker and says
@@ -340,7 +352,7 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.running[agentID+"."+turnID]
+	e := c.running[turnKey{agentID, turnID}]
 	if e == nil {
 		return 0
 	}
@@ -362,7 +374,7 @@ func (c *Cancels) CancelStep(agentID, turnID string, step int64, reason string) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	found := false
-	for e := c.running[agentID+"."+turnID]; e != nil; e = e.next {
+	for e := c.running[turnKey{agentID, turnID}]; e != nil; e = e.next {
 		if e.step == step {
 			e.cancel(cancelCause(reason))
 			found = true
