@@ -14,10 +14,10 @@ func TestCancelsList(t *testing.T) {
 		var ctxs []context.Context
 		var releases []func()
 		for range 3 {
-			ctx, _, e := c.track(context.Background(), "a1", "t1", 0)
+			ctx, e := c.track(context.Background(), "a1", "t1", 0)
 			ctxs, releases = append(ctxs, ctx), append(releases, e.release)
 		}
-		_, _, other := c.track(context.Background(), "a1", "t2", 0)
+		_, other := c.track(context.Background(), "a1", "t2", 0)
 		left := 3
 		for _, i := range order {
 			releases[i]()
@@ -43,9 +43,9 @@ func TestCancelsList(t *testing.T) {
 // CancelStep ends the one step's context and no other of the turn.
 func TestCancelStep(t *testing.T) {
 	c := NewCancels()
-	s3, _, r3 := c.track(context.Background(), "a1", "t1", 3)
+	s3, r3 := c.track(context.Background(), "a1", "t1", 3)
 	defer r3.release()
-	s4, _, r4 := c.track(context.Background(), "a1", "t1", 4)
+	s4, r4 := c.track(context.Background(), "a1", "t1", 4)
 	defer r4.release()
 	if c.CancelStep("a1", "t1", 5, "x") {
 		t.Fatal("a step not running was found")

@@ -85,13 +85,78 @@ func (to *progressTo) report(done, total int64, label string) {
 // queue's one timer: a timer per reporting call, whose firing started a
 // goroutine, is what a call in flight kept and what thousands of calls
 // reporting at once started.
+//
+// The same timer keeps the running steps' next deadlines (steps, of
+// inflight): a timer per step was an eighth of a KiB of every step in
+// flight.
 type progressQueue struct {
 	mu      sync.Mutex
 	due     []*progress
 	running int
 	later   progressHeap
-	timer   *time.Timer // fires at timerAt, when later is not empty
+	steps   deadlineHeap
+	timer   *time.Timer // fires at timerAt, when later or steps is not empty
 	timerAt time.Time
+}
+
+// deadline is a step's place in its Dispatcher's queue of deadlines
+// (progressQueue.steps), in the step's state: its next deadline is when
+// the queue calls its inflight's expire.
+type deadline struct {
+	q     *progressQueue
+	owner *inflight
+	at    time.Time // guarded by q.mu
+	pos   int       // its index in q.steps plus one; 0: not queued; guarded by q.mu
+}
+
+// deadlineHeap is a min-heap of deadlines by when they are due.
+type deadlineHeap []*deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i+1, j+1
+}
+func (h *deadlineHeap) Push(x any) {
+	d := x.(*deadline)
+	d.pos = len(*h) + 1
+	*h = append(*h, d)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	d.pos = 0
+	return d
+}
+
+// setDeadline queues d for at, or moves it there.
+func (q *progressQueue) setDeadline(d *deadline, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d.at = at
+	if d.pos > 0 {
+		heap.Fix(&q.steps, d.pos-1)
+	} else {
+		heap.Push(&q.steps, d)
+	}
+	if q.timerAt.IsZero() || at.Before(q.timerAt) {
+		q.arm(at)
+	}
+}
+
+// dropDeadline takes d out of the queue, and reports false when it was
+// not in it: it came due, and its expire is called or about to be.
+func (q *progressQueue) dropDeadline(d *deadline) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if d.pos == 0 {
+		return false
+	}
+	heap.Remove(&q.steps, d.pos-1)
+	return true
 }
 
 // progressHeap is a min-heap of publishes by when they are due.
@@ -130,8 +195,9 @@ func (q *progressQueue) arm(at time.Time) {
 	q.timer.Reset(time.Until(at))
 }
 
-// fire moves the publishes that are due to the queue. A fire that finds
-// none due (a timer re-armed while its func was starting) only re-arms.
+// fire moves the publishes that are due to the queue, and expires the
+// steps whose deadline came. A fire that finds none due (a timer re-armed
+// while its func was starting) only re-arms.
 func (q *progressQueue) fire() {
 	q.mu.Lock()
 	now := time.Now()
@@ -139,14 +205,28 @@ func (q *progressQueue) fire() {
 	for len(q.later) > 0 && !q.later[0].at.After(now) {
 		q.due = append(q.due, heap.Pop(&q.later).(*progress))
 	}
+	var expired []*inflight
+	for len(q.steps) > 0 && !q.steps[0].at.After(now) {
+		expired = append(expired, heap.Pop(&q.steps).(*deadline).owner)
+	}
+	var next time.Time
 	if len(q.later) > 0 {
-		q.arm(q.later[0].at)
+		next = q.later[0].at
+	}
+	if len(q.steps) > 0 && (next.IsZero() || q.steps[0].at.Before(next)) {
+		next = q.steps[0].at
+	}
+	if !next.IsZero() {
+		q.arm(next)
 	}
 	start := min(len(q.due), maxProgressPublishers-q.running)
 	q.running += max(start, 0)
 	q.mu.Unlock()
 	for range start {
 		go q.drain()
+	}
+	for _, f := range expired {
+		f.expire()
 	}
 }
 
