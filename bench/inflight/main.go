@@ -98,6 +98,12 @@ func serve() error {
 // work runs one worker on url and answers the driver's measurements.
 func work(url string, args []string) error {
 	conc, _ := strconv.Atoi(args[0])
+	if len(args) > 1 {
+		// A finer sampling for --memprofile: the default (one sample per
+		// 512 KiB) names too few of the calls' allocations to tell them
+		// apart.
+		runtime.MemProfileRate, _ = strconv.Atoi(args[1])
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	nc, err := nats.Connect(url, nats.Name("inflight-worker"))
@@ -253,7 +259,11 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	}
 	// A key (agent) gets 7/8 of the worker's concurrency: every call
 	// in flight needs calls / (7/8) and some room.
-	w, err := start(self, "worker", url, strconv.Itoa(calls*8/7+64))
+	wargs := []string{"worker", url, strconv.Itoa(calls*8/7 + 64)}
+	if memprofile != "" {
+		wargs = append(wargs, "512")
+	}
+	w, err := start(self, wargs...)
 	if err != nil {
 		return err
 	}

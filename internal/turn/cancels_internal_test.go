@@ -14,10 +14,10 @@ func TestCancelsList(t *testing.T) {
 		var ctxs []context.Context
 		var releases []func()
 		for range 3 {
-			ctx, _, release := c.track(context.Background(), "a1", "t1", 0)
-			ctxs, releases = append(ctxs, ctx), append(releases, release)
+			ctx, e := c.track(context.Background(), "a1", "t1", 0)
+			ctxs, releases = append(ctxs, ctx), append(releases, e.release)
 		}
-		_, _, other := c.track(context.Background(), "a1", "t2", 0)
+		_, other := c.track(context.Background(), "a1", "t2", 0)
 		left := 3
 		for _, i := range order {
 			releases[i]()
@@ -30,10 +30,10 @@ func TestCancelsList(t *testing.T) {
 				t.Fatalf("order %v: %d steps cancelled after %d were released, want %d", order, n, 3-left, left)
 			}
 		}
-		if _, ok := c.running["a1.t1"]; ok || len(c.running) != 1 {
+		if _, ok := c.running[turnKey{"a1", "t1"}]; ok || len(c.running) != 1 {
 			t.Fatalf("order %v: %d turns left, want the other turn only", order, len(c.running))
 		}
-		other()
+		other.release()
 		if len(c.running) != 0 {
 			t.Fatalf("order %v: %d turns left", order, len(c.running))
 		}
@@ -43,10 +43,10 @@ func TestCancelsList(t *testing.T) {
 // CancelStep ends the one step's context and no other of the turn.
 func TestCancelStep(t *testing.T) {
 	c := NewCancels()
-	s3, _, r3 := c.track(context.Background(), "a1", "t1", 3)
-	defer r3()
-	s4, _, r4 := c.track(context.Background(), "a1", "t1", 4)
-	defer r4()
+	s3, r3 := c.track(context.Background(), "a1", "t1", 3)
+	defer r3.release()
+	s4, r4 := c.track(context.Background(), "a1", "t1", 4)
+	defer r4.release()
 	if c.CancelStep("a1", "t1", 5, "x") {
 		t.Fatal("a step not running was found")
 	}

@@ -11,32 +11,40 @@ import (
 )
 
 // inflight tracks the calls of a step that are running. It holds the
-// step's one timer, which fires at the earliest deadline of its running
-// calls, and it lets the turn's abort start their watchdogs: one timer and
-// one registration on the turn's context per step instead of one per
-// call.
+// step's place in its Dispatcher's queue of deadlines, due at the
+// earliest deadline of its running calls, and it lets the turn's abort
+// start their watchdogs: one deadline and one abort per step instead of
+// one per call, and the Dispatcher's one timer for the deadlines of all
+// its steps.
 type inflight struct {
 	mu      sync.Mutex
 	calls   []*pending
 	aborted bool
-	stopped bool // the step is over: the timer stays stopped
-	armed   bool // the timer is set and has not fired
+	stopped bool // the step is over: the deadline stays unset
+	armed   bool // the deadline is queued and has not come
 	// escaped is set once something other than the calls' own goroutines
 	// may look at the step's records: a watchdog, the timer's expire, the
 	// turn's abort. The step's state is then not reused.
 	escaped bool
-	timer   *time.Timer // kept, stopped, with the step's state
-	next    time.Time   // when timer fires, if armed
+	dl      deadline  // kept, out of the queue, with the step's state
+	next    time.Time // when dl comes due, if armed
 }
 
 // add registers a running call whose deadline is set. It reports false
-// when the turn was aborted before: the call's watchdog must start.
+// when the turn was aborted before: the call's context is cancelled, and
+// its watchdog must start.
 func (f *inflight) add(p *pending) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.dl.q == nil {
+		f.dl.q, f.dl.owner = &p.st.d.progress, f
+	}
 	f.calls = append(f.calls, p)
 	if d := p.cell.ctx.Due; f.next.IsZero() || d.Before(f.next) {
 		f.arm(d)
+	}
+	if f.aborted {
+		p.cell.cancel.with(context.Cause(p.st.ctx))
 	}
 	return !f.aborted
 }
@@ -54,21 +62,17 @@ func (f *inflight) remove(p *pending) {
 	}
 }
 
-// arm sets the timer to fire at t. The caller holds mu.
+// arm sets the step's deadline to t. The caller holds mu.
 func (f *inflight) arm(t time.Time) {
 	if f.stopped {
 		return
 	}
 	f.next, f.armed = t, true
-	if f.timer == nil {
-		f.timer = time.AfterFunc(time.Until(t), f.expire)
-		return
-	}
-	f.timer.Reset(time.Until(t))
+	f.dl.q.setDeadline(&f.dl, t)
 }
 
 // expire ends the time of every running call past its deadline, and
-// arms the timer for the next deadline.
+// sets the step's next deadline.
 func (f *inflight) expire() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -91,23 +95,27 @@ func (f *inflight) expire() {
 	}
 }
 
-// abort starts the watchdog of every running call.
+// abort cancels the context of every running call, with the turn's
+// cause, and starts its watchdog. The calls' contexts are no children of
+// the turn's (lazyCancel): this is how the turn's end reaches them.
 func (f *inflight) abort() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.aborted, f.escaped = true, true
 	for _, p := range f.calls {
+		p.cell.cancel.with(context.Cause(p.st.ctx))
 		go p.watchdog()
 	}
 }
 
-// stop stops the timer once the step is over. A timer that fired and
-// whose expire has yet to run leaves the step escaped.
+// stop takes the step's deadline out of the queue once the step is
+// over. A deadline that came and whose expire has yet to run leaves the
+// step escaped.
 func (f *inflight) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
-	if f.armed && !f.timer.Stop() {
+	if f.armed && !f.dl.q.dropDeadline(&f.dl) {
 		f.escaped = true
 	}
 	f.armed = false
@@ -126,8 +134,8 @@ func (f *inflight) isEscaped() bool {
 	return f.escaped
 }
 
-// reset readies a stopped step's inflight for the next step; the timer
-// stays, stopped.
+// reset readies a stopped step's inflight for the next step; its
+// deadline stays, out of the queue.
 func (f *inflight) reset() {
 	clear(f.calls) // empty already: every call removed itself
 	f.calls = f.calls[:0]
@@ -172,6 +180,12 @@ func (p *pending) watchdog() {
 //
 // Made, the context is behind a pointer: in every call's cell it costs 8
 // bytes, and the cells of a step are what a no-op step allocates.
+//
+// The made context is no child of the parent's cancellation (a child is
+// an entry in the turn context's map of children, which a step in flight
+// keeps): the step's abort (inflight.abort) cancels the contexts of its
+// running calls instead, and one made after the parent ended is made
+// cancelled.
 type lazyCancel struct {
 	parent context.Context
 	mu     sync.Mutex
@@ -195,18 +209,27 @@ func (c *lazyCancel) ctx() context.Context {
 		return m.ctx
 	}
 	m := new(madeCancel)
-	if c.cause != nil {
+	m.ctx, m.cancel = context.WithCancelCause((*lazyParent)(c))
+	switch {
+	case c.cause != nil:
 		// Cancelled before it was made: with the first cause, even if the
-		// parent has ended since (made from the parent, it would take the
-		// parent's cause instead).
-		m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(c.parent))
+		// parent has ended since.
 		m.cancel(c.cause)
-	} else {
-		m.ctx, m.cancel = context.WithCancelCause(c.parent)
+	case c.parent.Err() != nil:
+		m.cancel(context.Cause(c.parent))
 	}
 	c.made.Store(m)
 	return m.ctx
 }
+
+// lazyParent is a lazyCancel's parent without its cancellation, as
+// detached, in the lazyCancel itself: the parent of its made context.
+type lazyParent lazyCancel
+
+func (p *lazyParent) Deadline() (time.Time, bool) { return p.parent.Deadline() }
+func (*lazyParent) Done() <-chan struct{}         { return nil }
+func (*lazyParent) Err() error                    { return nil }
+func (p *lazyParent) Value(key any) any           { return p.parent.Value(key) }
 
 // with cancels the context with cause (nil: context.Canceled); the first
 // cause stays.

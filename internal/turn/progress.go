@@ -29,11 +29,11 @@ const MaxProgressLabel = 200
 // coming: the last report before a pause goes out at most one interval
 // after it (a trailing publish), unless the call ends first. It is made
 // on the call's first report: a call that never reports costs its cell 16
-// bytes and one small allocation (the report func). Neither reaches the
-// call's record, which the next step may reuse: a tool that reports after
-// its call ended finds the reporter ended.
+// bytes and two small allocations (where its reports go, and the report
+// func). None reaches the call's record, which the next step may reuse: a
+// tool that reports after its call ended finds the reporter ended.
 type progress struct {
-	to progressTo
+	to *progressTo
 
 	mu          sync.Mutex
 	done, total int64
@@ -50,13 +50,27 @@ type progress struct {
 }
 
 // progressTo is where a call's progress goes: Hooks.Progress, with what
-// its events say of the call.
+// its events say of the call. Calls in flight by the thousand each keep
+// one, and a reporting call's progress points to it: the call's identity
+// is read from its cell (the call's context) rather than copied here.
 type progressTo struct {
+	c       *cell
 	publish func(JournalRef, protocol.Activity)
-	ref     JournalRef
 	name    string // the call's tool
 	label   string // its started activity label
+	digest  string // the call's JournalRef.Digest
 	queue   *progressQueue
+}
+
+// ref is the call's JournalRef.
+func (to *progressTo) ref() JournalRef {
+	c := &to.c.ctx.Call
+	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: c.CallID, Digest: to.digest}
+}
+
+// report is the call's progress func.
+func (to *progressTo) report(done, total int64, label string) {
+	to.c.progress.report(to, done, total, label)
 }
 
 // progressQueue publishes the reports that are due, in the order they
@@ -71,13 +85,78 @@ type progressTo struct {
 // queue's one timer: a timer per reporting call, whose firing started a
 // goroutine, is what a call in flight kept and what thousands of calls
 // reporting at once started.
+//
+// The same timer keeps the running steps' next deadlines (steps, of
+// inflight): a timer per step was an eighth of a KiB of every step in
+// flight.
 type progressQueue struct {
 	mu      sync.Mutex
 	due     []*progress
 	running int
 	later   progressHeap
-	timer   *time.Timer // fires at timerAt, when later is not empty
+	steps   deadlineHeap
+	timer   *time.Timer // fires at timerAt, when later or steps is not empty
 	timerAt time.Time
+}
+
+// deadline is a step's place in its Dispatcher's queue of deadlines
+// (progressQueue.steps), in the step's state: its next deadline is when
+// the queue calls its inflight's expire.
+type deadline struct {
+	q     *progressQueue
+	owner *inflight
+	at    time.Time // guarded by q.mu
+	pos   int       // its index in q.steps plus one; 0: not queued; guarded by q.mu
+}
+
+// deadlineHeap is a min-heap of deadlines by when they are due.
+type deadlineHeap []*deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos, h[j].pos = i+1, j+1
+}
+func (h *deadlineHeap) Push(x any) {
+	d := x.(*deadline)
+	d.pos = len(*h) + 1
+	*h = append(*h, d)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	d.pos = 0
+	return d
+}
+
+// setDeadline queues d for at, or moves it there.
+func (q *progressQueue) setDeadline(d *deadline, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d.at = at
+	if d.pos > 0 {
+		heap.Fix(&q.steps, d.pos-1)
+	} else {
+		heap.Push(&q.steps, d)
+	}
+	if q.timerAt.IsZero() || at.Before(q.timerAt) {
+		q.arm(at)
+	}
+}
+
+// dropDeadline takes d out of the queue, and reports false when it was
+// not in it: it came due, and its expire is called or about to be.
+func (q *progressQueue) dropDeadline(d *deadline) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if d.pos == 0 {
+		return false
+	}
+	heap.Remove(&q.steps, d.pos-1)
+	return true
 }
 
 // progressHeap is a min-heap of publishes by when they are due.
@@ -116,8 +195,9 @@ func (q *progressQueue) arm(at time.Time) {
 	q.timer.Reset(time.Until(at))
 }
 
-// fire moves the publishes that are due to the queue. A fire that finds
-// none due (a timer re-armed while its func was starting) only re-arms.
+// fire moves the publishes that are due to the queue, and expires the
+// steps whose deadline came. A fire that finds none due (a timer re-armed
+// while its func was starting) only re-arms.
 func (q *progressQueue) fire() {
 	q.mu.Lock()
 	now := time.Now()
@@ -125,14 +205,28 @@ func (q *progressQueue) fire() {
 	for len(q.later) > 0 && !q.later[0].at.After(now) {
 		q.due = append(q.due, heap.Pop(&q.later).(*progress))
 	}
+	var expired []*inflight
+	for len(q.steps) > 0 && !q.steps[0].at.After(now) {
+		expired = append(expired, heap.Pop(&q.steps).(*deadline).owner)
+	}
+	var next time.Time
 	if len(q.later) > 0 {
-		q.arm(q.later[0].at)
+		next = q.later[0].at
+	}
+	if len(q.steps) > 0 && (next.IsZero() || q.steps[0].at.Before(next)) {
+		next = q.steps[0].at
+	}
+	if !next.IsZero() {
+		q.arm(next)
 	}
 	start := min(len(q.due), maxProgressPublishers-q.running)
 	q.running += max(start, 0)
 	q.mu.Unlock()
 	for range start {
 		go q.drain()
+	}
+	for _, f := range expired {
+		f.expire()
 	}
 }
 
@@ -179,8 +273,9 @@ type progressState struct {
 	ended atomic.Bool              // set by endProgress before it looks at p
 }
 
-// report is the call's progress func.
-func (s *progressState) report(to progressTo, done, total int64, label string) {
+// report keeps the call's latest report, and queues its publish when none
+// is.
+func (s *progressState) report(to *progressTo, done, total int64, label string) {
 	g := s.p.Load()
 	if g == nil {
 		g = &progress{to: to}
@@ -232,7 +327,8 @@ func (g *progress) publish() {
 		g.mu.Unlock()
 		return
 	}
-	a := protocol.Activity{CallID: g.to.ref.CallID, Name: g.to.name, State: protocol.ActivityProgress,
+	ref := g.to.ref()
+	a := protocol.Activity{CallID: ref.CallID, Name: g.to.name, State: protocol.ActivityProgress,
 		Label: progressLabel(g.text, g.to.label), Progress: &protocol.Progress{Done: g.done}}
 	if g.total > 0 {
 		total := g.total
@@ -241,7 +337,7 @@ func (g *progress) publish() {
 	g.dirty, g.last = false, time.Now()
 	g.mu.Unlock()
 
-	g.to.publish(g.to.ref, a)
+	g.to.publish(ref, a)
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
@@ -259,8 +355,8 @@ func (p *pending) withProgress() {
 	if h == nil || h.Progress == nil {
 		return
 	}
-	s, to := &p.cell.progress, progressTo{publish: h.Progress, ref: p.ref(), name: p.call.Name, label: p.inv.Activity, queue: &p.st.d.progress}
-	p.cell.ctx.Progress = func(done, total int64, label string) { s.report(to, done, total, label) }
+	to := &progressTo{c: p.cell, publish: h.Progress, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
+	p.cell.ctx.Progress = to.report
 }
 
 // endProgress stops the call's reporter when the call ends, before its

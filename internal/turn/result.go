@@ -41,6 +41,24 @@ type Input struct {
 	Stored map[string]*HeldCall
 	// Hooks, when set, are told of the step's calls.
 	Hooks *Hooks
+	// Aborts, when set, aborts the step's running calls when the step's
+	// context ends (the Runner's Cancels entry, which ends it): the
+	// dispatcher then registers nothing on the context itself.
+	Aborts Aborter
+}
+
+// Aborter tells a dispatcher when a step is aborted, in place of a
+// context.AfterFunc on the step's context: the owner of the step's
+// cancellation calls the abort itself, and the context keeps no
+// registration (a map of children and a Done channel, per step in
+// flight).
+type Aborter interface {
+	// OnAbort has f called once when the step is aborted, at once when
+	// it was already.
+	OnAbort(f func())
+	// StopAbort undoes OnAbort, and reports false when f was called
+	// or is being called.
+	StopAbort() bool
 }
 
 // Outcome is how one call ended. It is stored in the journal and so

@@ -142,14 +142,14 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	// not the one a cancel aborts: a cancelled turn's step still needs its
 	// tools and loaded set to answer every call aborted.
 	stepCtx := ctx
-	ctx, abort, release := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
-	defer release()
+	ctx, e := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
+	defer e.release()
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
 	if cancelled {
-		abort(cancelCause(reason))
+		e.abort(cancelCause(reason))
 	}
 	if set == nil {
 		set, err = r.Assembler.Assemble(stepCtx, Env{AgentID: st.AgentID, TurnID: st.TurnID, Context: st.Context})
@@ -165,7 +165,7 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	}
 	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
 	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks()})
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(), Aborts: e})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -281,55 +281,179 @@ type Cancels struct {
 	// running holds each turn's steps as a list: a turn has one step
 	// running at a time but for a redelivery, and a map per turn was two
 	// allocations of every step.
-	running map[string]*stepEntry
+	running map[turnKey]*stepEntry
+	// parents watches the contexts the steps came with, one
+	// context.AfterFunc per Done channel (the worker's, for all its
+	// steps) rather than one per step.
+	parents map[<-chan struct{}]*parentWatch
 }
 
+// parentWatch is the registration on a Done channel that steps share, and
+// how many steps use it.
+type parentWatch struct {
+	steps int
+	stop  func() bool
+}
+
+// turnKey names a turn in Cancels: a pair, not the two ids joined, whose
+// string every step in flight kept.
+type turnKey struct{ agentID, turnID string }
+
+// stepEntry is a running step: its registration in Cancels, its
+// context's one cancellation, and the abort of its running calls
+// (Aborter), in one allocation that a step in flight keeps until it ends.
+//
+// The step's context is not a child of the one it came with: a child is
+// an entry in its parent's children, and a registration on it
+// (context.AfterFunc) a map of children of its own, with a Done channel;
+// together more than half a KiB of every step in flight. A turn's cancel
+// reaches the step here (abort), and the parent's end through the
+// Cancels' one registration on the parent's Done channel (parentWatch).
 type stepEntry struct {
+	c          *Cancels // nil: not registered
+	key        turnKey
 	step       int64
 	cancel     context.CancelCauseFunc
-	prev, next *stepEntry
-	released   bool
+	parent     <-chan struct{} // the parent's Done, when it can end
+	stopParent func() bool     // undoes the parent's AfterFunc (no Cancels)
+	prev, next *stepEntry      // guarded by c.mu
+	released   bool            // guarded by c.mu
+
+	mu      sync.Mutex
+	onAbort func() // the dispatcher's abort of the step's calls
+	aborted bool
 }
+
+// detached is its context without its cancellation, as
+// context.WithoutCancel, but with its deadline (a step's calls report it
+// to their tools): a context made from it is no child of the original,
+// which ends it, when it must, through one registration of its own.
+type detached struct{ context.Context }
+
+func (detached) Done() <-chan struct{} { return nil }
+func (detached) Err() error            { return nil }
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[string]*stepEntry{}}
+	return &Cancels{running: map[turnKey]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}}
 }
 
-// track registers a step of the turn; release ends its registration and
-// its context.
-func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, context.CancelCauseFunc, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
+// track registers a step of the turn and makes its context; the entry's
+// release ends its registration and its context.
+func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, *stepEntry) {
+	e := &stepEntry{c: c, key: turnKey{agentID, turnID}, step: step, parent: ctx.Done()}
+	stepCtx, cancel := context.WithCancelCause(detached{ctx})
+	e.cancel = cancel
 	if c == nil {
-		return ctx, cancel, func() { cancel(nil) }
+		if e.parent != nil {
+			e.stopParent = context.AfterFunc(ctx, func() { e.abort(context.Cause(ctx)) })
+		}
+		return stepCtx, e
 	}
-	k := agentID + "." + turnID
-	e := &stepEntry{step: step, cancel: cancel}
 	c.mu.Lock()
-	if head := c.running[k]; head != nil {
+	if head := c.running[e.key]; head != nil {
 		e.next, head.prev = head, e
 	}
-	c.running[k] = e
+	c.running[e.key] = e
+	if e.parent != nil {
+		w := c.parents[e.parent]
+		if w == nil {
+			// The func runs once the lock is released: the step is listed
+			// by then.
+			w = &parentWatch{stop: context.AfterFunc(ctx, func() { c.parentDone(e.parent, context.Cause(ctx)) })}
+			c.parents[e.parent] = w
+		}
+		w.steps++
+		if ctx.Err() != nil { // ended before: its func may have run already
+			e.abort(context.Cause(ctx))
+		}
+	}
 	c.mu.Unlock()
-	return ctx, cancel, func() {
+	return stepCtx, e
+}
+
+// parentDone aborts the steps whose parent context ended (done is its
+// Done channel), with its cause.
+func (c *Cancels) parentDone(done <-chan struct{}, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, head := range c.running {
+		for e := head; e != nil; e = e.next {
+			if e.parent == done {
+				e.abort(cause)
+			}
+		}
+	}
+}
+
+// abort cancels the step's context with cause, then aborts its running
+// calls: the first time only.
+func (e *stepEntry) abort(cause error) {
+	e.cancel(cause)
+	e.mu.Lock()
+	if e.aborted {
+		e.mu.Unlock()
+		return
+	}
+	e.aborted = true
+	f := e.onAbort
+	e.onAbort = nil
+	e.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// OnAbort implements Aborter.
+func (e *stepEntry) OnAbort(f func()) {
+	e.mu.Lock()
+	if !e.aborted {
+		e.onAbort = f
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	f()
+}
+
+// StopAbort implements Aborter.
+func (e *stepEntry) StopAbort() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.onAbort = nil
+	return !e.aborted
+}
+
+// release ends the step's registration, once, and its context.
+func (e *stepEntry) release() {
+	if e.stopParent != nil {
+		e.stopParent()
+	}
+	if c := e.c; c != nil {
 		c.mu.Lock()
 		if !e.released {
 			e.released = true
+			if w := c.parents[e.parent]; w != nil {
+				if w.steps--; w.steps == 0 {
+					w.stop()
+					delete(c.parents, e.parent)
+				}
+			}
 			switch {
 			case e.prev != nil:
 				e.prev.next = e.next
 			case e.next != nil:
-				c.running[k] = e.next
+				c.running[e.key] = e.next
 			default:
-				delete(c.running, k)
+				delete(c.running, e.key)
 			}
 			if e.next != nil {
 				e.next.prev = e.prev
 			}
 		}
 		c.mu.Unlock()
-		cancel(nil)
 	}
+	e.cancel(nil)
 }
 
 // Cancel aborts every running step of the turn on this worker and says
@@ -340,14 +464,14 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.running[agentID+"."+turnID]
+	e := c.running[turnKey{agentID, turnID}]
 	if e == nil {
 		return 0
 	}
 	cause := cancelCause(reason)
 	n := 0
 	for ; e != nil; e = e.next {
-		e.cancel(cause)
+		e.abort(cause)
 		n++
 	}
 	return n
@@ -362,9 +486,9 @@ func (c *Cancels) CancelStep(agentID, turnID string, step int64, reason string) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	found := false
-	for e := c.running[agentID+"."+turnID]; e != nil; e = e.next {
+	for e := c.running[turnKey{agentID, turnID}]; e != nil; e = e.next {
 		if e.step == step {
-			e.cancel(cancelCause(reason))
+			e.abort(cancelCause(reason))
 			found = true
 		}
 	}

@@ -294,3 +294,63 @@ func TestRunnerPublishFailure(t *testing.T) {
 		t.Error("step.done was published after a call.output failed")
 	}
 }
+
+// Steps that come with one context share one registration on it: a step
+// that starts after that context ended, while another step of it still
+// runs (a tool that ignores its context holds it), is abandoned at once
+// all the same, and so is the one running.
+func TestRunnerParentEndedWhileAStepRuns(t *testing.T) {
+	started, ended, hold := make(chan struct{}, 2), make(chan struct{}, 2), make(chan struct{})
+	defer close(hold)
+	r, em, _ := newRunner(t,
+		newTool(t, "stubborn", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+			started <- struct{}{}
+			<-hold
+			return tool.Result{}, nil
+		}),
+		newTool(t, "block", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			ended <- struct{}{}
+			return tool.Result{}, ctx.Err()
+		}))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		first <- r.Run(ctx, &protocol.Step{AgentID: "a1", TurnID: "t1", Context: protocol.Context{Kind: protocol.KindText},
+			Calls: []protocol.CallItem{call("c1", "stubborn", ``), call("c2", "block", ``)}})
+	}()
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(waitLimit):
+			t.Fatal("the first step's calls did not start")
+		}
+	}
+	cancel(errors.New("shutting down"))
+	select { // the first step was aborted; it still runs
+	case <-ended:
+	case <-time.After(waitLimit):
+		t.Fatal("the first step's call did not end with its context")
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- r.Run(ctx, &protocol.Step{AgentID: "a1", TurnID: "t2", Context: protocol.Context{Kind: protocol.KindText},
+			Calls: []protocol.CallItem{call("c3", "block", ``)}})
+	}()
+	for name, errc := range map[string]chan error{"first": first, "second": second} {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, turn.ErrAbandoned) {
+				t.Errorf("%s step: Run = %v, want ErrAbandoned", name, err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("the %s step did not end after its context did", name)
+		}
+	}
+	em.mu.Lock()
+	defer em.mu.Unlock()
+	if len(em.done) != 0 {
+		t.Errorf("abandoned steps published %d step.done", len(em.done))
+	}
+}

@@ -123,25 +123,34 @@ func Category(cfg Config) tool.Category {
 
 // sleep waits ms milliseconds, reporting the milliseconds waited so far
 // every interval: "Waited 1200 of 5000 ms".
+//
+// The tool contract is synchronous (Execute returns the result), so the
+// call's goroutine waits here; what the wait holds is kept small, since
+// load runs keep thousands of sleeps in flight: one timer, set for the
+// next report or for the end, whichever comes first (a ticker and an end
+// timer were two timers with their channels, and a wait on three
+// channels), and no goroutine of its own (a timer func runs on a
+// goroutine started for each firing).
 func sleep(ctx context.Context, ms int, every time.Duration) error {
 	total := time.Duration(ms) * time.Millisecond
 	if every >= total {
-		return pause.For(ctx, time.Duration(ms)*time.Millisecond)
+		return pause.For(ctx, total)
 	}
 	start := time.Now()
-	end := time.NewTimer(total)
-	defer end.Stop()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	t := time.NewTimer(every)
+	defer t.Stop()
 	for {
 		select {
-		case <-end.C:
-			return nil
-		case <-tick.C:
-			waited := min(time.Since(start), total).Milliseconds()
-			tool.ReportProgress(ctx, waited, int64(ms), fmt.Sprintf("Waited %d of %d ms", waited, ms))
+		case <-t.C:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
+		waited := time.Since(start)
+		if waited >= total {
+			return nil
+		}
+		done := waited.Milliseconds()
+		tool.ReportProgress(ctx, done, int64(ms), fmt.Sprintf("Waited %d of %d ms", done, ms))
+		t.Reset(min(every, total-time.Since(start)))
 	}
 }

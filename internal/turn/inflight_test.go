@@ -1,0 +1,113 @@
+package turn_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+
+	"github.com/agentbull/toolruntime/internal/turn"
+	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/tool"
+)
+
+// quietEmitter publishes nothing and keeps nothing: what a step in flight
+// keeps is the runtime's own.
+type quietEmitter struct{}
+
+func (quietEmitter) CallOutput(context.Context, *protocol.CallOutput) error { return nil }
+func (quietEmitter) StepDone(context.Context, *protocol.StepDone) error     { return nil }
+func (quietEmitter) Activity(string, string, protocol.Activity)             {}
+
+// warmGoroutines leaves n ended goroutines: a goroutine's record (runtime
+// g) is never freed, and is reused, so that goroutines started next are
+// not counted in the heap, however many the tests before left.
+func warmGoroutines(n int) {
+	var warm, up sync.WaitGroup
+	hold := make(chan struct{})
+	up.Add(n)
+	for range n {
+		warm.Go(func() {
+			up.Done()
+			<-hold
+		})
+	}
+	up.Wait()
+	close(hold)
+	warm.Wait()
+}
+
+// liveHeap is the live heap right after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestStepInFlightHeap bounds the heap a one-call step keeps while its
+// tool waits on its context and reports progress, as bench/inflight's
+// calls do (issue 39: thousands of calls in flight at once). What a step
+// keeps of its own beyond its records and its two goroutines (the
+// step's, the call's) is small: the step's context is no child of the one
+// it came with (no entry in the worker's map of children, and no map of
+// its own for the registrations on it), and a reporting call's reporter
+// does not copy the call's identity twice, and the step's deadline is a
+// place in its Dispatcher's queue, not a timer. Measured (amd64, with and
+// without -race alike, the goroutines' records not counted): 2,440 B per
+// step when the dispatcher aborts the step through Input.Aborts, 2,930 B
+// when it registers on the step's context instead, 3,180 B with the
+// step's context a child of the worker's, its own timer and the larger
+// reporter.
+func TestStepInFlightHeap(t *testing.T) {
+	const n = 2000
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(n)
+	wait := newTool(t, "wait", tool.Parallel, func(ctx context.Context, _ textArgs) (tool.Result, error) {
+		tool.ReportProgress(ctx, 1, 2, "waiting")
+		started.Done()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return tool.Result{Content: "ok"}, nil
+	})
+	r := &turn.Runner{
+		Assembler: turn.NewAssembler(category("", wait)),
+		Emitter:   quietEmitter{},
+		State:     newState(),
+		Cancels:   turn.NewCancels(),
+	}
+	// The worker's context, which can end: every step comes with it.
+	parent, stop := context.WithCancel(context.Background())
+	defer stop()
+	steps := make([]*protocol.Step, n)
+	for i := range steps {
+		steps[i] = &protocol.Step{AgentID: "a1", TurnID: fmt.Sprintf("t%d", i), Context: protocol.Context{Kind: protocol.KindText},
+			Calls: []protocol.CallItem{call(fmt.Sprintf("c%d", i), "wait", `{}`)}}
+	}
+	warmGoroutines(2 * n) // the steps' and their calls'
+	var done sync.WaitGroup
+	errs := make([]error, n)
+	before := liveHeap()
+	for i, st := range steps {
+		done.Go(func() { errs[i] = r.Run(parent, st) })
+	}
+	started.Wait()
+	after := liveHeap()
+	close(release)
+	done.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	per := float64(after-before) / n
+	t.Logf("%.0f B of heap per one-call step in flight", per)
+	if per > 3050 {
+		t.Errorf("a one-call step in flight keeps %.0f B of heap, over 3,050: something it keeps per step grew (its context's registrations, its timer?)", per)
+	}
+}
