@@ -651,6 +651,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	if u := w.walk(false); w.q.isOver(u) && grewPast(u, &w.start) {
 		// The command grew a home over its bound while the first walk
 		// counted it (a home already over: at once).
+		w.tree.Load().freeze() // stopped at once; the kill follows
 		w.q.stopGrown(w.h, u)
 		return
 	}
@@ -694,6 +695,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
+				w.tree.Load().freeze() // stopped at once; the kill follows
 				w.q.stopGrown(w.h, u)
 				return
 			}
@@ -703,6 +705,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().thaw()
 			}
 			if w.overReserve(u) {
+				w.tree.Load().freeze()
 				cancel(errOverReserve)
 				return
 			}
@@ -725,6 +728,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				// of empty files is stopped at once, not after a walk
 				// of the entries it keeps making nor after an lstat of
 				// each file the events name.
+				w.tree.Load().freeze() // stopped at once; the kill follows
 				w.q.stopGrown(w.h, &w.est)
 				return
 			}
@@ -733,6 +737,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
 				// any entry the command adds is growth.
+				w.tree.Load().freeze()
 				cancel(errOverQuota)
 				return
 			}
@@ -791,6 +796,7 @@ func (q *quotas) stopGrown(h *home, u *usage) {
 	defer q.mu.Unlock()
 	for f, cancel := range q.running[h.agent] {
 		if grewPast(u, &f.start) {
+			f.tree.Load().freeze() // stopped at once; the kill follows
 			cancel(errOverQuota)
 		}
 	}

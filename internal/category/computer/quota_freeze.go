@@ -33,6 +33,13 @@ type procTree struct {
 	// frozen: the follower holds the tree (a confirming walk); off: the
 	// duty cycle is in its stopped phase.
 	frozen, off bool
+	// idle: the tree's processes run SCHED_IDLE (set at its first
+	// freeze or pace, on every process a freeze finds after): the kernel
+	// runs them only when nothing else of the host wants the CPU, the
+	// worker that watches them included, so a worker the host runs late
+	// is late by less of what they write. Not undone: an unprivileged
+	// worker cannot raise them back.
+	idle bool
 	// the duty cycle's goroutine, while one runs.
 	duty     chan struct{}
 	dutyDone chan struct{}
@@ -123,6 +130,9 @@ func (p *procTree) stopAll() {
 			}
 			_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
 			p.held[pid] = fd
+			if p.idle {
+				setIdle(pid)
+			}
 			fresh = true
 		}
 		if !fresh {
@@ -139,6 +149,19 @@ func (p *procTree) stopAll() {
 		}
 		if round > 2 {
 			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// setIdle makes every thread of pid SCHED_IDLE; its children inherit it.
+func setIdle(pid int) {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return
+	}
+	for _, task := range tasks {
+		if tid, err := strconv.Atoi(task.Name()); err == nil {
+			_ = unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: unix.SCHED_IDLE}, 0)
 		}
 	}
 }
@@ -173,6 +196,7 @@ func (p *procTree) freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
+	p.idle = true
 	p.apply()
 }
 
@@ -202,6 +226,12 @@ func (p *procTree) pace(cores float64) error {
 	defer p.mu.Unlock()
 	p.cores = cores
 	p.off = false
+	if cores > 0 && !p.idle {
+		p.idle = true
+		for pid := range p.members() {
+			setIdle(pid)
+		}
+	}
 	if cores <= 0 || p.closed {
 		p.apply()
 		return nil
