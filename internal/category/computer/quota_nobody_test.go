@@ -178,10 +178,11 @@ func TestQuotaNobodyAttacks(t *testing.T) {
 	//     names a write to an unlinked file, only the file system's growth
 	//     read every 20 ms does, in which a writer at tmpfs speed passes
 	//     the bound by tens of MiB (unheld 5 to 24 MiB, held 1 to 29);
-	//   - a fifth of the entries for empty files: unheld 148 on an idle
-	//     host, 1,278 to 3,011 at load 15; held 25 to 158;
+	//   - a fifth of the entries for empty files: unheld 148 to 152 (load
+	//     2 to 9; the older notes measured thousands on a busier host);
+	//     held 25 to 453;
 	//   - the whole entries bound for extended attributes: unheld 8,224
-	//     to 11,630 past; held 179 to 4,817 (a writer from an empty home
+	//     to 10,733 past; held 179 to 4,817 (a writer from an empty home
 	//     runs at full speed until the worker first looks).
 	const (
 		pastBytes  = nobodyBytes / 4
