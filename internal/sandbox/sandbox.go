@@ -937,6 +937,18 @@ func (s *Sandbox) limit(ctx context.Context, cmd *exec.Cmd, gt *gate, l Limits, 
 // its cpu controller) it says cgroup.ErrNoCPU.
 func (r *Run) Throttle(cores float64) error { return r.group.SetCPU(cores) }
 
+// Tree is the pid of the process every process of the command descends
+// from (the sandbox's outermost bwrap: the sandbox's pid namespace is
+// its child, and an orphan in it is re-parented to that namespace's
+// init), where the command has no cgroup of its own; 0 where it has one
+// (its cgroup holds and paces it) or the home's helper runs it.
+func (r *Run) Tree() int {
+	if r.group != nil || r.Cmd == nil || r.Cmd.Process == nil {
+		return 0
+	}
+	return r.Cmd.Process.Pid
+}
+
 // Wait waits for the command to end and its output to be passed on.
 func (r *Run) Wait() error {
 	if r.hr != nil {

@@ -346,7 +346,14 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 	if err != nil {
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
 	}
-	f.setPacer(r.Throttle)
+	if pid := r.Tree(); pid > 0 && f != nil {
+		// No cgroup of its own: its processes are held from userland.
+		t := newProcTree(pid)
+		defer t.close()
+		f.setTree(t)
+	} else {
+		f.setPacer(r.Throttle)
+	}
 	waitErr := r.Wait()
 	end, endErr := r.End()
 	if endErr != nil {

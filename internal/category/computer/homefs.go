@@ -341,6 +341,18 @@ func (k *homeFS) warnOnce(log *slog.Logger, agent string) {
 	log.Warn("an agent home holds files from before the homes had file systems of their own: it keeps them, and its quota is the worker's count alone (empty the home to have it given its own file system)", "agent", agent)
 }
 
+// commandsHeldBy says, for the estimate's start line, what holds a
+// command near its home's bounds.
+func commandsHeldBy(cfg Config) string {
+	switch {
+	case cfg.Sandbox == nil:
+		return "its walks and events alone (commands run without a sandbox)"
+	case cfg.Sandbox.Cgroups():
+		return "its cgroup's CPU bandwidth (a cgroup per command)"
+	}
+	return "SIGSTOP/SIGCONT of every process of its sandbox from the worker (no cgroup per command here): stopped for each confirming walk, paced by a duty cycle near a bound"
+}
+
 // chooseQuotaMode sets up cfg.QuotaMode on h and says at start which mode
 // holds the homes, and why.
 func chooseQuotaMode(h *homes, cfg Config) error {
@@ -351,7 +363,7 @@ func chooseQuotaMode(h *homes, cfg Config) error {
 	switch mode {
 	case QuotaEstimate:
 		cfg.Logger.Info("home quotas are held by the worker's count (--home-quota-mode estimate): a writer can pass its quota by what it writes before it is stopped",
-			"home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles)
+			"home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles, "commands_held_by", commandsHeldBy(cfg))
 		return nil
 	case QuotaKernel, QuotaAuto:
 	default:
@@ -363,7 +375,7 @@ func chooseQuotaMode(h *homes, cfg Config) error {
 			return fmt.Errorf("computer: --home-quota-mode kernel: a home's file system cannot be made here: %w", err)
 		}
 		cfg.Logger.Warn("home quotas are held by the worker's count, because a home's own file system cannot be made here (--home-quota-mode auto): a writer can pass its quota by what it writes before it is stopped (docs/operations.md, \"Disk quota and full disks\", gives the bounds)",
-			"reason", err.Error(), "home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles)
+			"reason", err.Error(), "home_quota", cfg.HomeQuotaBytes, "home_files", cfg.HomeQuotaFiles, "commands_held_by", commandsHeldBy(cfg))
 		return nil
 	}
 	if err := k.startReaper(h.dir); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -427,7 +428,7 @@ const (
 
 // notifyMask are the inotify events that change what a home holds.
 const notifyMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM |
-	unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_ONLYDIR
+	unix.IN_MOVED_TO | unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_ONLYDIR
 
 // follower follows one home while one command runs: it keeps an estimate
 // of the home's usage, raised at once by inotify events (a file created,
@@ -452,6 +453,14 @@ type follower struct {
 	// written, each looked at once when the read's events are in: a busy
 	// writer's many writes to one file are one lstat, not one each.
 	touched map[string]bool
+	// xtouched are the entries whose attributes changed (IN_ATTRIB):
+	// their extended attributes are read once per read's events, and
+	// xsizes is what they held when last read. attrib: some grew since
+	// the last walk, which then counts them all (a quick walk carries
+	// the last full walk's total).
+	xtouched map[string]bool
+	xsizes   map[string]int64
+	attrib   bool
 	// walkNow: an event the estimate cannot follow (a directory moved,
 	// the event queue overflowed) asks for a walk.
 	walkNow bool
@@ -467,6 +476,13 @@ type follower struct {
 	// pace holds a command that grows its home fast to a share of a
 	// core near its bounds (quota_pace.go).
 	pace pace
+	// tree holds the command's processes where it has no cgroup
+	// (quota_freeze.go): stopped for each confirming walk, and for a
+	// walk once the estimate crosses line, a line below the bounds
+	// raised after each walk that finds the home under them.
+	tree    atomic.Pointer[procTree]
+	line    usage // the run loop's alone
+	lineSet bool
 }
 
 // follow starts following h, before its command starts so that the
@@ -475,7 +491,7 @@ func (q *quotas) follow(h *home) *follower {
 	if q == nil {
 		return nil
 	}
-	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}, touched: map[string]bool{}}
+	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}, touched: map[string]bool{}, xtouched: map[string]bool{}, xsizes: map[string]int64{}}
 	// The usage the command starts from is the cached one (room, just
 	// before, made it fresh): a walk in run could come after the
 	// command's first writes on a busy host, and miss its growth.
@@ -557,7 +573,12 @@ func (w *follower) fsGrew() bool {
 		return false
 	}
 	u := w.used()
-	return u >= 0 && u-w.fsUsed > max(w.q.bytes-w.est.bytes, fsGrowth)
+	room := w.q.bytes - w.est.bytes
+	if w.overLine() || w.lineSet {
+		// Held from userland: growth past the line asks for a walk.
+		room = min(room, w.line.bytes-w.est.bytes)
+	}
+	return u >= 0 && u-w.fsUsed > max(room, fsGrowth)
 }
 
 // walkCap is how far the follower's walks count: one entry past the
@@ -581,7 +602,7 @@ func (w *follower) walkCap() int64 {
 // is walked again only when it grows), or an event or statfs asked.
 func (w *follower) urgent() bool {
 	grew := w.est.bytes > w.walked.bytes || w.est.files > w.walked.files
-	return w.walkNow || grew && w.q.isOver(&w.est) || w.fsGrew() || w.nearReserve()
+	return w.walkNow || grew && (w.q.isOver(&w.est) || w.overLine()) || w.fsGrew() || w.nearReserve()
 }
 
 // walk counts the home, watching every directory it opens, and makes the
@@ -592,9 +613,10 @@ func (w *follower) walk(quick bool) *usage {
 		dir = w.addWatch
 	}
 	var carry *usage
-	if quick {
+	if quick && !w.attrib {
 		carry = &w.walked
 	}
+	w.attrib = false
 	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
 	// The file system grew by more than the home's count did: the
 	// difference may be files the command deleted but holds open, which
@@ -629,6 +651,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	if u := w.walk(false); w.q.isOver(u) && grewPast(u, &w.start) {
 		// The command grew a home over its bound while the first walk
 		// counted it (a home already over: at once).
+		w.tree.Load().freeze() // stopped at once; the kill follows
 		w.q.stopGrown(w.h, u)
 		return
 	}
@@ -658,16 +681,31 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			wake = soon
 		}
 		if !time.Now().Before(due) {
+			if urgent && w.tree.Load() != nil {
+				// The walk confirms what is: the command's processes
+				// add nothing while it counts (where they have no
+				// cgroup; killed stopped when it confirms), and the
+				// events they queued before are read first, so that
+				// none counts again after the walk.
+				w.tree.Load().freeze()
+				w.drain(buf)
+			}
 			began := time.Now()
 			u := w.walk(urgent)
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
+				w.tree.Load().freeze() // stopped at once; the kill follows
 				w.q.stopGrown(w.h, u)
 				return
 			}
+			w.raiseLine(u)
 			w.repace()
+			if urgent {
+				w.tree.Load().thaw()
+			}
 			if w.overReserve(u) {
+				w.tree.Load().freeze()
 				cancel(errOverReserve)
 				return
 			}
@@ -690,6 +728,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				// of empty files is stopped at once, not after a walk
 				// of the entries it keeps making nor after an lstat of
 				// each file the events name.
+				w.tree.Load().freeze() // stopped at once; the kill follows
 				w.q.stopGrown(w.h, &w.est)
 				return
 			}
@@ -698,6 +737,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
 				// any entry the command adds is growth.
+				w.tree.Load().freeze()
 				cancel(errOverQuota)
 				return
 			}
@@ -756,6 +796,7 @@ func (q *quotas) stopGrown(h *home, u *usage) {
 	defer q.mu.Unlock()
 	for f, cancel := range q.running[h.agent] {
 		if grewPast(u, &f.start) {
+			f.tree.Load().freeze() // stopped at once; the kill follows
 			cancel(errOverQuota)
 		}
 	}
@@ -816,6 +857,10 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		}
 	case mask&(unix.IN_MODIFY|unix.IN_CLOSE_WRITE) != 0:
 		w.touched[rel] = true
+	case mask&unix.IN_ATTRIB != 0:
+		// Perhaps extended attributes (also a chmod, a touch): what
+		// they hold is looked at once the read's events are in.
+		w.xtouched[rel] = true
 	}
 }
 
@@ -825,6 +870,10 @@ func (w *follower) flush() {
 		w.grew(rel)
 	}
 	clear(w.touched)
+	for rel := range w.xtouched {
+		w.xattrGrew(rel)
+	}
+	clear(w.xtouched)
 }
 
 // grew takes rel's blocks into the estimate: its growth since the last

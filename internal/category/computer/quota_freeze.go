@@ -1,0 +1,371 @@
+package computer
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Where a command has no cgroup of its own (a worker that is not root
+// and was given none: cgroup v1 is root's), nothing in the kernel paces
+// it and a writer at tmpfs speed outruns a worker the host runs late.
+// procTree holds it instead, in userland: every process descending from
+// the sandbox's outermost process (that is, every process of the
+// command's pid namespace, however it was started: setsid, a double
+// fork, new process groups, a subreaper, all stay below the namespace's
+// init) is stopped with SIGSTOP until the set is stable, and continued
+// with SIGCONT. The follower freezes the command for each confirming
+// walk (the walk then counts what is, not what a writer keeps adding
+// while it walks) and, near a bound, paces it by a duty cycle: the
+// command runs a share of each period and is stopped for the rest. A
+// worker the host runs late leaves the command stopped longer, not
+// running longer, except for the run phase a late timer stretches.
+type procTree struct {
+	root int
+	mu   sync.Mutex
+	// held are the processes this tree stopped, by pid, with a pidfd
+	// each (a pid reused meanwhile is never signalled).
+	held map[int]int
+	// frozen: the follower holds the tree (a confirming walk); off: the
+	// duty cycle is in its stopped phase.
+	frozen, off bool
+	// idle: the tree's processes run SCHED_IDLE (set at its first
+	// freeze or pace, on every process a freeze finds after): the kernel
+	// runs them only when nothing else of the host wants the CPU, the
+	// worker that watches them included, so a worker the host runs late
+	// is late by less of what they write. Not undone: an unprivileged
+	// worker cannot raise them back.
+	idle bool
+	// the duty cycle's goroutine, while one runs.
+	duty     chan struct{}
+	dutyDone chan struct{}
+	cores    float64
+	closed   bool
+}
+
+// dutyPeriod is the duty cycle's period: a tenth of a core runs 2 ms of
+// every 20.
+const dutyPeriod = 20 * time.Millisecond
+
+func newProcTree(root int) *procTree {
+	return &procTree{root: root, held: map[int]int{}}
+}
+
+// members are the processes below root now, each with its parent.
+func (p *procTree) members() map[int]int {
+	out := map[int]int{}
+	queue := []int{p.root}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(parent) + "/task")
+		if err != nil {
+			continue
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(parent) + "/task/" + task.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, f := range bytes.Fields(b) {
+				pid, err := strconv.Atoi(string(f))
+				if err != nil || pid <= 0 {
+					continue
+				}
+				if _, seen := out[pid]; !seen {
+					out[pid] = parent
+					queue = append(queue, pid)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// statOf is a process's state letter and parent, from /proc/<pid>/stat
+// (state 0: gone).
+func statOf(pid int) (state byte, ppid int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0
+	}
+	f := bytes.Fields(b[i+2:])
+	if len(f) < 2 {
+		return 0, 0
+	}
+	ppid, _ = strconv.Atoi(string(f[1]))
+	return f[0][0], ppid
+}
+
+// stopAll stops every process of the tree, again and again until a look
+// finds none it has not stopped and every one stopped (or gone, or in
+// the kernel past the deadline: a process in an uninterruptible wait
+// stops when it comes out). p.mu is held.
+func (p *procTree) stopAll() {
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for round := 0; ; round++ {
+		fresh := false
+		for pid, parent := range p.members() {
+			if _, ok := p.held[pid]; ok {
+				continue
+			}
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue // gone
+			}
+			// The pid is the one listed (not one reused since): its
+			// parent is the one it was listed under.
+			if _, pp := statOf(pid); pp != parent {
+				unix.Close(fd)
+				fresh = true
+				continue
+			}
+			_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
+			p.held[pid] = fd
+			if p.idle {
+				setIdle(pid)
+			}
+			fresh = true
+		}
+		if !fresh {
+			all := true
+			for pid := range p.held {
+				if st, _ := statOf(pid); st != 0 && st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+					all = false
+					break
+				}
+			}
+			if all || time.Now().After(deadline) {
+				return
+			}
+		}
+		if round > 2 {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// setIdle makes every thread of pid SCHED_IDLE; its children inherit it.
+func setIdle(pid int) {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return
+	}
+	for _, task := range tasks {
+		if tid, err := strconv.Atoi(task.Name()); err == nil {
+			_ = unix.SchedSetAttr(tid, &unix.SchedAttr{Policy: unix.SCHED_IDLE}, 0)
+		}
+	}
+}
+
+// contAll continues every process the tree stopped. p.mu is held.
+func (p *procTree) contAll() {
+	for pid, fd := range p.held {
+		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+		unix.Close(fd)
+		delete(p.held, pid)
+	}
+}
+
+// apply stops or continues the tree as the follower and the duty cycle
+// want it. p.mu is held.
+func (p *procTree) apply() {
+	if p.closed {
+		return
+	}
+	if p.frozen || p.off {
+		p.stopAll()
+	} else {
+		p.contAll()
+	}
+}
+
+// freeze stops the whole tree for the follower (nil: nothing to do).
+func (p *procTree) freeze() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = true
+	p.idle = true
+	p.apply()
+}
+
+// thaw lets the tree run again, unless the duty cycle holds it.
+func (p *procTree) thaw() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = false
+	p.apply()
+}
+
+// pace is the tree's pacer: cores is the share of each period the
+// command runs (0: not paced).
+func (p *procTree) pace(cores float64) error {
+	p.mu.Lock()
+	if p.duty != nil {
+		close(p.duty)
+		done := p.dutyDone
+		p.duty = nil
+		p.mu.Unlock()
+		<-done
+		p.mu.Lock()
+	}
+	defer p.mu.Unlock()
+	p.cores = cores
+	p.off = false
+	if cores > 0 && !p.idle {
+		p.idle = true
+		for pid := range p.members() {
+			setIdle(pid)
+		}
+	}
+	if cores <= 0 || p.closed {
+		p.apply()
+		return nil
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	p.duty, p.dutyDone = stop, done
+	on := max(time.Duration(cores*float64(dutyPeriod)), time.Millisecond)
+	period := max(dutyPeriod, time.Duration(float64(on)/cores))
+	go func() {
+		defer close(done)
+		t := time.NewTimer(on)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			p.off = !p.off
+			p.apply()
+			next := on
+			if p.off {
+				next = period - on
+			}
+			p.mu.Unlock()
+			t.Reset(next)
+		}
+	}()
+	return nil
+}
+
+// close ends the duty cycle and continues whatever the tree stopped (a
+// command that ends is not left stopped; one killed dies stopped).
+func (p *procTree) close() {
+	if p == nil {
+		return
+	}
+	_ = p.pace(0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen, p.off = false, false
+	p.contAll()
+	p.closed = true
+}
+
+// setTree gives w the command's process tree, where the command has no
+// cgroup (the run loop may already run: it loads it): it paces the command (instead of a cgroup's CPU bandwidth) and
+// is stopped for confirming walks. The first line is an eighth of each
+// bound below it.
+func (w *follower) setTree(t *procTree) {
+	if w == nil {
+		return
+	}
+	w.tree.Store(t)
+	w.setPacer(t.pace)
+}
+
+// overLine says whether the estimate crossed the line below the bounds
+// (only with a tree: a cgroup paces instead).
+func (w *follower) overLine() bool {
+	if w.tree.Load() == nil {
+		return false
+	}
+	q := w.q
+	if !w.lineSet {
+		w.lineSet = true
+		w.line = usage{bytes: q.bytes - q.bytes/8, files: q.files - q.files/8}
+		w.raiseLine(&w.start)
+	}
+	return q.bytes > 0 && w.est.bytes >= w.line.bytes || q.files > 0 && w.est.files >= w.line.files
+}
+
+// raiseLine moves the line above u, a walk's count under the bounds:
+// halfway to each bound, and at least a 64th of it past u (the bound
+// itself, nearer than that).
+func (w *follower) raiseLine(u *usage) {
+	if !w.lineSet {
+		return
+	}
+	q := w.q
+	next := func(line, got, bound int64) int64 {
+		if bound <= 0 || got < line {
+			return line
+		}
+		return min(max(got+(bound-got)/2, got+bound/64), bound)
+	}
+	w.line.bytes = next(w.line.bytes, u.bytes, q.bytes)
+	w.line.files = next(w.line.files, u.files, q.files)
+}
+
+// xattrGrew takes rel's extended attributes into the estimate: their
+// growth since last read, as bytes and as entries (one per xattrInode,
+// as a walk counts them).
+func (w *follower) xattrGrew(rel string) {
+	if w.top == nil {
+		return
+	}
+	b := xattrBytesAt(int(w.top.Fd()), rel)
+	old := w.xsizes[rel]
+	if b == old {
+		return
+	}
+	inodes := func(n int64) int64 { return (n + xattrInode - 1) / xattrInode }
+	w.est.bytes += b - old
+	w.est.files += inodes(b) - inodes(old)
+	if len(w.xsizes) >= maxTrackedSize {
+		clear(w.xsizes)
+	}
+	w.xsizes[rel] = b
+	w.attrib = true
+}
+
+// drain reads the events queued now, without waiting, into the estimate
+// (which the walk that follows replaces): with the command stopped, none
+// is left to be counted again after the walk.
+func (w *follower) drain(buf []byte) {
+	if w.f == nil {
+		return
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	for range 1024 {
+		n := 0
+		_ = rc.Read(func(fd uintptr) bool {
+			n, _ = unix.Read(int(fd), buf)
+			return true
+		})
+		if n <= 0 {
+			break
+		}
+		parseEvents(buf[:n], w.event)
+	}
+	w.flush()
+}
