@@ -127,8 +127,9 @@ type pending struct {
 	cell *cell
 	// began is when the call started, after the step's start (set as it
 	// is handed over): a reading of the monotonic clock, where time.Now
-	// reads two clocks.
-	began time.Duration
+	// reads two clocks. end is when it ended, which is when the next
+	// call its helper takes starts.
+	began, end time.Duration
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
@@ -158,6 +159,7 @@ type cell struct {
 type stepState struct {
 	calls []pending
 	ps    []*pending
+	run   []*pending // the calls of the group running
 	step  inflight
 	group group
 	// What every call of the step shares.
@@ -401,36 +403,76 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
-	g.sem = nil
 	if len(ps) > limit {
-		g.sem = make(chan struct{}, limit)
+		d.runBounded(ctx, ps, g, limit)
+		return
 	}
-	// The calls' time starts as they are handed over: one clock reading
-	// for the calls that start together (in invoke, after a journal's
-	// claim, when there is one).
-	var began time.Duration
-	read := false
+	st := ps[0].st
+	run := st.run[:0]
+	for _, p := range ps {
+		if p.outcome != nil {
+			d.ended(ctx, p)
+			continue
+		}
+		run = append(run, p)
+	}
+	st.run = run
+	if len(run) == 0 {
+		return
+	}
+	// One helper starts the group; every helper that takes a call while
+	// calls are left makes sure another is on its way (group.take).
+	g.ps = run
+	g.next.Store(0)
+	g.spares.Store(1)
+	g.wg.Add(1)
+	d.Goroutines.run(run[0])
+	g.wg.Wait()
+	g.ps = nil
+}
+
+// runBounded runs a group larger than MaxParallel: a goroutine per call,
+// each started once one of the limit running ends.
+func (d *Dispatcher) runBounded(ctx context.Context, ps []*pending, g *group, limit int) {
+	g.sem = make(chan struct{}, limit)
+	defer func() { g.sem = nil }()
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
 		g.acquire()
-		if !read || g.sem != nil {
-			began, read = p.st.since(), true
-		}
-		p.began = began
+		// The call's time starts as it is handed over (in invoke, after
+		// a journal's claim, when there is one).
+		p.began = p.st.since()
 		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
 }
 
-// group bounds the calls of a group running at once (sem is nil when the
-// group is no larger than the bound) and waits for them. A step's groups
-// run one after the other, in the step's one group.
+// group runs the calls of one group of a step and waits for them. A
+// step's groups run one after the other, in the step's one group.
+//
+// A group no larger than MaxParallel (sem nil) is run by helpers that
+// take its calls in order (ps, next): a helper runs the call it took,
+// then takes the next one. A call is never left waiting behind one that
+// runs: a helper that takes a call while calls are left first makes sure
+// another helper is on its way (spares counts the helpers handed the
+// group that have not taken a call yet), and that helper takes the next
+// call. Calls that end quickly are so run one after the other by the
+// first helper or two, instead of handing every call to a goroutine of
+// its own: waking a goroutine for each call was most of a no-op step's
+// cost. A call that blocks holds up none of the others: the spare takes
+// the rest.
+//
+// A larger group (sem set) hands each call to a goroutine of its own,
+// at most sem's capacity at once.
 type group struct {
-	sem chan struct{}
-	wg  sync.WaitGroup
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	ps     []*pending // the calls to run, taken in order; nil for sem
+	next   atomic.Int64
+	spares atomic.Int64
 }
 
 func (g *group) acquire() {
@@ -450,16 +492,76 @@ func (g *group) release() {
 	g.wg.Done()
 }
 
-// run is the call's own goroutine. The common path, a validated call
-// that runs, stays in small stack frames: a goroutine starts with a small
-// stack, and growing it was a visible part of the dispatch cost.
+// run is a helper's goroutine: given the first call of a group it runs
+// the group's calls (group.take), given a call of a bounded group it
+// runs that call. The common path, a validated call that runs, stays in
+// small stack frames: a goroutine starts with a small stack, and growing
+// it was a visible part of the dispatch cost.
 func (p *pending) run() {
-	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
-		p.st.group.release()
+	st := p.st
+	if st.group.ps == nil {
+		if !p.start() {
+			st.group.release()
+			return
+		}
+		if p.invoke() {
+			st.group.release()
+		}
 		return
 	}
+	st.group.spares.Add(-1)
+	began := st.since()
+	for {
+		// The group's place this helper holds (its arrival's, then its
+		// last call's) is given back only once it took its next call:
+		// the step ends, and its state may go to another step, as the
+		// last place is given back, so that after it this goroutine
+		// looks at nothing of the step.
+		q := st.group.take(st.d)
+		st.group.wg.Done()
+		if q == nil {
+			return
+		}
+		q.began = began
+		if !q.start() {
+			continue
+		}
+		if !q.invoke() {
+			// The watchdog ended the call and gave its place back: the
+			// step may be over.
+			return
+		}
+		began = q.end
+	}
+}
+
+// take takes the group's next call, or returns nil when none is left. The
+// call taken holds a place in the group (g.wg); while calls are left
+// behind it, a spare helper is handed the group first, so that they do
+// not wait for the call taken to end.
+func (g *group) take(d *Dispatcher) *pending {
+	i, n := int(g.next.Add(1)-1), len(g.ps)
+	if i >= n {
+		return nil
+	}
+	p := g.ps[i]
+	g.wg.Add(1)
+	if i+1 < n && g.spares.Load() == 0 {
+		g.spares.Add(1)
+		g.wg.Add(1)
+		d.Goroutines.run(p)
+	}
+	return p
+}
+
+// start settles a call that needs no run (answered) and reports it
+// started otherwise.
+func (p *pending) start() bool {
+	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
+		return false
+	}
 	p.st.hooks.started(p.ref(), *p.call, p.inv.Activity)
-	p.invoke()
+	return true
 }
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
@@ -506,8 +608,10 @@ func (p *pending) endSpan() {
 // its group, exactly once. A tool that ignores its context is left behind
 // when the limit and returnGrace pass: a watchdog finishes the call for
 // it, and the tool's late result is dropped. In the common case, a tool
-// that returns in time, the watchdog never starts.
-func (p *pending) invoke() {
+// that returns in time, the watchdog never starts. It reports whether it
+// ended the call (finish, not the watchdog): the caller then gives its
+// place in the group back.
+func (p *pending) invoke() bool {
 	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
@@ -539,21 +643,30 @@ func (p *pending) invoke() {
 		espan.End()
 	}
 	p.st.step.remove(p)
-	if p.finished.CompareAndSwap(false, true) {
-		p.finish(res, err)
+	if !p.finished.CompareAndSwap(false, true) {
+		return false
 	}
+	p.settle(res, err)
+	return true
 }
 
-// finish stores and reports the outcome of a call that ran, and releases
-// its place in its group.
+// finish is the watchdog's end of a call: it stores and reports the
+// outcome and releases the call's place in its group.
 func (p *pending) finish(res tool.Result, err error) {
+	g := &p.st.group // p may be reused once released
+	p.settle(res, err)
+	g.release()
+}
+
+// settle stores and reports the outcome of a call that ran, and ends its
+// context. The clock reading it takes is p.end.
+func (p *pending) settle(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	st := p.st
-	p.outcome = st.d.outcome(p, res, err, p.st.since()-p.began)
+	p.end = st.since()
+	p.outcome = st.d.outcome(p, res, err, p.end-p.began)
 	st.d.store(st.ctx, p)
-	c := p.cell // p may be reused once released
-	st.group.release()
-	c.cancel.with(nil)
+	p.cell.cancel.with(nil)
 }
 
 // displayName is the call's tool as the model named it, for messages and
