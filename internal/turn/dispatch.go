@@ -560,7 +560,11 @@ func (p *pending) start() bool {
 	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
 		return false
 	}
-	p.st.hooks.started(p.ref(), *p.call, p.inv.Activity)
+	// The hook's arguments are built only for a hook: a step without
+	// one (a benchmark's, a test's) pays nothing for them.
+	if h := p.st.hooks; h != nil && h.Started != nil {
+		h.Started(p.ref(), *p.call, p.inv.Activity)
+	}
 	return true
 }
 
@@ -590,10 +594,10 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if p.span != nil {
 		p.endSpan()
 	}
-	if abandoned(ctx) {
+	if h := p.st.hooks; h == nil || h.Ended == nil || abandoned(ctx) {
 		return
 	}
-	p.st.hooks.ended(p.ref(), p.outcome)
+	p.st.hooks.Ended(p.ref(), p.outcome)
 }
 
 func (p *pending) endSpan() {
