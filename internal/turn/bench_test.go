@@ -3,6 +3,8 @@ package turn_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
 	"testing"
 
 	"github.com/agentbull/toolruntime/internal/turn"
@@ -81,6 +83,61 @@ func TestDispatchAllocations(t *testing.T) {
 		t.Errorf("%.1f allocations per eight-call step, want at most 35 (27 after issue 26's third round, 33 after its second, 104 before)", got)
 	}
 }
+
+// TestDispatchBytes guards the bytes a step of eight no-op calls
+// allocates, which is what sets the collector's pace, and so most of a
+// no-op step's cost after the calls themselves: the calls' cells (the
+// outcomes and contexts, which outlive the step) with the identity the
+// calls share kept once per step, and the result, that identity and the
+// outcomes' slice one allocation. The least of a few batches is taken, so
+// that a goroutine of an earlier test allocating meanwhile, or a kept
+// goroutine not yet back (a new one then runs a call), only raises
+// batches that are not the least. Not under the race detector, whose
+// pools drop what they are given back.
+func TestDispatchBytes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops a quarter of what is put back")
+	}
+	noop := newTool(t, "noop", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+		return tool.Result{Content: "ok"}, nil
+	}, readOnly)
+	set := mustSet(t, noop)
+	calls := make([]protocol.CallItem, 8)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("call_%d", i), "noop", `{"text":"hello"}`)
+	}
+	in := turn.Input{AgentID: "a1", TurnID: "t1", Calls: calls}
+	d := &turn.Dispatcher{Goroutines: turn.NewGoroutines(8)}
+	ctx := context.Background()
+	step := func() {
+		if res := d.Run(ctx, set, in); res.Outcomes[7].Err != nil {
+			t.Fatal(res.Outcomes[7].Err)
+		}
+	}
+	for range 100 {
+		step()
+	}
+	const steps = 500
+	least := uint64(math.MaxUint64)
+	var ms runtime.MemStats
+	for range 5 {
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		for range steps {
+			step()
+		}
+		runtime.ReadMemStats(&ms)
+		least = min(least, (ms.TotalAlloc-before)/steps)
+	}
+	t.Logf("%d bytes per eight-call step", least)
+	if least > maxStepBytes {
+		t.Errorf("%d bytes per eight-call step, want at most %d", least, maxStepBytes)
+	}
+}
+
+// maxStepBytes bounds TestDispatchBytes's step (3,904 bytes): 4,226 with the calls'
+// identity in every call's cell and the result's three allocations.
+const maxStepBytes = 4000
 
 // BenchmarkCallDigest is what the journal's digest adds to every call
 // that is claimed.

@@ -171,6 +171,31 @@ type stepState struct {
 	fairKey         string
 	stepN           int64
 	start           time.Time // when the step's calls began to run
+	// call is what the calls' contexts share of their identity (in the
+	// step's stepOut, which outlives the step as they may).
+	call *tool.Call
+}
+
+// stepOut is what a step allocates besides its calls' cells: its result,
+// the identity its calls share, and, for a step of a few calls, its
+// outcomes' slice. One allocation where there were three.
+type stepOut struct {
+	res  StepResult
+	call tool.Call
+	outs [smallStep]*Outcome
+}
+
+// smallStep is the most calls whose outcomes' slice is in the stepOut.
+const smallStep = 8
+
+func newStepOut(n int) *stepOut {
+	out := new(stepOut)
+	if n <= smallStep {
+		out.res.Outcomes = out.outs[:n:n]
+	} else {
+		out.res.Outcomes = make([]*Outcome, n)
+	}
+	return out
 }
 
 // maxPooledCalls bounds the steps whose state is kept for reuse: a rare
@@ -208,7 +233,7 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey = nil, nil, nil, nil, "", "", ""
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey, st.call = nil, nil, nil, nil, "", "", "", nil
 	d.states.Put(st)
 }
 
@@ -252,7 +277,10 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			running++
 		}
 	}
+	out := newStepOut(len(ps))
 	if running > 0 {
+		out.call = tool.Call{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, FairKey: in.FairKey}
+		st.call = &out.call
 		cells := make([]cell, running)
 		for _, p := range ps {
 			if p.inv != nil && p.outcome == nil {
@@ -300,7 +328,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 		}
 		i = j
 	}
-	res := &StepResult{Outcomes: make([]*Outcome, len(ps))}
+	res := &out.res
 	for i, p := range ps {
 		res.Outcomes[i] = p.outcome
 		res.EndTurn = res.EndTurn || p.outcome.EndTurn
@@ -631,7 +659,7 @@ func (p *pending) invoke() bool {
 		p.began = p.st.since()
 	}
 	c.ctx.Context = &c.cancel
-	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID, FairKey: p.st.fairKey}
+	c.ctx.Step, c.ctx.CallID = p.st.call, p.call.CallID
 	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
