@@ -88,8 +88,8 @@ func TestDispatchAllocations(t *testing.T) {
 // allocates, which is what sets the collector's pace, and so most of a
 // no-op step's cost after the calls themselves: the calls' cells (the
 // outcomes and contexts, which outlive the step) with the identity the
-// calls share kept once per step, and the result, that identity and the
-// outcomes' slice one allocation. The least of a few batches is taken, so
+// calls share kept once per step, and the result, that identity, the
+// outcomes' slice and the cells one allocation. The least of a few batches is taken, so
 // that a goroutine of an earlier test allocating meanwhile, or a kept
 // goroutine not yet back (a new one then runs a call), only raises
 // batches that are not the least. Not under the race detector, whose
@@ -135,8 +135,9 @@ func TestDispatchBytes(t *testing.T) {
 	}
 }
 
-// maxStepBytes bounds TestDispatchBytes's step (3,904 bytes): 4,226 with the calls'
-// identity in every call's cell and the result's three allocations.
+// maxStepBytes bounds TestDispatchBytes's step (3,840 bytes): 4,226 with the calls'
+// identity in every call's cell and the result's three allocations
+// beside the cells'.
 const maxStepBytes = 4000
 
 // BenchmarkCallDigest is what the journal's digest adds to every call
