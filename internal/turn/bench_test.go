@@ -79,8 +79,14 @@ func TestDispatchAllocations(t *testing.T) {
 		}
 	})
 	t.Logf("%.1f allocations per eight-call step", got)
-	if got > 35 {
-		t.Errorf("%.1f allocations per eight-call step, want at most 35 (27 after issue 26's third round, 33 after its second, 104 before)", got)
+	// 25 with the result and the cells one allocation and the calls'
+	// identity kept once per step, 27 before.
+	limit := 26.0
+	if raceEnabled {
+		limit = 35
+	}
+	if got > limit {
+		t.Errorf("%.1f allocations per eight-call step, want at most %.0f (27 after issue 26's third round, 33 after its second, 104 before)", got, limit)
 	}
 }
 
