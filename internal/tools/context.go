@@ -20,9 +20,13 @@ var ErrTimedOut = errors.New("call timed out")
 // no allocation of its own.
 type CallContext struct {
 	context.Context
-	// Call is the call's identity; one without a CallID leaves the
-	// parent's in force.
-	Call tool.Call
+	// Step and CallID are the call's identity (tool.CallFrom): Step the
+	// part the calls of one step share (its CallID unused), so that a
+	// dispatcher keeps it once per step, not in every call's record (a
+	// step's records are most of what it allocates). One without a
+	// CallID leaves the parent's in force.
+	Step   *tool.Call
+	CallID string
 	// Progress, when set, receives the call's progress reports: done so
 	// far, total when known (0: unknown), and a short label (may be
 	// empty).
@@ -40,8 +44,8 @@ type CallContext struct {
 func (c *CallContext) Value(key any) any {
 	switch key.(type) {
 	case toolhooks.CallKey:
-		if c.Call.CallID != "" {
-			return c.Call
+		if c.CallID != "" {
+			return c.call()
 		}
 	case toolhooks.ProgressKey:
 		if c.Progress != nil {
@@ -49,6 +53,16 @@ func (c *CallContext) Value(key any) any {
 		}
 	}
 	return c.Context.Value(key)
+}
+
+// call is the call's identity.
+func (c *CallContext) call() tool.Call {
+	var call tool.Call
+	if c.Step != nil {
+		call = *c.Step
+	}
+	call.CallID = c.CallID
+	return call
 }
 
 // Deadline is Due when it is set, otherwise the parent's.
@@ -70,7 +84,7 @@ func (c *CallContext) Err() error {
 
 // WithCall returns ctx carrying c, for tool.CallFrom.
 func WithCall(ctx context.Context, c tool.Call) context.Context {
-	return &CallContext{Context: ctx, Call: c}
+	return &CallContext{Context: ctx, Step: &c, CallID: c.CallID}
 }
 
 // WithProgress returns ctx whose calls to tool.ReportProgress reach f. The

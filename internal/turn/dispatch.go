@@ -127,8 +127,9 @@ type pending struct {
 	cell *cell
 	// began is when the call started, after the step's start (set as it
 	// is handed over): a reading of the monotonic clock, where time.Now
-	// reads two clocks.
-	began time.Duration
+	// reads two clocks. end is when it ended, which is when the next
+	// call its helper takes starts.
+	began, end time.Duration
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
@@ -158,6 +159,7 @@ type cell struct {
 type stepState struct {
 	calls []pending
 	ps    []*pending
+	run   []*pending // the calls of the group running
 	step  inflight
 	group group
 	// What every call of the step shares.
@@ -169,6 +171,93 @@ type stepState struct {
 	fairKey         string
 	stepN           int64
 	start           time.Time // when the step's calls began to run
+	// call is what the calls' contexts share of their identity (in the
+	// step's stepOut, which outlives the step as they may).
+	call *tool.Call
+}
+
+// stepOut is what a step allocates besides its calls' cells: its result,
+// the identity its calls share, and, for a step of a few calls, its
+// outcomes' slice. One allocation where there were three.
+type stepOut struct {
+	res  StepResult
+	call tool.Call
+	outs [smallStep]*Outcome
+}
+
+// smallStep is the most calls whose outcomes' slice is in the stepOut,
+// and the most running calls whose cells are in its allocation.
+const smallStep = 8
+
+// newStepOut returns the stepOut of a step of n calls and the cells of
+// the running calls among them. For up to smallStep running calls (the
+// default MaxParallel) both are one allocation, sized to the cells: the
+// cells outlive the step as the result does, and the size classes of the
+// two apart round up more than the one (eight cells, 2,880 bytes, take
+// 3,072, the stepOut's 192 bytes besides).
+func newStepOut(n, running int) (*stepOut, []cell) {
+	var out *stepOut
+	var cells []cell
+	switch running {
+	case 0:
+		out = new(stepOut)
+	case 1:
+		s := new(struct {
+			out   stepOut
+			cells [1]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 2:
+		s := new(struct {
+			out   stepOut
+			cells [2]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 3:
+		s := new(struct {
+			out   stepOut
+			cells [3]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 4:
+		s := new(struct {
+			out   stepOut
+			cells [4]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 5:
+		s := new(struct {
+			out   stepOut
+			cells [5]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 6:
+		s := new(struct {
+			out   stepOut
+			cells [6]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 7:
+		s := new(struct {
+			out   stepOut
+			cells [7]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	case 8:
+		s := new(struct {
+			out   stepOut
+			cells [8]cell
+		})
+		out, cells = &s.out, s.cells[:]
+	default:
+		out, cells = new(stepOut), make([]cell, running)
+	}
+	if n <= smallStep {
+		out.res.Outcomes = out.outs[:n:n]
+	} else {
+		out.res.Outcomes = make([]*Outcome, n)
+	}
+	return out, cells
 }
 
 // maxPooledCalls bounds the steps whose state is kept for reuse: a rare
@@ -206,7 +295,7 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey = nil, nil, nil, nil, "", "", ""
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey, st.call = nil, nil, nil, nil, "", "", "", nil
 	d.states.Put(st)
 }
 
@@ -250,8 +339,10 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			running++
 		}
 	}
+	out, cells := newStepOut(len(ps), running)
 	if running > 0 {
-		cells := make([]cell, running)
+		out.call = tool.Call{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, FairKey: in.FairKey}
+		st.call = &out.call
 		for _, p := range ps {
 			if p.inv != nil && p.outcome == nil {
 				p.cell, cells = &cells[0], cells[1:]
@@ -298,7 +389,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 		}
 		i = j
 	}
-	res := &StepResult{Outcomes: make([]*Outcome, len(ps))}
+	res := &out.res
 	for i, p := range ps {
 		res.Outcomes[i] = p.outcome
 		res.EndTurn = res.EndTurn || p.outcome.EndTurn
@@ -401,36 +492,76 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
-	g.sem = nil
 	if len(ps) > limit {
-		g.sem = make(chan struct{}, limit)
+		d.runBounded(ctx, ps, g, limit)
+		return
 	}
-	// The calls' time starts as they are handed over: one clock reading
-	// for the calls that start together (in invoke, after a journal's
-	// claim, when there is one).
-	var began time.Duration
-	read := false
+	st := ps[0].st
+	run := st.run[:0]
+	for _, p := range ps {
+		if p.outcome != nil {
+			d.ended(ctx, p)
+			continue
+		}
+		run = append(run, p)
+	}
+	st.run = run
+	if len(run) == 0 {
+		return
+	}
+	// One helper starts the group; every helper that takes a call while
+	// calls are left makes sure another is on its way (group.take).
+	g.ps = run
+	g.next.Store(0)
+	g.spares.Store(1)
+	g.wg.Add(1)
+	d.Goroutines.run(run[0])
+	g.wg.Wait()
+	g.ps = nil
+}
+
+// runBounded runs a group larger than MaxParallel: a goroutine per call,
+// each started once one of the limit running ends.
+func (d *Dispatcher) runBounded(ctx context.Context, ps []*pending, g *group, limit int) {
+	g.sem = make(chan struct{}, limit)
+	defer func() { g.sem = nil }()
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
 			continue
 		}
 		g.acquire()
-		if !read || g.sem != nil {
-			began, read = p.st.since(), true
-		}
-		p.began = began
+		// The call's time starts as it is handed over (in invoke, after
+		// a journal's claim, when there is one).
+		p.began = p.st.since()
 		d.Goroutines.run(p)
 	}
 	g.wg.Wait()
 }
 
-// group bounds the calls of a group running at once (sem is nil when the
-// group is no larger than the bound) and waits for them. A step's groups
-// run one after the other, in the step's one group.
+// group runs the calls of one group of a step and waits for them. A
+// step's groups run one after the other, in the step's one group.
+//
+// A group no larger than MaxParallel (sem nil) is run by helpers that
+// take its calls in order (ps, next): a helper runs the call it took,
+// then takes the next one. A call is never left waiting behind one that
+// runs: a helper that takes a call while calls are left first makes sure
+// another helper is on its way (spares counts the helpers handed the
+// group that have not taken a call yet), and that helper takes the next
+// call. Calls that end quickly are so run one after the other by the
+// first helper or two, instead of handing every call to a goroutine of
+// its own: waking a goroutine for each call was most of a no-op step's
+// cost. A call that blocks holds up none of the others: the spare takes
+// the rest.
+//
+// A larger group (sem set) hands each call to a goroutine of its own,
+// at most sem's capacity at once.
 type group struct {
-	sem chan struct{}
-	wg  sync.WaitGroup
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	ps     []*pending // the calls to run, taken in order; nil for sem
+	next   atomic.Int64
+	spares atomic.Int64
 }
 
 func (g *group) acquire() {
@@ -450,16 +581,80 @@ func (g *group) release() {
 	g.wg.Done()
 }
 
-// run is the call's own goroutine. The common path, a validated call
-// that runs, stays in small stack frames: a goroutine starts with a small
-// stack, and growing it was a visible part of the dispatch cost.
+// run is a helper's goroutine: given the first call of a group it runs
+// the group's calls (group.take), given a call of a bounded group it
+// runs that call. The common path, a validated call that runs, stays in
+// small stack frames: a goroutine starts with a small stack, and growing
+// it was a visible part of the dispatch cost.
 func (p *pending) run() {
-	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
-		p.st.group.release()
+	st := p.st
+	if st.group.ps == nil {
+		if !p.start() {
+			st.group.release()
+			return
+		}
+		if p.invoke() {
+			st.group.release()
+		}
 		return
 	}
-	p.st.hooks.started(p.ref(), *p.call, p.inv.Activity)
-	p.invoke()
+	st.group.spares.Add(-1)
+	began := st.since()
+	for {
+		// The group's place this helper holds (its arrival's, then its
+		// last call's) is given back only once it took its next call:
+		// the step ends, and its state may go to another step, as the
+		// last place is given back, so that after it this goroutine
+		// looks at nothing of the step.
+		q := st.group.take(st.d)
+		st.group.wg.Done()
+		if q == nil {
+			return
+		}
+		q.began = began
+		if !q.start() {
+			continue
+		}
+		if !q.invoke() {
+			// The watchdog ended the call and gave its place back: the
+			// step may be over.
+			return
+		}
+		began = q.end
+	}
+}
+
+// take takes the group's next call, or returns nil when none is left. The
+// call taken holds a place in the group (g.wg); while calls are left
+// behind it, a spare helper is handed the group first, so that they do
+// not wait for the call taken to end.
+func (g *group) take(d *Dispatcher) *pending {
+	i, n := int(g.next.Add(1)-1), len(g.ps)
+	if i >= n {
+		return nil
+	}
+	p := g.ps[i]
+	g.wg.Add(1)
+	if i+1 < n && g.spares.Load() == 0 {
+		g.spares.Add(1)
+		g.wg.Add(1)
+		d.Goroutines.run(p)
+	}
+	return p
+}
+
+// start settles a call that needs no run (answered) and reports it
+// started otherwise.
+func (p *pending) start() bool {
+	if (p.search || p.st.d.Journal != nil || p.st.ctx.Err() != nil) && p.answered() {
+		return false
+	}
+	// The hook's arguments are built only for a hook: a step without
+	// one (a benchmark's, a test's) pays nothing for them.
+	if h := p.st.hooks; h != nil && h.Started != nil {
+		h.Started(p.ref(), *p.call, p.inv.Activity)
+	}
+	return true
 }
 
 // notRun is the outcome of a call the turn's abort (cause) kept from
@@ -488,10 +683,10 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if p.span != nil {
 		p.endSpan()
 	}
-	if abandoned(ctx) {
+	if h := p.st.hooks; h == nil || h.Ended == nil || abandoned(ctx) {
 		return
 	}
-	p.st.hooks.ended(p.ref(), p.outcome)
+	p.st.hooks.Ended(p.ref(), p.outcome)
 }
 
 func (p *pending) endSpan() {
@@ -506,8 +701,10 @@ func (p *pending) endSpan() {
 // its group, exactly once. A tool that ignores its context is left behind
 // when the limit and returnGrace pass: a watchdog finishes the call for
 // it, and the tool's late result is dropped. In the common case, a tool
-// that returns in time, the watchdog never starts.
-func (p *pending) invoke() {
+// that returns in time, the watchdog never starts. It reports whether it
+// ended the call (finish, not the watchdog): the caller then gives its
+// place in the group back.
+func (p *pending) invoke() bool {
 	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
@@ -523,7 +720,7 @@ func (p *pending) invoke() {
 		p.began = p.st.since()
 	}
 	c.ctx.Context = &c.cancel
-	c.ctx.Call = tool.Call{AgentID: p.st.agentID, TurnID: p.st.turnID, Step: p.st.stepN, CallID: p.call.CallID, FairKey: p.st.fairKey}
+	c.ctx.Step, c.ctx.CallID = p.st.call, p.call.CallID
 	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
@@ -539,21 +736,30 @@ func (p *pending) invoke() {
 		espan.End()
 	}
 	p.st.step.remove(p)
-	if p.finished.CompareAndSwap(false, true) {
-		p.finish(res, err)
+	if !p.finished.CompareAndSwap(false, true) {
+		return false
 	}
+	p.settle(res, err)
+	return true
 }
 
-// finish stores and reports the outcome of a call that ran, and releases
-// its place in its group.
+// finish is the watchdog's end of a call: it stores and reports the
+// outcome and releases the call's place in its group.
 func (p *pending) finish(res tool.Result, err error) {
+	g := &p.st.group // p may be reused once released
+	p.settle(res, err)
+	g.release()
+}
+
+// settle stores and reports the outcome of a call that ran, and ends its
+// context. The clock reading it takes is p.end.
+func (p *pending) settle(res tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	st := p.st
-	p.outcome = st.d.outcome(p, res, err, p.st.since()-p.began)
+	p.end = st.since()
+	p.outcome = st.d.outcome(p, res, err, p.end-p.began)
 	st.d.store(st.ctx, p)
-	c := p.cell // p may be reused once released
-	st.group.release()
-	c.cancel.with(nil)
+	p.cell.cancel.with(nil)
 }
 
 // displayName is the call's tool as the model named it, for messages and

@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,34 @@ func TestParallelCallsRunConcurrently(t *testing.T) {
 	for i, want := range []string{"one", "two", "three"} {
 		if o := res.Outcomes[i]; o.Err != nil || output(t, o) != want {
 			t.Errorf("call %d: %+v %v", i, o.Err, output(t, o))
+		}
+	}
+}
+
+// Every call of a parallel group runs beside the others, however the
+// group's helpers take them: eight calls that each wait for all eight,
+// on kept goroutines and on new ones, with quick calls between them
+// that a helper runs one after the other.
+func TestEveryCallOfAGroupRunsBesideTheOthers(t *testing.T) {
+	for _, pool := range []*turn.Goroutines{nil, turn.NewGoroutines(8), turn.NewGoroutines(1)} {
+		d := &turn.Dispatcher{Goroutines: pool, MaxParallel: 16}
+		for round := range 20 {
+			b := newBarrier(8)
+			set := mustSet(t, newTool(t, "wait", tool.Parallel, atBarrier(b, "all"), readOnly),
+				newTool(t, "quick", tool.Parallel, reply("quick"), readOnly))
+			var calls []protocol.CallItem
+			for i := range 8 {
+				// The quick calls come first, between and last in turn.
+				for range round % 3 {
+					calls = append(calls, call(fmt.Sprintf("q%d-%d", i, len(calls)), "quick", ``))
+				}
+				calls = append(calls, call(fmt.Sprintf("w%d", i), "wait", ``))
+			}
+			for _, o := range dispatch(t, context.Background(), d, set, input(calls...)).Outcomes {
+				if o.Err != nil {
+					t.Fatalf("round %d, call %s: %v", round, o.CallID, o.Err)
+				}
+			}
 		}
 	}
 }

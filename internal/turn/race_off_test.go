@@ -1,0 +1,5 @@
+//go:build !race
+
+package turn_test
+
+const raceEnabled = false
