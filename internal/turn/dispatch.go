@@ -351,7 +351,16 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 		st.start = time.Now()
 	}
 	step := &st.step
-	if ctx.Done() != nil { // a context that can never end needs no watch
+	switch {
+	case in.Aborts != nil: // the caller aborts the step itself: no watch on ctx
+		in.Aborts.OnAbort(step.abort)
+		defer func() {
+			if !in.Aborts.StopAbort() {
+				step.escape() // the abort is under way or over
+			}
+			step.stop()
+		}()
+	case ctx.Done() != nil: // a context that can never end needs no watch
 		stop := context.AfterFunc(ctx, step.abort)
 		defer func() {
 			if !stop() {
@@ -359,7 +368,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			}
 			step.stop()
 		}()
-	} else {
+	default:
 		defer step.stop()
 	}
 	var endedBy *Outcome
@@ -710,7 +719,7 @@ func (p *pending) invoke() bool {
 	if p.span != nil {
 		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
 	}
-	// The step's timer serves as the call's deadline and its watchdog:
+	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause
 	// tools.ErrTimedOut) and starts the watchdog. The context still
 	// reports the deadline (tools.CallContext.Due).

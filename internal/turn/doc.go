@@ -18,6 +18,6 @@
 // effectively-once across redelivery (journal.go), and the step's Hooks
 // hear of calls as they start, report progress (at most once per
 // ProgressInterval per call) and end, so that events are published as
-// soon as each ends. One timer per step keeps the calls' deadlines
+// soon as each ends. One deadline per step, in the Dispatcher's queue, keeps the calls' deadlines
 // (deadline.go); output.go builds each outcome's output item.
 package turn

@@ -64,8 +64,8 @@ type progressTo struct {
 
 // ref is the call's JournalRef.
 func (to *progressTo) ref() JournalRef {
-	c := &to.c.ctx.Call
-	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: c.CallID, Digest: to.digest}
+	c := to.c.ctx.Step
+	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: to.c.ctx.CallID, Digest: to.digest}
 }
 
 // report is the call's progress func.
