@@ -215,16 +215,29 @@ func visible(s string) []seg {
 			}
 			i += n
 			continue
-		case hidden(r):
+		case hidden(r), r > 0x7e:
+			// A hidden character is named; a drawn one outside printable
+			// ASCII may look like another (a Cyrillic а, a fullwidth ｒ, a
+			// precomposed é beside e and a combining accent): named, its
+			// glyph beside the name where drawing it alone cannot move or
+			// stack on its neighbours. A run of one character is one
+			// counted marker, so that a value of 150,000 zero-width
+			// spaces weighs one marker on the page, not 150,000.
 			flush()
-			out = append(out, seg{Text: marker(r), Mark: true, Raw: s[i : i+size]})
-		case r > 0x7e:
-			// Drawn, but it may look like another character: a Cyrillic
-			// а, a fullwidth ｒ, a precomposed é beside e and a combining
-			// accent. Named, its glyph beside the name where drawing it
-			// alone cannot move or stack on its neighbours.
-			flush()
-			out = append(out, seg{Text: lookalike(r), Mark: true, Look: true, Raw: s[i : i+size]})
+			n := 1
+			for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
+				n++
+			}
+			text, look := marker(r), false
+			if !hidden(r) {
+				text, look = lookalike(r), true
+			}
+			if n > 1 {
+				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
+			}
+			out = append(out, seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
+			i += n * size
+			continue
 		default:
 			plain.WriteString(s[i : i+size])
 		}
@@ -247,6 +260,37 @@ type shown struct {
 	Lines []line
 	// LeftOut is the bytes of the value not on the page, Total its size.
 	LeftOut, Total int
+	// Cost is what the shown part weighs on the page (weight).
+	Cost int
+}
+
+// Weights of what a value puts on a page, in bytes of HTML: a marker's
+// element around its name, a line's element, a character the page
+// escapes (<, >, &, ', ").
+const (
+	markWeight = 32
+	lineWeight = 24
+	escWeight  = 5
+)
+
+// weight is what a plain run of text weighs on the page.
+func weight(text string) int {
+	n := len(text)
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '<', '>', '&', '\'', '"':
+			n += escWeight - 1
+		}
+	}
+	return n
+}
+
+// segWeight is what one segment weighs on the page.
+func (g seg) weight() int {
+	if g.Mark {
+		return len(g.Text) + markWeight
+	}
+	return weight(g.Text)
 }
 
 // Clipped reports whether part of the value is not shown.
@@ -265,22 +309,70 @@ func showJSON(raw []byte, limit int) shown {
 	return showText([]byte(unescapeHTML(b.Bytes())), limit)
 }
 
-// showText shows text by lines, each made visible, at most limit bytes
-// of it (cut on a character boundary; limit ≤ 0: all of it).
+// showText shows text by lines, each made visible, as much of it as
+// weighs at most limit bytes of page (limit ≤ 0: all of it). The limit
+// is on what the page weighs, not on the value's bytes: a character
+// outside printable ASCII is a marker that names it, some fifty bytes
+// of page for two or three of value, and a limit on the value's bytes
+// let a value of such characters weigh twenty times its limit.
 func showText(b []byte, limit int) shown {
 	s := shown{Total: len(b)}
-	if limit > 0 && len(b) > limit {
-		cut := limit
-		for cut > 0 && !utf8.RuneStart(b[cut]) {
-			cut--
+	used := 0 // bytes of the value shown
+	for li, l := range strings.Split(string(b), "\n") {
+		if li > 0 {
+			used++ // the newline before this line
 		}
-		s.LeftOut = len(b) - cut
-		b = b[:cut]
+		cost := lineWeight
+		if limit > 0 && s.Cost+cost > limit {
+			if li > 0 {
+				used--
+			}
+			break
+		}
+		s.Cost += cost
+		var kept []seg
+		full := true
+		for _, g := range visible(l) {
+			w := g.weight()
+			if limit <= 0 || s.Cost+w <= limit {
+				kept = append(kept, g)
+				s.Cost += w
+				used += len(g.Raw) + len(g.Text)*btoi(!g.Mark)
+				continue
+			}
+			full = false
+			if !g.Mark {
+				// Plain text is cut on a character boundary.
+				cut := 0
+				for cut < len(g.Text) {
+					_, n := utf8.DecodeRuneInString(g.Text[cut:])
+					if s.Cost+weight(g.Text[:cut+n]) > limit {
+						break
+					}
+					cut += n
+				}
+				if cut > 0 {
+					kept = append(kept, seg{Text: g.Text[:cut]})
+					s.Cost += weight(g.Text[:cut])
+					used += cut
+				}
+			}
+			break
+		}
+		s.Lines = append(s.Lines, line{Segs: kept})
+		if !full {
+			break
+		}
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		s.Lines = append(s.Lines, line{Segs: visible(l)})
-	}
+	s.LeftOut = len(b) - used
 	return s
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // raw is the text the shown lines stand for (markers as what they stand
