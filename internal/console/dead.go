@@ -121,6 +121,8 @@ type deadLetterView struct {
 	Time                    time.Time
 	Subject, Reason, Origin string
 	Headers                 []headerView
+	// HeadersLeft counts the header values past the letter's bound.
+	HeadersLeft int
 	// Payload is shown (maybe clipped); Unread says it was not read for
 	// the list (too large): its page shows it.
 	Payload     shown
@@ -131,8 +133,7 @@ type deadLetterView struct {
 }
 
 type headerView struct {
-	Name  string
-	Value shown
+	Name, Value shown
 }
 
 func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +184,7 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 				d.Data = full.Data
 			}
 		}
-		v.Letters = append(v.Letters, s.letterView(d, listPayload))
+		v.Letters = append(v.Letters, s.letterView(d, listPayload, listHeaders))
 	}
 	s.render(w, "dead.html", s.page(r, "dead", "Dead letters", v))
 }
@@ -203,15 +204,22 @@ func (s *Server) letterPage(w http.ResponseWriter, r *http.Request) {
 		v.Error = fmt.Sprintf("Dead letter %d: %v", seq, err)
 	} else {
 		v.Total = 1
-		v.Letters = append(v.Letters, s.letterView(d, letterPayload))
+		v.Letters = append(v.Letters, s.letterView(d, letterPayload, letterHeaders))
 	}
 	s.render(w, "dead.html", s.page(r, "dead", "Dead letter", v))
 }
 
-// maxHeaderShown clips each header value on the page.
-const maxHeaderShown = 1024
+// maxHeaderShown clips each header value on the page; listHeaders and
+// letterHeaders bound what a letter's headers weigh together on the list
+// and on its own page (64 KiB of headers, each a marker, would weigh
+// over a megabyte): the rest are counted, not shown.
+const (
+	maxHeaderShown = 1024
+	listHeaders    = 8 << 10
+	letterHeaders  = 64 << 10
+)
 
-func (s *Server) letterView(d deadLetter, limit int) deadLetterView {
+func (s *Server) letterView(d deadLetter, limit, headerLimit int) deadLetterView {
 	dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadReason), maxHeaderShown),
 		Origin: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadSubject), maxHeaderShown), Bytes: d.Size, Redrive: redrivable(d)}
 	names := make([]string, 0, len(d.Headers))
@@ -219,9 +227,17 @@ func (s *Server) letterView(d deadLetter, limit int) deadLetterView {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	left := headerLimit
 	for _, k := range names {
 		for _, val := range d.Headers[k] {
-			dv.Headers = append(dv.Headers, headerView{k, showText([]byte(val), maxHeaderShown)})
+			if left <= 0 {
+				dv.HeadersLeft++
+				continue
+			}
+			name := showText([]byte(k), min(maxShortShown, left))
+			h := headerView{name, showText([]byte(val), max(1, min(maxHeaderShown, left-name.Cost)))}
+			left -= name.Cost + h.Value.Cost + markWeight
+			dv.Headers = append(dv.Headers, h)
 		}
 	}
 	switch {
