@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/bidi"
@@ -296,17 +298,17 @@ func (g seg) weight() int {
 // Clipped reports whether part of the value is not shown.
 func (s shown) Clipped() bool { return s.LeftOut > 0 }
 
-// showJSON indents a JSON value without re-encoding it (json.Indent only
-// adds white space, so every value keeps its bytes), writes the escapes
-// \u003c, \u003e and \u0026 as the characters, and shows at most limit
-// bytes of the result (limit ≤ 0: all of it). Bytes that are not JSON
+// showJSON indents a JSON value (json.Indent only adds white space),
+// writes its strings' escapes as the characters they stand for
+// (unescapeStrings), and shows as much of the result as weighs at most
+// limit bytes of page (limit ≤ 0: all of it). Bytes that are not JSON
 // are shown as text.
 func showJSON(raw []byte, limit int) shown {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return showText(raw, limit)
 	}
-	return showText([]byte(unescapeHTML(b.Bytes())), limit)
+	return showText([]byte(unescapeStrings(b.Bytes())), limit)
 }
 
 // showText shows text by lines, each made visible, as much of it as
@@ -394,38 +396,94 @@ func (s shown) raw() string {
 	return b.String()
 }
 
-// unescapeHTML writes the escapes \u003c, \u003e and \u0026 inside the
-// strings of a JSON text (Go's encoder writes <, > and & so) as the
-// characters: the same JSON value, readable. The page escapes them.
-func unescapeHTML(b []byte) string {
+// unescapeStrings writes every \uXXXX escape inside the strings of a
+// JSON text as the character it stands for (a surrogate pair as one
+// character), and \/ as /: the same JSON value, spelled as it runs. A
+// model may spell rm as \u0072m, a newline as \u000a and an override
+// as \u202e; written as characters, the page shows rm, \n, and the
+// override's marker, never an escape a person has to decode. The
+// escapes that must stay are written in their short form: \" \\ \b
+// \f \n \r \t, other controls as \u00XX, and a lone surrogate as it
+// came (the workers refuse it).
+func unescapeStrings(b []byte) string {
 	var out strings.Builder
 	out.Grow(len(b))
+	in := false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if c != '\\' || i+1 >= len(b) {
+		switch {
+		case c == '"':
+			in = !in
+			out.WriteByte(c)
+			continue
+		case c != '\\' || !in || i+1 >= len(b):
 			out.WriteByte(c)
 			continue
 		}
-		if b[i+1] == 'u' && i+6 <= len(b) {
-			switch strings.ToLower(string(b[i+2 : i+6])) {
-			case "003c":
-				out.WriteByte('<')
-				i += 5
-				continue
-			case "003e":
-				out.WriteByte('>')
-				i += 5
-				continue
-			case "0026":
-				out.WriteByte('&')
+		switch b[i+1] {
+		case '/':
+			out.WriteByte('/')
+			i++
+			continue
+		case 'u':
+		default:
+			out.WriteByte(c)
+			out.WriteByte(b[i+1])
+			i++
+			continue
+		}
+		r, n := hex4(b[i+2:])
+		if n == 0 {
+			out.WriteByte(c)
+			continue
+		}
+		size := 6
+		if utf16.IsSurrogate(r) {
+			r2, n2 := rune(-1), 0
+			if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				r2, n2 = hex4(b[i+8:])
+			}
+			d := utf16.DecodeRune(r, r2)
+			if n2 == 0 || d == utf8.RuneError {
+				out.Write(b[i : i+6]) // a lone surrogate, as it came
 				i += 5
 				continue
 			}
+			r, size = d, 12
 		}
-		// Any other escape (\\ included) is kept whole.
-		out.WriteByte(c)
-		out.WriteByte(b[i+1])
-		i++
+		switch {
+		case r == '"':
+			out.WriteString(`\"`)
+		case r == '\\':
+			out.WriteString(`\\`)
+		case r == '\b':
+			out.WriteString(`\b`)
+		case r == '\f':
+			out.WriteString(`\f`)
+		case r == '\n':
+			out.WriteString(`\n`)
+		case r == '\r':
+			out.WriteString(`\r`)
+		case r == '\t':
+			out.WriteString(`\t`)
+		case r < 0x20:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		default:
+			out.WriteRune(r)
+		}
+		i += size - 1
 	}
 	return out.String()
+}
+
+// hex4 reads four hex digits; n is 0 when they are not.
+func hex4(b []byte) (r rune, n int) {
+	if len(b) < 4 {
+		return 0, 0
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return 0, 0
+	}
+	return rune(v), 4
 }

@@ -100,3 +100,18 @@ func TestLimitIsPageWeight(t *testing.T) {
 		t.Errorf("quotes: %d shown under a limit of 74", len(q.raw()))
 	}
 }
+
+// Escapes inside strings are written as the characters they stand for;
+// those that must stay take their short form; keys too; the shown text
+// is the same JSON value.
+func TestUnescapeStrings(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"k\u0041":"\u0072m\u000a\u0009\u001b\u005c\u0022\/\ud83d\ude00\ud800x"}`: `{"kA":"rm\n\t\u001b\\\"/😀\ud800x"}`,
+		`["\\u0041", "a\\\"b"]`: `["\\u0041", "a\\\"b"]`,
+		`"\u003c\u003e\u0026"`:  `"<>&"`,
+	} {
+		if got := unescapeStrings([]byte(in)); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
