@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,8 @@ type heldStep struct {
 	Calls     []heldCall       `json:"calls"`
 	ExpiresAt time.Time        `json:"expires_at"`
 	State     string           `json:"state"`
+	// Round numbers the holds of a step held for input again.
+	Round int `json:"round"`
 	// Resolution is what decided the step (the record's "verdict"): the
 	// TURN_APPROVALS sequence of the answer that decided it.
 	Resolution *struct {
@@ -135,6 +139,41 @@ type stepView struct {
 	Clipped  bool
 	Unlisted int
 	URL      string
+	// Shown is the step's pageDigest as the page drew it.
+	Shown string
+}
+
+// pageDigest identifies all of a held step that a person decides on:
+// the step and its round, and every call (held or not): its id, tool,
+// arguments, why it is held, and the question of an input request. The
+// form carries it, and a step whose record changed since the page was
+// drawn decides nothing: a call that needs no approval replaced, or
+// the next round of an input request (same call, same arguments, so
+// the same DecisionDigest, but another question) answered with the
+// answer to the last one.
+func pageDigest(h *heldStep) string {
+	hs := sha256.New()
+	put := func(b []byte) {
+		hs.Write([]byte(strconv.Itoa(len(b))))
+		hs.Write([]byte{':'})
+		hs.Write(b)
+	}
+	put([]byte(h.AgentID))
+	put([]byte(h.TurnID))
+	put([]byte(strconv.FormatInt(h.Step, 10)))
+	put([]byte(strconv.Itoa(h.Round)))
+	for _, c := range h.Calls {
+		put([]byte(c.CallID))
+		put([]byte(c.Namespace))
+		put([]byte(c.Name))
+		put(c.Valid)
+		put([]byte(c.Approval))
+		if c.Input != nil {
+			put([]byte(c.Input.Request.Message))
+			put(c.Input.Request.RequestedSchema)
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(hs.Sum(nil))
 }
 
 type callView struct {
@@ -451,6 +490,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budg
 			URL: "/approvals/step?" + url.Values{"agent": {h.AgentID}, "turn": {h.TurnID}, "step": {strconv.FormatInt(h.Step, 10)}}.Encode()}
 		info := s.cats.lookup(ctx, s.gw, h)
 		sv.Unlisted = unlisted[h]
+		sv.Shown = pageDigest(h)
 		sv.Clipped = sv.Unlisted > 0
 		for i, c := range h.Calls {
 			if c.Valid == nil || shownArgs[h][i] == nil {
@@ -521,6 +561,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.late-%s", agent, turn, step, GenerateToken()[:12]), e)
 		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: it was decided already (%s) by %s; nothing sent.", step, agent, turn, h.State, e.DecidedBy))
+		return
+	}
+	if f.Get("shown") != pageDigest(h) {
+		s.back(w, r, back, fmt.Sprintf("Step %d of %s/%s changed since your page was drawn (a call was added, removed or changed, or its server asked another question): nothing sent; look at it again and decide.", step, agent, turn))
 		return
 	}
 	var ds []protocol.Decision

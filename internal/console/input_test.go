@@ -152,3 +152,62 @@ func TestInputDefaultsNotHiddenInFields(t *testing.T) {
 		t.Errorf("answer %s", m.Data)
 	}
 }
+
+// A call's server asks a second question after the first was answered
+// (the step is held again, round 2: same call, same arguments, so the
+// same DecisionDigest). Bob's page, drawn for the first question, would
+// answer the second with the answer to the first: the console refuses
+// it and sends nothing; Ada, who reads the second question, answers it.
+func TestStalePageDoesNotAnswerTheNextQuestion(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kv, err := r.srv.JetStream(t).KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"repo":"agentbull/toolruntime"}`)
+	schema := json.RawMessage(`{"type":"object","properties":{"ok":{"type":"string","enum":["yes","no"]}},"required":["ok"]}`)
+	hold := func(round int, question string) {
+		p := turn.PendingStep{AgentID: "a1", TurnID: "in1", Step: 0, State: turn.StatePending, ExpiresAt: time.Now().Add(time.Hour).UTC(), Round: round,
+			Calls: []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Namespace: "git", Name: "prune", Valid: args,
+				Approval: protocol.PendingInput, Input: &turn.InputHold{Request: protocol.InputRequest{Message: question, RequestedSchema: schema},
+					Arguments: args, Round: round, Live: true}}}}
+		b, _ := json.Marshal(p)
+		if _, err := kv.Put(ctx, "approval.a1.in1.0", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold(1, "Show what would be deleted (dry run)?")
+	sub, err := r.srv.Connect(t).SubscribeSync("turn.approval.a1.in1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, bobCSRF := r.login(t)
+	stale := r.digests(t, bob, "a1", "in1", url.Values{"csrf": {bobCSRF}, "agent_id": {"a1"}, "turn_id": {"in1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "input.0.ok": {"yes"}})
+	hold(2, "Delete every branch, for real?")
+	if code := r.post(t, bob, "/approvals/decide", stale); code != http.StatusSeeOther {
+		t.Fatalf("decide: %d", code)
+	}
+	if page := get(t, bob, r.url+"/approvals", http.StatusOK); !strings.Contains(page, "changed since your page was drawn") {
+		t.Errorf("Bob's answer to the first question was not refused for the second")
+	}
+	if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
+		t.Fatalf("Bob's answer to the first question was sent for the second: %s", m.Data)
+	}
+	ada, adaCSRF := r.login(t)
+	fresh := r.digests(t, ada, "a1", "in1", url.Values{"csrf": {adaCSRF}, "agent_id": {"a1"}, "turn_id": {"in1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "input.0.ok": {"no"}})
+	if code := r.post(t, ada, "/approvals/decide", fresh); code != http.StatusSeeOther {
+		t.Fatalf("decide: %d", code)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.Data), `"ok":"no"`) {
+		t.Errorf("Ada's answer: %s", m.Data)
+	}
+}
