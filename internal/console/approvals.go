@@ -890,8 +890,13 @@ type refusedAnswer struct {
 }
 
 // refusedWindow bounds how far back in TURN_DEAD the refused answers of
-// the shown steps are looked for.
-const refusedWindow = 10_000
+// the shown steps are looked for, refusedBytes the dead letters' headers
+// read for them, newest first, at most refusedChunk sequences at a time.
+const (
+	refusedWindow = 10_000
+	refusedBytes  = 4 << 20
+	refusedChunk  = 1_000
+)
 
 // refusedAnswers are the answers the workers dead-lettered for steps, by
 // step: the headers (never the payloads) of the dead letters on the
@@ -921,9 +926,28 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	if last > refusedWindow {
 		start = last - refusedWindow
 	}
-	letters, err := s.headers(ctx, filters, start, refusedWindow)
-	if err != nil {
-		s.log.Warn("console: reading the refused answers", "err", err)
+	// Newest first, a window of sequences at a time, until refusedBytes
+	// of headers are read: a malformed step carries up to 64 KiB of
+	// headers into its dead letter, and 10,000 of them on a shown turn
+	// would be 640 MB read for one page.
+	var letters []deadLetter
+	read := 0
+	// Windows of 16 sequences, doubling up to refusedChunk: the newest
+	// window's headers always fit the bound (16 of 64 KiB at most).
+	chunk := uint64(16)
+	for end := last + 1; end > start && read < refusedBytes; chunk = min(2*chunk, refusedChunk) {
+		from := start
+		if end > start+chunk {
+			from = end - chunk
+		}
+		got, n, err := s.headersIn(ctx, filters, from, end, refusedBytes-read)
+		letters = append(letters, got...)
+		read += n
+		if err != nil {
+			s.log.Warn("console: reading the refused answers", "err", err)
+			break
+		}
+		end = from
 	}
 	for _, d := range letters {
 		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {

@@ -71,6 +71,62 @@ func (s *Server) headers(ctx context.Context, filters []string, start uint64, li
 	return out, nil
 }
 
+// headersIn lists the messages of TURN_DEAD on the filters' subjects
+// with sequences from start up to (not including) end, headers only,
+// oldest first, until the headers read weigh budget bytes; n is what
+// they weigh (with those of the batch read past end).
+func (s *Server) headersIn(ctx context.Context, filters []string, start, end uint64, budget int) (out []deadLetter, n int, err error) {
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true, InactiveThreshold: time.Minute,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(start, 1), FilterSubjects: filters,
+		MemoryStorage: true, Replicas: 1}
+	cons, err := st.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 && n < budget {
+		// A batch of at least 256 KiB, so that one letter's 64 KiB of
+		// headers always fits.
+		b, err := cons.FetchBytes(max(256<<10, min(budget-n, 4<<20)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return out, n, err
+		}
+		got, past := 0, false
+		for m := range b.Messages() {
+			got++
+			if pending > 0 {
+				pending--
+			}
+			h := m.Headers()
+			for k, vs := range h {
+				for _, v := range vs {
+					n += len(k) + len(v) + 4
+				}
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if md.Sequence.Stream >= end {
+				past = true
+				continue
+			}
+			size, _ := strconv.Atoi(h.Get("Nats-Msg-Size"))
+			delete(h, "Nats-Msg-Size")
+			out = append(out, deadLetter{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Headers: h, Size: size})
+		}
+		if got == 0 || past {
+			break
+		}
+	}
+	return out, n, nil
+}
+
 // body reads one dead letter whole.
 func (s *Server) body(ctx context.Context, seq uint64) (deadLetter, error) {
 	st, err := s.js.Stream(ctx, protocol.StreamDead)
