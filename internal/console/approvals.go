@@ -143,6 +143,10 @@ type stepView struct {
 	Shown string
 }
 
+// pageBounds are the weights of page the list's arguments share (page)
+// and a step's own page may show (step): pageShown and stepShown.
+type pageBounds struct{ page, step int }
+
 // pageDigest identifies all of a held step that a person decides on:
 // the step and its round, and every call (held or not): its id, tool,
 // arguments, why it is held, and the question of an input request. The
@@ -393,7 +397,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			steps = append(steps, h)
 		}
 	}
-	v.Steps = s.stepViews(ctx, steps, argsShown, pageShown, false)
+	v.Steps = s.stepViews(ctx, steps, argsShown, s.bounds.page, false)
 	v.Recent = s.recentAudit(ctx, 20)
 	s.render(w, "approvals.html", s.page(r, "approvals", "Approvals", v))
 }
@@ -417,7 +421,7 @@ func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
 		v.Error = fmt.Sprintf("Step %d of %s/%s was decided already (%s).", step, q.Get("agent"), q.Get("turn"), h.State)
 	default:
 		v.Total = 1
-		v.Steps = s.stepViews(ctx, []*heldStep{h}, 0, stepShown, true)
+		v.Steps = s.stepViews(ctx, []*heldStep{h}, 0, s.bounds.step, true)
 	}
 	s.render(w, "approvals.html", s.page(r, "approvals", "Held step", v))
 }
@@ -467,7 +471,7 @@ func fit(steps []*heldStep, perCall, budget int, whole bool) (args map[*heldStep
 
 // wholeOnItsPage reports whether every call of h is shown whole on the
 // step's own page: only then may its calls be approved.
-func wholeOnItsPage(h *heldStep) bool {
+func wholeOnItsPage(h *heldStep, stepShown int) bool {
 	args, _ := fit([]*heldStep{h}, 0, stepShown, true)
 	for _, v := range args[h] {
 		if v != nil && v.Clipped() {
@@ -586,11 +590,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		switch f.Get("decision." + idx) {
 		case "approve":
 			if whole == nil {
-				w := wholeOnItsPage(h)
+				w := wholeOnItsPage(h, s.bounds.step)
 				whole = &w
 			}
 			if !*whole {
-				s.back(w, r, back, fmt.Sprintf("Step %d of %s/%s weighs more than one page shows whole (%d bytes of page): no page showed all of what would run, so none of its calls may be approved here; reject it, and have the agent send smaller calls. Nothing sent.", step, agent, turn, stepShown))
+				s.back(w, r, back, fmt.Sprintf("Step %d of %s/%s weighs more than one page shows whole (%d bytes of page): no page showed all of what would run, so none of its calls may be approved here; reject it, and have the agent send smaller calls. Nothing sent.", step, agent, turn, s.bounds.step))
 				return
 			}
 			d := protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason, Digest: digest}

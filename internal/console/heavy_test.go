@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/gateway"
+	"github.com/agentbull/toolruntime/internal/console"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -36,10 +37,12 @@ func heavyNote(n int) string {
 func TestHeavyArgumentsBounded(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
+	// The bounds scaled down (2 MiB and 8 MiB in use) with the values.
+	console.SetPageBounds(r.console, 64<<10, 256<<10)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	note, _ := json.Marshal(map[string]string{"note": heavyNote(60 << 10)})
-	const heavy, calls = 3, 7
+	note, _ := json.Marshal(map[string]string{"note": heavyNote(12 << 10)})
+	const heavy, calls = 3, 4
 	runs := make([]*gateway.StepRun, heavy)
 	for i := range heavy {
 		var out []json.RawMessage
@@ -63,7 +66,7 @@ func TestHeavyArgumentsBounded(t *testing.T) {
 
 	list := get(t, c, r.url+"/approvals", http.StatusOK)
 	t.Logf("/approvals: %d bytes for %d held steps of %d calls of %d bytes", len(list), heavy, calls, len(note))
-	if len(list) > 3<<20 {
+	if len(list) > 256<<10 {
 		t.Errorf("/approvals is %d bytes", len(list))
 	}
 	sections := strings.Split(list, `<section class="step"`)[1:]
@@ -82,7 +85,7 @@ func TestHeavyArgumentsBounded(t *testing.T) {
 	stepURL := r.url + "/approvals/step?agent=heavy&turn=h0&step=0"
 	one := get(t, c, stepURL, http.StatusOK)
 	t.Logf("a heavy step's page: %d bytes", len(one))
-	if len(one) > 10<<20 {
+	if len(one) > 512<<10 {
 		t.Errorf("a heavy step's page is %d bytes", len(one))
 	}
 	if !strings.Contains(one, `id="too-large"`) || strings.Contains(one, `class="approve"`) {
