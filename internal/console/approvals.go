@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,8 @@ type heldStep struct {
 	Calls     []heldCall       `json:"calls"`
 	ExpiresAt time.Time        `json:"expires_at"`
 	State     string           `json:"state"`
+	// Round numbers the holds of a step held for input again.
+	Round int `json:"round"`
 	// Resolution is what decided the step (the record's "verdict"): the
 	// TURN_APPROVALS sequence of the answer that decided it.
 	Resolution *struct {
@@ -94,6 +98,15 @@ type auditEntry struct {
 const (
 	stepsPerPage = 20
 	argsShown    = 64 << 10
+	// pageShown bounds what the list's arguments weigh together (a held
+	// step holds up to ~800 calls, and a marker weighs twenty times the
+	// bytes it names): the calls past it are not listed, and their step
+	// must be opened. stepShown bounds one step's page: a step whose
+	// calls weigh more is shown clipped, and may only be rejected here.
+	// callWeight is what a call weighs on the page beside its arguments.
+	pageShown  = 2 << 20
+	stepShown  = 8 << 20
+	callWeight = 1200
 )
 
 type approvalsView struct {
@@ -118,10 +131,53 @@ type stepView struct {
 	// waits for a correction.
 	Refused []string
 	Tried   int
-	// Clipped: a call's arguments are longer than the list shows; its
-	// step's page (URL) shows them whole and offers Approve.
-	Clipped bool
-	URL     string
+	// Clipped: a call's arguments are longer than the list shows, or
+	// some calls are not listed (Unlisted); its step's page (URL) shows
+	// them whole and offers Approve. On the step's own page, Clipped says
+	// that the step weighs more than one page shows (stepShown): no
+	// Approve is offered anywhere.
+	Clipped  bool
+	Unlisted int
+	URL      string
+	// Shown is the step's pageDigest as the page drew it.
+	Shown string
+}
+
+// pageBounds are the weights of page the list's arguments share (page)
+// and a step's own page may show (step): pageShown and stepShown.
+type pageBounds struct{ page, step int }
+
+// pageDigest identifies all of a held step that a person decides on:
+// the step and its round, and every call (held or not): its id, tool,
+// arguments, why it is held, and the question of an input request. The
+// form carries it, and a step whose record changed since the page was
+// drawn decides nothing: a call that needs no approval replaced, or
+// the next round of an input request (same call, same arguments, so
+// the same DecisionDigest, but another question) answered with the
+// answer to the last one.
+func pageDigest(h *heldStep) string {
+	hs := sha256.New()
+	put := func(b []byte) {
+		hs.Write([]byte(strconv.Itoa(len(b))))
+		hs.Write([]byte{':'})
+		hs.Write(b)
+	}
+	put([]byte(h.AgentID))
+	put([]byte(h.TurnID))
+	put([]byte(strconv.FormatInt(h.Step, 10)))
+	put([]byte(strconv.Itoa(h.Round)))
+	for _, c := range h.Calls {
+		put([]byte(c.CallID))
+		put([]byte(c.Namespace))
+		put([]byte(c.Name))
+		put(c.Valid)
+		put([]byte(c.Approval))
+		if c.Input != nil {
+			put([]byte(c.Input.Request.Message))
+			put(c.Input.Request.RequestedSchema)
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(hs.Sum(nil))
 }
 
 type callView struct {
@@ -341,7 +397,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			steps = append(steps, h)
 		}
 	}
-	v.Steps = s.stepViews(ctx, steps, argsShown)
+	v.Steps = s.stepViews(ctx, steps, argsShown, s.bounds.page, false)
 	v.Recent = s.recentAudit(ctx, 20)
 	s.render(w, "approvals.html", s.page(r, "approvals", "Approvals", v))
 }
@@ -365,25 +421,84 @@ func (s *Server) stepPage(w http.ResponseWriter, r *http.Request) {
 		v.Error = fmt.Sprintf("Step %d of %s/%s was decided already (%s).", step, q.Get("agent"), q.Get("turn"), h.State)
 	default:
 		v.Total = 1
-		v.Steps = s.stepViews(ctx, []*heldStep{h}, 0)
+		v.Steps = s.stepViews(ctx, []*heldStep{h}, 0, s.bounds.step, true)
 	}
 	s.render(w, "approvals.html", s.page(r, "approvals", "Held step", v))
 }
 
-// stepViews are the held steps as the page shows them, each call's
-// arguments up to limit bytes (0: all).
-func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []stepView {
+// fit is how the calls of steps are shown within a page's weight: each
+// call's arguments up to perCall bytes of page (0: all), all of them up
+// to budget, each step up to an equal share of what the steps before it
+// left (a step of one agent's heavy calls cannot push another agent's
+// step off the list). On a list (whole false) the calls past a step's
+// share are not listed (unlisted, by step); on a step's own page every
+// call is listed, those past the budget with none of their arguments
+// shown.
+func fit(steps []*heldStep, perCall, budget int, whole bool) (args map[*heldStep][]*shown, unlisted map[*heldStep]int) {
+	args, unlisted = map[*heldStep][]*shown{}, map[*heldStep]int{}
+	left := budget
+	for k, h := range steps {
+		share := left / (len(steps) - k)
+		views := make([]*shown, len(h.Calls))
+		for i, c := range h.Calls {
+			if c.Valid == nil {
+				continue
+			}
+			if !whole && share < callWeight {
+				unlisted[h]++
+				continue
+			}
+			share -= callWeight
+			left -= callWeight
+			lim := perCall
+			if lim <= 0 || lim > share {
+				lim = share
+			}
+			var v shown
+			if lim <= 0 {
+				v = shown{Total: len(c.Valid), LeftOut: len(c.Valid)}
+			} else {
+				v = showJSON(c.Valid, lim)
+			}
+			share -= v.Cost
+			left -= v.Cost
+			views[i] = &v
+		}
+		args[h] = views
+	}
+	return args, unlisted
+}
+
+// wholeOnItsPage reports whether every call of h is shown whole on the
+// step's own page: only then may its calls be approved.
+func wholeOnItsPage(h *heldStep, stepShown int) bool {
+	args, _ := fit([]*heldStep{h}, 0, stepShown, true)
+	for _, v := range args[h] {
+		if v != nil && v.Clipped() {
+			return false
+		}
+	}
+	return true
+}
+
+// stepViews are the held steps as the page shows them, within fit's
+// bounds.
+func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budget int, whole bool) []stepView {
 	refused := s.refusedAnswers(ctx, steps)
 	now := time.Now()
+	shownArgs, unlisted := fit(steps, perCall, budget, whole)
 	var out []stepView
 	for _, h := range steps {
 		sv := stepView{AgentID: h.AgentID, TurnID: h.TurnID, Step: h.Step, ExpiresAt: h.ExpiresAt.UTC(),
 			TimeLeft: timeLeft(h.ExpiresAt.Sub(now)), Expired: !now.Before(h.ExpiresAt), Key: fairnessKey(h.AgentID, h.Context),
 			URL: "/approvals/step?" + url.Values{"agent": {h.AgentID}, "turn": {h.TurnID}, "step": {strconv.FormatInt(h.Step, 10)}}.Encode()}
 		info := s.cats.lookup(ctx, s.gw, h)
+		sv.Unlisted = unlisted[h]
+		sv.Shown = pageDigest(h)
+		sv.Clipped = sv.Unlisted > 0
 		for i, c := range h.Calls {
-			if c.Valid == nil {
-				continue // refused by validation: answered when the step is decided
+			if c.Valid == nil || shownArgs[h][i] == nil {
+				continue // refused by validation (answered when the step is decided), or not listed
 			}
 			key := c.Name
 			if c.Namespace != "" {
@@ -391,7 +506,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, limit int) []
 			}
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
-				Description: t.description, Flags: c.flags(t), Args: showJSON(c.Valid, limit), Repairs: c.Repairs,
+				Description: t.description, Flags: c.flags(t), Args: *shownArgs[h][i], Repairs: c.Repairs,
 				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid), Script: scriptNote(c.Valid)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
@@ -452,7 +567,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: it was decided already (%s) by %s; nothing sent.", step, agent, turn, h.State, e.DecidedBy))
 		return
 	}
+	if f.Get("shown") != pageDigest(h) {
+		s.back(w, r, back, fmt.Sprintf("Step %d of %s/%s changed since your page was drawn (a call was added, removed or changed, or its server asked another question): nothing sent; look at it again and decide.", step, agent, turn))
+		return
+	}
 	var ds []protocol.Decision
+	var whole *bool // wholeOnItsPage(h), once an approval needs it
 	for i, c := range h.Calls {
 		if c.Valid == nil || c.Approval == "" {
 			continue
@@ -469,6 +589,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		reason := strings.TrimSpace(f.Get("reason." + idx))
 		switch f.Get("decision." + idx) {
 		case "approve":
+			if whole == nil {
+				w := wholeOnItsPage(h, s.bounds.step)
+				whole = &w
+			}
+			if !*whole {
+				s.back(w, r, back, fmt.Sprintf("Step %d of %s/%s weighs more than one page shows whole (%d bytes of page): no page showed all of what would run, so none of its calls may be approved here; reject it, and have the agent send smaller calls. Nothing sent.", step, agent, turn, s.bounds.step))
+				return
+			}
 			d := protocol.Decision{CallID: c.CallID, Approved: true, Reason: reason, Digest: digest}
 			if c.Input != nil {
 				in, err := buildInput(inputFields(c.Input.Request.RequestedSchema), f, "input."+idx+".")
@@ -766,8 +894,13 @@ type refusedAnswer struct {
 }
 
 // refusedWindow bounds how far back in TURN_DEAD the refused answers of
-// the shown steps are looked for.
-const refusedWindow = 10_000
+// the shown steps are looked for, refusedBytes the dead letters' headers
+// read for them, newest first, at most refusedChunk sequences at a time.
+const (
+	refusedWindow = 10_000
+	refusedBytes  = 4 << 20
+	refusedChunk  = 1_000
+)
 
 // refusedAnswers are the answers the workers dead-lettered for steps, by
 // step: the headers (never the payloads) of the dead letters on the
@@ -797,9 +930,28 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	if last > refusedWindow {
 		start = last - refusedWindow
 	}
-	letters, err := s.headers(ctx, filters, start, refusedWindow)
-	if err != nil {
-		s.log.Warn("console: reading the refused answers", "err", err)
+	// Newest first, a window of sequences at a time, until refusedBytes
+	// of headers are read: a malformed step carries up to 64 KiB of
+	// headers into its dead letter, and 10,000 of them on a shown turn
+	// would be 640 MB read for one page.
+	var letters []deadLetter
+	read := 0
+	// Windows of 16 sequences, doubling up to refusedChunk: the newest
+	// window's headers always fit the bound (16 of 64 KiB at most).
+	chunk := uint64(16)
+	for end := last + 1; end > start && read < refusedBytes; chunk = min(2*chunk, refusedChunk) {
+		from := start
+		if end > start+chunk {
+			from = end - chunk
+		}
+		got, n, err := s.headersIn(ctx, filters, from, end, refusedBytes-read)
+		letters = append(letters, got...)
+		read += n
+		if err != nil {
+			s.log.Warn("console: reading the refused answers", "err", err)
+			break
+		}
+		end = from
 	}
 	for _, d := range letters {
 		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {

@@ -17,17 +17,21 @@ import (
 
 // markerRe matches the page's markers: a named character, or a run of
 // spaces.
-var markerRe = regexp.MustCompile(`⟦(?:U\+([0-9A-F]{4,6}) [^⟧]*|(\d+) spaces?)⟧`)
+var markerRe = regexp.MustCompile(`⟦(?:(?:(\d+) × )?U\+([0-9A-F]{4,6}) [^⟧]*|(\d+) spaces?)⟧`)
 
 // unmark reads a shown text back: each marker as what it names.
 func unmark(s string) string {
 	return markerRe.ReplaceAllStringFunc(s, func(m string) string {
 		g := markerRe.FindStringSubmatch(m)
-		if g[1] != "" {
-			r, _ := strconv.ParseUint(g[1], 16, 32)
-			return string(rune(r))
+		if g[2] != "" {
+			r, _ := strconv.ParseUint(g[2], 16, 32)
+			n := 1
+			if g[1] != "" {
+				n, _ = strconv.Atoi(g[1])
+			}
+			return strings.Repeat(string(rune(r)), n)
 		}
-		n, _ := strconv.Atoi(g[2])
+		n, _ := strconv.Atoi(g[3])
 		return strings.Repeat(" ", n)
 	})
 }

@@ -47,7 +47,9 @@ func TestBrowserConnect(t *testing.T) {
 	chromium, npmDir := browserTools(t)
 	t.Run("connect", func(t *testing.T) {
 		r := startConnectRig(t)
+		r.a.mu.Lock()
 		r.a.browserUser = "carol"
+		r.a.mu.Unlock()
 		out := browserConnect(t, r, chromium, npmDir)
 		if !strings.Contains(out.Before, "acct") || !strings.Contains(out.Before, "not connected") {
 			t.Fatalf("the page before: %q", out.Before)
@@ -73,7 +75,9 @@ func TestBrowserConnect(t *testing.T) {
 	})
 	t.Run("refused", func(t *testing.T) {
 		r := startConnectRig(t)
+		r.a.mu.Lock()
 		r.a.refuse = [2]string{"access_denied", `<img src=x onerror=alert(1)><script>alert(2)</script>`}
+		r.a.mu.Unlock()
 		out := browserConnect(t, r, chromium, npmDir)
 		if !strings.Contains(out.Callback, "Not connected") || !strings.Contains(out.Callback, `<img src=x onerror=alert(1)><script>alert(2)</script>`) {
 			t.Fatalf("the callback: %q", out.Callback)

@@ -44,10 +44,10 @@ import (
 type accounts struct {
 	as, rs *httptest.Server
 	// refuse, when set, is the error and description the authorization
-	// endpoint sends back instead of a code.
-	refuse [2]string
-	// browserUser is whom a request without X-Test-User (a real
-	// browser's) signs in as.
+	// endpoint sends back instead of a code; browserUser is whom a
+	// request without X-Test-User (a real browser's) signs in as. Both
+	// are set while the servers run: under mu.
+	refuse      [2]string
 	browserUser string
 
 	mu      sync.Mutex
@@ -103,9 +103,12 @@ func (a *accounts) serveAS(w http.ResponseWriter, r *http.Request) {
 		back, _ := url.Parse(q.Get("redirect_uri"))
 		v := back.Query()
 		v.Set("state", q.Get("state"))
-		if a.refuse[0] != "" {
-			v.Set("error", a.refuse[0])
-			v.Set("error_description", a.refuse[1])
+		a.mu.Lock()
+		refuse := a.refuse
+		a.mu.Unlock()
+		if refuse[0] != "" {
+			v.Set("error", refuse[0])
+			v.Set("error_description", refuse[1])
 		} else {
 			if q.Get("code_challenge_method") != "S256" || q.Get("client_id") != "pre" || q.Get("resource") != a.rs.URL+"/mcp" {
 				http.Error(w, "bad authorization request", http.StatusBadRequest)
@@ -477,7 +480,9 @@ func postStatus(t *testing.T, c *http.Client, u string, v url.Values) int {
 // markers, and connects nothing.
 func TestConnectCallbackShowsHostileErrorsEscaped(t *testing.T) {
 	r := startConnectRig(t)
+	r.a.mu.Lock()
 	r.a.refuse = [2]string{"access_denied", `<script>alert(1)</script><img src=x onerror=alert(2)>` + "\u202e" + `evil`}
+	r.a.mu.Unlock()
 	c, csrf := r.browserClient(t, "mallory", "fair:tenant-A")
 	done, status := r.connect(t, c, csrf, "fair:tenant-A")
 	if status != http.StatusBadGateway || !strings.Contains(done, `id="failed"`) {

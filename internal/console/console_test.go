@@ -291,6 +291,8 @@ func marks(t *testing.T, dir string) []string {
 
 var digestField = regexp.MustCompile(`name="digest\.(\d+)" value="([^"]+)"`)
 
+var shownField = regexp.MustCompile(`name="shown" value="([^"]+)"`)
+
 // digests adds to v the digests the approvals page shows for the held
 // calls of agent/turn, as the page's form sends them.
 func (r *rig) digests(t *testing.T, c *http.Client, agent, turnID string, v url.Values) url.Values {
@@ -302,6 +304,9 @@ func (r *rig) digests(t *testing.T, c *http.Client, agent, turnID string, v url.
 		}
 		for _, m := range digestField.FindAllStringSubmatch(sec, -1) {
 			v.Set("digest."+m[1], m[2])
+		}
+		if m := shownField.FindStringSubmatch(sec); m != nil {
+			v.Set("shown", m[1])
 		}
 		return v
 	}

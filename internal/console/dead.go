@@ -71,6 +71,62 @@ func (s *Server) headers(ctx context.Context, filters []string, start uint64, li
 	return out, nil
 }
 
+// headersIn lists the messages of TURN_DEAD on the filters' subjects
+// with sequences from start up to (not including) end, headers only,
+// oldest first, until the headers read weigh budget bytes; n is what
+// they weigh (with those of the batch read past end).
+func (s *Server) headersIn(ctx context.Context, filters []string, start, end uint64, budget int) (out []deadLetter, n int, err error) {
+	st, err := s.js.Stream(ctx, protocol.StreamDead)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg := jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true, InactiveThreshold: time.Minute,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(start, 1), FilterSubjects: filters,
+		MemoryStorage: true, Replicas: 1}
+	cons, err := st.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 && n < budget {
+		// A batch of at least 256 KiB, so that one letter's 64 KiB of
+		// headers always fits.
+		b, err := cons.FetchBytes(max(256<<10, min(budget-n, 4<<20)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return out, n, err
+		}
+		got, past := 0, false
+		for m := range b.Messages() {
+			got++
+			if pending > 0 {
+				pending--
+			}
+			h := m.Headers()
+			for k, vs := range h {
+				for _, v := range vs {
+					n += len(k) + len(v) + 4
+				}
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if md.Sequence.Stream >= end {
+				past = true
+				continue
+			}
+			size, _ := strconv.Atoi(h.Get("Nats-Msg-Size"))
+			delete(h, "Nats-Msg-Size")
+			out = append(out, deadLetter{Seq: md.Sequence.Stream, Time: md.Timestamp, Subject: m.Subject(), Headers: h, Size: size})
+		}
+		if got == 0 || past {
+			break
+		}
+	}
+	return out, n, nil
+}
+
 // body reads one dead letter whole.
 func (s *Server) body(ctx context.Context, seq uint64) (deadLetter, error) {
 	st, err := s.js.Stream(ctx, protocol.StreamDead)
@@ -121,6 +177,8 @@ type deadLetterView struct {
 	Time                    time.Time
 	Subject, Reason, Origin string
 	Headers                 []headerView
+	// HeadersLeft counts the header values past the letter's bound.
+	HeadersLeft int
 	// Payload is shown (maybe clipped); Unread says it was not read for
 	// the list (too large): its page shows it.
 	Payload     shown
@@ -131,8 +189,7 @@ type deadLetterView struct {
 }
 
 type headerView struct {
-	Name  string
-	Value shown
+	Name, Value shown
 }
 
 func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +240,7 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 				d.Data = full.Data
 			}
 		}
-		v.Letters = append(v.Letters, s.letterView(d, listPayload))
+		v.Letters = append(v.Letters, s.letterView(d, listPayload, listHeaders))
 	}
 	s.render(w, "dead.html", s.page(r, "dead", "Dead letters", v))
 }
@@ -203,15 +260,22 @@ func (s *Server) letterPage(w http.ResponseWriter, r *http.Request) {
 		v.Error = fmt.Sprintf("Dead letter %d: %v", seq, err)
 	} else {
 		v.Total = 1
-		v.Letters = append(v.Letters, s.letterView(d, letterPayload))
+		v.Letters = append(v.Letters, s.letterView(d, letterPayload, letterHeaders))
 	}
 	s.render(w, "dead.html", s.page(r, "dead", "Dead letter", v))
 }
 
-// maxHeaderShown clips each header value on the page.
-const maxHeaderShown = 1024
+// maxHeaderShown clips each header value on the page; listHeaders and
+// letterHeaders bound what a letter's headers weigh together on the list
+// and on its own page (64 KiB of headers, each a marker, would weigh
+// over a megabyte): the rest are counted, not shown.
+const (
+	maxHeaderShown = 1024
+	listHeaders    = 8 << 10
+	letterHeaders  = 64 << 10
+)
 
-func (s *Server) letterView(d deadLetter, limit int) deadLetterView {
+func (s *Server) letterView(d deadLetter, limit, headerLimit int) deadLetterView {
 	dv := deadLetterView{Seq: d.Seq, Time: d.Time.UTC(), Subject: d.Subject, Reason: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadReason), maxHeaderShown),
 		Origin: textclip.Ellipsis(d.Headers.Get(protocol.HeaderDeadSubject), maxHeaderShown), Bytes: d.Size, Redrive: redrivable(d)}
 	names := make([]string, 0, len(d.Headers))
@@ -219,9 +283,17 @@ func (s *Server) letterView(d deadLetter, limit int) deadLetterView {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	left := headerLimit
 	for _, k := range names {
 		for _, val := range d.Headers[k] {
-			dv.Headers = append(dv.Headers, headerView{k, showText([]byte(val), maxHeaderShown)})
+			if left <= 0 {
+				dv.HeadersLeft++
+				continue
+			}
+			name := showText([]byte(k), min(maxShortShown, left))
+			h := headerView{name, showText([]byte(val), max(1, min(maxHeaderShown, left-name.Cost)))}
+			left -= name.Cost + h.Value.Cost + markWeight
+			dv.Headers = append(dv.Headers, h)
 		}
 	}
 	switch {

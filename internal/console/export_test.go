@@ -14,3 +14,8 @@ func ListenerCounts(ln net.Listener) (total int, per map[string]int) {
 	}
 	return ll.total, per
 }
+
+// SetPageBounds sets the weights of page the list's arguments share and
+// a step's own page may show (pageShown, stepShown), so that a test
+// reaches them with small values.
+func SetPageBounds(s *Server, page, step int) { s.bounds = pageBounds{page: page, step: step} }

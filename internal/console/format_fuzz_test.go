@@ -64,7 +64,8 @@ func FuzzFormatArgs(f *testing.F) {
 		`{"long":"` + strings.Repeat("é", 300) + `"}`, `not json <b>`, `"\ud83d\ude00"`,
 		"{\"command\":\"true # \u202eidib-DENWP hcuot ; echo preview\u202c\"}",
 		"{\"command\":\"touch report\u00ad.txt fi\u200bnal\u2060.txt\U000E0041\"}",
-		`{"command":"ls` + strings.Repeat(" ", 400) + `; rm -rf ~"}`, "a\tb\r\n\x00\x1b[2J\xff", "\u2067x\u2069\ufeff\u180e\ufe0f\u00a0"} {
+		`{"command":"ls` + strings.Repeat(" ", 400) + `; rm -rf ~"}`, "a\tb\r\n\x00\x1b[2J\xff", "\u2067x\u2069\ufeff\u180e\ufe0f\u00a0",
+		`{"k\u0041":"echo hi\u000a\u0072\u006d -rf ~ \u202e\u005c\u0022\/\ud83d\ude00\ud800"}`, `{"x":"` + strings.Repeat("\u200b\u0430", 50) + `"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

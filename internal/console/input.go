@@ -40,7 +40,41 @@ type inputField struct {
 	Type     string
 	Options  []string
 	Required bool
-	Default  string
+	// Default fills the field; only a short value of printable ASCII
+	// without runs of spaces does (a field draws the rest as it is, or
+	// scrolls it out of view). Suggested shows any other default beside
+	// the field, every character named, for the person to type.
+	Default   string
+	Suggested *shown
+}
+
+// maxFilled is the longest default a field is filled with.
+const maxFilled = 64
+
+// fillable reports whether a field may be filled with v: what the field
+// draws of it is all of it, character for character.
+func fillable(v string) bool {
+	if len(v) > maxFilled || strings.Contains(v, "  ") || strings.HasPrefix(v, " ") || strings.HasSuffix(v, " ") {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// unseen is the first character of v that a field does not draw (a
+// control, a bidirectional or invisible character), as its marker; ""
+// when there is none.
+func unseen(v string) string {
+	for _, g := range visible(v) {
+		if g.Mark && !g.Look && !strings.HasSuffix(g.Text, "space⟧") && !strings.HasSuffix(g.Text, "spaces⟧") {
+			return g.Text
+		}
+	}
+	return ""
 }
 
 // inputFields reads the fields of a requested schema (an object of flat,
@@ -100,6 +134,10 @@ func inputFields(schema []byte) []inputField {
 				}
 			}
 		}
+		if f.Type == "string" && !fillable(f.Default) {
+			sh := showText([]byte(f.Default), maxShortShown)
+			f.Suggested, f.Default = &sh, ""
+		}
 		out = append(out, f)
 	}
 	slices.SortFunc(out, func(a, b inputField) int { return strings.Compare(a.Name, b.Name) })
@@ -132,6 +170,9 @@ func buildInput(fields []inputField, form url.Values, prefix string) (json.RawMe
 		}
 		switch f.Type {
 		case "string":
+			if m := unseen(v); m != "" {
+				return nil, fmt.Errorf("%q holds %s, which the field does not draw: type what you mean", f.Title, m)
+			}
 			obj[f.Name] = v
 		case "enum":
 			if !slices.Contains(f.Options, v) {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/bidi"
@@ -215,16 +217,29 @@ func visible(s string) []seg {
 			}
 			i += n
 			continue
-		case hidden(r):
+		case hidden(r), r > 0x7e:
+			// A hidden character is named; a drawn one outside printable
+			// ASCII may look like another (a Cyrillic а, a fullwidth ｒ, a
+			// precomposed é beside e and a combining accent): named, its
+			// glyph beside the name where drawing it alone cannot move or
+			// stack on its neighbours. A run of one character is one
+			// counted marker, so that a value of 150,000 zero-width
+			// spaces weighs one marker on the page, not 150,000.
 			flush()
-			out = append(out, seg{Text: marker(r), Mark: true, Raw: s[i : i+size]})
-		case r > 0x7e:
-			// Drawn, but it may look like another character: a Cyrillic
-			// а, a fullwidth ｒ, a precomposed é beside e and a combining
-			// accent. Named, its glyph beside the name where drawing it
-			// alone cannot move or stack on its neighbours.
-			flush()
-			out = append(out, seg{Text: lookalike(r), Mark: true, Look: true, Raw: s[i : i+size]})
+			n := 1
+			for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
+				n++
+			}
+			text, look := marker(r), false
+			if !hidden(r) {
+				text, look = lookalike(r), true
+			}
+			if n > 1 {
+				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
+			}
+			out = append(out, seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
+			i += n * size
+			continue
 		default:
 			plain.WriteString(s[i : i+size])
 		}
@@ -247,40 +262,119 @@ type shown struct {
 	Lines []line
 	// LeftOut is the bytes of the value not on the page, Total its size.
 	LeftOut, Total int
+	// Cost is what the shown part weighs on the page (weight).
+	Cost int
+}
+
+// Weights of what a value puts on a page, in bytes of HTML: a marker's
+// element around its name, a line's element, a character the page
+// escapes (<, >, &, ', ").
+const (
+	markWeight = 32
+	lineWeight = 24
+	escWeight  = 5
+)
+
+// weight is what a plain run of text weighs on the page.
+func weight(text string) int {
+	n := len(text)
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '<', '>', '&', '\'', '"':
+			n += escWeight - 1
+		}
+	}
+	return n
+}
+
+// segWeight is what one segment weighs on the page.
+func (g seg) weight() int {
+	if g.Mark {
+		return len(g.Text) + markWeight
+	}
+	return weight(g.Text)
 }
 
 // Clipped reports whether part of the value is not shown.
 func (s shown) Clipped() bool { return s.LeftOut > 0 }
 
-// showJSON indents a JSON value without re-encoding it (json.Indent only
-// adds white space, so every value keeps its bytes), writes the escapes
-// \u003c, \u003e and \u0026 as the characters, and shows at most limit
-// bytes of the result (limit ≤ 0: all of it). Bytes that are not JSON
+// showJSON indents a JSON value (json.Indent only adds white space),
+// writes its strings' escapes as the characters they stand for
+// (unescapeStrings), and shows as much of the result as weighs at most
+// limit bytes of page (limit ≤ 0: all of it). Bytes that are not JSON
 // are shown as text.
 func showJSON(raw []byte, limit int) shown {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return showText(raw, limit)
 	}
-	return showText([]byte(unescapeHTML(b.Bytes())), limit)
+	return showText([]byte(unescapeStrings(b.Bytes())), limit)
 }
 
-// showText shows text by lines, each made visible, at most limit bytes
-// of it (cut on a character boundary; limit ≤ 0: all of it).
+// showText shows text by lines, each made visible, as much of it as
+// weighs at most limit bytes of page (limit ≤ 0: all of it). The limit
+// is on what the page weighs, not on the value's bytes: a character
+// outside printable ASCII is a marker that names it, some fifty bytes
+// of page for two or three of value, and a limit on the value's bytes
+// let a value of such characters weigh twenty times its limit.
 func showText(b []byte, limit int) shown {
 	s := shown{Total: len(b)}
-	if limit > 0 && len(b) > limit {
-		cut := limit
-		for cut > 0 && !utf8.RuneStart(b[cut]) {
-			cut--
+	used := 0 // bytes of the value shown
+	for li, l := range strings.Split(string(b), "\n") {
+		if li > 0 {
+			used++ // the newline before this line
 		}
-		s.LeftOut = len(b) - cut
-		b = b[:cut]
+		cost := lineWeight
+		if limit > 0 && s.Cost+cost > limit {
+			if li > 0 {
+				used--
+			}
+			break
+		}
+		s.Cost += cost
+		var kept []seg
+		full := true
+		for _, g := range visible(l) {
+			w := g.weight()
+			if limit <= 0 || s.Cost+w <= limit {
+				kept = append(kept, g)
+				s.Cost += w
+				used += len(g.Raw) + len(g.Text)*btoi(!g.Mark)
+				continue
+			}
+			full = false
+			if !g.Mark {
+				// Plain text is cut on a character boundary.
+				cut := 0
+				for cut < len(g.Text) {
+					_, n := utf8.DecodeRuneInString(g.Text[cut:])
+					if s.Cost+weight(g.Text[:cut+n]) > limit {
+						break
+					}
+					cut += n
+				}
+				if cut > 0 {
+					kept = append(kept, seg{Text: g.Text[:cut]})
+					s.Cost += weight(g.Text[:cut])
+					used += cut
+				}
+			}
+			break
+		}
+		s.Lines = append(s.Lines, line{Segs: kept})
+		if !full {
+			break
+		}
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		s.Lines = append(s.Lines, line{Segs: visible(l)})
-	}
+	s.LeftOut = len(b) - used
 	return s
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // raw is the text the shown lines stand for (markers as what they stand
@@ -302,38 +396,94 @@ func (s shown) raw() string {
 	return b.String()
 }
 
-// unescapeHTML writes the escapes \u003c, \u003e and \u0026 inside the
-// strings of a JSON text (Go's encoder writes <, > and & so) as the
-// characters: the same JSON value, readable. The page escapes them.
-func unescapeHTML(b []byte) string {
+// unescapeStrings writes every \uXXXX escape inside the strings of a
+// JSON text as the character it stands for (a surrogate pair as one
+// character), and \/ as /: the same JSON value, spelled as it runs. A
+// model may spell rm as \u0072m, a newline as \u000a and an override
+// as \u202e; written as characters, the page shows rm, \n, and the
+// override's marker, never an escape a person has to decode. The
+// escapes that must stay are written in their short form: \" \\ \b
+// \f \n \r \t, other controls as \u00XX, and a lone surrogate as it
+// came (the workers refuse it).
+func unescapeStrings(b []byte) string {
 	var out strings.Builder
 	out.Grow(len(b))
+	in := false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if c != '\\' || i+1 >= len(b) {
+		switch {
+		case c == '"':
+			in = !in
+			out.WriteByte(c)
+			continue
+		case c != '\\' || !in || i+1 >= len(b):
 			out.WriteByte(c)
 			continue
 		}
-		if b[i+1] == 'u' && i+6 <= len(b) {
-			switch strings.ToLower(string(b[i+2 : i+6])) {
-			case "003c":
-				out.WriteByte('<')
-				i += 5
-				continue
-			case "003e":
-				out.WriteByte('>')
-				i += 5
-				continue
-			case "0026":
-				out.WriteByte('&')
+		switch b[i+1] {
+		case '/':
+			out.WriteByte('/')
+			i++
+			continue
+		case 'u':
+		default:
+			out.WriteByte(c)
+			out.WriteByte(b[i+1])
+			i++
+			continue
+		}
+		r, n := hex4(b[i+2:])
+		if n == 0 {
+			out.WriteByte(c)
+			continue
+		}
+		size := 6
+		if utf16.IsSurrogate(r) {
+			r2, n2 := rune(-1), 0
+			if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+				r2, n2 = hex4(b[i+8:])
+			}
+			d := utf16.DecodeRune(r, r2)
+			if n2 == 0 || d == utf8.RuneError {
+				out.Write(b[i : i+6]) // a lone surrogate, as it came
 				i += 5
 				continue
 			}
+			r, size = d, 12
 		}
-		// Any other escape (\\ included) is kept whole.
-		out.WriteByte(c)
-		out.WriteByte(b[i+1])
-		i++
+		switch {
+		case r == '"':
+			out.WriteString(`\"`)
+		case r == '\\':
+			out.WriteString(`\\`)
+		case r == '\b':
+			out.WriteString(`\b`)
+		case r == '\f':
+			out.WriteString(`\f`)
+		case r == '\n':
+			out.WriteString(`\n`)
+		case r == '\r':
+			out.WriteString(`\r`)
+		case r == '\t':
+			out.WriteString(`\t`)
+		case r < 0x20:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		default:
+			out.WriteRune(r)
+		}
+		i += size - 1
 	}
 	return out.String()
+}
+
+// hex4 reads four hex digits; n is 0 when they are not.
+func hex4(b []byte) (r rune, n int) {
+	if len(b) < 4 {
+		return 0, 0
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return 0, 0
+	}
+	return rune(v), 4
 }

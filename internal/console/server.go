@@ -68,6 +68,7 @@ type Server struct {
 	cats    *catalogCache
 	sums    summaries
 	limits  Limits
+	bounds  pageBounds
 }
 
 type session struct {
@@ -115,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
 		sums:     summaries{m: map[string]summary{}},
+		bounds:   pageBounds{page: pageShown, step: stepShown},
 		limits:   cfg.Limits.orDefault(),
 	}
 	s.routes()
