@@ -202,53 +202,21 @@ func newStepOut(n, running int) (*stepOut, []cell) {
 	case 0:
 		out = new(stepOut)
 	case 1:
-		s := new(struct {
-			out   stepOut
-			cells [1]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[1]cell) []cell { return c[:] })
 	case 2:
-		s := new(struct {
-			out   stepOut
-			cells [2]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[2]cell) []cell { return c[:] })
 	case 3:
-		s := new(struct {
-			out   stepOut
-			cells [3]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[3]cell) []cell { return c[:] })
 	case 4:
-		s := new(struct {
-			out   stepOut
-			cells [4]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[4]cell) []cell { return c[:] })
 	case 5:
-		s := new(struct {
-			out   stepOut
-			cells [5]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[5]cell) []cell { return c[:] })
 	case 6:
-		s := new(struct {
-			out   stepOut
-			cells [6]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[6]cell) []cell { return c[:] })
 	case 7:
-		s := new(struct {
-			out   stepOut
-			cells [7]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[7]cell) []cell { return c[:] })
 	case 8:
-		s := new(struct {
-			out   stepOut
-			cells [8]cell
-		})
-		out, cells = &s.out, s.cells[:]
+		out, cells = withCells(func(c *[8]cell) []cell { return c[:] })
 	default:
 		out, cells = new(stepOut), make([]cell, running)
 	}
@@ -258,6 +226,16 @@ func newStepOut(n, running int) (*stepOut, []cell) {
 		out.res.Outcomes = make([]*Outcome, n)
 	}
 	return out, cells
+}
+
+// withCells allocates a stepOut and an array of cells C in one object;
+// slice returns the array's cells.
+func withCells[C any](slice func(*C) []cell) (*stepOut, []cell) {
+	s := new(struct {
+		out   stepOut
+		cells C
+	})
+	return &s.out, slice(&s.cells)
 }
 
 // maxPooledCalls bounds the steps whose state is kept for reuse: a rare
