@@ -139,6 +139,7 @@ type Door struct {
 
 	flightMu sync.Mutex
 	gates    map[string]*gate // per principal (fastgate.go): tools/call, and every other request (tasks/* too)
+	fair     *fairGate        // the door's work slots, shared fairly by principals (floodfair.go)
 
 	// cancelLoops holds the steps whose tasks/cancel this replica sends
 	// again until they end (taskCancel).
