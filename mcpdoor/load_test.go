@@ -25,18 +25,19 @@ const noisyBound = 4
 // ($MCPDOOR_FLOOD_MAX overrides it). The goal is 2; the bound leaves room
 // for what no door can order: the test's own flood client, the HTTP
 // server and the embedded bus and worker share the process and the two
-// cores of a busy CI machine with the quiet calls (a flood of requests
-// with no valid token, which the door refuses before anything of its
-// own, costs the quiet principal 3 to 13 x on such a machine), and the
-// race detector slows all of it unevenly.
+// cores of a busy CI machine with the quiet calls (on one at a load
+// average of 15, a flood of requests with no valid token, which the door
+// refuses before any work of its own, cost the quiet principal 3 to 13
+// x, and the door's own flood 1.4 to 5.9 x), and the race detector slows
+// all of it unevenly.
 func floodBound() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("MCPDOOR_FLOOD_MAX"), 64); err == nil {
 		return v
 	}
 	if raceOn {
-		return 12
+		return 16
 	}
-	return 6
+	return 8
 }
 
 // TestOnePrincipalsFloodLeavesAnotherAlone sends a flood of one
@@ -203,10 +204,19 @@ func TestOnePrincipalsFloodLeavesAnotherAlone(t *testing.T) {
 	t.Logf("quiet principal: idle p99 %s (%d calls), under the flood p99 %s (%d calls): %.2f x; flood answers by status %v",
 		pi, len(idle), pl, len(loaded), ratio, counts)
 	if os.Getenv("MCPDOOR_FLOOD_FIGURE") != "" {
-		fmt.Printf("flood: quiet p99 %.1f ms idle, %.1f ms under %d requests of another principal (%d connections): %.2f x\n",
-			float64(pi)/1e6, float64(pl)/1e6, total, conns, ratio)
+		fmt.Printf("flood: quiet p99 %.1f ms idle, %.1f ms under %s requests of another principal (%d connections): %.2f x\n",
+			float64(pi)/1e6, float64(pl)/1e6, thousands(total), conns, ratio)
 	}
 	if bound := floodBound(); ratio > bound {
 		t.Errorf("the quiet principal's p99 under the flood is %.2f x its p99 idle, over the bound %.1f x", ratio, bound)
 	}
+}
+
+// thousands writes n with a comma between thousands: 10,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
