@@ -26,10 +26,11 @@ const noisyBound = 4
 // for what no door can order: the test's own flood client, the HTTP
 // server and the embedded bus and worker share the process and the two
 // cores of a busy CI machine with the quiet calls (on one at a load
-// average of 15, a flood of requests with no valid token, which the door
-// refuses before any work of its own, cost the quiet principal 3 to 13
-// x, and the door's own flood 1.4 to 5.9 x), and the race detector slows
-// all of it unevenly.
+// average of 15 to 20, a flood of requests with no valid token, which
+// the door refuses before any work of its own, cost the quiet principal
+// 3 to 13 x, and this test's flood 1.4 to 8.5 x: the p99 of a few
+// hundred idle calls moves by 3 x from run to run there), and the race
+// detector slows all of it unevenly.
 func floodBound() float64 {
 	if v, err := strconv.ParseFloat(os.Getenv("MCPDOOR_FLOOD_MAX"), 64); err == nil {
 		return v
@@ -37,7 +38,7 @@ func floodBound() float64 {
 	if raceOn {
 		return 16
 	}
-	return 8
+	return 12
 }
 
 // TestOnePrincipalsFloodLeavesAnotherAlone sends a flood of one
