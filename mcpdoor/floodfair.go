@@ -29,8 +29,10 @@ import (
 // requests that wait are queued per principal and the slots go round
 // robin over the principals with requests waiting: a principal with one
 // request waits for one slot to free, however many requests another
-// principal has queued, and a flood runs at the pace the door serves one
-// principal at, instead of the machine's.
+// principal has queued. While other principals have requests in the
+// door, a principal holds at most its share of the slots (slots over
+// principals in, at least one), so that a flood does not take them all
+// while another principal's call waits for the fleet.
 
 // workWait bounds how long a request waits for a work slot. The wait is
 // a turn in a queue whose length the per-principal gates bound, not a

@@ -126,7 +126,9 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 // bound waits for a slot up to admitWait, and is then refused with 429
 // and a JSON-RPC error: a client that floods the door is slowed to the
 // pace the door serves it at, instead of taking the machine from the
-// other principals.
+// other principals. Bodies over the bound or not JSON are answered at
+// once (refuseBody); what is left takes a door-wide work slot, shared
+// fairly by the principals (floodfair.go).
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := d.principalOf(r.Context())
