@@ -90,6 +90,9 @@ func (d *Door) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if _, byAddr := d.pacers(); byAddr != nil && d.dev == nil && r.URL.Path == Path {
+			w = &pacedRefusals{ResponseWriter: w, r: r, p: byAddr}
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -134,6 +137,13 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 		p := d.principalOf(r.Context())
 		if p == nil {
 			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
+			return
+		}
+		// Over its rate, a principal's request is held back before it
+		// takes anything of the door's (floodpace.go).
+		byPrincipal, _ := d.pacers()
+		if ok, retry := byPrincipal.wait(r.Context(), "principal:"+p.Name, p.Fairness.Weight); !ok {
+			d.refuseRate(w, r, retry)
 			return
 		}
 		limit := d.cfg.MaxInFlight

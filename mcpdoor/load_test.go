@@ -64,7 +64,14 @@ func TestOnePrincipalsFloodLeavesAnotherAlone(t *testing.T) {
 		{"name":"quiet","token_sha256":[%q],"agent_id":"agent-quiet","fairness":{"key":"tenant-quiet"}}]}`,
 		hash("noisy-secret-token"), noisyBound, hash("quiet-secret-token")))
 	const maxBody = 16 << 10
-	door := serveDoor(t, s, mcpdoor.Config{Principals: ps, MaxBodyBytes: maxBody})
+	rate := 0.0 // the door's default
+	if v := os.Getenv("MCPDOOR_FLOOD_RATE"); v != "" {
+		var err error
+		if rate, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatalf("MCPDOOR_FLOOD_RATE=%q: want requests a second", v)
+		}
+	}
+	door := serveDoor(t, s, mcpdoor.Config{Principals: ps, MaxBodyBytes: maxBody, Rate: rate})
 	url := door.URL + mcpdoor.Path
 
 	var (
