@@ -26,7 +26,7 @@ import (
 
 // DefaultRate is Config.Rate's default: requests a second a principal
 // of weight 1 sends on one door before its excess is held back.
-const DefaultRate = 500
+const DefaultRate = 200
 
 // heldMax bounds the requests of one key held back at once.
 const heldMax = 64
