@@ -169,6 +169,16 @@ func (d *Door) newServer(p *Principal, tools []catalogTool, catErr error) *mcp.S
 		})
 		return srv
 	}
+	// A tools/call's handler waits for the fleet: the request's work
+	// slot is given back when it starts (floodfair.go).
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				releaseWork(ctx)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	d.addTaskMethods(srv, p)
 	for _, t := range tools {
 		srv.AddTool(t.tool, d.callHandler(p, t))

@@ -82,6 +82,12 @@ type Config struct {
 	// MaxInFlight bounds one principal's tools/call requests in flight on this door
 	// (default 64); a principal's max_in_flight overrides it.
 	MaxInFlight int
+	// Rate is how many requests a second a principal of weight 1 (its
+	// fairness weight scales it) sends on this door before the excess is
+	// held back, and how many a remote address is refused for want of a
+	// valid token (default DefaultRate; below zero: no pacing; see
+	// floodpace.go).
+	Rate float64
 	// CatalogTTL is how long a principal's tool list is reused before
 	// the workers are asked again (default 5 s), and the ttlMs clients
 	// are told.
@@ -139,6 +145,10 @@ type Door struct {
 
 	flightMu sync.Mutex
 	gates    map[string]*gate // per principal (fastgate.go): tools/call, and every other request (tasks/* too)
+	fair     *fairGate        // the door's work slots, shared fairly by principals (floodfair.go)
+	// pacers of requests over a rate (floodpace.go)
+	pacePrincipal, paceAddr *pacer
+	pacersMade              bool
 
 	// cancelLoops holds the steps whose tasks/cancel this replica sends
 	// again until they end (taskCancel).

@@ -98,6 +98,8 @@ func (d *Door) serveFast(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 
+	// From here the call waits for the fleet: its work slot is free.
+	releaseWork(r.Context())
 	call := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: params.Meta, Name: params.Name, Arguments: params.Arguments}}
 	res, err := d.callHandler(p, t)(r.Context(), call)
 	out := fastResponse(req.ID, res, err)

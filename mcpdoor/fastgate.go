@@ -29,6 +29,16 @@ func (d *Door) gateOf(name string, limit int) *gate {
 	return g
 }
 
+// fairGate is the door's work slots (floodfair.go), made on first use.
+func (d *Door) fairGate() *fairGate {
+	d.flightMu.Lock()
+	defer d.flightMu.Unlock()
+	if d.fair == nil {
+		d.fair = newFairGate(workSlots())
+	}
+	return d.fair
+}
+
 // enter takes a slot of slots, waiting up to admitWait; release gives it
 // back.
 func (g *gate) enter(ctx context.Context, ch chan struct{}) (release func(), ok bool) {

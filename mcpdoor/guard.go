@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -89,6 +90,9 @@ func (d *Door) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if _, byAddr := d.pacers(); byAddr != nil && d.dev == nil && r.URL.Path == Path {
+			w = &pacedRefusals{ResponseWriter: w, r: r, p: byAddr}
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -125,7 +129,9 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 // bound waits for a slot up to admitWait, and is then refused with 429
 // and a JSON-RPC error: a client that floods the door is slowed to the
 // pace the door serves it at, instead of taking the machine from the
-// other principals.
+// other principals. Bodies over the bound or not JSON are answered at
+// once (refuseBody); what is left takes a door-wide work slot, shared
+// fairly by the principals (floodfair.go).
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := d.principalOf(r.Context())
@@ -133,11 +139,21 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusUnauthorized, -32000, "no principal")
 			return
 		}
+		// Over its rate, a principal's request is held back before it
+		// takes anything of the door's (floodpace.go).
+		byPrincipal, _ := d.pacers()
+		if ok, retry := byPrincipal.wait(r.Context(), "principal:"+p.Name, p.Fairness.Weight); !ok {
+			d.refuseRate(w, r, retry)
+			return
+		}
 		limit := d.cfg.MaxInFlight
 		if p.MaxInFlight > 0 {
 			limit = p.MaxInFlight
 		}
 		g := d.gateOf(p.Name, limit)
+		fair := d.fairGate()
+		fair.enter(p.Name)
+		defer fair.leave(p.Name)
 		// The body is read under the other gate (reading it is work too);
 		// a tools/call then trades that slot for one of the calls gate.
 		releaseOther := func() {}
@@ -156,22 +172,61 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
 			return
 		}
+		if d.refuseBody(w, r) {
+			return
+		}
 		ctx := context.WithValue(r.Context(), principalKey{}, p)
 		ctx = context.WithValue(ctx, methodKey{}, method)
 		ctx = context.WithValue(ctx, rpcIDsKey{}, ids)
-		if method != "tools/call" {
+		if method == "tools/call" {
+			releaseOther()
+			release, ok := g.enter(r.Context(), g.calls)
+			if !ok {
+				d.refuseInFlight(w, r)
+				return
+			}
+			defer release()
+		}
+		if method == "subscriptions/listen" || r.Header.Get("Mcp-Method") == "subscriptions/listen" {
 			next.ServeHTTP(w, r.WithContext(ctx))
 			return
 		}
-		releaseOther()
-		release, ok := g.enter(r.Context(), g.calls)
-		if !ok {
+		// The door's work on the request shares the door fairly with
+		// the other principals' (floodfair.go); taken after the body is
+		// read and the principal's own slot is held, so that neither a
+		// slow client nor a principal over its bound holds a work slot.
+		if !fair.acquire(r.Context(), p.Name, workWait) {
 			d.refuseInFlight(w, r)
 			return
 		}
-		defer release()
-		next.ServeHTTP(w, r.WithContext(ctx))
+		slot := &workSlot{g: fair, name: p.Name}
+		defer slot.release()
+		ctx = context.WithValue(ctx, workSlotKey{}, slot)
+		next.ServeHTTP(&releasingWriter{ResponseWriter: w, slot: slot}, r.WithContext(ctx))
 	})
+}
+
+// refuseBody answers, at once and without the SDK, a POST whose body is
+// over the bound (413) or is not JSON (400, parse error): a flood of
+// them costs the door a read and a scan each. It reports whether it
+// answered.
+func (d *Door) refuseBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	body, err := readBody(r, d.cfg.MaxBodyBytes)
+	switch {
+	case err != nil:
+		writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
+	case int64(len(body)) > d.cfg.MaxBodyBytes:
+		d.m.refuse(r.Context(), "body_size")
+		writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, fmt.Sprintf("request body exceeds %d bytes", d.cfg.MaxBodyBytes))
+	case len(body) > 0 && !json.Valid(body):
+		writeRPCError(w, http.StatusBadRequest, -32700, "parse error: the body is not JSON")
+	default:
+		return false
+	}
+	return true
 }
 
 func (d *Door) refuseInFlight(w http.ResponseWriter, r *http.Request) {

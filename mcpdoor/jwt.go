@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,33 @@ type jwtVerifier struct {
 	mu      sync.Mutex
 	keys    map[string]any
 	fetched time.Time
+
+	// verified caches checks by the token's SHA-256 and audience, so
+	// that a client's requests with one token cost one signature check
+	// (a flood of them, a map lookup each) until the token expires.
+	cacheMu  sync.Mutex
+	verified map[jwtCacheKey]jwtVerdict
 }
+
+type jwtCacheKey struct {
+	token [sha256.Size]byte
+	aud   string
+}
+
+type jwtVerdict struct {
+	sub   string
+	exp   time.Time
+	until time.Time // the verdict is reused until then
+	err   error
+}
+
+// jwtCacheMax bounds the verified cache; past it the cache starts over.
+// jwtRefusedFor is how long a refused token stays refused without a new
+// check.
+const (
+	jwtCacheMax   = 4096
+	jwtRefusedFor = 10 * time.Second
+)
 
 func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
 	if cfg.Issuer == "" || cfg.JWKS == "" {
@@ -156,18 +183,50 @@ func parseJWKS(b []byte) (map[string]any, error) {
 	return keys, nil
 }
 
-// verify checks a JWT and returns its subject and expiry.
+// verify checks a JWT and returns its subject and expiry; a token seen
+// before is answered from the cache: accepted until its expiry (with the
+// check's leeway), refused for jwtRefusedFor.
 func (v *jwtVerifier) verify(ctx context.Context, token, resource string) (string, time.Time, error) {
 	aud := v.cfg.Audience
 	if aud == "" {
 		aud = resource
 	}
+	k := jwtCacheKey{token: sha256.Sum256([]byte(token)), aud: aud}
+	now := time.Now()
+	v.cacheMu.Lock()
+	c, ok := v.verified[k]
+	v.cacheMu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.sub, c.exp, c.err
+	}
+	sub, exp, err := v.check(ctx, token, aud)
+	c = jwtVerdict{sub: sub, exp: exp, err: err, until: exp.Add(jwtLeeway)}
+	if err != nil {
+		if ctx.Err() != nil {
+			return sub, exp, err // the request's end, not the token's fault
+		}
+		c.until = now.Add(jwtRefusedFor)
+	}
+	v.cacheMu.Lock()
+	if v.verified == nil || len(v.verified) >= jwtCacheMax {
+		v.verified = make(map[jwtCacheKey]jwtVerdict)
+	}
+	v.verified[k] = c
+	v.cacheMu.Unlock()
+	return sub, exp, err
+}
+
+// jwtLeeway is the clock skew allowed on exp (and nbf, iat).
+const jwtLeeway = 30 * time.Second
+
+// check verifies a JWT's signature and claims.
+func (v *jwtVerifier) check(ctx context.Context, token, aud string) (string, time.Time, error) {
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
 		kid, _ := t.Header["kid"].(string)
 		return v.key(ctx, kid)
 	}, jwt.WithValidMethods([]string{"RS256", "RS384", "RS512", "PS256", "ES256", "ES384"}),
-		jwt.WithIssuer(v.cfg.Issuer), jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+		jwt.WithIssuer(v.cfg.Issuer), jwt.WithExpirationRequired(), jwt.WithLeeway(jwtLeeway))
 	if err != nil {
 		return "", time.Time{}, err
 	}

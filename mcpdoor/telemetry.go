@@ -26,7 +26,7 @@ func newInstruments(m metric.Meter) *instruments {
 	in := &instruments{}
 	in.calls, _ = m.Int64Counter("mcp_door_calls_total", metric.WithDescription("tools/call requests by outcome: ok, tool_error, input_required, cancelled, failed"))
 	in.duration, _ = m.Float64Histogram("mcp_door_call_duration_seconds", metric.WithUnit("s"), metric.WithDescription("tools/call requests from the door's start of the call to its answer"))
-	in.refused, _ = m.Int64Counter("mcp_door_refused_total", metric.WithDescription("requests refused before MCP by reason: host, origin, in_flight"))
+	in.refused, _ = m.Int64Counter("mcp_door_refused_total", metric.WithDescription("requests refused before MCP by reason: host, origin, in_flight, body_size"))
 	return in
 }
 

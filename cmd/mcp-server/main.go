@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.Var(&origins, "allowed-origins", "browser origins allowed besides those of the allowed hosts (comma-separated)")
 	maxBody := fs.Int64("max-body-bytes", 1<<20, "largest request body")
 	maxInFlight := fs.Int("max-in-flight", 64, "tools/call requests in flight per principal on this process (a principal's max_in_flight overrides it)")
+	rate := fs.Float64("rate", mcpdoor.DefaultRate, "requests a second per principal of weight 1 on this process before the excess is held back (429 past 64 held), and refusals a second per remote address for want of a valid token; below zero: no pacing")
 	approvalWait := fs.Duration("approval-wait", 10*time.Minute, "how long a call held for a person's approval keeps its request open")
 	catalogTTL := fs.Duration("catalog-ttl", 5*time.Second, "how long a principal's tool list is reused, and the ttlMs clients are told")
 	taskAfter := fs.Duration("task-after", mcpdoor.DefaultTaskAfter, "how long a call of a client that declared the tasks extension runs before it is answered with a task")
@@ -113,7 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	cfg := mcpdoor.Config{
 		Resource: *resource, AuthorizationServers: authServers, AllowedHosts: hosts, AllowedOrigins: origins,
-		MaxBodyBytes: *maxBody, MaxInFlight: *maxInFlight, ApprovalWait: *approvalWait, CatalogTTL: *catalogTTL, Logger: log,
+		MaxBodyBytes: *maxBody, MaxInFlight: *maxInFlight, Rate: *rate, ApprovalWait: *approvalWait, CatalogTTL: *catalogTTL, Logger: log,
 		TaskAfter: *taskAfter, TaskTTL: *taskTTL, TaskRequired: taskRequired,
 	}
 	if *principals != "" {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mcpdoor_test
+
+const raceOn = false
