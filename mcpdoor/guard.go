@@ -129,8 +129,8 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 // bound waits for a slot up to admitWait, and is then refused with 429
 // and a JSON-RPC error: a client that floods the door is slowed to the
 // pace the door serves it at, instead of taking the machine from the
-// other principals. Bodies over the bound or not JSON are answered at
-// once (refuseBody); what is left takes a door-wide work slot, shared
+// other principals. Bodies over the bound are answered at once
+// (refuseBody); what is left takes a door-wide work slot, shared
 // fairly by the principals (floodfair.go).
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -207,8 +207,9 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 }
 
 // refuseBody answers, at once and without the SDK, a POST whose body is
-// over the bound (413) or is not JSON (400, parse error): a flood of
-// them costs the door a read and a scan each. It reports whether it
+// over the bound (413): a flood of them costs the door a read each. A
+// body that is not JSON, or not JSON the door takes, is wire's to refuse
+// (checkBody), under the principal's work slot. It reports whether it
 // answered.
 func (d *Door) refuseBody(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
@@ -221,8 +222,6 @@ func (d *Door) refuseBody(w http.ResponseWriter, r *http.Request) bool {
 	case int64(len(body)) > d.cfg.MaxBodyBytes:
 		d.m.refuse(r.Context(), "body_size")
 		writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, fmt.Sprintf("request body exceeds %d bytes", d.cfg.MaxBodyBytes))
-	case len(body) > 0 && !json.Valid(body):
-		writeRPCError(w, http.StatusBadRequest, -32700, "parse error: the body is not JSON")
 	default:
 		return false
 	}
