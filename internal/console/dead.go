@@ -90,9 +90,11 @@ func (s *Server) headersIn(ctx context.Context, filters []string, start, end uin
 	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
 	pending := cons.CachedInfo().NumPending
 	for pending > 0 && n < budget {
-		// A batch of at least 256 KiB, so that one letter's 64 KiB of
-		// headers always fits.
-		b, err := cons.FetchBytes(max(256<<10, min(budget-n, 4<<20)), jetstream.FetchMaxWait(2*time.Second))
+		// A count the consumer has (a fetch of more waits out its
+		// MaxWait), no more than the window holds, and no more than the
+		// budget left holds at a letter's most (64 KiB of headers).
+		count := min(pending, max(end-start, 1), uint64(max(1, (budget-n)/(64<<10))))
+		b, err := cons.Fetch(int(count), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return out, n, err
 		}

@@ -344,18 +344,21 @@ func showText(b []byte, limit int) shown {
 			}
 			full = false
 			if !g.Mark {
-				// Plain text is cut on a character boundary.
-				cut := 0
+				// Plain text is cut on a character boundary, weighed one
+				// character at a time (weighing each prefix whole would be
+				// quadratic in a long line).
+				cut, w := 0, 0
 				for cut < len(g.Text) {
 					_, n := utf8.DecodeRuneInString(g.Text[cut:])
-					if s.Cost+weight(g.Text[:cut+n]) > limit {
+					rw := weight(g.Text[cut : cut+n])
+					if s.Cost+w+rw > limit {
 						break
 					}
-					cut += n
+					cut, w = cut+n, w+rw
 				}
 				if cut > 0 {
 					kept = append(kept, seg{Text: g.Text[:cut]})
-					s.Cost += weight(g.Text[:cut])
+					s.Cost += w
 					used += cut
 				}
 			}
