@@ -727,8 +727,24 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				// entries may count twice, hence the margin): a writer
 				// of empty files is stopped at once, not after a walk
 				// of the entries it keeps making nor after an lstat of
-				// each file the events name.
-				w.tree.Load().freeze() // stopped at once; the kill follows
+				// each file the events name. Where the command has a
+				// process tree (no cgroup), it is stopped at once and a
+				// walk confirms: stopped, it adds nothing while the walk
+				// counts, and entries the events counted twice (those a
+				// walk read as they were made) kill nothing.
+				if t := w.tree.Load(); t != nil {
+					t.freeze()
+					w.drain(buf)
+					if u := w.walk(true); w.q.isOver(u) && grewPast(u, start) {
+						w.q.stopGrown(w.h, u)
+						return
+					}
+					w.raiseLine(&w.walked)
+					w.repace()
+					t.thaw()
+					last = time.Now()
+					continue
+				}
 				w.q.stopGrown(w.h, &w.est)
 				return
 			}
