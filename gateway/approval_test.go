@@ -92,6 +92,28 @@ func (r *approvalRig) settled(ctx context.Context) {
 	}
 }
 
+// storedDone waits until the last message of TURN_OUTPUTS on a1's turn
+// is a step.done: a run may read it from core NATS before the stream
+// has stored it.
+func (r *approvalRig) storedDone(ctx context.Context, turnID string) {
+	r.t.Helper()
+	st, err := r.js.Stream(ctx, protocol.StreamOutputs)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for {
+		m, err := st.GetLastMsgForSubject(ctx, protocol.Subject(protocol.PrefixOutput, "a1", turnID))
+		if err == nil && strings.Contains(string(m.Data), `"type":"step.done"`) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.t.Fatalf("no step.done stored: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // outputsSeq is the last sequence of TURN_OUTPUTS: unchanged, nothing was
 // published.
 func (r *approvalRig) outputsSeq(ctx context.Context) uint64 {
@@ -249,6 +271,7 @@ func TestApprovalDecidedThroughTheClient(t *testing.T) {
 	// The correction once more (dropped by de-duplication) and another
 	// answer that approves c3 (ignored: the step is decided): nothing runs
 	// and nothing is published.
+	r.storedDone(ctx, "t1")
 	seq := r.outputsSeq(ctx)
 	for n, ds := range map[int][]protocol.Decision{2: {{CallID: "c3"}, {CallID: "c2", Approved: true}}, 3: {{CallID: "c3", Approved: true}, {CallID: "c2", Approved: true}}} {
 		if err := r.c.Decide(ctx, "a1", "t1", 0, n, ds); err != nil {
@@ -330,6 +353,7 @@ func TestApprovalTimeoutThroughTheClient(t *testing.T) {
 	if outs["c2"].Status != protocol.StatusOK || len(done.Items) != 2 || done.EndTurn {
 		t.Fatalf("c2 %+v, step.done %+v", outs["c2"], done)
 	}
+	r.storedDone(ctx, "t2")
 	seq := r.outputsSeq(ctx)
 	if err := r.c.Decide(ctx, "a1", "t2", 0, 1, []protocol.Decision{{CallID: "c1", Approved: true}}); err != nil {
 		t.Fatal(err)
@@ -525,6 +549,7 @@ func TestResentDecidedStepPastTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitState(ctx, "approval.a1.t4.1", turn.StateDone)
+	r.storedDone(ctx, "t4")
 	seq := r.outputsSeq(ctx)
 
 	again, err := r.c.Send(ctx, step)
