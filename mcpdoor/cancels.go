@@ -25,15 +25,6 @@ import (
 // digest, so no client-chosen bytes reach a subject.
 const cancelPrefix = "mcpdoor.cancel."
 
-// rpcIDs are what rpcMethod read of a 2025-era body: the request's id and,
-// for notifications/cancelled, the id of the request it cancels.
-type rpcIDs struct {
-	id      json.RawMessage
-	cancels json.RawMessage
-}
-
-type rpcIDsKey struct{}
-
 // cancelSubjectKey holds, in a tools/call's context, the subject its
 // cancel comes on.
 type cancelSubjectKey struct{}
@@ -53,13 +44,21 @@ func cancelSubject(p *Principal, sid string, id json.RawMessage) string {
 // tools/call learns where its cancel would come, a notifications/cancelled
 // is published there.
 func (d *Door) routeCancels(r *http.Request, p *Principal, sid string) *http.Request {
-	ids, _ := r.Context().Value(rpcIDsKey{}).(rpcIDs)
-	method, _ := r.Context().Value(methodKey{}).(string)
+	st := stateOf(r.Context())
+	if st == nil || st.body == nil || st.body.over {
+		return r
+	}
+	// The ids as checkBody read them, a string id in one spelling: the
+	// call's and its cancel's meet whatever escapes the client wrote.
+	info, err := st.body.check()
+	if err != nil {
+		return r // wire refuses it
+	}
 	switch {
-	case method == "tools/call" && len(ids.id) > 0:
-		return r.WithContext(context.WithValue(r.Context(), cancelSubjectKey{}, cancelSubject(p, sid, ids.id)))
-	case method == "notifications/cancelled" && len(ids.cancels) > 0:
-		if err := d.cfg.NC.Publish(cancelSubject(p, sid, ids.cancels), nil); err != nil {
+	case st.method == "tools/call" && len(info.id) > 0:
+		return r.WithContext(context.WithValue(r.Context(), cancelSubjectKey{}, cancelSubject(p, sid, info.id)))
+	case st.method == "notifications/cancelled" && len(info.requestID) > 0:
+		if err := d.cfg.NC.Publish(cancelSubject(p, sid, info.requestID), nil); err != nil {
 			d.log.Warn("a client's cancel was not passed on", "principal", p.Name, "err", err)
 		}
 	}

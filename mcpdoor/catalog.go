@@ -32,10 +32,8 @@ type catalogEntry struct {
 	tools map[string]catalogTool
 }
 
-// slotKey holds, per HTTP request, the server built for it: the SDK asks
-// for it twice per request.
-type slotKey struct{}
-
+// slot holds, per HTTP request (in its reqState), the server built for
+// it: the SDK asks for it twice per request.
 type slot struct {
 	once   sync.Once
 	server *mcp.Server
@@ -44,7 +42,7 @@ type slot struct {
 
 func (d *Door) withServerSlot(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, &slot{})))
+		next.ServeHTTP(w, r.WithContext(withState(r.Context(), &reqState{})))
 	})
 }
 
@@ -60,10 +58,11 @@ func (d *Door) server(r *http.Request) *mcp.Server {
 // entry is the request's catalog entry, looked up (or built) once per
 // request.
 func (d *Door) entry(r *http.Request) *catalogEntry {
-	s, _ := r.Context().Value(slotKey{}).(*slot)
-	if s == nil {
+	st := stateOf(r.Context())
+	if st == nil {
 		return nil
 	}
+	s := &st.slot
 	s.once.Do(func() {
 		p := d.principalOf(r.Context())
 		if p == nil {

@@ -333,16 +333,13 @@ func (m *metadataWriter) Flush() {
 	}
 }
 
-// principalKey holds the request's principal in its context.
-type principalKey struct{}
-
 // principalOf is the principal a request was authenticated as.
 func (d *Door) principalOf(ctx context.Context) *Principal {
 	if d.dev != nil {
 		return d.dev
 	}
-	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
-		return p
+	if st := stateOf(ctx); st != nil && st.p != nil {
+		return st.p
 	}
 	if ti := auth.TokenInfoFromContext(ctx); ti != nil {
 		if p, ok := ti.Extra["principal"].(*Principal); ok {

@@ -81,11 +81,16 @@ func (d *Door) serveFast(w http.ResponseWriter, r *http.Request) bool {
 	if p == nil {
 		return false
 	}
-	body, err := readBody(r, d.cfg.MaxBodyBytes)
-	if err != nil || int64(len(body)) > d.cfg.MaxBodyBytes {
+	body := readBody(r, d.cfg.MaxBodyBytes)
+	if body.readErr != nil || body.over {
 		return false
 	}
-	req, params, ok := parseFast(body)
+	// wire checked the body (checkBody); keys the SDK and encoding/json
+	// would read apart go to the SDK.
+	if info, err := body.check(); err != nil || info.oddKeys {
+		return false
+	}
+	req, params, ok := parseFast(body.raw)
 	if !ok || h.Get("Mcp-Name") != params.Name {
 		return false
 	}

@@ -106,3 +106,34 @@ func TestFastCallsAnswerAsTheSDK(t *testing.T) {
 		t.Error("a request with an Mcp-Param-* header was served by the fast path")
 	}
 }
+
+// TestFastPathReadsKeysAsTheSDK: the SDK reads a body's keys as written,
+// encoding/json without regard to case. A tools/call whose params name
+// the tool under "Name" names no tool for the SDK, whatever Mcp-Name
+// says: the fast path must not run it either.
+func TestFastPathReadsKeysAsTheSDK(t *testing.T) {
+	s, _ := fleet(t)
+	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for name, body := range map[string]string{
+		"Name":       `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"Name":"echo","arguments":{"text":"ran"},` + meta + `}}`,
+		"name, Name": `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"where","Name":"echo","arguments":{"text":"ran"},` + meta + `}}`,
+		"nam\u017f":  `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"nam\u017f":"echo","arguments":{"text":"ran"},` + meta + `}}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, door.URL+mcpdoor.Path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "echo")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), `"ran"`) || !strings.Contains(string(b), `"error"`) {
+			t.Errorf("%s: %d %s, want the SDK's refusal", name, resp.StatusCode, b)
+		}
+	}
+}

@@ -200,14 +200,12 @@ func (s *workSlot) release() {
 	}
 }
 
-// workSlotKey holds a request's *workSlot in its context.
-type workSlotKey struct{}
-
 // releaseWork gives back the work slot of the request ctx belongs to, if
 // it holds one: its handler now waits for the fleet.
 func releaseWork(ctx context.Context) {
-	s, _ := ctx.Value(workSlotKey{}).(*workSlot)
-	s.release()
+	if st := stateOf(ctx); st != nil {
+		st.work.release()
+	}
 }
 
 // releasingWriter gives the request's work slot back at the first byte

@@ -1,11 +1,8 @@
 package mcpdoor
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -97,30 +94,6 @@ func (d *Door) guard(next http.Handler) http.Handler {
 	})
 }
 
-// rpcMethod is a POST's JSON-RPC method: the Mcp-Method header of a
-// 2026-07-28 request (the SDK checks it against the body), else read
-// from the body, which is put back for the SDK. For a body it read, it
-// also returns the request's id and, for notifications/cancelled, the
-// id of the request it cancels (see cancels.go).
-func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
-	if m := r.Header.Get("Mcp-Method"); m != "" || r.Method != http.MethodPost {
-		return m, rpcIDs{}, nil
-	}
-	body, err := readBody(r, d.cfg.MaxBodyBytes)
-	if err != nil {
-		return "", rpcIDs{}, err
-	}
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(body, &m)
-	return m.Method, rpcIDs{id: m.ID, cancels: m.Params.RequestID}, nil
-}
-
 // bounded holds one principal's requests in flight on this replica to
 // its bound, in two gates: tools/call requests, held for the call's
 // length, and every other request but the long-lived ones
@@ -129,9 +102,9 @@ func (d *Door) rpcMethod(r *http.Request) (string, rpcIDs, error) {
 // bound waits for a slot up to admitWait, and is then refused with 429
 // and a JSON-RPC error: a client that floods the door is slowed to the
 // pace the door serves it at, instead of taking the machine from the
-// other principals. Bodies over the bound are answered at once
-// (refuseBody); what is left takes a door-wide work slot, shared
-// fairly by the principals (floodfair.go).
+// other principals. A POST's body is read once here (reqState); one over
+// the bound is answered at once (413); what is left takes a door-wide
+// work slot, shared fairly by the principals (floodfair.go).
 func (d *Door) bounded(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := d.principalOf(r.Context())
@@ -167,17 +140,36 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			releaseOther = func() { once.Do(release) }
 			defer releaseOther()
 		}
-		method, ids, err := d.rpcMethod(r)
-		if err != nil {
-			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
-			return
+		// The body is read here, once, and checked once (reqState):
+		// the method is the Mcp-Method header of a 2026-07-28 request
+		// (wire checks it against the body), else the body's.
+		st := stateOf(r.Context())
+		if st == nil {
+			// Outside New's chain of handlers; withServerSlot puts it there.
+			st = &reqState{}
+			r = r.WithContext(withState(r.Context(), st))
 		}
-		if d.refuseBody(w, r) {
-			return
+		st.p = p
+		method := r.Header.Get("Mcp-Method")
+		if r.Method == http.MethodPost {
+			b := readBody(r, d.cfg.MaxBodyBytes)
+			switch {
+			case b.readErr != nil:
+				writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+b.readErr.Error())
+				return
+			case b.over:
+				// At once and without the SDK: a flood of them costs
+				// the door a read each. A body that is not JSON the door
+				// takes is wire's to refuse (checkBody).
+				d.m.refuse(r.Context(), "body_size")
+				writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, fmt.Sprintf("request body exceeds %d bytes", d.cfg.MaxBodyBytes))
+				return
+			case method == "":
+				info, _ := b.check()
+				method = info.method
+			}
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, p)
-		ctx = context.WithValue(ctx, methodKey{}, method)
-		ctx = context.WithValue(ctx, rpcIDsKey{}, ids)
+		st.method = method
 		if method == "tools/call" {
 			releaseOther()
 			release, ok := g.enter(r.Context(), g.calls)
@@ -188,7 +180,7 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 			defer release()
 		}
 		if method == "subscriptions/listen" || r.Header.Get("Mcp-Method") == "subscriptions/listen" {
-			next.ServeHTTP(w, r.WithContext(ctx))
+			next.ServeHTTP(w, r)
 			return
 		}
 		// The door's work on the request shares the door fairly with
@@ -201,31 +193,9 @@ func (d *Door) bounded(next http.Handler) http.Handler {
 		}
 		slot := &workSlot{g: fair, name: p.Name}
 		defer slot.release()
-		ctx = context.WithValue(ctx, workSlotKey{}, slot)
-		next.ServeHTTP(&releasingWriter{ResponseWriter: w, slot: slot}, r.WithContext(ctx))
+		st.work = slot
+		next.ServeHTTP(&releasingWriter{ResponseWriter: w, slot: slot}, r)
 	})
-}
-
-// refuseBody answers, at once and without the SDK, a POST whose body is
-// over the bound (413): a flood of them costs the door a read each. A
-// body that is not JSON, or not JSON the door takes, is wire's to refuse
-// (checkBody), under the principal's work slot. It reports whether it
-// answered.
-func (d *Door) refuseBody(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodPost {
-		return false
-	}
-	body, err := readBody(r, d.cfg.MaxBodyBytes)
-	switch {
-	case err != nil:
-		writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
-	case int64(len(body)) > d.cfg.MaxBodyBytes:
-		d.m.refuse(r.Context(), "body_size")
-		writeRPCError(w, http.StatusRequestEntityTooLarge, -32600, fmt.Sprintf("request body exceeds %d bytes", d.cfg.MaxBodyBytes))
-	default:
-		return false
-	}
-	return true
 }
 
 func (d *Door) refuseInFlight(w http.ResponseWriter, r *http.Request) {
@@ -233,9 +203,6 @@ func (d *Door) refuseInFlight(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Retry-After", "1")
 	writeRPCError(w, http.StatusTooManyRequests, -32000, "too many requests in flight for this principal")
 }
-
-// methodKey holds a request's JSON-RPC method in its context.
-type methodKey struct{}
 
 // deadlineWriter gives every write to the client a deadline, so a client
 // that stops reading an SSE stream ends its request instead of holding
@@ -260,11 +227,3 @@ func (d *deadlineWriter) Flush() {
 }
 
 func (d *deadlineWriter) Unwrap() http.ResponseWriter { return d.ResponseWriter }
-
-// readBody reads a request's body, up to max bytes and one more, and puts
-// what it read back for the next reader (the SDK, or the next check).
-func readBody(r *http.Request, max int64) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	return body, err
-}

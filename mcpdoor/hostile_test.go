@@ -67,6 +67,29 @@ func TestCancelAndInFlight(t *testing.T) {
 	})
 }
 
+// TestCaseFoldedMethodIsACall: the SDK reads "method" as written, so a
+// 2025-era body (no Mcp-Method header) naming tools/call under "method"
+// and tools/list under "Method" runs a call; the door must count it as
+// one (encoding/json would read the list), so over the principal's bound
+// it is refused and runs nothing.
+func TestCaseFoldedMethodIsACall(t *testing.T) {
+	s, pr := fleet(t)
+	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","max_in_flight":1}]}`, hash("alice-secret-token")))
+	door := serveDoor(t, s, mcpdoor.Config{Principals: ps})
+	cs := connect(t, door.URL, &http.Client{Transport: bearer{"alice-secret-token"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"steps": 0, "hold": true}})
+	}()
+	eventually(t, "the held call started", func() bool { return pr.started.Load() == 1 })
+	const folded = `{"jsonrpc":"2.0","id":3,"method":"tools/call","Method":"tools/list","params":{"name":"wait","arguments":{"steps":0}}}`
+	resp, body := post(t, door.URL+mcpdoor.Path, "alice-secret-token", folded, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || pr.started.Load() != 1 {
+		t.Fatalf("a call spelled as a list beside a held call: %d %s, %d calls started", resp.StatusCode, body, pr.started.Load())
+	}
+}
+
 func TestHostOriginAndBody(t *testing.T) {
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev", MaxBodyBytes: 4 << 10})

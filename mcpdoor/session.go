@@ -41,7 +41,7 @@ func (d *Door) sessions(next http.Handler) http.Handler {
 			}
 			r = d.routeCancels(r, p, sid)
 		}
-		if m, _ := r.Context().Value(methodKey{}).(string); m == "initialize" && p != nil {
+		if methodOf(r.Context()) == "initialize" && p != nil {
 			b, _ := json.Marshal(sessionClaims{Principal: p.Name, Issued: time.Now().Unix()})
 			w.Header().Set("Mcp-Session-Id", d.seal.sealBytes(b, sessionPurpose))
 		}

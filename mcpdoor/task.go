@@ -491,8 +491,7 @@ func (d *Door) deadStep(ctx context.Context, st taskState) (string, time.Time) {
 
 // taskHeaders checks a 2026-07-28 tasks/* request's Mcp-Name header, when
 // it has one, against its params.taskId (SEP-2663 routing headers); the
-// SDK checks Mcp-Name only for tools, resources and prompts. The body is
-// put back for the SDK.
+// SDK checks Mcp-Name only for tools, resources and prompts.
 func (d *Door) taskHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m := r.Header.Get("Mcp-Method")
@@ -501,23 +500,23 @@ func (d *Door) taskHeaders(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := readBody(r, d.cfg.MaxBodyBytes)
-		if err != nil {
-			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
+		body := readBody(r, d.cfg.MaxBodyBytes)
+		if body.readErr != nil {
+			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+body.readErr.Error())
 			return
 		}
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				TaskID string `json:"taskId"`
-			} `json:"params"`
+		// A body wire refuses, or of another method (the SDK refuses
+		// that on Mcp-Method), or whose taskId is not a string, is theirs
+		// to answer.
+		if body.over {
+			next.ServeHTTP(w, r)
+			return
 		}
-		// A body of another method is the SDK's to refuse (Mcp-Method).
-		if json.Unmarshal(body, &msg) == nil && msg.Method == m && len(msg.ID) > 0 && strings.TrimSpace(name[0]) != msg.Params.TaskID {
+		info, err := body.check()
+		if err == nil && info.method == m && len(info.id) > 0 && info.taskIDKind != taskIDOther && strings.TrimSpace(name[0]) != info.taskID {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": info.id,
 				"error": map[string]any{"code": mcp.CodeHeaderMismatch, "message": "header mismatch: Mcp-Name does not match params.taskId"}})
 			_, _ = w.Write(b)
 			return

@@ -2,7 +2,6 @@ package mcpdoor
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,8 +66,10 @@ func checkBody(b []byte) (body bodyInfo, err error) {
 		if terr != nil {
 			return body, &wireError{-32700, "parse error: " + terr.Error()}
 		}
-		// A message is an object at depth 0, or at depth 1 of a batch.
+		// A message is an object at depth 0, or at depth 1 of a batch;
+		// a single message's params an object at depth 1.
 		inMessage := len(stack) == 1 && !body.batch || len(stack) == 2 && body.batch
+		inParams := len(stack) == 2 && !body.batch && stack[0].last == "params"
 		if n := len(stack); n > 0 && stack[n-1].object {
 			f := &stack[n-1]
 			if f.key {
@@ -98,6 +99,9 @@ func checkBody(b []byte) (body bodyInfo, err error) {
 				if dup {
 					return body, &wireError{-32600, "invalid request: the key " + strconv.Quote(k) + " appears twice in one object"}
 				}
+				if (inMessage || inParams) && !body.batch && !body.oddKeys {
+					body.oddKeys = oddKey(k)
+				}
 				f.key, f.last = false, k
 				continue
 			}
@@ -107,6 +111,24 @@ func checkBody(b []byte) (body bodyInfo, err error) {
 			}
 			if inMessage && !body.batch && f.last == "method" {
 				body.method, _ = tok.(string)
+			}
+			if inParams {
+				switch f.last {
+				case "requestId":
+					switch v := tok.(type) {
+					case string:
+						body.requestID, _ = json.Marshal(v)
+					case json.Number:
+						body.requestID = json.RawMessage(v)
+					}
+				case "taskId":
+					var ok bool
+					if body.taskID, ok = tok.(string); ok {
+						body.taskIDKind = taskIDString
+					} else {
+						body.taskIDKind = taskIDOther
+					}
+				}
 			}
 			if inMessage && f.last == "id" {
 				switch v := tok.(type) {
@@ -157,10 +179,36 @@ type bodyInfo struct {
 	id     json.RawMessage // a single request's id
 	method string          // a single message's method
 	batch  bool
+	// A single message's params.requestId (notifications/cancelled:
+	// cancels.go), as JSON, and its params.taskId (tasks/*: taskHeaders).
+	requestID  json.RawMessage
+	taskID     string
+	taskIDKind int
+	// oddKeys: a key of the message or of its params is not plain
+	// lower-case ASCII (fastcall.go).
+	oddKeys bool
 }
 
-// wireIDKey holds, in a request's context, the id checkBody read.
-type wireIDKey struct{}
+// oddKey reports whether a key holds an upper-case ASCII letter or a
+// byte past ASCII. encoding/json matches keys to fields without regard
+// to case ("Name", "nam\u017f" both fill a field "name"), the SDK only as
+// written: a body whose keys are plain lower-case ASCII reads the same
+// in both.
+func oddKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c >= 0x80 || 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// taskIDKind values: params.taskId absent, a string, anything else.
+const (
+	taskIDNone = iota
+	taskIDString
+	taskIDOther
+)
 
 // wire checks what the SDK would take as it comes and answer in plain
 // text, and answers clients the SDK would refuse:
@@ -180,16 +228,16 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 			sse.ServeHTTP(w, r)
 			return
 		}
-		body, err := readBody(r, d.cfg.MaxBodyBytes)
-		if err != nil {
-			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+err.Error())
+		body := readBody(r, d.cfg.MaxBodyBytes)
+		if body.readErr != nil {
+			writeRPCError(w, http.StatusBadRequest, -32700, "reading the body: "+body.readErr.Error())
 			return
 		}
-		if int64(len(body)) <= d.cfg.MaxBodyBytes {
-			info, err := checkBody(body)
+		if !body.over {
+			info, err := body.check()
 			if err != nil {
 				d.m.refuse(r.Context(), "malformed")
-				writeRPCError(w, http.StatusBadRequest, err.(*wireError).code, err.Error())
+				writeRPCError(w, http.StatusBadRequest, err.code, err.Error())
 				return
 			}
 			// Mcp-Method is what the door's bounds and routes go by
@@ -206,9 +254,6 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 				_, _ = w.Write(b)
 				return
 			}
-			if info.id != nil {
-				r = r.WithContext(context.WithValue(r.Context(), wireIDKey{}, info.id))
-			}
 		}
 		switch j, s := accepts(r.Header.Values("Accept")); {
 		case j && !s:
@@ -220,6 +265,15 @@ func (d *Door) wire(sse, jsonAnswers http.Handler) http.Handler {
 		}
 		sse.ServeHTTP(w, r)
 	})
+}
+
+// checkedID is the id of a single request whose body checkBody took.
+func checkedID(r *http.Request) json.RawMessage {
+	st := stateOf(r.Context())
+	if st == nil || st.body == nil || !st.body.checked || st.body.checkErr != nil {
+		return nil
+	}
+	return st.body.info.id
 }
 
 // accepts reports whether an Accept header takes JSON (application/json,
@@ -260,7 +314,7 @@ func jsonErrors(next http.Handler) http.Handler {
 		switch {
 		case strings.HasPrefix(msg, "JSON RPC not handled") || strings.Contains(msg, "method not found"):
 			code = -32601
-			if id, _ = r.Context().Value(wireIDKey{}).(json.RawMessage); id != nil {
+			if id = checkedID(r); id != nil {
 				status = http.StatusOK
 			}
 		case strings.HasPrefix(msg, "malformed payload"):
