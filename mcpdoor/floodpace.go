@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // The work slots (floodfair.go) order the door's own work, but a
@@ -31,7 +33,11 @@ const DefaultRate = 200
 // heldMax bounds the requests of one key held back at once.
 const heldMax = 64
 
-// pacer is token buckets by key.
+// pacer is token buckets by key: golang.org/x/time/rate's Limiter, which
+// reserves a token ahead of time (its bucket goes below zero) and says
+// when it is due, which is what holding a request until its token needs.
+// What the Limiter does not keep is how many requests of a key are held
+// at once (heldMax), so the pacer counts them beside it.
 type pacer struct {
 	rate  float64 // tokens a second for weight 1
 	burst float64 // bucket size for weight 1
@@ -42,27 +48,30 @@ type pacer struct {
 }
 
 type bucket struct {
-	tokens float64 // below zero: tokens promised to held requests
-	last   time.Time
-	held   int
-	rate   float64
-	burst  float64
+	lim  *rate.Limiter
+	held int
 }
 
 // newPacer paces to rate requests a second (burst: one second's worth);
 // a rate of zero or less is no pacer.
-func newPacer(rate float64) *pacer {
-	if rate <= 0 {
+func newPacer(r float64) *pacer {
+	if r <= 0 {
 		return nil
 	}
-	return &pacer{rate: rate, burst: math.Max(1, rate), buckets: map[string]*bucket{}}
+	return &pacer{rate: r, burst: math.Max(1, r), buckets: map[string]*bucket{}}
 }
 
 // reserve takes a token of key's bucket (weight scales its rate and
 // size) and says how long to hold the request until the token is due;
 // ok is false when heldMax requests of key are held already (nothing is
-// taken then), and retry is when a token is due.
+// taken then), and retry is when a token is due. A reservation that
+// waits is returned, for cancel to give its token back.
 func (p *pacer) reserve(key string, weight float64, now time.Time) (delay time.Duration, ok bool, retry time.Duration) {
+	delay, ok, retry, _ = p.reserveAt(key, weight, now)
+	return delay, ok, retry
+}
+
+func (p *pacer) reserveAt(key string, weight float64, now time.Time) (time.Duration, bool, time.Duration, *rate.Reservation) {
 	if weight <= 0 {
 		weight = 1
 	}
@@ -71,25 +80,18 @@ func (p *pacer) reserve(key string, weight float64, now time.Time) (delay time.D
 	b := p.buckets[key]
 	if b == nil {
 		p.sweep(now)
-		b = &bucket{rate: p.rate * weight, burst: math.Max(1, p.burst*weight), last: now}
-		b.tokens = b.burst
+		b = &bucket{lim: rate.NewLimiter(rate.Limit(p.rate*weight), int(math.Max(1, p.burst*weight)))}
 		p.buckets[key] = b
 	}
-	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = math.Min(b.burst, b.tokens+el*b.rate)
-		b.last = now
+	if b.lim.AllowN(now, 1) {
+		return 0, true, 0, nil
 	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0, true, 0
-	}
-	due := time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
 	if b.held >= heldMax {
-		return 0, false, due
+		return 0, false, time.Duration((1 - b.lim.TokensAt(now)) / float64(b.lim.Limit()) * float64(time.Second)), nil
 	}
-	b.tokens--
+	r := b.lim.ReserveN(now, 1)
 	b.held++
-	return due, true, 0
+	return r.DelayFrom(now), true, 0, r
 }
 
 // unhold ends a held request of key.
@@ -109,7 +111,7 @@ func (p *pacer) sweep(now time.Time) {
 	}
 	p.swept = now
 	for k, b := range p.buckets {
-		if b.held == 0 && b.tokens+now.Sub(b.last).Seconds()*b.rate >= b.burst {
+		if b.held == 0 && b.lim.TokensAt(now) >= float64(b.lim.Burst()) {
 			delete(p.buckets, k)
 		}
 	}
@@ -122,7 +124,7 @@ func (p *pacer) wait(ctx context.Context, key string, weight float64) (bool, tim
 	if p == nil {
 		return true, 0
 	}
-	delay, ok, retry := p.reserve(key, weight, time.Now())
+	delay, ok, retry, res := p.reserveAt(key, weight, time.Now())
 	if !ok {
 		return false, retry
 	}
@@ -136,6 +138,9 @@ func (p *pacer) wait(ctx context.Context, key string, weight float64) (bool, tim
 	case <-t.C:
 		return true, 0
 	case <-ctx.Done():
+		// The client went away: its token goes back to the key's
+		// later requests.
+		res.Cancel()
 		return false, delay
 	}
 }
