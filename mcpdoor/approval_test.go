@@ -3,7 +3,6 @@ package mcpdoor_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -28,19 +27,6 @@ func approvalDoors(t *testing.T) (*mcpdoor.Principals, string, *probes, *nats.Co
 	a := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
 	b := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
 	return ps, alternate(t, a, b).URL, pr, s.Connect(t)
-}
-
-func clientWith(t *testing.T, endpoint, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint + mcpdoor.Path, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
 }
 
 // TestApprovalMRTR: a 2026-07-28 client with elicitation answers a held

@@ -49,15 +49,22 @@ func principals(t *testing.T, js string) *mcpdoor.Principals {
 	return ps
 }
 
-func post(t *testing.T, url, token, body string, hdr map[string]string) (*http.Response, string) {
-	t.Helper()
+// mcpPost is a POST of body to url as an MCP client of version sends it:
+// JSON, accepting JSON and an event stream, with the token if any.
+func mcpPost(url, token, version, body string) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("MCP-Protocol-Version", version)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return req
+}
+
+func post(t *testing.T, url, token, body string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req := mcpPost(url, token, "2025-11-25", body)
 	for k, v := range hdr {
 		if k == "Host" {
 			req.Host = v

@@ -134,7 +134,18 @@ func alternate(t *testing.T, replicas ...*httptest.Server) *httptest.Server {
 
 func connect(t *testing.T, endpoint string, client *http.Client) *mcp.ClientSession {
 	t.Helper()
-	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, nil)
+	return connectOpts(t, endpoint, client, nil)
+}
+
+// clientWith connects with a bearer token and client options.
+func clientWith(t *testing.T, endpoint, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return connectOpts(t, endpoint, &http.Client{Transport: bearer{token}}, opts)
+}
+
+func connectOpts(t *testing.T, endpoint string, client *http.Client, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "door-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint + mcpdoor.Path, HTTPClient: client}, nil)

@@ -11,8 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,38 +32,6 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
 )
-
-// tsDeps finds Node 22 and the TypeScript SDK where scripts/test-deps.sh
-// installs them ($MCP_CONFORMANCE_DIR): the test skips without them,
-// saying so, unless MCP_CONFORMANCE_REQUIRED=1 (CI), where it fails.
-func tsDeps(t *testing.T) (node, nodePath string) {
-	t.Helper()
-	dir := os.Getenv("MCP_CONFORMANCE_DIR")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "toolruntime", "mcp-conformance")
-	}
-	node = filepath.Join(dir, "bin", "node")
-	nodePath = filepath.Join(dir, "ts", "node_modules")
-	missing := ""
-	if out, err := exec.Command(node, "-p", "process.versions.node.split('.')[0]").Output(); err != nil || strings.TrimSpace(string(out)) != "22" {
-		missing = fmt.Sprintf("Node 22 at %s (%v, %q)", node, err, out)
-	} else if _, err := os.Stat(filepath.Join(nodePath, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
-		missing = "@modelcontextprotocol/sdk in " + nodePath
-	}
-	if missing != "" {
-		msg := "no " + missing + ": run scripts/test-deps.sh"
-		if os.Getenv("MCP_CONFORMANCE_REQUIRED") == "1" {
-			t.Fatal(msg + " (MCP_CONFORMANCE_REQUIRED=1)")
-		}
-		t.Skip(msg)
-	}
-	return node, nodePath
-}
 
 // tsReplica is one door replica: a door on its own NATS connection,
 // counting the requests it served.
@@ -89,24 +55,6 @@ func tsDoor(t *testing.T, s *natstest.Server, ps *mcpdoor.Principals, key []byte
 	return r
 }
 
-// tsAlternate is a reverse proxy that sends each request to the next
-// replica in turn: no affinity of any kind.
-func tsAlternate(t *testing.T, replicas ...*tsReplica) *httptest.Server {
-	t.Helper()
-	var n atomic.Int64
-	proxies := make([]*httputil.ReverseProxy, len(replicas))
-	for i, r := range replicas {
-		u, _ := url.Parse(r.srv.URL)
-		proxies[i] = httputil.NewSingleHostReverseProxy(u)
-		proxies[i].FlushInterval = -1 // the progress notifications as they come
-	}
-	p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		proxies[(n.Add(1)-1)%int64(len(proxies))].ServeHTTP(w, req)
-	}))
-	t.Cleanup(p.Close)
-	return p
-}
-
 // tsEvent is a line the client script prints.
 type tsEvent struct {
 	Event    string           `json:"event"`
@@ -125,7 +73,8 @@ type tsEvent struct {
 // console does) while its request waits, and cancels a running call with
 // notifications/cancelled, which ends the call on the worker.
 func TestTypeScriptClient(t *testing.T) {
-	node, nodePath := tsDeps(t)
+	node, dir := nodeDeps(t, "ts", "@modelcontextprotocol/sdk")
+	nodePath := filepath.Join(dir, "node_modules")
 	s := natstest.Start(t)
 	workertest.RunWorker(t, s, "ts-w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{conformance.Category()}, nil
@@ -142,7 +91,7 @@ func TestTypeScriptClient(t *testing.T) {
 	key := make([]byte, mcpdoor.SealKeyBytes)
 	rand.Read(key)
 	a, b := tsDoor(t, s, ps, key), tsDoor(t, s, ps, key)
-	proxy := tsAlternate(t, a, b)
+	proxy := alternate(t, a.srv, b.srv)
 
 	// The fleet's side: every event of the agent's turns, as a gateway
 	// (or the console) sees them.

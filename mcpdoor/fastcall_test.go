@@ -28,10 +28,7 @@ func post2026(t *testing.T, url, name, args string, meta map[string]any, hdr map
 	}
 	mb, _ := json.Marshal(m)
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":%q,"arguments":%s,"_meta":%s}}`, name, args, mb)
-	req, _ := http.NewRequest(http.MethodPost, url+mcpdoor.Path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req := mcpPost(url+mcpdoor.Path, "", "2026-07-28", body)
 	req.Header.Set("Mcp-Method", "tools/call")
 	req.Header.Set("Mcp-Name", name)
 	for k, v := range hdr {
@@ -120,10 +117,7 @@ func TestFastPathReadsKeysAsTheSDK(t *testing.T) {
 		"name, Name": `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"where","Name":"echo","arguments":{"text":"ran"},` + meta + `}}`,
 		"nam\u017f":  `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"nam\u017f":"echo","arguments":{"text":"ran"},` + meta + `}}`,
 	} {
-		req, _ := http.NewRequest(http.MethodPost, door.URL+mcpdoor.Path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req := mcpPost(door.URL+mcpdoor.Path, "", "2026-07-28", body)
 		req.Header.Set("Mcp-Method", "tools/call")
 		req.Header.Set("Mcp-Name", "echo")
 		resp, err := http.DefaultClient.Do(req)

@@ -34,12 +34,7 @@ func paceTest(t *testing.T, rate float64, n, conns int, token, body string) (map
 	for range conns {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				req, _ := http.NewRequest(http.MethodPost, door.URL+mcpdoor.Path, strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Accept", "application/json, text/event-stream")
-				req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-				req.Header.Set("Authorization", "Bearer "+token)
-				resp, err := c.Do(req)
+				resp, err := c.Do(mcpPost(door.URL+mcpdoor.Path, token, "2025-11-25", body))
 				if err != nil {
 					t.Errorf("no answer: %v", err)
 					return
@@ -98,12 +93,7 @@ func TestFloodPastHeldIsRefused(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			req, _ := http.NewRequest(http.MethodPost, door.URL+mcpdoor.Path, strings.NewReader(listBody))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-			req.Header.Set("Authorization", "Bearer noisy-secret-token")
-			resp, err := c.Do(req)
+			resp, err := c.Do(mcpPost(door.URL+mcpdoor.Path, "noisy-secret-token", "2025-11-25", listBody))
 			if err != nil {
 				t.Errorf("no answer: %v", err)
 				return

@@ -3,6 +3,7 @@ package mcpdoor_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -172,4 +173,52 @@ func TestCancelNamedTurnCall(t *testing.T) {
 	cancelB()
 	<-errB
 	eventually(t, "call B cancelled", func() bool { return pr.cancelled.Load() == 2 })
+}
+
+// TestNoStreamLeftOpen: no request of a client holds a stream open on
+// the door for as long as the client likes. A subscriptions/listen
+// (2026-07-28), which bounded lets past the principal's gates, ends at
+// once: the door offers nothing to listen to (no list_changed, no
+// resource subscriptions), so the SDK acknowledges and completes it.
+// Should the door ever offer some, listen streams need a bound of their
+// own, and this test says so. A GET stream, or its resumption by
+// Last-Event-ID (of any session), is not served: a stateless door
+// answers 405 at once.
+func TestNoStreamLeftOpen(t *testing.T) {
+	s, _ := fleet(t)
+	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","max_in_flight":2}]}`, hash("alice-secret-token")))
+	door := serveDoor(t, s, mcpdoor.Config{Principals: ps})
+	const listen = `{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["file:///etc/passwd"]}}}`
+	for i := range 5 { // more than the principal's bound: none stays open
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		req := mcpPost(door.URL+mcpdoor.Path, "alice-secret-token", "2026-07-28", fmt.Sprintf(listen, i+1)).WithContext(ctx)
+		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body) // to the stream's end
+		resp.Body.Close()
+		cancel()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), fmt.Sprintf(`"id":%d,"result"`, i+1)) {
+			t.Fatalf("listen %d: %d %v %s", i+1, resp.StatusCode, err, b)
+		}
+	}
+	for _, lastID := range []string{"", "0_0", "another-session_5"} {
+		req, _ := http.NewRequest(http.MethodGet, door.URL+mcpdoor.Path, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer alice-secret-token")
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET (Last-Event-ID %q): %d, want 405", lastID, resp.StatusCode)
+		}
+	}
 }

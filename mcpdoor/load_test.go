@@ -104,15 +104,11 @@ func TestOnePrincipalsFloodLeavesAnotherAlone(t *testing.T) {
 	t.Cleanup(floodClient.CloseIdleConnections)
 
 	send := func(c *http.Client, token, version, method, body string) (int, string, error) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", version)
+		req := mcpPost(url, token, version, body)
 		if method != "" {
 			req.Header.Set("Mcp-Method", method)
 			req.Header.Set("Mcp-Name", "echo")
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := c.Do(req)
 		if err != nil {
 			return 0, "", err

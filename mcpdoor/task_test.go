@@ -56,19 +56,13 @@ func rpc26h(t *testing.T, url, token, method string, params map[string]any, task
 	params["_meta"] = meta
 	id := rpcID.Add(1)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url+mcpdoor.Path, strings.NewReader(string(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req := mcpPost(url+mcpdoor.Path, token, "2026-07-28", string(body))
 	req.Header.Set("Mcp-Method", method)
 	if n, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", n)
 	}
 	if n, ok := params["taskId"].(string); ok {
 		req.Header.Set("Mcp-Name", n)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
