@@ -10,7 +10,9 @@ import (
 
 // FuzzCheckBody: checkBody never panics; what it accepts is one JSON
 // value, and an id it returns is a string or an int64 that the body
-// named.
+// named. Of a single message whose keys are plain (not oddKeys), the
+// method, params.requestId and params.taskId it reads are what
+// encoding/json reads.
 func FuzzCheckBody(f *testing.F) {
 	for _, s := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`,
@@ -18,6 +20,10 @@ func FuzzCheckBody(f *testing.F) {
 		`[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"tools/list"}]`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`,
 		`{"id":123456789012345678901234567890}`, `{"id":1.5}`, `{"id":true}`, `{"id":null}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a\u0062"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t1"}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":7}}`,
+		`{"method":"tools/call","Method":"tools/list"}`,
 		`{"a":[[[[[[]]]]]]}`, `{} {}`, `[]`, `"x"`, "{\"a\":\"\xff\"}", `{"a":"\ud800"}`, ``, `{`,
 	} {
 		f.Add([]byte(s))
@@ -33,6 +39,29 @@ func FuzzCheckBody(f *testing.F) {
 		}
 		if len(bytes.TrimSpace(b)) > 0 && !json.Valid(b) {
 			t.Fatalf("accepted and not valid JSON: %q", b)
+		}
+		var m struct {
+			Method any `json:"method"`
+			Params struct {
+				RequestID any `json:"requestId"`
+				TaskID    any `json:"taskId"`
+			} `json:"params"`
+		}
+		if !info.batch && !info.oddKeys && json.Unmarshal(b, &m) == nil {
+			if s, _ := m.Method.(string); s != info.method {
+				t.Fatalf("method %q, encoding/json reads %v: %q", info.method, m.Method, b)
+			}
+			if _, isNum := m.Params.RequestID.(float64); isNum || info.requestID != nil {
+				var got any
+				if json.Unmarshal(info.requestID, &got) != nil || got != m.Params.RequestID {
+					t.Fatalf("requestId %s, encoding/json reads %v: %q", info.requestID, m.Params.RequestID, b)
+				}
+			} else if _, isStr := m.Params.RequestID.(string); isStr {
+				t.Fatalf("requestId missed, encoding/json reads %v: %q", m.Params.RequestID, b)
+			}
+			if s, isStr := m.Params.TaskID.(string); isStr != (info.taskIDKind == taskIDString) || s != info.taskID {
+				t.Fatalf("taskId %q (%d), encoding/json reads %v: %q", info.taskID, info.taskIDKind, m.Params.TaskID, b)
+			}
 		}
 		if id == nil {
 			return
