@@ -191,9 +191,9 @@ type bodyInfo struct {
 
 // oddKey reports whether a key holds an upper-case ASCII letter or a
 // byte past ASCII. encoding/json matches keys to fields without regard
-// to case ("Name", "nam\u017f" both fill a field "name"), the SDK only as
-// written: a body whose keys are plain lower-case ASCII reads the same
-// in both.
+// to case ("Name" fills a field "name"), the SDK only as written: a body
+// whose keys are plain lower-case ASCII reads the same in both (bytes
+// past ASCII are left out too, whatever folding a decoder may do).
 func oddKey(k string) bool {
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; c >= 0x80 || 'A' <= c && c <= 'Z' {
