@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
@@ -163,9 +164,10 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
+	obs := &e.obs
+	obs.ctx, obs.em, obs.also = ctx, r.Emitter, r.Hooks
 	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(), Aborts: e})
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(&e.hooks), Aborts: e})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -198,8 +200,10 @@ type stepObserver struct {
 	first error
 }
 
-func (o *stepObserver) hooks() *Hooks {
-	return &Hooks{Started: o.started, Progress: o.progress, Ended: o.ended}
+// hooks sets h to the observer's hooks and returns it.
+func (o *stepObserver) hooks(h *Hooks) *Hooks {
+	h.Started, h.Progress, h.Ended = o.started, o.progress, o.ended
+	return h
 }
 
 func (o *stepObserver) started(ref JournalRef, c protocol.CallItem, label string) {
@@ -280,8 +284,12 @@ type Cancels struct {
 	mu sync.Mutex
 	// running holds each turn's steps as a list: a turn has one step
 	// running at a time but for a redelivery, and a map per turn was two
-	// allocations of every step.
-	running map[turnKey]*stepEntry
+	// allocations of every step. It is keyed by a hash of the turn
+	// (turnKey.hash), whose entries take a third of a turnKey's in a map
+	// of thousands of steps in flight: a list holds the steps of every
+	// turn of that hash, each step with its turnKey.
+	running map[uint64]*stepEntry
+	seed    maphash.Seed
 	// parents watches the contexts the steps came with, one
 	// context.AfterFunc per Done channel (the worker's, for all its
 	// steps) rather than one per step.
@@ -299,9 +307,13 @@ type parentWatch struct {
 // string every step in flight kept.
 type turnKey struct{ agentID, turnID string }
 
+// hash is the key's place in c.running.
+func (c *Cancels) hash(k turnKey) uint64 { return maphash.Comparable(c.seed, k) }
+
 // stepEntry is a running step: its registration in Cancels, its
-// context's one cancellation, and the abort of its running calls
-// (Aborter), in one allocation that a step in flight keeps until it ends.
+// context's one cancellation, the abort of its running calls (Aborter),
+// and the observer of its calls with its hooks, in one allocation that a
+// step in flight keeps until it ends.
 //
 // The step's context is not a child of the one it came with: a child is
 // an entry in its parent's children, and a registration on it
@@ -312,6 +324,7 @@ type turnKey struct{ agentID, turnID string }
 type stepEntry struct {
 	c          *Cancels // nil: not registered
 	key        turnKey
+	hash       uint64 // c.hash(key)
 	step       int64
 	cancel     context.CancelCauseFunc
 	parent     <-chan struct{} // the parent's Done, when it can end
@@ -322,6 +335,12 @@ type stepEntry struct {
 	mu      sync.Mutex
 	onAbort func() // the dispatcher's abort of the step's calls
 	aborted bool
+
+	// from is the parent of the step's context (detached), here so that
+	// it is no allocation of its own.
+	from  detached
+	obs   stepObserver
+	hooks Hooks
 }
 
 // detached is its context without its cancellation, as
@@ -335,14 +354,24 @@ func (detached) Err() error            { return nil }
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[turnKey]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}}
+	return &Cancels{running: map[uint64]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}, seed: maphash.MakeSeed()}
 }
 
 // track registers a step of the turn and makes its context; the entry's
 // release ends its registration and its context.
 func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, *stepEntry) {
-	e := &stepEntry{c: c, key: turnKey{agentID, turnID}, step: step, parent: ctx.Done()}
-	stepCtx, cancel := context.WithCancelCause(detached{ctx})
+	key := turnKey{agentID, turnID}
+	var h uint64
+	if c != nil {
+		h = c.hash(key)
+	}
+	return c.trackAt(ctx, key, h, step)
+}
+
+// trackAt is track, with the key's hash.
+func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint64, step int64) (context.Context, *stepEntry) {
+	e := &stepEntry{c: c, key: key, hash: h, step: step, parent: ctx.Done(), from: detached{ctx}}
+	stepCtx, cancel := context.WithCancelCause(&e.from)
 	e.cancel = cancel
 	if c == nil {
 		if e.parent != nil {
@@ -351,10 +380,10 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64)
 		return stepCtx, e
 	}
 	c.mu.Lock()
-	if head := c.running[e.key]; head != nil {
+	if head := c.running[e.hash]; head != nil {
 		e.next, head.prev = head, e
 	}
-	c.running[e.key] = e
+	c.running[e.hash] = e
 	if e.parent != nil {
 		w := c.parents[e.parent]
 		if w == nil {
@@ -443,9 +472,9 @@ func (e *stepEntry) release() {
 			case e.prev != nil:
 				e.prev.next = e.next
 			case e.next != nil:
-				c.running[e.key] = e.next
+				c.running[e.hash] = e.next
 			default:
-				delete(c.running, e.key)
+				delete(c.running, e.hash)
 			}
 			if e.next != nil {
 				e.next.prev = e.prev
@@ -462,15 +491,19 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	if c == nil {
 		return 0
 	}
+	key := turnKey{agentID, turnID}
+	h := c.hash(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.running[turnKey{agentID, turnID}]
-	if e == nil {
-		return 0
-	}
-	cause := cancelCause(reason)
+	var cause error
 	n := 0
-	for ; e != nil; e = e.next {
+	for e := c.running[h]; e != nil; e = e.next {
+		if e.key != key {
+			continue
+		}
+		if cause == nil {
+			cause = cancelCause(reason)
+		}
 		e.abort(cause)
 		n++
 	}
@@ -483,11 +516,13 @@ func (c *Cancels) CancelStep(agentID, turnID string, step int64, reason string) 
 	if c == nil {
 		return false
 	}
+	key := turnKey{agentID, turnID}
+	h := c.hash(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	found := false
-	for e := c.running[turnKey{agentID, turnID}]; e != nil; e = e.next {
-		if e.step == step {
+	for e := c.running[h]; e != nil; e = e.next {
+		if e.key == key && e.step == step {
 			e.abort(cancelCause(reason))
 			found = true
 		}
