@@ -3,11 +3,10 @@ package turn_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"runtime/metrics"
 	"sync"
 	"testing"
 
+	"github.com/agentbull/toolruntime/internal/heaptest"
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/tool"
@@ -20,32 +19,6 @@ type quietEmitter struct{}
 func (quietEmitter) CallOutput(context.Context, *protocol.CallOutput) error { return nil }
 func (quietEmitter) StepDone(context.Context, *protocol.StepDone) error     { return nil }
 func (quietEmitter) Activity(string, string, protocol.Activity)             {}
-
-// warmGoroutines leaves n ended goroutines: a goroutine's record (runtime
-// g) is never freed, and is reused, so that goroutines started next are
-// not counted in the heap, however many the tests before left.
-func warmGoroutines(n int) {
-	var warm, up sync.WaitGroup
-	hold := make(chan struct{})
-	up.Add(n)
-	for range n {
-		warm.Go(func() {
-			up.Done()
-			<-hold
-		})
-	}
-	up.Wait()
-	close(hold)
-	warm.Wait()
-}
-
-// liveHeap is the live heap right after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
 
 // TestStepInFlightHeap bounds the heap a one-call step keeps while its
 // tool waits on its context and reports progress, as bench/inflight's
@@ -89,15 +62,15 @@ func TestStepInFlightHeap(t *testing.T) {
 		steps[i] = &protocol.Step{AgentID: "a1", TurnID: fmt.Sprintf("t%d", i), Context: protocol.Context{Kind: protocol.KindText},
 			Calls: []protocol.CallItem{call(fmt.Sprintf("c%d", i), "wait", `{}`)}}
 	}
-	warmGoroutines(2 * n) // the steps' and their calls'
+	heaptest.WarmGoroutines(2 * n) // the steps' and their calls'
 	var done sync.WaitGroup
 	errs := make([]error, n)
-	before := liveHeap()
+	before := heaptest.LiveHeap()
 	for i, st := range steps {
 		done.Go(func() { errs[i] = r.Run(parent, st) })
 	}
 	started.Wait()
-	after := liveHeap()
+	after := heaptest.LiveHeap()
 	close(release)
 	done.Wait()
 	for i, err := range errs {
