@@ -326,31 +326,22 @@ type stepEntry struct {
 	key        turnKey
 	hash       uint64 // c.hash(key)
 	step       int64
-	cancel     context.CancelCauseFunc
 	parent     <-chan struct{} // the parent's Done, when it can end
 	stopParent func() bool     // undoes the parent's AfterFunc (no Cancels)
 	prev, next *stepEntry      // guarded by c.mu
 	released   bool            // guarded by c.mu
+	aborted    bool            // guarded by mu
+	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by mu
+	mu         sync.Mutex
 
-	mu      sync.Mutex
-	onAbort func() // the dispatcher's abort of the step's calls
-	aborted bool
-
-	// from is the parent of the step's context (detached), here so that
-	// it is no allocation of its own.
-	from  detached
+	// ctx is the step's context: the values and deadline of the one it
+	// came with, with a cancellation of its own, made when something
+	// asks for its Done channel or its cause (a step in flight most often
+	// never does), here so that it is no allocation of its own.
+	ctx   lazyCancel
 	obs   stepObserver
 	hooks Hooks
 }
-
-// detached is its context without its cancellation, as
-// context.WithoutCancel, but with its deadline (a step's calls report it
-// to their tools): a context made from it is no child of the original,
-// which ends it, when it must, through one registration of its own.
-type detached struct{ context.Context }
-
-func (detached) Done() <-chan struct{} { return nil }
-func (detached) Err() error            { return nil }
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
@@ -370,14 +361,13 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64)
 
 // trackAt is track, with the key's hash.
 func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint64, step int64) (context.Context, *stepEntry) {
-	e := &stepEntry{c: c, key: key, hash: h, step: step, parent: ctx.Done(), from: detached{ctx}}
-	stepCtx, cancel := context.WithCancelCause(&e.from)
-	e.cancel = cancel
+	e := &stepEntry{c: c, key: key, hash: h, step: step, parent: ctx.Done()}
+	e.ctx.parent = ctx
 	if c == nil {
 		if e.parent != nil {
 			e.stopParent = context.AfterFunc(ctx, func() { e.abort(context.Cause(ctx)) })
 		}
-		return stepCtx, e
+		return &e.ctx, e
 	}
 	c.mu.Lock()
 	if head := c.running[e.hash]; head != nil {
@@ -398,7 +388,7 @@ func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint64, step int64
 		}
 	}
 	c.mu.Unlock()
-	return stepCtx, e
+	return &e.ctx, e
 }
 
 // parentDone aborts the steps whose parent context ended (done is its
@@ -418,7 +408,7 @@ func (c *Cancels) parentDone(done <-chan struct{}, cause error) {
 // abort cancels the step's context with cause, then aborts its running
 // calls: the first time only.
 func (e *stepEntry) abort(cause error) {
-	e.cancel(cause)
+	e.ctx.with(cause)
 	e.mu.Lock()
 	if e.aborted {
 		e.mu.Unlock()
@@ -482,7 +472,7 @@ func (e *stepEntry) release() {
 		}
 		c.mu.Unlock()
 	}
-	e.cancel(nil)
+	e.ctx.with(nil)
 }
 
 // Cancel aborts every running step of the turn on this worker and says
