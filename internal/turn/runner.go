@@ -165,7 +165,7 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 		}
 	}
 	obs := &e.obs
-	obs.ctx, obs.em, obs.also = ctx, r.Emitter, r.Hooks
+	obs.ctx, obs.r = ctx, r
 	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
 		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(&e.hooks), Aborts: e})
 	if res.Held != nil {
@@ -192,9 +192,8 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 // stepObserver publishes activity, progress and call.output events as
 // calls start, report and end, then tells the Runner's own hooks.
 type stepObserver struct {
-	ctx  context.Context
-	em   Emitter
-	also *Hooks
+	ctx context.Context
+	r   *Runner // its Emitter, and its Hooks to tell
 
 	mu    sync.Mutex
 	first error
@@ -207,23 +206,23 @@ func (o *stepObserver) hooks(h *Hooks) *Hooks {
 }
 
 func (o *stepObserver) started(ref JournalRef, c protocol.CallItem, label string) {
-	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
-	o.also.started(ref, c, label)
+	o.r.Emitter.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+	o.r.Hooks.started(ref, c, label)
 }
 
 // progress publishes a progress event, fire-and-forget like the other
 // activity events.
 func (o *stepObserver) progress(ref JournalRef, a protocol.Activity) {
-	o.em.Activity(ref.AgentID, ref.TurnID, a)
+	o.r.Emitter.Activity(ref.AgentID, ref.TurnID, a)
 }
 
 func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
-	defer o.also.ended(ref, out)
+	defer o.r.Hooks.ended(ref, out)
 	if HeldForInput(out) {
 		return // its call.output waits for the answer (approval.go)
 	}
 	if out.Ran {
-		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
+		o.r.Emitter.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}
 	if out.Err != nil && out.Err.Auth != nil {
 		o.authRequired(ref, out)
@@ -240,7 +239,7 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	}
 	// The event is published even while the turn is being aborted: the
 	// gateway is owed an output for every call.
-	if err := o.em.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
+	if err := o.r.Emitter.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
 		o.mu.Lock()
 		if o.first == nil {
 			o.first = fmt.Errorf("publishing call.output for %s: %w", out.CallID, err)
@@ -254,7 +253,7 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 // that publishes events (the worker's); a failure counts as the
 // call.output's would.
 func (o *stepObserver) authRequired(ref JournalRef, out *Outcome) {
-	em, ok := o.em.(interface {
+	em, ok := o.r.Emitter.(interface {
 		Event(ctx context.Context, subject, msgID string, v any) error
 	})
 	if !ok {
@@ -288,7 +287,7 @@ type Cancels struct {
 	// (turnKey.hash), whose entries take a third of a turnKey's in a map
 	// of thousands of steps in flight: a list holds the steps of every
 	// turn of that hash, each step with its turnKey.
-	running map[uint64]*stepEntry
+	running map[uint32]*stepEntry
 	seed    maphash.Seed
 	// parents watches the contexts the steps came with, one
 	// context.AfterFunc per Done channel (the worker's, for all its
@@ -307,8 +306,10 @@ type parentWatch struct {
 // string every step in flight kept.
 type turnKey struct{ agentID, turnID string }
 
-// hash is the key's place in c.running.
-func (c *Cancels) hash(k turnKey) uint64 { return maphash.Comparable(c.seed, k) }
+// hash is the key's place in c.running: 32 bits, which a stepEntry keeps
+// beside its two flags in one word; turns whose hashes collide share a
+// list.
+func (c *Cancels) hash(k turnKey) uint32 { return uint32(maphash.Comparable(c.seed, k)) }
 
 // stepEntry is a running step: its registration in Cancels, its
 // context's one cancellation, the abort of its running calls (Aborter),
@@ -324,11 +325,11 @@ func (c *Cancels) hash(k turnKey) uint64 { return maphash.Comparable(c.seed, k) 
 type stepEntry struct {
 	c          *Cancels // nil: not registered
 	key        turnKey
-	hash       uint64 // c.hash(key)
 	step       int64
 	parent     <-chan struct{} // the parent's Done, when it can end
 	stopParent func() bool     // undoes the parent's AfterFunc (no Cancels)
 	prev, next *stepEntry      // guarded by c.mu
+	hash       uint32          // c.hash(key)
 	released   bool            // guarded by c.mu
 	aborted    bool            // guarded by mu
 	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by mu
@@ -345,14 +346,14 @@ type stepEntry struct {
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[uint64]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}, seed: maphash.MakeSeed()}
+	return &Cancels{running: map[uint32]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}, seed: maphash.MakeSeed()}
 }
 
 // track registers a step of the turn and makes its context; the entry's
 // release ends its registration and its context.
 func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, *stepEntry) {
 	key := turnKey{agentID, turnID}
-	var h uint64
+	var h uint32
 	if c != nil {
 		h = c.hash(key)
 	}
@@ -360,7 +361,7 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64)
 }
 
 // trackAt is track, with the key's hash.
-func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint64, step int64) (context.Context, *stepEntry) {
+func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint32, step int64) (context.Context, *stepEntry) {
 	e := &stepEntry{c: c, key: key, hash: h, step: step, parent: ctx.Done()}
 	e.ctx.parent = ctx
 	if c == nil {
