@@ -11,7 +11,7 @@ import (
 // floors are the module's layers, lowest first: a package imports only
 // packages on floors below its own. docs/architecture.md shows them.
 var floors = [][]string{
-	{"internal/textclip", "internal/pause", "internal/traceheader", "internal/mountinfo"},
+	{"internal/textclip", "internal/pause", "internal/traceheader", "internal/mountinfo", "internal/heaptest"},
 	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn", "internal/tokenvault"},
 	{"internal/toolhooks", "internal/mcpdoor/principal"},
 	{"tool", "internal/wire"},

@@ -167,6 +167,16 @@ type Intake struct {
 	stop  bool
 	work  chan fairItem
 	inner bus.Consumer
+	// The worker goroutines, started as steps need them (take1) rather
+	// than Concurrency at once: a goroutine's record stays in the heap
+	// for good, and idle ones were a tenth of a worker's heap with every
+	// slot but a few in use. idle counts those waiting on work, reserved
+	// under mu before a step is handed to one.
+	workers    sync.WaitGroup
+	idle       int
+	workCtx    context.Context
+	ackWait    time.Duration
+	maxDeliver int
 	// held and heldBytes count the intake's steps queued here.
 	held, heldBytes int
 }
@@ -343,30 +353,7 @@ func (f *Intake) Run(ctx context.Context) error {
 	f.mu.Unlock()
 	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abandon(nil)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for it := range f.work {
-				// The message is the handling's alone: held here too, a
-				// long call's step would keep it (bus.Consumer.Handle).
-				k, msg, subject := it.k, it.msg, ""
-				it = fairItem{}
-				if f.Stage != nil {
-					subject = msg.Subject()
-					f.Stage(StageStarted, subject)
-				}
-				f.inner.Handle(work, msg, ackWait, maxDeliver)
-				if f.Stage != nil {
-					f.Stage(StageHandled, subject)
-				}
-				f.mu.Lock()
-				k.inflight--
-				f.free++
-				f.cond.Broadcast()
-				f.mu.Unlock()
-			}
-		})
-	}
+	f.workCtx, f.ackWait, f.maxDeliver = work, ackWait, maxDeliver
 	var bg sync.WaitGroup // dispatcher, feeders, discovery, spill confirmations
 	bg.Go(func() { f.dispatch() })
 	bg.Go(func() { f.discover(ctx, backlog, &bg) })
@@ -396,7 +383,7 @@ func (f *Intake) Run(ctx context.Context) error {
 	f.mu.Unlock()
 	close(f.work)
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() { f.workers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(f.Grace):
@@ -755,9 +742,47 @@ func (f *Intake) take1(k *fairKey) {
 	}
 	msg := q.msg
 	f.cond.Broadcast() // the feeder may have room now
+	if f.idle == 0 {
+		// Started holding mu: Run closes f.work only after the
+		// dispatcher returned, so the goroutine is counted by then.
+		f.workers.Go(func() { f.serve(fairItem{k, msg}) })
+		return
+	}
+	// The worker reserved is at its receive or on its way there: the
+	// send waits no longer than that.
+	f.idle--
 	f.mu.Unlock()
 	f.work <- fairItem{k, msg}
 	f.mu.Lock()
+}
+
+// serve is a worker goroutine: it handles it, then the steps handed to it
+// while it is idle, until f.work closes.
+func (f *Intake) serve(it fairItem) {
+	for {
+		// The message is the handling's alone: held here too, a long
+		// call's step would keep it (bus.Consumer.Handle).
+		k, msg, subject := it.k, it.msg, ""
+		it = fairItem{}
+		if f.Stage != nil {
+			subject = msg.Subject()
+			f.Stage(StageStarted, subject)
+		}
+		f.inner.Handle(f.workCtx, msg, f.ackWait, f.maxDeliver)
+		if f.Stage != nil {
+			f.Stage(StageHandled, subject)
+		}
+		f.mu.Lock()
+		k.inflight--
+		f.free++
+		f.idle++
+		f.cond.Broadcast()
+		f.mu.Unlock()
+		var ok bool
+		if it, ok = <-f.work; !ok {
+			return
+		}
+	}
 }
 
 // gc forgets keys with nothing here, so that a stream of one-off agents

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -499,4 +500,49 @@ func TestFairStatsWhileRunStarts(t *testing.T) {
 	releaseAll()
 	r.waitHandled(3)
 	waitStats("empty once every step was handled", func(s []KeyStat) bool { return len(s) == 0 })
+}
+
+// The worker goroutines are started as steps need them, not Concurrency
+// at once (a goroutine's record stays in the heap for good), and a
+// worker that handled a step takes the next ones.
+func TestFairWorkersStartAsNeeded(t *testing.T) {
+	r := newFairRig(t, 1)
+	const concurrency = 512
+	hold := make(chan struct{})
+	var in sync.WaitGroup
+	in.Add(5)
+	var first atomic.Int32
+	f := r.fair(r.js, concurrency, concurrency, func(string) error {
+		if first.Add(1) <= 5 {
+			in.Done()
+		}
+		<-hold
+		return nil
+	})
+	before := runtime.NumGoroutine()
+	stop := r.run(f)
+	defer stop()
+	r.publish("a1", "", 0, 5)
+	in.Wait()
+	grew := runtime.NumGoroutine() - before
+	close(hold)
+	r.waitHandled(5)
+	if grew >= concurrency/2 {
+		t.Fatalf("%d goroutines more with 5 steps in flight, with a concurrency of %d: workers started up front", grew, concurrency)
+	}
+	// The next steps go to the workers idle by then, one after the other.
+	for i := range 20 {
+		r.publish("a1", "", 0, 1)
+		r.waitHandled(6 + i)
+	}
+	f.mu.Lock()
+	idle := f.idle
+	f.mu.Unlock()
+	// 5 when each step found the last one's worker idle; 25 if none was
+	// reused. A step published before its predecessor's worker was back
+	// (a slow ack on a busy machine) starts one more.
+	if idle > 15 {
+		t.Fatalf("%d workers idle after 25 steps, at most 5 at once: idle ones were not reused", idle)
+	}
+	r.order()
 }

@@ -30,13 +30,52 @@ func TestCancelsList(t *testing.T) {
 				t.Fatalf("order %v: %d steps cancelled after %d were released, want %d", order, n, 3-left, left)
 			}
 		}
-		if _, ok := c.running[turnKey{"a1", "t1"}]; ok || len(c.running) != 1 {
+		if _, ok := c.running[c.hash(turnKey{"a1", "t1"})]; ok || len(c.running) != 1 {
 			t.Fatalf("order %v: %d turns left, want the other turn only", order, len(c.running))
 		}
 		other.release()
 		if len(c.running) != 0 {
 			t.Fatalf("order %v: %d turns left", order, len(c.running))
 		}
+	}
+}
+
+// Turns whose keys share a hash share a list in Cancels: a cancel reaches
+// its own turn's steps only, and each release leaves the other's.
+func TestCancelsSharedHash(t *testing.T) {
+	c := NewCancels()
+	a, b := turnKey{"a1", "t1"}, turnKey{"a2", "t2"}
+	const h = 42
+	sa, ea := c.trackAt(context.Background(), a, h, 3)
+	sb, eb := c.trackAt(context.Background(), b, h, 3)
+	if n := c.Cancel("a1", "t2", ""); n != 0 {
+		t.Fatalf("Cancel of a turn not running found %d steps", n)
+	}
+	if c.CancelStep("a2", "t1", 3, "x") {
+		t.Fatal("CancelStep of a turn not running found a step")
+	}
+	// Cancel and CancelStep look the turn up by its own hash: a turn's
+	// steps tracked under another hash are out of their reach, which
+	// says the lookups use the hash.
+	c.running[c.hash(b)], c.running[c.hash(a)] = c.running[h], c.running[h]
+	if n := c.Cancel("a2", "t2", "x"); n != 1 {
+		t.Fatalf("Cancel found %d steps of the turn, want 1", n)
+	}
+	if sb.Err() == nil || sa.Err() != nil {
+		t.Fatalf("turn b %v, turn a %v; want turn b ended only", sb.Err(), sa.Err())
+	}
+	if !c.CancelStep("a1", "t1", 3, "x") || sa.Err() == nil {
+		t.Fatal("CancelStep missed the step of its turn")
+	}
+	delete(c.running, c.hash(a))
+	delete(c.running, c.hash(b))
+	eb.release()
+	if c.running[h] != ea || ea.next != nil || ea.prev != nil {
+		t.Fatal("the release of one turn's step left the other's out of their list")
+	}
+	ea.release()
+	if len(c.running) != 0 {
+		t.Fatalf("%d lists left", len(c.running))
 	}
 }
 

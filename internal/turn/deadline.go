@@ -253,7 +253,26 @@ func (c *lazyCancel) with(cause error) {
 
 func (c *lazyCancel) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c *lazyCancel) Done() <-chan struct{}       { return c.ctx().Done() }
-func (c *lazyCancel) Err() error                  { return c.ctx().Err() }
+
+// Err does not make the context: a step's context is the parent of its
+// calls' (lazyCancel), whose making reads their parent's Err, and a step
+// in flight whose calls wait on their contexts then kept its own made
+// for nothing. Unmade, it is cancelled once it was, or once its parent
+// ended (it would be made cancelled).
+func (c *lazyCancel) Err() error {
+	if m := c.made.Load(); m != nil {
+		return m.ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.made.Load(); m != nil {
+		return m.ctx.Err()
+	}
+	if c.cause != nil || c.parent.Err() != nil {
+		return context.Canceled
+	}
+	return nil
+}
 
 func (c *lazyCancel) Value(key any) any {
 	if _, own := key.(*int); own { // the context package's cancelCtxKey

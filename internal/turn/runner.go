@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
@@ -163,9 +164,10 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := &stepObserver{ctx: ctx, em: r.Emitter, also: r.Hooks}
+	obs := &e.obs
+	obs.ctx, obs.r = ctx, r
 	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(), Aborts: e})
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(&e.hooks), Aborts: e})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -190,36 +192,37 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 // stepObserver publishes activity, progress and call.output events as
 // calls start, report and end, then tells the Runner's own hooks.
 type stepObserver struct {
-	ctx  context.Context
-	em   Emitter
-	also *Hooks
+	ctx context.Context
+	r   *Runner // its Emitter, and its Hooks to tell
 
 	mu    sync.Mutex
 	first error
 }
 
-func (o *stepObserver) hooks() *Hooks {
-	return &Hooks{Started: o.started, Progress: o.progress, Ended: o.ended}
+// hooks sets h to the observer's hooks and returns it.
+func (o *stepObserver) hooks(h *Hooks) *Hooks {
+	h.Started, h.Progress, h.Ended = o.started, o.progress, o.ended
+	return h
 }
 
 func (o *stepObserver) started(ref JournalRef, c protocol.CallItem, label string) {
-	o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
-	o.also.started(ref, c, label)
+	o.r.Emitter.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: c.CallID, Name: c.Name, State: "started", Label: label})
+	o.r.Hooks.started(ref, c, label)
 }
 
 // progress publishes a progress event, fire-and-forget like the other
 // activity events.
 func (o *stepObserver) progress(ref JournalRef, a protocol.Activity) {
-	o.em.Activity(ref.AgentID, ref.TurnID, a)
+	o.r.Emitter.Activity(ref.AgentID, ref.TurnID, a)
 }
 
 func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
-	defer o.also.ended(ref, out)
+	defer o.r.Hooks.ended(ref, out)
 	if HeldForInput(out) {
 		return // its call.output waits for the answer (approval.go)
 	}
 	if out.Ran {
-		o.em.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
+		o.r.Emitter.Activity(ref.AgentID, ref.TurnID, protocol.Activity{CallID: out.CallID, Name: out.Name, State: "completed", Label: out.Activity})
 	}
 	if out.Err != nil && out.Err.Auth != nil {
 		o.authRequired(ref, out)
@@ -236,7 +239,7 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	}
 	// The event is published even while the turn is being aborted: the
 	// gateway is owed an output for every call.
-	if err := o.em.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
+	if err := o.r.Emitter.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
 		o.mu.Lock()
 		if o.first == nil {
 			o.first = fmt.Errorf("publishing call.output for %s: %w", out.CallID, err)
@@ -250,7 +253,7 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 // that publishes events (the worker's); a failure counts as the
 // call.output's would.
 func (o *stepObserver) authRequired(ref JournalRef, out *Outcome) {
-	em, ok := o.em.(interface {
+	em, ok := o.r.Emitter.(interface {
 		Event(ctx context.Context, subject, msgID string, v any) error
 	})
 	if !ok {
@@ -280,8 +283,12 @@ type Cancels struct {
 	mu sync.Mutex
 	// running holds each turn's steps as a list: a turn has one step
 	// running at a time but for a redelivery, and a map per turn was two
-	// allocations of every step.
-	running map[turnKey]*stepEntry
+	// allocations of every step. It is keyed by a hash of the turn
+	// (turnKey.hash), whose entries take a third of a turnKey's in a map
+	// of thousands of steps in flight: a list holds the steps of every
+	// turn of that hash, each step with its turnKey.
+	running map[uint32]*stepEntry
+	seed    maphash.Seed
 	// parents watches the contexts the steps came with, one
 	// context.AfterFunc per Done channel (the worker's, for all its
 	// steps) rather than one per step.
@@ -299,9 +306,15 @@ type parentWatch struct {
 // string every step in flight kept.
 type turnKey struct{ agentID, turnID string }
 
+// hash is the key's place in c.running: 32 bits, which a stepEntry keeps
+// beside its two flags in one word; turns whose hashes collide share a
+// list.
+func (c *Cancels) hash(k turnKey) uint32 { return uint32(maphash.Comparable(c.seed, k)) }
+
 // stepEntry is a running step: its registration in Cancels, its
-// context's one cancellation, and the abort of its running calls
-// (Aborter), in one allocation that a step in flight keeps until it ends.
+// context's one cancellation, the abort of its running calls (Aborter),
+// and the observer of its calls with its hooks, in one allocation that a
+// step in flight keeps until it ends.
 //
 // The step's context is not a child of the one it came with: a child is
 // an entry in its parent's children, and a registration on it
@@ -313,48 +326,55 @@ type stepEntry struct {
 	c          *Cancels // nil: not registered
 	key        turnKey
 	step       int64
-	cancel     context.CancelCauseFunc
 	parent     <-chan struct{} // the parent's Done, when it can end
 	stopParent func() bool     // undoes the parent's AfterFunc (no Cancels)
 	prev, next *stepEntry      // guarded by c.mu
+	hash       uint32          // c.hash(key)
 	released   bool            // guarded by c.mu
+	aborted    bool            // guarded by mu
+	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by mu
+	mu         sync.Mutex
 
-	mu      sync.Mutex
-	onAbort func() // the dispatcher's abort of the step's calls
-	aborted bool
+	// ctx is the step's context: the values and deadline of the one it
+	// came with, with a cancellation of its own, made when something
+	// asks for its Done channel or its cause (a step in flight most often
+	// never does), here so that it is no allocation of its own.
+	ctx   lazyCancel
+	obs   stepObserver
+	hooks Hooks
 }
-
-// detached is its context without its cancellation, as
-// context.WithoutCancel, but with its deadline (a step's calls report it
-// to their tools): a context made from it is no child of the original,
-// which ends it, when it must, through one registration of its own.
-type detached struct{ context.Context }
-
-func (detached) Done() <-chan struct{} { return nil }
-func (detached) Err() error            { return nil }
 
 // NewCancels returns an empty tracker.
 func NewCancels() *Cancels {
-	return &Cancels{running: map[turnKey]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}}
+	return &Cancels{running: map[uint32]*stepEntry{}, parents: map[<-chan struct{}]*parentWatch{}, seed: maphash.MakeSeed()}
 }
 
 // track registers a step of the turn and makes its context; the entry's
 // release ends its registration and its context.
 func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64) (context.Context, *stepEntry) {
-	e := &stepEntry{c: c, key: turnKey{agentID, turnID}, step: step, parent: ctx.Done()}
-	stepCtx, cancel := context.WithCancelCause(detached{ctx})
-	e.cancel = cancel
+	key := turnKey{agentID, turnID}
+	var h uint32
+	if c != nil {
+		h = c.hash(key)
+	}
+	return c.trackAt(ctx, key, h, step)
+}
+
+// trackAt is track, with the key's hash.
+func (c *Cancels) trackAt(ctx context.Context, key turnKey, h uint32, step int64) (context.Context, *stepEntry) {
+	e := &stepEntry{c: c, key: key, hash: h, step: step, parent: ctx.Done()}
+	e.ctx.parent = ctx
 	if c == nil {
 		if e.parent != nil {
 			e.stopParent = context.AfterFunc(ctx, func() { e.abort(context.Cause(ctx)) })
 		}
-		return stepCtx, e
+		return &e.ctx, e
 	}
 	c.mu.Lock()
-	if head := c.running[e.key]; head != nil {
+	if head := c.running[e.hash]; head != nil {
 		e.next, head.prev = head, e
 	}
-	c.running[e.key] = e
+	c.running[e.hash] = e
 	if e.parent != nil {
 		w := c.parents[e.parent]
 		if w == nil {
@@ -369,7 +389,7 @@ func (c *Cancels) track(ctx context.Context, agentID, turnID string, step int64)
 		}
 	}
 	c.mu.Unlock()
-	return stepCtx, e
+	return &e.ctx, e
 }
 
 // parentDone aborts the steps whose parent context ended (done is its
@@ -389,7 +409,7 @@ func (c *Cancels) parentDone(done <-chan struct{}, cause error) {
 // abort cancels the step's context with cause, then aborts its running
 // calls: the first time only.
 func (e *stepEntry) abort(cause error) {
-	e.cancel(cause)
+	e.ctx.with(cause)
 	e.mu.Lock()
 	if e.aborted {
 		e.mu.Unlock()
@@ -443,9 +463,9 @@ func (e *stepEntry) release() {
 			case e.prev != nil:
 				e.prev.next = e.next
 			case e.next != nil:
-				c.running[e.key] = e.next
+				c.running[e.hash] = e.next
 			default:
-				delete(c.running, e.key)
+				delete(c.running, e.hash)
 			}
 			if e.next != nil {
 				e.next.prev = e.prev
@@ -453,7 +473,7 @@ func (e *stepEntry) release() {
 		}
 		c.mu.Unlock()
 	}
-	e.cancel(nil)
+	e.ctx.with(nil)
 }
 
 // Cancel aborts every running step of the turn on this worker and says
@@ -462,15 +482,19 @@ func (c *Cancels) Cancel(agentID, turnID, reason string) int {
 	if c == nil {
 		return 0
 	}
+	key := turnKey{agentID, turnID}
+	h := c.hash(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.running[turnKey{agentID, turnID}]
-	if e == nil {
-		return 0
-	}
-	cause := cancelCause(reason)
+	var cause error
 	n := 0
-	for ; e != nil; e = e.next {
+	for e := c.running[h]; e != nil; e = e.next {
+		if e.key != key {
+			continue
+		}
+		if cause == nil {
+			cause = cancelCause(reason)
+		}
 		e.abort(cause)
 		n++
 	}
@@ -483,11 +507,13 @@ func (c *Cancels) CancelStep(agentID, turnID string, step int64, reason string) 
 	if c == nil {
 		return false
 	}
+	key := turnKey{agentID, turnID}
+	h := c.hash(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	found := false
-	for e := c.running[turnKey{agentID, turnID}]; e != nil; e = e.next {
-		if e.step == step {
+	for e := c.running[h]; e != nil; e = e.next {
+		if e.key == key && e.step == step {
 			e.abort(cancelCause(reason))
 			found = true
 		}

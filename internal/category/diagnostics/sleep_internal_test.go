@@ -3,13 +3,13 @@ package diagnostics
 import (
 	"context"
 	"errors"
-	"runtime"
-	"runtime/metrics"
 	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentbull/toolruntime/internal/heaptest"
 )
 
 // TestSleepHeldInFlight bounds what a sleep keeps while it waits, beside
@@ -23,23 +23,10 @@ func TestSleepHeldInFlight(t *testing.T) {
 	const n = 2000
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	// A goroutine's record (runtime g) is never freed, and is reused: n
-	// goroutines that end leave n for the sleeps.
-	var warm, up sync.WaitGroup
-	hold := make(chan struct{})
-	up.Add(n)
-	for range n {
-		warm.Go(func() {
-			up.Done()
-			<-hold
-		})
-	}
-	up.Wait()
-	close(hold)
-	warm.Wait()
+	heaptest.WarmGoroutines(n) // the sleeps'
 	var started, done sync.WaitGroup
 	started.Add(n)
-	before := liveHeap()
+	before := heaptest.LiveHeap()
 	for range n {
 		done.Go(func() {
 			started.Done()
@@ -57,7 +44,7 @@ func TestSleepHeldInFlight(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	after := liveHeap()
+	after := heaptest.LiveHeap()
 	cancel(context.Canceled)
 	done.Wait()
 	per := float64(after-before) / n
@@ -78,12 +65,4 @@ func waiting() int {
 		}
 	}
 	return n
-}
-
-// liveHeap is the live heap right after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }
