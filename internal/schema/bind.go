@@ -286,6 +286,9 @@ func DirectFor[T any](p *Params) func(args string, dst *T) bool {
 	if p == nil || p.fast == nil || t.Kind() != reflect.Struct || binderFor(t) == nil {
 		return nil
 	}
+	if fp := compileFlat(p.fast, p.nulls, t); fp != nil {
+		return func(args string, dst *T) bool { return fp.parse(args, reflect.ValueOf(dst).Elem()) }
+	}
 	fn := compileDirect(p.fast, p.nulls, t, map[reflect.Type]bool{})
 	if fn == nil {
 		return nil
@@ -331,6 +334,19 @@ func (c *scanner) peek() byte {
 func (c *scanner) str() (string, bool) {
 	if c.peek() != '"' {
 		return "", false
+	}
+	// The common string, plain ASCII without escapes, is read here: the
+	// decoder's fast path is the same test, one call further.
+	for j := c.i + 1; j < len(c.s); j++ {
+		b := c.s[j]
+		if b == '"' {
+			s := c.s[c.i+1 : j]
+			c.i = j + 1
+			return s, true
+		}
+		if b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+			break
+		}
 	}
 	d := decoder{s: c.s, i: c.i}
 	s, err := d.str()
