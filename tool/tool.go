@@ -222,8 +222,14 @@ func New[P any](d Def[P]) (*Tool, error) {
 		return c, nil
 	}
 	if directP := schema.DirectFor[P](params); directP != nil {
-		h.Direct = func(arguments string) args {
-			c := newCall()
+		h.Direct = func(arguments string, spare args) args {
+			c, ok := spare.(*typedCall[P])
+			if !ok || c.def != def {
+				if spare != nil {
+					spare.Release()
+				}
+				c = newCall()
+			}
 			if !directP(arguments, &c.p) {
 				c.Release()
 				return nil
@@ -305,7 +311,12 @@ func (c *typedCall[P]) Completed(r Result) (string, bool) {
 // Release empties c (the parameters it decoded stay with those they were
 // given to) and puts it back in its tool's pool.
 func (c *typedCall[P]) Release() {
+	c.Park()
+	c.pool.Put(c)
+}
+
+// Park empties c, which its holder keeps as a spare.
+func (c *typedCall[P]) Park() {
 	var zero P
 	c.p, c.activity = zero, ""
-	c.pool.Put(c)
 }
