@@ -406,19 +406,23 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
-	c := *call
+	c := call
 	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.digest = CallDigest(c)
+		p.digest = CallDigest(*c)
 	}
 	if d.Tracer != nil {
-		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
+		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
 		return
 	}
-	held := in.Stored[c.CallID]
+	args := c.Arguments
+	var held *HeldCall
+	if in.Stored != nil {
+		held = in.Stored[c.CallID]
+	}
 	if held != nil {
 		if held.Outcome != nil {
 			p.outcome = held.Outcome
@@ -426,14 +430,14 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 		}
 		// Approved: the value validated when the step was held runs, not
 		// the model's text again.
-		c.Arguments = string(held.Valid)
+		args = string(held.Valid)
 	}
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
 		t = set.lookupUnlisted(ctx, c.Namespace, c.Name) // unlisted.go
 	}
 	if t == nil {
-		p.outcome = errorOutcome(c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
+		p.outcome = errorOutcome(*c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(*c)))
 		return
 	}
 	sp := t.Spec()
@@ -441,14 +445,14 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	// loaded set may have left TURN_STATE with its TTL while a person
 	// decided.
 	if sp.DeferLoading && held == nil && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
-		p.outcome = errorOutcome(c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
+		p.outcome = errorOutcome(*c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(*c)))
 		return
 	}
 	var vspan trace.Span
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	te := p.invocation.PrepareWith(t, c.Arguments, d.Repair.Limit, spare)
+	te := p.invocation.PrepareWith(t, args, d.Repair.Limit, spare)
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
 	if te == nil {
@@ -466,7 +470,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 		vspan.End()
 	}
 	if te != nil {
-		p.outcome = errorOutcome(c, te)
+		p.outcome = errorOutcome(*c, te)
 		p.outcome.Repairs = repairs
 		return
 	}
