@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sync"
 	"time"
@@ -201,7 +202,9 @@ func New[P any](d Def[P]) (*Tool, error) {
 		if c, ok := calls.Get().(*typedCall[P]); ok {
 			return c
 		}
-		return &typedCall[P]{def: def, pool: calls}
+		c := &typedCall[P]{def: def, pool: calls}
+		c.pv = reflect.ValueOf(&c.p).Elem()
+		return c
 	}
 	h := &toolhooks.Hooks[Result]{Params: params}
 	bindP := schema.BinderFor[P]()
@@ -221,7 +224,7 @@ func New[P any](d Def[P]) (*Tool, error) {
 		c.label()
 		return c, nil
 	}
-	if directP := schema.DirectFor[P](params); directP != nil {
+	if directP := schema.DirectValueFor[P](params); directP != nil {
 		h.Direct = func(arguments string, spare args) args {
 			c, ok := spare.(*typedCall[P])
 			if !ok || c.def != def {
@@ -230,7 +233,7 @@ func New[P any](d Def[P]) (*Tool, error) {
 				}
 				c = newCall()
 			}
-			if !directP(arguments, &c.p) {
+			if !directP(arguments, c.pv) {
 				c.Release()
 				return nil
 			}
@@ -287,6 +290,7 @@ type typedCall[P any] struct {
 	def      *Def[P]
 	pool     *sync.Pool // of the tool's released calls
 	p        P
+	pv       reflect.Value // of p, for the direct parser
 	activity string
 }
 

@@ -282,24 +282,35 @@ type direct func(c *scanner, dst reflect.Value, depth int) bool
 // covered (a schema the fast validator does not take, a T without a
 // binder, a root that is not a struct).
 func DirectFor[T any](p *Params) func(args string, dst *T) bool {
+	parse := DirectValueFor[T](p)
+	if parse == nil {
+		return nil
+	}
+	return func(args string, dst *T) bool { return parse(args, reflect.ValueOf(dst).Elem()) }
+}
+
+// DirectValueFor is DirectFor for a caller that keeps the reflect.Value
+// of the T it parses into (settable, of type T): a tool's decoded
+// parameters, reused call after call, make it once.
+func DirectValueFor[T any](p *Params) func(args string, dst reflect.Value) bool {
 	t := reflect.TypeFor[T]()
 	if p == nil || p.fast == nil || t.Kind() != reflect.Struct || binderFor(t) == nil {
 		return nil
 	}
 	if fp := compileFlat(p.fast, p.nulls, t); fp != nil {
-		return func(args string, dst *T) bool { return fp.parse(args, reflect.ValueOf(dst).Elem()) }
+		return fp.parse
 	}
 	fn := compileDirect(p.fast, p.nulls, t, map[reflect.Type]bool{})
 	if fn == nil {
 		return nil
 	}
-	return func(args string, dst *T) bool {
+	return func(args string, dst reflect.Value) bool {
 		// Pooled: handed to the parsers through a func value, a scanner
 		// on the stack would escape, one allocation per call.
 		c := scanners.Get().(*scanner)
 		c.s, c.i = args, 0
 		c.space()
-		ok := fn(c, reflect.ValueOf(dst).Elem(), 0)
+		ok := fn(c, dst, 0)
 		c.space()
 		ok = ok && c.i == len(c.s)
 		c.s = ""
