@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sync"
 	"time"
@@ -201,7 +202,9 @@ func New[P any](d Def[P]) (*Tool, error) {
 		if c, ok := calls.Get().(*typedCall[P]); ok {
 			return c
 		}
-		return &typedCall[P]{def: def, pool: calls}
+		c := &typedCall[P]{def: def, pool: calls}
+		c.pv = reflect.ValueOf(&c.p).Elem()
+		return c
 	}
 	h := &toolhooks.Hooks[Result]{Params: params}
 	bindP := schema.BinderFor[P]()
@@ -221,10 +224,16 @@ func New[P any](d Def[P]) (*Tool, error) {
 		c.label()
 		return c, nil
 	}
-	if directP := schema.DirectFor[P](params); directP != nil {
-		h.Direct = func(arguments string) args {
-			c := newCall()
-			if !directP(arguments, &c.p) {
+	if directP := schema.DirectValueFor[P](params); directP != nil {
+		h.Direct = func(arguments string, spare args) args {
+			c, ok := spare.(*typedCall[P])
+			if !ok || c.def != def {
+				if spare != nil {
+					spare.Release()
+				}
+				c = newCall()
+			}
+			if !directP(arguments, c.pv) {
 				c.Release()
 				return nil
 			}
@@ -281,6 +290,7 @@ type typedCall[P any] struct {
 	def      *Def[P]
 	pool     *sync.Pool // of the tool's released calls
 	p        P
+	pv       reflect.Value // of p, for the direct parser
 	activity string
 }
 
@@ -305,7 +315,12 @@ func (c *typedCall[P]) Completed(r Result) (string, bool) {
 // Release empties c (the parameters it decoded stay with those they were
 // given to) and puts it back in its tool's pool.
 func (c *typedCall[P]) Release() {
+	c.Park()
+	c.pool.Put(c)
+}
+
+// Park empties c, which its holder keeps as a spare.
+func (c *typedCall[P]) Park() {
 	var zero P
 	c.p, c.activity = zero, ""
-	c.pool.Put(c)
 }

@@ -282,21 +282,35 @@ type direct func(c *scanner, dst reflect.Value, depth int) bool
 // covered (a schema the fast validator does not take, a T without a
 // binder, a root that is not a struct).
 func DirectFor[T any](p *Params) func(args string, dst *T) bool {
+	parse := DirectValueFor[T](p)
+	if parse == nil {
+		return nil
+	}
+	return func(args string, dst *T) bool { return parse(args, reflect.ValueOf(dst).Elem()) }
+}
+
+// DirectValueFor is DirectFor for a caller that keeps the reflect.Value
+// of the T it parses into (settable, of type T): a tool's decoded
+// parameters, reused call after call, make it once.
+func DirectValueFor[T any](p *Params) func(args string, dst reflect.Value) bool {
 	t := reflect.TypeFor[T]()
 	if p == nil || p.fast == nil || t.Kind() != reflect.Struct || binderFor(t) == nil {
 		return nil
+	}
+	if fp := compileFlat(p.fast, p.nulls, t); fp != nil {
+		return fp.parse
 	}
 	fn := compileDirect(p.fast, p.nulls, t, map[reflect.Type]bool{})
 	if fn == nil {
 		return nil
 	}
-	return func(args string, dst *T) bool {
+	return func(args string, dst reflect.Value) bool {
 		// Pooled: handed to the parsers through a func value, a scanner
 		// on the stack would escape, one allocation per call.
 		c := scanners.Get().(*scanner)
 		c.s, c.i = args, 0
 		c.space()
-		ok := fn(c, reflect.ValueOf(dst).Elem(), 0)
+		ok := fn(c, dst, 0)
 		c.space()
 		ok = ok && c.i == len(c.s)
 		c.s = ""
@@ -331,6 +345,19 @@ func (c *scanner) peek() byte {
 func (c *scanner) str() (string, bool) {
 	if c.peek() != '"' {
 		return "", false
+	}
+	// The common string, plain ASCII without escapes, is read here: the
+	// decoder's fast path is the same test, one call further.
+	for j := c.i + 1; j < len(c.s); j++ {
+		b := c.s[j]
+		if b == '"' {
+			s := c.s[c.i+1 : j]
+			c.i = j + 1
+			return s, true
+		}
+		if b == '\\' || b < 0x20 || b >= utf8.RuneSelf {
+			break
+		}
 	}
 	d := decoder{s: c.s, i: c.i}
 	s, err := d.str()

@@ -102,3 +102,18 @@ func FuzzText(f *testing.F) {
 		}
 	})
 }
+
+// TestJSONLenEveryASCIIByte holds JSONLen's table to encoding/json, byte
+// by byte.
+func TestJSONLenEveryASCIIByte(t *testing.T) {
+	for c := range utf8.RuneSelf {
+		s := "a" + string(rune(c)) + "b"
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := textclip.JSONLen(s), len(b)-2; got != want {
+			t.Errorf("byte %#x: JSONLen %d, encoding/json %d", c, got, want)
+		}
+	}
+}

@@ -23,6 +23,11 @@ type Args[R any] interface {
 	// of them may be used after; the parameters Run and Completed passed
 	// on are copies, their holders' own.
 	Release()
+	// Park empties the arguments' storage and leaves it with its holder,
+	// who hands it to a later Direct of any tool as its spare, instead of
+	// back to the tool now: a dispatcher that runs calls of the same tools
+	// step after step saves the tool's pool a round trip per call.
+	Park()
 }
 
 // Hooks are what the worker reads of one tool.
@@ -35,7 +40,10 @@ type Hooks[R any] struct {
 	// Direct, when set, decodes arguments that are plain, valid JSON
 	// straight into the parameters, and returns nil for any others,
 	// which take Params' general path and Bind.
-	Direct func(arguments string) Args[R]
+	// spare, when not nil, is a parked Args the caller hands over
+	// whatever happens: Direct fills it when it is the tool's own, and
+	// releases it otherwise.
+	Direct func(arguments string, spare Args[R]) Args[R]
 }
 
 // Anchor holds a tool's hooks; package tool embeds one in every Tool.

@@ -39,7 +39,7 @@ func TestOf(t *testing.T) {
 		t.Errorf("%+v, %v, %q, %q %v", res, err, a.Activity(), label, ok)
 	}
 	a.Release()
-	if h.Direct != nil && h.Direct(`{"text":`) != nil {
+	if h.Direct != nil && h.Direct(`{"text":`, nil) != nil {
 		t.Error("Direct took arguments that do not parse")
 	}
 	if toolhooks.Of[tool.Result](&tool.Tool{}) != nil {

@@ -42,7 +42,24 @@ func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 // invalid_arguments, with the rungs that ran in Repairs); on a refusal
 // inv is left as it was.
 func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) *tool.Error {
-	a, repairs, err := parse(t, args, repairLimit)
+	return inv.PrepareWith(t, args, repairLimit, nil)
+}
+
+// Spare holds the parked storage of a released invocation's decoded
+// parameters (Invocation.Park), for a later PrepareWith to reuse. The
+// zero value holds none.
+type Spare struct {
+	a toolhooks.Args[tool.Result]
+}
+
+// PrepareWith is [Invocation.Prepare] reusing the storage spare holds
+// when it is t's: spare is emptied whatever happens.
+func (inv *Invocation) PrepareWith(t *tool.Tool, args string, repairLimit int, spare *Spare) *tool.Error {
+	var s toolhooks.Args[tool.Result]
+	if spare != nil && spare.a != nil {
+		s, spare.a = spare.a, nil
+	}
+	a, repairs, err := parse(t, args, repairLimit, s)
 	if err != nil {
 		return prepareError(t, err, repairs)
 	}
@@ -59,12 +76,14 @@ func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) *tool
 // an error too. The error says what is wrong (argumentsError words it
 // for the model), or is an *Error of kind invalid_arguments when the
 // validated value does not decode into the parameters.
-func parse(t *tool.Tool, arguments string, repairLimit int) (a toolhooks.Args[tool.Result], repairs []string, err error) {
+func parse(t *tool.Tool, arguments string, repairLimit int, spare toolhooks.Args[tool.Result]) (a toolhooks.Args[tool.Result], repairs []string, err error) {
 	h := toolhooks.Of[tool.Result](t)
 	if h.Direct != nil {
-		if a := h.Direct(arguments); a != nil {
+		if a := h.Direct(arguments, spare); a != nil {
 			return a, nil, nil
 		}
+	} else if spare != nil {
+		spare.Release()
 	}
 	v, repairs, err := parseValue(t, h, arguments, repairLimit)
 	if err != nil {
@@ -130,6 +149,21 @@ func (inv *Invocation) Release() {
 		inv.args.Release()
 		inv.args = nil
 	}
+}
+
+// Park is [Invocation.Release] into spare: the decoded parameters'
+// storage, emptied, stays there for a later PrepareWith (of the same
+// tool, or it goes back to its tool then). A storage spare held already
+// goes back to its tool.
+func (inv *Invocation) Park(spare *Spare) {
+	if inv.args == nil {
+		return
+	}
+	if spare.a != nil {
+		spare.a.Release()
+	}
+	inv.args.Park()
+	spare.a, inv.args = inv.args, nil
 }
 
 // CompletedActivity is the label to show once the call ended with r:

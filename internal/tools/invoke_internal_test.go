@@ -143,9 +143,48 @@ func TestParseNamesEveryViolation(t *testing.T) {
 			}`)},
 		Execute: func(context.Context, lookupParams) (tool.Result, error) { return tool.Result{}, nil },
 	})
-	_, _, err := parse(lookup, `{"key": "user", "shards": [1, 9]}`, 0)
+	_, _, err := parse(lookup, `{"key": "user", "shards": [1, 9]}`, 0, nil)
 	const want = "/key: does not match pattern '^[a-z]+:[0-9]+$'; /shards/1: must be <= 7 but found 9"
 	if err == nil || err.Error() != want {
 		t.Errorf("%v, want %s", err, want)
+	}
+}
+
+// A parked invocation's storage is what the next PrepareWith of the same
+// tool decodes into, emptied in between; another tool's PrepareWith gives
+// it back to its tool instead, and a refusal leaves the spare empty too.
+func TestParkedStorageIsReused(t *testing.T) {
+	move, other := moveTool(t, tool.Spec{}), moveTool(t, tool.Spec{})
+	var spare Spare
+	var inv Invocation
+	if err := inv.PrepareWith(move, `{"from":"a","to":"b"}`, 0, &spare); err != nil {
+		t.Fatal(err)
+	}
+	first := inv.args
+	inv.Park(&spare)
+	if spare.a != first || inv.args != nil {
+		t.Fatalf("parked %v, left %v", spare.a, inv.args)
+	}
+	if c := first.(interface{ Activity() string }); c.Activity() != "" {
+		t.Errorf("parked storage keeps the label %q", c.Activity())
+	}
+	var next Invocation
+	if err := next.PrepareWith(move, `{"from":"c","to":"d"}`, 0, &spare); err != nil {
+		t.Fatal(err)
+	}
+	if next.args != first || spare.a != nil || next.Activity != "Moving c" {
+		t.Errorf("same tool: storage %p, want %p; spare %v; activity %q", next.args, first, spare.a, next.Activity)
+	}
+	next.Park(&spare)
+	var third Invocation
+	if err := third.PrepareWith(other, `{"from":"e","to":"f"}`, 0, &spare); err != nil {
+		t.Fatal(err)
+	}
+	if third.args == first || spare.a != nil {
+		t.Errorf("another tool decoded into the spare of move, or left it held")
+	}
+	third.Park(&spare)
+	if err := third.PrepareWith(other, `{"from":1}`, 0, &spare); err == nil || spare.a != nil {
+		t.Errorf("refusal: %v, spare %v", err, spare.a)
 	}
 }

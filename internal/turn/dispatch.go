@@ -159,9 +159,14 @@ type cell struct {
 type stepState struct {
 	calls []pending
 	ps    []*pending
-	run   []*pending // the calls of the group running
-	step  inflight
-	group group
+	// spares[i] keeps the parameters' storage of calls[i]'s last
+	// invocation (tools.Invocation.Park): a step of the tools its state
+	// ran last decodes its arguments into it, not into the tool's pool's.
+	// Not cleared with the records.
+	spares []tools.Spare
+	run    []*pending // the calls of the group running
+	step   inflight
+	group  group
 	// What every call of the step shares.
 	d               *Dispatcher
 	hooks           *Hooks
@@ -249,9 +254,9 @@ func (d *Dispatcher) state(n int) *stepState {
 		st = &stepState{}
 	}
 	if cap(st.calls) < n {
-		st.calls, st.ps = make([]pending, n), make([]*pending, n)
+		st.calls, st.ps, st.spares = make([]pending, n), make([]*pending, n), make([]tools.Spare, n)
 	}
-	st.calls, st.ps = st.calls[:n], st.ps[:n]
+	st.calls, st.ps, st.spares = st.calls[:n], st.ps[:n], st.spares[:n]
 	return st
 }
 
@@ -261,13 +266,18 @@ func (d *Dispatcher) release(st *stepState) {
 	if st.step.isEscaped() {
 		return
 	}
+	if cap(st.calls) > maxPooledCalls {
+		for i := range st.calls {
+			if p := &st.calls[i]; p.inv != nil {
+				p.inv.Release()
+			}
+		}
+		return
+	}
 	for i := range st.calls {
 		if p := &st.calls[i]; p.inv != nil {
-			p.inv.Release()
+			p.inv.Park(&st.spares[i])
 		}
-	}
-	if cap(st.calls) > maxPooledCalls {
-		return
 	}
 	clear(st.calls)
 	clear(st.ps)
@@ -302,7 +312,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 	for i := range in.Calls {
 		p := &st.calls[i]
 		p.st, ps[i] = st, p
-		d.resolve(ctx, set, in, &in.Calls[i], p)
+		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -392,23 +402,27 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
-	c := *call
+	c := call
 	p.call, p.parallel = call, true
 	if d.Journal != nil {
-		p.digest = CallDigest(c)
+		p.digest = CallDigest(*c)
 	}
 	if d.Tracer != nil {
-		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(c), c.CallID)
+		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
 		return
 	}
-	held := in.Stored[c.CallID]
+	args := c.Arguments
+	var held *HeldCall
+	if in.Stored != nil {
+		held = in.Stored[c.CallID]
+	}
 	if held != nil {
 		if held.Outcome != nil {
 			p.outcome = held.Outcome
@@ -416,14 +430,14 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 		}
 		// Approved: the value validated when the step was held runs, not
 		// the model's text again.
-		c.Arguments = string(held.Valid)
+		args = string(held.Valid)
 	}
 	t := set.Lookup(c.Namespace, c.Name)
 	if t == nil {
 		t = set.lookupUnlisted(ctx, c.Namespace, c.Name) // unlisted.go
 	}
 	if t == nil {
-		p.outcome = errorOutcome(c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(c)))
+		p.outcome = errorOutcome(*c, tool.Errorf(tool.UnknownTool, "There is no tool %s in this turn. Call only the tools listed for this turn.", displayName(*c)))
 		return
 	}
 	sp := t.Spec()
@@ -431,14 +445,14 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 	// loaded set may have left TURN_STATE with its TTL while a person
 	// decided.
 	if sp.DeferLoading && held == nil && !in.Loaded[ToolKey(sp.Namespace, sp.Name)] {
-		p.outcome = errorOutcome(c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(c)))
+		p.outcome = errorOutcome(*c, tool.Errorf(tool.NotLoaded, "The tool %s is deferred and has not been loaded in this turn. Call tool_search with what you need first; it loads the tool with its full definition.", displayName(*c)))
 		return
 	}
 	var vspan trace.Span
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
 	}
-	te := p.invocation.Prepare(t, c.Arguments, d.Repair.Limit)
+	te := p.invocation.PrepareWith(t, args, d.Repair.Limit, spare)
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
 	if te == nil {
@@ -456,7 +470,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *prot
 		vspan.End()
 	}
 	if te != nil {
-		p.outcome = errorOutcome(c, te)
+		p.outcome = errorOutcome(*c, te)
 		p.outcome.Repairs = repairs
 		return
 	}
@@ -588,14 +602,15 @@ func (p *pending) run() {
 	st.group.spares.Add(-1)
 	began := st.since()
 	for {
-		// The group's place this helper holds (its arrival's, then its
-		// last call's) is given back only once it took its next call:
-		// the step ends, and its state may go to another step, as the
-		// last place is given back, so that after it this goroutine
-		// looks at nothing of the step.
+		// The helper holds one place in the group (g.wg) from its
+		// arrival on: the place of each call it takes in turn. It is
+		// given back once no call is left, or by the watchdog that ends
+		// the call holding it. The step ends, and its state may go to
+		// another step, as the last place is given back, so that after
+		// it this goroutine looks at nothing of the step.
 		q := st.group.take(st.d)
-		st.group.wg.Done()
 		if q == nil {
+			st.group.wg.Done()
 			return
 		}
 		q.began = began
@@ -612,7 +627,7 @@ func (p *pending) run() {
 }
 
 // take takes the group's next call, or returns nil when none is left. The
-// call taken holds a place in the group (g.wg); while calls are left
+// call taken holds the helper's place in the group; while calls are left
 // behind it, a spare helper is handed the group first, so that they do
 // not wait for the call taken to end.
 func (g *group) take(d *Dispatcher) *pending {
@@ -621,7 +636,6 @@ func (g *group) take(d *Dispatcher) *pending {
 		return nil
 	}
 	p := g.ps[i]
-	g.wg.Add(1)
 	if i+1 < n && g.spares.Load() == 0 {
 		g.spares.Add(1)
 		g.wg.Add(1)

@@ -143,6 +143,10 @@ type Set struct {
 	Notes []string
 	// unlisted answer calls of names the set does not hold (unlisted.go).
 	unlisted []Unlisted
+	// spaced is set when a tool of a set searched in order has a
+	// namespace: without one, a lookup compares names alone (a tool's
+	// namespace is in its Spec, which a lookup would copy whole).
+	spaced bool
 
 	once    sync.Once
 	catalog json.RawMessage
@@ -154,9 +158,11 @@ func NewSet(ts ...*tool.Tool) (*Set, error) {
 	s := &Set{tools: ts}
 	if len(ts) <= scanTools {
 		for i, t := range ts {
-			if scan(ts[:i], t.Spec().Namespace, t.Name()) != nil {
-				return nil, duplicate(t.Spec())
+			sp := t.Spec()
+			if scan(ts[:i], true, sp.Namespace, sp.Name) != nil {
+				return nil, duplicate(sp)
 			}
+			s.spaced = s.spaced || sp.Namespace != ""
 		}
 		return s, nil
 	}
@@ -180,8 +186,20 @@ func NewSet(ts ...*tool.Tool) (*Set, error) {
 // costs less than hashing the name.
 const scanTools = 16
 
-// scan finds a tool of ts by namespace and name, in order.
-func scan(ts []*tool.Tool, namespace, name string) *tool.Tool {
+// scan finds a tool of ts by namespace and name, in order; spaced false
+// says that no tool of ts has a namespace.
+func scan(ts []*tool.Tool, spaced bool, namespace, name string) *tool.Tool {
+	if !spaced {
+		if namespace != "" {
+			return nil
+		}
+		for _, t := range ts {
+			if t.Name() == name {
+				return t
+			}
+		}
+		return nil
+	}
 	for _, t := range ts {
 		if t.Name() == name && t.Spec().Namespace == namespace {
 			return t
@@ -200,7 +218,7 @@ func duplicate(sp tool.Spec) error {
 // Lookup finds a tool by namespace ("" for none) and name.
 func (s *Set) Lookup(namespace, name string) *tool.Tool {
 	if s.names == nil {
-		return scan(s.tools, namespace, name)
+		return scan(s.tools, s.spaced, namespace, name)
 	}
 	if namespace == "" {
 		return s.names[name]

@@ -309,3 +309,34 @@ func TestSetDeferred(t *testing.T) {
 		t.Errorf("Tools() = %v", names(set.Tools()))
 	}
 }
+
+// A small set searched in order: without any namespaced tool a lookup
+// compares names alone, and a namespaced call finds nothing; with one,
+// both the name and the namespace must match.
+func TestSmallSetLookup(t *testing.T) {
+	tl := func(name string, opts ...func(*tool.Spec)) *tool.Tool {
+		return newTool(t, name, "", reply(name), opts...)
+	}
+	plain, err := turn.NewSet(tl("list"), tl("get"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.Lookup("", "get"); got == nil || got.Name() != "get" {
+		t.Errorf("Lookup(get) = %v", got)
+	}
+	if plain.Lookup("github", "list") != nil || plain.Lookup("", "put") != nil {
+		t.Error("a set without namespaces found a namespaced or unknown call")
+	}
+	mixed, err := turn.NewSet(tl("list", inNamespace("github", "")), tl("list"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"github", ""} {
+		if got := mixed.Lookup(ns, "list"); got == nil || got.Spec().Namespace != ns {
+			t.Errorf("Lookup(%q, list) = %v", ns, got)
+		}
+	}
+	if mixed.Lookup("linear", "list") != nil {
+		t.Error("found a tool in a namespace that does not exist")
+	}
+}
