@@ -2,13 +2,16 @@ package bus
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
 )
@@ -109,4 +112,47 @@ func TestPubAcksClosedConnection(t *testing.T) {
 	if _, err := a.RequestMsg(nats.NewMsg("never"), 20*time.Second); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Fatalf("request after the close: got %v, want %v", err, nats.ErrConnectionClosed)
 	}
+}
+
+// BenchmarkStoreMsg compares the two requesters over stored writes made
+// by many goroutines at once, as a worker's handlers make them.
+func BenchmarkStoreMsg(b *testing.B) {
+	s := natstest.Start(b)
+	js := s.JetStream(b)
+	if _, err := js.CreateStream(b.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		b.Fatal(err)
+	}
+	conn := s.Connect(b)
+	acks, err := newPubAcks(s.Connect(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		r    requester
+	}{{"RequestMsg", conn}, {"pubAcks", acks}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetParallelism(64)
+			before := cpuTime()
+			b.RunParallel(func(pb *testing.PB) {
+				m := nats.NewMsg("s.x")
+				m.Data = make([]byte, 300)
+				for pb.Next() {
+					if err := storeMsg(context.Background(), c.r, m, 5*time.Second); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			// The process's CPU (the server's included), less noisy on a
+			// shared machine than the wall time.
+			b.ReportMetric(float64(cpuTime()-before)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
