@@ -48,8 +48,16 @@ func TestPubAcksAnswerGoesToItsOwnRequest(t *testing.T) {
 				want := fmt.Appendf(nil, "%d-%d", g, i)
 				m := nats.NewMsg("echo")
 				m.Data = want
-				// From well before the answer to well after it.
-				r, err := a.RequestMsg(m, time.Duration(1+i%20)*100*time.Microsecond)
+				// From well before the answer to well after it; some
+				// that cannot be answered in time, some that always are.
+				timeout := time.Duration(1+i%20) * 100 * time.Microsecond
+				switch i % 20 {
+				case 0:
+					timeout = time.Nanosecond
+				case 19:
+					timeout = 10 * time.Second
+				}
+				r, err := a.RequestMsg(m, timeout)
 				mu.Lock()
 				switch {
 				case err == nil:
