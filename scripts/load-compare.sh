@@ -9,8 +9,14 @@
 # The summary also gives the op-mix bound of the same server, 1 / (1/consume
 # + W/pub async) for W stored writes per step (the gateway's publish, the
 # call key, call.output, step.done: 4 for a read-only call; 5 when the call
-# is claimed before it runs and its outcome stored after), and the one
-# worker's share of it. WORKER=path runs a worker binary built elsewhere
+# is claimed before it runs and its outcome stored after; stored writes
+# only: the step's removal from its work queue when acknowledged, the
+# events' message-id checks, the two activity messages and the gateway's
+# reading of both events are left out, so the bound errs high), the one
+# worker's share of it, and the CPU per step of the worker process and of
+# the load program in the one-worker run (on a machine they share, the
+# bound is reached only when both leave the server the cores the bench
+# had). WORKER=path runs a worker binary built elsewhere
 # (for interleaved A/B runs against another commit), LOADGEN=path a load
 # program built elsewhere; WFLAGS adds flags to
 # the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
@@ -30,8 +36,16 @@ pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
 sleepy() { "$dir/loadgen" --nats-url $url --steps "${SLEEP_STEPS:-6000}" --concurrency 1024 --sleep "${SLEEP:-200ms}"; }
+# The worker process's CPU (its embedded server's included) and the load
+# program's, per step of the one-worker run: where the machine's cores
+# went, beside the rates.
+cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 echo "== one worker"
-"$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" | tee "$dir/one"
+w0=$(cpu "${pids[0]}")
+# (times, in the subshell: its children's CPU, the load program's)
+("$dir/loadgen" --nats-url $url --steps "$steps" --concurrency "$conc" >"$dir/one"; times >"$dir/one.time")
+cat "$dir/one"
+w1=$(cpu "${pids[0]}")
 if [ -z "${QUICK:-}" ]; then
   echo "== one worker, calls that sleep"
   sleepy | tee "$dir/one-sleep"
@@ -58,5 +72,7 @@ echo "no-op calls:      one worker $(rate one) ($(awk -v a="$(rate one)" -v b="$
 if [ -z "${QUICK:-}" ]; then
   echo "calls that sleep: one worker $(rate one-sleep), two workers $(rate two-sleep)"
 fi
+hz=$(getconf CLK_TCK)
+echo "CPU per step:     worker process $(awk -v t=$((w1 - w0)) -v hz="$hz" -v n="$steps" 'BEGIN{printf "%.1f", t*1e6/hz/n}') us, load program $(awk -v n="$steps" 'NR==2{gsub(/s/,""); split($1,u,"m"); split($2,y,"m"); printf "%.1f", (u[1]*60+u[2]+y[1]*60+y[2])*1e6/n}' "$dir/one.time") us (one worker, no-op calls)"
 bound() { awk -v c="$consume" -v p="$(msgs pub)" -v w="$1" -v a="$(rate one)" 'BEGIN{b=1/(1/c+w/p); printf "%d writes: %.0f steps/s, one worker %.2f of it", w, b, a/b}'; }
 echo "op-mix bound:     $(bound 4); $(bound 5)"

@@ -38,6 +38,8 @@ type Publisher struct {
 	AttemptTimeout time.Duration
 
 	bufs sync.Pool // of *[]byte: getBuf
+	msgs sync.Pool // of *outMsg: getMsg
+	acks pubAcksOf // the answers of the stored writes
 }
 
 // CallOutput publishes a call.output event.
@@ -77,8 +79,9 @@ func (p *Publisher) Event(ctx context.Context, subject, msgID string, v any) err
 // when it can be clipped (wire.Fit); an event that still does not fit is
 // refused with an error wrapping wire.ErrTooLarge, before it is sent.
 func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v any) error {
-	m := nats.NewMsg(subject)
-	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	om := p.getMsg(subject, msgID)
+	defer p.msgs.Put(om)
+	m := &om.m
 	ctx, span := publishSpan(ctx, subject)
 	traceheader.Inject(ctx, m.Header)
 	buf := p.getBuf()
@@ -89,6 +92,29 @@ func (p *Publisher) publishJSON(ctx context.Context, subject, msgID string, v an
 	}
 	spans.End(span, err)
 	return err
+}
+
+// outMsg is an event's message, kept for the next event with its header
+// map and the message id's value: nats.NewMsg and Header.Set made both
+// for every event, and the client copies a message's header and data as
+// it sends them.
+type outMsg struct {
+	m  nats.Msg
+	id [1]string
+}
+
+// getMsg is a message to subject with msgID as its Nats-Msg-Id, and no
+// other header.
+func (p *Publisher) getMsg(subject, msgID string) *outMsg {
+	om, _ := p.msgs.Get().(*outMsg)
+	if om == nil {
+		om = &outMsg{m: nats.Msg{Header: make(nats.Header, 2)}}
+	}
+	clear(om.m.Header)
+	om.m = nats.Msg{Subject: subject, Header: om.m.Header}
+	om.id[0] = msgID
+	om.m.Header[jetstream.MsgIDHeader] = om.id[:]
+	return om
 }
 
 // encode sets m's data to v, clipped to fit the connection's max payload
@@ -163,7 +189,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	if attempt <= 0 {
 		attempt = 5 * time.Second
 	}
-	err := storeMsg(ctx, p.JS.Conn(), m, attempt)
+	err := storeMsg(ctx, p.acks.of(p.JS.Conn()), m, attempt)
 	if err == nil || !transient(err) {
 		return err
 	}
@@ -182,7 +208,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 			err, first = first, nil
 			return err
 		}
-		err := storeMsg(ctx, p.JS.Conn(), m, attempt)
+		err := storeMsg(ctx, p.acks.of(p.JS.Conn()), m, attempt)
 		if err != nil && !transient(err) {
 			return backoff.Permanent(err)
 		}
@@ -203,7 +229,7 @@ func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 // sooner. A ctx cancelled without a deadline is seen before the message
 // is sent, not during the wait: a context per attempt, registered with
 // the one every handler shares, added a third to the publish's cost.
-func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) error {
+func storeMsg(ctx context.Context, nc requester, m *nats.Msg, timeout time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

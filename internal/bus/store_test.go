@@ -21,15 +21,28 @@ import (
 
 // TestStoreMsg checks the acknowledgements storeMsg reads without
 // decoding, and the errors it decodes, against a real server.
+// It runs once over the connection's own RequestMsg and once over the
+// publisher's pubAcks.
 func TestStoreMsg(t *testing.T) {
 	t.Parallel()
 	s := natstest.Start(t)
-	nc := s.Connect(t)
 	js := s.JetStream(t)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
 		t.Fatal(err)
 	}
+	conn := s.Connect(t)
+	acks, err := newPubAcks(s.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, nc := range []requester{conn, acks} {
+		testStoreMsg(t, nc, js, fmt.Sprintf("s%d", i), uint64(2*(i+1)))
+	}
+}
+
+func testStoreMsg(t *testing.T, nc requester, js jetstream.JetStream, p string, stored uint64) {
+	ctx := context.Background()
 	msg := func(subject, id, lastSubjSeq string) *nats.Msg {
 		m := nats.NewMsg(subject)
 		m.Data = []byte("x")
@@ -41,13 +54,13 @@ func TestStoreMsg(t *testing.T) {
 		}
 		return m
 	}
-	if err := storeMsg(ctx, nc, msg("s.a", "one", "0"), time.Second); err != nil {
+	if err := storeMsg(ctx, nc, msg("s."+p+"a", p+"one", "0"), time.Second); err != nil {
 		t.Fatalf("first write: %v", err)
 	}
-	if err := storeMsg(ctx, nc, msg("s.a", "one", ""), time.Second); err != nil {
+	if err := storeMsg(ctx, nc, msg("s."+p+"a", p+"one", ""), time.Second); err != nil {
 		t.Fatalf("duplicate of a stored message: %v", err)
 	}
-	err := storeMsg(ctx, nc, msg("s.a", "two", "0"), time.Second)
+	err := storeMsg(ctx, nc, msg("s."+p+"a", p+"two", "0"), time.Second)
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 		t.Fatalf("create of an existing subject: got %v, want API error %d", err, jetstream.JSErrCodeStreamWrongLastSequence)
@@ -57,18 +70,18 @@ func TestStoreMsg(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := storeMsg(cancelled, nc, msg("s.b", "", ""), time.Second); !errors.Is(err, context.Canceled) {
+	if err := storeMsg(cancelled, nc, msg("s."+p+"b", "", ""), time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: got %v", err)
 	}
 	past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
-	if err := storeMsg(context.WithoutCancel(past), nc, msg("s.b", "", ""), time.Second); err != nil {
+	if err := storeMsg(context.WithoutCancel(past), nc, msg("s."+p+"b", "", ""), time.Second); err != nil {
 		t.Fatalf("a context without cancel: %v", err)
 	}
-	if err := storeMsg(past, nc, msg("s.b", "", ""), time.Second); !errors.Is(err, context.DeadlineExceeded) {
+	if err := storeMsg(past, nc, msg("s."+p+"b", "", ""), time.Second); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("past deadline: got %v", err)
 	}
-	wantStored(t, js, "S", 2)
+	wantStored(t, js, "S", stored)
 }
 
 // wantStored fails the test unless stream holds n messages.
