@@ -925,7 +925,8 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	if err != nil {
 		return out
 	}
-	last := st.CachedInfo().State.LastSeq
+	info := st.CachedInfo().State
+	last := info.LastSeq
 	start := uint64(1)
 	if last > refusedWindow {
 		start = last - refusedWindow
@@ -933,28 +934,11 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	// Newest first, a window of sequences at a time, until refusedBytes
 	// of headers are read: a malformed step carries up to 64 KiB of
 	// headers into its dead letter, and 10,000 of them on a shown turn
-	// would be 640 MB read for one page.
-	var letters []deadLetter
-	read := 0
-	// Windows of 16 sequences, doubling up to refusedChunk: the newest
-	// window's headers always fit the bound (16 of 64 KiB at most).
-	chunk := uint64(16)
-	for end := last + 1; end > start && read < refusedBytes; chunk = min(2*chunk, refusedChunk) {
-		from := start
-		if end > start+chunk {
-			from = end - chunk
-		}
-		got, n, err := s.headersIn(ctx, filters, from, end, refusedBytes-read)
-		letters = append(letters, got...)
-		read += n
-		if err != nil {
-			s.log.Warn("console: reading the refused answers", "err", err)
-			break
-		}
-		end = from
-	}
+	// would be 640 MB read for one page. What an earlier load read is
+	// not read again (readRefused).
+	letters := s.readRefused(ctx, filters, start, last, info.NumDeleted)
 	for _, d := range letters {
-		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {
+		if !isAnswer(d) {
 			continue
 		}
 		id := d.Headers.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)

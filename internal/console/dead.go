@@ -220,15 +220,33 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	// time (some may be deleted), until the page is full.
 	var letters []deadLetter
 	for hi := end; hi > info.State.FirstSeq && len(letters) < lettersPerPage && ctx.Err() == nil; {
-		lo := max(info.State.FirstSeq, hi-uint64(min(hi, 4*lettersPerPage)))
-		got, err := s.headers(ctx, nil, lo, int(hi-lo))
-		if err != nil {
-			v.Error = err.Error()
-			break
+		// As many sequences as letters are missing: each read costs the
+		// server the letters' whole payloads, however few bytes of
+		// headers it returns.
+		lo := max(info.State.FirstSeq, hi-min(hi, uint64(lettersPerPage-len(letters))))
+		// The newest of the window as an earlier load read them; only
+		// the sequences below the first it did not are read.
+		top := hi
+		for ; top > lo; top-- {
+			d, known := s.letters.get(top-1, info.State.NumDeleted)
+			if !known {
+				break
+			}
+			if d != nil {
+				letters = append(letters, *d)
+			}
 		}
-		for i := len(got) - 1; i >= 0 && len(letters) < lettersPerPage; i-- {
-			if got[i].Seq < hi {
-				letters = append(letters, got[i])
+		if top > lo {
+			got, err := s.headers(ctx, nil, lo, int(top-lo))
+			if err != nil {
+				v.Error = err.Error()
+				break
+			}
+			s.letters.fill(lo, top, info.State.NumDeleted, got)
+			for i := len(got) - 1; i >= 0 && len(letters) < lettersPerPage; i-- {
+				if got[i].Seq < top {
+					letters = append(letters, got[i])
+				}
 			}
 		}
 		hi = lo

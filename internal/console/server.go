@@ -67,6 +67,8 @@ type Server struct {
 	streams streamSet // live streams open
 	cats    *catalogCache
 	sums    summaries
+	letters *letterCache
+	refused *refusedCache
 	limits  Limits
 	bounds  pageBounds
 }
@@ -116,6 +118,8 @@ func New(cfg Config) (*Server, error) {
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
 		sums:     summaries{m: map[string]summary{}},
+		letters:  newLetterCache(),
+		refused:  newRefusedCache(),
 		bounds:   pageBounds{page: pageShown, step: stepShown},
 		limits:   cfg.Limits.orDefault(),
 	}
