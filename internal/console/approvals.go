@@ -48,6 +48,20 @@ type heldStep struct {
 		By  string `json:"by"`
 		Seq uint64 `json:"seq"`
 	} `json:"verdict"`
+	// StepDigest: the worker that held the step accepts the digest bound
+	// to the step (protocol.StepDecisionDigest).
+	StepDigest bool `json:"step_digest"`
+}
+
+// digest is what a decision for c carries and its form repeats: bound
+// to the agent, turn, step and round where the holding worker accepts
+// it (a decision then decides nothing but this hold, even where another
+// holds the same call id and arguments), else the call's alone.
+func (h *heldStep) digest(c heldCall) string {
+	if h.StepDigest {
+		return protocol.StepDecisionDigest(h.AgentID, h.TurnID, h.Step, h.Round, c.CallID, c.Namespace, c.Name, c.Valid)
+	}
+	return protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)
 }
 
 type heldCall struct {
@@ -507,7 +521,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budg
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: *shownArgs[h][i], Repairs: c.Repairs,
-				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid), Script: scriptNote(c.Valid)}
+				Digest: h.digest(c), Script: scriptNote(c.Valid)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
 			}
@@ -581,7 +595,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		// the call id and the digest of what it showed, so that a page
 		// older than the record decides nothing by mistake.
 		idx := strconv.Itoa(i)
-		digest := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)
+		digest := h.digest(c)
 		if f.Get("call."+idx) != c.CallID || f.Get("digest."+idx) != digest {
 			s.back(w, r, back, fmt.Sprintf("The page did not match step %d of %s/%s (call %q is not what the page showed): nothing sent; look at it again and decide.", step, agent, turn, c.CallID))
 			return
