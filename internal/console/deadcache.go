@@ -230,7 +230,8 @@ func (s *Server) readRefused(ctx context.Context, filters []string, start, last 
 			out = append(out, d)
 		}
 	}
-	return out
+	sc.answers = out // those past the window are never asked for again
+	return slices.Clip(out)
 }
 
 // newestFirst reads the headers of the letters on the filters' subjects
