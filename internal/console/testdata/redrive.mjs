@@ -48,7 +48,7 @@ try {
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   await page.goto(base + "/login?token=" + encodeURIComponent(token));
   await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL(base + "/approvals"), page.click("#login")]);
+  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
   await page.goto(base + "/dead");
   add(await measure(page));
   const seqs = await page.evaluate(() => [...document.querySelectorAll("section.dead")].map((s) => ({
