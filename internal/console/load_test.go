@@ -140,7 +140,7 @@ func TestStalledStreamsTakeOneShare(t *testing.T) {
 	}
 }
 
-// A flood of 200 malformed steps of 900 KB (the first five dead-lettered
+// A flood of 200 malformed steps of 900 KB (the first two dead-lettered
 // by the real worker, the others copies of its dead letter), beside a
 // held step: /dead is one page of letters listed from
 // their headers (its size does not grow with the payloads), each letter
@@ -158,7 +158,7 @@ func TestDeadLetterFlood(t *testing.T) {
 	js := r.srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
-	const n, size, real = 200, 900 << 10, 5
+	const n, size, real = 200, 900 << 10, 2
 	big := []byte(strings.Repeat("x", size))
 	st, err := js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
