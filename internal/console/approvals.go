@@ -48,6 +48,20 @@ type heldStep struct {
 		By  string `json:"by"`
 		Seq uint64 `json:"seq"`
 	} `json:"verdict"`
+	// StepDigest: the worker that held the step accepts the digest bound
+	// to the step (protocol.StepDecisionDigest).
+	StepDigest bool `json:"step_digest"`
+}
+
+// digest is what a decision for c carries and its form repeats: bound
+// to the agent, turn, step and round where the holding worker accepts
+// it (a decision then decides nothing but this hold, even where another
+// holds the same call id and arguments), else the call's alone.
+func (h *heldStep) digest(c heldCall) string {
+	if h.StepDigest {
+		return protocol.StepDecisionDigest(h.AgentID, h.TurnID, h.Step, h.Round, c.CallID, c.Namespace, c.Name, c.Valid)
+	}
+	return protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)
 }
 
 type heldCall struct {
@@ -507,7 +521,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budg
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: *shownArgs[h][i], Repairs: c.Repairs,
-				Digest: protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid), Script: scriptNote(c.Valid)}
+				Digest: h.digest(c), Script: scriptNote(c.Valid)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
 			}
@@ -581,7 +595,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		// the call id and the digest of what it showed, so that a page
 		// older than the record decides nothing by mistake.
 		idx := strconv.Itoa(i)
-		digest := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid)
+		digest := h.digest(c)
 		if f.Get("call."+idx) != c.CallID || f.Get("digest."+idx) != digest {
 			s.back(w, r, back, fmt.Sprintf("The page did not match step %d of %s/%s (call %q is not what the page showed): nothing sent; look at it again and decide.", step, agent, turn, c.CallID))
 			return
@@ -925,7 +939,8 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	if err != nil {
 		return out
 	}
-	last := st.CachedInfo().State.LastSeq
+	info := st.CachedInfo().State
+	last := info.LastSeq
 	start := uint64(1)
 	if last > refusedWindow {
 		start = last - refusedWindow
@@ -933,28 +948,11 @@ func (s *Server) refusedAnswers(ctx context.Context, steps []*heldStep) map[step
 	// Newest first, a window of sequences at a time, until refusedBytes
 	// of headers are read: a malformed step carries up to 64 KiB of
 	// headers into its dead letter, and 10,000 of them on a shown turn
-	// would be 640 MB read for one page.
-	var letters []deadLetter
-	read := 0
-	// Windows of 16 sequences, doubling up to refusedChunk: the newest
-	// window's headers always fit the bound (16 of 64 KiB at most).
-	chunk := uint64(16)
-	for end := last + 1; end > start && read < refusedBytes; chunk = min(2*chunk, refusedChunk) {
-		from := start
-		if end > start+chunk {
-			from = end - chunk
-		}
-		got, n, err := s.headersIn(ctx, filters, from, end, refusedBytes-read)
-		letters = append(letters, got...)
-		read += n
-		if err != nil {
-			s.log.Warn("console: reading the refused answers", "err", err)
-			break
-		}
-		end = from
-	}
+	// would be 640 MB read for one page. What an earlier load read is
+	// not read again (readRefused).
+	letters := s.readRefused(ctx, filters, start, last, info.NumDeleted)
 	for _, d := range letters {
-		if !strings.HasPrefix(d.Headers.Get(protocol.HeaderDeadSubject), "turn.approval.") || strings.Count(d.Headers.Get(protocol.HeaderDeadSubject), ".") != 3 {
+		if !isAnswer(d) {
 			continue
 		}
 		id := d.Headers.Get(protocol.HeaderDeadPrefix + jetstream.MsgIDHeader)

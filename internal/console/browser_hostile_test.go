@@ -45,6 +45,7 @@ func unmark(s string) string {
 // folded or in a scroll box, and the long value could only be approved
 // from the page that shows all of it.
 func TestBrowserHostile(t *testing.T) {
+	t.Parallel()
 	chromium, npmDir := browserTools(t)
 	r := newRig(t)
 	notes := map[string]string{

@@ -65,6 +65,7 @@ func browserTools(t *testing.T) (chromium, npmDir string) {
 // and a screenshot of every page (into docs/console with
 // CONSOLE_UPDATE_SCREENSHOTS=1).
 func TestBrowser(t *testing.T) {
+	t.Parallel()
 	chromium, npmDir := browserTools(t)
 	r := newRig(t)
 	run := r.hold(t, "a1", "t1")

@@ -40,6 +40,7 @@ import (
 // above its Approve, what the page showed reads back as exactly the
 // arguments that ran, and every call ran.
 func TestBrowserComputer(t *testing.T) {
+	t.Parallel()
 	chromium, npmDir := browserTools(t)
 	srv := natstest.Start(t)
 	comp, err := computer.New(computer.Config{Root: filepath.Join(t.TempDir(), "homes"), Unconfined: true})

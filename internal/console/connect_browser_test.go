@@ -44,6 +44,7 @@ func browserConnect(t *testing.T, r *connectRig, chromium, npmDir string) (out s
 // server's refusal with markup in its description is shown as text,
 // and runs nothing.
 func TestBrowserConnect(t *testing.T) {
+	t.Parallel()
 	chromium, npmDir := browserTools(t)
 	t.Run("connect", func(t *testing.T) {
 		r := startConnectRig(t)

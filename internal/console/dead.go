@@ -220,15 +220,33 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	// time (some may be deleted), until the page is full.
 	var letters []deadLetter
 	for hi := end; hi > info.State.FirstSeq && len(letters) < lettersPerPage && ctx.Err() == nil; {
-		lo := max(info.State.FirstSeq, hi-uint64(min(hi, 4*lettersPerPage)))
-		got, err := s.headers(ctx, nil, lo, int(hi-lo))
-		if err != nil {
-			v.Error = err.Error()
-			break
+		// As many sequences as letters are missing: each read costs the
+		// server the letters' whole payloads, however few bytes of
+		// headers it returns.
+		lo := max(info.State.FirstSeq, hi-min(hi, uint64(lettersPerPage-len(letters))))
+		// The newest of the window as an earlier load read them; only
+		// the sequences below the first it did not are read.
+		top := hi
+		for ; top > lo; top-- {
+			d, known := s.letters.get(top-1, info.State.NumDeleted)
+			if !known {
+				break
+			}
+			if d != nil {
+				letters = append(letters, *d)
+			}
 		}
-		for i := len(got) - 1; i >= 0 && len(letters) < lettersPerPage; i-- {
-			if got[i].Seq < hi {
-				letters = append(letters, got[i])
+		if top > lo {
+			got, err := s.headers(ctx, nil, lo, int(top-lo))
+			if err != nil {
+				v.Error = err.Error()
+				break
+			}
+			s.letters.fill(lo, top, info.State.NumDeleted, got)
+			for i := len(got) - 1; i >= 0 && len(letters) < lettersPerPage; i-- {
+				if got[i].Seq < top {
+					letters = append(letters, got[i])
+				}
 			}
 		}
 		hi = lo
@@ -308,8 +326,32 @@ func (s *Server) letterView(d deadLetter, limit, headerLimit int) deadLetterView
 	}
 	if dv.Redrive {
 		dv.RedriveNote = redriveNote(dv.Origin)
+		if !dv.whole() {
+			// A re-drive publishes every byte of the payload and the
+			// headers it carries: offered only where all of them are on
+			// the page, as Approve is.
+			dv.Redrive = false
+			dv.RedriveNote = "Not all of what a re-drive would publish is shown on this list."
+			if limit >= letterPayload {
+				dv.RedriveNote = fmt.Sprintf("This letter weighs more than one page shows whole (%d bytes of payload, %d of headers): part of what a re-drive would publish is not shown, so it cannot be re-driven from the console.", letterPayload, letterHeaders)
+			}
+		}
 	}
 	return dv
+}
+
+// whole reports whether every byte a re-drive publishes is on the page:
+// the payload, and each header's name and value.
+func (dv deadLetterView) whole() bool {
+	if dv.Unread || dv.Payload.Clipped() || dv.HeadersLeft > 0 {
+		return false
+	}
+	for _, h := range dv.Headers {
+		if h.Name.Clipped() || h.Value.Clipped() {
+			return false
+		}
+	}
+	return true
 }
 
 func redriveNote(subject string) string {
@@ -345,9 +387,13 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		s.back(w, r, "/dead", fmt.Sprintf("Dead letter %d is gone: %v", seq, err))
 		return
 	}
-	d := deadLetter{Seq: seq, Subject: m.Subject, Headers: m.Header, Data: m.Data}
+	d := deadLetter{Seq: seq, Subject: m.Subject, Headers: m.Header, Data: m.Data, Size: len(m.Data)}
 	if !redrivable(d) {
 		s.back(w, r, "/dead", fmt.Sprintf("Dead letter %d may not be re-driven: only a step or answer that reached the delivery limit may be retried; a malformed one would be dead-lettered again.", seq))
+		return
+	}
+	if !s.letterView(d, letterPayload, letterHeaders).whole() {
+		s.back(w, r, "/dead", fmt.Sprintf("Dead letter %d weighs more than its page shows whole: no page showed all of what a re-drive would publish, so it is not re-driven. Nothing sent.", seq))
 		return
 	}
 	out := nats.NewMsg(d.Headers.Get(protocol.HeaderDeadSubject))

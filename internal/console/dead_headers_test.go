@@ -7,10 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/agentbull/toolruntime/protocol"
 )
 
 // One agent's malformed steps carry 1,500 headers each of zero-width
@@ -23,42 +19,15 @@ func TestDeadLetterHeadersBounded(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.hold(t, "quiet", "q1")
-	js := r.srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const n = 26
-	val := strings.Repeat("\u200b\u200c", 4)
-	for i := range n {
-		m := nats.NewMsg("turn.call.noisy.t1")
-		for h := range 1500 {
-			m.Header.Set(fmt.Sprintf("X-H%d", h), val)
-		}
-		m.Data = []byte(fmt.Sprintf("not a step %d %s", i, strings.Repeat("\u200b\u200c", 5000)))
-		if _, err := js.PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st, err := js.Stream(ctx, protocol.StreamDead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs >= n {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d dead-lettered", info.State.Msgs, n)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	r.publishMany(t, ctx, "turn.call.noisy.t1", n, 1500, strings.Repeat("\u200b\u200c", 4), nil, func(i int) []byte {
+		return []byte(fmt.Sprintf("not a step %d %s", i, strings.Repeat("\u200b\u200c", 5000)))
+	})
+	info := r.waitDead(t, ctx, n)
 	c, _ := r.login(t)
 	dead := get(t, c, r.url+"/dead", http.StatusOK)
-	info, _ := st.Info(ctx)
 	one := get(t, c, fmt.Sprintf("%s/dead/letter?seq=%d", r.url, info.State.LastSeq), http.StatusOK)
 	t.Logf("/dead: %d bytes, a letter's page: %d bytes", len(dead), len(one))
 	if len(dead) > 1<<20 || !strings.Contains(dead, "more header value(s) not shown") {

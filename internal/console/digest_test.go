@@ -124,3 +124,50 @@ func TestDigestSeesNormalizationAndInvisibles(t *testing.T) {
 		}
 	}
 }
+
+// Two agents' steps hold the same call ids with the same arguments. A
+// gateway's answer to one carrying the digests the console's page showed
+// for the other is refused by the real worker (the digest is bound to
+// the agent, turn and step): nothing runs; the console's own decision
+// for each step then decides it.
+func TestStepDigestBindsTheHold(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	runA, runB := r.hold(t, "a1", "t1"), r.hold(t, "a2", "t1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, csrf := r.login(t)
+	formA := r.digests(t, c, "a1", "t1", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"t1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"approve"}, "call.1": {"c2"}, "decision.1": {"approve"}})
+	formB := r.digests(t, c, "a2", "t1", url.Values{"csrf": {csrf}, "agent_id": {"a2"}, "turn_id": {"t1"}, "step": {"0"},
+		"call.0": {"c1"}, "decision.0": {"reject"}, "call.1": {"c2"}, "decision.1": {"reject"}})
+	if formA.Get("digest.0") == formB.Get("digest.0") {
+		t.Fatalf("the same call held in two steps has one digest: %s", formA.Get("digest.0"))
+	}
+	// a1's page, replayed as an answer for a2.
+	if err := r.gw.Decide(ctx, "a2", "t1", 0, 1, []protocol.Decision{{CallID: "c1", Approved: true, Digest: formA.Get("digest.0")},
+		{CallID: "c2", Approved: true, Digest: formA.Get("digest.1")}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runB.Next(ctx)
+	var dead *gateway.DeadLetterError
+	if !errors.As(err, &dead) || !strings.Contains(dead.Error(), "or on another hold") {
+		t.Fatalf("an answer with another step's digests: %v", err)
+	}
+	if m := marks(t, r.markDir); len(m) != 0 {
+		t.Fatalf("mark ran on an answer made for another step: %v", m)
+	}
+	for _, f := range []url.Values{formA, formB} {
+		if code := r.post(t, c, "/approvals/decide", f); code != http.StatusSeeOther {
+			t.Fatalf("decide: %d", code)
+		}
+	}
+	for _, run := range []*gateway.StepRun{runA, runB} {
+		if _, err := run.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := marks(t, r.markDir); len(m) != 1 || m[0] != "deploy" {
+		t.Errorf("marks %v: want a1's approved mark alone", m)
+	}
+}

@@ -19,7 +19,6 @@ import (
 	"github.com/agentbull/toolruntime/internal/turn"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // serveLimited serves the rig's console as cmd/console does (Listen,
@@ -141,7 +140,7 @@ func TestStalledStreamsTakeOneShare(t *testing.T) {
 	}
 }
 
-// A flood of 200 malformed steps of 900 KB (the first five dead-lettered
+// A flood of 200 malformed steps of 900 KB (the first two dead-lettered
 // by the real worker, the others copies of its dead letter), beside a
 // held step: /dead is one page of letters listed from
 // their headers (its size does not grow with the payloads), each letter
@@ -152,10 +151,14 @@ func TestDeadLetterFlood(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.hold(t, "a1", "t1")
+	// The same console and held step without the flood: the baseline
+	// its pages' times are measured against.
+	quiet := newRig(t)
+	quiet.hold(t, "a1", "t1")
 	js := r.srv.JetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Second)
 	defer cancel()
-	const n, size, real = 200, 900 << 10, 5
+	const n, size, real = 200, 900 << 10, 2
 	big := []byte(strings.Repeat("x", size))
 	st, err := js.Stream(ctx, protocol.StreamDead)
 	if err != nil {
@@ -170,28 +173,12 @@ func TestDeadLetterFlood(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitDead := func(want uint64) *jetstream.StreamInfo {
-		for {
-			info, err := st.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.State.Msgs >= want {
-				return info
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%d of %d dead-lettered", info.State.Msgs, want)
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-	info := waitDead(real)
+	info := r.waitDead(t, ctx, real)
 	first, err := st.GetMsg(ctx, info.State.LastSeq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := real; i < n; i++ {
+	copyLetter := func(i int) {
 		m := nats.NewMsg(first.Subject)
 		for k, v := range first.Header {
 			if !strings.HasPrefix(k, "Nats-") { // its message id would make the copy a duplicate
@@ -214,10 +201,41 @@ func TestDeadLetterFlood(t *testing.T) {
 			}
 		}
 	}
-	waitDead(n)
+	for i := real; i < n; i++ {
+		copyLetter(i)
+	}
+	r.waitDead(t, ctx, n)
+	// The quiet console lists as many letters, with the same headers and
+	// small payloads: the page's own work, without the flood's bytes.
+	qjs := quiet.srv.JetStream(t)
+	for i := range 30 {
+		m := nats.NewMsg(first.Subject)
+		for k, v := range first.Header {
+			if !strings.HasPrefix(k, "Nats-") {
+				m.Header[k] = v
+			}
+		}
+		m.Data = []byte(fmt.Sprintf("not a step %d %s", i, big[:64<<10]))
+		if _, err := qjs.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c, _ := r.login(t)
-	get(t, c, r.url+"/approvals", http.StatusOK)
-	get(t, c, r.url+"/dead", http.StatusOK)
+	qc, _ := quiet.login(t)
+	// One operator at a time, the flooded console's pages interleaved
+	// with the quiet one's. The flood goes on before each /approvals: a
+	// letter more on the held step's turn, which no load has read yet
+	// (/dead must read a new 900 KB letter, which costs the server its
+	// payload, so /dead is timed on the letters it listed before).
+	next := n
+	more := func() { copyLetter(next); next++ }
+	m := medianTimes(t, 7, pageLoad{c, r.url + "/approvals", more}, pageLoad{qc, quiet.url + "/approvals", nil},
+		pageLoad{c, r.url + "/dead", nil}, pageLoad{qc, quiet.url + "/dead", nil})
+	t.Logf("medians beside the flood against without it: /approvals %s against %s, /dead %s against %s", m[0], m[1], m[2], m[3])
+	if m[0] > slowdownBound*m[1] || m[2] > slowdownBound*m[3] {
+		t.Errorf("beside the flood /approvals takes %.1f times as long as without it, /dead %.1f times (bound %d)",
+			float64(m[0])/float64(m[1]), float64(m[2])/float64(m[3]), slowdownBound)
+	}
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -279,7 +297,7 @@ func TestDeadLetterFlood(t *testing.T) {
 	if len(dead) > 512<<10 {
 		t.Errorf("/dead is %d bytes for %d letters of %d bytes", len(dead), n, size)
 	}
-	if !strings.Contains(dead, fmt.Sprintf("%d in <code>TURN_DEAD</code>", n)) || !strings.Contains(dead, `id="older"`) {
+	if !strings.Contains(dead, fmt.Sprintf("%d in <code>TURN_DEAD</code>", next)) || !strings.Contains(dead, `id="older"`) {
 		t.Errorf("/dead does not count the letters or page them")
 	}
 	if read > 10*size/4 {

@@ -28,6 +28,7 @@ import (
 // with ligatures off and spaces kept; what the page showed reads back
 // as exactly what ran.
 func TestBrowserLookalikes(t *testing.T) {
+	t.Parallel()
 	chromium, npmDir := browserTools(t)
 	r := newRig(t)
 	notes := map[string]string{

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,8 @@ type Server struct {
 	streams streamSet // live streams open
 	cats    *catalogCache
 	sums    summaries
+	letters *letterCache
+	refused *refusedCache
 	limits  Limits
 	bounds  pageBounds
 }
@@ -75,8 +78,12 @@ type session struct {
 	name    string
 	csrf    string
 	expires time.Time
-	flash   string // shown once, on the next page
-	streams int    // live streams open
+	// flashes are the messages of redirects not yet shown, by the id
+	// the redirect names (?flash=), oldest first: each is shown once,
+	// on the page its own redirect loads, so that two tabs of one
+	// session that decide at once are each told what became of theirs.
+	flashes []flashMsg
+	streams int // live streams open
 }
 
 const cookieName = "console_session"
@@ -116,6 +123,8 @@ func New(cfg Config) (*Server, error) {
 		keys:     newKeyBook(),
 		cats:     newCatalogCache(),
 		sums:     summaries{m: map[string]summary{}},
+		letters:  newLetterCache(),
+		refused:  newRefusedCache(),
 		bounds:   pageBounds{page: pageShown, step: stepShown},
 		limits:   cfg.Limits.orDefault(),
 	}
@@ -303,8 +312,7 @@ type page struct {
 func (s *Server) page(r *http.Request, nav, title string, data any) page {
 	se := sessionOf(r)
 	s.mu.Lock()
-	flash := se.flash
-	se.flash = ""
+	flash := se.takeFlash(r.URL.Query().Get("flash"))
 	s.mu.Unlock()
 	return page{Title: title, Nav: nav, Operator: se.name, CSRF: se.csrf, Flash: flash, Data: data}
 }
@@ -316,12 +324,47 @@ func (s *Server) render(w http.ResponseWriter, name string, v any) {
 	}
 }
 
-// back redirects to path with a message shown once at its top.
+// back redirects to path with a message shown once at its top: the
+// redirect names the message (?flash=<id>), and only the page it loads
+// shows it.
 func (s *Server) back(w http.ResponseWriter, r *http.Request, path, flash string) {
 	if se := sessionOf(r); se != nil {
+		id := GenerateToken()[:16]
 		s.mu.Lock()
-		se.flash = flash
+		se.flashes = append(se.flashes, flashMsg{id, flash})
+		if len(se.flashes) > maxFlashes {
+			se.flashes = se.flashes[len(se.flashes)-maxFlashes:]
+		}
 		s.mu.Unlock()
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "flash=" + id
 	}
 	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// maxFlashes bounds the messages a session keeps unshown.
+const maxFlashes = 16
+
+type flashMsg struct{ id, text string }
+
+// takeFlash removes and returns the message of redirect id; a page
+// loaded without one (not through a redirect of back) shows the newest
+// message not shown yet. Under s.mu.
+func (se *session) takeFlash(id string) string {
+	if se == nil || len(se.flashes) == 0 {
+		return ""
+	}
+	i := len(se.flashes) - 1
+	if id != "" {
+		i = slices.IndexFunc(se.flashes, func(f flashMsg) bool { return f.id == id })
+		if i < 0 {
+			return ""
+		}
+	}
+	text := se.flashes[i].text
+	se.flashes = slices.Delete(se.flashes, i, i+1)
+	return text
 }

@@ -147,6 +147,11 @@ type PendingStep struct {
 	// Round numbers the holds of a step held for input: 0 or 1 for the
 	// first, one more each time a resumed call's server asks again.
 	Round int `json:"round,omitempty"`
+	// StepDigest says that the worker which held the step accepts, for
+	// its calls, protocol.StepDecisionDigest (bound to the agent, turn,
+	// step and round) beside protocol.DecisionDigest: a console sends
+	// the former only to a record that says so.
+	StepDigest bool `json:"step_digest,omitempty"`
 }
 
 // States of a PendingStep.
@@ -260,9 +265,12 @@ func (p *PendingStep) Decide(a *protocol.Approval) error {
 }
 
 // checkDigests refuses an answer whose decision carries a digest that is
-// not the held call's (protocol.DecisionDigest): the person was shown
-// another call than the one that would run. The answer is dead-lettered
-// with this reason and the step stays held.
+// not the held call's: the person was shown another call than the one
+// that would run, or this call held elsewhere (another agent's, turn's
+// or step's, or an earlier round of its question). The held call's is
+// protocol.StepDecisionDigest of this hold, or protocol.DecisionDigest,
+// which gateways of before the step-bound digest send. The answer is
+// dead-lettered with this reason and the step stays held.
 func (p *PendingStep) checkDigests(a *protocol.Approval) error {
 	for _, d := range a.Decisions {
 		if d.Digest == "" {
@@ -272,9 +280,10 @@ func (p *PendingStep) checkDigests(a *protocol.Approval) error {
 			if c.CallID != d.CallID {
 				continue
 			}
-			if want := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid); d.Digest != want {
-				return fmt.Errorf("%w: the decision for call %q of step %d carries digest %s, but the held call's is %s: it was decided on other arguments than those that would run; nothing ran, the step stays held, decide it again from what it holds",
-					ErrApproval, textclip.Text(d.CallID, 64), p.Step, d.Digest, want)
+			bound := protocol.StepDecisionDigest(p.AgentID, p.TurnID, p.Step, p.Round, c.CallID, c.Namespace, c.Name, c.Valid)
+			if want := protocol.DecisionDigest(c.CallID, c.Namespace, c.Name, c.Valid); d.Digest != want && d.Digest != bound {
+				return fmt.Errorf("%w: the decision for call %q of step %d (round %d) carries digest %s, but the held call's is %s (%s bound to agent, turn, step and round): it was decided on other arguments than those that would run, or on another hold; nothing ran, the step stays held, decide it again from what it holds",
+					ErrApproval, textclip.Text(d.CallID, 64), p.Step, max(p.Round, 1), d.Digest, want, bound)
 			}
 		}
 	}
@@ -391,7 +400,7 @@ func (r *Runner) holdStep(ctx context.Context, st *protocol.Step, calls []HeldCa
 		return errors.New("a call needs approval, but this worker keeps no pending steps")
 	}
 	p := &PendingStep{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Context: st.Context, Calls: calls,
-		ExpiresAt: time.Now().Add(r.Approval.timeout()).UTC().Truncate(time.Second), State: StatePending}
+		ExpiresAt: time.Now().Add(r.Approval.timeout()).UTC().Truncate(time.Second), State: StatePending, StepDigest: true}
 	had, err := r.Approvals.Hold(ctx, p)
 	if err != nil {
 		return fmt.Errorf("storing the pending step: %w", err)
@@ -779,7 +788,7 @@ func (r *Runner) holdAgain(ctx context.Context, p *PendingStep, full *protocol.S
 		return errors.New("a resumed call asks for input again, but this worker cannot hold its step again")
 	}
 	next := &PendingStep{AgentID: p.AgentID, TurnID: p.TurnID, Step: p.Step, Context: p.Context, Calls: inputCalls(full.Calls, outcomes),
-		ExpiresAt: time.Now().Add(r.Approval.timeout()).UTC().Truncate(time.Second), State: StatePending, Round: max(p.Round, 1) + 1}
+		ExpiresAt: time.Now().Add(r.Approval.timeout()).UTC().Truncate(time.Second), State: StatePending, Round: max(p.Round, 1) + 1, StepDigest: true}
 	if err := rh.Rehold(ctx, p, next); err != nil {
 		return fmt.Errorf("holding the step again for input: %w", err)
 	}
@@ -836,7 +845,7 @@ func AskLive(ctx context.Context, req protocol.InputRequest, args json.RawMessag
 		h.Namespace, h.Name = name[0], name[1]
 	}
 	p := &PendingStep{AgentID: call.AgentID, TurnID: call.TurnID, Step: call.Step, Calls: []HeldCall{h},
-		ExpiresAt: expires.UTC().Truncate(time.Second), State: StatePending, Round: 1}
+		ExpiresAt: expires.UTC().Truncate(time.Second), State: StatePending, Round: 1, StepDigest: true}
 	had, err := r.Approvals.Hold(ctx, p)
 	if err != nil {
 		return protocol.Decision{}, fmt.Errorf("storing the request for input: %w", err)

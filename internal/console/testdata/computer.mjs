@@ -18,7 +18,7 @@ try {
   const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   await page.goto(base + "/login?token=" + encodeURIComponent(token));
   await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL(base + "/approvals"), page.click("#login")]);
+  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
   out.leaks = await page.evaluate(() => {
     const bad = [];
     const w = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
@@ -67,7 +67,7 @@ try {
   }
   for (const turn of turns) {
     for (const a of await page.locator(`section[data-turn='${turn}'] fieldset.held input.approve`).all()) await a.check();
-    await Promise.all([page.waitForURL(base + "/approvals"), page.click(`section[data-turn='${turn}'] button.send`)]);
+    await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click(`section[data-turn='${turn}'] button.send`)]);
     out.flashes.push(await page.locator("#flash").innerText());
   }
 } finally {

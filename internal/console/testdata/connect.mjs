@@ -14,7 +14,7 @@ try {
   page.on("dialog", async (d) => { out.dialogs.push(d.message()); await d.dismiss(); });
   await page.goto(base + "/login?token=" + encodeURIComponent(token));
   await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL(base + "/approvals"), page.click("#login")]);
+  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
   await page.goto(base + "/connect?key=fair:tenant-A");
   out.before = await page.locator("table.connect").innerText();
   await Promise.all([page.waitForSelector("#authorize"), page.click("button[name=connect]")]);
