@@ -494,11 +494,6 @@ type follower struct {
 	heldAt time.Time
 	// heldNow: an event named a written file that is gone.
 	heldNow bool
-	// stepping: the home is in the last eighth of a bound, grown there
-	// by the command, which stays stopped but for stepOn at a time
-	// (step).
-	stepping bool
-	stepOn   time.Duration
 	// heldFS is what the file system held at the last look at held, and
 	// heldEst the estimate then.
 	heldFS, heldEst int64
@@ -696,12 +691,6 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	var t *time.Timer
 	buf := make([]byte, 64<<10)
 	for {
-		if w.stepping {
-			if ctx.Err() != nil {
-				return
-			}
-			w.step(buf)
-		}
 		gap := walkGap
 		if w.f != nil && len(w.dirs) < maxWatches {
 			gap = walkGapNotify // inotify sees every directory
@@ -743,7 +732,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			w.raiseLine(u)
 			w.repace()
 			if urgent {
-				w.thawOrStep(u)
+				w.tree.Load().thaw()
 			}
 			if w.overReserve(u) {
 				w.tree.Load().freeze()
@@ -751,9 +740,6 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			continue
-		}
-		if w.stepping {
-			continue // step reads the events
 		}
 		if w.f != nil {
 			_ = w.f.SetReadDeadline(wake)
@@ -785,7 +771,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 					}
 					w.raiseLine(&w.walked)
 					w.repace()
-					w.thawOrStep(&w.walked)
+					t.thaw()
 					last = time.Now()
 					continue
 				}
@@ -844,11 +830,10 @@ func (w *follower) lookHeld(busy bool) {
 	}
 	fs := w.used()
 	unexplained := fs >= 0 && w.heldFS > 0 && (fs-w.heldFS)-(w.est.bytes-w.heldEst) > heldGrowth
-	// Stepping, the tree is stopped: the look costs it nothing.
-	if !w.stepping && !w.heldNow && !unexplained && !(busy && time.Since(w.heldAt) >= heldGap) {
+	if !w.heldNow && !unexplained && !(busy && time.Since(w.heldAt) >= heldGap) {
 		return
 	}
-	h := t.heldBy(w.dev, w.stepping)
+	h := t.heldBy(w.dev, false)
 	w.est.bytes += h - w.held
 	w.held = h
 	w.heldAt, w.heldNow = time.Now(), false

@@ -3,7 +3,6 @@ package computer
 import (
 	"bytes"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -110,23 +109,8 @@ func statOf(pid int) (state byte, ppid int) {
 // finds none it has not stopped and every one stopped (or gone, or in
 // the kernel past the deadline: a process in an uninterruptible wait
 // stops when it comes out). p.mu is held.
-func (p *procTree) stopAll() { p.stopWithin(200 * time.Millisecond) }
-
-// stopWithin is stopAll, waiting at most wait for the processes to stop:
-// one the kernel has not run since it was sent SIGSTOP (a SCHED_IDLE
-// process on a busy host) stops before it runs any more of its own
-// code, and only a system call it is inside of ends first.
-func (p *procTree) stopWithin(wait time.Duration) {
-	// Those known first, at once: reading /proc for new ones is slow,
-	// and the known ones are what runs. A pid whose process is gone is
-	// dropped (it may be reused, by a process the scan then finds).
-	for pid, fd := range p.held {
-		if unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0) == unix.ESRCH {
-			unix.Close(fd)
-			delete(p.held, pid)
-		}
-	}
-	deadline := time.Now().Add(wait)
+func (p *procTree) stopAll() {
+	deadline := time.Now().Add(200 * time.Millisecond)
 	for round := 0; ; round++ {
 		fresh := false
 		for pid, parent := range p.members() {
@@ -182,17 +166,10 @@ func setIdle(pid int) {
 	}
 }
 
-// contAll continues every process the tree stopped, keeping their
-// pidfds for the next stop. p.mu is held.
+// contAll continues every process the tree stopped. p.mu is held.
 func (p *procTree) contAll() {
-	for _, fd := range p.held {
-		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
-	}
-}
-
-// release closes the pidfds the tree keeps. p.mu is held.
-func (p *procTree) release() {
 	for pid, fd := range p.held {
+		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
 		unix.Close(fd)
 		delete(p.held, pid)
 	}
@@ -204,10 +181,8 @@ func (p *procTree) apply() {
 	if p.closed {
 		return
 	}
-	if p.frozen {
+	if p.frozen || p.off {
 		p.stopAll()
-	} else if p.off {
-		p.stopWithin(2 * time.Millisecond)
 	} else {
 		p.contAll()
 	}
@@ -221,14 +196,8 @@ func (p *procTree) freeze() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen = true
-	wasIdle := p.idle
 	p.idle = true
 	p.apply()
-	if !wasIdle {
-		for pid := range p.held {
-			setIdle(pid)
-		}
-	}
 }
 
 // thaw lets the tree run again, unless the duty cycle holds it.
@@ -273,35 +242,23 @@ func (p *procTree) pace(cores float64) error {
 	period := max(dutyPeriod, time.Duration(float64(on)/cores))
 	go func() {
 		defer close(done)
-		// The run phase is slept in the kernel, on a thread of its own:
-		// a Go timer on a loaded host (and under the race detector)
-		// fires milliseconds late, and the command runs on meanwhile.
-		// A late stop phase only holds it longer.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		t := time.NewTimer(period - on)
+		t := time.NewTimer(on)
 		defer t.Stop()
 		for {
-			nap(on)
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			p.mu.Lock()
-			p.off = true
-			p.apply()
-			p.mu.Unlock()
-			t.Reset(period - on)
 			select {
 			case <-stop:
 				return
 			case <-t.C:
 			}
 			p.mu.Lock()
-			p.off = false
+			p.off = !p.off
 			p.apply()
+			next := on
+			if p.off {
+				next = period - on
+			}
 			p.mu.Unlock()
+			t.Reset(next)
 		}
 	}()
 	return nil
@@ -318,7 +275,6 @@ func (p *procTree) close() {
 	defer p.mu.Unlock()
 	p.frozen, p.off = false, false
 	p.contAll()
-	p.release()
 	p.closed = true
 }
 
@@ -412,98 +368,6 @@ func (w *follower) drain(buf []byte) {
 		parseEvents(buf[:n], w.event)
 	}
 	w.flush()
-}
-
-// stepOn is how long a command in the last eighth of a bound runs at a
-// time: at tmpfs speed, well under a MiB.
-const (
-	stepOn     = 300 * time.Microsecond
-	maxStepOn  = 20 * time.Millisecond
-	stepGrowth = 256 << 10 // bytes a step may grow the disk by before the next is shorter
-)
-
-// near says whether u, a walk's count the command grew its home to, is in
-// the last eighth of a bound.
-func (w *follower) near(u *usage) bool {
-	q := w.q
-	return grewPast(u, &w.start) && (q.bytes > 0 && u.bytes >= q.bytes-q.bytes/8 || q.files > 0 && u.files >= q.files-q.files/8)
-}
-
-// thawOrStep ends a confirming walk that found the home under its
-// bounds, u: the tree runs again, or, in the last eighth of a bound,
-// runs in steps. Near a bound a thawed writer at tmpfs speed passes it by
-// several MiB before the worker (late on a loaded host, and unable to
-// raise itself above the command) looks again; stepped, it is stopped
-// by the worker itself after each stepOn, and nothing runs it while the
-// worker looks: what it can write past the line is one step's worth.
-func (w *follower) thawOrStep(u *usage) {
-	t := w.tree.Load()
-	if t == nil {
-		return
-	}
-	if w.near(u) {
-		if !w.stepping {
-			w.stepOn = stepOn
-		}
-		w.stepping = true
-		return // held: step runs it
-	}
-	w.stepping = false
-	t.thaw()
-}
-
-// step runs the stopped tree for stepOn and stops it again, then takes
-// what it did into the estimate (its events, its files held with no
-// name): the run loop then walks if it crossed the line. A home that
-// fell out of the last eighth (the command deleted files) runs freely
-// again.
-func (w *follower) step(buf []byte) {
-	t := w.tree.Load()
-	if t == nil {
-		w.stepping = false
-		return
-	}
-	before := w.used()
-	t.step(w.stepOn)
-	w.drain(buf)
-	w.lookHeld(true)
-	// A step that grew the disk by little lets the next run longer (a
-	// command near its bound that computes, or starts processes, is not
-	// held to a crawl); one that grew it by much, shorter.
-	if grew := w.used() - before; before >= 0 && grew < stepGrowth/2 {
-		w.stepOn = min(2*w.stepOn, maxStepOn)
-	} else if grew > stepGrowth {
-		w.stepOn = max(w.stepOn/2, stepOn)
-	}
-	w.repace()
-	if !w.near(&w.est) && !w.overLine() {
-		w.stepping = false
-		t.thaw()
-	}
-}
-
-// step lets the frozen tree run for d and stops it again (nothing when
-// it is not frozen). d is slept in the kernel, on this thread, with the
-// tree's lock held (the duty cycle waits): see pace.
-func (p *procTree) step(d time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.frozen || p.closed {
-		return
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	p.contAll()
-	nap(d)
-	p.stopWithin(2 * time.Millisecond)
-}
-
-// nap sleeps d in the kernel: the thread wakes when d is over, not when
-// the Go scheduler next looks at its timers.
-func nap(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
-	}
 }
 
 // stopped says whether the tree is held stopped now (by the follower or
