@@ -483,6 +483,21 @@ type follower struct {
 	tree    atomic.Pointer[procTree]
 	line    usage // the run loop's alone
 	lineSet bool
+	// held is the part of est.bytes that files no name holds take while
+	// the command's processes hold them open or mapped (deleted, or made
+	// with O_TMPFILE; quota_held.go), read from the tree's descriptors
+	// and mappings: at each walk, at most heldGap apart while events
+	// come, at once when an event names a file no longer there (a write
+	// to a deleted file still names it), and whenever the file system
+	// grows by more than the estimate does. dev is the home's device.
+	held   int64
+	heldAt time.Time
+	// heldNow: an event named a written file that is gone.
+	heldNow bool
+	// heldFS is what the file system held at the last look at held, and
+	// heldEst the estimate then.
+	heldFS, heldEst int64
+	dev             uint64
 }
 
 // follow starts following h, before its command starts so that the
@@ -500,6 +515,10 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Unlock()
 	if top, err := h.openDir("."); err == nil {
 		w.top = top
+		var st unix.Stat_t
+		if unix.Fstat(int(top.Fd()), &st) == nil {
+			w.dev = st.Dev
+		}
 	}
 	if q.noNotify {
 		return w
@@ -618,15 +637,21 @@ func (w *follower) walk(quick bool) *usage {
 	}
 	w.attrib = false
 	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
-	// The file system grew by more than the home's count did: the
-	// difference may be files the command deleted but holds open, which
-	// count for its home while it runs.
-	if fs := w.used(); fs >= 0 && w.fsUsed > 0 && fs-w.fsUsed-(u.bytes-w.walked.bytes) > fsGrowth {
+	if t := w.tree.Load(); t != nil {
+		// Files the command deleted but holds open count for its home
+		// while it runs.
+		w.held = t.heldBy(w.dev, t.stopped())
+		w.heldAt, w.heldNow = time.Now(), false
+		u.bytes += w.held
+	} else if fs := w.used(); fs >= 0 && w.fsUsed > 0 && fs-w.fsUsed-(u.bytes-w.walked.bytes) > fsGrowth {
+		// The file system grew by more than the home's count did: the
+		// difference may be files the command deleted but holds open.
 		u.bytes += heldDeleted(w.h.dir)
 	}
 	w.est, w.walked = *u, *u
 	w.walkNow = false
 	w.fsUsed = w.used()
+	w.heldFS, w.heldEst = w.fsUsed, w.est.bytes
 	cached := *u // admit changes the cached one under mu; u stays the follower's
 	w.q.mu.Lock()
 	w.q.use[w.h.agent] = &cached
@@ -675,9 +700,14 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
 		}
-		// Wake up at least every walkGap to read statfs.
+		// Wake up at least every walkGap to read statfs (heldWake with a
+		// tree: held files grow where no event tells).
 		wake := due
-		if soon := time.Now().Add(walkGap); soon.Before(wake) {
+		every := walkGap
+		if w.tree.Load() != nil {
+			every = heldWake
+		}
+		if soon := time.Now().Add(every); soon.Before(wake) {
 			wake = soon
 		}
 		if !time.Now().Before(due) {
@@ -749,6 +779,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			w.flush()
+			w.lookHeld(n > 0)
 			w.repace()
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
@@ -774,7 +805,39 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			return
 		case <-t.C:
 		}
+		w.lookHeld(false)
+		w.repace()
 	}
+}
+
+// How often held files are looked at: at most heldGap apart while events
+// come, and at least every heldWake; and at once when the file system
+// grew by heldGrowth more than the estimate did.
+const (
+	heldGap    = 2 * time.Millisecond
+	heldWake   = 5 * time.Millisecond
+	heldGrowth = 256 << 10
+)
+
+// lookHeld reads the files the command holds with no name again into the
+// estimate (see follower.held): when an event asked, when events came
+// (busy) and heldGap passed since the last look, or when the file
+// system grew by more than the estimate explains.
+func (w *follower) lookHeld(busy bool) {
+	t := w.tree.Load()
+	if t == nil {
+		return
+	}
+	fs := w.used()
+	unexplained := fs >= 0 && w.heldFS > 0 && (fs-w.heldFS)-(w.est.bytes-w.heldEst) > heldGrowth
+	if !w.heldNow && !unexplained && !(busy && time.Since(w.heldAt) >= heldGap) {
+		return
+	}
+	h := t.heldBy(w.dev, false)
+	w.est.bytes += h - w.held
+	w.held = h
+	w.heldAt, w.heldNow = time.Now(), false
+	w.heldFS, w.heldEst = fs, w.est.bytes
 }
 
 // grewPast says whether u, a home's usage, is more than start.
@@ -842,6 +905,9 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
 		w.est.files--
+		if !isDir && mask&unix.IN_DELETE != 0 {
+			w.heldNow = true // perhaps still open
+		}
 		if b, ok := w.sizes[rel]; ok {
 			w.est.bytes -= b
 			delete(w.sizes, rel)
@@ -897,6 +963,10 @@ func (w *follower) flush() {
 func (w *follower) grew(rel string) {
 	fi, err := w.h.root.Lstat(rel)
 	if err != nil {
+		// Written and gone: perhaps deleted and held open, or a file made
+		// with O_TMPFILE (named "#<inode>" on tmpfs), which writes still
+		// name.
+		w.heldNow = true
 		return
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)

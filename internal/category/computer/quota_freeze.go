@@ -369,3 +369,11 @@ func (w *follower) drain(buf []byte) {
 	}
 	w.flush()
 }
+
+// stopped says whether the tree is held stopped now (by the follower or
+// the duty cycle).
+func (p *procTree) stopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && (p.frozen || p.off)
+}

@@ -1,0 +1,197 @@
+package computer_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbull/toolruntime/internal/category/computer"
+)
+
+// More attacks of round 4's classes, run as uid 65534 by TestQuotaAsNobody
+// (each on its own 256 MiB tmpfs, homes of 32 MiB and 5,000 entries, a
+// neighbour writing every 20 ms): files no name holds (made with
+// O_TMPFILE, unlinked while a background process writes them, mapped
+// and deleted), and games with the walk and the events.
+func TestQuotaNobodyMoreAttacks(t *testing.T) {
+	if os.Getenv(nobodyDisksEnv) == "" {
+		t.Skip("run by TestQuotaAsNobody, as uid 65534")
+	}
+	// As in TestQuotaNobodyAttacks: a quarter of the bytes, a fifth of the
+	// entries; half the bytes for files no name holds, whose growth no
+	// walk sees (as uid 65534 under -race at load 11 to 17: 0.1 to 16
+	// MiB past, mostly about 1; the file system alone, without the
+	// tree's descriptors read, 14 to 32 MiB for files deleted and held
+	// open). 60 files of 4 MiB made by truncate and posix_fallocate are
+	// stopped but not held: each call takes 4 MiB at once, the whole
+	// attack takes a tenth of a second, and it ended 4 to 110 MiB past
+	// (logged).
+	const (
+		pastBytes = nobodyBytes / 4
+		pastHeld  = nobodyBytes / 2
+		pastFiles = nobodyFiles / 5
+	)
+	for _, a := range []struct {
+		name, command string
+		bytes, files  int64
+	}{
+		{"O_TMPFILE files", `python3 -c '
+import os, time
+held = []
+for i in range(60):
+    fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+    for j in range(4):
+        os.write(fd, b"x" * (1 << 20))
+    held.append(fd)
+time.sleep(3)
+'`, pastHeld, pastFiles},
+		{"unlinked while background writers write", `i=0; while [ $i -lt 8 ]; do python3 -c '
+import sys
+f = open(sys.argv[1], "wb")
+while True:
+    f.write(b"x" * (1 << 20))
+    f.flush()
+' w$i & i=$((i+1)); done; sleep 0.3; rm -f w*; wait`, pastHeld, pastFiles},
+		{"mapped and deleted", `python3 -c '
+import mmap, os, time
+maps = []
+for i in range(60):
+    f = open("m%d" % i, "w+b")
+    f.truncate(4 << 20)
+    m = mmap.mmap(f.fileno(), 4 << 20)
+    os.unlink("m%d" % i)
+    f.close()
+    for off in range(0, 4 << 20, 4096):
+        m[off] = 1
+    maps.append(m)
+time.sleep(3)
+'`, pastHeld, pastFiles},
+		{"sparse then filled by fallocate", `python3 -c '
+import os
+for i in range(60):
+    fd = os.open("s%d" % i, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.truncate(fd, 4 << 20)
+    os.posix_fallocate(fd, 0, 4 << 20)
+    os.close(fd)
+'`, nobodyLogOnly, nobodyLogOnly}, // not held: see below
+		{"punched and refilled", `python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("p", os.O_CREAT | os.O_RDWR, 0o600)
+for i in range(200):
+    os.posix_fallocate(fd, 0, 24 << 20)
+    libc.fallocate(fd, 3, 0, 24 << 20)  # punch the hole back
+    os.pwrite(fd, b"x" * (1 << 20), (i % 24) << 20)
+    other = os.open("q%d" % i, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.posix_fallocate(other, 0, 1 << 20)
+    os.close(other)
+'`, pastBytes, pastFiles},
+		{"hard links across directories, original deleted", `head -c 4194304 /dev/zero > f; i=0; while [ $i -lt 40 ]; do mkdir -p d$i; ln f d$i/l; i=$((i+1)); done; rm f; i=0; while [ $i -lt 40 ]; do head -c 1048576 /dev/zero > d$i/g; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"symlink loops beside a writer", `i=0; while [ $i -lt 200 ]; do mkdir -p l$i; ln -s ../l$i l$i/self; ln -s . l$i/dot; ln -s / l$i/root; i=$((i+1)); done; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > l$((i%200))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"FIFO and socket storm", `python3 -c '
+import os, socket
+i = 0
+while True:
+    os.mkfifo("p%d" % i)
+    s = socket.socket(socket.AF_UNIX)
+    s.bind("s%d" % i)
+    s.close()
+    i += 1
+'`, pastBytes, pastFiles},
+		{"directory renamed away while written", `mkdir a; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > a/f$i; mv a b$i; mkdir a; mv b$i/f$i a/ 2>/dev/null; mv b$i a/b$i; i=$((i+1)); done`, pastBytes, pastFiles},
+	} {
+		t.Run(strings.ReplaceAll(a.name, " ", "_"), func(t *testing.T) {
+			nobodyAttack(t, a.name, a.command, a.bytes, a.files)
+		})
+	}
+}
+
+// A writer that setsid'd and double-forked before its command ended
+// writes nothing after: the command's end ends every process it started.
+func TestQuotaNobodyNothingOutlivesItsCommand(t *testing.T) {
+	if os.Getenv(nobodyDisksEnv) == "" {
+		t.Skip("run by TestQuotaAsNobody, as uid 65534")
+	}
+	c := nobodyAttack(t, "setsid and a double fork", `(setsid sh -c 'sleep 0.2; while :; do head -c 65536 /dev/zero >> late; done' &) ; sh -c '(sh -c "sleep 0.2; while :; do head -c 65536 /dev/zero >> later; done" &)'; sleep 0.3; echo ended`, nobodyNever, nobodyNever)
+	end, err := c.Usage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	u, err := c.Usage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Bytes > end.Bytes || u.Files > end.Files {
+		t.Errorf("the home grew from %d KiB and %d entries to %d KiB and %d entries in the second after its command ended: something it started outlived it", end.Bytes>>10, end.Files, u.Bytes>>10, u.Files)
+	}
+}
+
+// A home already over its bound when a command starts: the command is
+// stopped at its first growth, however fast it writes, and write_file
+// is refused.
+func TestQuotaNobodyOverAtStart(t *testing.T) {
+	if os.Getenv(nobodyDisksEnv) == "" {
+		t.Skip("run by TestQuotaAsNobody, as uid 65534")
+	}
+	for _, a := range []struct{ name, fill, command string }{
+		{"bytes", "big", `python3 -c '
+import os
+fd = os.open("g", os.O_CREAT | os.O_WRONLY, 0o600)
+while True:
+    os.write(fd, b"x" * (1 << 20))
+'`},
+		{"entries", "many", `i=0; while [ $i -lt 100000 ]; do : > e$i; i=$((i+1)); done`},
+		{"held open", "big", `python3 -c '
+import os
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+while True:
+    os.write(fd, b"x" * (1 << 20))
+'`},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			disk := nobodyDisk(t)
+			c := newCategory(t, computer.Config{Root: filepath.Join(disk, "homes"), HomeQuotaBytes: nobodyBytes, HomeQuotaFiles: nobodyFiles})
+			dir := home(t, c, agent)
+			home(t, c, "a2")
+			// Past its bound from before (a smaller bound set since, or
+			// files an operator put there).
+			switch a.fill {
+			case "big":
+				if err := os.WriteFile(filepath.Join(dir, "old"), make([]byte, nobodyBytes+(1<<20)), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			case "many":
+				for i := range nobodyFiles + 10 {
+					if err := os.WriteFile(filepath.Join(dir, "o"+strconv.Itoa(i)), nil, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			before, _ := c.Usage(agent)
+			stopN := neighbour(t, c)
+			stopP := peak(disk)
+			_, err := run(t, c, computer.RunCommandName, map[string]any{"command": a.command, "timeout_seconds": 60})
+			pb, pf := stopP()
+			nerr := stopN()
+			t.Logf("ATTACK over at start (%s): grew the disk by %d KiB and %d inodes at its peak; stopped: %v; neighbour: %v", a.name, pb>>10, pf, err, nerr)
+			if err == nil || !strings.Contains(err.Error(), "disk quota") {
+				t.Errorf("not stopped for the quota: %v", err)
+			}
+			if nerr != nil {
+				t.Errorf("the neighbour noticed: %v", nerr)
+			}
+			// At once: a fraction of the slack the attacks from an empty
+			// home get.
+			if pb > nobodyBytes/8 || pf > nobodyFiles/20 {
+				t.Errorf("a home over its bound at the start grew the disk by %d KiB and %d inodes", pb>>10, pf)
+			}
+			if _, werr := run(t, c, computer.WriteFileName, map[string]any{"path": "small", "content": "hello"}); werr == nil {
+				t.Errorf("write_file accepted in a home over its bound (%d KiB, %d entries)", before.Bytes>>10, before.Files)
+			}
+		})
+	}
+}
