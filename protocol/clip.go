@@ -59,12 +59,7 @@ func encodedLen(s string) int {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				n++
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 5
-			}
+			n += int(asciiExtra[c])
 			i++
 			continue
 		}
@@ -79,6 +74,21 @@ func encodedLen(s string) int {
 	}
 	return n
 }
+
+// asciiExtra is, for each ASCII byte, how many bytes its JSON encoding
+// takes beyond the byte itself: \" \\ \n \r \t \b \f one, the other
+// control characters and HTML's < > & five (\u00XX), the rest none. A
+// lookup, where a chain of comparisons per byte was a visible part of
+// building a short output item.
+const asciiExtra = "" +
+	"\x05\x05\x05\x05\x05\x05\x05\x05\x01\x01\x01\x05\x01\x01\x05\x05" + // 0x00-0x0f: \b \t \n \f \r
+	"\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05\x05" + // 0x10-0x1f
+	"\x00\x00\x01\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00" + // 0x20-0x2f: " &
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00\x05\x00" + // 0x30-0x3f: < >
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" + // 0x40-0x4f
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00" + // 0x50-0x5f: \\
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" + // 0x60-0x6f
+	"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" // 0x70-0x7f
 
 // runeJSONLen is the encoded length and the size in s of s's first
 // character (or invalid byte).
