@@ -80,7 +80,6 @@ func TestQuotaMillionEmptyFiles(t *testing.T) {
 				stop := neighbour(t, c)
 				stall := stallWatch()
 				res, err := run(t, c, computer.RunCommandName, map[string]any{"command": tt.command, "timeout_seconds": 120})
-				worst := stall()
 				u, _ := c.Usage(agent)
 				t.Logf("%d entries (bound %d): %d over", u.Files, attackFiles, u.Files-attackFiles)
 				var msg string
@@ -96,11 +95,17 @@ func TestQuotaMillionEmptyFiles(t *testing.T) {
 				_, err = run(t, c, computer.RunCommandName, map[string]any{"command": `mkdir again; i=0; while [ $i -lt 100000 ]; do : > again/f$i || exit 1; i=$((i+1)); done`, "timeout_seconds": 60})
 				u, _ = c.Usage(agent)
 				t.Logf("the next writer added %d entries", u.Files-before)
-				if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") {
-					t.Errorf("the next writer, in a home over its bound, was not stopped for the quota: %v", err)
-				} else if u.Files-before > attackMargin {
-					t.Errorf("the next writer, in a home over its bound, added %d entries, want at most %d", u.Files-before, attackMargin)
+				// A run counts as failed when either writer got past, so
+				// the next writer's bound is judged two runs of three
+				// like the first one's.
+				switch {
+				case msg != "":
+				case kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota"):
+					msg = fmt.Sprintf("the next writer, in a home over its bound, was not stopped for the quota: %v", err)
+				case u.Files-before > attackMargin:
+					msg = fmt.Sprintf("the next writer, in a home over its bound, added %d entries, want at most %d", u.Files-before, attackMargin)
 				}
+				worst := stall()
 				if err := stop(); err != nil {
 					t.Error(err)
 				}
