@@ -23,14 +23,25 @@ import (
 // the two equivalent spellings a reader holds; bytes that are not JSON
 // are taken as they are.
 func DecisionDigest(callID, namespace, name string, arguments json.RawMessage) string {
+	return digestOf([]byte(callID), []byte(namespace), []byte(name), canonicalArgs(arguments))
+}
+
+// canonicalArgs is arguments compacted with <, >, &, U+2028 and U+2029
+// escaped, or the bytes as they are when they are not JSON.
+func canonicalArgs(arguments json.RawMessage) []byte {
 	var c, e bytes.Buffer
-	args := []byte(arguments)
-	if json.Compact(&c, arguments) == nil {
-		json.HTMLEscape(&e, c.Bytes())
-		args = e.Bytes()
+	if json.Compact(&c, arguments) != nil {
+		return arguments
 	}
+	json.HTMLEscape(&e, c.Bytes())
+	return e.Bytes()
+}
+
+// digestOf is the sha256 of parts, each prefixed by its length, in the
+// form "sha256:" and 43 base64url characters.
+func digestOf(parts ...[]byte) string {
 	h := sha256.New()
-	for _, s := range [][]byte{[]byte(callID), []byte(namespace), []byte(name), args} {
+	for _, s := range parts {
 		h.Write([]byte(strconv.Itoa(len(s))))
 		h.Write([]byte{':'})
 		h.Write(s)

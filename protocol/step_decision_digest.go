@@ -1,9 +1,6 @@
 package protocol
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"strconv"
 )
@@ -23,18 +20,6 @@ import (
 // step's call with the same id and arguments, nor answer a later
 // round's question of the same call (docs/worker.md, "Approvals").
 func StepDecisionDigest(agentID, turnID string, step int64, round int, callID, namespace, name string, arguments json.RawMessage) string {
-	var c, e bytes.Buffer
-	args := []byte(arguments)
-	if json.Compact(&c, arguments) == nil {
-		json.HTMLEscape(&e, c.Bytes())
-		args = e.Bytes()
-	}
-	h := sha256.New()
-	for _, s := range [][]byte{[]byte("step-decision/1"), []byte(agentID), []byte(turnID), []byte(strconv.FormatInt(step, 10)),
-		[]byte(strconv.Itoa(max(round, 1))), []byte(callID), []byte(namespace), []byte(name), args} {
-		h.Write([]byte(strconv.Itoa(len(s))))
-		h.Write([]byte{':'})
-		h.Write(s)
-	}
-	return "sha256:" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	return digestOf([]byte("step-decision/1"), []byte(agentID), []byte(turnID), []byte(strconv.FormatInt(step, 10)),
+		[]byte(strconv.Itoa(max(round, 1))), []byte(callID), []byte(namespace), []byte(name), canonicalArgs(arguments))
 }
