@@ -219,6 +219,9 @@ type Sandbox struct {
 	spawner spawner
 	// extraIdle ends a home's spares beyond its first (see spares).
 	extraIdle time.Duration
+	// filter is the seccomp program every sandbox runs under
+	// (seccomp.go).
+	filter []byte
 }
 
 // New finds the tools a sandbox needs and, with Network, starts the
@@ -249,7 +252,7 @@ func New(cfg Config) (*Sandbox, error) {
 	if cfg.SpareIdle <= 0 {
 		cfg.SpareIdle = DefaultSpareIdle
 	}
-	s := &Sandbox{cfg: cfg, root: os.Geteuid() == 0, extraIdle: min(cfg.SpareIdle, extraIdle)}
+	s := &Sandbox{cfg: cfg, filter: noXattrFilter(), root: os.Geteuid() == 0, extraIdle: min(cfg.SpareIdle, extraIdle)}
 	var errs []error
 	look := func(name, why string) string {
 		p, err := exec.LookPath(name)
@@ -695,7 +698,8 @@ func (s *Sandbox) prepare(spec Spec, niced bool, ioDir string) (*spare, error) {
 	// and must not serve (p.home stays nil, and take discards it).
 	before, beforeErr := os.Stat(home)
 	// fds 4 and 5: see gate.
-	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5"}
+	// fd 8: the seccomp filter (seccomp.go), which bwrap reads and closes.
+	a := []string{"--die-with-parent", "--new-session", "--cap-drop", "ALL", "--info-fd", "4", "--block-fd", "5", "--seccomp", "8"}
 	if s.root {
 		// Privileged bwrap, no user namespace: the command then drops to
 		// an unprivileged user, whom RLIMIT_NPROC binds (root it never
@@ -803,12 +807,17 @@ func (s *Sandbox) prepare(spec Spec, niced bool, ioDir string) (*spare, error) {
 		return undo(err)
 	}
 	fail = append(fail, rr, rw)
+	sf, err := seccompPipe(s.filter)
+	if err != nil {
+		return undo(err)
+	}
+	fail = append(fail, sf)
 	gt, err := newGate()
 	if err != nil {
 		return undo(err)
 	}
 	defer gt.closeInfo()
-	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR, cr, rw}
+	cmd.ExtraFiles = []*os.File{lw, gt.infoW, gt.blockR, cr, rw, sf}
 	if niced {
 		err = s.spawner.start(cmd)
 	} else {
@@ -817,6 +826,7 @@ func (s *Sandbox) prepare(spec Spec, niced bool, ioDir string) (*spare, error) {
 	lw.Close()
 	cr.Close()
 	rw.Close()
+	sf.Close()
 	gt.started()
 	pid1 := 0
 	if err == nil {
