@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/mcpdoor"
 )
 
@@ -16,12 +18,7 @@ import (
 // forged one, is an unknown session (404); DELETE answers 204.
 func TestSessionIDs(t *testing.T) {
 	s, _ := fleet(t)
-	ps := principals(t, fmt.Sprintf(`{"principals":[
-		{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice"},
-		{"name":"bob","token_sha256":[%q],"agent_id":"agent-bob"}]}`, hash("alice-secret-token"), hash("bob-secret-token")))
-	a := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
-	b := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
-	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	a, b := twoReplicas(t, s)
 	resp, body := post(t, a.URL+mcpdoor.Path, "alice-secret-token", initialize, nil)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || sid == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
@@ -64,12 +61,7 @@ func TestSessionIDs(t *testing.T) {
 // caller's, cancels nothing.
 func TestRoutedCancelIsThePrincipalsOwn(t *testing.T) {
 	s, pr := fleet(t)
-	ps := principals(t, fmt.Sprintf(`{"principals":[
-		{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice"},
-		{"name":"bob","token_sha256":[%q],"agent_id":"agent-bob"}]}`, hash("alice-secret-token"), hash("bob-secret-token")))
-	a := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
-	b := serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
-	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	a, b := twoReplicas(t, s)
 	session := func(token string) string {
 		resp, body := post(t, a.URL+mcpdoor.Path, token, initialize, nil)
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
@@ -136,4 +128,18 @@ func withSession(r *http.Request, sid string) *http.Request {
 		r.Header.Set("Mcp-Session-Id", sid)
 	}
 	return r
+}
+
+// initialize is a 2025-era initialize request.
+const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+// twoReplicas serves two doors over s, sharing one seal key, for the
+// principals alice and bob.
+func twoReplicas(t *testing.T, s *natstest.Server) (a, b *httptest.Server) {
+	t.Helper()
+	ps := principals(t, fmt.Sprintf(`{"principals":[
+		{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice"},
+		{"name":"bob","token_sha256":[%q],"agent_id":"agent-bob"}]}`, hash("alice-secret-token"), hash("bob-secret-token")))
+	return serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey}),
+		serveDoor(t, s, mcpdoor.Config{Principals: ps, SealKey: sealKey})
 }
