@@ -28,14 +28,7 @@ func TestBrowserRedriveShowsAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	step := func(turnID string, pad int) []byte {
-		b, _ := json.Marshal(map[string]any{"agent_id": "a3", "turn_id": turnID, "step": 0,
-			"context": map[string]any{"kind": "text", "bindings": map[string]bool{"diagnostics": true}},
-			"output": []map[string]string{
-				{"type": "function_call", "call_id": "c1", "name": "sleep", "arguments": `{"ms":1}`},
-				{"type": "function_call", "call_id": "c2", "name": "sleep", "arguments": `{"ms":1,"pad":"` + strings.Repeat("p", pad) + `"}`},
-				{"type": "function_call", "call_id": "tail", "name": "mark", "arguments": `{"label":"redriven-` + turnID + `"}`},
-			}})
-		return b
+		return paddedStep(turnID, pad, map[string]string{"type": "function_call", "call_id": "tail", "name": "mark", "arguments": `{"label":"redriven-` + turnID + `"}`})
 	}
 	for _, l := range []struct {
 		turn      string

@@ -27,14 +27,7 @@ func TestRedriveOnlyWhatIsShown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	step := func(turnID string, pad int) []byte {
-		b, _ := json.Marshal(map[string]any{"agent_id": "a3", "turn_id": turnID, "step": 0,
-			"context": map[string]any{"kind": "text", "bindings": map[string]bool{"diagnostics": true}},
-			"output": []map[string]string{
-				{"type": "function_call", "call_id": "c1", "name": "sleep", "arguments": `{"ms":1}`},
-				{"type": "function_call", "call_id": "c2", "name": "sleep", "arguments": `{"ms":1,"pad":"` + strings.Repeat("p", pad) + `"}`},
-				{"type": "function_call", "call_id": "tail", "name": "sleep", "arguments": `{"ms":2}`},
-			}})
-		return b
+		return paddedStep(turnID, pad, map[string]string{"type": "function_call", "call_id": "tail", "name": "sleep", "arguments": `{"ms":2}`})
 	}
 	seqs := map[string]uint64{}
 	for turnID, pad := range map[string]int{"mid": 8 << 10, "big": 300 << 10} {
@@ -90,4 +83,17 @@ func TestRedriveOnlyWhatIsShown(t *testing.T) {
 	if m.Subject != "turn.call.a3.mid" {
 		t.Errorf("published on %s: the letter no page showed whole was re-driven", m.Subject)
 	}
+}
+
+// paddedStep is a step of agent a3's turn turnID: a short call, a call
+// whose arguments carry pad bytes, and tail last.
+func paddedStep(turnID string, pad int, tail map[string]string) []byte {
+	b, _ := json.Marshal(map[string]any{"agent_id": "a3", "turn_id": turnID, "step": 0,
+		"context": map[string]any{"kind": "text", "bindings": map[string]bool{"diagnostics": true}},
+		"output": []map[string]string{
+			{"type": "function_call", "call_id": "c1", "name": "sleep", "arguments": `{"ms":1}`},
+			{"type": "function_call", "call_id": "c2", "name": "sleep", "arguments": `{"ms":1,"pad":"` + strings.Repeat("p", pad) + `"}`},
+			tail,
+		}})
+	return b
 }
