@@ -85,9 +85,17 @@ type telemetryConfig struct {
 // small, and collecting less often saves CPU on every step.
 const defaultGCPercent = 400
 
+// embeddedGCPercent is the target when the process holds the embedded
+// server, unless --gc-percent or GOGC says otherwise: the server's state
+// (the duplicate windows' message ids, the streams' subjects, block
+// caches) grows the live heap to tens of MB, and at 400 the heap peaks
+// at five times that, each cycle touching fresh pages (page faults,
+// spans set up anew) more than the extra collections cost.
+const embeddedGCPercent = 200
+
 func (c *telemetryConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", "", "serve Prometheus /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9090; empty: off)")
-	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's GC target percentage, unless GOGC is set: a worker's live heap is small, and collecting less often saves CPU on every step")
+	fs.IntVar(&c.GCPercent, "gc-percent", defaultGCPercent, "Go's GC target percentage, unless GOGC is set: a worker's live heap is small, and collecting less often saves CPU on every step (200 by default with the embedded server, whose state makes the heap larger)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "also serve Go's profiles under /debug/pprof/ on --http-addr")
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "send trace spans over OTLP/HTTP to this collector (host:port or URL; /v1/traces is added to a URL without a path; empty: where OTEL_EXPORTER_OTLP_ENDPOINT says, else no export)")
 	fs.BoolVar(&c.OTLPInsecure, "otlp-insecure", false, "send spans without TLS")
@@ -247,6 +255,9 @@ func (m *program) ParseFlags(args []string) error {
 	m.dataDirGiven = set["data-dir"]
 	if err := m.Conn.Resolve(set, os.LookupEnv); err != nil {
 		return err
+	}
+	if !set["gc-percent"] && m.Conn.URL == "" {
+		m.GCPercent = embeddedGCPercent
 	}
 	// The exporter reads the OTEL_EXPORTER_OTLP_* variables itself; they
 	// are looked at here, with every other variable, so that the
