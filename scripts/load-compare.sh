@@ -22,19 +22,33 @@
 # the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
 # QUICK=1 runs only what the op-mix share needs (one worker, no-op calls,
 # and the two nats bench runs, of BENCH_MSGS messages: default 200000).
+# PORT (4333) is the embedded server's client port: two runs on one
+# machine at once need two ports, or each measures the other's worker.
 # Usage: scripts/load-compare.sh [steps] [concurrency]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-20000}
 conc=${2:-256}
 dir=$(mktemp -d)
-url=nats://127.0.0.1:4333
+port=${PORT:-4333}
+url=nats://127.0.0.1:$port
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$dir/worker"; else go build -o "$dir/worker" ./cmd/worker; fi
 if [ -n "${LOADGEN:-}" ]; then cp "$LOADGEN" "$dir/loadgen"; else go build -o "$dir/loadgen" ./cmd/loadgen; fi
-"$dir/worker" --listen 127.0.0.1:4333 --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" ${WFLAGS:-} 2>"$dir/w1.log" &
+"$dir/worker" --listen "127.0.0.1:$port" --monitor-port 0 --data-dir "$dir/js" --diagnostics --name w1 --log-level warn --concurrency "${WCONC:-256}" ${WFLAGS:-} 2>"$dir/w1.log" &
 pids=($!)
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do nats -s $url micro ls >/dev/null 2>&1 && break; sleep 0.2; done
+for _ in $(seq 100); do
+  kill -0 "${pids[0]}" 2>/dev/null || break
+  nats -s $url micro ls >/dev/null 2>&1 && break
+  sleep 0.2
+done
+# A worker that could not start (its port taken by another run) must not
+# leave the run to measure whatever else answers there.
+if ! kill -0 "${pids[0]}" 2>/dev/null; then
+  echo "load-compare: the worker did not start (PORT=$port in use?):" >&2
+  cat "$dir/w1.log" >&2
+  exit 1
+fi
 sleepy() { "$dir/loadgen" --nats-url $url --steps "${SLEEP_STEPS:-6000}" --concurrency 1024 --sleep "${SLEEP:-200ms}"; }
 # The worker process's CPU (its embedded server's included) and the load
 # program's, per step of the one-worker run: where the machine's cores
