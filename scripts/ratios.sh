@@ -5,7 +5,10 @@
 #   - dispatcher: ours / Eino's ToolsNode per 8-call step (bench/eino,
 #     each benchmark a process of its own, the two alternated);
 #   - one worker / the 5-write op-mix bound of the same server
-#     (QUICK=1 scripts/load-compare.sh STEPS 512);
+#     (QUICK=1 scripts/load-compare.sh STEPS 512; STEPS 30000 and
+#     BENCH_MSGS 200000 by default, the shape of the judged command:
+#     runs of 5,000 steps and 50,000 messages spend a larger part on
+#     start-up, and gave lower shares on the same binary);
 #   - heap per call in flight, 8,192 calls of 5 s (bench/inflight; a run
 #     that did not have all of them in flight at once says so).
 # Usage: scripts/ratios.sh (RUNS, STEPS, BENCHTIME, BENCH_MSGS to tune)
@@ -43,7 +46,7 @@ for i in $(seq "$runs"); do
 done
 
 for i in $(seq "$runs"); do
-  if WORKER="$dir/worker" LOADGEN="$dir/loadgen" QUICK=1 BENCH_MSGS="${BENCH_MSGS:-50000}" scripts/load-compare.sh "${STEPS:-5000}" 512 >"$dir/lc" 2>&1; then
+  if WORKER="$dir/worker" LOADGEN="$dir/loadgen" QUICK=1 BENCH_MSGS="${BENCH_MSGS:-200000}" scripts/load-compare.sh "${STEPS:-30000}" 512 >"$dir/lc" 2>&1; then
     share=$(grep -o '5 writes: [0-9]* steps/s, one worker [0-9.]*' "$dir/lc" | awk '{print $NF}')
     echo "$share" >>"$dir/worker-share"
     echo "one worker run $i (load $(load)): $(grep '^no-op calls' "$dir/lc" | sed 's/ *(.*//;s/no-op calls: *//') no-op steps/s, $(grep -o '5 writes: [0-9]* steps/s' "$dir/lc"), share $share"
