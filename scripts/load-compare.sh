@@ -22,6 +22,10 @@
 # the first worker (WFLAGS="--http-addr 127.0.0.1:9090 --pprof" to profile it).
 # QUICK=1 runs only what the op-mix share needs (one worker, no-op calls,
 # and the two nats bench runs, of BENCH_MSGS messages: default 200000).
+# BENCH_MAXBYTES (1GB, the bench's own default) bounds the bench's stream:
+# a smaller one lets the bench run where the disk has less than about
+# 1.4 GB free (JetStream takes 75% of it), and does not change its rate
+# as long as the messages fit.
 # PORT (4333) is the embedded server's client port: two runs on one
 # machine at once need two ports, or each measures the other's worker.
 # Usage: scripts/load-compare.sh [steps] [concurrency]
@@ -73,7 +77,7 @@ if [ -z "${QUICK:-}" ]; then
 fi
 bench_msgs=${BENCH_MSGS:-200000}
 echo "== nats bench js pub async (512 B, file storage)"
-nats -s $url bench js pub async bench.x --msgs "$bench_msgs" --size 512 --create --storage file --purge --no-progress | tee "$dir/pub"
+nats -s $url bench js pub async bench.x --msgs "$bench_msgs" --size 512 --maxbytes "${BENCH_MAXBYTES:-1GB}" --create --storage file --purge --no-progress | tee "$dir/pub"
 echo "== nats bench js consume"
 nats -s $url bench js consume --msgs "$bench_msgs" --no-progress | tee "$dir/consume"
 rate() { grep -o 'throughput=[0-9]*' "$dir/$1" | cut -d= -f2; }
