@@ -230,9 +230,12 @@ type settle struct {
 	stream  string
 	seq     uint64
 	attempt uint64
-	// The consumer's leases: while handled, s is in their list.
+	// The consumer's leases: while handled, s is in their list. renewed
+	// is on the leases' clock (leases.clock): 8 bytes where a time.Time
+	// is 24, which takes a settle, kept by every step in flight, from 128
+	// bytes to 112.
 	prev, next *settle
-	renewed    time.Time
+	renewed    time.Duration
 }
 
 func (c *Consumer) settleOf(msg jetstream.Msg) *settle {
@@ -320,12 +323,21 @@ type leases struct {
 	head    *settle
 	every   time.Duration // the check's period: a sixth of the ack wait
 	running bool
+	epoch   time.Time // where the clock starts, set by the first add
+}
+
+// clock is the monotonic time since the first add. The caller holds mu.
+func (l *leases) clock() time.Duration {
+	if l.epoch.IsZero() {
+		l.epoch = time.Now()
+	}
+	return time.Since(l.epoch)
 }
 
 func (l *leases) add(s *settle, ackWait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s.renewed = time.Now()
+	s.renewed = l.clock()
 	s.prev, s.next = nil, l.head
 	if l.head != nil {
 		l.head.prev = s
@@ -370,9 +382,9 @@ func (l *leases) renew() {
 			l.mu.Unlock()
 			return
 		}
-		now := time.Now()
+		now := l.clock()
 		for s := l.head; s != nil; s = s.next {
-			if now.Sub(s.renewed) >= 2*l.every-l.every/10 {
+			if now-s.renewed >= 2*l.every-l.every/10 {
 				s.renewed = now
 				_ = s.reply(ackProgress)
 			}

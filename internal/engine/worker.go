@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +54,8 @@ type Worker struct {
 	meter      *telemetry.Metrics
 	// fair are the fair-share consumers of main and task turns.
 	fair []*fairshare.Intake
+	// bindings shares the steps' equal bindings maps.
+	bindings bindingsCache
 }
 
 // New sets up the protocol's streams, consumers and buckets and returns a
@@ -221,6 +226,7 @@ func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
 	if st.Context.Kind != protocol.KindText {
 		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
 	}
+	st.Context.Bindings = w.bindings.share(st.Context.Bindings)
 	return stepError(w.runner.Run(stepContext(ctx, msg), st))
 }
 
@@ -320,4 +326,79 @@ func (w *Worker) onCancel(agentID, turnID, reason string) {
 		return
 	}
 	w.log.Debug("turn cancelled", "agent_id", agentID, "turn_id", turnID, "reason", reason)
+}
+
+// bindingsCache keeps one map for each set of bindings the steps come
+// with, so that the steps in flight share it: a step's parsed bindings
+// map (its context.bindings, some 250 bytes with its keys) is otherwise
+// kept by the step until it ends, thousands of times over for the same
+// few sets. Nothing writes a step's bindings once it is parsed (the
+// Assembler hands each category its own copy).
+//
+// It holds at most maxSharedBindings sets of at most
+// maxSharedBindingKeys keys each; other bindings stay the step's own.
+type bindingsCache struct {
+	mu   sync.RWMutex
+	maps map[string]map[string]bool // by bindingsKey
+}
+
+const (
+	maxSharedBindings    = 256
+	maxSharedBindingKeys = 16
+)
+
+// share returns a map equal to b that the cache keeps, or b.
+func (c *bindingsCache) share(b map[string]bool) map[string]bool {
+	if len(b) == 0 || len(b) > maxSharedBindingKeys {
+		return b
+	}
+	var buf [256]byte
+	key, ok := bindingsKey(buf[:0], b)
+	if !ok {
+		return b
+	}
+	c.mu.RLock()
+	m := c.maps[string(key)]
+	c.mu.RUnlock()
+	if m != nil {
+		return m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.maps[string(key)]; m != nil {
+		return m
+	}
+	if len(c.maps) >= maxSharedBindings {
+		return b
+	}
+	if c.maps == nil {
+		c.maps = map[string]map[string]bool{}
+	}
+	c.maps[string(key)] = b
+	return b
+}
+
+// bindingsKey appends the bindings in name order to dst, each name
+// quoted (a name may hold any character) and followed by its value, and
+// reports false when they do not fit dst's capacity.
+func bindingsKey(dst []byte, b map[string]bool) ([]byte, bool) {
+	var names [maxSharedBindingKeys]string
+	n := 0
+	for name := range b {
+		names[n] = name
+		n++
+	}
+	slices.Sort(names[:n])
+	for _, name := range names[:n] {
+		if len(dst)+len(name)*6+8 > cap(dst) {
+			return dst, false
+		}
+		dst = strconv.AppendQuote(dst, name)
+		if b[name] {
+			dst = append(dst, '1')
+		} else {
+			dst = append(dst, '0')
+		}
+	}
+	return dst, true
 }

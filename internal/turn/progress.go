@@ -38,11 +38,15 @@ type progress struct {
 	mu          sync.Mutex
 	done, total int64
 	text        string
-	dirty       bool      // a report not yet published
-	armed       bool      // a publish is queued or under way
-	ended       bool      // the call ended: nothing more goes out
-	last        time.Time // when the last publish began
-	at          time.Time // when its publish is due in progressQueue.later, guarded by its mu
+	dirty       bool // a report not yet published
+	armed       bool // a publish is queued or under way
+	ended       bool // the call ended: nothing more goes out
+	published   bool // last is set
+	// Times on the queue's clock (progressQueue.clock): 8 bytes each where
+	// a time.Time is 24, which takes the reporter of every reporting call
+	// in flight from 112 bytes to 80.
+	last time.Duration // when the last publish began
+	at   time.Duration // when its publish is due in progressQueue.later, guarded by its mu
 
 	// pub is held while an event is published, so that endProgress can
 	// wait for one under way: the call's completed event comes after it.
@@ -97,7 +101,23 @@ type progressQueue struct {
 	steps   deadlineHeap
 	timer   *time.Timer // fires at timerAt, when later or steps is not empty
 	timerAt time.Time
+
+	// epoch is where the clock starts: the queue's first reading.
+	epoch     time.Time
+	epochOnce sync.Once
 }
+
+// clock reads the queue's clock: the monotonic time since its epoch.
+func (q *progressQueue) clock() time.Duration { return q.on(time.Now()) }
+
+// on is t on the queue's clock.
+func (q *progressQueue) on(t time.Time) time.Duration {
+	q.epochOnce.Do(func() { q.epoch = time.Now() })
+	return t.Sub(q.epoch)
+}
+
+// wall is a reading of the queue's clock as a time.
+func (q *progressQueue) wall(d time.Duration) time.Time { return q.epoch.Add(d) }
 
 // deadline is a step's place in its Dispatcher's queue of deadlines
 // (progressQueue.steps), in the step's state: its next deadline is when
@@ -105,15 +125,17 @@ type progressQueue struct {
 type deadline struct {
 	q     *progressQueue
 	owner *inflight
-	at    time.Time // guarded by q.mu
-	pos   int       // its index in q.steps plus one; 0: not queued; guarded by q.mu
+	// at is on q's clock: 8 bytes where a time.Time is 24, which takes a
+	// step's state (stepState, with its inflight) a size class down.
+	at  time.Duration // guarded by q.mu
+	pos int           // its index in q.steps plus one; 0: not queued; guarded by q.mu
 }
 
 // deadlineHeap is a min-heap of deadlines by when they are due.
 type deadlineHeap []*deadline
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h deadlineHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].pos, h[j].pos = i+1, j+1
@@ -136,7 +158,7 @@ func (h *deadlineHeap) Pop() any {
 func (q *progressQueue) setDeadline(d *deadline, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	d.at = at
+	d.at = q.on(at)
 	if d.pos > 0 {
 		heap.Fix(&q.steps, d.pos-1)
 	} else {
@@ -163,7 +185,7 @@ func (q *progressQueue) dropDeadline(d *deadline) bool {
 type progressHeap []*progress
 
 func (h progressHeap) Len() int           { return len(h) }
-func (h progressHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h progressHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h progressHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *progressHeap) Push(x any)        { *h = append(*h, x.(*progress)) }
 func (h *progressHeap) Pop() any {
@@ -178,7 +200,7 @@ func (h *progressHeap) Pop() any {
 func (q *progressQueue) after(g *progress, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	g.at = at
+	g.at = q.on(at)
 	heap.Push(&q.later, g)
 	if q.timerAt.IsZero() || at.Before(q.timerAt) {
 		q.arm(at)
@@ -200,24 +222,25 @@ func (q *progressQueue) arm(at time.Time) {
 // while its func was starting) only re-arms.
 func (q *progressQueue) fire() {
 	q.mu.Lock()
-	now := time.Now()
+	now := q.clock()
 	q.timerAt = time.Time{}
-	for len(q.later) > 0 && !q.later[0].at.After(now) {
+	for len(q.later) > 0 && q.later[0].at <= now {
 		q.due = append(q.due, heap.Pop(&q.later).(*progress))
 	}
 	var expired []*inflight
-	for len(q.steps) > 0 && !q.steps[0].at.After(now) {
+	for len(q.steps) > 0 && q.steps[0].at <= now {
 		expired = append(expired, heap.Pop(&q.steps).(*deadline).owner)
 	}
-	var next time.Time
-	if len(q.later) > 0 {
+	var next time.Duration
+	queued := len(q.later) > 0
+	if queued {
 		next = q.later[0].at
 	}
-	if len(q.steps) > 0 && (next.IsZero() || q.steps[0].at.Before(next)) {
-		next = q.steps[0].at
+	if len(q.steps) > 0 && (!queued || q.steps[0].at < next) {
+		next, queued = q.steps[0].at, true
 	}
-	if !next.IsZero() {
-		q.arm(next)
+	if queued {
+		q.arm(q.wall(next))
 	}
 	start := min(len(q.due), maxProgressPublishers-q.running)
 	q.running += max(start, 0)
@@ -299,8 +322,8 @@ func (s *progressState) report(to *progressTo, done, total int64, label string) 
 		return
 	}
 	g.armed = true
-	wait := ProgressInterval - time.Since(g.last)
-	if g.last.IsZero() || wait < 0 {
+	wait := ProgressInterval - (g.to.queue.clock() - g.last)
+	if !g.published || wait < 0 {
 		wait = 0
 	}
 	g.schedule(wait)
@@ -334,14 +357,14 @@ func (g *progress) publish() {
 		total := g.total
 		a.Progress.Total = &total
 	}
-	g.dirty, g.last = false, time.Now()
+	g.dirty, g.last, g.published = false, g.to.queue.clock(), true
 	g.mu.Unlock()
 
 	g.to.publish(ref, a)
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
-		g.schedule(ProgressInterval - time.Since(g.last))
+		g.schedule(ProgressInterval - (g.to.queue.clock() - g.last))
 	} else {
 		g.armed = false
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -67,7 +68,7 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 	if policy := r.Approval.With(st.Context.Approval); policy.Destructive || policy.All || len(policy.Names) > 0 {
 		gate = &policy
 	}
-	res, err := r.dispatch(r.allowInput(ctx), st, nil, gate, nil)
+	res, err := r.dispatchIn(ctx, st, nil, gate, nil, r.Approvals != nil)
 	if err != nil {
 		return err
 	}
@@ -130,6 +131,14 @@ func (r *Runner) Dispatch(ctx context.Context, st *protocol.Step, set *Set) (*St
 // comes back with StepResult.Held, nothing run nor published), or with the
 // stored calls of a decided pending step.
 func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall) (*StepResult, error) {
+	return r.dispatchIn(ctx, st, set, gate, stored, false)
+}
+
+// dispatchIn is dispatch; with allowInput, the step's calls may be held
+// for input (InputAllowed), as allowInput(ctx, r) would let them, without
+// the context.WithValue every step in flight kept: the step's context
+// answers it (stepContext).
+func (r *Runner) dispatchIn(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall, allowInput bool) (*StepResult, error) {
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
@@ -145,6 +154,10 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 	stepCtx := ctx
 	ctx, e := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
 	defer e.release()
+	if allowInput {
+		e.r = r
+		ctx = (*stepContext)(e)
+	}
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
@@ -164,10 +177,9 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := &e.obs
-	obs.ctx, obs.r = ctx, r
+	obs := e.observe(r)
 	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: obs.hooks(&e.hooks), Aborts: e})
+		Loaded: loaded, Approval: gate, Stored: stored, Hooks: &e.hooks, Aborts: e})
 	if res.Held != nil {
 		return res, nil
 	}
@@ -190,19 +202,46 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 }
 
 // stepObserver publishes activity, progress and call.output events as
-// calls start, report and end, then tells the Runner's own hooks.
-type stepObserver struct {
-	ctx context.Context
-	r   *Runner // its Emitter, and its Hooks to tell
+// calls start, report and end, then tells the Runner's own hooks. It is
+// its step's stepEntry: the step's context (the events' context) and the
+// lock of its first error are the entry's, not copies of their own.
+type stepObserver stepEntry
 
-	mu    sync.Mutex
-	first error
+// observe readies the entry's observer for r and sets the entry's hooks
+// to it.
+func (e *stepEntry) observe(r *Runner) *stepObserver {
+	o := (*stepObserver)(e)
+	o.r = r
+	e.hooks.Started, e.hooks.Progress, e.hooks.Ended = o.started, o.progress, o.ended
+	return o
 }
 
-// hooks sets h to the observer's hooks and returns it.
-func (o *stepObserver) hooks(h *Hooks) *Hooks {
-	h.Started, h.Progress, h.Ended = o.started, o.progress, o.ended
-	return h
+// stepContext is the context of a step whose calls may be held for input:
+// the step's own (stepEntry.ctx), which also answers InputAllowed with
+// the entry's Runner.
+type stepContext stepEntry
+
+func (c *stepContext) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
+func (c *stepContext) Done() <-chan struct{}       { return c.ctx.Done() }
+func (c *stepContext) Err() error                  { return c.ctx.Err() }
+
+func (c *stepContext) Value(key any) any {
+	if _, ok := key.(inputAllowedKey); ok {
+		return c.r
+	}
+	return c.ctx.Value(key)
+}
+
+// events is the context the step's events are published with.
+func (o *stepObserver) events() context.Context { return context.WithoutCancel(&o.ctx) }
+
+// fail keeps err as the step's error unless one is kept already.
+func (o *stepObserver) fail(err error) {
+	o.ctx.mu.Lock()
+	if o.first == nil {
+		o.first = err
+	}
+	o.ctx.mu.Unlock()
 }
 
 func (o *stepObserver) started(ref JournalRef, c protocol.CallItem, label string) {
@@ -239,12 +278,8 @@ func (o *stepObserver) ended(ref JournalRef, out *Outcome) {
 	}
 	// The event is published even while the turn is being aborted: the
 	// gateway is owed an output for every call.
-	if err := o.r.Emitter.CallOutput(context.WithoutCancel(o.ctx), ev); err != nil {
-		o.mu.Lock()
-		if o.first == nil {
-			o.first = fmt.Errorf("publishing call.output for %s: %w", out.CallID, err)
-		}
-		o.mu.Unlock()
+	if err := o.r.Emitter.CallOutput(o.events(), ev); err != nil {
+		o.fail(fmt.Errorf("publishing call.output for %s: %w", out.CallID, err))
 	}
 }
 
@@ -261,18 +296,14 @@ func (o *stepObserver) authRequired(ref JournalRef, out *Outcome) {
 	}
 	ev := &protocol.AuthRequiredEvent{Type: protocol.EventAuthRequired, AgentID: ref.AgentID, TurnID: ref.TurnID, Step: ref.Step,
 		CallID: out.CallID, Server: out.Err.Auth.Server, URL: out.Err.Auth.URL}
-	if err := em.Event(context.WithoutCancel(o.ctx), protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev); err != nil {
-		o.mu.Lock()
-		if o.first == nil {
-			o.first = fmt.Errorf("publishing auth.required for %s: %w", out.CallID, err)
-		}
-		o.mu.Unlock()
+	if err := em.Event(o.events(), protocol.Subject(protocol.PrefixOutput, ev.AgentID, ev.TurnID), ev.MsgID(), ev); err != nil {
+		o.fail(fmt.Errorf("publishing auth.required for %s: %w", out.CallID, err))
 	}
 }
 
 func (o *stepObserver) err() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	o.ctx.mu.Lock()
+	defer o.ctx.mu.Unlock()
 	return o.first
 }
 
@@ -331,16 +362,22 @@ type stepEntry struct {
 	prev, next *stepEntry      // guarded by c.mu
 	hash       uint32          // c.hash(key)
 	released   bool            // guarded by c.mu
-	aborted    bool            // guarded by mu
-	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by mu
-	mu         sync.Mutex
+	aborted    bool            // guarded by ctx.mu
+	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by ctx.mu
 
 	// ctx is the step's context: the values and deadline of the one it
 	// came with, with a cancellation of its own, made when something
 	// asks for its Done channel or its cause (a step in flight most often
-	// never does), here so that it is no allocation of its own.
-	ctx   lazyCancel
-	obs   stepObserver
+	// never does), here so that it is no allocation of its own. Its lock
+	// also guards the entry's abort and its observer's error: lazyCancel
+	// calls nothing of the entry while it holds it, and the entry calls
+	// the abort of its calls (whose contexts' parent is ctx) only once it
+	// let go of it.
+	ctx lazyCancel
+	// The observer of the step's calls (stepObserver): the Runner whose
+	// Emitter publishes their events, and the first publish that failed.
+	r     *Runner
+	first error
 	hooks Hooks
 }
 
@@ -410,15 +447,15 @@ func (c *Cancels) parentDone(done <-chan struct{}, cause error) {
 // calls: the first time only.
 func (e *stepEntry) abort(cause error) {
 	e.ctx.with(cause)
-	e.mu.Lock()
+	e.ctx.mu.Lock()
 	if e.aborted {
-		e.mu.Unlock()
+		e.ctx.mu.Unlock()
 		return
 	}
 	e.aborted = true
 	f := e.onAbort
 	e.onAbort = nil
-	e.mu.Unlock()
+	e.ctx.mu.Unlock()
 	if f != nil {
 		f()
 	}
@@ -426,20 +463,20 @@ func (e *stepEntry) abort(cause error) {
 
 // OnAbort implements Aborter.
 func (e *stepEntry) OnAbort(f func()) {
-	e.mu.Lock()
+	e.ctx.mu.Lock()
 	if !e.aborted {
 		e.onAbort = f
-		e.mu.Unlock()
+		e.ctx.mu.Unlock()
 		return
 	}
-	e.mu.Unlock()
+	e.ctx.mu.Unlock()
 	f()
 }
 
 // StopAbort implements Aborter.
 func (e *stepEntry) StopAbort() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.ctx.mu.Lock()
+	defer e.ctx.mu.Unlock()
 	e.onAbort = nil
 	return !e.aborted
 }
