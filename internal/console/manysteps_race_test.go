@@ -16,25 +16,56 @@ import (
 var answerIDRe = regexp.MustCompile(`\(answer ([^)]+)\)|Your answer \(([^)]+)\) was ignored`)
 
 // Two operators with two tabs each answer several held steps at once
-// (in each tab, one approves and the other rejects every step: sixteen
-// answers in flight together against a real worker). For every step
-// the audit keeps all four answers under keys of their own, exactly one
-// decided and it is what ran, every other one is "lost" naming the
-// winner, and each tab is told what became of its own answer (by its
-// message id), not of another tab's or another step's.
+// (of each one's tabs, one approves and the other rejects every step:
+// sixteen answers in flight together against a real worker).
 func TestOperatorsAndTabsOnSeveralSteps(t *testing.T) {
 	t.Parallel()
+	raceOnSteps(t, 4, []tabSpec{{"Ada", "approve"}, {"Ada", "reject"}, {"Bob", "approve"}, {"Bob", "reject"}})
+}
+
+// Five operators (one of them in two tabs) answer the same held steps at
+// once, approvals and rejections mixed (some the same answer as
+// another's), four steps at once: twenty-four answers in flight.
+func TestRacingOperatorsFive(t *testing.T) {
+	t.Parallel()
+	raceOnSteps(t, 4, []tabSpec{{"Ada", "approve"}, {"Bob", "reject"}, {"Cy", "approve"}, {"Dee", "reject"}, {"Eve", "reject"}, {"Ada", "reject"}})
+}
+
+// tabSpec is one browser tab: whose session, and what it answers.
+type tabSpec struct{ who, answer string }
+
+// raceOnSteps holds steps steps and has every tab answer every one of
+// them at once. For every step the audit keeps each tab's answer under
+// a key of its own, exactly one decided and it is what ran, every other
+// one is "lost" naming the winner, and each tab is told what became of
+// its own answer (by its message id), not of another tab's or another
+// step's; mark ran once per approval that decided.
+func raceOnSteps(t *testing.T, steps int, specs []tabSpec) {
 	r := newRig(t)
-	const steps = 4
-	ada, adaCSRF := r.loginAs(t, "Ada")
-	bob, bobCSRF := r.loginAs(t, "Bob")
 	type tab struct {
 		who    string
 		c      *http.Client
 		csrf   string
 		answer string
 	}
-	tabs := []tab{{"Ada", ada, adaCSRF, "approve"}, {"Ada", ada, adaCSRF, "reject"}, {"Bob", bob, bobCSRF, "approve"}, {"Bob", bob, bobCSRF, "reject"}}
+	type session struct {
+		c    *http.Client
+		csrf string
+	}
+	sessions := map[string]session{}
+	var tabs []tab
+	var ada *http.Client
+	for _, sp := range specs {
+		se, ok := sessions[sp.who]
+		if !ok {
+			se.c, se.csrf = r.loginAs(t, sp.who)
+			sessions[sp.who] = se
+		}
+		if ada == nil {
+			ada = se.c
+		}
+		tabs = append(tabs, tab{sp.who, se.c, se.csrf, sp.answer})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	type held struct {
