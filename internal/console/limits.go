@@ -69,7 +69,7 @@ func (l Limits) orDefault() Limits {
 // String names the bounds, for the start log.
 func (l Limits) String() string {
 	l = l.orDefault()
-	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all (past a bound, the one idle longest is closed), %d live streams (%d a session; past them, the largest holder's oldest is dropped)",
+	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all (past a bound, the one waiting longest on its client for headers, a body or its next request is closed), %d live streams (%d a session; past them, the largest holder's oldest is dropped)",
 		l.ReadHeaderTimeout, l.ReadTimeout, l.IdleTimeout, l.WriteTimeout, l.EventWriteTimeout, l.PerClient, l.Total, maxStreams, streamsPerSession)
 }
 
