@@ -745,16 +745,57 @@ func (s *Server) send(ctx context.Context, by string, h *heldStep, ds []protocol
 		e.Seq, e.Outcome = ack.Sequence, "sent"
 		rev = s.updateAudit(ctx, kv, key, rev, e)
 		e = s.readBack(ctx, e)
+		if e.Outcome == "sent" {
+			go s.settle(kv, key, rev, e, h.ExpiresAt)
+			return e, nil
+		}
 		s.updateAudit(ctx, kv, key, rev, e)
 		return e, nil
 	}
 	return auditEntry{}, fmt.Errorf("%d answer numbers for step %d were all taken", answerAttempts, step)
 }
 
-// readBack waits (a few seconds at most) for a worker to decide the
+// settleGrace is how long past a step's deadline an answer's outcome is
+// waited for; settleMax bounds the wait, settleEvery paces it.
+const (
+	settleGrace = time.Minute
+	settleMax   = time.Hour
+	settleEvery = 500 * time.Millisecond
+)
+
+// settle waits, after the page's own wait, for a worker to decide e's
+// step, and keeps in e's audit record whether e decided it: a worker
+// slower than readBack (a loaded host, a backlog of answers) leaves no
+// answer "sent" in the audit when one of them decided. Until then, and
+// when it passes settleMax, the list of recent decisions reads the
+// outcome from the step's record as it shows it (recentAudit).
+func (s *Server) settle(kv jetstream.KeyValue, key string, rev uint64, e auditEntry, expires time.Time) {
+	until := expires.Add(settleGrace)
+	if limit := time.Now().Add(settleMax); limit.Before(until) {
+		until = limit
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	for {
+		if out, ok := s.outcome(ctx, e); ok {
+			s.updateAudit(ctx, kv, key, rev, out)
+			return
+		}
+		if s.cfg.NC.IsClosed() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settleEvery):
+		}
+	}
+}
+
+// readBack waits (s.readBackWait at most) for a worker to decide the
 // step, and says whether e's answer is the one that decided it.
 func (s *Server) readBack(ctx context.Context, e auditEntry) auditEntry {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, s.readBackWait)
 	defer cancel()
 	for {
 		if out, ok := s.outcome(ctx, e); ok {
