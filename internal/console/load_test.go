@@ -413,28 +413,38 @@ func TestTenThousandHeldSteps(t *testing.T) {
 	revs := make([]uint64, n)
 	base := time.Now().Add(time.Hour).UTC()
 	args := json.RawMessage(`{"command":"rm -rf /tmp/` + "\u0430" + `"}`)
+	// The records are written as the workers write them (a put on the
+	// bucket's subject), many in flight at once.
+	ajs, err := jetstream.New(r.srv.Connect(t), jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		t.Fatal(err)
+	}
 	put := func(from int) {
-		var wg sync.WaitGroup
-		for w := range 8 {
-			wg.Go(func() {
-				for i := from + w; i < n && (from > 0 || i < stepsPerPage); i += 8 {
-					p := turn.PendingStep{AgentID: "a1", TurnID: fmt.Sprintf("h%05d", i), Step: 0, State: turn.StatePending,
-						ExpiresAt: base.Add(time.Duration(i) * time.Second),
-						Calls:     []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "run_command", Valid: args, Approval: "destructive"}}}
-					b, _ := json.Marshal(p)
-					if i == 0 {
-						recordSize = len(b)
-					}
-					rev, err := kv.Put(ctx, fmt.Sprintf("approval.a1.h%05d.0", i), b)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					revs[i] = rev
-				}
-			})
+		futures := map[int]jetstream.PubAckFuture{}
+		for i := from; i < n && (from > 0 || i < stepsPerPage); i++ {
+			p := turn.PendingStep{AgentID: "a1", TurnID: fmt.Sprintf("h%05d", i), Step: 0, State: turn.StatePending,
+				ExpiresAt: base.Add(time.Duration(i) * time.Second),
+				Calls:     []turn.HeldCall{{Type: protocol.ItemFunctionCall, CallID: "c1", Name: "run_command", Valid: args, Approval: "destructive"}}}
+			b, _ := json.Marshal(p)
+			if i == 0 {
+				recordSize = len(b)
+			}
+			f, err := ajs.PublishAsync(fmt.Sprintf("$KV.%s.approval.a1.h%05d.0", protocol.BucketState, i), b, jetstream.WithStallWait(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			futures[i] = f
 		}
-		wg.Wait()
+		for i, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				revs[i] = ack.Sequence
+			case err := <-f.Err():
+				t.Fatal(err)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
 	}
 	c, _ := r.login(t)
 	// The first page's 20 steps alone: what a load of that page reads.
@@ -443,7 +453,9 @@ func TestTenThousandHeldSteps(t *testing.T) {
 	in := r.consoleNC.Stats().InBytes
 	_ = get(t, c, r.url+"/approvals", http.StatusOK)
 	alone := r.consoleNC.Stats().InBytes - in
+	t0 := time.Now()
 	put(stepsPerPage)
+	t.Logf("%d held steps written in %s", n-stepsPerPage, time.Since(t0).Round(time.Millisecond))
 	in = r.consoleNC.Stats().InBytes
 	first := get(t, c, r.url+"/approvals", http.StatusOK)
 	firstRead := r.consoleNC.Stats().InBytes - in
