@@ -1,6 +1,9 @@
 package console
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // ListenerCounts is what a listener of Listen counts open: in all, and
 // per client address.
@@ -19,3 +22,7 @@ func ListenerCounts(ln net.Listener) (total int, per map[string]int) {
 // a step's own page may show (pageShown, stepShown), so that a test
 // reaches them with small values.
 func SetPageBounds(s *Server, page, step int) { s.bounds = pageBounds{page: page, step: step} }
+
+// SetReadBackWait sets how long a decision's request waits for a worker
+// to take it, so that a test reaches the outcome a slower worker gives.
+func SetReadBackWait(s *Server, d time.Duration) { s.readBackWait = d }

@@ -72,6 +72,9 @@ type Server struct {
 	refused *refusedCache
 	limits  Limits
 	bounds  pageBounds
+	// readBackWait bounds how long a decision's request waits for a
+	// worker to take it (readBack).
+	readBackWait time.Duration
 }
 
 type session struct {
@@ -127,6 +130,8 @@ func New(cfg Config) (*Server, error) {
 		refused:  newRefusedCache(),
 		bounds:   pageBounds{page: pageShown, step: stepShown},
 		limits:   cfg.Limits.orDefault(),
+
+		readBackWait: 5 * time.Second,
 	}
 	s.routes()
 	return s, nil
