@@ -594,14 +594,6 @@ func Resumes(ctx context.Context, ref JournalRef, o *Outcome) bool {
 	return h != nil && h.Round == r.Hold.Round
 }
 
-// allowInput is ctx where a step's calls may be held for input.
-func (r *Runner) allowInput(ctx context.Context) context.Context {
-	if r.Approvals == nil {
-		return ctx
-	}
-	return allowInput(ctx, r)
-}
-
 // holdsInput reports whether a step's result has a call held for input.
 func holdsInput(res *StepResult) bool {
 	for _, o := range res.Outcomes {
