@@ -26,10 +26,8 @@ func TestQuotaNobodyMoreAttacks(t *testing.T) {
 	// to 16 MiB past, mostly about 1, 18 once beside a whole suite's run;
 	// the file system alone, without the tree's descriptors read, 14 to
 	// 32 MiB for files deleted and held open, and the disk filled, 213
-	// MiB past, for O_TMPFILE and mapped files). 60 files of 4 MiB made by truncate and posix_fallocate are
-	// stopped but not held: each call takes 4 MiB at once, the whole
-	// attack takes a tenth of a second, and it ended 4 to 110 MiB past
-	// (logged).
+	// MiB past, for O_TMPFILE and mapped files). Preallocation:
+	// TestQuotaNobodyFallocate.
 	const (
 		pastBytes = nobodyBytes / 4
 		pastHeld  = nobodyBytes * 3 / 4
@@ -70,14 +68,6 @@ for i in range(60):
     maps.append(m)
 time.sleep(3)
 '`, pastHeld, pastFiles},
-		{"sparse then filled by fallocate", `python3 -c '
-import os
-for i in range(60):
-    fd = os.open("s%d" % i, os.O_CREAT | os.O_WRONLY, 0o600)
-    os.truncate(fd, 4 << 20)
-    os.posix_fallocate(fd, 0, 4 << 20)
-    os.close(fd)
-'`, nobodyLogOnly, nobodyLogOnly}, // not held: see below
 		{"punched and refilled", `python3 -c '
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
