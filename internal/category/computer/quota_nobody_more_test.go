@@ -80,8 +80,20 @@ for i in range(200):
     os.posix_fallocate(other, 0, 1 << 20)
     os.close(other)
 '`, pastBytes, pastFiles},
-		{"hard links across directories, original deleted", `head -c 4194304 /dev/zero > f; i=0; while [ $i -lt 40 ]; do mkdir -p d$i; ln f d$i/l; i=$((i+1)); done; rm f; i=0; while [ $i -lt 40 ]; do head -c 1048576 /dev/zero > d$i/g; i=$((i+1)); done`, pastBytes, pastFiles},
-		{"symlink loops beside a writer", `i=0; while [ $i -lt 200 ]; do mkdir -p l$i; ln -s ../l$i l$i/self; ln -s . l$i/dot; ln -s / l$i/root; i=$((i+1)); done; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > l$((i%200))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"hard links across directories, original deleted", `head -c 4194304 /dev/zero > f; python3 -c '
+import os
+for i in range(40):
+    os.mkdir("d%d" % i)
+    os.link("f", "d%d/l" % i)
+'; rm f; i=0; while [ $i -lt 40 ]; do head -c 1048576 /dev/zero > d$i/g; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"symlink loops beside a writer", `python3 -c '
+import os
+for i in range(200):
+    os.mkdir("l%d" % i)
+    os.symlink("../l%d" % i, "l%d/self" % i)
+    os.symlink(".", "l%d/dot" % i)
+    os.symlink("/", "l%d/root" % i)
+'; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > l$((i%200))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
 		{"FIFO and socket storm", `python3 -c '
 import os, socket
 i = 0
