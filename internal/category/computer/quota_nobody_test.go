@@ -198,7 +198,7 @@ func TestQuotaNobodyAttacks(t *testing.T) {
 	}{
 		{"hard links", `head -c 4194304 /dev/zero > f; i=0; while [ $i -lt 15 ]; do ln f l$i; i=$((i+1)); done; echo linked`, never, never},
 		{"million empty files", `i=0; while [ $i -lt 1000000 ]; do : > f$i; i=$((i+1)); done`, pastBytes, pastFiles},
-		{"1500 directories then a fast writer", `seq -f d%g 0 1499 | xargs mkdir; i=0; while [ $i -lt 200 ]; do head -c 1048576 /dev/zero > d$((i*7%1500))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"1500 directories then a fast writer", `seq -f d%g 0 1499 | xargs -n 10 mkdir; i=0; while [ $i -lt 200 ]; do head -c 1048576 /dev/zero > d$((i*7%1500))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
 		{"300 levels deep", `p=$(printf 'd/%.0s' $(seq 300)); mkdir -p $p; cd $p; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done`, pastBytes, pastFiles},
 		{"chmod 300 directory", `mkdir d; chmod 300 d; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > d/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
 		{"xattrs on empty files", `python3 -c '
