@@ -163,7 +163,9 @@ func (c *commandSandbox) start(ctx context.Context, log *slog.Logger, webAllow s
 	l := sb.Limits()
 	log.Info("run_command sandboxed with bubblewrap", "network", c.Network, "cgroups", sb.Cgroups(), "command_memory", l.Memory, "command_pids", l.Pids, "command_cpu", l.CPU, "max_procs", l.Processes, "max_memory", l.MemoryBytes,
 		"max_cpu_s", l.CPUSeconds, "max_file_bytes", l.FileBytes, "max_open_files", l.OpenFiles, "tmp_bytes", l.TmpBytes,
-		"extended_attributes", "refused (seccomp: setting one fails with ENOTSUP)")
+		"extended_attributes", "refused (seccomp: setting one fails with ENOTSUP)",
+		"fallocate", "refused but punching holes (seccomp: EOPNOTSUPP; posix_fallocate writes each block instead)",
+		"io_uring", "refused (seccomp: ENOSYS)")
 	return sb, nil
 }
 

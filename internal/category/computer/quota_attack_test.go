@@ -116,7 +116,7 @@ func TestQuotaMillionEmptyFiles(t *testing.T) {
 }
 
 // 1,500 directories (past the 1,024 watches an older follower kept),
-// then a fast writer of 1 MiB files in the last one: the writer is
+// made ten at a time, then a fast writer of 1 MiB files in the last one: the writer is
 // stopped near the quota, the neighbour writes on. (Past the 4,096
 // watches a follower keeps now, walks alone find the writer, as in
 // TestQuotaBlindSpots; 4,200 directories under -race take minutes.)
@@ -131,7 +131,7 @@ func TestQuotaManyDirectoriesFastWriter(t *testing.T) {
 				home(t, c, "a2")
 				stop := neighbour(t, c)
 				stall := stallWatch()
-				res, err := run(t, c, computer.RunCommandName, map[string]any{"command": fmt.Sprintf(`mkdir w; cd w; i=0; while [ $i -lt %d ]; do mkdir d$i; i=$((i+1)); done; cd d%d; i=0; while [ $i -lt 128 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done; echo done`, dirs, dirs-1), "timeout_seconds": 120})
+				res, err := run(t, c, computer.RunCommandName, map[string]any{"command": fmt.Sprintf(`mkdir w; cd w; seq -f d%%g 0 %d | xargs -n 10 mkdir; cd d%d; i=0; while [ $i -lt 128 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done; echo done`, dirs-1, dirs-1), "timeout_seconds": 120})
 				worst := stall()
 				u, _ := c.Usage(agent)
 				t.Logf("%d KiB over the %d KiB quota", (u.Bytes-quotaBytes)>>10, quotaBytes>>10)

@@ -77,7 +77,7 @@ func TestQuotaDeepTree(t *testing.T) {
 	needSandbox(t)
 	c := gapCategory(t, quotaFiles)
 	stop := neighbour(t, c)
-	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": `i=0; while [ $i -lt 300 ]; do mkdir d; cd d; i=$((i+1)); done; j=0; while [ $j -lt 6 ]; do head -c 4194304 /dev/zero > f$j; j=$((j+1)); done; sleep 2; echo done`, "timeout_seconds": 60})
+	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": `p=$(printf 'd/%.0s' $(seq 300)); mkdir -p $p; cd $p; j=0; while [ $j -lt 6 ]; do head -c 4194304 /dev/zero > f$j; j=$((j+1)); done; sleep 2; echo done`, "timeout_seconds": 60})
 	if kindOf(err) != tool.ToolError || !strings.Contains(err.Error(), "disk quota") {
 		t.Errorf("24 MiB 300 levels down in an 8 MiB home: %v\n%s", err, res.Content)
 	}

@@ -26,10 +26,8 @@ func TestQuotaNobodyMoreAttacks(t *testing.T) {
 	// to 16 MiB past, mostly about 1, 18 once beside a whole suite's run;
 	// the file system alone, without the tree's descriptors read, 14 to
 	// 32 MiB for files deleted and held open, and the disk filled, 213
-	// MiB past, for O_TMPFILE and mapped files). 60 files of 4 MiB made by truncate and posix_fallocate are
-	// stopped but not held: each call takes 4 MiB at once, the whole
-	// attack takes a tenth of a second, and it ended 4 to 110 MiB past
-	// (logged).
+	// MiB past, for O_TMPFILE and mapped files). Preallocation:
+	// TestQuotaNobodyFallocate.
 	const (
 		pastBytes = nobodyBytes / 4
 		pastHeld  = nobodyBytes * 3 / 4
@@ -70,14 +68,6 @@ for i in range(60):
     maps.append(m)
 time.sleep(3)
 '`, pastHeld, pastFiles},
-		{"sparse then filled by fallocate", `python3 -c '
-import os
-for i in range(60):
-    fd = os.open("s%d" % i, os.O_CREAT | os.O_WRONLY, 0o600)
-    os.truncate(fd, 4 << 20)
-    os.posix_fallocate(fd, 0, 4 << 20)
-    os.close(fd)
-'`, nobodyLogOnly, nobodyLogOnly}, // not held: see below
 		{"punched and refilled", `python3 -c '
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -90,8 +80,20 @@ for i in range(200):
     os.posix_fallocate(other, 0, 1 << 20)
     os.close(other)
 '`, pastBytes, pastFiles},
-		{"hard links across directories, original deleted", `head -c 4194304 /dev/zero > f; i=0; while [ $i -lt 40 ]; do mkdir -p d$i; ln f d$i/l; i=$((i+1)); done; rm f; i=0; while [ $i -lt 40 ]; do head -c 1048576 /dev/zero > d$i/g; i=$((i+1)); done`, pastBytes, pastFiles},
-		{"symlink loops beside a writer", `i=0; while [ $i -lt 200 ]; do mkdir -p l$i; ln -s ../l$i l$i/self; ln -s . l$i/dot; ln -s / l$i/root; i=$((i+1)); done; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > l$((i%200))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"hard links across directories, original deleted", `head -c 4194304 /dev/zero > f; python3 -c '
+import os
+for i in range(40):
+    os.mkdir("d%d" % i)
+    os.link("f", "d%d/l" % i)
+'; rm f; i=0; while [ $i -lt 40 ]; do head -c 1048576 /dev/zero > d$i/g; i=$((i+1)); done`, pastBytes, pastFiles},
+		{"symlink loops beside a writer", `python3 -c '
+import os
+for i in range(200):
+    os.mkdir("l%d" % i)
+    os.symlink("../l%d" % i, "l%d/self" % i)
+    os.symlink(".", "l%d/dot" % i)
+    os.symlink("/", "l%d/root" % i)
+'; i=0; while [ $i -lt 100 ]; do head -c 1048576 /dev/zero > l$((i%200))/f$i; i=$((i+1)); done`, pastBytes, pastFiles},
 		{"FIFO and socket storm", `python3 -c '
 import os, socket
 i = 0
