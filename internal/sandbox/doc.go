@@ -20,8 +20,9 @@
 //     set, nested user namespaces are refused (by a non-root worker's
 //     bwrap; a root worker's commands can make them, gaining nothing
 //     outside them); a seccomp filter (seccomp.go) fails every call that
-//     sets an extended attribute with ENOTSUP, so no home holds
-//     attributes a quota count would have to follow;
+//     sets an extended attribute with ENOTSUP, fallocate's allocating
+//     modes with EOPNOTSUPP and io_uring with ENOSYS, so no home holds
+//     what a quota count would have to follow;
 //   - the environment is only what the caller gives; the sandbox's first
 //     shell raises its oom_score_adj to 1000 (the command's processes
 //     inherit it); the worker sets the niceness Nice on the sandbox's
