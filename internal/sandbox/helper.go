@@ -454,6 +454,9 @@ func (s *Sandbox) runInHelper(ctx context.Context, h *helper, spec Spec, out io.
 		h.p.cancel()
 		g.Kill()
 	})
+	if spec.Ready != nil {
+		spec.Ready(r)
+	}
 	if _, err := io.WriteString(h.p.cmdW, msg); err != nil {
 		h.p.cancel() // wait sees the helper's end
 	}

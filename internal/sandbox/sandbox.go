@@ -539,6 +539,11 @@ type Spec struct {
 	// says why in the notes ("the room left in …").
 	FileBytes int64
 	FileWhy   string
+	// Ready, when set, is called with the command's Run after its
+	// sandbox is made and before the command is sent to it: what must
+	// watch the command from its first instruction (Tree, Throttle)
+	// is in place before the command can do anything.
+	Ready func(*Run)
 }
 
 // Run is a started command.
@@ -886,6 +891,9 @@ func (s *Sandbox) claim(ctx context.Context, p *spare, spec Spec, out io.Writer,
 	if r.proxy != nil {
 		sess := r.proxy
 		r.stop = context.AfterFunc(ctx, func() { _ = sess.close() })
+	}
+	if spec.Ready != nil {
+		spec.Ready(r)
 	}
 	// EPIPE: the sandbox is gone, as Wait will say.
 	_, _ = io.WriteString(p.cmdW, fz+"\n"+spec.Command+"\n")

@@ -342,17 +342,24 @@ func (c *Category) runSandboxed(ctx context.Context, h *home, command string, ou
 		spec.FileBytes = max(room&^(quotaBlock-1), quotaBlock)
 		spec.FileWhy = "the room left in your home's disk quota when the command started"
 	}
+	// The follower holds the command from before its first instruction:
+	// a home already past its bound is stopped before it can grow.
+	var tree *procTree
+	spec.Ready = func(r *sandbox.Run) {
+		if pid := r.Tree(); pid > 0 && f != nil {
+			// No cgroup of its own: its processes are held from userland.
+			tree = newProcTree(pid)
+			f.setTree(tree)
+		} else {
+			f.setPacer(r.Throttle)
+		}
+	}
 	r, err := c.cfg.Sandbox.Start(ctx, spec, w, waitDelay)
+	if tree != nil {
+		defer tree.close()
+	}
 	if err != nil {
 		return commandStatus{}, fmt.Errorf("the command's sandbox could not be started: %w", err)
-	}
-	if pid := r.Tree(); pid > 0 && f != nil {
-		// No cgroup of its own: its processes are held from userland.
-		t := newProcTree(pid)
-		defer t.close()
-		f.setTree(t)
-	} else {
-		f.setPacer(r.Throttle)
 	}
 	waitErr := r.Wait()
 	end, endErr := r.End()
