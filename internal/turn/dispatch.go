@@ -146,7 +146,7 @@ type pending struct {
 // than the allocation it saved).
 type cell struct {
 	out      Outcome
-	ctx      tools.CallContext
+	ctx      callCtx
 	cancel   lazyCancel // ctx's cancellation
 	progress progressState
 }
@@ -198,8 +198,9 @@ const smallStep = 8
 // the running calls among them. For up to smallStep running calls (the
 // default MaxParallel) both are one allocation, sized to the cells: the
 // cells outlive the step as the result does, and the size classes of the
-// two apart round up more than the one (eight cells, 2,880 bytes, take
-// 3,072, the stepOut's 192 bytes besides).
+// two apart round up more than the one (eight cells, 2,816 bytes, take
+// 3,072 alone; with the stepOut's 192 bytes and the header of an object
+// with pointers, 3,016, they still do).
 func newStepOut(n, running int) (*stepOut, []cell) {
 	var out *stepOut
 	var cells []cell
@@ -714,13 +715,13 @@ func (p *pending) invoke() bool {
 	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause
 	// tools.ErrTimedOut) and starts the watchdog. The context still
-	// reports the deadline (tools.CallContext.Due).
+	// reports the deadline (callCtx.Due).
 	c := p.cell
 	c.cancel.parent = parent
 	if p.st.d.Journal != nil { // the claim took its time
 		p.began = p.st.since()
 	}
-	c.ctx.Context = &c.cancel
+	c.ctx.cancel = &c.cancel
 	c.ctx.Step, c.ctx.CallID = p.st.call, p.call.CallID
 	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
