@@ -173,12 +173,20 @@ type stepState struct {
 	set             *Set
 	ctx             context.Context // the turn's
 	agentID, turnID string
-	fairKey         string
 	stepN           int64
 	start           time.Time // when the step's calls began to run
 	// call is what the calls' contexts share of their identity (in the
 	// step's stepOut, which outlives the step as they may).
 	call *tool.Call
+	// items is the step's slab of output items (itemBytes), for a step
+	// of more than one running call, itemsFor of them: made by the first
+	// call that ends with a short item. itemsUsed is the bytes handed out,
+	// with slabMaking while the slab is made and slabReady once it is.
+	// The three fit where the step's fairness key was (kept in its
+	// stepOut): a step in flight keeps its state.
+	items     []byte
+	itemsFor  int32
+	itemsUsed atomic.Int32
 }
 
 // stepOut is what a step allocates besides its calls' cells: its result,
@@ -284,7 +292,9 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey, st.call = nil, nil, nil, nil, "", "", "", nil
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, "", "", nil
+	st.items, st.itemsFor = nil, 0
+	st.itemsUsed.Store(0)
 	d.states.Put(st)
 }
 
@@ -308,7 +318,6 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
 	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
-	st.fairKey = in.FairKey
 	ps := st.ps
 	for i := range in.Calls {
 		p := &st.calls[i]
@@ -338,6 +347,9 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			}
 		}
 		st.start = time.Now()
+		if running > 1 && running <= maxPooledCalls {
+			st.itemsFor = int32(running)
+		}
 	}
 	step := &st.step
 	switch {

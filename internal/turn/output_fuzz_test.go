@@ -16,12 +16,20 @@ func FuzzFunctionOutputAgrees(f *testing.F) {
 		f.Add("c0", s)
 	}
 	f.Fuzz(func(t *testing.T, callID, text string) {
-		got, want := functionOutput(callID, text), wire.FunctionOutput(callID, text)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("functionOutput(%q, %q) = %s, want %s", callID, text, got, want)
+		want := wire.FunctionOutput(callID, text)
+		// Alone, and from a step's slab beside another item.
+		slab := &stepState{itemsFor: 2}
+		for _, st := range []*stepState{{}, slab, slab} {
+			got := functionOutput(st, callID, text)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("functionOutput(%.64q, %.64q) = %.200s, want %.200s", callID, text, got, want)
+			}
+			if plainJSON(callID) && plainJSON(text) && cap(got) != len(got) {
+				t.Fatalf("functionOutput(%.64q, %.64q): capacity %d past its %d bytes", callID, text, cap(got), len(got))
+			}
 		}
 		if plain := wire.AppendString(nil, text); plainJSON(text) && string(plain) != `"`+text+`"` {
-			t.Fatalf("plainJSON(%q) but it is written %s", text, plain)
+			t.Fatalf("plainJSON(%.64q) but it is written %.200s", text, plain)
 		}
 	})
 }
