@@ -322,7 +322,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 	for i := range in.Calls {
 		p := &st.calls[i]
 		p.st, ps[i] = st, p
-		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
+		d.resolve(ctx, set, &in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -415,7 +415,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
@@ -753,7 +753,7 @@ func (p *pending) invoke() bool {
 	if !p.finished.CompareAndSwap(false, true) {
 		return false
 	}
-	p.settle(res, err)
+	p.settle(&res, err)
 	return true
 }
 
@@ -761,13 +761,13 @@ func (p *pending) invoke() bool {
 // outcome and releases the call's place in its group.
 func (p *pending) finish(res tool.Result, err error) {
 	g := &p.st.group // p may be reused once released
-	p.settle(res, err)
+	p.settle(&res, err)
 	g.release()
 }
 
 // settle stores and reports the outcome of a call that ran, and ends its
 // context. The clock reading it takes is p.end.
-func (p *pending) settle(res tool.Result, err error) {
+func (p *pending) settle(res *tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	st := p.st
 	p.end = st.since()

@@ -60,7 +60,7 @@ func (d *Dispatcher) bound(p *pending) {
 // is zero: the fields are set one by one, those that stay zero not at all
 // (assigning a whole Outcome goes through the write barrier for every
 // pointer in it).
-func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.Duration) *Outcome {
+func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.Duration) *Outcome {
 	c := p.cell
 	o := &c.out
 	o.CallID, o.Name, o.Ran, o.Duration = p.call.CallID, p.call.Name, true, took
@@ -84,7 +84,7 @@ func (d *Dispatcher) outcome(p *pending, res tool.Result, err error, took time.D
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
 	o.Item, o.MediaNotes = d.outputItem(p.st, p.call.CallID, res.Content, res.Media)
-	o.Activity = p.inv.CompletedActivity(res)
+	o.Activity = p.inv.CompletedActivity(*res)
 	return o
 }
 
@@ -162,19 +162,29 @@ func functionOutput(st *stepState, callID, text string) json.RawMessage {
 		return wire.FunctionOutput(callID, text)
 	}
 	b := st.itemBytes(len(itemHead) + len(callID) + len(itemMid) + len(text) + len(itemTail))
-	n := copy(b, itemHead)
-	n += copy(b[n:], callID)
-	n += copy(b[n:], itemMid)
+	// The fixed parts are array assignments, a few moves each, where a
+	// copy is a call to memmove.
+	*(*[len(itemHead)]byte)(b) = itemHeadBytes
+	n := len(itemHead) + copy(b[len(itemHead):], callID)
+	*(*[len(itemMid)]byte)(b[n:]) = itemMidBytes
+	n += len(itemMid)
 	n += copy(b[n:], text)
-	copy(b[n:], itemTail)
+	b[n], b[n+1] = '"', '}'
 	return b
 }
+
+// itemHeadBytes and itemMidBytes are itemHead and itemMid as arrays,
+// read only.
+var (
+	itemHeadBytes = [len(itemHead)]byte([]byte(itemHead))
+	itemMidBytes  = [len(itemMid)]byte([]byte(itemMid))
+)
 
 // The parts of a function_call_output item around its id and its text.
 const (
 	itemHead = `{"type":"function_call_output","call_id":"`
 	itemMid  = `","output":"`
-	itemTail = `"}`
+	itemTail = `"}` // written as its two bytes
 )
 
 // plainJSON reports whether s is written into a JSON string as it is:
