@@ -264,6 +264,12 @@ func (d *Dispatcher) state(n int) *stepState {
 	}
 	if cap(st.calls) < n {
 		st.calls, st.ps, st.spares = make([]pending, n), make([]*pending, n), make([]tools.Spare, n)
+		// ps[i] is &calls[i] for the state's life: a step writes no
+		// pointer it need not (each is a write barrier while the collector
+		// marks).
+		for i := range st.calls {
+			st.ps[i] = &st.calls[i]
+		}
 	}
 	st.calls, st.ps, st.spares = st.calls[:n], st.ps[:n], st.spares[:n]
 	return st
@@ -289,7 +295,6 @@ func (d *Dispatcher) release(st *stepState) {
 		}
 	}
 	clear(st.calls)
-	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
 	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, "", "", nil
@@ -320,8 +325,8 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
 	ps := st.ps
 	for i := range in.Calls {
-		p := &st.calls[i]
-		p.st, ps[i] = st, p
+		p := ps[i]
+		p.st = st
 		d.resolve(ctx, set, &in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
