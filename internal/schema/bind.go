@@ -328,7 +328,11 @@ type scanner struct {
 }
 
 func (c *scanner) space() {
-	for c.i < len(c.s) && isSpace(c.s[c.i]) {
+	for c.i < len(c.s) {
+		// Most bytes looked at here are no space: one comparison says so.
+		if b := c.s[c.i]; b > ' ' || !isSpace(b) {
+			return
+		}
 		c.i++
 	}
 }

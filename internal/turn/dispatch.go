@@ -146,7 +146,7 @@ type pending struct {
 // than the allocation it saved).
 type cell struct {
 	out      Outcome
-	ctx      tools.CallContext
+	ctx      callCtx
 	cancel   lazyCancel // ctx's cancellation
 	progress progressState
 }
@@ -173,12 +173,20 @@ type stepState struct {
 	set             *Set
 	ctx             context.Context // the turn's
 	agentID, turnID string
-	fairKey         string
 	stepN           int64
 	start           time.Time // when the step's calls began to run
 	// call is what the calls' contexts share of their identity (in the
 	// step's stepOut, which outlives the step as they may).
 	call *tool.Call
+	// items is the step's slab of output items (itemBytes), for a step
+	// of more than one running call, itemsFor of them: made by the first
+	// call that ends with a short item. itemsUsed is the bytes handed out,
+	// with slabMaking while the slab is made and slabReady once it is.
+	// The three fit where the step's fairness key was (kept in its
+	// stepOut): a step in flight keeps its state.
+	items     []byte
+	itemsFor  int32
+	itemsUsed atomic.Int32
 }
 
 // stepOut is what a step allocates besides its calls' cells: its result,
@@ -198,8 +206,9 @@ const smallStep = 8
 // the running calls among them. For up to smallStep running calls (the
 // default MaxParallel) both are one allocation, sized to the cells: the
 // cells outlive the step as the result does, and the size classes of the
-// two apart round up more than the one (eight cells, 2,880 bytes, take
-// 3,072, the stepOut's 192 bytes besides).
+// two apart round up more than the one (eight cells, 2,816 bytes, take
+// 3,072 alone; with the stepOut's 192 bytes and the header of an object
+// with pointers, 3,016, they still do).
 func newStepOut(n, running int) (*stepOut, []cell) {
 	var out *stepOut
 	var cells []cell
@@ -255,6 +264,12 @@ func (d *Dispatcher) state(n int) *stepState {
 	}
 	if cap(st.calls) < n {
 		st.calls, st.ps, st.spares = make([]pending, n), make([]*pending, n), make([]tools.Spare, n)
+		// ps[i] is &calls[i] for the state's life: a step writes no
+		// pointer it need not (each is a write barrier while the collector
+		// marks).
+		for i := range st.calls {
+			st.ps[i] = &st.calls[i]
+		}
 	}
 	st.calls, st.ps, st.spares = st.calls[:n], st.ps[:n], st.spares[:n]
 	return st
@@ -280,10 +295,11 @@ func (d *Dispatcher) release(st *stepState) {
 		}
 	}
 	clear(st.calls)
-	clear(st.ps)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.fairKey, st.call = nil, nil, nil, nil, "", "", "", nil
+	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, "", "", nil
+	st.items, st.itemsFor = nil, 0
+	st.itemsUsed.Store(0)
 	d.states.Put(st)
 }
 
@@ -307,12 +323,11 @@ func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
 	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
-	st.fairKey = in.FairKey
 	ps := st.ps
 	for i := range in.Calls {
-		p := &st.calls[i]
-		p.st, ps[i] = st, p
-		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
+		p := ps[i]
+		p.st = st
+		d.resolve(ctx, set, &in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -337,6 +352,9 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 			}
 		}
 		st.start = time.Now()
+		if running > 1 && running <= maxPooledCalls {
+			st.itemsFor = int32(running)
+		}
 	}
 	step := &st.step
 	switch {
@@ -402,7 +420,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
 	// p is zero (a step state's records are cleared when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
@@ -714,13 +732,13 @@ func (p *pending) invoke() bool {
 	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause
 	// tools.ErrTimedOut) and starts the watchdog. The context still
-	// reports the deadline (tools.CallContext.Due).
+	// reports the deadline (callCtx.Due).
 	c := p.cell
 	c.cancel.parent = parent
 	if p.st.d.Journal != nil { // the claim took its time
 		p.began = p.st.since()
 	}
-	c.ctx.Context = &c.cancel
+	c.ctx.cancel = &c.cancel
 	c.ctx.Step, c.ctx.CallID = p.st.call, p.call.CallID
 	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
 	p.withProgress()
@@ -740,7 +758,7 @@ func (p *pending) invoke() bool {
 	if !p.finished.CompareAndSwap(false, true) {
 		return false
 	}
-	p.settle(res, err)
+	p.settle(&res, err)
 	return true
 }
 
@@ -748,13 +766,13 @@ func (p *pending) invoke() bool {
 // outcome and releases the call's place in its group.
 func (p *pending) finish(res tool.Result, err error) {
 	g := &p.st.group // p may be reused once released
-	p.settle(res, err)
+	p.settle(&res, err)
 	g.release()
 }
 
 // settle stores and reports the outcome of a call that ran, and ends its
 // context. The clock reading it takes is p.end.
-func (p *pending) settle(res tool.Result, err error) {
+func (p *pending) settle(res *tool.Result, err error) {
 	p.endProgress() // before the call's completed event
 	st := p.st
 	p.end = st.since()
