@@ -190,8 +190,10 @@ while True:
 			// At once: a fraction of the slack the attacks from an empty
 			// home get (a quarter). A shell that makes empty files gets
 			// 170 to 270 made before the stop under -race with the whole
-			// suite beside it.
-			if pb > nobodyBytes/8 || pf > nobodyFiles/10 {
+			// suite beside it, and up to 770 on a host at load 8 to 20
+			// (the follower is run late); without the start's pacing it
+			// is never stopped (tens of thousands).
+			if pb > nobodyBytes/8 || pf > nobodyFiles/5 {
 				t.Errorf("a home over its bound at the start grew the disk by %d KiB and %d inodes", pb>>10, pf)
 			}
 			if _, werr := run(t, c, computer.WriteFileName, map[string]any{"path": "small", "content": "hello"}); werr == nil {
