@@ -153,20 +153,14 @@ func raceOnSteps(t *testing.T, steps int, specs []tabSpec) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		type entry struct {
-			By, Outcome string
-			MsgID       string `json:"msg_id"`
-			DecidedBy   string `json:"decided_by"`
-			Decisions   []struct{ Approved bool }
-		}
-		byID := map[string]entry{}
-		var winner entry
+		byID := map[string]auditRecord{}
+		var winner auditRecord
 		for k := range keys.Keys() {
 			e, err := kv.Get(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a entry
+			var a auditRecord
 			if err := json.Unmarshal(e.Value(), &a); err != nil {
 				t.Fatal(err)
 			}

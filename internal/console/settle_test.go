@@ -59,13 +59,7 @@ func TestAuditSettlesAfterTheWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type entry struct {
-		By, Outcome string
-		MsgID       string `json:"msg_id"`
-		DecidedBy   string `json:"decided_by"`
-		Decisions   []struct{ Approved bool }
-	}
-	var got []entry
+	var got []auditRecord
 	// The worker decided: the audit has a few seconds to say so.
 	for deadline := time.Now().Add(15 * time.Second); ; {
 		got = got[:0]
@@ -79,7 +73,7 @@ func TestAuditSettlesAfterTheWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a entry
+			var a auditRecord
 			if err := json.Unmarshal(e.Value(), &a); err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +85,7 @@ func TestAuditSettlesAfterTheWait(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	var winner, loser *entry
+	var winner, loser *auditRecord
 	for i := range got {
 		switch got[i].Outcome {
 		case "decided":
@@ -109,4 +103,12 @@ func TestAuditSettlesAfterTheWait(t *testing.T) {
 	if !strings.Contains(loser.DecidedBy, winner.MsgID) {
 		t.Errorf("%s's answer lost, decided by %q; %s's %s decided", loser.By, loser.DecidedBy, winner.By, winner.MsgID)
 	}
+}
+
+// auditRecord is what the tests read of an answer's audit record.
+type auditRecord struct {
+	By, Outcome string
+	MsgID       string `json:"msg_id"`
+	DecidedBy   string `json:"decided_by"`
+	Decisions   []struct{ Approved bool }
 }
