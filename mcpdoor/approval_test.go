@@ -32,6 +32,7 @@ func approvalDoors(t *testing.T) (*mcpdoor.Principals, string, *probes, *nats.Co
 // TestApprovalMRTR: a 2026-07-28 client with elicitation answers a held
 // call's input_required on its retry, through two replicas alternated.
 func TestApprovalMRTR(t *testing.T) {
+	t.Parallel()
 	_, url, pr, _ := approvalDoors(t)
 	approve := true
 	cs := clientWith(t, url, "alice-secret-token", &mcp.ClientOptions{
@@ -65,6 +66,7 @@ func TestApprovalMRTR(t *testing.T) {
 // principal's or for other arguments runs nothing; a replay decides
 // nothing new and reads the same outcome.
 func TestApprovalStateChecks(t *testing.T) {
+	t.Parallel()
 	_, url, pr, _ := approvalDoors(t)
 	noMRTR := &mcp.ClientOptions{
 		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
@@ -114,6 +116,7 @@ func TestApprovalStateChecks(t *testing.T) {
 // TestApprovalWait: a 2025-11-25 client's held call waits, with
 // progress, for a decision made elsewhere (here a gateway).
 func TestApprovalWait(t *testing.T) {
+	t.Parallel()
 	_, url, pr, nc := approvalDoors(t)
 	gw, err := gateway.New(nc, gateway.Options{})
 	if err != nil {

@@ -84,6 +84,7 @@ func post(t *testing.T, url, token, body string, hdr map[string]string) (*http.R
 const listBody = `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
 
 func TestBearerTokens(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	ps := principals(t, fmt.Sprintf(`{"principals":[
 		{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","fairness":{"key":"tenant-a","weight":2}},
@@ -127,6 +128,7 @@ func TestBearerTokens(t *testing.T) {
 }
 
 func TestJWT(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -35,17 +35,27 @@ import (
 )
 
 // clientFleet is a real worker with the door tests' tools and the
-// conformance fixtures, and two door replicas behind a proxy that
-// alternates requests, which records what the clients sent.
+// conformance fixtures, which approves every held confirm_delete of the
+// clients' agent. Each client gets its own doors (see doors), so that
+// the clients can run at once.
 type clientFleet struct {
-	token    string
+	token string
+	s     *natstest.Server
+	ps    *mcpdoor.Principals
+	key   []byte
+
+	approvals atomic.Int64 // held calls the fleet's side approved
+}
+
+// clientDoors are two door replicas behind a proxy that alternates
+// requests, which records what the client sent: one client's own, so
+// that what it sent and what each replica served are its alone.
+type clientDoors struct {
 	replicas [2]*tsReplica
 	proxy    *httptest.Server
 
 	mu   sync.Mutex
 	seen []string // "METHOD rpc-method version status"
-
-	approvals atomic.Int64 // held calls the fleet's side approved
 }
 
 func newClientFleet(t *testing.T) *clientFleet {
@@ -55,16 +65,16 @@ func newClientFleet(t *testing.T) *clientFleet {
 	workertest.RunWorker(t, s, "clients-w1", func(jetstream.JetStream) ([]tool.Category, engine.TaskTurns) {
 		return []tool.Category{testTools(pr), conformance.Category()}, nil
 	})
-	f := &clientFleet{token: "clients-secret-token-0123456789"}
+	f := &clientFleet{token: "clients-secret-token-0123456789", s: s}
 	sum := sha256.Sum256([]byte(f.token))
 	ps, err := mcpdoor.ParsePrincipals(fmt.Appendf(nil,
 		`{"principals":[{"name":"clients","token_sha256":["%x"],"agent_id":"clients-agent","approval":["confirm_delete"]}]}`, sum))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := make([]byte, mcpdoor.SealKeyBytes)
-	rand.Read(key)
-	f.replicas[0], f.replicas[1] = tsDoor(t, s, ps, key), tsDoor(t, s, ps, key)
+	f.ps = ps
+	f.key = make([]byte, mcpdoor.SealKeyBytes)
+	rand.Read(f.key)
 
 	// A person elsewhere (the console, a gateway) approves every held
 	// confirm_delete of the agent while its client's request waits.
@@ -92,8 +102,17 @@ func newClientFleet(t *testing.T) *clientFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	alt := alternate(t, f.replicas[0].srv, f.replicas[1].srv)
-	f.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return f
+}
+
+// doors starts two door replicas and the recording proxy before them,
+// for one client.
+func (f *clientFleet) doors(t *testing.T) *clientDoors {
+	t.Helper()
+	d := &clientDoors{}
+	d.replicas[0], d.replicas[1] = tsDoor(t, f.s, f.ps, f.key), tsDoor(t, f.s, f.ps, f.key)
+	alt := alternate(t, d.replicas[0].srv, d.replicas[1].srv)
+	d.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m struct {
@@ -102,20 +121,20 @@ func newClientFleet(t *testing.T) *clientFleet {
 		_ = json.Unmarshal(body, &m)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		alt.Config.Handler.ServeHTTP(sw, r)
-		f.mu.Lock()
-		f.seen = append(f.seen, fmt.Sprintf("%s %s %s %d", r.Method, m.Method, r.Header.Get("Mcp-Protocol-Version"), sw.status))
-		f.mu.Unlock()
+		d.mu.Lock()
+		d.seen = append(d.seen, fmt.Sprintf("%s %s %s %d", r.Method, m.Method, r.Header.Get("Mcp-Protocol-Version"), sw.status))
+		d.mu.Unlock()
 	}))
-	t.Cleanup(f.proxy.Close)
-	return f
+	t.Cleanup(d.proxy.Close)
+	return d
 }
 
 // take returns what the clients sent since the last take.
-func (f *clientFleet) take() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.seen
-	f.seen = nil
+func (d *clientDoors) take() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.seen
+	d.seen = nil
 	return s
 }
 
@@ -200,9 +219,9 @@ func checkCalls(t *testing.T, got map[string]clientEvent, echoText string) {
 	}
 }
 
-func (f *clientFleet) checkReplicas(t *testing.T) {
+func (d *clientDoors) checkReplicas(t *testing.T) {
 	t.Helper()
-	a, b := f.replicas[0].served.Swap(0), f.replicas[1].served.Swap(0)
+	a, b := d.replicas[0].served.Swap(0), d.replicas[1].served.Swap(0)
 	if a == 0 || b == 0 {
 		t.Errorf("requests per replica: %d and %d, want both served", a, b)
 	}
@@ -213,17 +232,20 @@ func (f *clientFleet) checkReplicas(t *testing.T) {
 // client (its own Streamable HTTP transport) in both protocol eras, the
 // OpenAI Agents SDK's MCPServerStreamableHttp, and the MCP Inspector's
 // CLI. Each lists the tools and calls them: a text, a tool error, a
-// JSON output as structuredContent.
+// JSON output as structuredContent. The clients run at once, each
+// through doors of its own, on the one worker.
 func TestOtherClients(t *testing.T) {
+	t.Parallel()
 	f := newClientFleet(t)
-	env := func(dir string, more ...string) []string {
-		return append([]string{"CLIENTS_DIR=" + dir, "DOOR_URL=" + f.proxy.URL + mcpdoor.Path, "DOOR_TOKEN=" + f.token}, more...)
+	env := func(d *clientDoors, dir string, more ...string) []string {
+		return append([]string{"CLIENTS_DIR=" + dir, "DOOR_URL=" + d.proxy.URL + mcpdoor.Path, "DOOR_TOKEN=" + f.token}, more...)
 	}
 
 	t.Run("vercel-ai-2026", func(t *testing.T) {
+		t.Parallel()
+		d := f.doors(t)
 		node, dir := nodeDeps(t, "clients", "@ai-sdk/mcp")
-		f.take()
-		got := runScript(t, node, "vercel.mjs", env(dir, "DISCOVERY=1")...)
+		got := runScript(t, node, "vercel.mjs", env(d, dir, "DISCOVERY=1")...)
 		checkCalls(t, got, "hello from the AI SDK")
 		if v := got["connected"].Version; v != "2026-07-28" {
 			t.Errorf("the AI SDK negotiated %q, want 2026-07-28 (server/discover)", v)
@@ -234,31 +256,34 @@ func TestOtherClients(t *testing.T) {
 		if u := got["unknown"]; u.Error == "" && !u.IsError {
 			t.Errorf("an unknown tool: %+v", u)
 		}
-		t.Logf("sent: %v", f.take())
-		f.checkReplicas(t)
+		t.Logf("sent: %v", d.take())
+		d.checkReplicas(t)
 	})
 	t.Run("vercel-ai-2025", func(t *testing.T) {
+		t.Parallel()
+		d := f.doors(t)
 		node, dir := nodeDeps(t, "clients", "@ai-sdk/mcp")
-		f.take()
-		got := runScript(t, node, "vercel.mjs", env(dir, "DISCOVERY=0")...)
+		got := runScript(t, node, "vercel.mjs", env(d, dir, "DISCOVERY=0")...)
 		checkCalls(t, got, "hello from the AI SDK")
 		if v := got["connected"].Version; v != "2025-11-25" {
 			t.Errorf("the AI SDK negotiated %q, want 2025-11-25 (initialize)", v)
 		}
-		t.Logf("sent: %v", f.take())
-		f.checkReplicas(t)
+		t.Logf("sent: %v", d.take())
+		d.checkReplicas(t)
 	})
 	t.Run("openai-agents", func(t *testing.T) {
+		t.Parallel()
+		d := f.doors(t)
 		node, dir := nodeDeps(t, "clients", "@openai/agents")
-		f.take()
-		got := runScript(t, node, "agents.mjs", env(dir)...)
+		got := runScript(t, node, "agents.mjs", env(d, dir)...)
 		checkCalls(t, got, "hello from the Agents SDK")
-		t.Logf("sent: %v", f.take())
-		f.checkReplicas(t)
+		t.Logf("sent: %v", d.take())
+		d.checkReplicas(t)
 	})
 	t.Run("inspector-cli", func(t *testing.T) {
+		t.Parallel()
+		d := f.doors(t)
 		node, dir := nodeDeps(t, "inspector", "@modelcontextprotocol/inspector")
-		f.take()
 		// The package's mcp-inspector command, as `npx @modelcontextprotocol/inspector --cli` runs it.
 		bin := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 		// exit is the status the CLI should exit with: 5 when the tool
@@ -267,7 +292,7 @@ func TestOtherClients(t *testing.T) {
 			t.Helper()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, node, append([]string{bin, "--cli", f.proxy.URL + mcpdoor.Path, "--transport", "http",
+			cmd := exec.CommandContext(ctx, node, append([]string{bin, "--cli", d.proxy.URL + mcpdoor.Path, "--transport", "http",
 				"--header", "Authorization: Bearer " + f.token}, args...)...)
 			cmd.Env = append(os.Environ(), "MCP_CATALOG_PATH="+filepath.Join(t.TempDir(), "mcp.json"), "HOME="+t.TempDir())
 			var stdout, stderr bytes.Buffer
@@ -300,7 +325,7 @@ func TestOtherClients(t *testing.T) {
 		}
 		// resources/list and prompts/list answer empty lists through it
 		// too; TestClientProtocolCompat checks them, without a Node start each.
-		t.Logf("sent: %v", f.take())
-		f.checkReplicas(t)
+		t.Logf("sent: %v", d.take())
+		d.checkReplicas(t)
 	})
 }

@@ -44,6 +44,7 @@ func readAnswer(t *testing.T, body string) wireAnswer {
 // other capabilities. Each gets what the spec says, never a plain-text
 // 400 or a 500.
 func TestClientProtocolCompat(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	u := door.URL + mcpdoor.Path
@@ -122,6 +123,7 @@ func TestClientProtocolCompat(t *testing.T) {
 // Hostile bodies and headers: each gets a JSON-RPC error (or the HTTP
 // status the spec names) and runs nothing; the door serves on.
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	s, pr := fleet(t)
 	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice"},{"name":"bob","token_sha256":[%q],"agent_id":"agent-bob"}]}`,
 		hash("alice-secret-token"), hash("bob-secret-token")))
@@ -225,6 +227,7 @@ func TestHostileBodies(t *testing.T) {
 // call id in a named turn picks up the first attempt's outcome and runs
 // nothing more, on either replica.
 func TestRetrySameIDs(t *testing.T) {
+	t.Parallel()
 	s, pr := fleet(t)
 	a, b := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"}), serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	call := `{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"wait","arguments":{"steps":0}}}`

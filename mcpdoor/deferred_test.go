@@ -54,6 +54,7 @@ func deferredFleet(t *testing.T) *natstest.Server {
 // name runs (the door loads it first), in a fresh turn and in a named
 // one; tool_search answers with the full definitions.
 func TestDeferredTools(t *testing.T) {
+	t.Parallel()
 	s := deferredFleet(t)
 	a := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev", SealKey: sealKey})
 	b := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev", SealKey: sealKey})

@@ -170,6 +170,7 @@ func text(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestListAndCall(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	cs := connect(t, door.URL, nil)
@@ -241,6 +242,7 @@ func TestListAndCall(t *testing.T) {
 // lists and calls with no affinity, and a named turn's steps are
 // numbered 0, 1, 2, … across both replicas.
 func TestTwoReplicasNamedTurn(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	a := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	b := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
@@ -267,6 +269,7 @@ func TestTwoReplicasNamedTurn(t *testing.T) {
 // TestNamedTurnStepsConcurrent gives 20 concurrent calls of one named
 // turn, through two replicas, 20 distinct step numbers.
 func TestNamedTurnStepsConcurrent(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	a := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	b := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
@@ -305,6 +308,7 @@ func TestNamedTurnStepsConcurrent(t *testing.T) {
 // TestProgress: a call with a progress token gets the call's activity as
 // increasing progress notifications.
 func TestProgress(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	var mu sync.Mutex
@@ -347,6 +351,7 @@ func TestProgress(t *testing.T) {
 // TestTraceFromMeta: a traceparent in _meta reaches the step's NATS
 // headers.
 func TestTraceFromMeta(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	nc := s.Connect(t)

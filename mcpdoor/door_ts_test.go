@@ -73,6 +73,7 @@ type tsEvent struct {
 // console does) while its request waits, and cancels a running call with
 // notifications/cancelled, which ends the call on the worker.
 func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
 	node, dir := nodeDeps(t, "ts", "@modelcontextprotocol/sdk")
 	nodePath := filepath.Join(dir, "node_modules")
 	s := natstest.Start(t)

@@ -66,6 +66,7 @@ func post2026(t *testing.T, url, name, args string, meta map[string]any, hdr map
 // response: a result, a tool error, an invalid _meta, and an unknown
 // tool, which the fast path hands to the SDK.
 func TestFastCallsAnswerAsTheSDK(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	cases := []struct {
@@ -109,6 +110,7 @@ func TestFastCallsAnswerAsTheSDK(t *testing.T) {
 // the tool under "Name" names no tool for the SDK, whatever Mcp-Name
 // says: the fast path must not run it either.
 func TestFastPathReadsKeysAsTheSDK(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev"})
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`

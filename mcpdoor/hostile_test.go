@@ -74,6 +74,7 @@ func TestCancelAndInFlight(t *testing.T) {
 // one (encoding/json would read the list), so over the principal's bound
 // it is refused and runs nothing.
 func TestCaseFoldedMethodIsACall(t *testing.T) {
+	t.Parallel()
 	s, pr := fleet(t)
 	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","max_in_flight":1}]}`, hash("alice-secret-token")))
 	door := serveDoor(t, s, mcpdoor.Config{Principals: ps})
@@ -92,6 +93,7 @@ func TestCaseFoldedMethodIsACall(t *testing.T) {
 }
 
 func TestHostOriginAndBody(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	door := serveDoor(t, s, mcpdoor.Config{DevPrincipal: "dev", MaxBodyBytes: 4 << 10})
 	u := door.URL + mcpdoor.Path
@@ -119,6 +121,7 @@ func TestHostOriginAndBody(t *testing.T) {
 // TestDevPrincipalLoopbackOnly: a request that did not arrive on a
 // loopback address is refused while the door has a dev principal.
 func TestDevPrincipalLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	d, err := mcpdoor.New(mcpdoor.Config{NC: s.Connect(t), DevPrincipal: "dev"})
 	if err != nil {
@@ -185,6 +188,7 @@ func TestCancelNamedTurnCall(t *testing.T) {
 // Last-Event-ID (of any session), is not served: a stateless door
 // answers 405 at once.
 func TestNoStreamLeftOpen(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	ps := principals(t, fmt.Sprintf(`{"principals":[{"name":"alice","token_sha256":[%q],"agent_id":"agent-alice","max_in_flight":2}]}`, hash("alice-secret-token")))
 	door := serveDoor(t, s, mcpdoor.Config{Principals: ps})

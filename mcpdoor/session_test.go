@@ -17,6 +17,7 @@ import (
 // request of the same principal may carry; another principal's, or a
 // forged one, is an unknown session (404); DELETE answers 204.
 func TestSessionIDs(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	a, b := twoReplicas(t, s)
 	resp, body := post(t, a.URL+mcpdoor.Path, "alice-secret-token", initialize, nil)

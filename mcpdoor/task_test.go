@@ -271,6 +271,7 @@ func TestTaskHostileIDs(t *testing.T) {
 // workers and the task settles to cancelled; again on the ended task it
 // is acked alike. In a named turn it cancels the task's step alone.
 func TestTaskCancel(t *testing.T) {
+	t.Parallel()
 	url, pr := taskDoors(t, mcpdoor.Config{TaskAfter: 100 * time.Millisecond})
 	const alice = "alice-secret-token"
 	for i, meta := range []map[string]any{nil, {mcpdoor.MetaTurn: "named-turn"}} {
@@ -308,6 +309,7 @@ func TestTaskCancel(t *testing.T) {
 // replica answers it and the task completes with the call's output (a
 // refusal completes it with isError).
 func TestTaskApproval(t *testing.T) {
+	t.Parallel()
 	url, _ := taskDoors(t, mcpdoor.Config{TaskAfter: 10 * time.Second})
 	const alice = "alice-secret-token"
 	for _, approve := range []bool{true, false} {
@@ -341,6 +343,7 @@ func TestTaskApproval(t *testing.T) {
 // TestTaskRequired: a tool of TaskRequired is a task at once for a
 // declaring client, and refused with -32021 to another.
 func TestTaskRequired(t *testing.T) {
+	t.Parallel()
 	url, pr := taskDoors(t, mcpdoor.Config{TaskAfter: time.Minute, TaskRequired: []string{"echo"}})
 	const bob = "bob-secret-token"
 	a := call26(t, url, bob, "echo", map[string]any{"text": "x"}, false)
@@ -362,6 +365,7 @@ func TestTaskRequired(t *testing.T) {
 // replica (-32000 past it), every request is answered, and another
 // principal's calls go on.
 func TestTaskGetFlood(t *testing.T) {
+	t.Parallel()
 	url, _ := taskDoors(t, mcpdoor.Config{TaskAfter: 100 * time.Millisecond, MaxInFlight: 4})
 	const alice, bob = "alice-secret-token", "bob-secret-token"
 	a := call26(t, url, alice, "wait", map[string]any{"steps": 1, "hold": true}, true)
@@ -423,6 +427,7 @@ type sdkTask struct {
 // replicas alternated per request. The SDK's CallTool has no
 // CreateTaskResult, so the call that makes the task is a raw request.
 func TestTaskGoSDKClient(t *testing.T) {
+	t.Parallel()
 	url, pr := taskDoors(t, mcpdoor.Config{TaskAfter: 200 * time.Millisecond})
 	const alice = "alice-secret-token"
 	caps := &mcp.ClientCapabilities{}

@@ -17,6 +17,7 @@ import (
 // TestTelemetry: a call is a span under the client's trace, and counted
 // by outcome.
 func TestTelemetry(t *testing.T) {
+	t.Parallel()
 	s, _ := fleet(t)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))

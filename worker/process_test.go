@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,7 +26,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -46,6 +44,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainCtxEnv) != "" {
 		mainUntilStdinCloses()
 	}
+	if runAsProgram() {
+		Main(context.Background(), Config{Version: programVersion})
+	}
 	natstest.WaitingParallel() // its parallel tests wait on worker processes and NATS round trips
 	code := m.Run()
 	if binPath != "" {
@@ -54,6 +55,49 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// programVersion is the version cmd/worker has when built without
+// -ldflags "-X main.version=…".
+const programVersion = "0.1.0-dev"
+
+// runAsProgram says whether this process is the worker program rather
+// than the tests: a copy of this test binary under a name of its own
+// (workerBinary's "worker", or a name a test gives it), run without the
+// -test. flags the go command always passes. The environment cannot say
+// it: the tests run the program with an environment of their own.
+func runAsProgram() bool {
+	if strings.HasSuffix(filepath.Base(os.Args[0]), ".test") {
+		return false
+	}
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.") {
+			return false
+		}
+	}
+	return true
+}
+
+// linkOrCopy puts this test binary at path, where runAsProgram makes it
+// the worker program: a hard link, or a copy across file systems.
+func linkOrCopy(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if os.Link(self, path) == nil {
+		return nil
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o755)
+}
+
+// workerBinary returns the worker program the process tests run: this
+// test binary, which is package worker's Main (all cmd/worker is) under
+// the name "worker" (runAsProgram). A `go build -race` of cmd/worker
+// instead linked the whole worker a second time, 10 to 25 s of a loaded
+// machine on the package's critical path.
 func workerBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -72,18 +116,7 @@ func workerBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "worker")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		// cmd/worker: the thin main over this package's Main. With -race
-		// under the race detector (workertest.BuildFlags), the build finds
-		// what ./... compiled in the build cache; without, it compiled the
-		// whole module graph once more on a fresh machine (129 CPU-seconds)
-		// and the module's changed packages on the first run after a change,
-		// at the end of the suite.
-		args := append(append([]string{"build"}, workertest.BuildFlags()...), "-o", binPath, "../cmd/worker")
-		out, err := exec.Command(goTool, args...).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = linkOrCopy(binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

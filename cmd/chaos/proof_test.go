@@ -4,15 +4,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os/exec"
-	"path/filepath"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/chaos"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/workertest"
+	"github.com/agentbull/toolruntime/worker"
 )
 
 // TestClusterFaults is the proof under faults: two worker processes on a
@@ -42,10 +41,7 @@ func TestClusterFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a three-node cluster and worker processes under faults")
 	}
-	bin := filepath.Join(t.TempDir(), "worker")
-	if out, err := exec.Command("go", append(append([]string{"build"}, workertest.BuildFlags()...), "-o", bin, "../worker")...).CombinedOutput(); err != nil {
-		t.Fatalf("building the worker: %v\n%s", err, out)
-	}
+	bin := workerProgram(t)
 	c := natstest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -86,6 +82,38 @@ func TestClusterFaults(t *testing.T) {
 	if rep.ResultsCommitted == 0 {
 		t.Error("no workflow result was committed: the workflow part did not run")
 	}
+}
+
+// workerEnv, set in a process's environment, makes this test binary the
+// worker program (see TestMain).
+const workerEnv = "CHAOS_TEST_RUN_WORKER"
+
+// TestMain runs the worker program instead of the tests when workerEnv
+// is set: the worker processes of TestClusterFaults are this binary.
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) != "" {
+		worker.Main(context.Background(), worker.Config{Version: "0.1.0-dev"})
+	}
+	os.Exit(m.Run())
+}
+
+// workerProgram returns the worker program the faults are injected into:
+// this test binary, which runs package worker's Main as cmd/worker does
+// (cmd/worker is that one call) when workerEnv is set. The worker
+// processes inherit the environment (package chaos starts them with
+// exec.Command and no Env of its own), so setting workerEnv here reaches
+// them. Building cmd/worker with the go command instead took tens of
+// seconds of a loaded machine: the link of a -race binary, and, early in
+// `go test ./...`, compiling the worker's packages a second time beside the
+// suite's own compile of them (this package sorts early).
+func workerProgram(t *testing.T) string {
+	t.Helper()
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(workerEnv, "1")
+	return bin
 }
 
 // testWriter writes the run's progress to the test log.

@@ -20,19 +20,22 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/natstest"
-	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
+	"github.com/agentbull/toolruntime/worker"
 )
 
-// builtWorker is the worker binary, built once and shared by every test
-// that runs it (each link takes seconds); TestMain removes its directory.
+// builtWorker is the worker program, made once and shared by every test
+// that runs it; TestMain removes its directory.
 var builtWorker struct {
 	once     sync.Once
 	dir, bin string
 	err      error
 }
 
-// TestMain starts the worker's build at once when the whole package runs
+// TestMain runs the worker program instead of the tests when this
+// process is that program (runAsProgram).
+//
+// It starts the worker's build at once when the whole package runs
 // (no -run, not -short): the tests that run the binary are parallel, so
 // they start only after every serial test has ended, and otherwise the
 // first of them would wait for the build there, on the package's
@@ -42,6 +45,9 @@ var builtWorker struct {
 // says otherwise (natstest.WaitingParallel): most of them wait on round
 // trips, timers and worker processes.
 func TestMain(m *testing.M) {
+	if runAsProgram() {
+		worker.Main(context.Background(), worker.Config{Version: "0.1.0-dev"})
+	}
 	natstest.WaitingParallel()
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" && !testing.Short() {
 		go builtWorker.once.Do(build)
@@ -64,7 +70,10 @@ func buildWorker(t *testing.T) string {
 	return builtWorker.bin
 }
 
-// build builds the worker binary into builtWorker.
+// build puts the worker program into builtWorker: a hard link (or a
+// copy) of this test binary named "worker", which runAsProgram makes
+// package worker's Main, all cmd/worker is. A `go build -race` of
+// cmd/worker linked the whole worker beside this package's tests.
 func build() {
 	dir, err := os.MkdirTemp("", "worker-bin-")
 	if err != nil {
@@ -73,12 +82,43 @@ func build() {
 	}
 	builtWorker.dir = dir
 	bin := filepath.Join(dir, "worker")
-	cmd := exec.Command("go", append(append([]string{"build"}, workertest.BuildFlags()...), "-o", bin, "../../cmd/worker")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		builtWorker.err = fmt.Errorf("%w\n%s", err, out)
+	if err := linkOrCopySelf(bin); err != nil {
+		builtWorker.err = err
 		return
 	}
 	builtWorker.bin = bin
+}
+
+// runAsProgram says whether this process is the worker program rather
+// than the tests: a copy of this test binary under a name not ending in
+// .test, run without the -test. flags the go command always passes.
+func runAsProgram() bool {
+	if strings.HasSuffix(filepath.Base(os.Args[0]), ".test") {
+		return false
+	}
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.") {
+			return false
+		}
+	}
+	return true
+}
+
+// linkOrCopySelf puts this test binary at path: a hard link, or a copy
+// across file systems.
+func linkOrCopySelf(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if os.Link(self, path) == nil {
+		return nil
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o755)
 }
 
 type process struct {

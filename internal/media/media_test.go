@@ -188,6 +188,7 @@ func TestSniff(t *testing.T) {
 }
 
 func TestFitKeepsWhatFits(t *testing.T) {
+	t.Parallel()
 	pngData := noisePNG(t, noise(20, 10, true))
 	webp, _ := os.ReadFile("testdata/gopher.webp")
 	pdf := []byte("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n")
@@ -212,6 +213,7 @@ func TestFitKeepsWhatFits(t *testing.T) {
 }
 
 func TestFitScalesAnImageDown(t *testing.T) {
+	t.Parallel() // CPU only; the tests that read MemStats are serial, so they run before it
 	for _, c := range []struct {
 		name     string
 		data     []byte
@@ -222,6 +224,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 		{"transparent png stays png", noisePNG(t, noise(600, 400, true)), PNG},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			const budget = 48 << 10
 			if len(c.data) < budget {
 				t.Fatalf("the test image is only %d bytes", len(c.data))
@@ -258,6 +261,7 @@ func TestFitScalesAnImageDown(t *testing.T) {
 }
 
 func TestFitGIFBecomesPNG(t *testing.T) {
+	t.Parallel()
 	parts := Fit(t.Context(), []Item{{Data: encodeGIF(t, noise(30, 20, false))}}, 1<<20, Options{})
 	if mime, data := fromURL(t, parts[0].URL); mime != PNG || Sniff(data) != PNG {
 		t.Errorf("a GIF is sent as a PNG of its first frame, got %s", mime)
@@ -265,6 +269,7 @@ func TestFitGIFBecomesPNG(t *testing.T) {
 }
 
 func TestFitNotes(t *testing.T) {
+	t.Parallel()
 	bigPDF := append([]byte("%PDF-1.4\n"), bytes.Repeat([]byte("x"), 100<<10)...)
 	garbage := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{7}, 500)...)
 	for _, c := range []struct {
@@ -312,6 +317,7 @@ func TestBombIsNotDecoded(t *testing.T) {
 }
 
 func TestFitSharesTheBudget(t *testing.T) {
+	t.Parallel()
 	small := noisePNG(t, noise(8, 8, false))
 	big1 := noisePNG(t, noise(800, 600, false))
 	big2 := encodeJPEG(t, noise(800, 600, false))
@@ -339,6 +345,7 @@ func TestFitSharesTheBudget(t *testing.T) {
 }
 
 func TestFitTinyBudget(t *testing.T) {
+	t.Parallel()
 	parts := Fit(t.Context(), []Item{{Data: noisePNG(t, noise(500, 500, false)), Source: "x"}}, 300, Options{})
 	if parts[0].Kind != Text || !strings.Contains(parts[0].Text, "even scaled down from 500×500 pixels") {
 		t.Errorf("an image that cannot fit even small is a note, got %+v", parts[0])
@@ -362,6 +369,7 @@ func withBadChunk(t testing.TB, data []byte, typ string) []byte {
 // without that chunk, as browsers show it; a broken critical chunk is
 // still refused.
 func TestFitRepairsBadAncillaryChunks(t *testing.T) {
+	t.Parallel()
 	good := noisePNG(t, noise(10, 10, false))
 	broken := withBadChunk(t, good, "iCCP")
 	if _, err := png.Decode(bytes.NewReader(broken)); err == nil {
@@ -402,6 +410,7 @@ func TestSlotsAreGivenBack(t *testing.T) {
 }
 
 func TestFitBoundsTheItems(t *testing.T) {
+	t.Parallel()
 	one := noisePNG(t, noise(2, 2, false))
 	items := make([]Item, 5000)
 	for i := range items {
@@ -444,6 +453,7 @@ func withOrientation(data []byte, o uint16, bo string) []byte {
 // EXIF orientation; its scaled copy has no EXIF, so it is turned in its
 // pixels and reaches the model upright.
 func TestFitTurnsAScaledPhoto(t *testing.T) {
+	t.Parallel()
 	// Left half red, right half blue, noisy so that it must be scaled.
 	img := noise(800, 200, false)
 	for y := range 200 {

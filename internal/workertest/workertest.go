@@ -111,9 +111,17 @@ func WaitForService(t testing.TB, nc *nats.Conn) {
 	// Generous: a catalog of huge definitions takes long to build under
 	// -race on a loaded machine; only a worker that never answers fails.
 	deadline := time.Now().Add(60 * time.Second)
+	// Each unanswered request waits twice as long as the one before: a
+	// worker that takes longer than a fixed wait to build each answer
+	// would otherwise never be heard, and build one for every request.
+	wait := 2 * time.Second
 	for time.Now().Before(deadline) {
-		if _, err := nc.Request(protocol.SubjectTools, req, 2*time.Second); err == nil {
+		_, err := nc.Request(protocol.SubjectTools, req, min(wait, time.Until(deadline)))
+		if err == nil {
 			return
+		}
+		if errors.Is(err, nats.ErrTimeout) {
+			wait *= 2
 		}
 		// No responders comes back at once: without a pause this loop
 		// spins a core (beside the worker it waits for) until the service
