@@ -64,7 +64,6 @@ type helper struct {
 	busy  bool
 	dead  bool
 	timer *time.Timer
-	spec  Spec
 	next  *next // the next command's cgroup and FIFO, being made or made
 	// reading: read runs (and will close ev)
 	reading bool
@@ -260,7 +259,7 @@ func (s *Sandbox) makeHelper(spec Spec, key string) (*helper, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	h := &helper{key: key, p: p, ctl: p.ctl, ioDir: dir, pid: p.helperPid, ev: make(chan event, 8), spec: spec}
+	h := &helper{key: key, p: p, ctl: p.ctl, ioDir: dir, pid: p.helperPid, ev: make(chan event, 8)}
 	h.timer = time.AfterFunc(time.Hour, func() {}) // replaced when idle
 	h.timer.Stop()
 	if !p.ready || h.ctl == nil || h.pid <= 0 {
