@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainCtxEnv) != "" {
 		mainUntilStdinCloses()
 	}
-	if runAsProgram() {
+	if workertest.IsProgram() {
 		Main(context.Background(), Config{Version: programVersion})
 	}
 	natstest.WaitingParallel() // its parallel tests wait on worker processes and NATS round trips
@@ -59,43 +60,9 @@ func TestMain(m *testing.M) {
 // -ldflags "-X main.version=…".
 const programVersion = "0.1.0-dev"
 
-// runAsProgram says whether this process is the worker program rather
-// than the tests: a copy of this test binary under a name of its own
-// (workerBinary's "worker", or a name a test gives it), run without the
-// -test. flags the go command always passes. The environment cannot say
-// it: the tests run the program with an environment of their own.
-func runAsProgram() bool {
-	if strings.HasSuffix(filepath.Base(os.Args[0]), ".test") {
-		return false
-	}
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.") {
-			return false
-		}
-	}
-	return true
-}
-
-// linkOrCopy puts this test binary at path, where runAsProgram makes it
-// the worker program: a hard link, or a copy across file systems.
-func linkOrCopy(path string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if os.Link(self, path) == nil {
-		return nil
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o755)
-}
-
 // workerBinary returns the worker program the process tests run: this
 // test binary, which is package worker's Main (all cmd/worker is) under
-// the name "worker" (runAsProgram). A `go build -race` of cmd/worker
+// the name "worker" (workertest.IsProgram). A `go build -race` of cmd/worker
 // instead linked the whole worker a second time, 10 to 25 s of a loaded
 // machine on the package's critical path.
 func workerBinary(t *testing.T) string {
@@ -116,7 +83,7 @@ func workerBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "worker")
-		buildErr = linkOrCopy(binPath)
+		buildErr = workertest.CopySelf(binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

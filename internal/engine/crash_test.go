@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentbull/toolruntime/internal/category/diagnostics"
 	"github.com/agentbull/toolruntime/internal/natstest"
+	"github.com/agentbull/toolruntime/internal/workertest"
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/agentbull/toolruntime/worker"
 )
@@ -33,7 +34,7 @@ var builtWorker struct {
 }
 
 // TestMain runs the worker program instead of the tests when this
-// process is that program (runAsProgram).
+// process is that program (workertest.IsProgram).
 //
 // It starts the worker's build at once when the whole package runs
 // (no -run, not -short): the tests that run the binary are parallel, so
@@ -45,7 +46,7 @@ var builtWorker struct {
 // says otherwise (natstest.WaitingParallel): most of them wait on round
 // trips, timers and worker processes.
 func TestMain(m *testing.M) {
-	if runAsProgram() {
+	if workertest.IsProgram() {
 		worker.Main(context.Background(), worker.Config{Version: "0.1.0-dev"})
 	}
 	natstest.WaitingParallel()
@@ -71,7 +72,7 @@ func buildWorker(t *testing.T) string {
 }
 
 // build puts the worker program into builtWorker: a hard link (or a
-// copy) of this test binary named "worker", which runAsProgram makes
+// copy) of this test binary named "worker", which workertest.IsProgram makes
 // package worker's Main, all cmd/worker is. A `go build -race` of
 // cmd/worker linked the whole worker beside this package's tests.
 func build() {
@@ -82,43 +83,11 @@ func build() {
 	}
 	builtWorker.dir = dir
 	bin := filepath.Join(dir, "worker")
-	if err := linkOrCopySelf(bin); err != nil {
+	if err := workertest.CopySelf(bin); err != nil {
 		builtWorker.err = err
 		return
 	}
 	builtWorker.bin = bin
-}
-
-// runAsProgram says whether this process is the worker program rather
-// than the tests: a copy of this test binary under a name not ending in
-// .test, run without the -test. flags the go command always passes.
-func runAsProgram() bool {
-	if strings.HasSuffix(filepath.Base(os.Args[0]), ".test") {
-		return false
-	}
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.") {
-			return false
-		}
-	}
-	return true
-}
-
-// linkOrCopySelf puts this test binary at path: a hard link, or a copy
-// across file systems.
-func linkOrCopySelf(path string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if os.Link(self, path) == nil {
-		return nil
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o755)
 }
 
 type process struct {
