@@ -115,8 +115,8 @@ func FuzzShownName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
-			return // not a name a directory can hold
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || len(name) > 255 {
+			return // not a name a directory can hold (NAME_MAX is 255 bytes)
 		}
 		shown := shownName(name)
 		if strings.ContainsAny(shown, "\n\r") {
