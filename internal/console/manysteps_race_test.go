@@ -149,21 +149,9 @@ func raceOnSteps(t *testing.T, steps int, specs []tabSpec) {
 		if ranApproved {
 			approvedRuns++
 		}
-		keys, err := kv.ListKeysFiltered(ctx, "decision.a1."+h.turn+".0.*")
-		if err != nil {
-			t.Fatal(err)
-		}
 		byID := map[string]auditRecord{}
 		var winner auditRecord
-		for k := range keys.Keys() {
-			e, err := kv.Get(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var a auditRecord
-			if err := json.Unmarshal(e.Value(), &a); err != nil {
-				t.Fatal(err)
-			}
+		for _, a := range auditRecords(ctx, t, kv, "decision.a1."+h.turn+".0.*") {
 			byID[a.MsgID] = a
 			if a.Outcome == "decided" {
 				if winner.MsgID != "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbull/toolruntime/internal/console"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A worker slower than the decision's own wait (readBack; here none at
@@ -63,20 +64,8 @@ func TestAuditSettlesAfterTheWait(t *testing.T) {
 	// The worker decided: the audit has a few seconds to say so.
 	for deadline := time.Now().Add(15 * time.Second); ; {
 		got = got[:0]
-		keys, err := kv.ListKeysFiltered(ctx, "decision.a1.slow.0.*")
-		if err != nil {
-			t.Fatal(err)
-		}
 		settled := true
-		for k := range keys.Keys() {
-			e, err := kv.Get(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var a auditRecord
-			if err := json.Unmarshal(e.Value(), &a); err != nil {
-				t.Fatal(err)
-			}
+		for _, a := range auditRecords(ctx, t, kv, "decision.a1.slow.0.*") {
 			got = append(got, a)
 			settled = settled && a.Outcome != "sent" && a.Outcome != "sending"
 		}
@@ -111,4 +100,26 @@ type auditRecord struct {
 	MsgID       string `json:"msg_id"`
 	DecidedBy   string `json:"decided_by"`
 	Decisions   []struct{ Approved bool }
+}
+
+// auditRecords reads the audit records whose keys match filter.
+func auditRecords(ctx context.Context, t *testing.T, kv jetstream.KeyValue, filter string) []auditRecord {
+	t.Helper()
+	keys, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditRecord
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a auditRecord
+		if err := json.Unmarshal(e.Value(), &a); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
 }
