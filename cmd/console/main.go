@@ -39,8 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	certFile := fs.String("tls-cert-file", "", "serve HTTPS with this certificate (and --tls-key-file)")
 	keyFile := fs.String("tls-key-file", "", "the key of --tls-cert-file")
 	logFormat := fs.String("log-format", "text", "text or json")
-	perClient := fs.Int("max-connections-per-client", console.DefaultLimits.PerClient, "connections one client address may hold open; one more closes that address's connection idle longest (a proxy in front makes every client one address: raise it there)")
-	total := fs.Int("max-connections", console.DefaultLimits.Total, "connections all clients together may hold open; one more closes the connection idle longest")
+	perClient := fs.Int("max-connections-per-client", console.DefaultLimits.PerClient, "connections one client address may hold open; one more closes that address's connection waiting longest on its client (idle, trickling its request, or not reading its answer) (a proxy in front makes every client one address: raise it there)")
+	total := fs.Int("max-connections", console.DefaultLimits.Total, "connections all clients together may hold open; one more closes the connection waiting longest on its client (idle, trickling its request, or not reading its answer)")
 	var cf connectFlags
 	cf.register(fs)
 	if err := fs.Parse(args); err != nil {

@@ -876,13 +876,16 @@ func (s *Server) findAnswer(ctx context.Context, e auditEntry, seq uint64) *audi
 	return nil
 }
 
+// summarize says what an answer decided, each call id quoted: an id is
+// the model's, any printable text ("c1 approved, c2"), and unquoted it
+// would read as part of the sentence around it.
 func summarize(ds []protocol.Decision) string {
 	var parts []string
 	for _, d := range ds {
 		if d.Approved {
-			parts = append(parts, d.CallID+" approved")
+			parts = append(parts, strconv.Quote(d.CallID)+" approved")
 		} else {
-			parts = append(parts, d.CallID+" rejected")
+			parts = append(parts, strconv.Quote(d.CallID)+" rejected")
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -26,3 +26,12 @@ func SetPageBounds(s *Server, page, step int) { s.bounds = pageBounds{page: page
 // SetReadBackWait sets how long a decision's request waits for a worker
 // to take it, so that a test reaches the outcome a slower worker gives.
 func SetReadBackWait(s *Server, d time.Duration) { s.readBackWait = d }
+
+// ListenerWaiting is how many of a listener's connections wait on their
+// clients (the ones it may close to make room).
+func ListenerWaiting(ln net.Listener) int {
+	ll := ln.(*limitListener)
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	return ll.idle.Len()
+}

@@ -69,7 +69,7 @@ func (l Limits) orDefault() Limits {
 // String names the bounds, for the start log.
 func (l Limits) String() string {
 	l = l.orDefault()
-	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all (past a bound, the one waiting longest on its client for headers, a body or its next request is closed), %d live streams (%d a session; past them, the largest holder's oldest is dropped)",
+	return fmt.Sprintf("read header %s, request %s, idle %s, page write %s, live event write %s, %d connections per client address, %d in all (past a bound, the one waiting longest on its client for headers, a body, its next request or to read an answer is closed), %d live streams (%d a session; past them, the largest holder's oldest is dropped)",
 		l.ReadHeaderTimeout, l.ReadTimeout, l.IdleTimeout, l.WriteTimeout, l.EventWriteTimeout, l.PerClient, l.Total, maxStreams, streamsPerSession)
 }
 
@@ -157,10 +157,11 @@ func (b *waitingBody) Read(p []byte) (int, error) {
 // connections and no more than l.Total are open. A connection past a
 // bound makes room by closing the connection that has waited longest
 // without a request in a handler (a new one whose headers have not all
-// come, or a kept-alive one between requests) of that address, or of
+// come, a kept-alive one between requests, one reading its body, or one
+// whose answer waits for its client to read it) of that address, or of
 // all addresses for l.Total: so a client that opens connections and
-// keeps them idle or trickles its headers loses its own oldest ones,
-// and a person's new request is served. Only when every connection in
+// keeps them idle, trickles its requests or never reads the answers
+// loses its own oldest ones, and a person's new request is served. Only when every connection in
 // the bound is in a handler (bounded by the request and write timeouts,
 // live streams by their own bound) is the new one closed. Each is
 // logged, at most once a second. Serve the listener with HTTPServer's
@@ -284,6 +285,7 @@ func (ll *limitListener) wait(c *countedConn) {
 
 // unwait takes c off the idle lists (under ll.mu).
 func (ll *limitListener) unwait(c *countedConn) {
+	c.writing = false
 	if c.el == nil {
 		return
 	}
@@ -337,6 +339,28 @@ func (ll *limitListener) bodyWait(c *countedConn) {
 	ll.wait(c)
 }
 
+// writeWait puts c, writing, on the idle lists (last) unless it is on
+// them already, until writeDone.
+func (ll *limitListener) writeWait(c *countedConn) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if c.gone || c.el != nil {
+		return
+	}
+	ll.wait(c)
+	c.writing = true
+}
+
+// writeDone takes c off the idle lists if its write put it there.
+func (ll *limitListener) writeDone(c *countedConn) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if c.writing && !c.gone {
+		ll.unwait(c)
+	}
+	c.writing = false
+}
+
 // bodyDone takes c off the idle lists: its body is read.
 func (ll *limitListener) bodyDone(c *countedConn) {
 	ll.mu.Lock()
@@ -351,9 +375,27 @@ type countedConn struct {
 	l    *limitListener
 	host string
 	// Under l.mu: its places on the idle lists (nil in a handler), and
-	// whether it is out of the counts.
+	// whether it is out of the counts; writing says that a write put it
+	// on the lists (writeWait), to be taken off when the write returns.
 	el, elPer *list.Element
 	gone      bool
+	writing   bool
+}
+
+// Write counts c as waiting on its client while the write lasts: a
+// write blocks only when the client does not read what it was sent.
+// A client that pipelines requests on a kept-alive connection and
+// never reads the answers otherwise holds the connection "in a
+// handler", writing, for the whole page write timeout, where no bound
+// may close it; without logging in (the login page, the static files),
+// as many as one address may hold, and a person at that address is
+// refused until they stop. A write to a client that reads returns at
+// once, and its connection is last on the lists while it lasts.
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.l.writeWait(c)
+	n, err := c.Conn.Write(p)
+	c.l.writeDone(c)
+	return n, err
 }
 
 func (c *countedConn) Close() error {

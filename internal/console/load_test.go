@@ -180,20 +180,29 @@ func TestDeadLetterFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyLetter := func(i int) {
+	// One payload for every copy, numbered in place for each: a publish
+	// copies what it sends before it returns, so the flood costs the
+	// process (the race detector checks every copy of its bytes) the
+	// copies NATS makes, not one more of the test's own a letter.
+	payload := append([]byte(fmt.Sprintf("not a step %06d ", 0)), big...)
+	letter := func(i int) *nats.Msg {
 		m := nats.NewMsg(first.Subject)
 		for k, v := range first.Header {
 			if !strings.HasPrefix(k, "Nats-") { // its message id would make the copy a duplicate
 				m.Header[k] = v
 			}
 		}
-		m.Data = append([]byte(fmt.Sprintf("not a step %d ", i)), big...)
+		copy(payload, fmt.Sprintf("not a step %06d ", i))
+		m.Data = payload
 		m.Header.Set("Nats-Msg-Id", fmt.Sprintf("flood-%d", i))
+		return m
+	}
+	copyLetter := func(i int) {
 		// A publish whose acknowledgement was lost (the test's own
 		// connection is flooded too) is sent again under its message id.
 		for try := 0; ; try++ {
 			pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
-			_, err := js.PublishMsg(pctx, m)
+			_, err := js.PublishMsg(pctx, letter(i))
 			pcancel()
 			if err == nil {
 				break
@@ -203,8 +212,40 @@ func TestDeadLetterFlood(t *testing.T) {
 			}
 		}
 	}
+	// The flood, eight publishes in flight: the server stores one while
+	// the next is sent. A letter whose acknowledgement did not come is
+	// sent again, alone.
+	type sent struct {
+		i int
+		f jetstream.PubAckFuture
+	}
+	var inflight []sent
+	settle := func(s sent) {
+		select {
+		case <-s.f.Ok():
+		case <-s.f.Err():
+			copyLetter(s.i)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	ajs, err := jetstream.New(r.srv.Connect(t), jetstream.WithPublishAsyncTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := real; i < n; i++ {
-		copyLetter(i)
+		if len(inflight) == 8 {
+			settle(inflight[0])
+			inflight = inflight[1:]
+		}
+		f, err := ajs.PublishMsgAsync(letter(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inflight = append(inflight, sent{i, f})
+	}
+	for _, s := range inflight {
+		settle(s)
 	}
 	r.waitDead(t, ctx, n)
 	// The quiet console lists as many letters, with the same headers and
