@@ -51,6 +51,9 @@ type heldStep struct {
 	// StepDigest: the worker that held the step accepts the digest bound
 	// to the step (protocol.StepDecisionDigest).
 	StepDigest bool `json:"step_digest"`
+	// pre is what the list shows of the record, for a record read for
+	// the list (listed): its calls' Valid are then dropped.
+	pre *listedPre
 }
 
 // digest is what a decision for c carries and its form repeats: bound
@@ -335,30 +338,31 @@ func (s *Server) watchHeld(ctx context.Context) (<-chan struct{}, error) {
 // pending lists the keys of the held steps of TURN_STATE, soonest to
 // expire first, from the watch's summaries, once the watch has seen the
 // newest approval record there is when the page asks (a step held just
-// before is listed). Records the bucket's TTL
+// before is listed), with each one's revision as the watch saw it last.
+// Records the bucket's TTL
 // removed (no watch sees that) are those below the stream's first
 // sequence: a removal by age goes in sequence order, and every other
 // removal or change is a watched delete or put.
-func (s *Server) pending(ctx context.Context) ([]string, error) {
+func (s *Server) pending(ctx context.Context) ([]string, map[string]uint64, error) {
 	synced, err := s.watchHeld(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	select {
 	case <-synced:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("the approval records were not all read in time: %w", ctx.Err())
+		return nil, nil, fmt.Errorf("the approval records were not all read in time: %w", ctx.Err())
 	}
 	st, err := s.js.Stream(ctx, "KV_"+protocol.BucketState)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var newest uint64
 	switch m, err := st.GetLastMsgForSubject(ctx, "$KV."+protocol.BucketState+".approval.>"); {
 	case err == nil:
 		newest = m.Sequence
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, err
+		return nil, nil, err
 	}
 	for {
 		s.sums.mu.Lock()
@@ -369,13 +373,13 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("the approval records were not all read in time: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("the approval records were not all read in time: %w", ctx.Err())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	first := info.State.FirstSeq
 	type held struct {
@@ -383,6 +387,7 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 		at  time.Time
 	}
 	var out []held
+	revs := map[string]uint64{}
 	s.sums.mu.Lock()
 	for k, sm := range s.sums.m {
 		switch {
@@ -390,6 +395,7 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 			delete(s.sums.m, k)
 		case sm.pending:
 			out = append(out, held{k, sm.expiresAt})
+			revs[k] = sm.rev
 		}
 	}
 	s.sums.mu.Unlock()
@@ -403,7 +409,7 @@ func (s *Server) pending(ctx context.Context) ([]string, error) {
 	for i, h := range out {
 		keys[i] = h.key
 	}
-	return keys, nil
+	return keys, revs, nil
 }
 
 func (s *Server) record(ctx context.Context, key string) (*heldStep, error) {
@@ -432,7 +438,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var v approvalsView
-	keys, err := s.pending(ctx)
+	keys, revs, err := s.pending(ctx)
 	if err != nil {
 		v.Error = err.Error()
 	}
@@ -445,7 +451,7 @@ func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	keys = keys[min(len(keys), (v.Page-1)*stepsPerPage):min(len(keys), v.Page*stepsPerPage)]
 	var steps []*heldStep
 	for _, k := range keys {
-		if h, err := s.record(ctx, k); err == nil && h.State == "pending" {
+		if h, err := s.listed(ctx, k, revs[k]); err == nil && h.State == "pending" {
 			steps = append(steps, h)
 		}
 	}
@@ -493,10 +499,10 @@ func fit(steps []*heldStep, perCall, budget int, whole bool) (args map[*heldStep
 		share := left / (len(steps) - k)
 		views := make([]*shown, len(h.Calls))
 		for i, c := range h.Calls {
-			if c.Valid == nil {
+			if !h.valid(i) {
 				continue
 			}
-			if !whole && share < callWeight {
+			if !whole && (share < callWeight || h.pre != nil && h.pre.args[i] == nil) {
 				unlisted[h]++
 				continue
 			}
@@ -507,9 +513,16 @@ func fit(steps []*heldStep, perCall, budget int, whole bool) (args map[*heldStep
 				lim = share
 			}
 			var v shown
-			if lim <= 0 {
+			switch {
+			case h.pre != nil && lim <= 0:
+				v = shown{Total: h.pre.args[i].Total, LeftOut: h.pre.args[i].Total}
+			case h.pre != nil:
+				// The list's arguments (perCall, argsShown) as prepare
+				// showed them, within this step's share.
+				v = h.pre.args[i].clip(min(lim, argsShown))
+			case lim <= 0:
 				v = shown{Total: len(c.Valid), LeftOut: len(c.Valid)}
-			} else {
+			default:
 				v = showJSON(c.Valid, lim)
 			}
 			share -= v.Cost
@@ -546,10 +559,10 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budg
 			URL: "/approvals/step?" + url.Values{"agent": {h.AgentID}, "turn": {h.TurnID}, "step": {strconv.FormatInt(h.Step, 10)}}.Encode()}
 		info := s.cats.lookup(ctx, s.gw, h)
 		sv.Unlisted = unlisted[h]
-		sv.Shown = pageDigest(h)
+		sv.Shown = h.shownDigest()
 		sv.Clipped = sv.Unlisted > 0
 		for i, c := range h.Calls {
-			if c.Valid == nil || shownArgs[h][i] == nil {
+			if !h.valid(i) || shownArgs[h][i] == nil {
 				continue // refused by validation (answered when the step is decided), or not listed
 			}
 			key := c.Name
@@ -559,7 +572,7 @@ func (s *Server) stepViews(ctx context.Context, steps []*heldStep, perCall, budg
 			t := info[key]
 			cv := callView{Index: i, CallID: c.CallID, Name: key, Reason: c.Approval, Activity: c.Activity,
 				Description: t.description, Flags: c.flags(t), Args: *shownArgs[h][i], Repairs: c.Repairs,
-				Digest: h.digest(c), Script: scriptNote(c.Valid)}
+				Digest: h.callDigest(i), Script: h.script(i)}
 			if c.Input != nil {
 				cv.Input, cv.Message, cv.Fields = true, showText([]byte(c.Input.Request.Message), maxShortShown), inputFields(c.Input.Request.RequestedSchema)
 			}

@@ -347,15 +347,7 @@ func showText(b []byte, limit int) shown {
 				// Plain text is cut on a character boundary, weighed one
 				// character at a time (weighing each prefix whole would be
 				// quadratic in a long line).
-				cut, w := 0, 0
-				for cut < len(g.Text) {
-					_, n := utf8.DecodeRuneInString(g.Text[cut:])
-					rw := weight(g.Text[cut : cut+n])
-					if s.Cost+w+rw > limit {
-						break
-					}
-					cut, w = cut+n, w+rw
-				}
+				cut, w := cutPlain(g.Text, limit-s.Cost)
 				if cut > 0 {
 					kept = append(kept, seg{Text: g.Text[:cut]})
 					s.Cost += w
@@ -371,6 +363,20 @@ func showText(b []byte, limit int) shown {
 	}
 	s.LeftOut = len(b) - used
 	return s
+}
+
+// cutPlain is how much of plain text fits in room bytes of page, cut
+// on a character boundary, and what that weighs.
+func cutPlain(text string, room int) (cut, w int) {
+	for cut < len(text) {
+		_, n := utf8.DecodeRuneInString(text[cut:])
+		rw := weight(text[cut : cut+n])
+		if w+rw > room {
+			break
+		}
+		cut, w = cut+n, w+rw
+	}
+	return cut, w
 }
 
 func btoi(b bool) int {

@@ -68,6 +68,7 @@ type Server struct {
 	streams streamSet // live streams open
 	cats    *catalogCache
 	sums    summaries
+	held    listedCache
 	letters *letterCache
 	refused *refusedCache
 	limits  Limits
