@@ -269,7 +269,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	got := sha256.Sum256([]byte(r.PostForm.Get("token")))
 	name := strings.TrimSpace(r.PostForm.Get("name"))
 	next := r.PostForm.Get("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !localPath(next) {
 		next = "/approvals"
 	}
 	if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
@@ -297,6 +297,24 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteStrictMode, MaxAge: int(s.cfg.SessionTTL.Seconds())})
 	s.log.Info("console login", "operator", name, "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// localPath reports whether next, a redirect's target, is a path on
+// this console as a browser reads it: a browser drops every ASCII tab
+// and newline inside a URL and reads a backslash as a slash, so that
+// "/\t/evil.example" is "//evil.example", another site. Only printable
+// ASCII other than the backslash and the space is a path here (the
+// console's own paths are ASCII words).
+func localPath(next string) bool {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return false
+	}
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
