@@ -114,6 +114,11 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
 		NoSigs:     true,
+		// A worker's subjects are new at almost every message (a turn's
+		// id, a call's key, a reply's id, an acknowledgement's sequence):
+		// a cached match is seldom found again, and filling and pruning
+		// the cache cost more than the matches it serves.
+		NoSublistCache: true,
 
 		JetStreamMaxStore: o.MaxStore,
 	}
