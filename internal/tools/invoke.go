@@ -63,8 +63,41 @@ func (inv *Invocation) PrepareWith(t *tool.Tool, args string, repairLimit int, s
 	if err != nil {
 		return prepareError(t, err, repairs)
 	}
-	*inv = Invocation{Tool: t, Repairs: repairs, Activity: a.Activity(), args: a}
+	inv.set(t, repairs, a.Activity(), a)
 	return nil
+}
+
+// set fills inv field by field, writing only the fields that change: an
+// invocation is most often set over a cleared one (Reset), and assigning
+// a whole Invocation goes through the write barrier for every pointer
+// slot in it while the collector marks.
+func (inv *Invocation) set(t *tool.Tool, repairs []string, activity string, a toolhooks.Args[tool.Result]) {
+	inv.Tool = t
+	if repairs != nil || inv.Repairs != nil {
+		inv.Repairs = repairs
+	}
+	if len(activity) != 0 || len(inv.Activity) != 0 {
+		inv.Activity = activity
+	}
+	inv.args = a
+}
+
+// Reset empties inv for reuse, writing only the fields that are set (see
+// set). Its parameters are dropped, not released: Park or Release them
+// first to reuse their storage.
+func (inv *Invocation) Reset() {
+	if inv.Tool != nil {
+		inv.Tool = nil
+	}
+	if inv.Repairs != nil {
+		inv.Repairs = nil
+	}
+	if len(inv.Activity) != 0 {
+		inv.Activity = ""
+	}
+	if inv.args != nil {
+		inv.args = nil
+	}
 }
 
 // parse checks a call's arguments before the tool runs: the model's

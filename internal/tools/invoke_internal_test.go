@@ -188,3 +188,26 @@ func TestParkedStorageIsReused(t *testing.T) {
 		t.Errorf("refusal: %v, spare %v", err, spare.a)
 	}
 }
+
+// Prepare over an invocation that holds another's fields (it writes
+// only the fields that change) leaves none of them behind, and Reset
+// empties it.
+func TestPrepareOverAnother(t *testing.T) {
+	tl := moveTool(t, tool.Spec{})
+	plain := tool.Must(tool.Def[struct{}]{Spec: tool.Spec{Name: "plain", Description: "no label"},
+		Execute: func(context.Context, struct{}) (tool.Result, error) { return tool.Result{}, nil }})
+	var inv Invocation
+	if err := inv.Prepare(tl, `{'from': 'a', 'to': 'b',}`, 0); err != nil || inv.Repairs == nil || inv.Activity == "" {
+		t.Fatalf("%+v, %v", inv, err)
+	}
+	if err := inv.Prepare(plain, `{}`, 0); err != nil {
+		t.Fatal(err)
+	}
+	if inv.Tool != plain || inv.Repairs != nil || inv.Activity != "" || inv.args == nil {
+		t.Fatalf("fields of the first call left: %+v", inv)
+	}
+	inv.Reset()
+	if inv.Tool != nil || inv.Repairs != nil || inv.Activity != "" || inv.args != nil {
+		t.Fatalf("Reset left %+v", inv)
+	}
+}

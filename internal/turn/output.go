@@ -76,15 +76,26 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 	if res.Events != nil {
 		o.Events = res.Events
 	}
+	var notes []string
 	if err != nil {
 		o.Err = tools.Classify(err, &c.ctx, p.st.ctx, p.timeout)
-		o.Item, o.MediaNotes = d.outputItem(p.st, p.call.CallID, tools.FailureText(o.Err, res.Content), res.Media)
-		o.Activity = p.inv.Activity
+		o.Item, notes = d.outputItem(p.st, p.call.CallID, tools.FailureText(o.Err, res.Content), res.Media)
+		if notes != nil {
+			o.MediaNotes = notes
+		}
+		if a := p.inv.Activity; a != "" {
+			o.Activity = a
+		}
 		return o
 	}
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
-	o.Item, o.MediaNotes = d.outputItem(p.st, p.call.CallID, res.Content, res.Media)
-	o.Activity = p.inv.CompletedActivity(*res)
+	o.Item, notes = d.outputItem(p.st, p.call.CallID, res.Content, res.Media)
+	if notes != nil {
+		o.MediaNotes = notes
+	}
+	if a := p.inv.CompletedActivity(*res); a != "" {
+		o.Activity = a
+	}
 	return o
 }
 
