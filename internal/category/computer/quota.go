@@ -663,6 +663,7 @@ func (w *follower) walk(quick bool) *usage {
 		u.bytes += heldDeleted(w.h.dir)
 	}
 	w.est, w.walked = *u, *u
+	w.capFiles()
 	w.walkNow = false
 	w.fsUsed = w.used()
 	w.heldFS, w.heldEst = w.fsUsed, w.est.bytes
@@ -765,7 +766,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
-			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
+			margin := int64(entryMargin)
+			if w.names != nil && w.names.ok {
+				margin = 0 // each entry counted once: see entrySet
+			}
+			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+margin {
 				// Entries are counted exactly by the events (created,
 				// moved in, deleted, moved out, each once by name: see
 				// entrySet; the margin is for a home too big for the
@@ -794,6 +799,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			w.flush()
 			w.lookHeld(n > 0)
+			w.capFiles()
 			w.repace()
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
@@ -820,6 +826,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-t.C:
 		}
 		w.lookHeld(false)
+		w.capFiles()
 		w.repace()
 	}
 }
