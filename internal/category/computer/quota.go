@@ -226,7 +226,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil, nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -249,9 +249,14 @@ const xattrInode = 1024
 // carry, it takes the extended attributes from it instead of reading
 // them (a syscall per entry): a walk that confirms a stop must be quick,
 // and attributes raise no event the follower reads, so the backstop
-// walks alone count them anew.
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage) *usage {
+// walks alone count them anew. Given names, it puts every entry it
+// counts in it (names.ok: it counted all).
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage, names *entrySet) *usage {
 	u := &usage{at: time.Now()}
+	if names != nil {
+		names.reset()
+		defer func() { names.ok = names.ok && !u.over && u.blind == 0 }()
+	}
 	xattrs := carry == nil
 	var xattrBytes int64
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
@@ -280,6 +285,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64
 				if limit >= 0 && u.files > limit {
 					u.over = true
 					return
+				}
+				if names != nil {
+					names.walked(rel, e.Name())
 				}
 				if xattrs {
 					xattrBytes += xattrBytesAt(fd, e.Name())
@@ -498,6 +506,9 @@ type follower struct {
 	// heldEst the estimate then.
 	heldFS, heldEst int64
 	dev             uint64
+	// names are the entries est counts (nil where entries are not
+	// bounded): see entrySet.
+	names *entrySet
 }
 
 // follow starts following h, before its command starts so that the
@@ -513,6 +524,9 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Lock()
 	w.start = *q.current(h)
 	q.mu.Unlock()
+	if q.files > 0 {
+		w.names = newEntrySet()
+	}
 	if top, err := h.openDir("."); err == nil {
 		w.top = top
 		var st unix.Stat_t
@@ -636,7 +650,7 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
+	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry, w.names)
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -649,6 +663,7 @@ func (w *follower) walk(quick bool) *usage {
 		u.bytes += heldDeleted(w.h.dir)
 	}
 	w.est, w.walked = *u, *u
+	w.capFiles()
 	w.walkNow = false
 	w.fsUsed = w.used()
 	w.heldFS, w.heldEst = w.fsUsed, w.est.bytes
@@ -751,17 +766,29 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
-			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
+			margin := int64(entryMargin)
+			if w.names != nil && w.names.ok {
+				margin = 0 // each entry counted once: see entrySet
+			}
+			limit := max(w.q.files, start.files) + margin
+			if w.tree.Load() != nil && w.lineSet && w.line.files > start.files && w.line.files < limit {
+				// Held from userland: each crossing of the line below
+				// the bound stops the command for a walk (the line then
+				// moves halfway to the bound), so that a writer of
+				// entries near its bound runs in ever shorter stretches.
+				limit = w.line.files
+			}
+			if w.q.files > 0 && w.est.files > limit {
 				// Entries are counted exactly by the events (created,
-				// moved in, deleted, moved out; a directory's first
-				// entries may count twice, hence the margin): a writer
-				// of empty files is stopped at once, not after a walk
-				// of the entries it keeps making nor after an lstat of
+				// moved in, deleted, moved out, each once by name: see
+				// entrySet; the margin is for a home too big for the
+				// set, whose events count as they come): a writer of
+				// empty files is stopped at once, not after a walk of
+				// the entries it keeps making nor after an lstat of
 				// each file the events name. Where the command has a
 				// process tree (no cgroup), it is stopped at once and a
 				// walk confirms: stopped, it adds nothing while the walk
-				// counts, and entries the events counted twice (those a
-				// walk read as they were made) kill nothing.
+				// counts.
 				if t := w.tree.Load(); t != nil {
 					t.freeze()
 					w.drain(buf)
@@ -780,6 +807,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			w.flush()
 			w.lookHeld(n > 0)
+			w.capFiles()
 			w.repace()
 			if start.over && w.est.files > w.walked.files {
 				// A home far past its bound (more than a walk counts):
@@ -806,6 +834,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-t.C:
 		}
 		w.lookHeld(false)
+		w.capFiles()
 		w.repace()
 	}
 }
@@ -904,7 +933,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	isDir := mask&unix.IN_ISDIR != 0
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
-		w.est.files--
+		w.est.files += w.counted(dir, name, false)
 		if !isDir && mask&unix.IN_DELETE != 0 {
 			w.heldNow = true // perhaps still open
 		}
@@ -918,7 +947,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			clear(w.watched)
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-		w.est.files++
+		w.est.files += w.counted(dir, name, true)
 		w.touched[rel] = true
 		if isDir {
 			if mask&unix.IN_MOVED_TO != 0 {
@@ -944,6 +973,20 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		// they hold is looked at once the read's events are in.
 		w.xtouched[rel] = true
 	}
+}
+
+// counted is by how much an entry name made (made) or removed in dir
+// changes the estimate's entries: see entrySet.
+func (w *follower) counted(dir, name string, made bool) int64 {
+	switch {
+	case w.names == nil && made:
+		return 1
+	case w.names == nil:
+		return -1
+	case made:
+		return w.names.add(dir, name, maxNamed(w.q.files))
+	}
+	return w.names.remove(dir, name)
 }
 
 // flush takes the entries the last events touched into the estimate.

@@ -45,6 +45,9 @@ type procTree struct {
 	dutyDone chan struct{}
 	cores    float64
 	closed   bool
+	// fsize is the RLIMIT_FSIZE the follower lowered the tree's
+	// processes to (0: none; see follower.capFiles).
+	fsize int64
 }
 
 // dutyPeriod is the duty cycle's period: a tenth of a core runs 2 ms of
@@ -133,6 +136,7 @@ func (p *procTree) stopAll() {
 			if p.idle {
 				setIdle(pid)
 			}
+			p.capPid(pid)
 			fresh = true
 		}
 		if !fresh {

@@ -1,0 +1,58 @@
+package computer
+
+import "golang.org/x/sys/unix"
+
+// Files no name holds (deleted while open, made with O_TMPFILE) grow
+// where no walk sees them, and each is bounded by the kernel only by the
+// command's RLIMIT_FSIZE, the room its home had when it started: a
+// writer of many of them at tmpfs speed (megabytes a millisecond) passed
+// the bound by what it wrote while the worker, run late, looked. Within
+// the last eighth of the bytes bound, the follower lowers the limit of
+// every process of the command's tree to the room the estimate leaves,
+// soft and hard (a command cannot raise it back), so that the kernel
+// refuses (EFBIG, SIGXFSZ) any file growing past it however late the
+// worker looks again. Only lowered: a worker that is not root cannot
+// raise another process's hard limit.
+
+// capFiles lowers the tree's RLIMIT_FSIZE to the room the estimate
+// leaves in the last eighth of the bytes bound (nothing with no tree).
+func (w *follower) capFiles() {
+	t := w.tree.Load()
+	q := w.q
+	if t == nil || q.bytes <= 0 {
+		return
+	}
+	room := q.bytes - w.est.bytes
+	if room > q.bytes/8 {
+		return
+	}
+	t.capFiles(max(room&^(quotaBlock-1), quotaBlock))
+}
+
+// capFiles lowers every process's RLIMIT_FSIZE to n bytes, when n is
+// below what it set last; processes a freeze finds later get it too.
+func (p *procTree) capFiles(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.fsize > 0 && n >= p.fsize {
+		return
+	}
+	p.fsize = n
+	for pid := range p.members() {
+		p.capPid(pid)
+	}
+}
+
+// capPid sets pid's RLIMIT_FSIZE to p.fsize (none set: nothing). A
+// limit lower than it (the command's own) is left: raising fails
+// without privilege, and is not tried. p.mu is held.
+func (p *procTree) capPid(pid int) {
+	if p.fsize <= 0 {
+		return
+	}
+	var old unix.Rlimit
+	if unix.Prlimit(pid, unix.RLIMIT_FSIZE, nil, &old) != nil || old.Max <= uint64(p.fsize) {
+		return
+	}
+	_ = unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: min(old.Cur, uint64(p.fsize)), Max: uint64(p.fsize)}, nil)
+}
