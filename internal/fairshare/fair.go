@@ -179,6 +179,7 @@ type Intake struct {
 	// under mu before a step is handed to one.
 	workers    sync.WaitGroup
 	handling   sync.WaitGroup // the steps started (Start) not yet done
+	servers    int            // the worker goroutines started
 	idle       int
 	workCtx    context.Context
 	ackWait    time.Duration
@@ -253,6 +254,13 @@ const (
 	StageStarted = "started"
 	StageHandled = "handled"
 )
+
+// maxStartServers bounds the worker goroutines of an intake with a Start:
+// each only starts its step, which then holds none of them, so a few
+// serve any number of steps in flight. Unbounded, a burst of thousands
+// of steps taken at once left hundreds idle for good, each record half a
+// KiB of heap.
+const maxStartServers = 64
 
 // DefaultPull is Intake.Pull's default.
 const DefaultPull = 512
@@ -693,6 +701,11 @@ func (f *Intake) dispatch() {
 		if f.stop {
 			return
 		}
+		if f.Start != nil && f.idle == 0 && f.servers >= maxStartServers {
+			// Every goroutine is starting a step: the next is free soon.
+			f.cond.Wait()
+			continue
+		}
 		var best, claimed *fairKey
 		for _, k := range f.keys {
 			if k.claims > 0 && len(k.queue) > 0 {
@@ -752,6 +765,7 @@ func (f *Intake) take1(k *fairKey) {
 	if f.idle == 0 {
 		// Started holding mu: Run closes f.work only after the
 		// dispatcher returned, so the goroutine is counted by then.
+		f.servers++
 		f.workers.Go(func() { f.serve(fairItem{k, msg}) })
 		return
 	}
@@ -784,6 +798,7 @@ func (f *Intake) serve(it fairItem) {
 			f.inner.Start(f.workCtx, msg, f.ackWait, f.maxDeliver, f.starter, after)
 			f.mu.Lock()
 			f.idle++
+			f.cond.Broadcast() // the dispatcher may wait for a goroutine
 			f.mu.Unlock()
 		} else {
 			f.inner.Handle(f.workCtx, msg, f.ackWait, f.maxDeliver)

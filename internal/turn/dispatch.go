@@ -119,9 +119,10 @@ type pending struct {
 	record   bool
 	parallel bool
 	outcome  *Outcome // set early for calls that run nothing
-	// With a Tracer: the call's span, and the context that carries it.
-	span    trace.Span
-	spanCtx context.Context
+	// With a Tracer: the call's span (spanCtx is the context that
+	// carries it, made when needed: 16 bytes less of every call's record,
+	// which a step in flight keeps).
+	span trace.Span
 
 	// Set when the call starts.
 	cell *cell
@@ -164,12 +165,12 @@ type stepState struct {
 	// ran last decodes its arguments into it, not into the tool's pool's.
 	// Not cleared with the records.
 	spares []tools.Spare
-	run    []*pending // the calls of the group running
 	step   inflight
 	group  group
 	// What every call of the step shares.
 	d               *Dispatcher
 	hooks           *Hooks
+	obs             *stepObserver // a Runner's step's observer, in place of hooks
 	set             *Set
 	ctx             context.Context // the turn's
 	agentID, turnID string
@@ -323,7 +324,7 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.calls)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, "", "", nil
+	st.d, st.hooks, st.obs, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, nil, "", "", nil
 	st.items, st.itemsFor = nil, 0
 	st.itemsUsed.Store(0)
 	st.cur, st.next, st.endedAt = 0, 0, 0
@@ -374,7 +375,7 @@ func (d *Dispatcher) Start(ctx context.Context, set *Set, in Input, done func(*S
 // begin resolves the step's calls, readies their cells and watches the
 // step's abort. A step held for approval returns its result at once.
 func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepState) *StepResult {
-	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
+	st.d, st.hooks, st.obs, st.set, st.ctx = d, in.Hooks, in.obs, set, ctx
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
 	ps := st.ps
 	for i := range in.Calls {
@@ -468,7 +469,7 @@ func (st *stepState) groupEnded() {
 // resume goes on with a started step once the group it waited for ended:
 // called by the goroutine that gave back the group's last place.
 func (st *stepState) resume() {
-	st.group.ps = nil
+	st.group.ps = st.group.ps[:0]
 	st.groupEnded()
 	if st.runGroups(false) {
 		st.complete()
@@ -507,7 +508,7 @@ func (st *stepState) finish() *StepResult {
 			step.escape() // the abort is under way or over
 		}
 	}
-	step.stop()
+	step.stop(&st.d.progress)
 	return res
 }
 
@@ -524,7 +525,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 		p.digest = CallDigest(*c)
 	}
 	if d.Tracer != nil {
-		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
+		_, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
@@ -562,7 +563,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 	}
 	var vspan trace.Span
 	if p.span != nil {
-		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
+		_, vspan = d.Tracer.Start(p.spanCtx(), "validate")
 	}
 	te := p.invocation.PrepareWith(t, args, d.Repair.Limit, spare)
 	// The rungs that ran are reported on a refusal too.
@@ -619,8 +620,8 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait
 		d.runBounded(ctx, ps, g, limit)
 		return true
 	}
-	st := ps[0].st
-	run := st.run[:0]
+	// g.ps keeps its storage from group to group, and step to step.
+	run := g.ps[:0]
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
@@ -628,7 +629,6 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait
 		}
 		run = append(run, p)
 	}
-	st.run = run
 	if len(run) == 0 {
 		return true
 	}
@@ -646,7 +646,7 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait
 	g.wg.Add(1)
 	d.Goroutines.run(run[0])
 	g.wg.Wait()
-	g.ps = nil
+	g.ps = g.ps[:0]
 	return true
 }
 
@@ -709,7 +709,7 @@ type group struct {
 	wg     sync.WaitGroup
 	places atomic.Int32
 	async  bool
-	ps     []*pending // the calls to run, taken in order; nil for sem
+	ps     []*pending // the calls to run, taken in order; empty for sem
 	next   atomic.Int32
 	spares atomic.Int32
 }
@@ -760,7 +760,7 @@ func (g *group) give(st *stepState) {
 // it was a visible part of the dispatch cost.
 func (p *pending) run() {
 	st := p.st
-	if st.group.ps == nil {
+	if st.group.sem != nil {
 		if !p.start() {
 			st.group.release(st)
 			return
@@ -823,7 +823,9 @@ func (p *pending) start() bool {
 	}
 	// The hook's arguments are built only for a hook: a step without
 	// one (a benchmark's, a test's) pays nothing for them.
-	if h := p.st.hooks; h != nil && h.Started != nil {
+	if o := p.st.obs; o != nil {
+		o.started(p.ref(), *p.call, p.inv.Activity)
+	} else if h := p.st.hooks; h != nil && h.Started != nil {
 		h.Started(p.ref(), *p.call, p.inv.Activity)
 	}
 	return true
@@ -855,11 +857,20 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if p.span != nil {
 		p.endSpan()
 	}
+	if o := p.st.obs; o != nil {
+		if !abandoned(ctx) {
+			o.ended(p.ref(), p.outcome)
+		}
+		return
+	}
 	if h := p.st.hooks; h == nil || h.Ended == nil || abandoned(ctx) {
 		return
 	}
 	p.st.hooks.Ended(p.ref(), p.outcome)
 }
+
+// spanCtx is the step's context carrying the call's span.
+func (p *pending) spanCtx() context.Context { return trace.ContextWithSpan(p.st.ctx, p.span) }
 
 func (p *pending) endSpan() {
 	if p.outcome.Err != nil {
@@ -880,7 +891,7 @@ func (p *pending) invoke() bool {
 	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
-		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
+		parent, espan = p.st.d.Tracer.Start(p.spanCtx(), "execute") // the tool's own spans nest under it
 	}
 	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause

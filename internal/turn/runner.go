@@ -209,12 +209,13 @@ func (r *Runner) prepare(ctx context.Context, st *protocol.Step, set *Set, gate 
 	// not the one a cancel aborts: a cancelled turn's step still needs its
 	// tools and loaded set to answer every call aborted.
 	stepCtx := ctx
-	_, e = r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
+	_, entry := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
 	defer func() {
 		if err != nil {
-			e.release()
+			entry.release() // e is nil by now
 		}
 	}()
+	e = entry
 	e.allowInput = allowInput
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
@@ -237,7 +238,7 @@ func (r *Runner) prepare(ctx context.Context, st *protocol.Step, set *Set, gate 
 	}
 	e.observe(r)
 	in = dispatchInput{Input: Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: &e.hooks, Aborts: e}, set: set}
+		Loaded: loaded, Approval: gate, Stored: stored, obs: (*stepObserver)(e), Aborts: e}, set: set}
 	return e, in, nil
 }
 
@@ -282,12 +283,10 @@ func (e *stepEntry) runCtx() context.Context {
 // lock of its first error are the entry's, not copies of their own.
 type stepObserver stepEntry
 
-// observe readies the entry's observer for r and sets the entry's hooks
-// to it.
+// observe readies the entry's observer for r: the step's Input.obs.
 func (e *stepEntry) observe(r *Runner) *stepObserver {
 	o := (*stepObserver)(e)
 	o.r = r
-	e.hooks.Started, e.hooks.Progress, e.hooks.Ended = o.started, o.progress, o.ended
 	return o
 }
 
@@ -419,7 +418,7 @@ func (c *Cancels) hash(k turnKey) uint32 { return uint32(maphash.Comparable(c.se
 
 // stepEntry is a running step: its registration in Cancels, its
 // context's one cancellation, the abort of its running calls (Aborter),
-// and the observer of its calls with its hooks, in one allocation that a
+// and the observer of its calls, in one allocation that a
 // step in flight keeps until it ends.
 //
 // The step's context is not a child of the one it came with: a child is
@@ -454,7 +453,6 @@ type stepEntry struct {
 	// Emitter publishes their events, and the first publish that failed.
 	r     *Runner
 	first error
-	hooks Hooks
 }
 
 // NewCancels returns an empty tracker.

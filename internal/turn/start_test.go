@@ -2,6 +2,7 @@ package turn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -106,5 +107,30 @@ func TestStartDeafToolHoldsNoStep(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines left after the step and its tool ended, %d before", runtime.NumGoroutine(), before)
 		}
+	}
+}
+
+// cancelMarkFails is a State whose cancel mark cannot be read.
+type cancelMarkFails struct{ *fakeState }
+
+func (cancelMarkFails) Cancelled(context.Context, string, string) (bool, string, error) {
+	return false, "", errors.New("state unavailable")
+}
+
+// TestStartFailsBeforeDispatch: a started step that fails before its
+// calls are dispatched (its turn's state unreadable) tells done at once,
+// and leaves nothing tracked: a cancel of its turn finds no step.
+func TestStartFailsBeforeDispatch(t *testing.T) {
+	cancels := turn.NewCancels()
+	r := &turn.Runner{Assembler: turn.NewAssembler(category("", newTool(t, "quick", tool.Parallel, reply("ok")))),
+		Emitter: &fakeEmitter{}, State: cancelMarkFails{newState()}, Cancels: cancels}
+	var got error
+	called := false
+	r.Start(context.Background(), step(1, call("c1", "quick", ``)), func(err error) { got, called = err, true })
+	if !called || got == nil {
+		t.Fatalf("done called %v with %v, want at once with the state's error", called, got)
+	}
+	if n := cancels.Cancel("a1", "t1", "test"); n != 0 {
+		t.Fatalf("%d steps still tracked after the step failed", n)
 	}
 }
