@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +133,52 @@ func TestStartFailsBeforeDispatch(t *testing.T) {
 	}
 	if n := cancels.Cancel("a1", "t1", "test"); n != 0 {
 		t.Fatalf("%d steps still tracked after the step failed", n)
+	}
+}
+
+// TestDispatcherStartGroups: a started step runs its groups in order
+// without a goroutine waiting for them, a group larger than MaxParallel
+// included (that one is waited for on a goroutine of its own), and done
+// gets every call's outcome, in call order.
+func TestDispatcherStartGroups(t *testing.T) {
+	var running, most atomic.Int32
+	par := newTool(t, "par", tool.Parallel, func(context.Context, textArgs) (tool.Result, error) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		running.Add(-1)
+		return tool.Result{Content: "p"}, nil
+	})
+	seq := newTool(t, "seq", tool.Sequential, reply("s"))
+	d := &turn.Dispatcher{MaxParallel: 2, Goroutines: turn.NewGoroutines(4)}
+	set := mustSet(t, par, seq)
+	var calls []protocol.CallItem
+	for i := range 5 { // a bounded group of 5
+		calls = append(calls, call(fmt.Sprintf("a%d", i), "par", ``))
+	}
+	calls = append(calls, call("s1", "seq", ``), call("b0", "par", ``), call("b1", "par", ``), call("s2", "seq", ``))
+	got := make(chan *turn.StepResult, 1)
+	d.Start(context.Background(), set, input(calls...), func(res *turn.StepResult) { got <- res })
+	var res *turn.StepResult
+	select {
+	case res = <-got:
+	case <-time.After(waitLimit):
+		t.Fatal("the started step never ended")
+	}
+	if len(res.Outcomes) != len(calls) {
+		t.Fatalf("%d outcomes for %d calls", len(res.Outcomes), len(calls))
+	}
+	for i, o := range res.Outcomes {
+		want := "p"
+		if calls[i].Name == "seq" {
+			want = "s"
+		}
+		if o.CallID != calls[i].CallID || o.Err != nil || output(t, o) != want {
+			t.Fatalf("outcome %d: %s %v %q, want %s %q", i, o.CallID, o.Err, output(t, o), calls[i].CallID, want)
+		}
+	}
+	if m := most.Load(); m > 2 {
+		t.Fatalf("%d calls ran at once, over MaxParallel 2", m)
 	}
 }
