@@ -30,6 +30,18 @@ var ErrShutdown = errors.New("worker shutting down")
 // other error has it delivered again after a backoff.
 type Handler func(ctx context.Context, msg jetstream.Msg) error
 
+// Starter starts processing one message as a Handler does, without
+// holding the calling goroutine until it is over: done is called once,
+// on any goroutine, with what the Handler would return. A step whose
+// calls run long so keeps no goroutine of its own waiting for them.
+type Starter func(ctx context.Context, msg jetstream.Msg, done func(error))
+
+// Settled is told that a message started with Consumer.Start is settled.
+// An interface, not a func: what implements it is most often something
+// the caller has already, where a func would be an allocation of every
+// message.
+type Settled interface{ Settled() }
+
 // DeadLetter is the error a handler returns for a message that can never
 // be processed.
 type DeadLetter struct{ Reason string }
@@ -152,6 +164,24 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg, ackWait time.D
 	c.handle(ctx, log, msg, ackWait, maxDeliver)
 }
 
+// Start is Handle for a Starter: start starts the message's handling,
+// and the message is settled, then after told, once start's done is
+// called, on the goroutine that calls it. Start returns once start did.
+func (c *Consumer) Start(ctx context.Context, msg jetstream.Msg, ackWait time.Duration, maxDeliver int, start Starter, after Settled) {
+	s := c.settleOf(msg)
+	msg = nil
+	c.leases.add(s, ackWait)
+	start(ctx, s.handed(), func(err error) {
+		log := c.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		c.settle(ctx, log, s, maxDeliver, err)
+		c.leases.remove(s)
+		after.Settled()
+	})
+}
+
 func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.Msg, ackWait time.Duration, maxDeliver int) {
 	// What settling the step needs is taken before the handler runs, and
 	// the message is not kept while it runs (a long call's step would
@@ -163,7 +193,12 @@ func (c *Consumer) handle(ctx context.Context, log *slog.Logger, msg jetstream.M
 	// retried, and the step must not go to another worker meanwhile.
 	c.leases.add(s, ackWait)
 	defer c.leases.remove(s)
-	err := c.Handler(ctx, s.handed())
+	c.settle(ctx, log, s, maxDeliver, c.Handler(ctx, s.handed()))
+}
+
+// settle settles a handled step as its handler's err says: acknowledged,
+// dead-lettered, or delivered again after a backoff.
+func (c *Consumer) settle(ctx context.Context, log *slog.Logger, s *settle, maxDeliver int, err error) {
 	var dl *DeadLetter
 	if err != nil {
 		dl = deadLetterIn(err)

@@ -126,7 +126,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 	// Steps are served fairly per key (fairshare.Intake).
 	w.fair = []*fairshare.Intake{{
 		JS: w.js, Stream: protocol.StreamCalls, Durable: protocol.ConsumerCalls, Kind: fairshare.KindCall, Topology: w.cfg.Topology,
-		Handler: w.handleStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
+		Handler: w.handleStep, Start: w.startStep, Dead: w.dead, Logger: w.log, Concurrency: w.cfg.Concurrency, KeySteps: w.cfg.KeySteps,
 		HoldSteps: w.cfg.HoldSteps, HoldBytes: w.cfg.HoldBytes, Stage: w.cfg.FairStage,
 		Grace: w.cfg.Grace, Meter: w.stepMeter(),
 	}}
@@ -219,15 +219,36 @@ func (w *Worker) stepMeter() bus.StepMeter {
 func (w *Worker) Metrics() *telemetry.Metrics { return w.meter }
 
 func (w *Worker) handleStep(ctx context.Context, msg jetstream.Msg) error {
+	st, err := w.parseStep(msg)
+	if err != nil {
+		return err
+	}
+	return stepError(w.runner.Run(stepContext(ctx, msg), st))
+}
+
+// startStep is handleStep without a goroutine waiting for the step's
+// calls (turn.Runner.Start): the worker's main-turn intake uses it, so
+// that a step in flight keeps only its calls' goroutines.
+func (w *Worker) startStep(ctx context.Context, msg jetstream.Msg, done func(error)) {
+	st, err := w.parseStep(msg)
+	if err != nil {
+		done(err)
+		return
+	}
+	w.runner.Start(stepContext(ctx, msg), st, func(err error) { done(stepError(err)) })
+}
+
+// parseStep reads a main-turn step, or says why it is a dead letter.
+func (w *Worker) parseStep(msg jetstream.Msg) (*protocol.Step, error) {
 	st, err := protocol.ParseStep(protocol.PrefixCall, msg.Subject(), msg.Data(), w.cfg.MaxStepBytes)
 	if err != nil {
-		return &bus.DeadLetter{Reason: err.Error()}
+		return nil, &bus.DeadLetter{Reason: err.Error()}
 	}
 	if st.Context.Kind != protocol.KindText {
-		return &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
+		return nil, &bus.DeadLetter{Reason: fmt.Sprintf("%v: context.kind %q on %s; task turns go to %s", protocol.ErrMalformed, st.Context.Kind, protocol.PrefixCall, protocol.PrefixTask)}
 	}
 	st.Context.Bindings = w.bindings.share(st.Context.Bindings)
-	return stepError(w.runner.Run(stepContext(ctx, msg), st))
+	return st, nil
 }
 
 // stepContext is the context of handling msg: the gateway's trace, and

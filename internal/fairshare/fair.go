@@ -131,8 +131,13 @@ type Intake struct {
 	Kind     string
 	Topology bus.Topology
 	Handler  bus.Handler
-	Dead     *bus.DeadLetters
-	Logger   *slog.Logger
+	// Start, when set, is used in place of Handler: a step's handling
+	// holds none of the intake's goroutines while it runs (the one that
+	// started it takes the next step), and its slot is freed as its done
+	// is called.
+	Start  bus.Starter
+	Dead   *bus.DeadLetters
+	Logger *slog.Logger
 	// Concurrency bounds the steps handled at once (256).
 	Concurrency int
 	// KeySteps bounds one key's steps handled at once (default 7/8 of
@@ -173,6 +178,8 @@ type Intake struct {
 	// slot but a few in use. idle counts those waiting on work, reserved
 	// under mu before a step is handed to one.
 	workers    sync.WaitGroup
+	handling   sync.WaitGroup // the steps started (Start) not yet done
+	servers    int            // the worker goroutines started
 	idle       int
 	workCtx    context.Context
 	ackWait    time.Duration
@@ -192,6 +199,7 @@ type queued struct {
 }
 
 type fairKey struct {
+	f      *Intake
 	key    string
 	weight float64
 	queue  []queued
@@ -246,6 +254,13 @@ const (
 	StageStarted = "started"
 	StageHandled = "handled"
 )
+
+// maxStartServers bounds the worker goroutines of an intake with a Start:
+// each only starts its step, which then holds none of them, so a few
+// serve any number of steps in flight. Unbounded, a burst of thousands
+// of steps taken at once left hundreds idle for good, each record half a
+// KiB of heap.
+const maxStartServers = 64
 
 // DefaultPull is Intake.Pull's default.
 const DefaultPull = 512
@@ -383,7 +398,7 @@ func (f *Intake) Run(ctx context.Context) error {
 	f.mu.Unlock()
 	close(f.work)
 	done := make(chan struct{})
-	go func() { f.workers.Wait(); close(done) }()
+	go func() { f.workers.Wait(); f.handling.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(f.Grace):
@@ -474,7 +489,7 @@ func (f *Intake) take(ctx context.Context, msg jetstream.Msg, bg *sync.WaitGroup
 func (f *Intake) key(key string) *fairKey {
 	k := f.keys[key]
 	if k == nil {
-		k = &fairKey{key: key, weight: 1, pass: f.vtime}
+		k = &fairKey{f: f, key: key, weight: 1, pass: f.vtime}
 		f.keys[key] = k
 	}
 	return k
@@ -686,6 +701,11 @@ func (f *Intake) dispatch() {
 		if f.stop {
 			return
 		}
+		if f.Start != nil && f.idle == 0 && f.servers >= maxStartServers {
+			// Every goroutine is starting a step: the next is free soon.
+			f.cond.Wait()
+			continue
+		}
 		var best, claimed *fairKey
 		for _, k := range f.keys {
 			if k.claims > 0 && len(k.queue) > 0 {
@@ -745,6 +765,7 @@ func (f *Intake) take1(k *fairKey) {
 	if f.idle == 0 {
 		// Started holding mu: Run closes f.work only after the
 		// dispatcher returned, so the goroutine is counted by then.
+		f.servers++
 		f.workers.Go(func() { f.serve(fairItem{k, msg}) })
 		return
 	}
@@ -768,20 +789,58 @@ func (f *Intake) serve(it fairItem) {
 			subject = msg.Subject()
 			f.Stage(StageStarted, subject)
 		}
-		f.inner.Handle(f.workCtx, msg, f.ackWait, f.maxDeliver)
-		if f.Stage != nil {
-			f.Stage(StageHandled, subject)
+		if f.Start != nil {
+			f.handling.Add(1)
+			var after bus.Settled = k
+			if f.Stage != nil {
+				after = &staged{k, subject}
+			}
+			f.inner.Start(f.workCtx, msg, f.ackWait, f.maxDeliver, f.starter, after)
+			f.mu.Lock()
+			f.idle++
+			f.cond.Broadcast() // the dispatcher may wait for a goroutine
+			f.mu.Unlock()
+		} else {
+			f.inner.Handle(f.workCtx, msg, f.ackWait, f.maxDeliver)
+			f.handled(k, subject, true)
 		}
-		f.mu.Lock()
-		k.inflight--
-		f.free++
-		f.idle++
-		f.cond.Broadcast()
-		f.mu.Unlock()
 		var ok bool
 		if it, ok = <-f.work; !ok {
 			return
 		}
+	}
+}
+
+// Settled frees the slot of the key's step started with Start
+// (bus.Settled): the key is what a step in flight keeps of the intake.
+func (k *fairKey) Settled() { k.f.handled(k, "", false) }
+
+// staged is a started step's bus.Settled with the intake's Stage set:
+// the subject it is told.
+type staged struct {
+	k       *fairKey
+	subject string
+}
+
+func (s *staged) Settled() { s.k.f.handled(s.k, s.subject, false) }
+
+// handled frees the slot of key k's step once its handling is over: the
+// handler returned on the goroutine that is now idle, or a started step's
+// done was called.
+func (f *Intake) handled(k *fairKey, subject string, idle bool) {
+	if f.Stage != nil {
+		f.Stage(StageHandled, subject)
+	}
+	f.mu.Lock()
+	k.inflight--
+	f.free++
+	if idle {
+		f.idle++
+	}
+	f.cond.Broadcast()
+	f.mu.Unlock()
+	if !idle {
+		f.handling.Done()
 	}
 }
 
@@ -858,16 +917,41 @@ func (f *Intake) handler(maxDeliver int) bus.Handler {
 				delivered = md.NumDelivered
 			}
 		}
-		err := f.Handler(ctx, msg)
-		var dl *bus.DeadLetter
-		if err == nil || before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
-			return err
+		return f.limited(ctx, f.Handler(ctx, msg), delivered, before, maxDeliver)
+	}
+}
+
+// starter is handler for a Start: a spilled step's deliveries before its
+// spill count against the delivery limit.
+func (f *Intake) starter(ctx context.Context, msg jetstream.Msg, done func(error)) {
+	var before, delivered uint64
+	if bm, ok := msg.(backlogMsg); ok && bm.before > 0 {
+		before = bm.before
+		if md, mdErr := bm.Metadata(); mdErr == nil {
+			delivered = md.NumDelivered
 		}
-		if delivered >= uint64(maxDeliver) {
-			return &bus.DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", delivered, before, bus.StreamBacklog, err)}
-		}
+	}
+	if before == 0 {
+		f.Start(ctx, msg, done)
+		return
+	}
+	f.Start(ctx, msg, func(err error) {
+		done(f.limited(ctx, err, delivered, before, f.maxDeliver))
+	})
+}
+
+// limited is a spilled step's handler error, with its deliveries before
+// the spill (before) counted against maxDeliver: a dead letter once the
+// limit is reached.
+func (f *Intake) limited(ctx context.Context, err error, delivered, before uint64, maxDeliver int) error {
+	var dl *bus.DeadLetter
+	if err == nil || before == 0 || ctx.Err() != nil || errors.As(err, &dl) {
 		return err
 	}
+	if delivered >= uint64(maxDeliver) {
+		return &bus.DeadLetter{Reason: fmt.Sprintf("delivery limit reached: delivered %d times without success (%d before it waited in %s): %v", delivered, before, bus.StreamBacklog, err)}
+	}
+	return err
 }
 
 // renew keeps the leases of the steps queued here: every sixth of the ack

@@ -26,8 +26,11 @@ type inflight struct {
 	// may look at the step's records: a watchdog, the timer's expire, the
 	// turn's abort. The step's state is then not reused.
 	escaped bool
-	dl      deadline  // kept, out of the queue, with the step's state
-	next    time.Time // when dl comes due, if armed
+	dl      deadline // kept, out of the queue, with the step's state
+	// next is when dl comes due, if armed, as the time since the step's
+	// start (0: not set), which its calls' deadlines are too (pending.due):
+	// 8 bytes where a time.Time is 24.
+	next time.Duration
 }
 
 // add registers a running call whose deadline is set. It reports false
@@ -36,12 +39,12 @@ type inflight struct {
 func (f *inflight) add(p *pending) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.dl.q == nil {
-		f.dl.q, f.dl.owner = &p.st.d.progress, f
+	if f.dl.owner == nil {
+		f.dl.owner = f
 	}
 	f.calls = append(f.calls, p)
-	if d := p.cell.ctx.Due; f.next.IsZero() || d.Before(f.next) {
-		f.arm(d)
+	if d := p.due(); f.next == 0 || d < f.next {
+		f.arm(p.st, d)
 	}
 	if f.aborted {
 		p.cell.cancel.with(context.Cause(p.st.ctx))
@@ -62,14 +65,19 @@ func (f *inflight) remove(p *pending) {
 	}
 }
 
-// arm sets the step's deadline to t. The caller holds mu.
-func (f *inflight) arm(t time.Time) {
+// arm sets the step's deadline to d after st's start. The caller holds
+// mu.
+func (f *inflight) arm(st *stepState, d time.Duration) {
 	if f.stopped {
 		return
 	}
-	f.next, f.armed = t, true
-	f.dl.q.setDeadline(&f.dl, t)
+	f.next, f.armed = d, true
+	st.d.progress.setDeadline(&f.dl, st.start.Add(d))
 }
+
+// due is the call's deadline, as the time since its step's start: its
+// context's Due.
+func (p *pending) due() time.Duration { return p.began + p.timeout }
 
 // expire ends the time of every running call past its deadline, and
 // sets the step's next deadline.
@@ -77,21 +85,22 @@ func (f *inflight) expire() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.escaped, f.armed = true, false
-	now := time.Now()
-	f.next = time.Time{}
-	var next time.Time
+	f.next = 0
+	var next time.Duration
+	var st *stepState
 	for _, p := range f.calls {
-		switch d := p.cell.ctx.Due; {
+		st = p.st
+		switch d := p.due(); {
 		case p.expired:
-		case !d.After(now):
+		case d <= st.since():
 			p.expired = true
 			go p.expire()
-		case next.IsZero() || d.Before(next):
+		case next == 0 || d < next:
 			next = d
 		}
 	}
-	if !next.IsZero() {
-		f.arm(next)
+	if next != 0 {
+		f.arm(st, next)
 	}
 }
 
@@ -108,14 +117,14 @@ func (f *inflight) abort() {
 	}
 }
 
-// stop takes the step's deadline out of the queue once the step is
-// over. A deadline that came and whose expire has yet to run leaves the
+// stop takes the step's deadline out of its queue q (its Dispatcher's)
+// once the step is over. A deadline that came and whose expire has yet to run leaves the
 // step escaped.
-func (f *inflight) stop() {
+func (f *inflight) stop(q *progressQueue) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped = true
-	if f.armed && !f.dl.q.dropDeadline(&f.dl) {
+	if f.armed && !q.dropDeadline(&f.dl) {
 		f.escaped = true
 	}
 	f.armed = false
@@ -139,7 +148,7 @@ func (f *inflight) isEscaped() bool {
 func (f *inflight) reset() {
 	clear(f.calls) // empty already: every call removed itself
 	f.calls = f.calls[:0]
-	f.aborted, f.stopped, f.next = false, false, time.Time{}
+	f.aborted, f.stopped, f.next = false, false, 0
 }
 
 // returnGrace is how long a tool has to return once its context ended. A

@@ -119,9 +119,10 @@ type pending struct {
 	record   bool
 	parallel bool
 	outcome  *Outcome // set early for calls that run nothing
-	// With a Tracer: the call's span, and the context that carries it.
-	span    trace.Span
-	spanCtx context.Context
+	// With a Tracer: the call's span (spanCtx is the context that
+	// carries it, made when needed: 16 bytes less of every call's record,
+	// which a step in flight keeps).
+	span trace.Span
 
 	// Set when the call starts.
 	cell *cell
@@ -164,12 +165,12 @@ type stepState struct {
 	// ran last decodes its arguments into it, not into the tool's pool's.
 	// Not cleared with the records.
 	spares []tools.Spare
-	run    []*pending // the calls of the group running
 	step   inflight
 	group  group
 	// What every call of the step shares.
 	d               *Dispatcher
 	hooks           *Hooks
+	obs             *stepObserver // a Runner's step's observer, in place of hooks
 	set             *Set
 	ctx             context.Context // the turn's
 	agentID, turnID string
@@ -187,19 +188,30 @@ type stepState struct {
 	items     []byte
 	itemsFor  int32
 	itemsUsed atomic.Int32
+
+	// Where the step is between its groups (runGroups): the group running
+	// (ps[cur:next]), the call that ended the turn (ps[endedAt-1], when
+	// not 0), its result's allocation, and what ends the step's watch on
+	// its abort. done, for a step started with Start, is told its result.
+	// The indexes are int32 so that the state stays within 448 bytes.
+	cur, next, endedAt int32
+	out                *stepOut
+	aborts             Aborter
+	stopWatch          func() bool
+	done               func(*StepResult)
 }
 
-// stepOut is what a step allocates besides its calls' cells: its result,
-// the identity its calls share, and, for a step of a few calls, its
-// outcomes' slice. One allocation where there were three.
+// stepOut is what a step allocates besides its calls' cells: its result
+// and the identity its calls share. For a step of a few calls, its
+// outcomes' slice and its cells are in the same allocation
+// (newStepOut). One allocation where there were three.
 type stepOut struct {
 	res  StepResult
 	call tool.Call
-	outs [smallStep]*Outcome
 }
 
-// smallStep is the most calls whose outcomes' slice is in the stepOut,
-// and the most running calls whose cells are in its allocation.
+// smallStep is the most calls whose outcomes' slice is in the stepOut's
+// allocation, and the most running calls whose cells are.
 const smallStep = 8
 
 // newStepOut returns the stepOut of a step of n calls and the cells of
@@ -208,48 +220,63 @@ const smallStep = 8
 // cells outlive the step as the result does, and the size classes of the
 // two apart round up more than the one (eight cells, 2,816 bytes, take
 // 3,072 alone; with the stepOut's 192 bytes and the header of an object
-// with pointers, 3,016, they still do).
+// with pointers, 3,016, they still do). A step of one call has room for
+// one outcome only: with its cell, 488 bytes where eight outcomes' room
+// took it to 544, a size class up (576), kept by every step in flight.
 func newStepOut(n, running int) (*stepOut, []cell) {
+	if n == 1 {
+		if running == 0 {
+			return withCells(func(*[0]cell) []cell { return nil }, func(o *[1]*Outcome) []*Outcome { return o[:] })
+		}
+		return withCells(func(c *[1]cell) []cell { return c[:] }, func(o *[1]*Outcome) []*Outcome { return o[:] })
+	}
 	var out *stepOut
 	var cells []cell
 	switch running {
 	case 0:
-		out = new(stepOut)
+		out, cells = withCells(func(*[0]cell) []cell { return nil }, outsOf)
 	case 1:
-		out, cells = withCells(func(c *[1]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[1]cell) []cell { return c[:] }, outsOf)
 	case 2:
-		out, cells = withCells(func(c *[2]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[2]cell) []cell { return c[:] }, outsOf)
 	case 3:
-		out, cells = withCells(func(c *[3]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[3]cell) []cell { return c[:] }, outsOf)
 	case 4:
-		out, cells = withCells(func(c *[4]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[4]cell) []cell { return c[:] }, outsOf)
 	case 5:
-		out, cells = withCells(func(c *[5]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[5]cell) []cell { return c[:] }, outsOf)
 	case 6:
-		out, cells = withCells(func(c *[6]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[6]cell) []cell { return c[:] }, outsOf)
 	case 7:
-		out, cells = withCells(func(c *[7]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[7]cell) []cell { return c[:] }, outsOf)
 	case 8:
-		out, cells = withCells(func(c *[8]cell) []cell { return c[:] })
+		out, cells = withCells(func(c *[8]cell) []cell { return c[:] }, outsOf)
 	default:
-		out, cells = new(stepOut), make([]cell, running)
+		out, cells = withCells(func(*[0]cell) []cell { return nil }, outsOf)
+		cells = make([]cell, running)
 	}
-	if n <= smallStep {
-		out.res.Outcomes = out.outs[:n:n]
-	} else {
+	if n > smallStep {
 		out.res.Outcomes = make([]*Outcome, n)
+	} else {
+		out.res.Outcomes = out.res.Outcomes[:n:n]
 	}
 	return out, cells
 }
 
-// withCells allocates a stepOut and an array of cells C in one object;
-// slice returns the array's cells.
-func withCells[C any](slice func(*C) []cell) (*stepOut, []cell) {
+// outsOf is the outcomes' slice of a step of 2 to smallStep calls.
+func outsOf(o *[smallStep]*Outcome) []*Outcome { return o[:] }
+
+// withCells allocates a stepOut, an array O of outcomes and an array of
+// cells C in one object; cells and outs return the arrays' cells and
+// outcomes. The stepOut's result has the outcomes' slice.
+func withCells[C, O any](cells func(*C) []cell, outs func(*O) []*Outcome) (*stepOut, []cell) {
 	s := new(struct {
 		out   stepOut
+		outs  O
 		cells C
 	})
-	return &s.out, slice(&s.cells)
+	s.out.res.Outcomes = outs(&s.outs)
+	return &s.out, cells(&s.cells)
 }
 
 // maxPooledCalls bounds the steps whose state is kept for reuse: a rare
@@ -297,9 +324,11 @@ func (d *Dispatcher) release(st *stepState) {
 	clear(st.calls)
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, "", "", nil
+	st.d, st.hooks, st.obs, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, nil, "", "", nil
 	st.items, st.itemsFor = nil, 0
 	st.itemsUsed.Store(0)
+	st.cur, st.next, st.endedAt = 0, 0, 0
+	st.out, st.aborts, st.stopWatch, st.done = nil, nil, nil, nil
 	d.states.Put(st)
 }
 
@@ -315,19 +344,44 @@ func (d *Dispatcher) release(st *stepState) {
 //     tool_error; neither stops the other calls.
 func (d *Dispatcher) Run(ctx context.Context, set *Set, in Input) *StepResult {
 	st := d.state(len(in.Calls))
-	res := d.run(ctx, set, in, st)
+	res := d.begin(ctx, set, &in, st)
+	if res == nil {
+		st.runGroups(true)
+		res = st.finish()
+	}
 	d.release(st)
 	return res
 }
 
-func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState) *StepResult {
-	st.d, st.hooks, st.set, st.ctx = d, in.Hooks, set, ctx
+// Start dispatches one step as Run does, without holding the calling
+// goroutine while the calls run: done is called once with the step's
+// result, by the goroutine that gives back the step's last running call
+// (a call's helper, or the watchdog of a call whose tool ignores its
+// context), or by this one when nothing is left to wait for. A step in
+// flight so keeps no goroutine of its own, only its calls' ones.
+func (d *Dispatcher) Start(ctx context.Context, set *Set, in Input, done func(*StepResult)) {
+	st := d.state(len(in.Calls))
+	if res := d.begin(ctx, set, &in, st); res != nil {
+		d.release(st)
+		done(res)
+		return
+	}
+	st.done = done
+	if st.runGroups(false) {
+		st.complete()
+	}
+}
+
+// begin resolves the step's calls, readies their cells and watches the
+// step's abort. A step held for approval returns its result at once.
+func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepState) *StepResult {
+	st.d, st.hooks, st.obs, st.set, st.ctx = d, in.Hooks, in.obs, set, ctx
 	st.agentID, st.turnID, st.stepN = in.AgentID, in.TurnID, in.Step
 	ps := st.ps
 	for i := range in.Calls {
 		p := ps[i]
 		p.st = st
-		d.resolve(ctx, set, &in, &in.Calls[i], p, &st.spares[i])
+		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -343,6 +397,7 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 		}
 	}
 	out, cells := newStepOut(len(ps), running)
+	st.out = out
 	if running > 0 {
 		out.call = tool.Call{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, FairKey: in.FairKey}
 		st.call = &out.call
@@ -359,61 +414,101 @@ func (d *Dispatcher) run(ctx context.Context, set *Set, in Input, st *stepState)
 	step := &st.step
 	switch {
 	case in.Aborts != nil: // the caller aborts the step itself: no watch on ctx
+		st.aborts = in.Aborts
 		in.Aborts.OnAbort(step.abort)
-		defer func() {
-			if !in.Aborts.StopAbort() {
-				step.escape() // the abort is under way or over
-			}
-			step.stop()
-		}()
 	case ctx.Done() != nil: // a context that can never end needs no watch
-		stop := context.AfterFunc(ctx, step.abort)
-		defer func() {
-			if !stop() {
-				step.escape() // the abort is under way or over
-			}
-			step.stop()
-		}()
-	default:
-		defer step.stop()
+		st.stopWatch = context.AfterFunc(ctx, step.abort)
 	}
-	var endedBy *Outcome
-	for i := 0; i < len(ps); {
-		j := i + 1
+	return nil
+}
+
+// runGroups runs the step's groups from st.next on: consecutive parallel
+// calls together, each sequential call alone. With wait each group is
+// waited for here. Without, a group with calls to run is handed to its
+// helpers and runGroups returns false: the group's last place given back
+// (group.give) goes on with the step, and the caller must look at
+// nothing of it any more.
+func (st *stepState) runGroups(wait bool) bool {
+	ps := st.ps
+	for int(st.next) < len(ps) {
+		i, j := int(st.next), int(st.next)+1
 		if ps[i].parallel {
 			for j < len(ps) && ps[j].parallel {
 				j++
 			}
 		}
 		group := ps[i:j]
-		if endedBy != nil {
+		st.cur, st.next = int32(i), int32(j)
+		if st.endedAt != 0 {
+			endedBy := ps[st.endedAt-1].outcome
 			for _, p := range group {
 				if p.outcome == nil {
 					p.outcome = errorOutcome(*p.call, tool.Errorf(tool.Aborted,
 						"Not run: call %s (%s) ended the turn before this call started.", endedBy.CallID, endedBy.Name))
 				}
-				d.ended(ctx, p)
+				st.d.ended(st.ctx, p)
 			}
-		} else {
-			d.runGroup(ctx, group, &st.group)
+		} else if !st.d.runGroup(st.ctx, group, &st.group, wait) {
+			return false
 		}
-		for _, p := range group {
-			if p.outcome.EndTurn && endedBy == nil {
-				endedBy = p.outcome
-			}
-		}
-		i = j
+		st.groupEnded()
 	}
-	res := &out.res
-	for i, p := range ps {
+	return true
+}
+
+// groupEnded notes the call of the group that just ended (ps[cur:next])
+// that ended the turn, if any.
+func (st *stepState) groupEnded() {
+	for i := st.cur; i < st.next && st.endedAt == 0; i++ {
+		if st.ps[i].outcome.EndTurn {
+			st.endedAt = i + 1
+		}
+	}
+}
+
+// resume goes on with a started step once the group it waited for ended:
+// called by the goroutine that gave back the group's last place.
+func (st *stepState) resume() {
+	st.group.ps = st.group.ps[:0]
+	st.groupEnded()
+	if st.runGroups(false) {
+		st.complete()
+	}
+}
+
+// complete ends a started step and tells its done. The state goes back
+// to the pool first: done may take long (it publishes the step's end).
+func (st *stepState) complete() {
+	res, done := st.finish(), st.done
+	st.d.release(st)
+	done(res)
+}
+
+// finish collects the result of a step whose groups all ended, and ends
+// the watch on its abort.
+func (st *stepState) finish() *StepResult {
+	res := &st.out.res
+	for i, p := range st.ps {
 		res.Outcomes[i] = p.outcome
 		res.EndTurn = res.EndTurn || p.outcome.EndTurn
 		res.CompleteActorEvent = res.CompleteActorEvent || p.outcome.Complete
 	}
-	if ctx.Err() != nil {
-		res.Abandoned = abandoned(ctx)
+	if st.ctx.Err() != nil {
+		res.Abandoned = abandoned(st.ctx)
 		res.EndTurn = true
 	}
+	step := &st.step
+	switch {
+	case st.aborts != nil:
+		if !st.aborts.StopAbort() {
+			step.escape() // the abort is under way or over
+		}
+	case st.stopWatch != nil:
+		if !st.stopWatch() {
+			step.escape() // the abort is under way or over
+		}
+	}
+	step.stop(&st.d.progress)
 	return res
 }
 
@@ -430,7 +525,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 		p.digest = CallDigest(*c)
 	}
 	if d.Tracer != nil {
-		p.spanCtx, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
+		_, p.span = spans.ExecuteTool(ctx, d.Tracer, displayName(*c), c.CallID)
 	}
 	if c.Type == protocol.ItemToolSearchCall {
 		p.search = true
@@ -468,7 +563,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 	}
 	var vspan trace.Span
 	if p.span != nil {
-		_, vspan = d.Tracer.Start(p.spanCtx, "validate")
+		_, vspan = d.Tracer.Start(p.spanCtx(), "validate")
 	}
 	te := p.invocation.PrepareWith(t, args, d.Repair.Limit, spare)
 	// The rungs that ran are reported on a refusal too.
@@ -506,17 +601,27 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 	}
 }
 
-func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
+// runGroup runs one group of the step's calls. With wait it returns once
+// they all ended, true. Without, it returns false once the group is
+// handed to its helpers, unless no call of it runs; its last place given
+// back resumes the step. A group larger than MaxParallel is always waited
+// for: without wait, a goroutine of its own runs it and the rest of the
+// step.
+func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait bool) bool {
 	limit := d.MaxParallel
 	if limit <= 0 {
 		limit = DefaultMaxParallel
 	}
 	if len(ps) > limit {
+		if !wait {
+			go ps[0].st.rest()
+			return false
+		}
 		d.runBounded(ctx, ps, g, limit)
-		return
+		return true
 	}
-	st := ps[0].st
-	run := st.run[:0]
+	// g.ps keeps its storage from group to group, and step to step.
+	run := g.ps[:0]
 	for _, p := range ps {
 		if p.outcome != nil {
 			d.ended(ctx, p)
@@ -524,25 +629,44 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group) {
 		}
 		run = append(run, p)
 	}
-	st.run = run
 	if len(run) == 0 {
-		return
+		return true
 	}
 	// One helper starts the group; every helper that takes a call while
 	// calls are left makes sure another is on its way (group.take).
 	g.ps = run
 	g.next.Store(0)
 	g.spares.Store(1)
+	g.async = !wait
+	if g.async {
+		g.places.Store(1)
+		d.Goroutines.run(run[0])
+		return false
+	}
 	g.wg.Add(1)
 	d.Goroutines.run(run[0])
 	g.wg.Wait()
-	g.ps = nil
+	g.ps = g.ps[:0]
+	return true
+}
+
+// rest runs a started step's group larger than MaxParallel, and the
+// groups after it, waiting for each, then completes the step: on a
+// goroutine of its own, as Run would.
+func (st *stepState) rest() {
+	st.d.runBounded(st.ctx, st.ps[st.cur:st.next], &st.group, st.d.MaxParallel)
+	st.groupEnded()
+	st.runGroups(true)
+	st.complete()
 }
 
 // runBounded runs a group larger than MaxParallel: a goroutine per call,
 // each started once one of the limit running ends.
 func (d *Dispatcher) runBounded(ctx context.Context, ps []*pending, g *group, limit int) {
-	g.sem = make(chan struct{}, limit)
+	if limit <= 0 {
+		limit = DefaultMaxParallel
+	}
+	g.sem, g.async = make(chan struct{}, limit), false
 	defer func() { g.sem = nil }()
 	for _, p := range ps {
 		if p.outcome != nil {
@@ -575,12 +699,19 @@ func (d *Dispatcher) runBounded(ctx context.Context, ps []*pending, g *group, li
 //
 // A larger group (sem set) hands each call to a goroutine of its own,
 // at most sem's capacity at once.
+//
+// The group's places are counted by wg when the step waits for the group
+// (Run), or by places when it does not (Start, async): then whoever gives
+// back the last place resumes the step (stepState.resume), so that no
+// goroutine waits for the group.
 type group struct {
 	sem    chan struct{}
 	wg     sync.WaitGroup
-	ps     []*pending // the calls to run, taken in order; nil for sem
-	next   atomic.Int64
-	spares atomic.Int64
+	places atomic.Int32
+	async  bool
+	ps     []*pending // the calls to run, taken in order; empty for sem
+	next   atomic.Int32
+	spares atomic.Int32
 }
 
 func (g *group) acquire() {
@@ -593,11 +724,33 @@ func (g *group) acquire() {
 // release is called once a call's outcome is stored and reported, which
 // for a tool that ignores its context is before the goroutine running it
 // returns.
-func (g *group) release() {
+func (g *group) release(st *stepState) {
 	if g.sem != nil {
 		<-g.sem
 	}
-	g.wg.Done()
+	g.give(st)
+}
+
+// hold takes one more place in the group, for a holder of one.
+func (g *group) hold() {
+	if g.async {
+		g.places.Add(1)
+		return
+	}
+	g.wg.Add(1)
+}
+
+// give gives a place back in st's group. The last one of a group nobody
+// waits for resumes st: after give the caller looks at nothing of the
+// step.
+func (g *group) give(st *stepState) {
+	if !g.async {
+		g.wg.Done()
+		return
+	}
+	if g.places.Add(-1) == 0 {
+		st.resume()
+	}
 }
 
 // run is a helper's goroutine: given the first call of a group it runs
@@ -607,13 +760,13 @@ func (g *group) release() {
 // it was a visible part of the dispatch cost.
 func (p *pending) run() {
 	st := p.st
-	if st.group.ps == nil {
+	if st.group.sem != nil {
 		if !p.start() {
-			st.group.release()
+			st.group.release(st)
 			return
 		}
 		if p.invoke() {
-			st.group.release()
+			st.group.release(st)
 		}
 		return
 	}
@@ -628,7 +781,7 @@ func (p *pending) run() {
 		// it this goroutine looks at nothing of the step.
 		q := st.group.take(st.d)
 		if q == nil {
-			st.group.wg.Done()
+			st.group.give(st)
 			return
 		}
 		q.began = began
@@ -656,7 +809,7 @@ func (g *group) take(d *Dispatcher) *pending {
 	p := g.ps[i]
 	if i+1 < n && g.spares.Load() == 0 {
 		g.spares.Add(1)
-		g.wg.Add(1)
+		g.hold()
 		d.Goroutines.run(p)
 	}
 	return p
@@ -670,7 +823,9 @@ func (p *pending) start() bool {
 	}
 	// The hook's arguments are built only for a hook: a step without
 	// one (a benchmark's, a test's) pays nothing for them.
-	if h := p.st.hooks; h != nil && h.Started != nil {
+	if o := p.st.obs; o != nil {
+		o.started(p.ref(), *p.call, p.inv.Activity)
+	} else if h := p.st.hooks; h != nil && h.Started != nil {
 		h.Started(p.ref(), *p.call, p.inv.Activity)
 	}
 	return true
@@ -702,11 +857,20 @@ func (d *Dispatcher) ended(ctx context.Context, p *pending) {
 	if p.span != nil {
 		p.endSpan()
 	}
+	if o := p.st.obs; o != nil {
+		if !abandoned(ctx) {
+			o.ended(p.ref(), p.outcome)
+		}
+		return
+	}
 	if h := p.st.hooks; h == nil || h.Ended == nil || abandoned(ctx) {
 		return
 	}
 	p.st.hooks.Ended(p.ref(), p.outcome)
 }
+
+// spanCtx is the step's context carrying the call's span.
+func (p *pending) spanCtx() context.Context { return trace.ContextWithSpan(p.st.ctx, p.span) }
 
 func (p *pending) endSpan() {
 	if p.outcome.Err != nil {
@@ -727,7 +891,7 @@ func (p *pending) invoke() bool {
 	parent := p.st.ctx
 	var espan trace.Span
 	if p.span != nil {
-		parent, espan = p.st.d.Tracer.Start(p.spanCtx, "execute") // the tool's own spans nest under it
+		parent, espan = p.st.d.Tracer.Start(p.spanCtx(), "execute") // the tool's own spans nest under it
 	}
 	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause
@@ -765,9 +929,9 @@ func (p *pending) invoke() bool {
 // finish is the watchdog's end of a call: it stores and reports the
 // outcome and releases the call's place in its group.
 func (p *pending) finish(res tool.Result, err error) {
-	g := &p.st.group // p may be reused once released
+	st := p.st // p may be reused once released
 	p.settle(&res, err)
-	g.release()
+	st.group.release(st)
 }
 
 // settle stores and reports the outcome of a call that ran, and ends its

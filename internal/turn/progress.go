@@ -60,9 +60,10 @@ type progress struct {
 type progressTo struct {
 	c       *cell
 	publish func(JournalRef, protocol.Activity)
-	name    string // the call's tool
-	label   string // its started activity label
-	digest  string // the call's JournalRef.Digest
+	obs     *stepObserver // in place of publish (stepState.obs)
+	name    string        // the call's tool
+	label   string        // its started activity label
+	digest  string        // the call's JournalRef.Digest
 	queue   *progressQueue
 }
 
@@ -123,8 +124,7 @@ func (q *progressQueue) wall(d time.Duration) time.Time { return q.epoch.Add(d) 
 // (progressQueue.steps), in the step's state: its next deadline is when
 // the queue calls its inflight's expire.
 type deadline struct {
-	q     *progressQueue
-	owner *inflight
+	owner *inflight // its queue is its step's Dispatcher's progress
 	// at is on q's clock: 8 bytes where a time.Time is 24, which takes a
 	// step's state (stepState, with its inflight) a size class down.
 	at  time.Duration // guarded by q.mu
@@ -291,10 +291,18 @@ func (q *progressQueue) drain() {
 }
 
 // progressState is what a call's cell holds of its reporter.
+//
+// p is made on the first report; endProgress swaps it for endedProgress,
+// so that a report from then on sees the call ended without a flag of its
+// own: 8 bytes, which with the cell's other fields took a one-call step's
+// cells and result a size class up (512 bytes instead of 480).
 type progressState struct {
-	p     atomic.Pointer[progress] // made on the first report
-	ended atomic.Bool              // set by endProgress before it looks at p
+	p atomic.Pointer[progress]
 }
+
+// endedProgress is progressState.p once the call ended: a mark, never
+// locked nor written.
+var endedProgress = new(progress)
 
 // report keeps the call's latest report, and queues its publish when none
 // is.
@@ -306,15 +314,18 @@ func (s *progressState) report(to *progressTo, done, total int64, label string) 
 			g = s.p.Load()
 		}
 	}
+	if g == endedProgress {
+		return
+	}
 	done = max(done, 0)
 	if total < done {
 		total = 0 // a total below what is done is no total
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// ended is read after g is in place: endProgress sets it before it
-	// looks for g, so one of the two sees the other.
-	if g.ended || s.ended.Load() {
+	// g was in place before endProgress swapped it out, and endProgress
+	// sets g.ended under g.mu: one of the two sees the other.
+	if g.ended {
 		return
 	}
 	g.done, g.total, g.text, g.dirty = done, total, label, true
@@ -360,7 +371,11 @@ func (g *progress) publish() {
 	g.dirty, g.last, g.published = false, g.to.queue.clock(), true
 	g.mu.Unlock()
 
-	g.to.publish(ref, a)
+	if o := g.to.obs; o != nil {
+		o.progress(ref, a)
+	} else {
+		g.to.publish(ref, a)
+	}
 
 	g.mu.Lock()
 	if g.dirty && !g.ended {
@@ -374,11 +389,16 @@ func (g *progress) publish() {
 // withProgress gives the call a progress reporter when its hooks
 // publish progress.
 func (p *pending) withProgress() {
-	h := p.st.hooks
-	if h == nil || h.Progress == nil {
+	h, o := p.st.hooks, p.st.obs
+	var publish func(JournalRef, protocol.Activity)
+	switch {
+	case o != nil:
+	case h != nil && h.Progress != nil:
+		publish = h.Progress
+	default:
 		return
 	}
-	to := &progressTo{c: p.cell, publish: h.Progress, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
+	to := &progressTo{c: p.cell, publish: publish, obs: o, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
 	p.cell.ctx.Progress = to.report
 }
 
@@ -390,9 +410,8 @@ func (p *pending) endProgress() {
 	if c.ctx.Progress == nil {
 		return
 	}
-	c.progress.ended.Store(true)
-	g := c.progress.p.Load()
-	if g == nil {
+	g := c.progress.p.Swap(endedProgress)
+	if g == nil || g == endedProgress {
 		return // never reported; a report from now on sees ended
 	}
 	g.mu.Lock()

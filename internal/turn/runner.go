@@ -72,6 +72,12 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 	if err != nil {
 		return err
 	}
+	return r.end(ctx, st, res)
+}
+
+// end publishes the end of a main-turn step whose calls were dispatched:
+// its hold, or its step.done.
+func (r *Runner) end(ctx context.Context, st *protocol.Step, res *StepResult) error {
 	if res.Held != nil {
 		return r.holdStep(ctx, st, res.Held)
 	}
@@ -79,6 +85,38 @@ func (r *Runner) Run(ctx context.Context, st *protocol.Step) error {
 		return r.holdInput(ctx, st, res)
 	}
 	return r.Emitter.StepDone(ctx, res.stepDone(st))
+}
+
+// Start runs one step as Run does, without holding the calling goroutine
+// while the step's calls run: done is called once with what Run would
+// return, on this goroutine when the step ends before any call runs, or
+// else on the goroutine that ends its last call (Dispatcher.Start). A
+// step in flight so keeps no goroutine waiting for its calls: a
+// goroutine's own record alone is about half a KiB of heap.
+func (r *Runner) Start(ctx context.Context, st *protocol.Step, done func(error)) {
+	ctx, span := r.Process(ctx, st)
+	var gate *Policy
+	if policy := r.Approval.With(st.Context.Approval); policy.Destructive || policy.All || len(policy.Names) > 0 {
+		gate = &policy
+	}
+	e, in, err := r.prepare(ctx, st, nil, gate, nil, r.Approvals != nil)
+	if err != nil {
+		span.End()
+		done(err)
+		return
+	}
+	// What the step's end needs is the func's, not the entry's: 48
+	// bytes a step in flight keeps either way, but the entry of a step
+	// Run runs stays in its size class.
+	r.Dispatcher.Start(e.runCtx(), in.set, in.Input, func(res *StepResult) {
+		ctx := e.ctx.parent
+		res, err := r.afterDispatch(ctx, e, st, res)
+		if err == nil {
+			err = r.end(ctx, st, res)
+		}
+		span.End()
+		done(err)
+	})
 }
 
 // stepDone is the step.done of a main-turn step, held or not.
@@ -139,12 +177,31 @@ func (r *Runner) dispatch(ctx context.Context, st *protocol.Step, set *Set, gate
 // the context.WithValue every step in flight kept: the step's context
 // answers it (stepContext).
 func (r *Runner) dispatchIn(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall, allowInput bool) (*StepResult, error) {
+	e, in, err := r.prepare(ctx, st, set, gate, stored, allowInput)
+	if err != nil {
+		return nil, err
+	}
+	res := r.Dispatcher.Run(e.runCtx(), in.set, in.Input)
+	return r.afterDispatch(ctx, e, st, res)
+}
+
+// dispatchInput is what prepare readied for the Dispatcher.
+type dispatchInput struct {
+	Input
+	set *Set
+}
+
+// prepare tracks the step, reads its turn's state and assembles its set
+// (unless given): all that comes before its calls are dispatched with the
+// returned input, in the entry's context (stepEntry.runCtx). The entry is
+// released by afterDispatch, or here on an error.
+func (r *Runner) prepare(ctx context.Context, st *protocol.Step, set *Set, gate *Policy, stored map[string]*HeldCall, allowInput bool) (e *stepEntry, in dispatchInput, err error) {
 	// The step is tracked before the cancel mark is read, and a cancel
 	// message writes the mark before it aborts tracked steps: a step that
 	// starts while its turn is being cancelled sees one or the other.
 	if budget := r.Dispatcher.MaxEventBytes; budget > 0 {
 		if need := protocol.MinStepDoneBytes(st); need > budget {
-			return nil, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes even with every output clipped to a note, over the %d byte limit of one event; send fewer calls per step",
+			return nil, in, fmt.Errorf("%w: its %d calls need a step.done of at least %d bytes even with every output clipped to a note, over the %d byte limit of one event; send fewer calls per step",
 				protocol.ErrMalformed, len(st.Calls), need, budget)
 		}
 	}
@@ -152,15 +209,17 @@ func (r *Runner) dispatchIn(ctx context.Context, st *protocol.Step, set *Set, ga
 	// not the one a cancel aborts: a cancelled turn's step still needs its
 	// tools and loaded set to answer every call aborted.
 	stepCtx := ctx
-	ctx, e := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
-	defer e.release()
-	if allowInput {
-		e.r = r
-		ctx = (*stepContext)(e)
-	}
+	_, entry := r.Cancels.track(ctx, st.AgentID, st.TurnID, st.Step)
+	defer func() {
+		if err != nil {
+			entry.release() // e is nil by now
+		}
+	}()
+	e = entry
+	e.allowInput = allowInput
 	cancelled, reason, err := r.State.Cancelled(stepCtx, st.AgentID, st.TurnID)
 	if err != nil {
-		return nil, fmt.Errorf("reading the turn's cancel mark: %w", err)
+		return nil, in, fmt.Errorf("reading the turn's cancel mark: %w", err)
 	}
 	if cancelled {
 		e.abort(cancelCause(reason))
@@ -168,25 +227,32 @@ func (r *Runner) dispatchIn(ctx context.Context, st *protocol.Step, set *Set, ga
 	if set == nil {
 		set, err = r.Assembler.Assemble(stepCtx, Env{AgentID: st.AgentID, TurnID: st.TurnID, Context: st.Context})
 		if err != nil {
-			return nil, fmt.Errorf("assembling the turn's tools: %w", err)
+			return nil, in, fmt.Errorf("assembling the turn's tools: %w", err)
 		}
 	}
 	var loaded map[string]bool
 	if len(set.Deferred()) > 0 {
 		if loaded, err = r.State.Loaded(stepCtx, st.AgentID, st.TurnID); err != nil {
-			return nil, fmt.Errorf("reading the turn's loaded tools: %w", err)
+			return nil, in, fmt.Errorf("reading the turn's loaded tools: %w", err)
 		}
 	}
-	obs := e.observe(r)
-	res := r.Dispatcher.Run(ctx, set, Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
-		Loaded: loaded, Approval: gate, Stored: stored, Hooks: &e.hooks, Aborts: e})
+	e.observe(r)
+	in = dispatchInput{Input: Input{AgentID: st.AgentID, TurnID: st.TurnID, Step: st.Step, Calls: st.Calls, FairKey: st.FairKey(),
+		Loaded: loaded, Approval: gate, Stored: stored, obs: (*stepObserver)(e), Aborts: e}, set: set}
+	return e, in, nil
+}
+
+// afterDispatch is what comes after a step's calls ended: their loaded
+// tools recorded, the entry released.
+func (r *Runner) afterDispatch(stepCtx context.Context, e *stepEntry, st *protocol.Step, res *StepResult) (*StepResult, error) {
+	defer e.release()
 	if res.Held != nil {
 		return res, nil
 	}
 	if res.Abandoned {
 		return nil, ErrAbandoned
 	}
-	if err := obs.err(); err != nil {
+	if err := (*stepObserver)(e).err(); err != nil {
 		return nil, err
 	}
 	var keys []string
@@ -201,18 +267,26 @@ func (r *Runner) dispatchIn(ctx context.Context, st *protocol.Step, set *Set, ga
 	return res, nil
 }
 
+// runCtx is the context the step's calls run in: the entry's own, which
+// a step whose calls may be held for input answers InputAllowed with
+// (stepContext), without the context.WithValue every step in flight kept.
+func (e *stepEntry) runCtx() context.Context {
+	if e.allowInput {
+		return (*stepContext)(e)
+	}
+	return &e.ctx
+}
+
 // stepObserver publishes activity, progress and call.output events as
 // calls start, report and end, then tells the Runner's own hooks. It is
 // its step's stepEntry: the step's context (the events' context) and the
 // lock of its first error are the entry's, not copies of their own.
 type stepObserver stepEntry
 
-// observe readies the entry's observer for r and sets the entry's hooks
-// to it.
+// observe readies the entry's observer for r: the step's Input.obs.
 func (e *stepEntry) observe(r *Runner) *stepObserver {
 	o := (*stepObserver)(e)
 	o.r = r
-	e.hooks.Started, e.hooks.Progress, e.hooks.Ended = o.started, o.progress, o.ended
 	return o
 }
 
@@ -344,7 +418,7 @@ func (c *Cancels) hash(k turnKey) uint32 { return uint32(maphash.Comparable(c.se
 
 // stepEntry is a running step: its registration in Cancels, its
 // context's one cancellation, the abort of its running calls (Aborter),
-// and the observer of its calls with its hooks, in one allocation that a
+// and the observer of its calls, in one allocation that a
 // step in flight keeps until it ends.
 //
 // The step's context is not a child of the one it came with: a child is
@@ -363,6 +437,7 @@ type stepEntry struct {
 	hash       uint32          // c.hash(key)
 	released   bool            // guarded by c.mu
 	aborted    bool            // guarded by ctx.mu
+	allowInput bool            // its calls may be held for input (stepContext)
 	onAbort    func()          // the dispatcher's abort of the step's calls, guarded by ctx.mu
 
 	// ctx is the step's context: the values and deadline of the one it
@@ -378,7 +453,6 @@ type stepEntry struct {
 	// Emitter publishes their events, and the first publish that failed.
 	r     *Runner
 	first error
-	hooks Hooks
 }
 
 // NewCancels returns an empty tracker.
