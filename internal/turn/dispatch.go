@@ -321,7 +321,9 @@ func (d *Dispatcher) release(st *stepState) {
 			p.inv.Park(&st.spares[i])
 		}
 	}
-	clear(st.calls)
+	for i := range st.calls {
+		st.calls[i].reset()
+	}
 	st.step.reset()
 	st.group.sem = nil
 	st.d, st.hooks, st.obs, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, nil, "", "", nil

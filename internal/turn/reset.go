@@ -31,9 +31,6 @@ func (p *pending) reset() {
 	if p.span != nil {
 		p.span = nil
 	}
-	if p.spanCtx != nil {
-		p.spanCtx = nil
-	}
 	if p.cell != nil {
 		p.cell = nil
 	}

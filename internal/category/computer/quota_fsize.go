@@ -38,7 +38,15 @@ func (p *procTree) capFiles(n int64) {
 		return
 	}
 	p.fsize = n
-	for pid := range p.members() {
+	for pid, parent := range p.members() {
+		// The pid is the one listed (not one reused since, perhaps by
+		// another agent's process of the same user): its parent is the
+		// one it was listed under. A stopped process (held) is checked.
+		if _, held := p.held[pid]; !held {
+			if _, pp := statOf(pid); pp != parent {
+				continue
+			}
+		}
 		p.capPid(pid)
 	}
 }
