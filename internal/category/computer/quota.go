@@ -770,15 +770,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			if w.names != nil && w.names.ok {
 				margin = 0 // each entry counted once: see entrySet
 			}
-			limit := max(w.q.files, start.files) + margin
-			if w.tree.Load() != nil && w.lineSet && w.line.files > start.files && w.line.files < limit {
-				// Held from userland: each crossing of the line below
-				// the bound stops the command for a walk (the line then
-				// moves halfway to the bound), so that a writer of
-				// entries near its bound runs in ever shorter stretches.
-				limit = w.line.files
-			}
-			if w.q.files > 0 && w.est.files > limit {
+			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+margin {
 				// Entries are counted exactly by the events (created,
 				// moved in, deleted, moved out, each once by name: see
 				// entrySet; the margin is for a home too big for the
