@@ -226,7 +226,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil, nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -249,14 +249,9 @@ const xattrInode = 1024
 // carry, it takes the extended attributes from it instead of reading
 // them (a syscall per entry): a walk that confirms a stop must be quick,
 // and attributes raise no event the follower reads, so the backstop
-// walks alone count them anew. Given names, it puts every entry it
-// counts in it (names.ok: it counted all).
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage, names *entrySet) *usage {
+// walks alone count them anew.
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage) *usage {
 	u := &usage{at: time.Now()}
-	if names != nil {
-		names.reset()
-		defer func() { names.ok = names.ok && !u.over && u.blind == 0 }()
-	}
 	xattrs := carry == nil
 	var xattrBytes int64
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
@@ -285,9 +280,6 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64
 				if limit >= 0 && u.files > limit {
 					u.over = true
 					return
-				}
-				if names != nil {
-					names.walked(rel, e.Name())
 				}
 				if xattrs {
 					xattrBytes += xattrBytesAt(fd, e.Name())
@@ -506,9 +498,6 @@ type follower struct {
 	// heldEst the estimate then.
 	heldFS, heldEst int64
 	dev             uint64
-	// names are the entries est counts (nil where entries are not
-	// bounded): see entrySet.
-	names *entrySet
 }
 
 // follow starts following h, before its command starts so that the
@@ -524,9 +513,6 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Lock()
 	w.start = *q.current(h)
 	q.mu.Unlock()
-	if q.files > 0 {
-		w.names = newEntrySet()
-	}
 	if top, err := h.openDir("."); err == nil {
 		w.top = top
 		var st unix.Stat_t
@@ -650,7 +636,7 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry, w.names)
+	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -772,15 +758,15 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+margin {
 				// Entries are counted exactly by the events (created,
-				// moved in, deleted, moved out, each once by name: see
-				// entrySet; the margin is for a home too big for the
-				// set, whose events count as they come): a writer of
-				// empty files is stopped at once, not after a walk of
-				// the entries it keeps making nor after an lstat of
+				// moved in, deleted, moved out; a directory's first
+				// entries may count twice, hence the margin): a writer
+				// of empty files is stopped at once, not after a walk
+				// of the entries it keeps making nor after an lstat of
 				// each file the events name. Where the command has a
 				// process tree (no cgroup), it is stopped at once and a
 				// walk confirms: stopped, it adds nothing while the walk
-				// counts.
+				// counts, and entries the events counted twice (those a
+				// walk read as they were made) kill nothing.
 				if t := w.tree.Load(); t != nil {
 					t.freeze()
 					w.drain(buf)
@@ -925,7 +911,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	isDir := mask&unix.IN_ISDIR != 0
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
-		w.est.files += w.counted(dir, name, false)
+		w.est.files--
 		if !isDir && mask&unix.IN_DELETE != 0 {
 			w.heldNow = true // perhaps still open
 		}
@@ -939,7 +925,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			clear(w.watched)
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-		w.est.files += w.counted(dir, name, true)
+		w.est.files++
 		w.touched[rel] = true
 		if isDir {
 			if mask&unix.IN_MOVED_TO != 0 {
@@ -965,20 +951,6 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		// they hold is looked at once the read's events are in.
 		w.xtouched[rel] = true
 	}
-}
-
-// counted is by how much an entry name made (made) or removed in dir
-// changes the estimate's entries: see entrySet.
-func (w *follower) counted(dir, name string, made bool) int64 {
-	switch {
-	case w.names == nil && made:
-		return 1
-	case w.names == nil:
-		return -1
-	case made:
-		return w.names.add(dir, name, maxNamed(w.q.files))
-	}
-	return w.names.remove(dir, name)
 }
 
 // flush takes the entries the last events touched into the estimate.
