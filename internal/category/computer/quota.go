@@ -752,11 +752,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			parseEvents(buf[:n], w.event)
-			margin := int64(entryMargin)
-			if w.names != nil && w.names.ok {
-				margin = 0 // each entry counted once: see entrySet
-			}
-			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+margin {
+			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
 				// Entries are counted exactly by the events (created,
 				// moved in, deleted, moved out; a directory's first
 				// entries may count twice, hence the margin): a writer
