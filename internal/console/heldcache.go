@@ -134,50 +134,10 @@ func (s *Server) listed(ctx context.Context, key string, rev uint64) (*heldStep,
 // clip is s as showText shows the same value within limit: what s
 // shows when it weighs at most limit, else s cut where showText cuts.
 // s must show the value as showText does within a limit at least
-// limit (a prefix of its lines and segments).
+// limit (a prefix of its lines and segments); limit > 0.
 func (s shown) clip(limit int) shown {
 	if s.Cost <= limit {
 		return s
 	}
-	out := shown{Total: s.Total}
-	used := 0
-	for li, l := range s.Lines {
-		if li > 0 {
-			used++
-		}
-		if out.Cost+lineWeight > limit {
-			if li > 0 {
-				used--
-			}
-			break
-		}
-		out.Cost += lineWeight
-		var kept []seg
-		full := true
-		for _, g := range l.Segs {
-			w := g.weight()
-			if out.Cost+w <= limit {
-				kept = append(kept, g)
-				out.Cost += w
-				used += len(g.Raw) + len(g.Text)*btoi(!g.Mark)
-				continue
-			}
-			full = false
-			if !g.Mark {
-				cut, w := cutPlain(g.Text, limit-out.Cost)
-				if cut > 0 {
-					kept = append(kept, seg{Text: g.Text[:cut]})
-					out.Cost += w
-					used += cut
-				}
-			}
-			break
-		}
-		out.Lines = append(out.Lines, line{Segs: kept})
-		if !full {
-			break
-		}
-	}
-	out.LeftOut = s.Total - used
-	return out
+	return fitLines(len(s.Lines), func(i int) []seg { return s.Lines[i].Segs }, s.Total, limit)
 }

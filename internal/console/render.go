@@ -318,9 +318,18 @@ func showJSON(raw []byte, limit int) shown {
 // of page for two or three of value, and a limit on the value's bytes
 // let a value of such characters weigh twenty times its limit.
 func showText(b []byte, limit int) shown {
-	s := shown{Total: len(b)}
+	lines := strings.Split(string(b), "\n")
+	return fitLines(len(lines), func(i int) []seg { return visible(lines[i]) }, len(b), limit)
+}
+
+// fitLines shows n lines of a value of total bytes, line i made of segs(i)
+// (asked in order, and only for the lines reached), as much of them as
+// weighs at most limit bytes of page (limit ≤ 0: all of it): showText's
+// lines, or those of a value already shown (shown.clip).
+func fitLines(n int, segs func(i int) []seg, total, limit int) shown {
+	s := shown{Total: total}
 	used := 0 // bytes of the value shown
-	for li, l := range strings.Split(string(b), "\n") {
+	for li := 0; li < n; li++ {
 		if li > 0 {
 			used++ // the newline before this line
 		}
@@ -334,7 +343,7 @@ func showText(b []byte, limit int) shown {
 		s.Cost += cost
 		var kept []seg
 		full := true
-		for _, g := range visible(l) {
+		for _, g := range segs(li) {
 			w := g.weight()
 			if limit <= 0 || s.Cost+w <= limit {
 				kept = append(kept, g)
@@ -361,7 +370,7 @@ func showText(b []byte, limit int) shown {
 			break
 		}
 	}
-	s.LeftOut = len(b) - used
+	s.LeftOut = total - used
 	return s
 }
 
