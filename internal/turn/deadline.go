@@ -72,7 +72,7 @@ func (f *inflight) arm(st *stepState, d time.Duration) {
 		return
 	}
 	f.next, f.armed = d, true
-	st.d.progress.setDeadline(&f.dl, st.start.Add(d))
+	st.d.progress.setDeadline(&f.dl, st.out.start.Add(d))
 }
 
 // due is the call's deadline, as the time since its step's start: its
@@ -172,8 +172,8 @@ func (p *pending) watchdog() {
 		return
 	}
 	p.st.d.logger().Warn("tool did not return after its context ended; its result will be dropped",
-		"tool", p.call.Name, "call_id", p.call.CallID, "cause", context.Cause(&p.cell.ctx))
-	p.finish(tool.Result{}, p.cell.ctx.Err())
+		"tool", p.call.Name, "call_id", p.call.CallID, "cause", context.Cause(p.cell))
+	p.finish(tool.Result{}, p.cell.Err())
 }
 
 // lazyCancel is the cancellation of a call's context, made only when

@@ -137,21 +137,6 @@ type pending struct {
 	expired  bool // guarded by the step's inflight.mu
 }
 
-// cell is the part of a call's state that outlives its step: the
-// outcome the caller keeps, and the context the tool ran in, which a tool
-// may keep too (a goroutine it left behind still finds it cancelled, and
-// its progress reports dropped). A step's cells are one allocation, made
-// only for the calls that run. Its size is what a step allocates, and so
-// how often the collector runs: the output item is an allocation of its
-// own, exactly its size (a 160-byte buffer for short items here cost more
-// than the allocation it saved).
-type cell struct {
-	out      Outcome
-	ctx      callCtx
-	cancel   lazyCancel // ctx's cancellation
-	progress progressState
-}
-
 // stepState is a step's working state: its calls' records, the timer of
 // its running calls and the group waiting for them. It goes back to the
 // Dispatcher's pool when the step ends with nothing else looking at it
@@ -175,10 +160,6 @@ type stepState struct {
 	ctx             context.Context // the turn's
 	agentID, turnID string
 	stepN           int64
-	start           time.Time // when the step's calls began to run
-	// call is what the calls' contexts share of their identity (in the
-	// step's stepOut, which outlives the step as they may).
-	call *tool.Call
 	// items is the step's slab of output items (itemBytes), for a step
 	// of more than one running call, itemsFor of them: made by the first
 	// call that ends with a short item. itemsUsed is the bytes handed out,
@@ -206,8 +187,12 @@ type stepState struct {
 // outcomes' slice and its cells are in the same allocation
 // (newStepOut). One allocation where there were three.
 type stepOut struct {
-	res  StepResult
-	call tool.Call
+	res StepResult
+	// call is what the calls' contexts share of their identity, and start
+	// when the step's calls began to run: their deadlines are durations
+	// after it (cell.due).
+	call  tool.Call
+	start time.Time
 }
 
 // smallStep is the most calls whose outcomes' slice is in the stepOut's
@@ -326,7 +311,7 @@ func (d *Dispatcher) release(st *stepState) {
 	}
 	st.step.reset()
 	st.group.sem = nil
-	st.d, st.hooks, st.obs, st.set, st.ctx, st.agentID, st.turnID, st.call = nil, nil, nil, nil, nil, "", "", nil
+	st.d, st.hooks, st.obs, st.set, st.ctx, st.agentID, st.turnID = nil, nil, nil, nil, nil, "", ""
 	st.items, st.itemsFor = nil, 0
 	st.itemsUsed.Store(0)
 	st.cur, st.next, st.endedAt = 0, 0, 0
@@ -402,13 +387,12 @@ func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepSta
 	st.out = out
 	if running > 0 {
 		out.call = tool.Call{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, FairKey: in.FairKey}
-		st.call = &out.call
 		for _, p := range ps {
 			if p.inv != nil && p.outcome == nil {
 				p.cell, cells = &cells[0], cells[1:]
 			}
 		}
-		st.start = time.Now()
+		out.start = time.Now()
 		if running > 1 && running <= maxPooledCalls {
 			st.itemsFor = int32(running)
 		}
@@ -846,7 +830,7 @@ func abandoned(ctx context.Context) bool {
 }
 
 // since is the time since the step's start.
-func (st *stepState) since() time.Duration { return time.Since(st.start) }
+func (st *stepState) since() time.Duration { return time.Since(st.out.start) }
 
 // ref is the call's JournalRef.
 func (p *pending) ref() JournalRef {
@@ -898,15 +882,16 @@ func (p *pending) invoke() bool {
 	// The step's deadline serves as the call's deadline and its watchdog:
 	// when the deadline passes it cancels the call (cause
 	// tools.ErrTimedOut) and starts the watchdog. The context still
-	// reports the deadline (callCtx.Due).
+	// reports the deadline (cell.due).
 	c := p.cell
 	c.cancel.parent = parent
 	if p.st.d.Journal != nil { // the claim took its time
 		p.began = p.st.since()
 	}
-	c.ctx.cancel = &c.cancel
-	c.ctx.Step, c.ctx.CallID = p.st.call, p.call.CallID
-	c.ctx.Due = p.st.start.Add(p.began + p.timeout)
+	// The call's id is its outcome's from the start: the context reads
+	// it there (cell.Value), and outcome does not write it again.
+	c.step, c.out.CallID = p.st.out, p.call.CallID
+	c.due = p.began + p.timeout
 	p.withProgress()
 	// The watchdog starts when the time limit passes (inflight.expire), or
 	// when the turn is aborted (inflight.abort); neither happens to a call
@@ -914,7 +899,7 @@ func (p *pending) invoke() bool {
 	if !p.st.step.add(p) {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
-	res, err := p.inv.Run(&c.ctx)
+	res, err := p.inv.Run(c)
 	// Ended before the outcome is published: once step.done is out, every
 	// span of the step's calls has ended.
 	if espan != nil {

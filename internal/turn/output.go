@@ -63,7 +63,7 @@ func (d *Dispatcher) bound(p *pending) {
 func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.Duration) *Outcome {
 	c := p.cell
 	o := &c.out
-	o.CallID, o.Name, o.Ran, o.Duration = p.call.CallID, p.call.Name, true, took
+	o.Name, o.Ran, o.Duration = p.call.Name, true, took // CallID is set as the call starts (invoke)
 	if p.call.Namespace != "" {
 		o.Namespace = p.call.Namespace
 	}
@@ -78,7 +78,7 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 	}
 	var notes []string
 	if err != nil {
-		o.Err = tools.Classify(err, &c.ctx, p.st.ctx, p.timeout)
+		o.Err = tools.Classify(err, c, p.st.ctx, p.timeout)
 		o.Item, notes = d.outputItem(p.st, p.call.CallID, tools.FailureText(o.Err, res.Content), res.Media)
 		if notes != nil {
 			o.MediaNotes = notes

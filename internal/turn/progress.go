@@ -69,8 +69,8 @@ type progressTo struct {
 
 // ref is the call's JournalRef.
 func (to *progressTo) ref() JournalRef {
-	c := to.c.ctx.Step
-	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: to.c.ctx.CallID, Digest: to.digest}
+	c := &to.c.step.call
+	return JournalRef{AgentID: c.AgentID, TurnID: c.TurnID, Step: c.Step, CallID: to.c.out.CallID, Digest: to.digest}
 }
 
 // report is the call's progress func.
@@ -399,7 +399,7 @@ func (p *pending) withProgress() {
 		return
 	}
 	to := &progressTo{c: p.cell, publish: publish, obs: o, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
-	p.cell.ctx.Progress = to.report
+	p.cell.onProgress = to.report
 }
 
 // endProgress stops the call's reporter when the call ends, before its
@@ -407,7 +407,7 @@ func (p *pending) withProgress() {
 // published, and one being published is waited for.
 func (p *pending) endProgress() {
 	c := p.cell
-	if c.ctx.Progress == nil {
+	if c.onProgress == nil {
 		return
 	}
 	g := c.progress.p.Swap(endedProgress)
