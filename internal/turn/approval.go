@@ -323,7 +323,7 @@ type Approvals interface {
 func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 	need := false
 	for _, p := range ps {
-		if p.inv != nil && policy.Reason(p.inv.Tool) != "" {
+		if p.valid() && policy.Reason(p.invocation.Tool) != "" {
 			need = true
 			break
 		}
@@ -338,7 +338,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 		switch {
 		case p.outcome != nil:
 			h.Outcome = p.outcome
-		case p.inv != nil:
+		case p.valid():
 			args, err := d.validated(p)
 			if err != nil {
 				// A validated value always encodes; should it not, the call
@@ -346,8 +346,8 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 				h.Outcome = errorOutcome(c, tool.Errorf(tool.Internal, "The validated arguments could not be kept for approval: %v", err))
 				break
 			}
-			h.Valid, h.Repairs, h.Activity, h.Approval = args, p.inv.Repairs, p.inv.Activity, policy.Reason(p.inv.Tool)
-			sp := p.inv.Tool.Spec()
+			h.Valid, h.Repairs, h.Activity, h.Approval = args, p.invocation.Repairs, p.invocation.Activity, policy.Reason(p.invocation.Tool)
+			sp := p.invocation.Tool.Spec()
 			h.ReadOnly, h.Destructive = sp.ReadOnly, sp.Destructive
 		}
 		held[i] = h
@@ -364,7 +364,7 @@ func (d *Dispatcher) hold(ps []*pending, policy *Policy) []HeldCall {
 // conservative repairs of a destructive tool), so that a running call
 // keeps nothing it does not need.
 func (d *Dispatcher) validated(p *pending) (json.RawMessage, error) {
-	valid, _, err := tools.Validate(p.inv.Tool, p.call.Arguments, d.Repair.Limit)
+	valid, _, err := tools.Validate(p.invocation.Tool, p.call.Arguments, d.Repair.Limit)
 	return valid, err
 }
 

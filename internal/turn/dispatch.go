@@ -107,10 +107,15 @@ type Dispatcher struct {
 // records are one allocation, reused by later steps (stepState); what
 // can be reached once the step is over is in the call's cell instead.
 type pending struct {
-	st         *stepState
-	call       *protocol.CallItem // in the step's Input
-	digest     string             // the call's JournalRef.Digest
-	inv        *tools.Invocation  // &invocation once the arguments validated
+	// st is the state whose record this is, set once for the state's life
+	// (Dispatcher.state), as ps[i] is: a pointer a step need not write is a
+	// write barrier fewer, twice a call, while the collector marks.
+	st     *stepState
+	call   *protocol.CallItem // in the step's Input
+	digest string             // the call's JournalRef.Digest
+	// invocation is the call's, once its arguments validated (valid):
+	// its Tool is set then, where a pointer to it was stored (and cleared)
+	// per call.
 	invocation tools.Invocation
 	timeout    time.Duration
 	search     bool
@@ -281,6 +286,7 @@ func (d *Dispatcher) state(n int) *stepState {
 		// marks).
 		for i := range st.calls {
 			st.ps[i] = &st.calls[i]
+			st.calls[i].st = st
 		}
 	}
 	st.calls, st.ps, st.spares = st.calls[:n], st.ps[:n], st.spares[:n]
@@ -295,15 +301,15 @@ func (d *Dispatcher) release(st *stepState) {
 	}
 	if cap(st.calls) > maxPooledCalls {
 		for i := range st.calls {
-			if p := &st.calls[i]; p.inv != nil {
-				p.inv.Release()
+			if p := &st.calls[i]; p.valid() {
+				p.invocation.Release()
 			}
 		}
 		return
 	}
 	for i := range st.calls {
-		if p := &st.calls[i]; p.inv != nil {
-			p.inv.Park(&st.spares[i])
+		if p := &st.calls[i]; p.valid() {
+			p.invocation.Park(&st.spares[i])
 		}
 	}
 	for i := range st.calls {
@@ -367,7 +373,6 @@ func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepSta
 	ps := st.ps
 	for i := range in.Calls {
 		p := ps[i]
-		p.st = st
 		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
 	}
 	d.checkReuse(ctx, ps)
@@ -379,7 +384,7 @@ func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepSta
 	// One allocation holds the cells of every call that may run.
 	running := 0
 	for _, p := range ps {
-		if p.inv != nil && p.outcome == nil {
+		if p.valid() && p.outcome == nil {
 			running++
 		}
 	}
@@ -388,7 +393,7 @@ func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepSta
 	if running > 0 {
 		out.call = tool.Call{AgentID: in.AgentID, TurnID: in.TurnID, Step: in.Step, FairKey: in.FairKey}
 		for _, p := range ps {
-			if p.inv != nil && p.outcome == nil {
+			if p.valid() && p.outcome == nil {
 				p.cell, cells = &cells[0], cells[1:]
 			}
 		}
@@ -502,7 +507,7 @@ func (st *stepState) finish() *StepResult {
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
 func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
-	// p is zero (a step state's records are cleared when they are put
+	// p is zero but for its st (a step state's records are reset when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
 	c := call
@@ -573,9 +578,8 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 		p.outcome.Repairs = repairs
 		return
 	}
-	p.inv = &p.invocation
 	if held != nil {
-		p.inv.Repairs = held.Repairs
+		p.invocation.Repairs = held.Repairs
 	}
 	p.parallel = sp.ExecutionMode == tool.Parallel
 	p.timeout = sp.Timeout
@@ -606,14 +610,22 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait
 		d.runBounded(ctx, ps, g, limit)
 		return true
 	}
-	// g.ps keeps its storage from group to group, and step to step.
-	run := g.ps[:0]
-	for _, p := range ps {
-		if p.outcome != nil {
-			d.ended(ctx, p)
-			continue
+	// A group whose calls all run (the common case) is taken from ps
+	// itself; otherwise the ones to run are copied to g.buf, which keeps
+	// its storage from group to group, and step to step. Copying every
+	// group was a pointer written per call, a write barrier while the
+	// collector marks.
+	run := ps
+	if anyAnswered(ps) {
+		run = g.buf[:0]
+		for _, p := range ps {
+			if p.outcome != nil {
+				d.ended(ctx, p)
+				continue
+			}
+			run = append(run, p)
 		}
-		run = append(run, p)
+		g.buf = run
 	}
 	if len(run) == 0 {
 		return true
@@ -634,6 +646,16 @@ func (d *Dispatcher) runGroup(ctx context.Context, ps []*pending, g *group, wait
 	g.wg.Wait()
 	g.ps = g.ps[:0]
 	return true
+}
+
+// anyAnswered reports whether a call of ps has its outcome already.
+func anyAnswered(ps []*pending) bool {
+	for _, p := range ps {
+		if p.outcome != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // rest runs a started step's group larger than MaxParallel, and the
@@ -696,6 +718,7 @@ type group struct {
 	places atomic.Int32
 	async  bool
 	ps     []*pending // the calls to run, taken in order; empty for sem
+	buf    []*pending // ps's storage when not all of a group's calls run
 	next   atomic.Int32
 	spares atomic.Int32
 }
@@ -810,9 +833,9 @@ func (p *pending) start() bool {
 	// The hook's arguments are built only for a hook: a step without
 	// one (a benchmark's, a test's) pays nothing for them.
 	if o := p.st.obs; o != nil {
-		o.started(p.ref(), *p.call, p.inv.Activity)
+		o.started(p.ref(), *p.call, p.invocation.Activity)
 	} else if h := p.st.hooks; h != nil && h.Started != nil {
-		h.Started(p.ref(), *p.call, p.inv.Activity)
+		h.Started(p.ref(), *p.call, p.invocation.Activity)
 	}
 	return true
 }
@@ -831,6 +854,10 @@ func abandoned(ctx context.Context) bool {
 
 // since is the time since the step's start.
 func (st *stepState) since() time.Duration { return time.Since(st.out.start) }
+
+// valid reports whether the call's arguments validated: its invocation
+// is ready to run.
+func (p *pending) valid() bool { return p.invocation.Tool != nil }
 
 // ref is the call's JournalRef.
 func (p *pending) ref() JournalRef {
@@ -899,7 +926,7 @@ func (p *pending) invoke() bool {
 	if !p.st.step.add(p) {
 		go p.watchdog() // the turn was aborted before the call registered
 	}
-	res, err := p.inv.Run(c)
+	res, err := p.invocation.Run(c)
 	// Ended before the outcome is published: once step.done is out, every
 	// span of the step's calls has ended.
 	if espan != nil {

@@ -61,7 +61,7 @@ func Redelivered(ctx context.Context) context.Context {
 // it ran (Recorder): a read-only tool, a journal that can, and a step on
 // its first delivery.
 func (p *pending) recordAfter() bool {
-	if _, ok := p.st.d.Journal.(Recorder); !ok || !p.inv.Tool.Spec().ReadOnly {
+	if _, ok := p.st.d.Journal.(Recorder); !ok || !p.invocation.Tool.Spec().ReadOnly {
 		return false
 	}
 	redelivered, _ := p.st.ctx.Value(redeliveredKey{}).(bool)
@@ -103,7 +103,7 @@ func (p *pending) answered() bool {
 		return false
 	}
 	stored, err := d.Journal.Claim(ctx, p.ref())
-	sp := p.inv.Tool.Spec()
+	sp := p.invocation.Tool.Spec()
 	switch {
 	case err == nil && stored == nil && context.Cause(ctx) != nil:
 		// The turn was aborted while the claim was on its way (a journal

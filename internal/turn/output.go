@@ -67,8 +67,8 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 	if p.call.Namespace != "" {
 		o.Namespace = p.call.Namespace
 	}
-	if p.inv.Repairs != nil {
-		o.Repairs = p.inv.Repairs
+	if p.invocation.Repairs != nil {
+		o.Repairs = p.invocation.Repairs
 	}
 	if res.Details != nil {
 		o.Details = res.Details
@@ -83,7 +83,7 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 		if notes != nil {
 			o.MediaNotes = notes
 		}
-		if a := p.inv.Activity; a != "" {
+		if a := p.invocation.Activity; a != "" {
 			o.Activity = a
 		}
 		return o
@@ -93,7 +93,7 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 	if notes != nil {
 		o.MediaNotes = notes
 	}
-	if a := p.inv.CompletedActivity(*res); a != "" {
+	if a := p.invocation.CompletedActivity(*res); a != "" {
 		o.Activity = a
 	}
 	return o

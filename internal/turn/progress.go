@@ -398,7 +398,7 @@ func (p *pending) withProgress() {
 	default:
 		return
 	}
-	to := &progressTo{c: p.cell, publish: publish, obs: o, name: p.call.Name, label: p.inv.Activity, digest: p.digest, queue: &p.st.d.progress}
+	to := &progressTo{c: p.cell, publish: publish, obs: o, name: p.call.Name, label: p.invocation.Activity, digest: p.digest, queue: &p.st.d.progress}
 	p.cell.onProgress = to.report
 }
 

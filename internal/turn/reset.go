@@ -9,18 +9,13 @@ package turn
 // (an eighth of it, with the barriers of the other writes, where Eino's
 // ToolsNode spends a fortieth). TestPendingReset fills every field and
 // checks that none is left.
+// The record's st stays: it is set once for the state's life.
 func (p *pending) reset() {
-	if p.st != nil {
-		p.st = nil
-	}
 	if p.call != nil {
 		p.call = nil
 	}
 	if len(p.digest) != 0 {
 		p.digest = ""
-	}
-	if p.inv != nil {
-		p.inv = nil
 	}
 	p.invocation.Reset()
 	p.timeout = 0

@@ -14,10 +14,11 @@ import (
 )
 
 // TestPendingReset fills every field of a step's record, the
-// invocation's included, and checks that reset leaves it zero, as
-// clear did: resolve sets a record's fields one by one over a zero one.
-// A field added to pending without a line in reset fails it, and so does
-// one of a type fill does not know yet (add it there).
+// invocation's included, and checks that reset leaves it zero but for
+// its state (set once per state), as clear did: resolve sets a record's
+// fields one by one over a zero one. A field added to pending without a
+// line in reset fails it, and so does one of a type fill does not know
+// yet (add it there).
 func TestPendingReset(t *testing.T) {
 	type params struct {
 		Text string `json:"text"`
@@ -35,7 +36,13 @@ func TestPendingReset(t *testing.T) {
 		t.Fatal(te)
 	}
 	p.invocation.Repairs = []string{"rung"}
+	st := p.st
 	p.reset()
+	// st is the record's state for the state's life: reset keeps it.
+	if p.st != st {
+		t.Fatal("reset changed the record's state")
+	}
+	p.st = nil
 	if !reflect.ValueOf(&p).Elem().IsZero() {
 		t.Fatalf("reset left a field set: %+v", &p)
 	}
