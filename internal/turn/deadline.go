@@ -17,8 +17,14 @@ import (
 // one per call, and the Dispatcher's one timer for the deadlines of all
 // its steps.
 type inflight struct {
-	mu      sync.Mutex
-	calls   []*pending
+	mu sync.Mutex
+	// st is the state this is the inflight of, set once for its life:
+	// its running calls are the records of st.ps marked running, where
+	// a slice of them took three pointer writes per call (append, and
+	// the swap and clear of its removal), write barriers while the
+	// collector marks. expire and abort, which are rare, look at every
+	// record of the step instead.
+	st      *stepState
 	aborted bool
 	stopped bool // the step is over: the deadline stays unset
 	armed   bool // the deadline is queued and has not come
@@ -42,7 +48,7 @@ func (f *inflight) add(p *pending) bool {
 	if f.dl.owner == nil {
 		f.dl.owner = f
 	}
-	f.calls = append(f.calls, p)
+	p.running = true
 	if d := p.due(); f.next == 0 || d < f.next {
 		f.arm(p.st, d)
 	}
@@ -54,15 +60,8 @@ func (f *inflight) add(p *pending) bool {
 
 func (f *inflight) remove(p *pending) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i, c := range f.calls {
-		if c == p {
-			last := len(f.calls) - 1
-			f.calls[i], f.calls[last] = f.calls[last], nil
-			f.calls = f.calls[:last]
-			return
-		}
-	}
+	p.running = false
+	f.mu.Unlock()
 }
 
 // arm sets the step's deadline to d after st's start. The caller holds
@@ -87,9 +86,11 @@ func (f *inflight) expire() {
 	f.escaped, f.armed = true, false
 	f.next = 0
 	var next time.Duration
-	var st *stepState
-	for _, p := range f.calls {
-		st = p.st
+	st := f.st
+	for _, p := range st.ps {
+		if !p.running {
+			continue
+		}
 		switch d := p.due(); {
 		case p.expired:
 		case d <= st.since():
@@ -111,7 +112,10 @@ func (f *inflight) abort() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.aborted, f.escaped = true, true
-	for _, p := range f.calls {
+	for _, p := range f.st.ps {
+		if !p.running {
+			continue
+		}
 		p.cell.cancel.with(context.Cause(p.st.ctx))
 		go p.watchdog()
 	}
@@ -146,8 +150,6 @@ func (f *inflight) isEscaped() bool {
 // reset readies a stopped step's inflight for the next step; its
 // deadline stays, out of the queue.
 func (f *inflight) reset() {
-	clear(f.calls) // empty already: every call removed itself
-	f.calls = f.calls[:0]
 	f.aborted, f.stopped, f.next = false, false, 0
 }
 

@@ -139,7 +139,10 @@ type pending struct {
 	// finished is set by whichever ends the call first: the tool
 	// returning, or the watchdog.
 	finished atomic.Bool
-	expired  bool // guarded by the step's inflight.mu
+	// running is set while the call is registered on its step's
+	// inflight (add to remove), expired once its time is up; both are
+	// guarded by the inflight's mu.
+	running, expired bool
 }
 
 // stepState is a step's working state: its calls' records, the timer of
@@ -278,6 +281,7 @@ func (d *Dispatcher) state(n int) *stepState {
 	st, _ := d.states.Get().(*stepState)
 	if st == nil {
 		st = &stepState{}
+		st.step.st = st
 	}
 	if cap(st.calls) < n {
 		st.calls, st.ps, st.spares = make([]pending, n), make([]*pending, n), make([]tools.Spare, n)

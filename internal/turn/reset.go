@@ -31,5 +31,5 @@ func (p *pending) reset() {
 	}
 	p.began, p.end = 0, 0
 	p.finished.Store(false)
-	p.expired = false
+	p.running, p.expired = false, false
 }
