@@ -40,27 +40,21 @@ func Prepare(t *tool.Tool, args string, repairLimit int) (*Invocation, error) {
 // in a larger value (the dispatcher's per-call state): one allocation
 // fewer per call. Its refusal is the *tool.Error itself (kind
 // invalid_arguments, with the rungs that ran in Repairs); on a refusal
-// inv is left as it was.
+// inv is left as it was, but for parked storage (Park): that goes back
+// to its tool.
+//
+// An invocation parked by Park decodes into its own parked storage when
+// it is t's, and hands it back to its tool otherwise.
 func (inv *Invocation) Prepare(t *tool.Tool, args string, repairLimit int) *tool.Error {
-	return inv.PrepareWith(t, args, repairLimit, nil)
-}
-
-// Spare holds the parked storage of a released invocation's decoded
-// parameters (Invocation.Park), for a later PrepareWith to reuse. The
-// zero value holds none.
-type Spare struct {
-	a toolhooks.Args[tool.Result]
-}
-
-// PrepareWith is [Invocation.Prepare] reusing the storage spare holds
-// when it is t's: spare is emptied whatever happens.
-func (inv *Invocation) PrepareWith(t *tool.Tool, args string, repairLimit int, spare *Spare) *tool.Error {
-	var s toolhooks.Args[tool.Result]
-	if spare != nil && spare.a != nil {
-		s, spare.a = spare.a, nil
+	var parked toolhooks.Args[tool.Result]
+	if inv.Tool == nil {
+		parked = inv.args // parse reuses it or gives it back, whatever happens
 	}
-	a, repairs, err := parse(t, args, repairLimit, s)
+	a, repairs, err := parse(t, args, repairLimit, parked)
 	if err != nil {
+		if parked != nil {
+			inv.args = nil
+		}
 		return prepareError(t, err, repairs)
 	}
 	inv.set(t, repairs, a.Activity(), a)
@@ -68,9 +62,9 @@ func (inv *Invocation) PrepareWith(t *tool.Tool, args string, repairLimit int, s
 }
 
 // set fills inv field by field, writing only the fields that change: an
-// invocation is most often set over a cleared one (Reset), and assigning
-// a whole Invocation goes through the write barrier for every pointer
-// slot in it while the collector marks.
+// invocation is most often set over a parked one (Park), whose storage
+// it decoded into, and assigning a whole Invocation goes through the
+// write barrier for every pointer slot in it while the collector marks.
 func (inv *Invocation) set(t *tool.Tool, repairs []string, activity string, a toolhooks.Args[tool.Result]) {
 	inv.Tool = t
 	if repairs != nil || inv.Repairs != nil {
@@ -79,12 +73,14 @@ func (inv *Invocation) set(t *tool.Tool, repairs []string, activity string, a to
 	if len(activity) != 0 || len(inv.Activity) != 0 {
 		inv.Activity = activity
 	}
-	inv.args = a
+	if inv.args != a {
+		inv.args = a
+	}
 }
 
 // Reset empties inv for reuse, writing only the fields that are set (see
 // set). Its parameters are dropped, not released: Park or Release them
-// first to reuse their storage.
+// instead to reuse their storage.
 func (inv *Invocation) Reset() {
 	if inv.Tool != nil {
 		inv.Tool = nil
@@ -184,19 +180,29 @@ func (inv *Invocation) Release() {
 	}
 }
 
-// Park is [Invocation.Release] into spare: the decoded parameters'
-// storage, emptied, stays there for a later PrepareWith (of the same
-// tool, or it goes back to its tool then). A storage spare held already
-// goes back to its tool.
-func (inv *Invocation) Park(spare *Spare) {
-	if inv.args == nil {
+// Park ends a prepared invocation, as [Invocation.Reset] does, but keeps
+// its decoded parameters' storage, emptied, in inv for its next Prepare
+// (of the same tool; another tool's gives it back to its tool then). A
+// dispatcher's per-call state that parks its invocation between steps so
+// writes no pointer for the storage: the parameters stay where they are,
+// where moving them to a spare and back took eight pointer writes a call
+// (write barriers while the collector marks). A parked invocation is not
+// prepared: its Tool is nil. Park does nothing to one that is not
+// prepared.
+func (inv *Invocation) Park() {
+	if inv.Tool == nil {
 		return
 	}
-	if spare.a != nil {
-		spare.a.Release()
+	inv.Tool = nil
+	if inv.Repairs != nil {
+		inv.Repairs = nil
 	}
-	inv.args.Park()
-	spare.a, inv.args = inv.args, nil
+	if len(inv.Activity) != 0 {
+		inv.Activity = ""
+	}
+	if inv.args != nil {
+		inv.args.Park()
+	}
 }
 
 // CompletedActivity is the label to show once the call ended with r:

@@ -150,42 +150,52 @@ func TestParseNamesEveryViolation(t *testing.T) {
 	}
 }
 
-// A parked invocation's storage is what the next PrepareWith of the same
-// tool decodes into, emptied in between; another tool's PrepareWith gives
-// it back to its tool instead, and a refusal leaves the spare empty too.
+// A parked invocation's storage is what its next Prepare of the same
+// tool decodes into, emptied in between; another tool's Prepare gives it
+// back to its tool instead, and a refusal gives it back too. A prepared
+// invocation's parameters are never decoded into: they may still be in
+// use.
 func TestParkedStorageIsReused(t *testing.T) {
 	move, other := moveTool(t, tool.Spec{}), moveTool(t, tool.Spec{})
-	var spare Spare
 	var inv Invocation
-	if err := inv.PrepareWith(move, `{"from":"a","to":"b"}`, 0, &spare); err != nil {
-		t.Fatal(err)
+	if err := inv.Prepare(move, `{'from':'a','to':'b'}`, 0); err != nil || inv.Repairs == nil {
+		t.Fatal(err, inv.Repairs)
 	}
 	first := inv.args
-	inv.Park(&spare)
-	if spare.a != first || inv.args != nil {
-		t.Fatalf("parked %v, left %v", spare.a, inv.args)
+	inv.Park()
+	if inv.args != first || inv.Tool != nil || inv.Repairs != nil || inv.Activity != "" {
+		t.Fatalf("parked: %+v, want only the storage %p", inv, first)
 	}
 	if c := first.(interface{ Activity() string }); c.Activity() != "" {
 		t.Errorf("parked storage keeps the label %q", c.Activity())
 	}
-	var next Invocation
-	if err := next.PrepareWith(move, `{"from":"c","to":"d"}`, 0, &spare); err != nil {
+	if err := inv.Prepare(move, `{"from":"c","to":"d"}`, 0); err != nil {
 		t.Fatal(err)
 	}
-	if next.args != first || spare.a != nil || next.Activity != "Moving c" {
-		t.Errorf("same tool: storage %p, want %p; spare %v; activity %q", next.args, first, spare.a, next.Activity)
+	if inv.args != first || inv.Tool != move || inv.Activity != "Moving c" {
+		t.Errorf("same tool: storage %p, want %p; activity %q", inv.args, first, inv.Activity)
 	}
-	next.Park(&spare)
-	var third Invocation
-	if err := third.PrepareWith(other, `{"from":"e","to":"f"}`, 0, &spare); err != nil {
+	if err := inv.Prepare(move, `{"from":"e","to":"f"}`, 0); err != nil {
 		t.Fatal(err)
 	}
-	if third.args == first || spare.a != nil {
-		t.Errorf("another tool decoded into the spare of move, or left it held")
+	if inv.args == first {
+		t.Error("a prepared invocation's parameters were decoded into")
 	}
-	third.Park(&spare)
-	if err := third.PrepareWith(other, `{"from":1}`, 0, &spare); err == nil || spare.a != nil {
-		t.Errorf("refusal: %v, spare %v", err, spare.a)
+	inv.Park()
+	second := inv.args
+	if err := inv.Prepare(other, `{"from":"e","to":"f"}`, 0); err != nil {
+		t.Fatal(err)
+	}
+	if inv.args == second || inv.Tool != other {
+		t.Errorf("another tool decoded into the storage of move")
+	}
+	inv.Park()
+	if err := inv.Prepare(other, `{"from":1}`, 0); err == nil || inv.args != nil || inv.Tool != nil {
+		t.Errorf("refusal: %v, left %+v", err, inv)
+	}
+	inv.Park() // nothing prepared: nothing to park
+	if inv.args != nil || inv.Tool != nil {
+		t.Errorf("Park of an unprepared invocation: %+v", inv)
 	}
 }
 

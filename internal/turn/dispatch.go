@@ -151,15 +151,14 @@ type pending struct {
 // (inflight.escaped): the step's own allocation was a third of a no-op
 // step's cost, most of it the garbage collector's.
 type stepState struct {
+	// calls[i]'s invocation keeps the parameters' storage of its last
+	// call when the state is put back (tools.Invocation.Park, in
+	// pending.reset): a step of the tools its state ran last decodes its
+	// arguments into it, not into the tool's pool's.
 	calls []pending
 	ps    []*pending
-	// spares[i] keeps the parameters' storage of calls[i]'s last
-	// invocation (tools.Invocation.Park): a step of the tools its state
-	// ran last decodes its arguments into it, not into the tool's pool's.
-	// Not cleared with the records.
-	spares []tools.Spare
-	step   inflight
-	group  group
+	step  inflight
+	group group
 	// What every call of the step shares.
 	d               *Dispatcher
 	hooks           *Hooks
@@ -284,7 +283,7 @@ func (d *Dispatcher) state(n int) *stepState {
 		st.step.st = st
 	}
 	if cap(st.calls) < n {
-		st.calls, st.ps, st.spares = make([]pending, n), make([]*pending, n), make([]tools.Spare, n)
+		st.calls, st.ps = make([]pending, n), make([]*pending, n)
 		// ps[i] is &calls[i] for the state's life: a step writes no
 		// pointer it need not (each is a write barrier while the collector
 		// marks).
@@ -293,7 +292,7 @@ func (d *Dispatcher) state(n int) *stepState {
 			st.calls[i].st = st
 		}
 	}
-	st.calls, st.ps, st.spares = st.calls[:n], st.ps[:n], st.spares[:n]
+	st.calls, st.ps = st.calls[:n], st.ps[:n]
 	return st
 }
 
@@ -312,12 +311,7 @@ func (d *Dispatcher) release(st *stepState) {
 		return
 	}
 	for i := range st.calls {
-		if p := &st.calls[i]; p.valid() {
-			p.invocation.Park(&st.spares[i])
-		}
-	}
-	for i := range st.calls {
-		st.calls[i].reset()
+		st.calls[i].reset() // parks the call's parameters
 	}
 	st.step.reset()
 	st.group.sem = nil
@@ -377,7 +371,7 @@ func (d *Dispatcher) begin(ctx context.Context, set *Set, in *Input, st *stepSta
 	ps := st.ps
 	for i := range in.Calls {
 		p := ps[i]
-		d.resolve(ctx, set, in, &in.Calls[i], p, &st.spares[i])
+		d.resolve(ctx, set, in, &in.Calls[i], p)
 	}
 	d.checkReuse(ctx, ps)
 	if in.Approval != nil && ctx.Err() == nil {
@@ -510,7 +504,7 @@ func (st *stepState) finish() *StepResult {
 // resolve finds the call's tool and validates its arguments. Calls that
 // cannot run get their outcome here and count as parallel: they neither
 // wait for nor hold up anything.
-func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *protocol.CallItem, p *pending, spare *tools.Spare) {
+func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *protocol.CallItem, p *pending) {
 	// p is zero but for its st (a step state's records are reset when they are put
 	// back): set field by field, since assigning a whole pending copies
 	// it through the write barrier.
@@ -560,7 +554,7 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 	if p.span != nil {
 		_, vspan = d.Tracer.Start(p.spanCtx(), "validate")
 	}
-	te := p.invocation.PrepareWith(t, args, d.Repair.Limit, spare)
+	te := p.invocation.Prepare(t, args, d.Repair.Limit) // into the record's parked parameters, when t's
 	// The rungs that ran are reported on a refusal too.
 	var repairs []string
 	if te == nil {

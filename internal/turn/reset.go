@@ -8,8 +8,8 @@ package turn
 // buffer flushes it fills were a visible share of a no-op step's time
 // (an eighth of it, with the barriers of the other writes, where Eino's
 // ToolsNode spends a fortieth). TestPendingReset fills every field and
-// checks that none is left.
-// The record's st stays: it is set once for the state's life.
+// checks that none is left. The record's st stays, set once for the
+// state's life, and so does its invocation's parked parameters' storage.
 func (p *pending) reset() {
 	if p.call != nil {
 		p.call = nil
@@ -17,7 +17,10 @@ func (p *pending) reset() {
 	if len(p.digest) != 0 {
 		p.digest = ""
 	}
-	p.invocation.Reset()
+	// The invocation keeps its parameters' storage, emptied, for the
+	// next step's call in this place (tools.Invocation.Park): the rest of
+	// it is zero.
+	p.invocation.Park()
 	p.timeout = 0
 	p.search, p.record, p.parallel = false, false, false
 	if p.outcome != nil {

@@ -38,11 +38,19 @@ func TestPendingReset(t *testing.T) {
 	p.invocation.Repairs = []string{"rung"}
 	st := p.st
 	p.reset()
-	// st is the record's state for the state's life: reset keeps it.
+	// st is the record's state for the state's life, and the
+	// invocation's parameters stay parked for the next step: reset keeps
+	// both.
 	if p.st != st {
 		t.Fatal("reset changed the record's state")
 	}
 	p.st = nil
+	args := reflect.ValueOf(&p.invocation).Elem().FieldByName("args")
+	if args.IsNil() {
+		t.Fatal("reset dropped the invocation's parameters instead of parking them")
+	}
+	args = reflect.NewAt(args.Type(), unsafe.Pointer(args.UnsafeAddr())).Elem()
+	args.SetZero()
 	if !reflect.ValueOf(&p).Elem().IsZero() {
 		t.Fatalf("reset left a field set: %+v", &p)
 	}
