@@ -143,6 +143,8 @@ func work(url string, args []string) error {
 		case "m":
 			live, stacks, sleeping := measure()
 			fmt.Println(live, stacks, sleeping)
+		case "n":
+			fmt.Println(runtime.NumGoroutine())
 		case "profile", "goroutines":
 			runtime.GC()
 			f, err := os.Create(arg)
@@ -251,6 +253,22 @@ func sample(w *proc) (reading, error) {
 	return r, nil
 }
 
+// count asks the worker how many goroutines it has.
+func count(w *proc) (int, error) {
+	if _, err := fmt.Fprintln(w.in, "n"); err != nil {
+		return 0, err
+	}
+	l, err := w.line()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil {
+		return 0, fmt.Errorf("worker said %q: %w", l, err)
+	}
+	return n, nil
+}
+
 func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines string, trace time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -283,6 +301,10 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	// when it starts serving (its consumers, pools) is counted in the
 	// calls' figure, which errs high by that much over 8,192 calls.
 	base, err := sample(w)
+	if err != nil {
+		return err
+	}
+	idle, err := count(w)
 	if err != nil {
 		return err
 	}
@@ -331,29 +353,59 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	}
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.Wait() }()
-	// One reading, just before the first calls end (they started at
-	// the earliest when the load did): then every call started so far
-	// is in flight. A reading collects the heap and walks every
-	// goroutine's stack, which on two cores takes the CPU the worker's
-	// intake needs: frequent readings would hold the calls in flight to a
-	// fraction of the load; one reading lets all of them be.
+	// A reading collects the heap and walks every goroutine's stack,
+	// which on two cores takes the CPU the worker's intake needs: frequent
+	// readings would hold the calls in flight to a fraction of the load.
+	// So it is taken from half the sleep on (as late as before, within
+	// 20 bytes a call: read at 0.6 s it was some 20 B a call less), once
+	// every call may be in flight (the worker's goroutines, cheap to
+	// count, are as many as the calls more than before it served), and
+	// again 250 ms later until it finds all of them; at the latest just
+	// before the first calls end (they started at the earliest when the
+	// worker did). A single reading left to that last moment came after
+	// the first calls had ended when the loaded machine took seconds over
+	// it: it printed 0 calls in flight.
 	margin := min(600*time.Millisecond, sleep/8)
-	at := time.NewTimer(sleep - margin)
-	defer at.Stop()
+	last := sleep - margin
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	var peak reading
 	var peakAt time.Duration
+	next := sleep / 2
+	read := false
 	var loadErr error
 wait:
 	for {
 		select {
 		case loadErr = <-loadDone:
 			break wait
-		case <-at.C:
+		case <-tick.C:
+			now := time.Since(t0)
+			if read || now < next {
+				continue
+			}
+			late := now >= last
+			if !late {
+				n, err := count(w)
+				if err != nil {
+					return err
+				}
+				if n < idle+calls {
+					continue
+				}
+			}
 			r, err := sample(w)
 			if err != nil {
 				return err
 			}
-			peak, peakAt = r, time.Since(t0)
+			if r.inFlight >= peak.inFlight {
+				peak, peakAt = r, time.Since(t0)
+			}
+			if r.inFlight < calls && !late {
+				next = time.Since(t0) + 250*time.Millisecond
+				continue
+			}
+			read = true
 			for cmd, path := range map[string]string{"profile": memprofile, "goroutines": goroutines} {
 				if path != "" {
 					fmt.Fprintln(w.in, cmd+" "+path)
