@@ -20,7 +20,11 @@
 //
 // It prints the baseline, the peak and (peak - baseline) / calls, and
 // the load program's elapsed time: about the sleep when every call was in
-// flight at once.
+// flight at once. With --trace 250ms it also prints the work consumer's
+// state as the server sees it (steps delivered, still stored, pull
+// requests waiting) while the load runs: a run with fewer calls in flight
+// than asked tells a worker that stopped pulling (steps stored, no request
+// waiting, nothing delivered) from one that was slow (delivered rising).
 package main
 
 import (
@@ -63,11 +67,12 @@ func main() {
 	loadgen := flag.String("loadgen", "", "the load program's binary (go build ./cmd/loadgen)")
 	memprofile := flag.String("memprofile", "", "write the worker's heap profile here at the reading")
 	goroutines := flag.String("goroutines", "", "write the worker's goroutines (pprof debug=1: how many wait where) here at the reading")
+	trace := flag.Duration("trace", 0, "print the work consumer's state (delivered, ack pending, pending, waiting pulls) this often while the load runs")
 	flag.Parse()
 	if *loadgen == "" {
 		exit(errors.New("--loadgen is required: go build -o /tmp/loadgen ./cmd/loadgen"))
 	}
-	exit(drive(*calls, *sleep, *loadgen, *memprofile, *goroutines))
+	exit(drive(*calls, *sleep, *loadgen, *memprofile, *goroutines, *trace))
 }
 
 func exit(err error) {
@@ -85,7 +90,10 @@ func serve() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: dir, NoMonitoring: true})
+	// The server's warnings (a slow consumer, a pull request refused) go
+	// to stderr: they explain a run that comes short.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{Port: -1, StoreDir: dir, NoMonitoring: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -135,6 +143,8 @@ func work(url string, args []string) error {
 		case "m":
 			live, stacks, sleeping := measure()
 			fmt.Println(live, stacks, sleeping)
+		case "n":
+			fmt.Println(runtime.NumGoroutine())
 		case "profile", "goroutines":
 			runtime.GC()
 			f, err := os.Create(arg)
@@ -243,7 +253,23 @@ func sample(w *proc) (reading, error) {
 	return r, nil
 }
 
-func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines string) error {
+// count asks the worker how many goroutines it has.
+func count(w *proc) (int, error) {
+	if _, err := fmt.Fprintln(w.in, "n"); err != nil {
+		return 0, err
+	}
+	l, err := w.line()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil {
+		return 0, fmt.Errorf("worker said %q: %w", l, err)
+	}
+	return n, nil
+}
+
+func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines string, trace time.Duration) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -275,6 +301,10 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 	// when it starts serving (its consumers, pools) is counted in the
 	// calls' figure, which errs high by that much over 8,192 calls.
 	base, err := sample(w)
+	if err != nil {
+		return err
+	}
+	idle, err := count(w)
 	if err != nil {
 		return err
 	}
@@ -316,31 +346,66 @@ func drive(calls int, sleep time.Duration, loadgen, memprofile, goroutines strin
 		return fmt.Errorf("worker: %q %v", l, err)
 	}
 	t0 := time.Now()
+	if trace > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go watch(js, t0, trace, stop)
+	}
 	loadDone := make(chan error, 1)
 	go func() { loadDone <- load.Wait() }()
-	// One reading, just before the first calls end (they started at
-	// the earliest when the load did): then every call started so far
-	// is in flight. A reading collects the heap and walks every
-	// goroutine's stack, which on two cores takes the CPU the worker's
-	// intake needs: frequent readings would hold the calls in flight to a
-	// fraction of the load; one reading lets all of them be.
+	// A reading collects the heap and walks every goroutine's stack,
+	// which on two cores takes the CPU the worker's intake needs: frequent
+	// readings would hold the calls in flight to a fraction of the load.
+	// So it is taken from half the sleep on (as late as before, within
+	// 20 bytes a call: read at 0.6 s it was some 20 B a call less), once
+	// every call may be in flight (the worker's goroutines, cheap to
+	// count, are as many as the calls more than before it served), and
+	// again 250 ms later until it finds all of them; at the latest just
+	// before the first calls end (they started at the earliest when the
+	// worker did). A single reading left to that last moment came after
+	// the first calls had ended when the loaded machine took seconds over
+	// it: it printed 0 calls in flight.
 	margin := min(600*time.Millisecond, sleep/8)
-	at := time.NewTimer(sleep - margin)
-	defer at.Stop()
+	last := sleep - margin
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	var peak reading
 	var peakAt time.Duration
+	next := sleep / 2
+	read := false
 	var loadErr error
 wait:
 	for {
 		select {
 		case loadErr = <-loadDone:
 			break wait
-		case <-at.C:
+		case <-tick.C:
+			now := time.Since(t0)
+			if read || now < next {
+				continue
+			}
+			late := now >= last
+			if !late {
+				n, err := count(w)
+				if err != nil {
+					return err
+				}
+				if n < idle+calls {
+					continue
+				}
+			}
 			r, err := sample(w)
 			if err != nil {
 				return err
 			}
-			peak, peakAt = r, time.Since(t0)
+			if r.inFlight >= peak.inFlight {
+				peak, peakAt = r, time.Since(t0)
+			}
+			if r.inFlight < calls && !late {
+				next = time.Since(t0) + 250*time.Millisecond
+				continue
+			}
+			read = true
 			for cmd, path := range map[string]string{"profile": memprofile, "goroutines": goroutines} {
 				if path != "" {
 					fmt.Fprintln(w.in, cmd+" "+path)
@@ -367,4 +432,29 @@ wait:
 		fmt.Printf("NOTE: at most %d of the %d calls were in flight at once (the machine or the server was too slow to start them all within %s)\n", peak.inFlight, calls, sleep)
 	}
 	return nil
+}
+
+// watch prints the work consumer's state every period until stop: how
+// many steps the server delivered, how many are out unacknowledged, how
+// many are left to deliver and how many pull requests wait on it.
+func watch(js jetstream.JetStream, t0 time.Time, every time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		c, err := js.Consumer(ctx, protocol.StreamCalls, protocol.ConsumerCalls)
+		cancel()
+		if err != nil {
+			fmt.Printf("trace %s: %v\n", time.Since(t0).Round(time.Millisecond), err)
+			continue
+		}
+		i := c.CachedInfo()
+		fmt.Printf("trace %s: delivered %d ack_pending %d pending %d waiting %d (max_waiting %d max_ack_pending %d)\n",
+			time.Since(t0).Round(time.Millisecond), i.Delivered.Consumer, i.NumAckPending, i.NumPending, i.NumWaiting, i.Config.MaxWaiting, i.Config.MaxAckPending)
+	}
 }
