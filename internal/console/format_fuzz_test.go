@@ -82,6 +82,23 @@ func FuzzFormatArgs(f *testing.F) {
 			}
 			return
 		}
+		// Inside its strings no escape stands for a character (a
+		// newline, a control, a lone surrogate): each is a marker. A
+		// plain run's backslashes are all \\ or \" (outside strings,
+		// JSON has none).
+		for _, l := range s.Lines {
+			for _, g := range l.Segs {
+				for i := 0; !g.Mark && i < len(g.Text); i++ {
+					if g.Text[i] != '\\' {
+						continue
+					}
+					if i+1 >= len(g.Text) || g.Text[i+1] != '\\' && g.Text[i+1] != '"' {
+						t.Fatalf("plain run %q holds an escape of a character (from %q)", g.Text, b)
+					}
+					i++
+				}
+			}
+		}
 		shown := []byte(s.raw())
 		if !json.Valid(shown) {
 			t.Fatalf("shown %q is not JSON (from %q)", shown, b)
