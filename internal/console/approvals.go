@@ -645,8 +645,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		back = "/approvals/step?" + url.Values{"agent": {agent}, "turn": {turn}, "step": {strconv.FormatInt(step, 10)}}.Encode()
 	}
 	h, err := s.heldStep(ctx, agent, turn, step)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The step's record is gone (decided, then removed by the
+		// bucket's age bound or by an operator): an answer too late,
+		// kept like the one that finds the step decided.
+		e := auditEntry{Kind: "decision", By: sessionOf(r).name, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step,
+			Outcome: "lost", DecidedBy: "an earlier answer (the step's record is gone)"}
+		s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.late-%s", agent, turn, step, GenerateToken()[:12]), e)
+		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: the step is not held any more (its record is gone); nothing sent.", step, agent, turn))
+		return
+	}
 	if err != nil {
-		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s is not held any more (%v): nothing sent.", step, agent, turn, err))
+		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s could not be read (%v): nothing sent.", step, agent, turn, err))
 		return
 	}
 	if h.State != "pending" {
