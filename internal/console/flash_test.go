@@ -77,3 +77,60 @@ func TestFlashNamesWhatOthersWrote(t *testing.T) {
 		t.Errorf("the message draws characters outside printable ASCII as they are: %q", rest)
 	}
 }
+
+// An answer that comes after the step's record is gone (decided, then
+// removed by the bucket's age bound or an operator) is an answer too:
+// the audit keeps it as lost, and its operator is told it did not
+// decide, as when the record is still there and decided.
+func TestAnswerAfterTheRecordIsGone(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := r.hold(t, "a1", "gone")
+	ada, acsrf := r.loginAs(t, "Ada")
+	bob, bcsrf := r.loginAs(t, "Bob")
+	form := func(csrf, decision string) url.Values {
+		v := r.digests(t, ada, "a1", "gone", url.Values{"csrf": {csrf}, "agent_id": {"a1"}, "turn_id": {"gone"}, "step": {"0"},
+			"call.0": {"c1"}, "decision.0": {decision}, "call.1": {"c2"}, "decision.1": {decision}})
+		v.Set("csrf", csrf)
+		return v
+	}
+	late := form(bcsrf, "approve")
+	if code := r.post(t, ada, "/approvals/decide", form(acsrf, "reject")); code != http.StatusSeeOther {
+		t.Fatalf("Ada's decision: %d", code)
+	}
+	if _, err := run.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	js := r.srv.JetStream(t)
+	state, err := js.KeyValue(ctx, protocol.BucketState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := state.Purge(ctx, "approval.a1.gone.0"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := bob.PostForm(r.url+"/approvals/decide", late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m := flashRe.FindStringSubmatch(get(t, bob, r.url+resp.Header.Get("Location"), http.StatusOK))
+	if m == nil || !strings.Contains(m[1], "did NOT decide") {
+		t.Errorf("Bob is not told his answer did not decide: %q", m)
+	}
+	audit, err := js.KeyValue(ctx, "CONSOLE_AUDIT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bobs []auditRecord
+	for _, a := range auditRecords(ctx, t, audit, "decision.a1.gone.>") {
+		if a.By == "Bob" {
+			bobs = append(bobs, a)
+		}
+	}
+	if len(bobs) != 1 || bobs[0].Outcome != "lost" {
+		t.Errorf("Bob's late answer in the audit: %+v, want one, lost", bobs)
+	}
+}

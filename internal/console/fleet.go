@@ -336,8 +336,9 @@ func (s *Server) topKeys(ctx context.Context, n int) []keyView {
 var funcs = template.FuncMap{
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	// vis shows a short hostile string (a call id, a reason, a label)
-	// with its hidden characters as markers, clipped.
-	"vis": func(s string) shown { return showText([]byte(s), maxShortShown) },
+	// on one line, with its hidden characters (newlines too) as markers,
+	// clipped.
+	"vis": func(s string) shown { return showInline([]byte(s), maxShortShown) },
 	"inc": func(n int) int { return n + 1 },
 	"dec": func(n int) int { return n - 1 },
 	"bytes": func(n uint64) string {

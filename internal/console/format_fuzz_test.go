@@ -65,7 +65,8 @@ func FuzzFormatArgs(f *testing.F) {
 		"{\"command\":\"true # \u202eidib-DENWP hcuot ; echo preview\u202c\"}",
 		"{\"command\":\"touch report\u00ad.txt fi\u200bnal\u2060.txt\U000E0041\"}",
 		`{"command":"ls` + strings.Repeat(" ", 400) + `; rm -rf ~"}`, "a\tb\r\n\x00\x1b[2J\xff", "\u2067x\u2069\ufeff\u180e\ufe0f\u00a0",
-		`{"k\u0041":"echo hi\u000a\u0072\u006d -rf ~ \u202e\u005c\u0022\/\ud83d\ude00\ud800"}`, `{"x":"` + strings.Repeat("\u200b\u0430", 50) + `"}`} {
+		`{"k\u0041":"echo hi\u000a\u0072\u006d -rf ~ \u202e\u005c\u0022\/\ud83d\ude00\ud800"}`, `{"x":"` + strings.Repeat("\u200b\u0430", 50) + `"}`,
+		`{"cmd\n":"echo ;\u0338 |\u20d2 \u115f\u3164\uffa0\ufeff x\u2028y\u0085\u0000\n\n\t\\n\\\"\u001b[2J\ud800"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -81,6 +82,23 @@ func FuzzFormatArgs(f *testing.F) {
 				t.Fatalf("shown text %q reads back as %q", b, got)
 			}
 			return
+		}
+		// Inside its strings no escape stands for a character (a
+		// newline, a control, a lone surrogate): each is a marker. A
+		// plain run's backslashes are all \\ or \" (outside strings,
+		// JSON has none).
+		for _, l := range s.Lines {
+			for _, g := range l.Segs {
+				for i := 0; !g.Mark && i < len(g.Text); i++ {
+					if g.Text[i] != '\\' {
+						continue
+					}
+					if i+1 >= len(g.Text) || g.Text[i+1] != '\\' && g.Text[i+1] != '"' {
+						t.Fatalf("plain run %q holds an escape of a character (from %q)", g.Text, b)
+					}
+					i++
+				}
+			}
 		}
 		shown := []byte(s.raw())
 		if !json.Valid(shown) {

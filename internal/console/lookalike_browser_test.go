@@ -150,7 +150,7 @@ func TestBrowserLookalikes(t *testing.T) {
 		"input": {"⟦U+0430 CYRILLIC SMALL LETTER A а⟧", "⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧", "⟦U+FF52 FULLWIDTH LATIN SMALL LETTER R ｒ⟧", "⟦U+0435 CYRILLIC SMALL LETTER IE е⟧"},
 		"live":  {"⟦U+0430 CYRILLIC SMALL LETTER A а⟧", "⟦U+2028 LINE SEPARATOR⟧"},
 		"dead":  {"⟦U+0430 CYRILLIC SMALL LETTER A а⟧", "⟦U+202E RIGHT-TO-LEFT OVERRIDE⟧"},
-		"ws":    {`a\tb  c   d\t\te`, "a -> b != c === d fi ffi www"},
+		"ws":    {"a⟦U+0009 CHARACTER TABULATION⟧b  c   d⟦2 × U+0009 CHARACTER TABULATION⟧e", "a -> b != c === d fi ffi www"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(out.Shown[where], w) {

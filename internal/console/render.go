@@ -174,17 +174,131 @@ var scriptOrder = func() []string {
 	return append(out, rest...)
 }()
 
-// controlNames are the C0 and C1 controls' names (runenames has none).
+// controlNames are the C0 and C1 controls' names (their Unicode name
+// aliases: runenames has none), every one of them, so that no control
+// is shown as an unnamed "CONTROL".
 var controlNames = map[rune]string{
-	0x00: "NULL", 0x07: "BELL", 0x08: "BACKSPACE", 0x09: "CHARACTER TABULATION", 0x0A: "LINE FEED",
-	0x0B: "LINE TABULATION", 0x0C: "FORM FEED", 0x0D: "CARRIAGE RETURN", 0x1B: "ESCAPE", 0x7F: "DELETE",
-	0x85: "NEXT LINE", 0x9B: "CONTROL SEQUENCE INTRODUCER",
+	0x00: "NULL",
+	0x01: "START OF HEADING",
+	0x02: "START OF TEXT",
+	0x03: "END OF TEXT",
+	0x04: "END OF TRANSMISSION",
+	0x05: "ENQUIRY",
+	0x06: "ACKNOWLEDGE",
+	0x07: "BELL",
+	0x08: "BACKSPACE",
+	0x09: "CHARACTER TABULATION",
+	0x0A: "LINE FEED",
+	0x0B: "LINE TABULATION",
+	0x0C: "FORM FEED",
+	0x0D: "CARRIAGE RETURN",
+	0x0E: "SHIFT OUT",
+	0x0F: "SHIFT IN",
+	0x10: "DATA LINK ESCAPE",
+	0x11: "DEVICE CONTROL ONE",
+	0x12: "DEVICE CONTROL TWO",
+	0x13: "DEVICE CONTROL THREE",
+	0x14: "DEVICE CONTROL FOUR",
+	0x15: "NEGATIVE ACKNOWLEDGE",
+	0x16: "SYNCHRONOUS IDLE",
+	0x17: "END OF TRANSMISSION BLOCK",
+	0x18: "CANCEL",
+	0x19: "END OF MEDIUM",
+	0x1A: "SUBSTITUTE",
+	0x1B: "ESCAPE",
+	0x1C: "INFORMATION SEPARATOR FOUR",
+	0x1D: "INFORMATION SEPARATOR THREE",
+	0x1E: "INFORMATION SEPARATOR TWO",
+	0x1F: "INFORMATION SEPARATOR ONE",
+	0x7F: "DELETE",
+	0x80: "PADDING CHARACTER",
+	0x81: "HIGH OCTET PRESET",
+	0x82: "BREAK PERMITTED HERE",
+	0x83: "NO BREAK HERE",
+	0x84: "INDEX",
+	0x85: "NEXT LINE",
+	0x86: "START OF SELECTED AREA",
+	0x87: "END OF SELECTED AREA",
+	0x88: "CHARACTER TABULATION SET",
+	0x89: "CHARACTER TABULATION WITH JUSTIFICATION",
+	0x8A: "LINE TABULATION SET",
+	0x8B: "PARTIAL LINE FORWARD",
+	0x8C: "PARTIAL LINE BACKWARD",
+	0x8D: "REVERSE LINE FEED",
+	0x8E: "SINGLE SHIFT TWO",
+	0x8F: "SINGLE SHIFT THREE",
+	0x90: "DEVICE CONTROL STRING",
+	0x91: "PRIVATE USE ONE",
+	0x92: "PRIVATE USE TWO",
+	0x93: "SET TRANSMIT STATE",
+	0x94: "CANCEL CHARACTER",
+	0x95: "MESSAGE WAITING",
+	0x96: "START OF GUARDED AREA",
+	0x97: "END OF GUARDED AREA",
+	0x98: "START OF STRING",
+	0x99: "SINGLE GRAPHIC CHARACTER INTRODUCER",
+	0x9A: "SINGLE CHARACTER INTRODUCER",
+	0x9B: "CONTROL SEQUENCE INTRODUCER",
+	0x9C: "STRING TERMINATOR",
+	0x9D: "OPERATING SYSTEM COMMAND",
+	0x9E: "PRIVACY MESSAGE",
+	0x9F: "APPLICATION PROGRAM COMMAND",
 }
 
 // visible splits one line of text into plain runs and markers: every
 // hidden character, every byte that is not UTF-8, and every run of
 // spaceRun or more spaces after the line's indentation.
-func visible(s string) []seg {
+func visible(s string) []seg { return visibleIn(s, false) }
+
+// visibleJSON is visible for one line of JSON as showJSON spells it:
+// inside its strings, an escape of a character (a control, \n, \t, a
+// lone surrogate) is that character's marker too, so that a newline is
+// ⟦U+000A LINE FEED⟧ in the arguments as in any other text, never a \n
+// a person must know to read as one (and tell from \\n, a backslash and
+// an n, which stays as JSON spells it).
+func visibleJSON(s string) []seg { return visibleIn(s, true) }
+
+// jsonEscape reads the escape at the start of s (s[0] is a backslash)
+// that stands for a character the page names: a control (\b \f \n
+// \r \t \u00XX) or a lone surrogate (\uD800). n is 0 for the escapes
+// that stay as they are (\" \\ \/) and for what is not an escape.
+func jsonEscape(s string) (r rune, n int) {
+	if len(s) < 2 {
+		return 0, 0
+	}
+	switch s[1] {
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		if r, k := hex4([]byte(s[2:min(len(s), 6)])); k == 4 {
+			return r, 6
+		}
+	}
+	return 0, 0
+}
+
+// escapeMarker names the character a JSON escape stands for.
+func escapeMarker(r rune) (text string, look bool) {
+	switch {
+	case utf16.IsSurrogate(r):
+		return fmt.Sprintf("⟦U+%04X LONE SURROGATE, not a character⟧", r), false
+	case hidden(r):
+		return marker(r), false
+	case r > 0x7e:
+		return lookalike(r), true
+	}
+	return fmt.Sprintf("⟦U+%04X %s⟧", r, runenames.Name(r)), false
+}
+
+func visibleIn(s string, isJSON bool) []seg {
 	var out []seg
 	var plain strings.Builder
 	flush := func() {
@@ -198,7 +312,36 @@ func visible(s string) []seg {
 		indent = 0 // not an indentation json.Indent writes: a run to count
 	}
 	plain.WriteString(s[:indent])
+	inString := false // inside a JSON string (isJSON)
 	for i := indent; i < len(s); {
+		if isJSON && s[i] == '"' {
+			inString = !inString
+		}
+		if isJSON && inString && s[i] == '\\' {
+			r, size := jsonEscape(s[i:])
+			if size == 0 {
+				// \" \\ \/ stay as JSON spells them (a quote or a
+				// backslash is drawn as itself, and the escape is part
+				// of the string's syntax, not of its value).
+				plain.WriteString(s[i:min(len(s), i+2)])
+				i += 2
+				continue
+			}
+			// A run of one escape is one counted marker, as a run of
+			// one hidden character is.
+			flush()
+			n := 1
+			for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
+				n++
+			}
+			text, look := escapeMarker(r)
+			if n > 1 {
+				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
+			}
+			out = append(out, seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
+			i += n * size
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size <= 1:
@@ -308,7 +451,16 @@ func showJSON(raw []byte, limit int) shown {
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return showText(raw, limit)
 	}
-	return showText([]byte(unescapeStrings(b.Bytes())), limit)
+	u := unescapeStrings(b.Bytes())
+	lines := strings.Split(u, "\n")
+	return fitLines(len(lines), func(i int) []seg { return visibleJSON(lines[i]) }, len(u), limit)
+}
+
+// showInline shows a short value on one line (an id, a tool's name, a
+// reason, a header): a newline in it is a marker that names it, as any
+// other control is, not a line break a person may take for the page's.
+func showInline(b []byte, limit int) shown {
+	return fitLines(1, func(int) []seg { return visible(string(b)) }, len(b), limit)
 }
 
 // showText shows text by lines, each made visible, as much of it as

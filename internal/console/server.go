@@ -60,8 +60,9 @@ type Server struct {
 	mux   *http.ServeMux
 	token [32]byte
 
-	mu       sync.Mutex
-	sessions map[string]*session
+	mu        sync.Mutex
+	sessions  map[string]*session
+	badLogins refusedLogins
 
 	stats   *stats
 	keys    *keyBook
@@ -254,6 +255,31 @@ type loginView struct {
 	Token, Next, Error string
 }
 
+// refusedLogins counts logins refused for a wrong token, logged at
+// most once a second with the count since the last line: anyone who
+// reaches the port can post wrong tokens, and a line for each let them
+// write the console's log at the rate they post.
+type refusedLogins struct {
+	mu     sync.Mutex
+	logged time.Time
+	n      int
+}
+
+func (s *Server) refusedLogin(remote string) {
+	l := &s.badLogins
+	l.mu.Lock()
+	l.n++
+	now := time.Now()
+	if now.Sub(l.logged) < time.Second {
+		l.mu.Unlock()
+		return
+	}
+	n := l.n
+	l.n, l.logged = 0, now
+	l.mu.Unlock()
+	s.log.Warn("console login refused: wrong token", "remote", remote, "refused_since_last_line", n)
+}
+
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	// The printed URL carries the token: it fills the form, and the
 	// person adds the name their decisions are kept under.
@@ -273,7 +299,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		next = "/approvals"
 	}
 	if subtle.ConstantTimeCompare(got[:], s.token[:]) != 1 {
-		s.log.Warn("console login refused: wrong token", "remote", r.RemoteAddr)
+		s.refusedLogin(r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
 		s.render(w, "login.html", loginView{Next: next, Error: "That is not the console's token."})
 		return

@@ -15,8 +15,8 @@ function el(tag, text, cls) {
 // (names: the server's markers by code point), every run of four or more
 // spaces as a counted marker, so that what a page draws is what the value
 // holds.
-function vis(text, names, cls) {
-  const e = el("span", null, "vis" + (cls ? " " + cls : ""));
+function vis(text, names) {
+  const e = el("span", null, "vis");
   let plain = "";
   const flush = () => { if (plain) { e.appendChild(document.createTextNode(plain)); plain = ""; } };
   const s = String(text);
@@ -25,25 +25,65 @@ function vis(text, names, cls) {
     if (cp === 0x20) {
       let n = 0;
       while (s.charCodeAt(i + n) === 0x20) n++;
-      const indent = cls === "pre" && (i === 0 || s[i - 1] === "\n");
-      if (n >= 4 && !indent) { flush(); e.appendChild(el("span", "\u27e6" + n + " spaces\u27e7", "mark")); }
+      if (n >= 4) { flush(); e.appendChild(el("span", "\u27e6" + n + " spaces\u27e7", "mark")); }
       else plain += " ".repeat(n);
       i += n;
       continue;
     }
-    if (cp === 0x0a && cls === "pre") { plain += "\n"; i += 1; continue; }
     if (cp < 0x20 || cp > 0x7e) {
       flush();
       const hex = cp.toString(16), u = "U+" + hex.toUpperCase().padStart(4, "0");
       let name = names && names[hex];
       if (!name) name = "\u27e6" + u + (cp >= 0xd800 && cp <= 0xdfff ? " LONE SURROGATE, not a character" : "") + "\u27e7";
+      // A run of one character is one counted marker, as on the
+      // server's pages.
+      let n = 1;
+      while (i + n * len < s.length && s.codePointAt(i + n * len) === cp) n++;
+      if (n > 1) name = "\u27e6" + n + " \u00d7 " + name.slice(1);
       e.appendChild(el("span", name, "mark"));
+      i += n * len;
+      continue;
     } else {
       plain += s[i];
     }
     i += len;
   }
   flush();
+  return e;
+}
+
+// pretty draws a JSON value as the server's pages show arguments:
+// indented with spaces, each string between quotes, its quotes and
+// backslashes escaped as JSON spells them and every other character
+// through vis, so that a newline or a control inside a string is its
+// named marker (never a \n or \u001b to decode, as JSON.stringify
+// would write it).
+function pretty(v, names) {
+  const e = el("span", null, "vis pre");
+  const text = (t) => e.appendChild(document.createTextNode(t));
+  const str = (s) => {
+    text("\"");
+    for (const p of String(s).split(/(["\\])/)) {
+      if (p === "\"" || p === "\\") text("\\" + p);
+      else if (p) e.appendChild(vis(p, names));
+    }
+    text("\"");
+  };
+  const walk = (v, ind) => {
+    if (typeof v === "string") return str(v);
+    if (v === null || typeof v !== "object") return text(String(JSON.stringify(v)));
+    const arr = Array.isArray(v), keys = arr ? v.map((_, i) => i) : Object.keys(v);
+    if (keys.length === 0) return text(arr ? "[]" : "{}");
+    text(arr ? "[\n" : "{\n");
+    keys.forEach((k, i) => {
+      text(ind + "  ");
+      if (!arr) { str(k); text(": "); }
+      walk(v[k], ind + "  ");
+      text(i < keys.length - 1 ? ",\n" : "\n");
+    });
+    text(ind + (arr ? "]" : "}"));
+  };
+  walk(v, "");
   return e;
 }
 
@@ -110,7 +150,7 @@ function live() {
     const d = el("details");
     d.appendChild(el("summary", "JSON"));
     const pre = el("pre");
-    pre.appendChild(vis(JSON.stringify(e, null, 2), names, "pre"));
+    pre.appendChild(pretty(e, names));
     d.appendChild(pre);
     td.appendChild(d);
     tr.appendChild(td);

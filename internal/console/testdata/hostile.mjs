@@ -20,7 +20,7 @@ try {
   for (const m of (await page.locator("main").innerText()).matchAll(hiddenRe)) {
     out.rawHidden.push(m[0].codePointAt(0).toString(16));
   }
-  for (const turn of ["bidi", "invis", "tail"]) {
+  for (const turn of ["bidi", "invis", "tail", "ctl"]) {
     out.shown[turn] = await page.locator(`section[data-turn='${turn}'] fieldset.held .args`).innerText();
   }
   out.closedFolds = await page.locator("section.step details:not([open])").count();
@@ -31,7 +31,7 @@ try {
   await page.screenshot({ path: process.env.CONSOLE_SHOTS + "/hostile.png", fullPage: false });
 
   // Each step approved through the page.
-  for (const turn of ["bidi", "invis", "tail"]) {
+  for (const turn of ["bidi", "invis", "tail", "ctl"]) {
     await page.check(`section[data-turn='${turn}'] fieldset.held input.approve`);
     await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click(`section[data-turn='${turn}'] button.send`)]);
     out.flashes.push(await page.locator("#flash").innerText());
