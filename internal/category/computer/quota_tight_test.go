@@ -19,31 +19,36 @@ import (
 // it, runs SCHED_IDLE in a session group at nice 19, is stopped at each
 // read of its events, and is killed at its first growth once a walk
 // confirms it. Each attack runs in three homes of their own, each 10
-// entries over. Without the hold (load 9 to 10, -race), a shell loop of
-// `: > e$i` added 114 / 178 / 3,049 and 222 / 319 / 632 entries, eight
-// such loops 37 / 128 / 498 and 806 / 1,033 / 3,354 (medians 128 to
-// 1,033); with it (load 7 to 14), medians of 2 to 72, single runs up to
-// 224 (the stop waits for the worker to be run). The median is held to
-// 100 entries, each run to a fifth of the bound. An rm that prints then
-// runs to its end (a full home's command keeps no output log, which
-// would count as its growth), and write_file is accepted again.
+// entries over. The stop waits for the worker to be run, so a single run
+// is late by a varying amount on a loaded host; what is held is the sum
+// over the six shell runs (a median-of-three bound of 100 failed one run
+// in five). Without the hold (load 9 to 10, -race) the six added 4,004
+// and 6,366 entries (single runs 37 to 3,354); with it, 12 to 420 at load
+// 5 to 14 and 826 within the package's whole race run (single runs 2 to
+// 383). An rm that prints then runs to its end (a full home's command
+// keeps no output log, which would count as its growth), and write_file
+// is accepted again.
 func TestQuotaNobodyTightHome(t *testing.T) {
 	if os.Getenv(nobodyDisksEnv) == "" {
 		t.Skip("run by TestQuotaAsNobody, as uid 65534")
 	}
 	const (
-		median = 100
-		worst  = nobodyFiles / 5
+		sum   = 2000            // the six shell runs together
+		worst = nobodyFiles / 5 // any one run
 	)
 	disk := nobodyDisk(t)
 	c := newCategory(t, computer.Config{Root: filepath.Join(disk, "homes"), HomeQuotaBytes: nobodyBytes, HomeQuotaFiles: nobodyFiles})
 	home(t, c, "a2")
 	stopN := neighbour(t, c)
 	n := 0
-	for _, a := range []struct{ name, command string }{
-		{"one shell", `i=0; while [ $i -lt 100000 ]; do : > e$i; i=$((i+1)); done`},
-		{"eight shells", `for k in 1 2 3 4 5 6 7 8; do (i=0; while [ $i -lt 100000 ]; do : > e$k.$i; i=$((i+1)); done) & done; wait`},
-		{"directories", `i=0; while [ $i -lt 100000 ]; do mkdir e$i; i=$((i+1)); done`},
+	var shells int64
+	for _, a := range []struct {
+		name, command string
+		shell         bool // counts in sum
+	}{
+		{"one shell", `i=0; while [ $i -lt 100000 ]; do : > e$i; i=$((i+1)); done`, true},
+		{"eight shells", `for k in 1 2 3 4 5 6 7 8; do (i=0; while [ $i -lt 100000 ]; do : > e$k.$i; i=$((i+1)); done) & done; wait`, true},
+		{"directories", `i=0; while [ $i -lt 100000 ]; do mkdir e$i; i=$((i+1)); done`, false},
 	} {
 		var grew []int64
 		for range 3 {
@@ -58,7 +63,11 @@ func TestQuotaNobodyTightHome(t *testing.T) {
 			before, _ := c.Usage(agentID)
 			_, err := runCtx(t, context.Background(), c, agentID, computer.RunCommandName, map[string]any{"command": a.command, "timeout_seconds": 60})
 			after, _ := c.Usage(agentID)
-			grew = append(grew, after.Files-before.Files)
+			g := after.Files - before.Files
+			grew = append(grew, g)
+			if a.shell {
+				shells += g
+			}
 			if err == nil || !strings.Contains(err.Error(), "disk quota") {
 				t.Errorf("%s: not stopped for the quota: %v", a.name, err)
 			}
@@ -68,9 +77,13 @@ func TestQuotaNobodyTightHome(t *testing.T) {
 		}
 		slices.Sort(grew)
 		t.Logf("ATTACK tight home (%s): grew by %v entries", a.name, grew)
-		if grew[1] > median || grew[2] > worst {
-			t.Errorf("%s: a home over its bound grew by %v entries, want a median of at most %d and none past %d", a.name, grew, median, worst)
+		if grew[2] > worst {
+			t.Errorf("%s: a home over its bound grew by %v entries, want none past %d", a.name, grew, worst)
 		}
+	}
+	t.Logf("ATTACK tight home: the six shell runs grew their homes by %d entries", shells)
+	if shells > sum {
+		t.Errorf("the six shell runs grew their homes, each over its bound, by %d entries together, want at most %d", shells, sum)
 	}
 	// Recovery in the last home: an rm that prints, then write_file.
 	agentID := "t" + strconv.Itoa(n)
