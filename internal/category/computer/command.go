@@ -206,6 +206,13 @@ func (c *Category) run(ctx context.Context, p CommandParams) (tool.Result, error
 	// grow .outputs, which every command's quota walks read, without end).
 	out := &capture{headMax: half, tailMax: half, logMax: logMax, progress: outputProgress(ctx),
 		openLog: func() (io.WriteCloser, error) { return openLog(h, logRel) }}
+	if h.quota.full(h) {
+		// A home at or over its bound may not grow by the command's
+		// log either: the follower would count the log as the command's
+		// growth and stop an rm that prints. The model still gets the
+		// head and the tail.
+		out.openLog = nil
+	}
 	defer out.closeLog()
 
 	quotaCtx, stopQuota := context.WithCancelCause(ctx)

@@ -155,6 +155,17 @@ func (q *quotas) isOver(u *usage) bool {
 	return q.bytes > 0 && u.bytes > q.bytes || q.files > 0 && (u.over || u.files > q.files) || u.blind > 0
 }
 
+// full says whether h's home is at or over a bound now (nil: no quota).
+func (q *quotas) full(h *home) bool {
+	if q == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	u := q.current(h)
+	return q.isOver(u) || q.bytes > 0 && u.bytes >= q.bytes || q.files > 0 && u.files >= q.files
+}
+
 // room is how many bytes h may still grow by (-1: unbounded): what its
 // quota has left, and never more than the file system has free above
 // the reserve.
@@ -498,6 +509,11 @@ type follower struct {
 	// heldEst the estimate then.
 	heldFS, heldEst int64
 	dev             uint64
+	// startHeld: setTree stopped the command before its first
+	// instruction (a home at or over its bound); the run loop lets it
+	// go once it follows the home.
+	startHeld atomic.Bool
+	notify    *os.File // w.f as follow made it: setTree wakes the loop through it
 }
 
 // follow starts following h, before its command starts so that the
@@ -528,6 +544,7 @@ func (q *quotas) follow(h *home) *follower {
 		return w // e.g. EMFILE: max_user_instances is used up; walks alone
 	}
 	w.f = os.NewFile(uintptr(fd), "inotify")
+	w.notify = w.f
 	if top, err := h.openDir("."); err == nil {
 		w.addWatch(".", top)
 		top.Close()
@@ -621,7 +638,7 @@ func (w *follower) walkCap() int64 {
 // is walked again only when it grows), or an event or statfs asked.
 func (w *follower) urgent() bool {
 	grew := w.est.bytes > w.walked.bytes || w.est.files > w.walked.files
-	return w.walkNow || grew && (w.q.isOver(&w.est) || w.overLine()) || w.fsGrew() || w.nearReserve()
+	return w.walkNow || w.gated() || grew && (w.q.isOver(&w.est) || w.overLine()) || w.fsGrew() || w.nearReserve()
 }
 
 // walk counts the home, watching every directory it opens, and makes the
@@ -700,6 +717,19 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		urgent := w.urgent()
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
+			if w.gated() {
+				// A home at or over its bound when the command began:
+				// its first growth is confirmed now, the command
+				// stopped (below) for the walk.
+				due = time.Now()
+			}
+		}
+		if w.startHeld.Load() {
+			// setTree held the command from before its first
+			// instruction, in a home at or over its bound: it runs
+			// once the follower has counted the home and watches it.
+			w.startHeld.Store(false)
+			w.tree.Load().thaw()
 		}
 		// Wake up at least every walkGap to read statfs (heldWake with a
 		// tree: held files grow where no event tells).
@@ -751,7 +781,18 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			if ctx.Err() != nil {
 				return
 			}
+			held := false
+			if n > 0 && w.tight() {
+				// In a home at or over its bound, the command is
+				// stopped while the follower takes in what it did: a
+				// growth is then confirmed (gated) before it runs again.
+				w.tree.Load().freeze()
+				held = w.tree.Load() != nil
+			}
 			parseEvents(buf[:n], w.event)
+			if held {
+				w.drain(buf) // what came meanwhile, the command stopped
+			}
 			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
 				// Entries are counted exactly by the events (created,
 				// moved in, deleted, moved out; a directory's first
@@ -789,6 +830,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				cancel(errOverQuota)
 				return
+			}
+			if held && !w.gated() {
+				w.tree.Load().thaw() // gated: stopped until the walk at the loop's top
 			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				_ = w.f.Close() // not expected; walks alone from here
@@ -841,6 +885,24 @@ func (w *follower) lookHeld(busy bool) {
 	w.held = h
 	w.heldAt, w.heldNow = time.Now(), false
 	w.heldFS, w.heldEst = fs, w.est.bytes
+}
+
+// tight says whether the home was at or over a bound when the command
+// began: then any growth is past the bound, and the command is held to
+// none (gated).
+func (w *follower) tight() bool {
+	q, s := w.q, &w.start
+	return q.isOver(s) || q.bytes > 0 && s.bytes >= q.bytes || q.files > 0 && s.files >= q.files
+}
+
+// gated says whether the command, in a home at or over its bound when it
+// began and held from userland (a tree), grew the estimate past the
+// home's start: it is then stopped at once and a walk confirms, instead
+// of after the walk's own cost (a shell makes hundreds of entries in the
+// tens of milliseconds a walk of a full home takes on a loaded host).
+func (w *follower) gated() bool {
+	q, s, e := w.q, &w.start, &w.est
+	return w.tree.Load() != nil && (q.files > 0 && s.files >= q.files && e.files > s.files || q.bytes > 0 && s.bytes >= q.bytes && e.bytes > s.bytes)
 }
 
 // grewPast says whether u, a home's usage, is more than start.

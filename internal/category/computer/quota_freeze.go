@@ -45,6 +45,13 @@ type procTree struct {
 	dutyDone chan struct{}
 	cores    float64
 	closed   bool
+	// lowGroup: the idle processes' session groups get nice 19 too (see
+	// setIdle): a command in a home at or over its bound, which may
+	// only shrink it, gets the CPU only where nothing else wants it, so
+	// the follower, woken by its first growth, stops it before it goes
+	// on. Not for every paced command: a group at nice 19 on a busy
+	// host runs many times slower.
+	lowGroup bool
 	// fsize is the RLIMIT_FSIZE the follower lowered the tree's
 	// processes to (0: none; see follower.capFiles).
 	fsize int64
@@ -114,8 +121,10 @@ func statOf(pid int) (state byte, ppid int) {
 // stops when it comes out). p.mu is held.
 func (p *procTree) stopAll() {
 	deadline := time.Now().Add(200 * time.Millisecond)
+	var stopped []int
 	for round := 0; ; round++ {
 		fresh := false
+		stopped = stopped[:0]
 		for pid, parent := range p.members() {
 			if _, ok := p.held[pid]; ok {
 				continue
@@ -133,11 +142,16 @@ func (p *procTree) stopAll() {
 			}
 			_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
 			p.held[pid] = fd
+			stopped = append(stopped, pid)
+			fresh = true
+		}
+		// Every process found is signalled before any is set up: the
+		// others run on while one's scheduling and limits are set.
+		for _, pid := range stopped {
 			if p.idle {
-				setIdle(pid)
+				setIdle(pid, p.lowGroup)
 			}
 			p.capPid(pid)
-			fresh = true
 		}
 		if !fresh {
 			all := true
@@ -158,7 +172,16 @@ func (p *procTree) stopAll() {
 }
 
 // setIdle makes every thread of pid SCHED_IDLE; its children inherit it.
-func setIdle(pid int) {
+// Where the kernel groups each session (sched_autogroup), the command's
+// session competes with the worker's as a group, and SCHED_IDLE ranks its
+// processes only within it: with group, its group's nice is set to 19 too
+// (a user may lower its own processes' groups; a command cannot raise it
+// back, only leave it by setsid, which the next freeze finds). The
+// worker's own group is left alone.
+func setIdle(pid int, group bool) {
+	if group {
+		niceGroup(pid)
+	}
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return
@@ -233,7 +256,7 @@ func (p *procTree) pace(cores float64) error {
 	if cores > 0 && !p.idle {
 		p.idle = true
 		for pid := range p.members() {
-			setIdle(pid)
+			setIdle(pid, p.lowGroup)
 		}
 	}
 	if cores <= 0 || p.closed {
@@ -291,6 +314,18 @@ func (w *follower) setTree(t *procTree) {
 		return
 	}
 	w.tree.Store(t)
+	if w.tight() {
+		// Nothing of the command runs until the follower counted the
+		// home and watches it (the run loop lets it go).
+		t.mu.Lock()
+		t.lowGroup = true
+		t.mu.Unlock()
+		t.freeze()
+		w.startHeld.Store(true)
+		if w.notify != nil {
+			_ = w.notify.SetReadDeadline(time.Now()) // wake the loop
+		}
+	}
 	w.setPacer(t.pace)
 }
 
@@ -380,4 +415,22 @@ func (p *procTree) stopped() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.closed && (p.frozen || p.off)
+}
+
+// niceGroup sets the autogroup of pid's session to nice 19, unless it is
+// the worker's own or already so (no autogroups: nothing to do).
+func niceGroup(pid int) {
+	path := "/proc/" + strconv.Itoa(pid) + "/autogroup"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	name, nice, ok := bytes.Cut(bytes.TrimSpace(b), []byte(" nice "))
+	if !ok || string(nice) == "19" {
+		return
+	}
+	if own, err := os.ReadFile("/proc/self/autogroup"); err != nil || bytes.HasPrefix(own, append(name, ' ')) {
+		return
+	}
+	_ = os.WriteFile(path, []byte("19"), 0)
 }

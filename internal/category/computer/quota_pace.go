@@ -57,6 +57,12 @@ func (w *follower) setPacer(fn pacer) {
 func (w *follower) startPace() float64 {
 	q, s := w.q, &w.start
 	switch {
+	case w.tree.Load() != nil && w.tight():
+		// Held from userland in a home at or over its bound: stopped
+		// at each read of its events and at its first growth (gated),
+		// and SCHED_IDLE in a group at nice 19 from its start; a duty
+		// cycle would only slow the rm that frees the home.
+		return 0
 	case q.isOver(s):
 		return paceOver
 	case q.files > 0 && s.files >= q.files-q.files/8, q.bytes > 0 && s.bytes >= q.bytes-q.bytes/8:
