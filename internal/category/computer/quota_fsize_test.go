@@ -56,7 +56,11 @@ func TestQuotaNobodyHeldFileCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	command := `exec 3>held; rm held; while [ ! -e go ]; do sleep 0.01; done; head -c 8388608 /dev/zero >&3; echo "size=$(stat -L -c %s /proc/self/fd/3)"`
+	// The shell says it runs (past the sandbox's start, which sets its
+	// own file size limit) before the test lowers the limit: the
+	// follower lowers it again for processes it finds later, but this
+	// test calls capFiles once.
+	command := `exec 3>held; rm held; : > ready; while [ ! -e go ]; do sleep 0.01; done; head -c 8388608 /dev/zero >&3; echo "size=$(stat -L -c %s /proc/self/fd/3)"`
 	r, err := sb.Start(ctx, sandbox.Spec{Home: h.dir, Shell: "/bin/sh", Command: command}, &out, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +70,14 @@ func TestQuotaNobodyHeldFileCapped(t *testing.T) {
 		_ = r.Wait()
 		_, _ = r.End()
 		t.Skip("SKIPPING: the sandbox gives commands a cgroup here: the tree is not used")
+	}
+	for ready := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(h.dir, "ready")); err == nil {
+			break
+		}
+		if time.Now().After(ready) {
+			t.Fatal("the command did not start within 30 s")
+		}
 	}
 	tree := newProcTree(r.Tree())
 	w.setTree(tree)
