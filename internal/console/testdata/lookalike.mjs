@@ -43,7 +43,11 @@ const measure = (page) => page.evaluate(() => {
     if (approve && args.getBoundingClientRect().bottom > approve.getBoundingClientRect().top) r.argsBelowApprove++;
     for (let a = args; a && a !== document.body; a = a.parentElement) {
       const cs = getComputedStyle(a);
-      if (cs.overflowX !== "visible" || cs.overflowY !== "visible" || cs.textOverflow !== "clip" || cs.display === "none" ||
+      // A box may clip its paint (overflow: clip, contain: paint: a
+      // glyph's ink cannot spill over other text) only if every
+      // character lies inside it, checked below; any other hiding style
+      // is a clipper.
+      if (cs.overflowX !== "visible" && cs.overflowX !== "clip" || cs.overflowY !== "visible" && cs.overflowY !== "clip" || cs.textOverflow !== "clip" || cs.display === "none" ||
           cs.visibility !== "visible" || parseFloat(cs.opacity) < 1 || cs.maxHeight !== "none") r.clippers++;
     }
     const w = document.createTreeWalker(args, NodeFilter.SHOW_TEXT);
@@ -60,7 +64,15 @@ const measure = (page) => page.evaluate(() => {
         rg.setEnd(n, Math.min(n.data.length, i + (n.data.codePointAt(i) > 0xffff ? 2 : 1)));
         const rects = [...rg.getClientRects()].filter((b) => b.width > 0 || n.data[i] === "\n");
         if (rects.length === 0) { r.undrawn++; if (r.samples.length < 10) r.samples.push("undrawn " + JSON.stringify(n.data.slice(Math.max(0, i - 10), i + 10))); continue; }
+        const clips = [];
+        for (let a = n.parentElement; a && a !== document.body; a = a.parentElement) {
+          const cs = getComputedStyle(a);
+          if (cs.overflowX !== "visible" || cs.overflowY !== "visible" || /paint|strict|content/.test(cs.contain)) clips.push(a.getBoundingClientRect());
+        }
         for (const b of rects) {
+          if (clips.some((c) => b.left < c.left - 0.5 || b.right > c.right + 0.5 || b.top < c.top - 0.5 || b.bottom > c.bottom + 0.5)) {
+            r.clippers++; if (r.samples.length < 10) r.samples.push("clipped " + JSON.stringify(n.data.slice(Math.max(0, i - 10), i + 10))); break;
+          }
           if (b.left < -0.5 || b.right > vw + 0.5) { r.outside++; if (r.samples.length < 10) r.samples.push("outside " + JSON.stringify(n.data.slice(Math.max(0, i - 10), i + 10))); break; }
         }
       }
