@@ -139,7 +139,7 @@ func TestBrowserLookalikes(t *testing.T) {
 			t.Errorf("%s: %+v", where, m)
 		}
 	}
-	if out.Styles.Ligatures != "none" || out.Styles.LnSpace != "pre-wrap" || out.Styles.VisSpace != "pre-wrap" {
+	if out.Styles.Ligatures != "none" || out.Styles.LnSpace != "break-spaces" || out.Styles.VisSpace != "break-spaces" {
 		t.Errorf("styles %+v", out.Styles)
 	}
 	if !strings.Contains(out.ScriptNote, "Cyrillic") || !strings.Contains(out.ScriptNote, "several scripts") {

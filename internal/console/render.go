@@ -360,6 +360,16 @@ func visibleIn(s string, isJSON bool) []seg {
 			}
 			i += n
 			continue
+		case unicode.In(r, unicode.M) && stackLen(s[i:]) > 0:
+			// A stack of combining marks on one character is one
+			// marker that counts and names them: drawn, it would climb
+			// far above and below its line; named one by one, a person
+			// could not tell how many sit on the character.
+			n := stackLen(s[i:])
+			flush()
+			out = append(out, seg{Text: stackMarker(s[i : i+n]), Mark: true, Look: true, Raw: s[i : i+n]})
+			i += n
+			continue
 		case hidden(r), r > 0x7e:
 			// A hidden character is named; a drawn one outside printable
 			// ASCII may look like another (a Cyrillic а, a fullwidth ｒ, a
@@ -390,6 +400,57 @@ func visibleIn(s string, isJSON bool) []seg {
 	}
 	flush()
 	return out
+}
+
+// maxStack is the most combining marks on one character named one
+// marker each; a longer stack is one marker that counts them.
+const maxStack = 2
+
+// stackLen is the length in bytes of the run of combining marks that s
+// starts with when it holds more than maxStack marks, else 0.
+func stackLen(s string) int {
+	count, end := 0, 0
+	for end < len(s) {
+		r, size := utf8.DecodeRuneInString(s[end:])
+		if r == utf8.RuneError && size <= 1 || !unicode.In(r, unicode.M) {
+			break
+		}
+		count++
+		end += size
+	}
+	if count <= maxStack {
+		return 0
+	}
+	return end
+}
+
+// stackMarker names a stack of combining marks: how many, then each
+// (a run of one mark counted), none drawn.
+func stackMarker(s string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "⟦%d combining marks on one character:", utf8.RuneCountInString(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n := 1
+		for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
+			n++
+		}
+		name := marker(r)
+		if !hidden(r) {
+			name = lookalike(r) // no glyph: a combining mark
+		}
+		name = strings.TrimSuffix(strings.TrimPrefix(name, "⟦"), "⟧")
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		if n > 1 {
+			fmt.Fprintf(&b, " %d ×", n)
+		}
+		b.WriteString(" " + name)
+		i += n * size
+	}
+	b.WriteString("⟧")
+	return b.String()
 }
 
 func plural(n int) string {
