@@ -67,7 +67,8 @@ func FuzzFormatArgs(f *testing.F) {
 		`{"command":"ls` + strings.Repeat(" ", 400) + `; rm -rf ~"}`, "a\tb\r\n\x00\x1b[2J\xff", "\u2067x\u2069\ufeff\u180e\ufe0f\u00a0",
 		`{"k\u0041":"echo hi\u000a\u0072\u006d -rf ~ \u202e\u005c\u0022\/\ud83d\ude00\ud800"}`, `{"x":"` + strings.Repeat("\u200b\u0430", 50) + `"}`,
 		`{"cmd\n":"echo ;\u0338 |\u20d2 \u115f\u3164\uffa0\ufeff x\u2028y\u0085\u0000\n\n\t\\n\\\"\u001b[2J\ud800"}`,
-		"{\"z\":\"a\u0300\u0300\u0301\u034f\u20dd\ufe0f e\u0301\u0302 \u0430\u0489\u0489\u0489\"}"} {
+		"{\"z\":\"a\u0300\u0300\u0301\u034f\u20dd\ufe0f e\u0301\u0302 \u0430\u0489\u0489\u0489\"}",
+		`{"n":[0.1000000000000000000000001,1e400,-1e-400,12345678901234567890,0.1,-0,1.0E+2,0.000e99999999999999999999]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -33,6 +34,10 @@ type seg struct {
 	// Look marks a drawn character outside printable ASCII (a marker
 	// that names it and shows its glyph).
 	Look bool
+	// Note is a remark on the text before it, drawn as a marker but
+	// standing for nothing (a JSON number a 64-bit float reads as
+	// another number).
+	Note bool
 }
 
 // line is one shown line of a value.
@@ -342,6 +347,19 @@ func visibleIn(s string, isJSON bool) []seg {
 			i += n * size
 			continue
 		}
+		if isJSON && !inString && (s[i] == '-' || s[i] >= '0' && s[i] <= '9') {
+			j := i + 1
+			for j < len(s) && strings.IndexByte("0123456789+-.eE", s[j]) >= 0 {
+				j++
+			}
+			plain.WriteString(s[i:j])
+			if note := inexact(s[i:j]); note != "" {
+				flush()
+				out = append(out, seg{Text: note, Note: true})
+			}
+			i = j
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size <= 1:
@@ -400,6 +418,55 @@ func visibleIn(s string, isJSON bool) []seg {
 	}
 	flush()
 	return out
+}
+
+// inexact names what a JSON number is read as by a tool that decodes
+// it as a 64-bit float (most do: JavaScript, Python's json, Go's
+// float64) when that is another number: 12345678901234567890 is read
+// as 1.2345678901234567e+19, 1e400 as +Inf, and the page shows the
+// number whole, so the person would approve a number that does not run.
+// 0.1 is read as 0.1 (the float nearest it, whose shortest spelling is
+// the number itself). "" when the number is read as itself, or s is not
+// a number.
+func inexact(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return ""
+	}
+	if err == nil {
+		n1, d1, e1, ok1 := decimal(s)
+		n2, d2, e2, ok2 := decimal(strconv.FormatFloat(f, 'e', -1, 64))
+		if ok1 && ok2 && n1 == n2 && d1 == d2 && e1 == e2 {
+			return ""
+		}
+	}
+	return "⟦not exact as a 64-bit number: read as " + strconv.FormatFloat(f, 'g', -1, 64) + "⟧"
+}
+
+// decimal spells a decimal number as its sign, its significant digits
+// and the exponent of 0.digits × 10^exp, in time linear in its length
+// (no big number is built from a number an agent sent).
+func decimal(s string) (neg bool, digits string, exp int, ok bool) {
+	neg = strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	if k := strings.IndexAny(s, "eE"); k >= 0 {
+		e, err := strconv.Atoi(s[k+1:])
+		if err != nil {
+			return false, "", 0, false
+		}
+		exp, s = e, s[:k]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits = whole + frac
+	exp += len(whole)
+	for len(digits) > 0 && digits[0] == '0' {
+		digits, exp = digits[1:], exp-1
+	}
+	digits = strings.TrimRight(digits, "0")
+	if digits == "" {
+		return false, "", 0, true // zero, of either sign
+	}
+	return neg, digits, exp, true
 }
 
 // maxStack is the most combining marks on one character named one
@@ -493,7 +560,7 @@ func weight(text string) int {
 
 // segWeight is what one segment weighs on the page.
 func (g seg) weight() int {
-	if g.Mark {
+	if g.Mark || g.Note {
 		return len(g.Text) + markWeight
 	}
 	return weight(g.Text)
@@ -561,11 +628,11 @@ func fitLines(n int, segs func(i int) []seg, total, limit int) shown {
 			if limit <= 0 || s.Cost+w <= limit {
 				kept = append(kept, g)
 				s.Cost += w
-				used += len(g.Raw) + len(g.Text)*btoi(!g.Mark)
+				used += len(g.Raw) + len(g.Text)*btoi(!g.Mark && !g.Note)
 				continue
 			}
 			full = false
-			if !g.Mark {
+			if !g.Mark && !g.Note {
 				// Plain text is cut on a character boundary, weighed one
 				// character at a time (weighing each prefix whole would be
 				// quadratic in a long line).
@@ -619,7 +686,7 @@ func (s shown) raw() string {
 		for _, g := range l.Segs {
 			if g.Mark {
 				b.WriteString(g.Raw)
-			} else {
+			} else if !g.Note {
 				b.WriteString(g.Text)
 			}
 		}
