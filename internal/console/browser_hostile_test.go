@@ -83,7 +83,12 @@ func zalgo(n int) string {
 // Chromium, and checks that what the page showed, read back, is exactly
 // what ran: no hidden character reached the rendered text, nothing was
 // folded or in a scroll box, and the long value could only be approved
-// from the page that shows all of it.
+// from the page that shows all of it. Values that would paint over or
+// push away the controls (wide glyphs, a stack of 300 combining marks,
+// emoji ZWJ sequences, a long unbroken token, RTL text) leave every
+// Approve, Reject and Send control uncovered and in view, draw nothing
+// outside their argument block, and are drawn in boxes that clip their
+// paint; a stack of marks is one counted marker, and no mark is drawn.
 func TestBrowserHostile(t *testing.T) {
 	t.Parallel()
 	chromium, npmDir := browserTools(t)
