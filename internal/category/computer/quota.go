@@ -162,7 +162,12 @@ func (q *quotas) full(h *home) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	u := q.current(h)
+	return q.atBound(q.current(h))
+}
+
+// atBound says whether u, a home's usage, is at or over a bound: over
+// one, or with no byte or entry left to grow by.
+func (q *quotas) atBound(u *usage) bool {
 	return q.isOver(u) || q.bytes > 0 && u.bytes >= q.bytes || q.files > 0 && u.files >= q.files
 }
 
@@ -890,10 +895,7 @@ func (w *follower) lookHeld(busy bool) {
 // tight says whether the home was at or over a bound when the command
 // began: then any growth is past the bound, and the command is held to
 // none (gated).
-func (w *follower) tight() bool {
-	q, s := w.q, &w.start
-	return q.isOver(s) || q.bytes > 0 && s.bytes >= q.bytes || q.files > 0 && s.files >= q.files
-}
+func (w *follower) tight() bool { return w.q.atBound(&w.start) }
 
 // gated says whether the command, in a home at or over its bound when it
 // began and held from userland (a tree), grew the estimate past the
