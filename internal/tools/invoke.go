@@ -85,14 +85,20 @@ func (inv *Invocation) Reset() {
 	if inv.Tool != nil {
 		inv.Tool = nil
 	}
+	inv.dropNotes()
+	if inv.args != nil {
+		inv.args = nil
+	}
+}
+
+// dropNotes empties the repairs and the activity label, writing only the
+// ones that are set (see set).
+func (inv *Invocation) dropNotes() {
 	if inv.Repairs != nil {
 		inv.Repairs = nil
 	}
 	if len(inv.Activity) != 0 {
 		inv.Activity = ""
-	}
-	if inv.args != nil {
-		inv.args = nil
 	}
 }
 
@@ -194,12 +200,7 @@ func (inv *Invocation) Park() {
 		return
 	}
 	inv.Tool = nil
-	if inv.Repairs != nil {
-		inv.Repairs = nil
-	}
-	if len(inv.Activity) != 0 {
-		inv.Activity = ""
-	}
+	inv.dropNotes()
 	if inv.args != nil {
 		inv.args.Park()
 	}
