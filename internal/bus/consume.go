@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/repull"
 	"github.com/agentbull/toolruntime/internal/textclip"
 )
 
@@ -70,6 +72,9 @@ type Consumer struct {
 	RetryDelay time.Duration
 
 	leases leases
+	// heartbeat is the pull's idle heartbeat (5 s); pullCheck is how
+	// often Run looks for a stranded pull (250 ms). Tests set them.
+	heartbeat, pullCheck time.Duration
 }
 
 // StepMeter counts what became of steps (the worker implements it with
@@ -99,11 +104,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if n <= 0 {
 		n = 256
 	}
-	// A small prefetch: messages buffered here wait without a lease.
-	it, err := cons.Messages(jetstream.PullMaxMessages(max(1, n/2)), jetstream.PullHeartbeat(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("pulling from %s > %s: %w", c.Stream, c.Durable, err)
-	}
 	// Handlers run under their own context: a stop lets them finish, and
 	// cancels it (ErrShutdown) only when the grace period is over.
 	work, abandon := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -120,24 +120,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		})
 	}
-	stopped := context.AfterFunc(ctx, it.Drain)
-	defer stopped()
-	for {
-		msg, err := it.Next()
+	// A pull that nats.go strands (package repull) is replaced by a new
+	// one; a stop drains it, and what it had prefetched is handed back.
+	keep := &repull.Keeper{Consumer: cons, Name: c.Stream + " > " + c.Durable, Logger: log, Every: c.pullCheck}
+	heartbeat := cmp.Or(c.heartbeat, 5*time.Second)
+	err = keep.Run(ctx, func() (repull.Pull, error) {
+		// A small prefetch: messages buffered here wait without a lease.
+		it, err := cons.Messages(jetstream.PullMaxMessages(max(1, n/2)), jetstream.PullHeartbeat(heartbeat), jetstream.PullExpiry(max(30*time.Second, 3*heartbeat)))
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
+			return nil, fmt.Errorf("pulling from %s > %s: %w", c.Stream, c.Durable, err)
+		}
+		return keep.Messages(it, func(msg jetstream.Msg) {
+			if ctx.Err() != nil {
+				// Prefetched after the stop: hand it back at once.
+				_ = msg.Nak()
+				return
 			}
-			log.Warn("pulling steps", "stream", c.Stream, "err", err)
-			continue
-		}
-		if ctx.Err() != nil {
-			// Prefetched after the stop: hand it back at once.
-			_ = msg.Nak()
-			continue
-		}
-		msgs <- msg
-	}
+			msgs <- msg
+		}), nil
+	})
 	close(msgs)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -148,7 +149,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		abandon(ErrShutdown)
 		<-done
 	}
-	return nil
+	return err
 }
 
 // Handle runs the handler over one message and settles it as Run does
