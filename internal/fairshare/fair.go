@@ -13,13 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentbull/toolruntime/internal/bus"
+	"github.com/agentbull/toolruntime/internal/repull"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -426,101 +426,35 @@ func (f *Intake) Run(ctx context.Context) error {
 // turn: read the key, queue it, and wake the dispatcher only when that
 // step can start at once.
 //
-// A pull that nats.go strands (see stranded) is replaced by a new one.
+// A pull that nats.go strands (package repull) is replaced by a new one:
+// bench/inflight came short of its 8,192 calls in flight in one run of two
+// to three on two busy cores, waiting for two missed heartbeats (2 × 5 s)
+// with steps stored.
 func (f *Intake) intake(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) error {
-	for {
-		again, err := f.consume(ctx, cons, bg)
-		if !again || err != nil {
-			return err
-		}
-		f.log().Warn("the pull had stopped with steps stored; pulling again", "stream", f.Stream)
-	}
-}
-
-// consume runs one Consume until ctx ends (nil), it ends by itself (an
-// error) or it is stranded (true).
-func (f *Intake) consume(ctx context.Context, cons jetstream.Consumer, bg *sync.WaitGroup) (bool, error) {
 	log := f.log()
-	var taken atomic.Uint64
-	var taking atomic.Bool
-	// Consume rather than Messages: the iterator's Next arms and stops a
-	// heartbeat timer per step, the callback only resets one.
-	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		taking.Store(true)
-		f.take(ctx, msg, bg)
-		taken.Add(1)
-		taking.Store(false)
-	},
-		jetstream.PullMaxMessages(f.Pull), jetstream.PullHeartbeat(f.heartbeat), jetstream.PullExpiry(max(30*time.Second, 3*f.heartbeat)),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if ctx.Err() == nil {
-				log.Warn("pulling steps", "stream", f.Stream, "err", err)
-			}
-		}))
-	if err != nil {
-		return false, fmt.Errorf("pulling from %s > %s: %w", f.Stream, f.Durable, err)
-	}
-	check := time.NewTicker(f.pullCheck)
-	defer check.Stop()
-	var seen uint64
-	moved, again := false, false
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-cc.Closed():
-			// Ended by the client (the consumer deleted, the connection
-			// closed): said, as the iterator's end was, rather than idling.
-			if ctx.Err() == nil {
-				return false, fmt.Errorf("pulling from %s > %s: the consumer's pull ended", f.Stream, f.Durable)
-			}
-			break wait
-		case <-check.C:
-			// Asked once per burst, when the steps stop coming: an idle
-			// intake costs the server nothing.
-			if n := taken.Load(); n != seen || taking.Load() {
-				seen, moved = n, true
-				continue
-			}
-			if !moved {
-				continue
-			}
-			moved = false
-			if f.stranded(ctx, cons) {
-				again = true
-				break wait
-			}
+	keep := &repull.Keeper{Consumer: cons, Name: f.Stream + " > " + f.Durable, Logger: log, Every: f.pullCheck}
+	return keep.Run(ctx, func() (repull.Pull, error) {
+		// Consume rather than Messages: the iterator's Next arms and stops
+		// a heartbeat timer per step, the callback only resets one. What
+		// was delivered but not yet taken when a pull is drained comes to
+		// take, which hands it back (on a stop) or queues it (on a new
+		// pull).
+		cc, err := cons.Consume(func(msg jetstream.Msg) {
+			keep.Taking()
+			f.take(ctx, msg, bg)
+			keep.Took()
+		},
+			jetstream.PullMaxMessages(f.Pull), jetstream.PullHeartbeat(f.heartbeat), jetstream.PullExpiry(max(30*time.Second, 3*f.heartbeat)),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if ctx.Err() == nil {
+					log.Warn("pulling steps", "stream", f.Stream, "err", err)
+				}
+			}))
+		if err != nil {
+			return nil, fmt.Errorf("pulling from %s > %s: %w", f.Stream, f.Durable, err)
 		}
-	}
-	// What was delivered but not yet taken comes to take, which hands it
-	// back (on a stop) or queues it (on a new pull); Closed is once the
-	// last has.
-	cc.Drain()
-	<-cc.Closed()
-	return again, nil
-}
-
-// stranded tells whether the server holds steps for the work consumer and
-// no pull request to deliver them on, while this intake takes nothing.
-//
-// nats.go's Consume asks for more once fewer than half its batch are
-// still to come, but not while its previous request is being sent
-// (pullSubscription.checkPending skips while fetchInProgress is set). The
-// flag is cleared by the goroutine that sent the request once it runs
-// again after the send; on a loaded machine, the server can deliver every
-// step still asked for before it does, each arrival skipping the
-// re-pull. Then nothing more arrives to try again, and only the missed
-// heartbeats (2 × 5 s) pull again: bench/inflight came short of its 8,192
-// calls in flight in one run of two to three on two busy cores.
-func (f *Intake) stranded(ctx context.Context, cons jetstream.Consumer) bool {
-	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	info, err := cons.Info(ictx)
-	if err != nil {
-		return false
-	}
-	return info.NumPending > 0 && info.NumWaiting == 0
+		return cc, nil
+	})
 }
 
 // take queues one step from the work stream under its key, or spills it.

@@ -17,7 +17,7 @@ import (
 // when the server drops the intake's pull requests without a word.
 //
 // nats.go's Consume counts the steps its requests still have coming;
-// when the server holds fewer than that (Intake.stranded says how that
+// when the server holds fewer than that (package repull says how that
 // happens on a loaded machine), the last step delivered leaves it waiting
 // for steps that never come, and only its missed heartbeats pull again.
 // The same state is made here at once and every time: a work consumer
