@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/repull"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -18,7 +19,13 @@ import (
 // ends, then stops taking reports, hands back (naks) those it holds and
 // returns nil. Every worker runs it beside worker.Run (same context,
 // same errgroup); the reports are shared out among the workers by the
-// durable consumer job-reports. An error means it could not start.
+// durable consumer job-reports. An error means it could not start, or
+// its pull ended by itself (the consumer deleted, the connection
+// closed), as the worker's own intakes say.
+//
+// A pull that nats.go strands with reports stored (package repull) is
+// replaced by a new one: its missed heartbeats (2 × 15 s) would apply
+// them half a minute late.
 //
 // A report that can never apply (not JSON, a bad status, an unknown job)
 // is terminated and logged; one that fails to apply for a passing reason
@@ -28,18 +35,19 @@ func (s *Service) Watch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("job reports: %w", err)
 	}
-	cc, err := c.Consume(func(m jetstream.Msg) { s.handle(ctx, m) }, jetstream.PullMaxMessages(64),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			s.log.Warn("job reports: consuming", "err", err)
-		}))
+	keep := &repull.Keeper{Consumer: c, Name: Stream + " > " + ConsumerReports, Logger: s.log}
+	err = keep.Run(ctx, func() (repull.Pull, error) {
+		return c.Consume(func(m jetstream.Msg) {
+			keep.Taking()
+			s.handle(ctx, m)
+			keep.Took()
+		}, jetstream.PullMaxMessages(64),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				s.log.Warn("job reports: consuming", "err", err)
+			}))
+	})
 	if err != nil {
 		return fmt.Errorf("job reports: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	select {
-	case <-cc.Closed():
-	case <-time.After(s.cfg.AckWait):
 	}
 	return nil
 }
