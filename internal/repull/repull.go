@@ -123,11 +123,12 @@ func (k *Keeper) watch(ctx context.Context, p Pull) (bool, error) {
 	check := time.NewTicker(cmp.Or(k.Every, 250*time.Millisecond))
 	defer check.Stop()
 	seen, moved := k.taken.Load(), false
+	closed := p.Closed()
 	for {
 		select {
 		case <-ctx.Done():
 			return false, nil
-		case <-p.Closed():
+		case <-closed:
 			if ctx.Err() != nil {
 				return false, nil
 			}
