@@ -187,6 +187,7 @@ func (m *program) Run(ctx context.Context) error {
 			return portHint(err)
 		}
 		url = m.server.ClientURL()
+		m.Worker.Interest = m.server.Interest
 		m.log.Info("embedded NATS server with JetStream started", "url", url, "monitoring", m.monitorURL(host), "data_dir", dir)
 		if m.Computer.StorePath == "" {
 			m.Computer.StorePath = dir // the homes' reserve says whether it shares their disk

@@ -94,6 +94,17 @@ func (e *Embedded) WaitForShutdown() {
 	e.server().WaitForShutdown()
 }
 
+// Interest reports whether the server has a subscriber for subject, in
+// the account its clients use (the embedded server has no others): a
+// look in the account's subject tree, where a message would cost its
+// client a write and the server a read, a parse and the same look. A
+// subscription that arrives meanwhile is as good as one that arrives
+// just after the message, which it would not get either.
+func (e *Embedded) Interest(subject string) bool {
+	acc := e.server().GlobalAccount()
+	return acc == nil || acc.SubscriptionInterest(subject)
+}
+
 func (e *Embedded) server() *server.Server {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -36,6 +36,12 @@ type Publisher struct {
 	// minutes left). A cancel of ctx ends the retries, and does not cut
 	// short an attempt already waiting.
 	AttemptTimeout time.Duration
+	// Interest, when set, says whether anyone subscribes to a subject
+	// (Embedded.Interest): an activity event without a subscriber is
+	// not sent. Core NATS drops such a message at the server, but only
+	// after the client has written it and the server has read, parsed
+	// and matched it: two of the six messages a step sends.
+	Interest func(subject string) bool
 
 	bufs sync.Pool // of *[]byte: getBuf
 	msgs sync.Pool // of *outMsg: getMsg
@@ -54,15 +60,20 @@ func (p *Publisher) StepDone(ctx context.Context, ev *protocol.StepDone) error {
 
 // Activity publishes a progress event on core NATS; losing one is
 // harmless. A label too large for the connection is clipped
-// (wire.AppendActivity).
+// (wire.AppendActivity). One that nobody subscribes to (Interest) is
+// not sent.
 func (p *Publisher) Activity(agentID, turnID string, a protocol.Activity) {
+	subject := protocol.Subject(protocol.PrefixActive, agentID, turnID)
+	if p.Interest != nil && !p.Interest(subject) {
+		return
+	}
 	buf := p.getBuf()
 	defer p.putBuf(buf)
 	data, err := wire.AppendActivity((*buf)[:0], a, protocol.EventBudget(p.MaxPayload()))
 	if *buf = data; err != nil {
 		return
 	}
-	_ = p.JS.Conn().Publish(protocol.Subject(protocol.PrefixActive, agentID, turnID), data)
+	_ = p.JS.Conn().Publish(subject, data)
 }
 
 // MaxPayload is the largest message the connection's server takes,

@@ -93,6 +93,12 @@ type Config struct {
 	// approval, and for how long (turn.DefaultApprovalTimeout); a step's
 	// context.approval adds to it. Task turns are never held.
 	Approval turn.Policy
+	// Interest, when set, says whether the server has a subscriber for a
+	// subject; bus.Embedded.Interest answers it for the server in this
+	// process. Activity events nobody subscribes to are then not sent:
+	// core NATS would drop them, after the client and the server had
+	// each spent a message on them (two of a step's six).
+	Interest func(subject string) bool
 }
 
 // withDefaults fills the zero fields: the one place the defaults are

@@ -81,7 +81,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, assembler *turn.Assembl
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, nc: nc, js: js, log: log, tasks: tasks, cancels: turn.NewCancels()}
-	w.pub = &bus.Publisher{JS: js, Logger: log}
+	w.pub = &bus.Publisher{JS: js, Logger: log, Interest: cfg.Interest}
 	w.state = &turnstate.Store{KV: kv, Pub: w.pub, Worker: cfg.Name}
 	w.dead = &bus.DeadLetters{JS: js, Pub: w.pub}
 	w.cancelWriter = &turnstate.CancelWriter{State: w.state, Log: log}

@@ -427,3 +427,61 @@ func TestIncompatibleStreamStopsTheStart(t *testing.T) {
 		t.Fatalf("worker.New: %v, want an incompatible-retention error", err)
 	}
 }
+
+// A worker given Interest asks it before each activity event and sends
+// the event only to a turn someone watches: a step of an unwatched turn
+// sends none, a watched one the call's started and completed events.
+func TestActivityOnlyWhenWatched(t *testing.T) {
+	t.Parallel()
+	s := natstest.Start(t)
+	var log orderLog
+	var runs, asked, refused counter
+	cfg := testConfig()
+	cfg.Interest = func(subject string) bool {
+		ok := s.GlobalAccount().SubscriptionInterest(subject)
+		asked.add(subject)
+		if !ok {
+			refused.add(subject)
+		}
+		return ok
+	}
+	startWorker(t, s, cfg, probeCategory(&log, &runs))
+	g := newGateway(t, s)
+
+	ev := g.watch("a1", "unwatched")
+	g.sendStep("a1", "unwatched", 0, fc("c1", "seq", `{"label":"one"}`))
+	ev.untilDone()
+	quiet := protocol.Subject(protocol.PrefixActive, "a1", "unwatched")
+	if n := asked.get(quiet); n < 2 || refused.get(quiet) != n {
+		t.Errorf("unwatched turn: asked %d times, refused %d, want at least 2, all refused", n, refused.get(quiet))
+	}
+
+	watched := protocol.Subject(protocol.PrefixActive, "a1", "watched")
+	got := make(chan *nats.Msg, 10)
+	sub := must(g.nc.ChanSubscribe(watched, got))
+	defer sub.Unsubscribe()
+	must(0, g.nc.Flush())
+	ev = g.watch("a1", "watched")
+	g.sendStep("a1", "watched", 0, fc("c2", "seq", `{"label":"two"}`))
+	ev.untilDone()
+	var states []string
+	for len(states) < 2 {
+		select {
+		case m := <-got:
+			var a protocol.Activity
+			must(0, json.Unmarshal(m.Data, &a))
+			if a.CallID != "c2" || a.Label != "seq two" {
+				t.Errorf("activity %s", m.Data)
+			}
+			states = append(states, a.State)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("watched turn: activities %v, want started and completed", states)
+		}
+	}
+	if !slices.Equal(states, []string{"started", "completed"}) {
+		t.Errorf("watched turn: activities %v, want started and completed", states)
+	}
+	if refused.get(watched) != 0 {
+		t.Errorf("watched turn: %d activities refused", refused.get(watched))
+	}
+}
