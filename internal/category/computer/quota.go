@@ -242,7 +242,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, q.walkCap(), nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, nil, q.walkCap(), nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -261,12 +261,12 @@ func (q *quotas) walkCap() int64 {
 const xattrInode = 1024
 
 // walkDirs is walk, calling dir with each directory it opens (rel from
-// the home, "." first), counting up to limit entries (-1: all). Given
-// carry, it takes the extended attributes from it instead of reading
-// them (a syscall per entry): a walk that confirms a stop must be quick,
-// and attributes raise no event the follower reads, so the backstop
-// walks alone count them anew.
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64, carry *usage) *usage {
+// the home, "." first) and tick (if any) every walkTick entries, counting
+// up to limit entries (-1: all). Given carry, it takes the extended
+// attributes from it instead of reading them (a syscall per entry): a
+// walk that confirms a stop must be quick, and attributes raise no event
+// the follower reads, so the backstop walks alone count them anew.
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage) *usage {
 	u := &usage{at: time.Now()}
 	xattrs := carry == nil
 	var xattrBytes int64
@@ -293,6 +293,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), limit int64
 			ents, err := f.ReadDir(1024)
 			for _, e := range ents {
 				u.files++
+				if tick != nil && u.files%walkTick == 0 {
+					tick()
+				}
 				if limit >= 0 && u.files > limit {
 					u.over = true
 					return
@@ -440,6 +443,13 @@ const (
 	fsGrowth       = 1 << 20 // the least growth of the file system that asks for a walk
 	maxTrackedSize = 65_536  // entries whose size a follower remembers
 	entryMargin    = 32      // entries the event count may pass the bound by before it stops a command unconfirmed
+	// burstRead is a read of events that stops the command while the
+	// follower takes them in (some 500 events: the command ran that far
+	// ahead of it). A follower that keeps up reads a few at a time. A
+	// walk looks at the events queued every walkTick entries it counts,
+	// and stops the command for the rest of it once as many are queued.
+	burstRead = 16 << 10
+	walkTick  = 32
 )
 
 // notifyMask are the inotify events that change what a home holds.
@@ -518,7 +528,9 @@ type follower struct {
 	// instruction (a home at or over its bound); the run loop lets it
 	// go once it follows the home.
 	startHeld atomic.Bool
-	notify    *os.File // w.f as follow made it: setTree wakes the loop through it
+	// pressed: pressure stopped the command during a walk.
+	pressed bool
+	notify  *os.File // w.f as follow made it: setTree wakes the loop through it
 }
 
 // follow starts following h, before its command starts so that the
@@ -527,7 +539,7 @@ func (q *quotas) follow(h *home) *follower {
 	if q == nil {
 		return nil
 	}
-	w := &follower{q: q, h: h, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}, touched: map[string]bool{}, xtouched: map[string]bool{}, xsizes: map[string]int64{}}
+	w := &follower{q: q, h: h, fsUsed: -1, dirs: map[int32]string{}, watched: map[string]bool{}, sizes: map[string]int64{}, touched: map[string]bool{}, xtouched: map[string]bool{}, xsizes: map[string]int64{}}
 	// The usage the command starts from is the cached one (room, just
 	// before, made it fresh): a walk in run could come after the
 	// command's first writes on a busy host, and miss its growth.
@@ -658,7 +670,7 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.walkCap(), carry)
+	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry)
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -679,6 +691,20 @@ func (w *follower) walk(quick bool) *usage {
 	w.q.mu.Lock()
 	w.q.use[w.h.agent] = &cached
 	w.q.mu.Unlock()
+	if w.pressed && !quick {
+		// The command ran a burst ahead while the walk counted. Past
+		// the line it stays stopped for a walk that confirms (its
+		// count here was partly taken while it ran); under it, it goes
+		// on, and the read that follows takes its events in, the
+		// command stopped again (burstRead). A confirming walk's
+		// caller lets it go.
+		if w.nearBound() {
+			w.walkNow = true
+			return u
+		}
+		w.tree.Load().thaw()
+	}
+	w.pressed = false
 	return u
 }
 
@@ -720,6 +746,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
 		urgent := w.urgent()
+		if urgent && !w.pressed && w.tree.Load() != nil && w.fsGrew() {
+			// Grown where no event tells, past the room: stopped from
+			// now until the walk that confirms (below).
+			w.pressed = w.tree.Load().hold()
+		}
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
 			if w.gated() {
@@ -734,7 +765,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			// instruction, in a home at or over its bound: it runs
 			// once the follower has counted the home and watches it.
 			w.startHeld.Store(false)
-			w.tree.Load().thaw()
+			if !w.pressed { // else the walk that confirms lets it go
+				w.tree.Load().thaw()
+			}
 		}
 		// Wake up at least every walkGap to read statfs (heldWake with a
 		// tree: held files grow where no event tells).
@@ -752,7 +785,12 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				// add nothing while it counts (where they have no
 				// cgroup; killed stopped when it confirms), and the
 				// events they queued before are read first, so that
-				// none counts again after the walk.
+				// none counts again after the walk. Near a bound they
+				// run only where the worker leaves a core idle from
+				// now on (procTree.lower).
+				if w.nearBound() {
+					w.tree.Load().lower()
+				}
 				w.tree.Load().freeze()
 				w.drain(buf)
 			}
@@ -787,10 +825,17 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				return
 			}
 			held := false
-			if n > 0 && w.tight() {
+			if n > 0 && w.tight() || n >= burstRead {
 				// In a home at or over its bound, the command is
 				// stopped while the follower takes in what it did: a
 				// growth is then confirmed (gated) before it runs again.
+				// So is a command that ran a burst of events ahead of
+				// the follower (a read of burstRead or more): taking
+				// in a read's events (an lstat per file named) takes
+				// longer than the command needs to make them, and a
+				// writer of empty files left running meanwhile went
+				// thousands of entries past its bound on a loaded host
+				// before the follower's first look could pace it.
 				w.tree.Load().freeze()
 				held = w.tree.Load() != nil
 			}
@@ -810,6 +855,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				// counts, and entries the events counted twice (those a
 				// walk read as they were made) kill nothing.
 				if t := w.tree.Load(); t != nil {
+					t.lower()
 					t.freeze()
 					w.drain(buf)
 					if u := w.walk(true); w.q.isOver(u) && grewPast(u, start) {
@@ -836,8 +882,8 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				cancel(errOverQuota)
 				return
 			}
-			if held && !w.gated() {
-				w.tree.Load().thaw() // gated: stopped until the walk at the loop's top
+			if held && !w.gated() && !w.pressed {
+				w.tree.Load().thaw() // gated or pressed: stopped until the walk at the loop's top
 			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				_ = w.f.Close() // not expected; walks alone from here
@@ -891,6 +937,29 @@ func (w *follower) lookHeld(busy bool) {
 	w.heldAt, w.heldNow = time.Now(), false
 	w.heldFS, w.heldEst = fs, w.est.bytes
 }
+
+// pressure stops the command for the rest of a walk when the events it
+// queued meanwhile reach burstRead, or the file system grew by more than
+// the home's room (fsGrew: writes no watch sees, deeper than the watched
+// directories or in one the worker cannot read): a walk of a big home on
+// a loaded host takes hundreds of milliseconds, in which a writer of
+// empty files made thousands past the bound before the follower read any
+// of them, and a writer of 1 MiB files tens of MiB.
+// (FIONREAD, spelled TIOCINQ in x/sys/unix, is the bytes an inotify
+// instance holds queued.)
+func (w *follower) pressure() {
+	t := w.tree.Load()
+	if t == nil || w.f == nil || w.pressed {
+		return
+	}
+	if n, err := unix.IoctlGetInt(int(w.f.Fd()), unix.TIOCINQ); err == nil && n >= burstRead || w.fsGrew() {
+		w.pressed = t.hold()
+	}
+}
+
+// nearBound says whether the estimate passed the line below a bound, or
+// a bound.
+func (w *follower) nearBound() bool { return w.overLine() || w.q.isOver(&w.est) }
 
 // tight says whether the home was at or over a bound when the command
 // began: then any growth is past the bound, and the command is held to

@@ -46,11 +46,14 @@ type procTree struct {
 	cores    float64
 	closed   bool
 	// lowGroup: the idle processes' session groups get nice 19 too (see
-	// setIdle): a command in a home at or over its bound, which may
-	// only shrink it, gets the CPU only where nothing else wants it, so
-	// the follower, woken by its first growth, stops it before it goes
+	// setIdle, lower): a command in a home at or over its bound when it
+	// starts, or one whose home's estimate passed the line (within an
+	// eighth of a bound), gets the CPU only where nothing else wants
+	// it, so the follower, woken by its growth, stops it before it goes
 	// on. Not for every paced command: a group at nice 19 on a busy
-	// host runs many times slower.
+	// host runs many times slower (a paced writer beside two busy loops
+	// ran into its time limit), and a command short of the line keeps
+	// its share.
 	lowGroup bool
 	// fsize is the RLIMIT_FSIZE the follower lowered the tree's
 	// processes to (0: none; see follower.capFiles).
@@ -193,6 +196,30 @@ func setIdle(pid int, group bool) {
 	}
 }
 
+// lower gives the tree's session groups nice 19 from now on (see
+// lowGroup): the follower calls it once the command's home nears a
+// bound. Without it a command's SCHED_IDLE is no help against a worker
+// the host runs late: bubblewrap starts every command in a session of
+// its own (--new-session), so with autogroups its processes compete as a
+// group of nice 0, as many as the worker's, and SCHED_IDLE only ranks
+// them among themselves. A writer then ran on at full speed while the
+// follower waited for a core, thousands of entries or tens of MiB past
+// its bound on a host with two busy cores beside it.
+func (p *procTree) lower() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lowGroup || p.closed {
+		return
+	}
+	p.lowGroup = true
+	for pid := range p.members() {
+		niceGroup(pid)
+	}
+}
+
 // contAll continues every process the tree stopped. p.mu is held.
 func (p *procTree) contAll() {
 	for pid, fd := range p.held {
@@ -225,6 +252,23 @@ func (p *procTree) freeze() {
 	p.frozen = true
 	p.idle = true
 	p.apply()
+}
+
+// hold stops the tree as freeze does, unless the follower holds it
+// already: it says whether it did (thaw lets it go).
+func (p *procTree) hold() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen || p.closed {
+		return false
+	}
+	p.frozen = true
+	p.idle = true
+	p.apply()
+	return true
 }
 
 // thaw lets the tree run again, unless the duty cycle holds it.

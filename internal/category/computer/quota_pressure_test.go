@@ -1,0 +1,179 @@
+package computer
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sessionTree starts a shell in a session of its own (as bubblewrap's
+// --new-session starts a command) with a sleep below it, and returns the
+// tree of the shell and the sleep's pid.
+func sessionTree(t *testing.T) (*procTree, int) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "sleep 60 & echo $!; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	line := make([]byte, 32)
+	n, _ := out.Read(line)
+	child, err := strconv.Atoi(string(bytes.TrimSpace(line[:n])))
+	if err != nil {
+		t.Fatalf("the shell did not say its child's pid: %q", line[:n])
+	}
+	tree := newProcTree(cmd.Process.Pid)
+	t.Cleanup(tree.close)
+	return tree, child
+}
+
+// groupNice is the nice of pid's scheduler group (autogroup), or "" where
+// the kernel groups no sessions.
+func groupNice(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
+	if err != nil {
+		return ""
+	}
+	_, nice, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" nice "))
+	return string(nice)
+}
+
+// A command near a bound gets its session's scheduler group at nice 19:
+// bubblewrap's --new-session gives every command a group of its own,
+// where SCHED_IDLE alone ranks its processes only among themselves, and
+// the command went on at a full group's share while the follower waited
+// for a core (thousands of entries and tens of MiB past the bound at
+// load 7 to 11). A command paced or stopped for a walk further from its
+// bounds keeps its group's share (SCHED_IDLE within it): at nice 19, a
+// paced writer of 1 MiB files beside two busy loops ran into its 2-minute
+// limit.
+func TestTreeGroupLowered(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || string(bytes.TrimSpace(b)) != "1" {
+		t.Skip("SKIPPING: the kernel groups no sessions here (sched_autogroup_enabled): nothing to lower")
+	}
+	for _, c := range []struct {
+		name string
+		do   func(*procTree)
+		want string
+	}{
+		{"paced", func(p *procTree) { _ = p.pace(0.5); _ = p.pace(0) }, "0"},
+		{"near a bound", func(p *procTree) { p.lower() }, "19"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tree, child := sessionTree(t)
+			if n := groupNice(t, child); n != "0" {
+				t.Skipf("SKIPPING: a new session's group starts at nice %q here", n)
+			}
+			tree.freeze() // SCHED_IDLE: the group is left as it was
+			tree.thaw()
+			if n := groupNice(t, child); n != "0" {
+				t.Errorf("a freeze alone set the group's nice to %s", n)
+			}
+			c.do(tree)
+			if n := groupNice(t, child); n != c.want {
+				t.Errorf("the command's group is at nice %s, want %s", n, c.want)
+			}
+			if n := groupNice(t, os.Getpid()); n == "19" {
+				t.Error("the worker's own group was lowered")
+			}
+		})
+	}
+}
+
+// A walk that finds the command ran a burst of events ahead of it
+// (burstRead queued), or the file system grew past the home's room where
+// no event tells, stops the command for the rest of the walk; after a
+// walk that finds the home under its line, the command goes on.
+func TestWalkPressureHoldsTheCommand(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		bytes int64
+		grow  func(t *testing.T, home, beside string)
+	}{
+		{"events", 1 << 30, func(t *testing.T, home, _ string) {
+			for i := range 800 {
+				if err := os.WriteFile(filepath.Join(home, "f"+strconv.Itoa(1000+i)), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"the file system", 4 << 20, func(t *testing.T, _, beside string) {
+			// Beside the home, on its file system: no event of the home's
+			// tells it.
+			if err := os.WriteFile(filepath.Join(beside, "big"), bytes.Repeat([]byte{1}, 8<<20), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			hs, err := openHomes(filepath.Join(root, "homes"), slog.New(slog.DiscardHandler), nil, newQuotas(c.bytes, 100_000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hs.close()
+			h, err := hs.open("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.close()
+			w := hs.quota.follow(h)
+			defer w.close()
+			if w.f == nil {
+				t.Skip("SKIPPING: no inotify instance to be had here")
+			}
+			tree, child := sessionTree(t)
+			w.setTree(tree)
+			w.walk(false)
+			if w.pressure(); w.pressed && c.bytes >= 1<<30 {
+				// (Only where the room is 7/8 GiB: others' writes to a
+				// shared disk could pass a few MiB of room meanwhile.)
+				t.Fatal("a walk with nothing queued and no growth stopped the command")
+			}
+			c.grow(t, h.dir, root)
+			w.pressure()
+			if !w.pressed {
+				t.Fatal("the command ran ahead of the walk and was not stopped")
+			}
+			// (A process stopped while it waited for a core, SCHED_IDLE,
+			// shows as running until it takes the signal, before any
+			// instruction of its own.)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if st, _ := statOf(child); st == 'T' || st == 't' {
+					break
+				}
+				if time.Now().After(deadline) {
+					st, _ := statOf(child)
+					t.Fatalf("the command's process is in state %q, want stopped", st)
+				}
+			}
+			w.walk(false)
+			if w.pressed {
+				t.Error("still pressed after the walk")
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if st, _ := statOf(child); st != 'T' && st != 't' {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the command was left stopped after a walk that found its home under its line")
+				}
+			}
+		})
+	}
+}
