@@ -12,7 +12,7 @@ import (
 // packages on floors below its own. docs/architecture.md shows them.
 var floors = [][]string{
 	{"internal/textclip", "internal/pause", "internal/traceheader", "internal/mountinfo", "internal/heaptest"},
-	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn", "internal/tokenvault"},
+	{"protocol", "internal/schema", "internal/netguard", "internal/procguard", "internal/natstest", "internal/golden", "internal/cgroup", "internal/natsconn", "internal/tokenvault", "internal/repull"},
 	{"internal/toolhooks", "internal/mcpdoor/principal"},
 	{"tool", "internal/wire"},
 	{"internal/tools", "internal/sandbox", "internal/media"},
