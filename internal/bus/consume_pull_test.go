@@ -40,14 +40,8 @@ func TestPullIsNotStranded(t *testing.T) {
 	if err := Setup(ctx, js, topo); err != nil {
 		t.Fatal(err)
 	}
-	cfg := topo.Consumers()[protocol.StreamApprovals]
-	cfg.MaxWaiting = 1
-	if err := js.DeleteConsumer(ctx, protocol.StreamApprovals, cfg.Durable); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateConsumer(ctx, protocol.StreamApprovals, cfg); err != nil {
-		t.Fatal(err)
-	}
+	durable := topo.Consumers()[protocol.StreamApprovals].Durable
+	natstest.OnePullWaiting(t, js, protocol.StreamApprovals, durable)
 	// Concurrency 128 pulls 64 at a time, asking for more below 32.
 	const concurrency, first, steps = 128, 40, 120
 	pub := &Publisher{JS: js}
@@ -63,7 +57,7 @@ func TestPullIsNotStranded(t *testing.T) {
 	handled := 0
 	release := make(chan struct{})
 	c := &Consumer{
-		JS: js, Stream: protocol.StreamApprovals, Durable: cfg.Durable, Dead: &DeadLetters{JS: js, Pub: pub},
+		JS: js, Stream: protocol.StreamApprovals, Durable: durable, Dead: &DeadLetters{JS: js, Pub: pub},
 		Concurrency: concurrency, Grace: 10 * time.Second, heartbeat: 20 * time.Second,
 		Handler: func(ctx context.Context, _ jetstream.Msg) error {
 			mu.Lock()
@@ -100,7 +94,7 @@ func TestPullIsNotStranded(t *testing.T) {
 	}
 	if n := started(); n < steps {
 		var state string
-		if c, err := js.Consumer(ctx, protocol.StreamApprovals, cfg.Durable); err == nil {
+		if c, err := js.Consumer(ctx, protocol.StreamApprovals, durable); err == nil {
 			i := c.CachedInfo()
 			state = fmt.Sprintf("delivered %d, ack pending %d, still stored %d, pull requests waiting %d", i.Delivered.Consumer, i.NumAckPending, i.NumPending, i.NumWaiting)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentbull/toolruntime/internal/natstest"
 	"github.com/agentbull/toolruntime/protocol"
 )
 
@@ -30,14 +31,8 @@ import (
 func TestFairPullIsNotStranded(t *testing.T) {
 	r := newFairRig(t, 1)
 	ctx := context.Background()
-	cfg := r.topo.Consumers()[protocol.StreamCalls]
-	cfg.MaxWaiting = 1
-	if err := r.js.DeleteConsumer(ctx, protocol.StreamCalls, cfg.Durable); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.js.CreateConsumer(ctx, protocol.StreamCalls, cfg); err != nil {
-		t.Fatal(err)
-	}
+	durable := r.topo.Consumers()[protocol.StreamCalls].Durable
+	natstest.OnePullWaiting(t, r.js, protocol.StreamCalls, durable)
 	const pull, first, steps = 64, 40, 256
 	r.publish("a1", "", 0, first)
 	var mu sync.Mutex
@@ -80,7 +75,7 @@ func TestFairPullIsNotStranded(t *testing.T) {
 	}
 	if n := started(); n < steps {
 		var state string
-		if c, err := r.js.Consumer(ctx, protocol.StreamCalls, cfg.Durable); err == nil {
+		if c, err := r.js.Consumer(ctx, protocol.StreamCalls, durable); err == nil {
 			i := c.CachedInfo()
 			state = fmt.Sprintf("delivered %d, ack pending %d, still stored %d, pull requests waiting %d", i.Delivered.Consumer, i.NumAckPending, i.NumPending, i.NumWaiting)
 		}

@@ -92,3 +92,28 @@ func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
 	}
 	return js
 }
+
+// OnePullWaiting remakes the durable consumer stream > durable as it is
+// but for MaxWaiting 1: the server then keeps one pull request at most
+// and drops a second sent while the first still waits, without a word
+// (a request with a heartbeat gets no 409). A nats.go pull that counted
+// on the dropped request is left with messages stored and none asked
+// for, the state package repull recovers from: tests of it make that
+// state with this every time.
+func OnePullWaiting(t testing.TB, js jetstream.JetStream, stream, durable string) jetstream.Consumer {
+	t.Helper()
+	ctx := t.Context()
+	c, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	cfg.MaxWaiting = 1
+	if err := js.DeleteConsumer(ctx, stream, durable); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = js.CreateConsumer(ctx, stream, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

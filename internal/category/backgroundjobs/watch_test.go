@@ -34,18 +34,7 @@ func TestWatchIsNotStranded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := js.Consumer(ctx, backgroundjobs.Stream, backgroundjobs.ConsumerReports)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := c.CachedInfo().Config
-	cfg.MaxWaiting = 1
-	if err := js.DeleteConsumer(ctx, backgroundjobs.Stream, backgroundjobs.ConsumerReports); err != nil {
-		t.Fatal(err)
-	}
-	if c, err = js.CreateConsumer(ctx, backgroundjobs.Stream, cfg); err != nil {
-		t.Fatal(err)
-	}
+	c := natstest.OnePullWaiting(t, js, backgroundjobs.Stream, backgroundjobs.ConsumerReports)
 	done := make(chan error, 1)
 	go func() { done <- svc.Watch(ctx) }()
 	defer func() {
