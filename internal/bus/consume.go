@@ -131,12 +131,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil, fmt.Errorf("pulling from %s > %s: %w", c.Stream, c.Durable, err)
 		}
 		return keep.Messages(it, func(msg jetstream.Msg) {
-			if ctx.Err() != nil {
-				// Prefetched after the stop: hand it back at once.
+			// Prefetched after the stop, or waiting for a handler when
+			// it came: hand it back at once. Waiting for a handler to be
+			// free would hold the drain, and with it the grace period,
+			// until a running step ends by itself.
+			select {
+			case <-ctx.Done():
 				_ = msg.Nak()
 				return
+			default:
 			}
-			msgs <- msg
+			select {
+			case msgs <- msg:
+			case <-ctx.Done():
+				_ = msg.Nak()
+			}
 		}), nil
 	})
 	close(msgs)

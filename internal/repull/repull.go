@@ -41,6 +41,11 @@ type Keeper struct {
 	// Every is how often the pull's progress is looked at (250 ms): a
 	// stranded pull is pulled again within about two of it.
 	Every time.Duration
+	// Linger bounds how long a stop waits for the drained pull to close,
+	// that is for the message being taken to be done with; 0 waits until
+	// it is. A taker that may not heed the stop (a handler that ignores
+	// its context) gets a bound, past which it is left to finish alone.
+	Linger time.Duration
 
 	taken  atomic.Uint64
 	taking atomic.Bool
@@ -58,7 +63,8 @@ func (k *Keeper) Took() {
 }
 
 // Run starts a pull with start and keeps one running until ctx ends:
-// then it drains the pull, waits until it is closed, and returns nil. A
+// then it drains the pull, waits until it is closed (at most Linger, when
+// set), and returns nil. A
 // stranded pull is drained (what it had delivered is still handed over),
 // and another is started, with a warning. An error of start is returned
 // as it is; a pull that ends by itself before ctx does is ErrEnded.
@@ -76,6 +82,14 @@ func (k *Keeper) Run(ctx context.Context, start func() (Pull, error)) error {
 		case <-p.Closed():
 		default:
 			p.Drain()
+			if !stranded && k.Linger > 0 {
+				select {
+				case <-p.Closed():
+				case <-time.After(k.Linger):
+					k.log().Warn("stopped; the message being taken is left to finish alone", "consumer", k.Name, "waited", k.Linger)
+				}
+				return nil
+			}
 			<-p.Closed()
 		}
 		if !stranded {

@@ -100,3 +100,51 @@ func TestKeeperAsksOnlyAfterABurst(t *testing.T) {
 		t.Fatal("Run did not end after its consumer was deleted")
 	}
 }
+
+// TestStopLingersAtMostLinger: a stop while a message is being taken by
+// a taker that does not heed it (a handler blocked on something else)
+// returns after Linger, not when the taker is done.
+func TestStopLingersAtMostLinger(t *testing.T) {
+	t.Parallel()
+	js := natstest.Start(t).JetStream(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &Keeper{Consumer: cons, Name: "S > d", Every: 10 * time.Millisecond, Linger: 200 * time.Millisecond}
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	done := make(chan error, 1)
+	go func() {
+		done <- k.Run(ctx, func() (Pull, error) {
+			return cons.Consume(func(m jetstream.Msg) {
+				k.Taking()
+				close(entered)
+				<-release // deaf to the stop
+				k.Took()
+			})
+		})
+	}()
+	if _, err := js.Publish(t.Context(), "s.1", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message was not taken")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return 30 s after the stop, with Linger %s", k.Linger)
+	}
+}

@@ -35,7 +35,9 @@ func (s *Service) Watch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("job reports: %w", err)
 	}
-	keep := &repull.Keeper{Consumer: c, Name: Stream + " > " + ConsumerReports, Logger: s.log}
+	// A stop waits for the report being applied at most one AckWait:
+	// past it the report is delivered again anyway.
+	keep := &repull.Keeper{Consumer: c, Name: Stream + " > " + ConsumerReports, Logger: s.log, Linger: s.cfg.AckWait}
 	err = keep.Run(ctx, func() (repull.Pull, error) {
 		return c.Consume(func(m jetstream.Msg) {
 			keep.Taking()
