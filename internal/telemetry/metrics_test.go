@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -12,7 +13,9 @@ import (
 )
 
 // TestCachedSetsKeepLabelsApart: measurements with cached attribute sets
-// are counted under their own labels, also past the cache's size.
+// are counted under their own labels, up to maxSeries series a counter;
+// past that, under the overflow series, as the SDK's cardinality limit
+// would.
 func TestCachedSetsKeepLabelsApart(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	m, err := newMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"))
@@ -28,10 +31,10 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 	for i := range 3 {
 		m.callEnded(&turn.Outcome{Name: string(rune('x' + i)), Err: tool.Errorf(tool.UnknownTool, "no such tool")})
 	}
-	for i := range maxCachedSets + 10 {
-		m.Step("S", string(rune('a'+i%26))+string(rune('a'+i/26)), 1)
-	}
 	m.Step("S", "done", 1)
+	for i := range maxSeries + 10 { // done holds one place
+		m.Step("S", fmt.Sprint("r", i), 1)
+	}
 	m.Step("S", "done", 1)
 
 	var rm metricdata.ResourceMetrics
@@ -61,15 +64,17 @@ func TestCachedSetsKeepLabelsApart(t *testing.T) {
 		"turn_worker_calls error_kind=unknown_tool status=error tool=(unknown)": 3,
 		"turn_worker_calls error_kind=unknown_tool status=error tool=x":         0,
 		"turn_worker_steps result=done stream=S":                                2,
-		"turn_worker_steps result=aa stream=S":                                  1,
-		"turn_worker_steps result=jn stream=S":                                  1, // past the cache's size
+		"turn_worker_steps result=r0 stream=S":                                  1,
+		"turn_worker_steps result=r1022 stream=S":                               1,
+		"turn_worker_steps result=r1023 stream=S":                               0, // past maxSeries
+		"turn_worker_steps otel.metric.overflow=true":                           11,
 	} {
 		if got[key] != want {
 			t.Errorf("%s: %d, want %d", key, got[key], want)
 		}
 	}
-	if len(m.sets.sets) != maxCachedSets {
-		t.Errorf("%d sets cached, want at most %d", len(m.sets.sets), maxCachedSets)
+	if n := len(m.stepCounts.series); n != maxSeries {
+		t.Errorf("%d step series, want %d", n, maxSeries)
 	}
 }
 
