@@ -122,7 +122,7 @@ type streamSet struct {
 
 	rmu      sync.Mutex
 	seed     maphash.Seed
-	rendered map[renderKey][]byte
+	rendered map[renderKey]*rendering
 	ring     [liveRendered]renderKey
 	next     int
 }
@@ -138,8 +138,9 @@ const liveRendered = 256
 const liveQueued = 4 << 20
 
 // renderKey is an event as every stream sees it: its subject, its
-// bytes (by a hash with a seed of this process and their length) and
-// the fairness key its row shows.
+// bytes (by their length and a 64-bit hash with a seed of this process,
+// which no agent can aim a collision at) and the fairness key its row
+// shows.
 type renderKey struct {
 	source, subject, key string
 	sum                  uint64
@@ -147,38 +148,43 @@ type renderKey struct {
 }
 
 // render is ev with data rendered (renderLive), as the JSON sent
-// without its time, from the bytes kept when another stream rendered
-// the same event.
+// without its time: rendered once for every stream that reads the same
+// event (they read it at the same moment: the others wait for the
+// first's rendering).
 func (ss *streamSet) render(ev liveEvent, data []byte) []byte {
 	ss.rmu.Lock()
 	if ss.rendered == nil {
 		ss.seed = maphash.MakeSeed()
-		ss.rendered = map[renderKey][]byte{}
+		ss.rendered = map[renderKey]*rendering{}
 	}
-	seed := ss.seed
-	ss.rmu.Unlock()
-	k := renderKey{source: ev.Source, subject: ev.Subject, key: ev.Key, sum: maphash.Bytes(seed, data), size: len(data)}
-	ss.rmu.Lock()
-	b, ok := ss.rendered[k]
+	k := renderKey{source: ev.Source, subject: ev.Subject, key: ev.Key, sum: maphash.Bytes(ss.seed, data), size: len(data)}
+	r, ok := ss.rendered[k]
+	if !ok {
+		r = &rendering{done: make(chan struct{})}
+		delete(ss.rendered, ss.ring[ss.next])
+		ss.ring[ss.next] = k
+		ss.next = (ss.next + 1) % len(ss.ring)
+		ss.rendered[k] = r
+	}
 	ss.rmu.Unlock()
 	if ok {
-		return b
+		<-r.done
+		return r.b
 	}
+	defer close(r.done)
 	renderLive(&ev, data)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // an event stream, not HTML: the script sets textContent
 	_ = enc.Encode(ev)
-	b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	ss.rmu.Lock()
-	defer ss.rmu.Unlock()
-	if _, ok := ss.rendered[k]; !ok {
-		delete(ss.rendered, ss.ring[ss.next])
-		ss.ring[ss.next] = k
-		ss.next = (ss.next + 1) % len(ss.ring)
-		ss.rendered[k] = b
-	}
-	return b
+	r.b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return r.b
+}
+
+// rendering is an event's rendering, done when done is closed.
+type rendering struct {
+	done chan struct{}
+	b    []byte
 }
 
 // liveData is a rendered event with its time, as one event's data.
@@ -323,81 +329,161 @@ func toLive(s shown) liveShown {
 func renderLive(ev *liveEvent, data []byte) {
 	var f map[string]json.RawMessage
 	_ = json.Unmarshal(data, &f) // not an object: no fields, the JSON shown as text
-	if t := fieldString(f["type"]); slices.Contains(liveTypes, t) && ev.Source == "output" {
-		ev.Type = t
+	typ := fieldString(f["type"])
+	if slices.Contains(liveTypes, typ) && ev.Source == "output" {
+		ev.Type = typ
 	}
-	turn := append(append(visible(ev.AgentID), seg{Text: "/"}), visible(ev.TurnID)...)
+	var turn, step, event, call, tool, status cell
+	turn.str(ev.AgentID)
+	turn.text("/")
+	turn.str(ev.TurnID)
 	if ev.Key != ev.AgentID {
-		turn = append(append(append(turn, seg{Text: " ["}), visible(ev.Key)...), seg{Text: "]"})
+		turn.text(" [")
+		turn.str(ev.Key)
+		turn.text("]")
 	}
-	event := valueSegs(f["type"])
-	if ev.Source == "activity" {
-		event = plainSeg("activity")
-	} else if !truthy(f["type"]) {
-		event = plainSeg("?")
-	}
-	var tool []seg
-	if truthy(f["namespace"]) {
-		tool = append(valueSegs(f["namespace"]), seg{Text: "."})
-	}
-	tool = append(tool, valueSegs(f["name"])...)
-	var status []seg
-	add := func(parts ...[]seg) {
-		for _, p := range parts {
-			status = append(status, p...)
-		}
-	}
-	switch typ := fieldString(f["type"]); {
+	step.value(f["step"])
+	switch {
 	case ev.Source == "activity":
-		add(valueSegs(f["state"]))
+		event.text("activity")
+	case truthy(f["type"]):
+		event.value(f["type"])
+	default:
+		event.text("?")
+	}
+	call.value(f["call_id"])
+	if truthy(f["namespace"]) {
+		tool.value(f["namespace"])
+		tool.text(".")
+	}
+	tool.value(f["name"])
+	switch {
+	case ev.Source == "activity":
+		status.value(f["state"])
 		if truthy(f["label"]) {
-			add(plainSeg(": "), valueSegs(f["label"]))
+			status.text(": ")
+			status.value(f["label"])
 		}
 		if truthy(f["progress"]) {
 			p := fields(f["progress"])
-			add(plainSeg(" ("), valueSegs(p["done"]))
+			status.text(" (")
+			status.value(p["done"])
 			if truthy(p["total"]) {
-				add(plainSeg(" of "), valueSegs(p["total"]))
+				status.text(" of ")
+				status.value(p["total"])
 			}
-			add(plainSeg(")"))
+			status.text(")")
 		}
 	case typ == "call.output":
-		add(valueSegs(f["status"]))
+		status.value(f["status"])
 		if e := fields(f["error"]); truthy(e["kind"]) {
-			add(plainSeg(" "), valueSegs(e["kind"]))
+			status.text(" ")
+			status.value(e["kind"])
 		}
 		if f["duration_ms"] != nil {
-			add(plainSeg(" · "), valueSegs(f["duration_ms"]), plainSeg(" ms"))
+			status.text(" · ")
+			status.value(f["duration_ms"])
+			status.text(" ms")
 		}
 	case typ == "step.done":
-		add(plainSeg(fmt.Sprintf("%d outputs", count(f["items"]))))
+		status.text(fmt.Sprintf("%d outputs", count(f["items"])))
 		if truthy(f["end_turn"]) {
-			add(plainSeg(" · end_turn"))
+			status.text(" · end_turn")
 		}
 	case typ == "step.pending":
-		add(plainSeg(fmt.Sprintf("%d held for approval", count(f["approvals"]))))
+		status.text(fmt.Sprintf("%d held for approval", count(f["approvals"])))
 	}
-	for i, c := range [][]seg{turn, valueSegs(f["step"]), event, valueSegs(f["call_id"]), tool, status} {
-		ev.Cells[i] = toLive(fitSegs(c, maxShortShown))
+	for i, c := range []*cell{&turn, &step, &event, &call, &tool, &status} {
+		ev.Cells[i] = toLive(c.shown())
 	}
 	ev.JSON = toLive(showJSON(data, liveJSONShown))
 }
 
-func plainSeg(s string) []seg { return []seg{{Text: s}} }
+// cell is a row's cell, made of parts: a short value as every page
+// shows one (visible), within maxShortShown of page. Each part is made
+// visible up to that weight only (visibleUpTo), so that a member of a
+// megabyte costs what the cell shows of it.
+type cell struct {
+	segs  []seg
+	total int // bytes of the value the cell shows
+}
 
-// fitSegs shows one line of segments within limit, as showInline shows
-// a short value.
-func fitSegs(segs []seg, limit int) shown {
-	total := 0
-	for _, g := range segs {
+func (c *cell) shown() shown {
+	return fitLines(1, func(int) []seg { return c.segs }, c.total, maxShortShown)
+}
+
+// text is the page's own text.
+func (c *cell) text(s string) {
+	c.segs = append(c.segs, seg{Text: s})
+	c.total += len(s)
+}
+
+// str is a value's text.
+func (c *cell) str(s string) {
+	c.segs = append(c.segs, visibleUpTo(s, false, maxShortShown)...)
+	c.total += len(s)
+}
+
+// value is a member's value: a string as its text (every escape
+// decoded, a newline its marker, as a short value on every page),
+// anything else as its JSON on one line (a number as it was spelled,
+// with its note when a 64-bit float reads it as another).
+func (c *cell) value(raw json.RawMessage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	if raw[0] != '"' {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			c.str(string(raw))
+			return
+		}
+		u := unescapeStrings(b.Bytes())
+		c.segs = append(c.segs, visibleUpTo(u, true, maxShortShown)...)
+		c.total += len(u)
+		return
+	}
+	// A string, decoded here rather than by json.Unmarshal, which makes
+	// a lone surrogate escape (\ud800) U+FFFD: it is named as the JSON
+	// on every page names it.
+	u := unescapeStrings(raw) // left escaped: \" \\ \b \f \n \r \t, other controls, lone surrogates
+	if len(u) < 2 || u[0] != '"' || u[len(u)-1] != '"' {
+		c.str(u)
+		return
+	}
+	u = u[1 : len(u)-1]
+	var b strings.Builder
+	for i := 0; i < len(u); i++ {
+		if u[i] != '\\' || i+1 == len(u) {
+			b.WriteByte(u[i])
+			continue
+		}
+		r, n := jsonEscape(u[i:])
 		switch {
-		case g.Mark:
-			total += len(g.Raw)
-		case !g.Note:
-			total += len(g.Text)
+		case n == 0: // \" \\ \/
+			b.WriteByte(u[i+1])
+			i++
+		case utf16.IsSurrogate(r):
+			c.str(b.String())
+			b.Reset()
+			k := 1
+			for i+(k+1)*n <= len(u) && u[i+k*n:i+(k+1)*n] == u[i:i+n] {
+				k++
+			}
+			text, _ := escapeMarker(r)
+			if k > 1 {
+				text = fmt.Sprintf("⟦%d × %s", k, strings.TrimPrefix(text, "⟦"))
+			}
+			c.segs = append(c.segs, seg{Text: text, Mark: true, Raw: u[i : i+k*n]})
+			c.total += k * n
+			i += k*n - 1
+		default:
+			b.WriteRune(r)
+			i += n - 1
 		}
 	}
-	return fitLines(1, func(int) []seg { return segs }, total, limit)
+	c.str(b.String())
 }
 
 // fields are the members of a JSON object (none for anything else).
@@ -434,68 +520,6 @@ func truthy(raw json.RawMessage) bool {
 		}
 	}
 	return true
-}
-
-// valueSegs shows a member's value as a cell: a string as its text (as
-// a short value on every page: every escape decoded, a newline its
-// marker), anything else as its JSON on one line (a number as it was
-// spelled, with its note when a 64-bit float reads it as another).
-func valueSegs(raw json.RawMessage) []seg {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
-	if raw[0] == '"' {
-		return stringSegs(raw)
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return visible(string(raw))
-	}
-	return visibleJSON(unescapeStrings(b.Bytes()))
-}
-
-// stringSegs shows the value of a JSON string (raw, with its quotes) as
-// visible shows text. A lone surrogate escape (\ud800), which a Go
-// string cannot hold (json.Unmarshal makes it U+FFFD), is named as the
-// JSON on every page names it.
-func stringSegs(raw []byte) []seg {
-	u := unescapeStrings(raw) // left escaped: \" \\ \b \f \n \r \t, other controls, lone surrogates
-	if len(u) < 2 {
-		return visible(u)
-	}
-	u = u[1 : len(u)-1]
-	var out []seg
-	var b strings.Builder
-	for i := 0; i < len(u); i++ {
-		if u[i] != '\\' || i+1 == len(u) {
-			b.WriteByte(u[i])
-			continue
-		}
-		r, n := jsonEscape(u[i:])
-		switch {
-		case n == 0: // \" \\ \/
-			b.WriteByte(u[i+1])
-			i++
-		case utf16.IsSurrogate(r):
-			out = append(out, visible(b.String())...)
-			b.Reset()
-			k := 1
-			for i+(k+1)*n <= len(u) && u[i+k*n:i+(k+1)*n] == u[i:i+n] {
-				k++
-			}
-			text, _ := escapeMarker(r)
-			if k > 1 {
-				text = fmt.Sprintf("⟦%d × %s", k, strings.TrimPrefix(text, "⟦"))
-			}
-			out = append(out, seg{Text: text, Mark: true, Raw: u[i : i+k*n]})
-			i += k*n - 1
-		default:
-			b.WriteRune(r)
-			i += n - 1
-		}
-	}
-	return append(out, visible(b.String())...)
 }
 
 // token is a filter's subject token: the id when it is a valid one,

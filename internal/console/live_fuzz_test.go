@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -42,22 +44,37 @@ func FuzzRenderLive(f *testing.F) {
 				}
 			}
 		}
-		for _, v := range []json.RawMessage{data} {
-			var s string
-			if json.Unmarshal(v, &s) != nil || !utf8.Valid(v) || strings.Contains(strings.ToLower(string(v)), `\ud`) {
-				continue
+		// A budget on the markers made changes nothing shown.
+		for _, limit := range []int{1, 40, 300, 4096} {
+			var b bytes.Buffer
+			if json.Indent(&b, data, "", "  ") != nil {
+				break
 			}
-			var b strings.Builder
-			for _, g := range valueSegs(v) {
-				if g.Mark {
-					b.WriteString(g.Raw)
-				} else if !g.Note {
-					b.WriteString(g.Text)
-				}
+			u := unescapeStrings(b.Bytes())
+			lines := strings.Split(u, "\n")
+			whole := fitLines(len(lines), func(i int) []seg { return visibleJSON(lines[i]) }, len(u), limit)
+			if got := showJSON(data, limit); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("within %d: %+v, shown whole then clipped %+v", limit, got, whole)
 			}
-			if b.String() != s {
-				t.Fatalf("string %s read back as %q, is %q", v, b.String(), s)
+		}
+		// A string member reads back (markers as what they stand for)
+		// as its value, and counts its bytes.
+		var s string
+		if json.Unmarshal(data, &s) != nil || !utf8.Valid(data) || strings.Contains(strings.ToLower(string(data)), `\ud`) {
+			return
+		}
+		var c cell
+		c.value(data)
+		var b strings.Builder
+		for _, g := range c.segs {
+			if g.Mark {
+				b.WriteString(g.Raw)
+			} else if !g.Note {
+				b.WriteString(g.Text)
 			}
+		}
+		if c.total != len(s) || len(s) <= maxShortShown/64 && b.String() != s {
+			t.Fatalf("string %s read back as %q (%d bytes counted), is %q", data, b.String(), c.total, s)
 		}
 	})
 }
