@@ -68,7 +68,8 @@ func TestBrowserLiveShowsTheBytes(t *testing.T) {
 		}
 	}()
 	cmd := exec.CommandContext(ctx, "node", "testdata/live.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
+	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+t.TempDir(),
+		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
 	cmd.Stderr = os.Stderr
 	outb, err := cmd.Output()
 	if err != nil {

@@ -37,6 +37,7 @@ try {
     }
     return { rows, leaks };
   }));
+  await page.screenshot({ path: process.env.CONSOLE_SHOTS + "/live.png" });
 } finally {
   await browser.close();
 }
