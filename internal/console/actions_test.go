@@ -217,13 +217,13 @@ func TestLiveFilters(t *testing.T) {
 			var ev struct {
 				TurnID string `json:"turn_id"`
 				Source string
-				Event  struct{ Type string }
+				Type   string
 			}
 			if err := json.Unmarshal([]byte(d), &ev); err != nil {
 				t.Fatalf("live event %q: %v", d, err)
 			}
 			turns = append(turns, ev.TurnID)
-			if ev.Event.Type == "step.done" && ev.TurnID == until {
+			if ev.Type == "step.done" && ev.TurnID == until {
 				return turns
 			}
 		}

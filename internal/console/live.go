@@ -1,14 +1,19 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf16"
 
 	"github.com/agentbull/toolruntime/protocol"
 	"github.com/nats-io/nats.go"
@@ -109,10 +114,86 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// streamSet is the live streams open.
+// streamSet is the live streams open, and the events they rendered
+// last.
 type streamSet struct {
 	mu   sync.Mutex
 	open map[*liveStream]struct{}
+
+	rmu      sync.Mutex
+	seed     maphash.Seed
+	rendered map[renderKey]*rendering
+	ring     [liveRendered]renderKey
+	next     int
+}
+
+// Every open live page reads the same events, each on its own
+// subscription: an event is rendered once and its bytes kept for the
+// other streams, the last liveRendered of them (at most some 60 KiB
+// each: cells and JSON are clipped).
+const liveRendered = 256
+
+// liveQueued bounds the rendered bytes one stream holds unsent; an event
+// past it (or past 512 events) is counted lost, and the page is told.
+const liveQueued = 4 << 20
+
+// renderKey is an event as every stream sees it: its subject, its
+// bytes (by their length and a 64-bit hash with a seed of this process,
+// which no agent can aim a collision at) and the fairness key its row
+// shows.
+type renderKey struct {
+	source, subject, key string
+	sum                  uint64
+	size                 int
+}
+
+// render is ev with data rendered (renderLive), as the JSON sent
+// without its time: rendered once for every stream that reads the same
+// event (they read it at the same moment: the others wait for the
+// first's rendering).
+func (ss *streamSet) render(ev liveEvent, data []byte) []byte {
+	ss.rmu.Lock()
+	if ss.rendered == nil {
+		ss.seed = maphash.MakeSeed()
+		ss.rendered = map[renderKey]*rendering{}
+	}
+	k := renderKey{source: ev.Source, subject: ev.Subject, key: ev.Key, sum: maphash.Bytes(ss.seed, data), size: len(data)}
+	r, ok := ss.rendered[k]
+	if !ok {
+		r = &rendering{done: make(chan struct{})}
+		delete(ss.rendered, ss.ring[ss.next])
+		ss.ring[ss.next] = k
+		ss.next = (ss.next + 1) % len(ss.ring)
+		ss.rendered[k] = r
+	}
+	ss.rmu.Unlock()
+	if ok {
+		<-r.done
+		return r.b
+	}
+	defer close(r.done)
+	renderLive(&ev, data)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // an event stream, not HTML: the script sets textContent
+	_ = enc.Encode(ev)
+	r.b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return r.b
+}
+
+// rendering is an event's rendering, done when done is closed.
+type rendering struct {
+	done chan struct{}
+	b    []byte
+}
+
+// liveData is a rendered event with its time, as one event's data.
+func liveData(b []byte, t time.Time) []byte {
+	out := make([]byte, 0, len(b)+48)
+	out = append(out, `{"time":"`...)
+	out = t.UTC().AppendFormat(out, time.RFC3339Nano)
+	out = append(out, `",`...)
+	return append(out, b[1:]...)
 }
 
 type liveStream struct {
@@ -165,71 +246,280 @@ func (s *Server) livePage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "live.html", s.page(r, "live", "Live turns", liveView{Agent: q.Get("agent"), Turn: q.Get("turn"), Key: q.Get("key")}))
 }
 
+// The live page shows an event as the other pages show a value: the
+// server renders it from the bytes the worker published, with the same
+// functions (visible, showJSON: named markers, counted runs, stacks of
+// combining marks, notes on inexact numbers, a clip with its count),
+// and sends the result; the script only builds elements from it
+// (textContent, never innerHTML). Parsed in the browser, the event was
+// another value: JSON.parse reads 12345678901234567890 as
+// 12345678901234567000 and 1e400 as Infinity.
+
 // liveEvent is one server-sent event: an event of TURN_OUTPUTS or an
-// activity, as the worker published it (Event), with where it came from.
+// activity, rendered (its time, which differs by stream for an
+// activity, is added to the rendered bytes as they are sent: liveData).
 type liveEvent struct {
-	Source  string          `json:"source"` // "output" or "activity"
-	Subject string          `json:"subject"`
-	Time    time.Time       `json:"time"`
-	AgentID string          `json:"agent_id"`
-	TurnID  string          `json:"turn_id"`
-	Key     string          `json:"key"`
-	Event   json.RawMessage `json:"event"`
-	// Names are the page's markers for the characters of Event's
-	// strings outside printable ASCII, by code point in hexadecimal
-	// (the script draws each as its marker, as the other pages do).
-	Names map[string]string `json:"names,omitempty"`
+	Source  string `json:"source"` // "output" or "activity"
+	Subject string `json:"subject"`
+	AgentID string `json:"agent_id"`
+	TurnID  string `json:"turn_id"`
+	Key     string `json:"key"`
+	// Type is the event's type when the page styles its row by it
+	// (liveTypes), else empty.
+	Type string `json:"type"`
+	// Cells are the row's columns after its time: turn, step, event,
+	// call, tool, status; JSON is the whole event, indented.
+	Cells [6]liveShown `json:"cells"`
+	JSON  liveShown    `json:"json"`
 }
 
-// maxNames bounds the markers sent with one live event; a character
-// past it is drawn as its code point alone.
-const maxNames = 512
+// liveShown is a shown value as the script draws it: its lines, each a
+// list of segments [class, text] (class "" for plain text, else the
+// marker's class, as the server's templates draw them), and the bytes
+// left out of Total when it is clipped.
+type liveShown struct {
+	Lines   [][][2]string `json:"lines"`
+	LeftOut int           `json:"left_out,omitempty"`
+	Total   int           `json:"total,omitempty"`
+}
 
-// eventNames collects the markers of the characters outside printable
-// ASCII in the strings (and keys) of a JSON value.
-func eventNames(data []byte) map[string]string {
-	var v any
-	if json.Unmarshal(data, &v) != nil {
-		return nil
+// liveTypes are the event types a row is styled by.
+var liveTypes = []string{"step.pending", "call.output", "step.done"}
+
+// liveJSONShown is how much page one event's JSON may weigh: past it
+// the JSON is clipped with the count left out, as on the dead letters'
+// list (4 KiB there; a live event is often a step's outputs, and a
+// stack of 300 combining marks alone weighs 9 KiB named). A cell is
+// clipped at maxShortShown, as a short value is on every page.
+const liveJSONShown = 32 << 10
+
+func (g seg) class() string {
+	switch {
+	case g.Look:
+		return "mark look"
+	case g.Mark:
+		return "mark"
+	case g.Note:
+		return "mark note"
 	}
-	names := map[string]string{}
-	add := func(s string) {
-		for _, r := range s {
-			if r >= 0x20 && r <= 0x7e || len(names) >= maxNames {
-				continue
-			}
-			k := strconv.FormatInt(int64(r), 16)
-			if _, ok := names[k]; ok {
-				continue
-			}
-			if hidden(r) {
-				names[k] = marker(r)
+	return ""
+}
+
+func toLive(s shown) liveShown {
+	l := liveShown{Lines: make([][][2]string, len(s.Lines))}
+	for i, ln := range s.Lines {
+		segs := make([][2]string, 0, len(ln.Segs))
+		for _, g := range ln.Segs {
+			if c := g.class(); c == "" && len(segs) > 0 && segs[len(segs)-1][0] == "" {
+				segs[len(segs)-1][1] += g.Text // plain runs as one text
 			} else {
-				names[k] = lookalike(r)
+				segs = append(segs, [2]string{c, g.Text})
 			}
 		}
+		l.Lines[i] = segs
 	}
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			add(v)
-		case []any:
-			for _, e := range v {
-				walk(e)
+	if s.Clipped() {
+		l.LeftOut, l.Total = s.LeftOut, s.Total
+	}
+	return l
+}
+
+// renderLive renders the event data published on subject into ev's
+// cells and JSON.
+func renderLive(ev *liveEvent, data []byte) {
+	var f map[string]json.RawMessage
+	_ = json.Unmarshal(data, &f) // not an object: no fields, the JSON shown as text
+	typ := fieldString(f["type"])
+	if slices.Contains(liveTypes, typ) && ev.Source == "output" {
+		ev.Type = typ
+	}
+	var turn, step, event, call, tool, status cell
+	turn.str(ev.AgentID)
+	turn.text("/")
+	turn.str(ev.TurnID)
+	if ev.Key != ev.AgentID {
+		turn.text(" [")
+		turn.str(ev.Key)
+		turn.text("]")
+	}
+	step.value(f["step"])
+	switch {
+	case ev.Source == "activity":
+		event.text("activity")
+	case truthy(f["type"]):
+		event.value(f["type"])
+	default:
+		event.text("?")
+	}
+	call.value(f["call_id"])
+	if truthy(f["namespace"]) {
+		tool.value(f["namespace"])
+		tool.text(".")
+	}
+	tool.value(f["name"])
+	switch {
+	case ev.Source == "activity":
+		status.value(f["state"])
+		if truthy(f["label"]) {
+			status.text(": ")
+			status.value(f["label"])
+		}
+		if truthy(f["progress"]) {
+			p := fields(f["progress"])
+			status.text(" (")
+			status.value(p["done"])
+			if truthy(p["total"]) {
+				status.text(" of ")
+				status.value(p["total"])
 			}
-		case map[string]any:
-			for k, e := range v {
-				add(k)
-				walk(e)
+			status.text(")")
+		}
+	case typ == "call.output":
+		status.value(f["status"])
+		if e := fields(f["error"]); truthy(e["kind"]) {
+			status.text(" ")
+			status.value(e["kind"])
+		}
+		if f["duration_ms"] != nil {
+			status.text(" · ")
+			status.value(f["duration_ms"])
+			status.text(" ms")
+		}
+	case typ == "step.done":
+		status.text(fmt.Sprintf("%d outputs", count(f["items"])))
+		if truthy(f["end_turn"]) {
+			status.text(" · end_turn")
+		}
+	case typ == "step.pending":
+		status.text(fmt.Sprintf("%d held for approval", count(f["approvals"])))
+	}
+	for i, c := range []*cell{&turn, &step, &event, &call, &tool, &status} {
+		ev.Cells[i] = toLive(c.shown())
+	}
+	ev.JSON = toLive(showJSON(data, liveJSONShown))
+}
+
+// cell is a row's cell, made of parts: a short value as every page
+// shows one (visible), within maxShortShown of page. Each part is made
+// visible up to that weight only (visibleUpTo), so that a member of a
+// megabyte costs what the cell shows of it.
+type cell struct {
+	segs  []seg
+	total int // bytes of the value the cell shows
+}
+
+func (c *cell) shown() shown {
+	return fitLines(1, func(int) []seg { return c.segs }, c.total, maxShortShown)
+}
+
+// text is the page's own text.
+func (c *cell) text(s string) {
+	c.segs = append(c.segs, seg{Text: s})
+	c.total += len(s)
+}
+
+// str is a value's text.
+func (c *cell) str(s string) {
+	c.segs = append(c.segs, visibleUpTo(s, false, maxShortShown)...)
+	c.total += len(s)
+}
+
+// value is a member's value: a string as its text (every escape
+// decoded, a newline its marker, as a short value on every page),
+// anything else as its JSON on one line (a number as it was spelled,
+// with its note when a 64-bit float reads it as another).
+func (c *cell) value(raw json.RawMessage) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	if raw[0] != '"' {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			c.str(string(raw))
+			return
+		}
+		u := unescapeStrings(b.Bytes())
+		c.segs = append(c.segs, visibleUpTo(u, true, maxShortShown)...)
+		c.total += len(u)
+		return
+	}
+	// A string, decoded here rather than by json.Unmarshal, which makes
+	// a lone surrogate escape (\ud800) U+FFFD: it is named as the JSON
+	// on every page names it.
+	u := unescapeStrings(raw) // left escaped: \" \\ \b \f \n \r \t, other controls, lone surrogates
+	if len(u) < 2 || u[0] != '"' || u[len(u)-1] != '"' {
+		c.str(u)
+		return
+	}
+	u = u[1 : len(u)-1]
+	var b strings.Builder
+	for i := 0; i < len(u); i++ {
+		if u[i] != '\\' || i+1 == len(u) {
+			b.WriteByte(u[i])
+			continue
+		}
+		r, n := jsonEscape(u[i:])
+		switch {
+		case n == 0: // \" \\ \/
+			b.WriteByte(u[i+1])
+			i++
+		case utf16.IsSurrogate(r):
+			c.str(b.String())
+			b.Reset()
+			k := 1
+			for i+(k+1)*n <= len(u) && u[i+k*n:i+(k+1)*n] == u[i:i+n] {
+				k++
 			}
+			text, _ := escapeMarker(r)
+			if k > 1 {
+				text = fmt.Sprintf("⟦%d × %s", k, strings.TrimPrefix(text, "⟦"))
+			}
+			c.segs = append(c.segs, seg{Text: text, Mark: true, Raw: u[i : i+k*n]})
+			c.total += k * n
+			i += k*n - 1
+		default:
+			b.WriteRune(r)
+			i += n - 1
 		}
 	}
-	walk(v)
-	if len(names) == 0 {
-		return nil
+	c.str(b.String())
+}
+
+// fields are the members of a JSON object (none for anything else).
+func fields(raw json.RawMessage) map[string]json.RawMessage {
+	var f map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &f)
+	return f
+}
+
+// fieldString is a JSON string's value, "" for anything else.
+func fieldString(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// count is the length of a JSON array, 0 for anything else.
+func count(raw json.RawMessage) int {
+	var a []json.RawMessage
+	_ = json.Unmarshal(raw, &a)
+	return len(a)
+}
+
+// truthy reports whether a member is there and is not null, false, ""
+// or a zero (what the page shows only when it is set).
+func truthy(raw json.RawMessage) bool {
+	switch s := string(raw); s {
+	case "", "null", "false", `""`:
+		return false
+	default:
+		if s[0] == '-' || s[0] >= '0' && s[0] <= '9' {
+			f, err := strconv.ParseFloat(s, 64)
+			return err != nil || f != 0
+		}
 	}
-	return names
+	return true
 }
 
 // token is a filter's subject token: the id when it is a valid one,
@@ -281,7 +571,15 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 	if dropped != nil {
 		s.log.Warn("console: live streams bound reached: dropped the oldest stream of the session holding the most", "bound", maxStreams, "operator", dropped.name)
 	}
-	events := make(chan liveEvent, 512)
+	// events are rendered once, as they come (render), and queued as
+	// the bytes to send: at most 512 of them and liveQueued bytes, past
+	// which an event is counted lost (the page is told how many).
+	type queuedEvent struct {
+		b []byte
+		t time.Time
+	}
+	events := make(chan queuedEvent, 512)
+	var queued atomic.Int64
 	lost := 0
 	var lostMu sync.Mutex
 	emit := func(source, subject string, t time.Time, data []byte) {
@@ -294,17 +592,23 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		if key != "" && k != key {
 			return
 		}
-		raw := json.RawMessage(data)
-		if !json.Valid(data) {
-			raw, _ = json.Marshal(strings.ToValidUTF8(string(data), "\uFFFD"))
+		var b []byte
+		if len(events) < cap(events) && queued.Load() < liveQueued {
+			b = s.streams.render(liveEvent{Source: source, Subject: subject, AgentID: a, TurnID: tn, Key: k}, data)
 		}
-		select {
-		case events <- liveEvent{Source: source, Subject: subject, Time: t.UTC(), AgentID: a, TurnID: tn, Key: k, Event: raw}:
-		default:
-			lostMu.Lock()
-			lost++
-			lostMu.Unlock()
+		if b != nil && queued.Add(int64(len(b))) <= liveQueued {
+			select {
+			case events <- queuedEvent{b, t}:
+				return
+			default:
+			}
 		}
+		if b != nil {
+			queued.Add(-int64(len(b)))
+		}
+		lostMu.Lock()
+		lost++
+		lostMu.Unlock()
 	}
 	sub, err := s.cfg.NC.Subscribe(fmt.Sprintf("turn.activity.%s.%s", agent, turn), func(m *nats.Msg) { emit("activity", m.Subject, time.Now(), m.Data) })
 	if err != nil {
@@ -363,11 +667,8 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			b, _ := json.Marshal(ev)
-			if ev.Names = eventNames(b); ev.Names != nil {
-				b, _ = json.Marshal(ev)
-			}
-			ok = write("data: %s\n\n", b)
+			queued.Add(-int64(len(ev.b)))
+			ok = write("data: %s\n\n", liveData(ev.b, ev.t))
 		case <-tick.C:
 			lostMu.Lock()
 			n := lost

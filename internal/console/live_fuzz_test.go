@@ -1,58 +1,80 @@
 package console
 
 import (
+	"bytes"
 	"encoding/json"
-	"fmt"
-	"strconv"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
-// FuzzEventNames: every character outside printable ASCII in a live
-// event's strings and keys has a marker among the event's names (up to
-// maxNames of them), and every name is a marker of its code point.
-func FuzzEventNames(f *testing.F) {
-	f.Add([]byte(`{"type":"step.pending","label":"rm -rf /tmp/\u0430 \u202e","approvals":[{"arguments":"{\"a\":\"\uff52\"}"}]}`))
-	f.Add([]byte(`{"k\u200b":["x\ud800y","\u0301"]}`))
-	f.Add([]byte(`"\u2028"`))
+// printable reports whether a plain segment draws only printable ASCII:
+// every other character is a marker's.
+func printable(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] < 0x20 || text[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzRenderLive: whatever bytes an event holds, its rendered row draws
+// no character outside printable ASCII as it is (each is a marker's),
+// every cell weighs at most maxShortShown and its JSON at most
+// liveJSONShown, and the JSON, when whole, reads back (markers as what
+// they stand for) as the event's indented JSON.
+func FuzzRenderLive(f *testing.F) {
+	f.Add([]byte(`{"type":"call.output","call_id":"c\u202e1","name":"x\u0301\u0301\u0301","status":"ok","duration_ms":12345678901234567890,"step":1e400}`))
+	f.Add([]byte(`{"state":"running","label":"a\ud800b\ud800\ud800","progress":{"done":-0.0,"total":0.1000000000000000000000001}}`))
+	f.Add([]byte(`{"type":"step.done","items":[1,2],"end_turn":true,"namespace":"\u0000\n\n"}`))
+	f.Add([]byte("not json \xff \u200b"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		names := eventNames(data)
-		for k, v := range names {
-			cp, err := strconv.ParseInt(k, 16, 32)
-			if err != nil {
-				t.Fatalf("name key %q", k)
-			}
-			if !strings.HasPrefix(v, fmt.Sprintf("⟦U+%04X ", cp)) {
-				t.Fatalf("name of %s: %q", k, v)
+		for _, source := range []string{"output", "activity"} {
+			ev := liveEvent{Source: source, AgentID: "a\u200b", TurnID: "t", Key: "k\xff"}
+			renderLive(&ev, data)
+			for i, c := range append(ev.Cells[:], ev.JSON) {
+				for _, l := range c.Lines {
+					for _, g := range l {
+						if g[0] == "" && !printable(strings.ReplaceAll(g[1], " · ", " ")) { // the page's separator
+							t.Fatalf("part %d draws %q as it is", i, g[1])
+						}
+					}
+				}
 			}
 		}
-		var v any
-		if json.Unmarshal(data, &v) != nil || len(names) >= maxNames {
+		// A budget on the markers made changes nothing shown.
+		for _, limit := range []int{1, 40, 300, 4096} {
+			var b bytes.Buffer
+			if json.Indent(&b, data, "", "  ") != nil {
+				break
+			}
+			u := unescapeStrings(b.Bytes())
+			lines := strings.Split(u, "\n")
+			whole := fitLines(len(lines), func(i int) []seg { return visibleJSON(lines[i]) }, len(u), limit)
+			if got := showJSON(data, limit); !reflect.DeepEqual(got, whole) {
+				t.Fatalf("within %d: %+v, shown whole then clipped %+v", limit, got, whole)
+			}
+		}
+		// A string member reads back (markers as what they stand for)
+		// as its value, and counts its bytes.
+		var s string
+		if json.Unmarshal(data, &s) != nil || !utf8.Valid(data) || strings.Contains(strings.ToLower(string(data)), `\ud`) {
 			return
 		}
-		var walk func(any)
-		check := func(s string) {
-			for _, r := range s {
-				if (r < 0x20 || r > 0x7e) && names[strconv.FormatInt(int64(r), 16)] == "" {
-					t.Fatalf("U+%04X of %q has no name", r, s)
-				}
+		var c cell
+		c.value(data)
+		var b strings.Builder
+		for _, g := range c.segs {
+			if g.Mark {
+				b.WriteString(g.Raw)
+			} else if !g.Note {
+				b.WriteString(g.Text)
 			}
 		}
-		walk = func(v any) {
-			switch v := v.(type) {
-			case string:
-				check(v)
-			case []any:
-				for _, e := range v {
-					walk(e)
-				}
-			case map[string]any:
-				for k, e := range v {
-					check(k)
-					walk(e)
-				}
-			}
+		if c.total != len(s) || len(s) <= maxShortShown/64 && b.String() != s {
+			t.Fatalf("string %s read back as %q (%d bytes counted), is %q", data, b.String(), c.total, s)
 		}
-		walk(v)
 	})
 }

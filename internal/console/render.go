@@ -303,12 +303,24 @@ func escapeMarker(r rune) (text string, look bool) {
 	return fmt.Sprintf("⟦U+%04X %s⟧", r, runenames.Name(r)), false
 }
 
-func visibleIn(s string, isJSON bool) []seg {
+func visibleIn(s string, isJSON bool) []seg { return visibleUpTo(s, isJSON, 0) }
+
+// visibleUpTo is visibleIn that stops once the segments it made weigh
+// more than budget (budget > 0): fitLines, showing them within a limit
+// of at most budget, never reaches past those, so it shows them as it
+// shows the whole line, and a line of a megabyte of markers costs what
+// is shown of it, not a marker for each of its characters.
+func visibleUpTo(s string, isJSON bool, budget int) []seg {
 	var out []seg
 	var plain strings.Builder
+	w := 0 // what out weighs
+	add := func(g seg) {
+		out = append(out, g)
+		w += g.weight()
+	}
 	flush := func() {
 		if plain.Len() > 0 {
-			out = append(out, seg{Text: plain.String()})
+			add(seg{Text: plain.String()})
 			plain.Reset()
 		}
 	}
@@ -319,6 +331,9 @@ func visibleIn(s string, isJSON bool) []seg {
 	plain.WriteString(s[:indent])
 	inString := false // inside a JSON string (isJSON)
 	for i := indent; i < len(s); {
+		if budget > 0 && w+plain.Len() > budget { // plain text weighs at least its bytes
+			break
+		}
 		if isJSON && s[i] == '"' {
 			inString = !inString
 		}
@@ -343,7 +358,7 @@ func visibleIn(s string, isJSON bool) []seg {
 			if n > 1 {
 				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
 			}
-			out = append(out, seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
+			add(seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
 			i += n * size
 			continue
 		}
@@ -355,7 +370,7 @@ func visibleIn(s string, isJSON bool) []seg {
 			plain.WriteString(s[i:j])
 			if note := inexact(s[i:j]); note != "" {
 				flush()
-				out = append(out, seg{Text: note, Note: true})
+				add(seg{Text: note, Note: true})
 			}
 			i = j
 			continue
@@ -364,7 +379,7 @@ func visibleIn(s string, isJSON bool) []seg {
 		switch {
 		case r == utf8.RuneError && size <= 1:
 			flush()
-			out = append(out, seg{Text: fmt.Sprintf("⟦byte 0x%02X, not UTF-8⟧", s[i]), Mark: true, Raw: s[i : i+1]})
+			add(seg{Text: fmt.Sprintf("⟦byte 0x%02X, not UTF-8⟧", s[i]), Mark: true, Raw: s[i : i+1]})
 		case r == ' ':
 			n := 0
 			for i+n < len(s) && s[i+n] == ' ' {
@@ -372,7 +387,7 @@ func visibleIn(s string, isJSON bool) []seg {
 			}
 			if n >= spaceRun || i+n == len(s) {
 				flush()
-				out = append(out, seg{Text: fmt.Sprintf("⟦%d space%s⟧", n, plural(n)), Mark: true, Raw: s[i : i+n]})
+				add(seg{Text: fmt.Sprintf("⟦%d space%s⟧", n, plural(n)), Mark: true, Raw: s[i : i+n]})
 			} else {
 				plain.WriteString(s[i : i+n])
 			}
@@ -385,7 +400,7 @@ func visibleIn(s string, isJSON bool) []seg {
 			// could not tell how many sit on the character.
 			n := stackLen(s[i:])
 			flush()
-			out = append(out, seg{Text: stackMarker(s[i : i+n]), Mark: true, Look: true, Raw: s[i : i+n]})
+			add(seg{Text: stackMarker(s[i : i+n]), Mark: true, Look: true, Raw: s[i : i+n]})
 			i += n
 			continue
 		case hidden(r), r > 0x7e:
@@ -408,7 +423,7 @@ func visibleIn(s string, isJSON bool) []seg {
 			if n > 1 {
 				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
 			}
-			out = append(out, seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
+			add(seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
 			i += n * size
 			continue
 		default:
@@ -581,14 +596,14 @@ func showJSON(raw []byte, limit int) shown {
 	}
 	u := unescapeStrings(b.Bytes())
 	lines := strings.Split(u, "\n")
-	return fitLines(len(lines), func(i int) []seg { return visibleJSON(lines[i]) }, len(u), limit)
+	return fitLines(len(lines), func(i int) []seg { return visibleUpTo(lines[i], true, limit) }, len(u), limit)
 }
 
 // showInline shows a short value on one line (an id, a tool's name, a
 // reason, a header): a newline in it is a marker that names it, as any
 // other control is, not a line break a person may take for the page's.
 func showInline(b []byte, limit int) shown {
-	return fitLines(1, func(int) []seg { return visible(string(b)) }, len(b), limit)
+	return fitLines(1, func(int) []seg { return visibleUpTo(string(b), false, limit) }, len(b), limit)
 }
 
 // showText shows text by lines, each made visible, as much of it as
@@ -599,7 +614,7 @@ func showInline(b []byte, limit int) shown {
 // let a value of such characters weigh twenty times its limit.
 func showText(b []byte, limit int) shown {
 	lines := strings.Split(string(b), "\n")
-	return fitLines(len(lines), func(i int) []seg { return visible(lines[i]) }, len(b), limit)
+	return fitLines(len(lines), func(i int) []seg { return visibleUpTo(lines[i], false, limit) }, len(b), limit)
 }
 
 // fitLines shows n lines of a value of total bytes, line i made of segs(i)

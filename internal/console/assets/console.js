@@ -10,80 +10,33 @@ function el(tag, text, cls) {
   return e;
 }
 
-// vis is text as the other pages show a value: every character outside
-// printable ASCII (and every lone surrogate) as a marker that names it
-// (names: the server's markers by code point), every run of four or more
-// spaces as a counted marker, so that what a page draws is what the value
-// holds.
-function vis(text, names) {
-  const e = el("span", null, "vis");
-  let plain = "";
-  const flush = () => { if (plain) { e.appendChild(document.createTextNode(plain)); plain = ""; } };
-  const s = String(text);
-  for (let i = 0; i < s.length;) {
-    const cp = s.codePointAt(i), len = cp > 0xffff ? 2 : 1;
-    if (cp === 0x20) {
-      let n = 0;
-      while (s.charCodeAt(i + n) === 0x20) n++;
-      if (n >= 4) { flush(); e.appendChild(el("span", "\u27e6" + n + " spaces\u27e7", "mark")); }
-      else plain += " ".repeat(n);
-      i += n;
-      continue;
-    }
-    if (cp < 0x20 || cp > 0x7e) {
-      flush();
-      const hex = cp.toString(16), u = "U+" + hex.toUpperCase().padStart(4, "0");
-      let name = names && names[hex];
-      if (!name) name = "\u27e6" + u + (cp >= 0xd800 && cp <= 0xdfff ? " LONE SURROGATE, not a character" : "") + "\u27e7";
-      // A run of one character is one counted marker, as on the
-      // server's pages.
-      let n = 1;
-      while (i + n * len < s.length && s.codePointAt(i + n * len) === cp) n++;
-      if (n > 1) name = "\u27e6" + n + " \u00d7 " + name.slice(1);
-      e.appendChild(el("span", name, "mark"));
-      i += n * len;
-      continue;
-    } else {
-      plain += s[i];
-    }
-    i += len;
-  }
-  flush();
-  return e;
+// segs appends a line the server rendered: each segment [class, text]
+// is plain text (class "") or a marker, as the server's pages draw them
+// (render.go: every character outside printable ASCII named, counted
+// runs, notes on numbers).
+function segs(parent, line) {
+  for (const [cls, text] of line) parent.appendChild(cls ? el("span", text, cls) : document.createTextNode(text));
 }
 
-// pretty draws a JSON value as the server's pages show arguments:
-// indented with spaces, each string between quotes, its quotes and
-// backslashes escaped as JSON spells them and every other character
-// through vis, so that a newline or a control inside a string is its
-// named marker (never a \n or \u001b to decode, as JSON.stringify
-// would write it).
-function pretty(v, names) {
-  const e = el("span", null, "vis pre");
-  const text = (t) => e.appendChild(document.createTextNode(t));
-  const str = (s) => {
-    text("\"");
-    for (const p of String(s).split(/(["\\])/)) {
-      if (p === "\"" || p === "\\") text("\\" + p);
-      else if (p) e.appendChild(vis(p, names));
-    }
-    text("\"");
-  };
-  const walk = (v, ind) => {
-    if (typeof v === "string") return str(v);
-    if (v === null || typeof v !== "object") return text(String(JSON.stringify(v)));
-    const arr = Array.isArray(v), keys = arr ? v.map((_, i) => i) : Object.keys(v);
-    if (keys.length === 0) return text(arr ? "[]" : "{}");
-    text(arr ? "[\n" : "{\n");
-    keys.forEach((k, i) => {
-      text(ind + "  ");
-      if (!arr) { str(k); text(": "); }
-      walk(v[k], ind + "  ");
-      text(i < keys.length - 1 ? ",\n" : "\n");
-    });
-    text(ind + (arr ? "]" : "}"));
-  };
-  walk(v, "");
+// cell is a short value (one line) as the server's "vis" template
+// draws it.
+function cell(v) {
+  const td = el("td"), e = el("span", null, "vis");
+  for (const line of v.lines) segs(e, line);
+  if (v.left_out) e.appendChild(el("span", "[\u2026 " + v.left_out + " bytes not shown \u2026]", "leftout"));
+  td.appendChild(e);
+  return td;
+}
+
+// block is a JSON value as the server's "args" template draws it.
+function block(v) {
+  const e = el("div", null, "args");
+  for (const line of v.lines) {
+    const ln = el("div", null, "ln");
+    segs(ln, line);
+    e.appendChild(ln);
+  }
+  if (v.left_out) e.appendChild(el("p", "[\u2026 " + v.left_out + " of " + v.total + " bytes not shown here \u2026]", "leftout"));
   return e;
 }
 
@@ -122,36 +75,17 @@ function live() {
   src.onopen = () => { state.textContent = "live"; };
   src.onerror = () => { state.textContent = "disconnected, retrying…"; };
   src.addEventListener("lost", (m) => { state.textContent = "live (" + m.data + " events dropped: this page was too slow)"; });
+  // Each event comes rendered by the server (live.go): the script
+  // parses no value of it, it only draws the segments.
   src.onmessage = (m) => {
     let ev;
     try { ev = JSON.parse(m.data); } catch { return; }
-    const e = ev.event || {}, names = ev.names || {};
-    const cell = (text) => { const td = el("td"); td.appendChild(vis(text, names)); return td; };
-    const tr = el("tr", null, ev.source + " " + (e.type || e.state || ""));
+    const tr = el("tr", null, ev.source + (ev.type ? " " + ev.type : ""));
     tr.appendChild(el("td", new Date(ev.time).toISOString().slice(11, 23)));
-    tr.appendChild(cell(ev.agent_id + "/" + ev.turn_id + (ev.key !== ev.agent_id ? " [" + ev.key + "]" : "")));
-    tr.appendChild(cell(e.step !== undefined ? e.step : ""));
-    tr.appendChild(cell(ev.source === "activity" ? "activity" : (e.type || "?")));
-    tr.appendChild(cell(e.call_id || ""));
-    tr.appendChild(cell((e.namespace ? e.namespace + "." : "") + (e.name || "")));
-    let status = "";
-    if (ev.source === "activity") {
-      status = (e.state || "") + (e.label ? ": " + e.label : "");
-      if (e.progress) status += " (" + e.progress.done + (e.progress.total ? " of " + e.progress.total : "") + ")";
-    } else if (e.type === "call.output") {
-      status = (e.status || "") + (e.error && e.error.kind ? " " + e.error.kind : "") + (e.duration_ms !== undefined ? " · " + e.duration_ms + " ms" : "");
-    } else if (e.type === "step.done") {
-      status = (e.items ? e.items.length : 0) + " outputs" + (e.end_turn ? " · end_turn" : "");
-    } else if (e.type === "step.pending") {
-      status = (e.approvals ? e.approvals.length : 0) + " held for approval";
-    }
-    tr.appendChild(cell(status));
-    const td = el("td");
-    const d = el("details");
+    for (const c of ev.cells) tr.appendChild(cell(c));
+    const td = el("td"), d = el("details");
     d.appendChild(el("summary", "JSON"));
-    const pre = el("pre");
-    pre.appendChild(pretty(e, names));
-    d.appendChild(pre);
+    d.appendChild(block(ev.json));
     td.appendChild(d);
     tr.appendChild(td);
     body.insertBefore(tr, body.firstChild);
