@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -127,14 +125,7 @@ func TestBrowserHostile(t *testing.T) {
 		}
 		runs[turn] = run
 	}
-	cmd := exec.CommandContext(ctx, "node", "testdata/hostile.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+t.TempDir(),
-		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "hostile.mjs", r.url, npmDir, chromium)
 	var out struct {
 		Shown                        map[string]string
 		RawHidden, Flashes           []string

@@ -18,6 +18,24 @@ import (
 	"github.com/agentbull/toolruntime/protocol"
 )
 
+// runBrowser runs the browser script testdata/script against the console
+// at url (with the test's token, a directory for its screenshots, and
+// env beside them; a later value of a name wins) and returns what it
+// printed.
+func runBrowser(ctx context.Context, t *testing.T, script, url, npmDir, chromium string, env ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "node", "testdata/"+script)
+	cmd.Env = append(os.Environ(), "CONSOLE_URL="+url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+t.TempDir(),
+		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("browser script %s: %v\n%s", script, err, out)
+	}
+	return out
+}
+
 // browserTools finds Chromium and playwright-core (in CONSOLE_NPM_DIR,
 // else ~/.cache/toolruntime/console-npm, where scripts/test-deps.sh
 // installs it), or says what is missing: CONSOLE_BROWSER_REQUIRED=1 (set
@@ -124,14 +142,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "node", "testdata/browser.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+shots,
-		"CONSOLE_EVIL_URL="+evil.URL, "CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "browser.mjs", r.url, npmDir, chromium, "CONSOLE_SHOTS="+shots, "CONSOLE_EVIL_URL="+evil.URL)
 	var out struct {
 		Dialogs                                 []string
 		UnauthStatus, UnauthAPIStatus           int

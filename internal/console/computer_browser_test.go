@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -112,14 +110,7 @@ func TestBrowserComputer(t *testing.T) {
 		runs[agent] = run
 	}
 	t0 := time.Now()
-	cmd := exec.CommandContext(ctx, "node", "testdata/computer.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+hs.URL, "CONSOLE_TOKEN="+testToken, "CONSOLE_TURNS="+strings.Join(turns, ","),
-		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "computer.mjs", hs.URL, npmDir, chromium, "CONSOLE_TURNS="+strings.Join(turns, ","))
 	var res struct {
 		Shown   map[string]string
 		Leaks   []string

@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +20,7 @@ func browserConnect(t *testing.T, r *connectRig, chromium, npmDir string) (out s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "testdata/connect.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken,
-		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium, "CONSOLE_SHOTS="+t.TempDir())
-	cmd.Stderr = os.Stderr
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, b)
-	}
+	b := runBrowser(ctx, t, "connect.mjs", r.url, npmDir, chromium)
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatalf("browser script output %q: %v", b, err)
 	}

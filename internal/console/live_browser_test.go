@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"reflect"
 	"regexp"
 	"strings"
@@ -67,14 +65,7 @@ func TestBrowserLiveShowsTheBytes(t *testing.T) {
 			}
 		}
 	}()
-	cmd := exec.CommandContext(ctx, "node", "testdata/live.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+t.TempDir(),
-		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "live.mjs", r.url, npmDir, chromium)
 	var out struct {
 		Rows []struct {
 			Cls   string

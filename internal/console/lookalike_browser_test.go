@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -105,14 +103,7 @@ func TestBrowserLookalikes(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	cmd := exec.CommandContext(ctx, "node", "testdata/lookalike.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_SHOTS="+t.TempDir(),
-		"CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "lookalike.mjs", r.url, npmDir, chromium)
 	type measured struct {
 		Chars, Undrawn, Outside, HiddenByStyle, Clippers, ArgsBelowApprove int
 		Samples                                                            []string

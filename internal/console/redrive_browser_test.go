@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -51,13 +49,7 @@ func TestBrowserRedriveShowsAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "node", "testdata/redrive.mjs")
-	cmd.Env = append(os.Environ(), "CONSOLE_URL="+r.url, "CONSOLE_TOKEN="+testToken, "CONSOLE_NPM_DIR="+npmDir, "CONSOLE_CHROMIUM="+chromium)
-	cmd.Stderr = os.Stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("browser script: %v\n%s", err, outb)
-	}
+	outb := runBrowser(ctx, t, "redrive.mjs", r.url, npmDir, chromium)
 	var res struct {
 		ListButtons, ListNotes []string
 		Pages                  map[string]bool
