@@ -24,22 +24,30 @@ func (c *countingConsumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, e
 	return c.Consumer.Info(ctx)
 }
 
+// streamS starts a server with stream S (subjects s.>) and its durable
+// consumer d.
+func streamS(t *testing.T) (jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
+	js := natstest.Start(t).JetStream(t)
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.CreateConsumer(t.Context(), "S", jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, cons
+}
+
 // TestKeeperAsksOnlyAfterABurst: a Keeper asks the server nothing while
 // nothing arrives, asks once the messages of a burst stop coming, and
 // nothing more while idle again. A pull that ends by itself (its
 // consumer deleted) ends Run with ErrEnded.
 func TestKeeperAsksOnlyAfterABurst(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	js, cons := streamS(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
 	counted := &countingConsumer{Consumer: cons}
 	k := &Keeper{Consumer: counted, Name: "S > d", Every: 10 * time.Millisecond}
 	var taken atomic.Int32
@@ -106,16 +114,9 @@ func TestKeeperAsksOnlyAfterABurst(t *testing.T) {
 // returns after Linger, not when the taker is done.
 func TestStopLingersAtMostLinger(t *testing.T) {
 	t.Parallel()
-	js := natstest.Start(t).JetStream(t)
+	js, cons := streamS(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := &Keeper{Consumer: cons, Name: "S > d", Every: 10 * time.Millisecond, Linger: 200 * time.Millisecond}
 	entered, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
