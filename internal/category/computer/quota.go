@@ -242,7 +242,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, nil, q.walkCap(), nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, nil, q.walkCap(), nil, nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -266,8 +266,14 @@ const xattrInode = 1024
 // attributes from it instead of reading them (a syscall per entry): a
 // walk that confirms a stop must be quick, and attributes raise no event
 // the follower reads, so the backstop walks alone count them anew.
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage) *usage {
+// Given names, it puts every entry it counts in it (names.ok: it counted
+// them all).
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage, names *entrySet) *usage {
 	u := &usage{at: time.Now()}
+	if names != nil {
+		names.reset()
+		defer func() { names.ok = names.ok && !u.over && u.blind == 0 }()
+	}
 	xattrs := carry == nil
 	var xattrBytes int64
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
@@ -299,6 +305,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 				if limit >= 0 && u.files > limit {
 					u.over = true
 					return
+				}
+				if names != nil {
+					names.walked(rel, e.Name())
 				}
 				if xattrs {
 					xattrBytes += xattrBytesAt(fd, e.Name())
@@ -531,6 +540,9 @@ type follower struct {
 	// pressed: pressure stopped the command during a walk.
 	pressed bool
 	notify  *os.File // w.f as follow made it: setTree wakes the loop through it
+	// names are the entries est counts, each once (nil where entries
+	// are not bounded): see entrySet.
+	names *entrySet
 }
 
 // follow starts following h, before its command starts so that the
@@ -546,6 +558,9 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Lock()
 	w.start = *q.current(h)
 	q.mu.Unlock()
+	if q.files > 0 {
+		w.names = newEntrySet(q.files)
+	}
 	if top, err := h.openDir("."); err == nil {
 		w.top = top
 		var st unix.Stat_t
@@ -670,7 +685,7 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry)
+	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry, w.names)
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -1040,7 +1055,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	isDir := mask&unix.IN_ISDIR != 0
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
-		w.est.files--
+		w.est.files += w.counted(dir, name, false)
 		if !isDir && mask&unix.IN_DELETE != 0 {
 			w.heldNow = true // perhaps still open
 		}
@@ -1054,7 +1069,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			clear(w.watched)
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-		w.est.files++
+		w.est.files += w.counted(dir, name, true)
 		w.touched[rel] = true
 		if isDir {
 			if mask&unix.IN_MOVED_TO != 0 {
@@ -1080,6 +1095,20 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		// they hold is looked at once the read's events are in.
 		w.xtouched[rel] = true
 	}
+}
+
+// counted is by how much an entry name made (made) or removed in dir
+// changes the estimate's entries: see entrySet.
+func (w *follower) counted(dir, name string, made bool) int64 {
+	switch {
+	case w.names == nil && made:
+		return 1
+	case w.names == nil:
+		return -1
+	case made:
+		return w.names.made(dir, name)
+	}
+	return w.names.removed(dir, name)
 }
 
 // flush takes the entries the last events touched into the estimate.

@@ -1,0 +1,96 @@
+package computer
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// The follower counts each entry once, whatever a walk overlapped: the
+// entries made before a walk whose events it reads after (they counted
+// twice: a writer of empty files was stopped at 4,005 of 5,000), the
+// entries of a new directory both listed when its watch came and named
+// by their events, entries deleted before a walk whose deletions it
+// reads after (they counted -1 again), and renames over an existing name
+// (the replaced entry raises no event of its own: each counted one more).
+// An entry made after the walk still counts, and the estimate is what a
+// walk finds at each step.
+func TestFollowerCountsEachEntryOnce(t *testing.T) {
+	c, err := New(Config{Root: t.TempDir(), HomeQuotaFiles: 5000, QuotaMode: QuotaEstimate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	h, err := c.homes.open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	w := c.homes.quota.follow(h)
+	if w == nil || w.f == nil {
+		t.Skip("SKIPPING: no inotify instance here: the events' count is not tested")
+	}
+	defer w.close()
+	w.walk(false)
+	buf := make([]byte, 64<<10)
+	path := func(dir, name string) string { return filepath.Join(h.dir, dir, name) }
+	mk := func(dir string, from, to int) {
+		for i := from; i < to; i++ {
+			if err := os.WriteFile(path(dir, "f"+strconv.Itoa(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		if u := c.homes.quota.walk(h); w.est.files != u.files {
+			t.Errorf("%s: the estimate counts %d entries, a walk %d", step, w.est.files, u.files)
+			w.est.files = u.files // each step is judged alone
+		}
+	}
+	// 600 files and a directory of 300: their events are queued, the
+	// walk counts them, then the events are read.
+	mk(".", 0, 600)
+	if err := os.Mkdir(path("d", ""), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.drain(buf) // d is watched and listed (empty), its files to come
+	mk("d", 0, 300)
+	w.walk(false)
+	w.drain(buf)
+	check("events read after the walk that counted their entries")
+	// A directory made and filled before a walk, its event read after:
+	// its listing when the follower watches it names what the walk
+	// counted.
+	if err := os.Mkdir(path("g", ""), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk("g", 0, 100)
+	w.walk(false)
+	w.drain(buf)
+	check("a new directory's listing after the walk that counted it")
+	// 100 deleted before a walk, their events read after it; 50 made
+	// after it (300 rewritten: no events that count).
+	for i := range 100 {
+		if err := os.Remove(path(".", "f"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.walk(false)
+	mk("d", 0, 350)
+	w.drain(buf)
+	check("deletions before a walk read after it, entries made after it")
+	// 200 files saved by a temporary name renamed over the old one.
+	for i := 100; i < 300; i++ {
+		tmp := path(".", "tmp")
+		if err := os.WriteFile(tmp, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path(".", "f"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.drain(buf)
+	check("renames over existing names")
+}
