@@ -537,9 +537,11 @@ type follower struct {
 	// instruction (a home at or over its bound); the run loop lets it
 	// go once it follows the home.
 	startHeld atomic.Bool
-	// pressed: pressure stopped the command during a walk.
-	pressed bool
-	notify  *os.File // w.f as follow made it: setTree wakes the loop through it
+	// pressed: pressure stopped the command during a walk, or a burst
+	// ahead of the line after a read (ahead: then the walk that
+	// confirms comes at once).
+	pressed, ahead bool
+	notify         *os.File // w.f as follow made it: setTree wakes the loop through it
 	// names are the entries est counts, each once (nil where entries
 	// are not bounded): see entrySet.
 	names *entrySet
@@ -768,10 +770,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
-			if w.gated() {
+			if w.gated() || w.ahead {
 				// A home at or over its bound when the command began:
 				// its first growth is confirmed now, the command
-				// stopped (below) for the walk.
+				// stopped (below) for the walk; so is a burst ahead of
+				// the line (below).
 				due = time.Now()
 			}
 		}
@@ -811,6 +814,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			began := time.Now()
 			u := w.walk(urgent)
+			w.ahead = false
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
@@ -854,21 +858,22 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				held = w.tree.Load() != nil
 			}
+			before := w.est.files
 			parseEvents(buf[:n], w.event)
 			if held {
 				w.drain(buf) // what came meanwhile, the command stopped
 			}
 			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
 				// Entries are counted exactly by the events (created,
-				// moved in, deleted, moved out; a directory's first
-				// entries may count twice, hence the margin): a writer
-				// of empty files is stopped at once, not after a walk
-				// of the entries it keeps making nor after an lstat of
+				// moved in, deleted, moved out, each once: see
+				// entrySet; the margin is for a home too big for the
+				// set, whose events count as they come): a writer of
+				// empty files is stopped at once, not after a walk of
+				// the entries it keeps making nor after an lstat of
 				// each file the events name. Where the command has a
 				// process tree (no cgroup), it is stopped at once and a
 				// walk confirms: stopped, it adds nothing while the walk
-				// counts, and entries the events counted twice (those a
-				// walk read as they were made) kill nothing.
+				// counts.
 				if t := w.tree.Load(); t != nil {
 					t.lower()
 					t.freeze()
@@ -896,6 +901,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				cancel(errOverQuota)
 				return
+			}
+			if held {
+				w.holdBurst(w.est.files - before)
 			}
 			if held && !w.gated() && !w.pressed {
 				w.tree.Load().thaw() // gated or pressed: stopped until the walk at the loop's top
