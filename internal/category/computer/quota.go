@@ -242,7 +242,7 @@ func (q *quotas) describe(u *usage) string {
 // system charges them so, as tmpfs does), and every entry. It reads each
 // directory in batches through the home's root, at any depth, and stops
 // once there are far more entries than the quota allows.
-func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, nil, q.walkCap(), nil) }
+func (q *quotas) walk(h *home) *usage { return q.walkDirs(h, nil, nil, q.walkCap(), nil, nil) }
 
 // walkCap is how many entries past the files bound a walk counts before
 // it stops: a home a little over its bound is counted exactly, so that
@@ -266,8 +266,14 @@ const xattrInode = 1024
 // attributes from it instead of reading them (a syscall per entry): a
 // walk that confirms a stop must be quick, and attributes raise no event
 // the follower reads, so the backstop walks alone count them anew.
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage) *usage {
+// Given names, it puts every entry it counts in it (names.ok: it counted
+// them all).
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage, names *entrySet) *usage {
 	u := &usage{at: time.Now()}
+	if names != nil {
+		names.reset()
+		defer func() { names.ok = names.ok && !u.over && u.blind == 0 }()
+	}
 	xattrs := carry == nil
 	var xattrBytes int64
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
@@ -299,6 +305,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 				if limit >= 0 && u.files > limit {
 					u.over = true
 					return
+				}
+				if names != nil {
+					names.walked(rel, e.Name())
 				}
 				if xattrs {
 					xattrBytes += xattrBytesAt(fd, e.Name())
@@ -528,9 +537,14 @@ type follower struct {
 	// instruction (a home at or over its bound); the run loop lets it
 	// go once it follows the home.
 	startHeld atomic.Bool
-	// pressed: pressure stopped the command during a walk.
-	pressed bool
-	notify  *os.File // w.f as follow made it: setTree wakes the loop through it
+	// pressed: pressure stopped the command during a walk, or a burst
+	// ahead of the line after a read (ahead: then the walk that
+	// confirms comes at once).
+	pressed, ahead bool
+	notify         *os.File // w.f as follow made it: setTree wakes the loop through it
+	// names are the entries est counts, each once (nil where entries
+	// are not bounded): see entrySet.
+	names *entrySet
 }
 
 // follow starts following h, before its command starts so that the
@@ -546,6 +560,9 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Lock()
 	w.start = *q.current(h)
 	q.mu.Unlock()
+	if q.files > 0 {
+		w.names = newEntrySet(q.files)
+	}
 	if top, err := h.openDir("."); err == nil {
 		w.top = top
 		var st unix.Stat_t
@@ -670,7 +687,7 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry)
+	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry, w.names)
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -753,10 +770,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
-			if w.gated() {
+			if w.gated() || w.ahead {
 				// A home at or over its bound when the command began:
 				// its first growth is confirmed now, the command
-				// stopped (below) for the walk.
+				// stopped (below) for the walk; so is a burst ahead of
+				// the line (below).
 				due = time.Now()
 			}
 		}
@@ -796,6 +814,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			began := time.Now()
 			u := w.walk(urgent)
+			w.ahead = false
 			last = time.Now()
 			cost = last.Sub(began)
 			if w.q.isOver(u) && grewPast(u, start) {
@@ -839,21 +858,22 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				held = w.tree.Load() != nil
 			}
+			before := w.est.files
 			parseEvents(buf[:n], w.event)
 			if held {
 				w.drain(buf) // what came meanwhile, the command stopped
 			}
 			if w.q.files > 0 && w.est.files > max(w.q.files, start.files)+entryMargin {
 				// Entries are counted exactly by the events (created,
-				// moved in, deleted, moved out; a directory's first
-				// entries may count twice, hence the margin): a writer
-				// of empty files is stopped at once, not after a walk
-				// of the entries it keeps making nor after an lstat of
+				// moved in, deleted, moved out, each once: see
+				// entrySet; the margin is for a home too big for the
+				// set, whose events count as they come): a writer of
+				// empty files is stopped at once, not after a walk of
+				// the entries it keeps making nor after an lstat of
 				// each file the events name. Where the command has a
 				// process tree (no cgroup), it is stopped at once and a
 				// walk confirms: stopped, it adds nothing while the walk
-				// counts, and entries the events counted twice (those a
-				// walk read as they were made) kill nothing.
+				// counts.
 				if t := w.tree.Load(); t != nil {
 					t.lower()
 					t.freeze()
@@ -881,6 +901,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				cancel(errOverQuota)
 				return
+			}
+			if held {
+				w.holdBurst(w.est.files - before)
 			}
 			if held && !w.gated() && !w.pressed {
 				w.tree.Load().thaw() // gated or pressed: stopped until the walk at the loop's top
@@ -1040,7 +1063,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 	isDir := mask&unix.IN_ISDIR != 0
 	switch {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM) != 0:
-		w.est.files--
+		w.est.files += w.counted(dir, name, false)
 		if !isDir && mask&unix.IN_DELETE != 0 {
 			w.heldNow = true // perhaps still open
 		}
@@ -1054,7 +1077,7 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 			clear(w.watched)
 		}
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
-		w.est.files++
+		w.est.files += w.counted(dir, name, true)
 		w.touched[rel] = true
 		if isDir {
 			if mask&unix.IN_MOVED_TO != 0 {
@@ -1080,6 +1103,20 @@ func (w *follower) event(wd int32, mask uint32, name string) {
 		// they hold is looked at once the read's events are in.
 		w.xtouched[rel] = true
 	}
+}
+
+// counted is by how much an entry name made (made) or removed in dir
+// changes the estimate's entries: see entrySet.
+func (w *follower) counted(dir, name string, made bool) int64 {
+	switch {
+	case w.names == nil && made:
+		return 1
+	case w.names == nil:
+		return -1
+	case made:
+		return w.names.made(dir, name)
+	}
+	return w.names.removed(dir, name)
 }
 
 // flush takes the entries the last events touched into the estimate.
