@@ -1,7 +1,6 @@
 package computer
 
 import (
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -115,18 +114,7 @@ func TestBurstNearTheLineHoldsTheCommand(t *testing.T) {
 		{"a burst more passes the line", 2200, 3485, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			hs, err := openHomes(filepath.Join(t.TempDir(), "homes"), slog.New(slog.DiscardHandler), nil, newQuotas(1<<30, 5000))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hs.close()
-			h, err := hs.open("a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.close()
-			w := hs.quota.follow(h)
-			defer w.close()
+			w := followed(t, t.TempDir(), 1<<30, 5000)
 			tree, child := sessionTree(t)
 			w.setTree(tree)
 			w.walk(false)

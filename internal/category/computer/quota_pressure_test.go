@@ -122,18 +122,7 @@ func TestWalkPressureHoldsTheCommand(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			hs, err := openHomes(filepath.Join(root, "homes"), slog.New(slog.DiscardHandler), nil, newQuotas(c.bytes, 100_000))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hs.close()
-			h, err := hs.open("a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.close()
-			w := hs.quota.follow(h)
-			defer w.close()
+			w := followed(t, root, c.bytes, 100_000)
 			if w.f == nil {
 				t.Skip("SKIPPING: no inotify instance to be had here")
 			}
@@ -145,7 +134,7 @@ func TestWalkPressureHoldsTheCommand(t *testing.T) {
 				// shared disk could pass a few MiB of room meanwhile.)
 				t.Fatal("a walk with nothing queued and no growth stopped the command")
 			}
-			c.grow(t, h.dir, root)
+			c.grow(t, w.h.dir, root)
 			w.pressure()
 			if !w.pressed {
 				t.Fatal("the command ran ahead of the walk and was not stopped")
@@ -176,4 +165,24 @@ func TestWalkPressureHoldsTheCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+// followed opens home "a" in a homes directory under root with the given
+// bounds and follows it, as a command's start would; the test's cleanup
+// closes them.
+func followed(t *testing.T, root string, bytes, files int64) *follower {
+	t.Helper()
+	hs, err := openHomes(filepath.Join(root, "homes"), slog.New(slog.DiscardHandler), nil, newQuotas(bytes, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hs.close() })
+	h, err := hs.open("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.close)
+	w := hs.quota.follow(h)
+	t.Cleanup(w.close)
+	return w
 }
