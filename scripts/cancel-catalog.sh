@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-1}
 dir=$(mktemp -d)
-port=${PORT:-$((20000 + RANDOM % 20000))} mport=$((port + 1))
+port=${PORT:-$((10000 + RANDOM % 20000))} mport=$((port + 1))
 url=nats://127.0.0.1:$port
 if [ -n "${WORKER:-}" ]; then cp "$WORKER" "$dir/worker"; else go build -o "$dir/worker" ./cmd/worker; fi
 go build -o "$dir/loadgen" ./cmd/loadgen

@@ -15,7 +15,7 @@ go build -o "$data/worker" ./cmd/worker
 # the README's commands reach it through NATS_URL.
 # (Exported only after the worker starts: the worker reads NATS_URL too,
 # and would join that server instead of starting its own.)
-port=$((20000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 20000))
 unset NATS_URL
 mkdir -p "$data/marks"
 "$data/worker" --diagnostics --mark-dir "$data/marks" --approval mark --data-dir "$data/js" --listen 127.0.0.1:$port --monitor-port 0 >"$log" 2>&1 &

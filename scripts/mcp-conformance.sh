@@ -54,7 +54,10 @@ echo "mcp-conformance: built the fixture worker and the door in $((SECONDS - sta
 # Ports of their own, so that nothing else on 4222 or 8471 answers; the
 # worker must not join a NATS_URL of the environment.
 unset NATS_URL
-nats_port=$((20000 + RANDOM % 20000))
+# Below 32768, where Linux starts its ephemeral ports (ip_local_port_range):
+# a client's connection (the worker's own, to nats_port) once took
+# door_port as its local port, and the door could not listen there.
+nats_port=$((10000 + RANDOM % 20000))
 door_port=$((nats_port + 1))
 # The two input-required-result fixtures are held for a person's approval,
 # which the door turns into input_required results (2026-07-28), and so is
