@@ -467,14 +467,7 @@ func (c *cell) value(raw json.RawMessage) {
 		case utf16.IsSurrogate(r):
 			c.str(b.String())
 			b.Reset()
-			k := 1
-			for i+(k+1)*n <= len(u) && u[i+k*n:i+(k+1)*n] == u[i:i+n] {
-				k++
-			}
-			text, _ := escapeMarker(r)
-			if k > 1 {
-				text = fmt.Sprintf("⟦%d × %s", k, strings.TrimPrefix(text, "⟦"))
-			}
+			text, _, k := escapeRun(u, i, n, r)
 			c.segs = append(c.segs, seg{Text: text, Mark: true, Raw: u[i : i+k*n]})
 			c.total += k * n
 			i += k*n - 1

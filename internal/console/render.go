@@ -290,6 +290,21 @@ func jsonEscape(s string) (r rune, n int) {
 	return 0, 0
 }
 
+// escapeRun is the counted marker of the run of one JSON escape (of
+// size bytes, meaning r) that starts at s[i], and how many times it
+// repeats there.
+func escapeRun(s string, i, size int, r rune) (text string, look bool, n int) {
+	n = 1
+	for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
+		n++
+	}
+	text, look = escapeMarker(r)
+	if n > 1 {
+		text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
+	}
+	return text, look, n
+}
+
 // escapeMarker names the character a JSON escape stands for.
 func escapeMarker(r rune) (text string, look bool) {
 	switch {
@@ -350,14 +365,7 @@ func visibleUpTo(s string, isJSON bool, budget int) []seg {
 			// A run of one escape is one counted marker, as a run of
 			// one hidden character is.
 			flush()
-			n := 1
-			for i+(n+1)*size <= len(s) && s[i+n*size:i+(n+1)*size] == s[i:i+size] {
-				n++
-			}
-			text, look := escapeMarker(r)
-			if n > 1 {
-				text = fmt.Sprintf("⟦%d × %s", n, strings.TrimPrefix(text, "⟦"))
-			}
+			text, look, n := escapeRun(s, i, size, r)
 			add(seg{Text: text, Mark: true, Look: look, Raw: s[i : i+n*size]})
 			i += n * size
 			continue
