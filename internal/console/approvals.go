@@ -319,8 +319,8 @@ func (s *Server) watchHeld(ctx context.Context) (<-chan struct{}, error) {
 			}
 			var sm summary
 			put := e.Operation() == jetstream.KeyValuePut
-			if put {
-				sm = s.summarize(e.Key(), e.Revision(), e.Value())
+			if put && !s.guard("approval record", func() { sm = s.summarize(e.Key(), e.Revision(), e.Value()) }, "key", e.Key()) {
+				sm = summary{rev: e.Revision()} // as a record that does not parse
 			}
 			s.sums.mu.Lock()
 			if put {
@@ -798,7 +798,7 @@ func (s *Server) send(ctx context.Context, by string, h *heldStep, ds []protocol
 		rev = s.updateAudit(ctx, kv, key, rev, e)
 		e = s.readBack(ctx, e)
 		if e.Outcome == "sent" {
-			go s.settle(kv, key, rev, e, h.ExpiresAt)
+			go s.guard("settling a decision", func() { s.settle(kv, key, rev, e, h.ExpiresAt) }, "key", key)
 			return e, nil
 		}
 		s.updateAudit(ctx, kv, key, rev, e)

@@ -244,7 +244,10 @@ func (s *connectPages) runFlow(f *connectFlow) {
 			return nil, errors.New("nobody came back from the authorization server in time")
 		}
 	}
-	err := s.cfg.Connector.Connect(ctx, f.server, f.owner, fetch)
+	var err error
+	if !s.guard("mcp connect", func() { err = s.cfg.Connector.Connect(ctx, f.server, f.owner, fetch) }, "server", f.server, "key", f.owner) {
+		err = errors.New("the console failed while connecting (its own error, logged)")
+	}
 	s.flows.mu.Lock()
 	if state != "" {
 		delete(s.flows.byState, state)

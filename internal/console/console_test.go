@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -47,7 +48,11 @@ type rig struct {
 	consoleNC *nats.Conn
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { t.Helper(); return newRigWith(t, workertest.Logger(), nil) }
+
+// newRigWith is newRig with the console's logger, and setup run on the
+// console before it serves.
+func newRigWith(t *testing.T, logger *slog.Logger, setup func(*console.Server)) *rig {
 	t.Helper()
 	r := &rig{srv: natstest.Start(t), markDir: t.TempDir()}
 	cfg := workertest.Config("w1")
@@ -61,11 +66,14 @@ func newRig(t *testing.T) *rig {
 	}
 	r.gw = gw
 	r.consoleNC = r.srv.Connect(t)
-	c, err := console.New(console.Config{NC: r.consoleNC, Token: testToken, Logger: workertest.Logger()})
+	c, err := console.New(console.Config{NC: r.consoleNC, Token: testToken, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.console = c
+	if setup != nil {
+		setup(c)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := c.Start(ctx); err != nil {

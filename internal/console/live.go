@@ -77,14 +77,16 @@ func fairnessKey(agent string, c protocol.Context) string {
 // return (the subscriptions are in place) until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
 	onStep := func(m *nats.Msg) {
-		var st struct {
-			AgentID string           `json:"agent_id"`
-			TurnID  string           `json:"turn_id"`
-			Context protocol.Context `json:"context"`
-		}
-		if json.Unmarshal(m.Data, &st) == nil && st.AgentID != "" {
-			s.keys.set(st.AgentID, st.TurnID, fairnessKey(st.AgentID, st.Context))
-		}
+		s.guard("key filter", func() {
+			var st struct {
+				AgentID string           `json:"agent_id"`
+				TurnID  string           `json:"turn_id"`
+				Context protocol.Context `json:"context"`
+			}
+			if json.Unmarshal(m.Data, &st) == nil && st.AgentID != "" {
+				s.keys.set(st.AgentID, st.TurnID, fairnessKey(st.AgentID, st.Context))
+			}
+		}, "subject", m.Subject)
 	}
 	var subs []*nats.Subscription
 	for _, subj := range []string{"turn.call.*.*", "turn.task.*.*"} {
@@ -94,7 +96,9 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		subs = append(subs, sub)
 	}
-	sub, err := s.cfg.NC.Subscribe("turn.call.output.*.*", func(m *nats.Msg) { s.stats.observe(m.Data) })
+	sub, err := s.cfg.NC.Subscribe("turn.call.output.*.*", func(m *nats.Msg) {
+		s.guard("charts", func() { s.stats.observe(m.Data) }, "subject", m.Subject)
+	})
 	if err != nil {
 		return err
 	}
@@ -119,6 +123,10 @@ func (s *Server) Start(ctx context.Context) error {
 type streamSet struct {
 	mu   sync.Mutex
 	open map[*liveStream]struct{}
+
+	// renderer renders an event (renderLive when nil: a test sets
+	// another).
+	renderer func(*liveEvent, []byte)
 
 	rmu      sync.Mutex
 	seed     maphash.Seed
@@ -150,8 +158,10 @@ type renderKey struct {
 // render is ev with data rendered (renderLive), as the JSON sent
 // without its time: rendered once for every stream that reads the same
 // event (they read it at the same moment: the others wait for the
-// first's rendering).
-func (ss *streamSet) render(ev liveEvent, data []byte) []byte {
+// first's rendering). An event whose rendering panicked is shown as
+// unrenderable, and the panic is returned to the stream that rendered
+// it (to be logged once, not once for each page).
+func (ss *streamSet) render(ev liveEvent, data []byte) (b []byte, failure any) {
 	ss.rmu.Lock()
 	if ss.rendered == nil {
 		ss.seed = maphash.MakeSeed()
@@ -169,16 +179,49 @@ func (ss *streamSet) render(ev liveEvent, data []byte) []byte {
 	ss.rmu.Unlock()
 	if ok {
 		<-r.done
-		return r.b
+		return r.b, nil
 	}
-	defer close(r.done)
-	renderLive(&ev, data)
+	defer close(r.done) // a panic past this point still frees the other streams (nil: the event is lost)
+	failure = ss.renderSafely(&ev, data)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // an event stream, not HTML: the script sets textContent
 	_ = enc.Encode(ev)
 	r.b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	return r.b
+	return r.b, failure
+}
+
+// renderSafely renders data into ev, and returns the renderer's panic,
+// if any: ev then shows the event as unrenderable (unrenderable).
+func (ss *streamSet) renderSafely(ev *liveEvent, data []byte) (failure any) {
+	render := ss.renderer
+	if render == nil {
+		render = renderLive
+	}
+	defer func() {
+		if failure = recover(); failure != nil {
+			unrenderable(ev, len(data))
+		}
+	}()
+	render(ev, data)
+	return nil
+}
+
+// unrenderable makes ev's row a marker saying the console failed to
+// render its size bytes, its turn cell (agent/turn, rendered on its own,
+// and left empty should that fail too) aside.
+func unrenderable(ev *liveEvent, size int) {
+	ev.Type, ev.Cells, ev.JSON = "", [6]liveShown{}, liveShown{}
+	mark := liveShown{Lines: [][][2]string{{{"mark", fmt.Sprintf("⟦unrenderable: the console failed to render this event of %d bytes; its log says why⟧", size)}}}}
+	ev.Cells[2], ev.JSON = mark, mark
+	func() {
+		defer func() { _ = recover() }()
+		var turn cell
+		turn.str(ev.AgentID)
+		turn.text("/")
+		turn.str(ev.TurnID)
+		ev.Cells[0] = toLive(turn.shown())
+	}()
 }
 
 // rendering is an event's rendering, done when done is closed.
@@ -587,7 +630,11 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		var b []byte
 		if len(events) < cap(events) && queued.Load() < liveQueued {
-			b = s.streams.render(liveEvent{Source: source, Subject: subject, AgentID: a, TurnID: tn, Key: k}, data)
+			var failure any
+			b, failure = s.streams.render(liveEvent{Source: source, Subject: subject, AgentID: a, TurnID: tn, Key: k}, data)
+			if failure != nil {
+				s.panicked("live rendering", failure, "subject", subject, "bytes", len(data))
+			}
 		}
 		if b != nil && queued.Add(int64(len(b))) <= liveQueued {
 			select {
@@ -603,7 +650,17 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		lost++
 		lostMu.Unlock()
 	}
-	sub, err := s.cfg.NC.Subscribe(fmt.Sprintf("turn.activity.%s.%s", agent, turn), func(m *nats.Msg) { emit("activity", m.Subject, time.Now(), m.Data) })
+	// Each event is handled in a NATS callback, which has no recover:
+	// a panic there, past the rendering's own recovery, loses the event
+	// (the page is told), not the console.
+	guarded := func(source, subject string, t time.Time, data []byte) {
+		if !s.guard("live event", func() { emit(source, subject, t, data) }, "subject", subject, "bytes", len(data)) {
+			lostMu.Lock()
+			lost++
+			lostMu.Unlock()
+		}
+	}
+	sub, err := s.cfg.NC.Subscribe(fmt.Sprintf("turn.activity.%s.%s", agent, turn), func(m *nats.Msg) { guarded("activity", m.Subject, time.Now(), m.Data) })
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -624,7 +681,7 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request) {
 		if md != nil {
 			t = md.Timestamp
 		}
-		emit("output", m.Subject(), t, m.Data())
+		guarded("output", m.Subject(), t, m.Data())
 	})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)

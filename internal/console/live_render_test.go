@@ -15,7 +15,14 @@ func TestLiveRenderedOnce(t *testing.T) {
 	var ss streamSet
 	ev := liveEvent{Source: "output", Subject: "turn.call.output.a.t", AgentID: "a", TurnID: "t", Key: "a"}
 	data := []byte(`{"type":"call.output","status":"ok","step":12345678901234567890}`)
-	a, b := ss.render(ev, data), ss.render(ev, data)
+	render := func(ev liveEvent, data []byte) []byte {
+		b, failure := ss.render(ev, data)
+		if failure != nil {
+			t.Fatal(failure)
+		}
+		return b
+	}
+	a, b := render(ev, data), render(ev, data)
 	if &a[0] != &b[0] {
 		t.Error("the same event was rendered twice")
 	}
@@ -25,14 +32,14 @@ func TestLiveRenderedOnce(t *testing.T) {
 		ev   liveEvent
 		data []byte
 	}{{ev, []byte(`{"type":"call.output","status":"ok","step":12345678901234567891}`)}, {other, data}} {
-		if c := ss.render(c.ev, c.data); &c[0] == &a[0] || string(c) == string(a) {
+		if c := render(c.ev, c.data); &c[0] == &a[0] || string(c) == string(a) {
 			t.Errorf("another event was given the first one's rendering: %s", c)
 		}
 	}
 	for i := range liveRendered {
-		ss.render(ev, []byte(`{"step":`+strings.Repeat("1", i+1)+`}`))
+		render(ev, []byte(`{"step":`+strings.Repeat("1", i+1)+`}`))
 	}
-	if c := ss.render(ev, data); &c[0] == &a[0] || string(c) != string(a) {
+	if c := render(ev, data); &c[0] == &a[0] || string(c) != string(a) {
 		t.Error("an event past the kept ones was not rendered again, or rendered otherwise")
 	}
 	t1 := time.Date(2026, 12, 7, 11, 0, 0, 5e6, time.UTC)
@@ -90,7 +97,7 @@ func TestLiveRenderedOnceAtOnce(t *testing.T) {
 	const pages = 16
 	got := make(chan []byte, pages)
 	for range pages {
-		go func() { got <- ss.render(ev, data) }()
+		go func() { b, _ := ss.render(ev, data); got <- b }()
 	}
 	first := <-got
 	for range pages - 1 {

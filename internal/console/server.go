@@ -63,6 +63,7 @@ type Server struct {
 	mu        sync.Mutex
 	sessions  map[string]*session
 	badLogins refusedLogins
+	panics    panicLog
 
 	stats   *stats
 	keys    *keyBook
@@ -184,7 +185,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "refused: a cross-site request", http.StatusForbidden)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	s.serveGuarded(s.mux, w, r)
 }
 
 // sameOrigin refuses a request a browser marks as sent from another
