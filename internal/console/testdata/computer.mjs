@@ -5,20 +5,12 @@
 // printable ASCII, measures whether every character is drawn inside the
 // viewport above its Approve, approves each through the page, and
 // reports on stdout.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const turns = process.env.CONSOLE_TURNS.split(",");
 const out = { shown: {}, leaks: [], measure: null, flashes: [] };
 
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
   out.leaks = await page.evaluate(() => {
     const bad = [];
     const w = document.createTreeWalker(document.querySelector("main"), NodeFilter.SHOW_TEXT);
@@ -70,7 +62,4 @@ try {
     await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click(`section[data-turn='${turn}'] button.send`)]);
     out.flashes.push(await page.locator("#flash").innerText());
   }
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+});

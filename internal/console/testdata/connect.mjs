@@ -2,19 +2,10 @@
 // (connect_browser_test.go): logs in, connects tenant-A's account of acct
 // through the authorization server and back, then, when CONNECT_REFUSED
 // is set, meets the authorization server's refusal. Reports on stdout.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const out = { dialogs: [] };
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  page.on("dialog", async (d) => { out.dialogs.push(d.message()); await d.dismiss(); });
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
   await page.goto(base + "/connect?key=fair:tenant-A");
   out.before = await page.locator("table.connect").innerText();
   await Promise.all([page.waitForSelector("#authorize"), page.click("button[name=connect]")]);
@@ -30,7 +21,4 @@ try {
   if (process.env.CONSOLE_SHOTS) {
     await page.screenshot({ path: process.env.CONSOLE_SHOTS + "/connect.png", fullPage: false });
   }
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+}, (page) => page.on("dialog", async (d) => { out.dialogs.push(d.message()); await d.dismiss(); }));

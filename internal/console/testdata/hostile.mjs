@@ -1,11 +1,8 @@
 // Drives the approvals page in Chromium with hostile held calls, for
 // TestBrowserHostile (browser_hostile_test.go): reads what a person sees
 // of each, approves them through the page, and reports on stdout.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const out = { shown: {}, rawHidden: [], flashes: [] };
 // Characters a browser draws as nothing or elsewhere: none may be in the
 // page's rendered text (the markers name them instead).
@@ -77,12 +74,7 @@ function paintProblems() {
   return bad;
 }
 
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
   for (const m of (await page.locator("main").innerText()).matchAll(hiddenRe)) {
     out.rawHidden.push(m[0].codePointAt(0).toString(16));
   }
@@ -116,7 +108,4 @@ try {
   await page.check("section[data-turn='huge'] fieldset.held input.approve");
   await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("section[data-turn='huge'] button.send")]);
   out.flashes.push(await page.locator("#flash").innerText());
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+});

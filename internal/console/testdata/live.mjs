@@ -4,18 +4,10 @@
 // on stdout what a person reads of each row (its cells and its JSON),
 // and every character outside printable ASCII drawn as it is rather
 // than inside a marker.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const out = { rows: [], leaks: [] };
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
   await page.goto(base + "/live?agent=hl");
   await page.waitForSelector("#events tr.output", { timeout: 60000 });
   await page.waitForSelector("#events tr.activity", { timeout: 60000 });
@@ -38,7 +30,4 @@ try {
     return { rows, leaks };
   }));
   await page.screenshot({ path: process.env.CONSOLE_SHOTS + "/live.png" });
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+});

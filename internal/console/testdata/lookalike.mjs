@@ -6,11 +6,8 @@
 // finds every character drawn as it is outside printable ASCII, measures
 // where each character of the held arguments is drawn, approves through
 // the page, and reports on stdout.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const out = { shown: {}, leaks: {}, measure: {}, styles: {}, flashes: [] };
 
 // leaks: the characters outside printable ASCII drawn as they are (not
@@ -81,12 +78,7 @@ const measure = (page) => page.evaluate(() => {
   return r;
 });
 
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
 
   out.leaks.list = await leaks(page, "main");
   for (const turn of ["look", "ws"]) {
@@ -137,7 +129,4 @@ try {
   out.leaks.audit = await leaks(page, "table.audit");
   out.shown.audit = await page.locator("table.audit").innerText();
   await page.screenshot({ path: process.env.CONSOLE_SHOTS + "/lookalike.png", fullPage: false });
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+});

@@ -4,11 +4,8 @@
 // character of the payload and of the headers is drawn, inside the
 // viewport, above the button; it presses every button offered and
 // reports on stdout.
-import { createRequire } from "node:module";
-const require = createRequire(process.env.CONSOLE_NPM_DIR + "/");
-const { chromium } = require("playwright-core");
+import { base, withConsole } from "./session.mjs";
 
-const base = process.env.CONSOLE_URL, token = process.env.CONSOLE_TOKEN;
 const out = { listButtons: [], listNotes: [], pages: {}, measure: { chars: 0, undrawn: 0, outside: 0, below: 0, closed: 0, samples: [] }, flashes: [] };
 
 const measure = (page) => page.evaluate(() => {
@@ -43,12 +40,7 @@ const measure = (page) => page.evaluate(() => {
 });
 const add = (m) => { for (const k of ["chars", "undrawn", "outside", "below", "closed"]) out.measure[k] += m[k]; out.measure.samples.push(...m.samples.slice(0, 5)); };
 
-const browser = await chromium.launch({ executablePath: process.env.CONSOLE_CHROMIUM, args: ["--no-sandbox"] });
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  await page.goto(base + "/login?token=" + encodeURIComponent(token));
-  await page.fill("#name", "Ada Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === "/approvals"), page.click("#login")]);
+await withConsole(out, async (page) => {
   await page.goto(base + "/dead");
   add(await measure(page));
   const seqs = await page.evaluate(() => [...document.querySelectorAll("section.dead")].map((s) => ({
@@ -67,7 +59,4 @@ try {
       out.flashes.push(await page.evaluate(() => (document.querySelector(".flash") || {}).textContent || ""));
     }
   }
-} finally {
-  await browser.close();
-}
-process.stdout.write(JSON.stringify(out));
+});
