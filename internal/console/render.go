@@ -602,7 +602,12 @@ func showJSON(raw []byte, limit int) shown {
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		return showText(raw, limit)
 	}
-	u := unescapeStrings(b.Bytes())
+	return showIndented(b.Bytes(), limit)
+}
+
+// showIndented is showJSON of JSON json.Indent indented already.
+func showIndented(indented []byte, limit int) shown {
+	u := unescapeStrings(indented)
 	lines := strings.Split(u, "\n")
 	return fitLines(len(lines), func(i int) []seg { return visibleUpTo(lines[i], true, limit) }, len(u), limit)
 }
