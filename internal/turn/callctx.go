@@ -36,14 +36,14 @@ type cell struct {
 	// step is the step's shared part: the calls' identity and the start
 	// their deadlines count from.
 	step *stepOut
-	// onProgress, when set, receives the call's progress reports.
-	onProgress func(done, total int64, label string)
+	// reporter, when set, receives the call's progress reports; it holds
+	// their state (one pointer where the func and the state took two).
+	reporter *progressTo
 	// due is when the call's time is up, after the step's start (0: not
 	// set): the context reports it as its deadline. The step's timer
 	// cancels the call with cause tools.ErrTimedOut when it passes, and
 	// Err then reports context.DeadlineExceeded.
-	due      time.Duration
-	progress progressState
+	due time.Duration
 }
 
 // Deadline is the call's due time when it is set, otherwise the parent's.
@@ -79,8 +79,8 @@ func (c *cell) Value(key any) any {
 			return call
 		}
 	case toolhooks.ProgressKey:
-		if c.onProgress != nil {
-			return c.onProgress
+		if c.reporter != nil {
+			return c.reporter.fn
 		}
 	}
 	return c.cancel.Value(key)
