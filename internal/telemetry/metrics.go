@@ -208,7 +208,7 @@ func (m *Metrics) callEnded(o *turn.Outcome) {
 		}
 		return attribute.NewSet(attribute.String("tool", name), attribute.String("status", status), attribute.String("error_kind", kind))
 	})
-	for _, r := range o.Repairs {
+	for _, r := range o.Repairs() {
 		m.repairs.Add(bg, 1, attrs(attribute.String("rung", r)))
 	}
 	if o.Ran {

@@ -616,7 +616,7 @@ func inputCalls(calls []protocol.CallItem, outcomes []*Outcome) []HeldCall {
 		switch in := inputHold(o); {
 		case in != nil:
 			h.Input, h.Valid, h.Approval, h.Activity = in, in.Arguments, protocol.PendingInput, o.Activity
-			h.Repairs = o.Repairs
+			h.Repairs = o.Repairs()
 		case HeldForInput(o):
 			h.Outcome = errorOutcome(c, tool.Errorf(tool.ToolError, "The tool asked for a person's input, but what it asked could not be kept, so the call was not finished. Check its effect before calling it again."))
 		default:

@@ -24,25 +24,26 @@ import (
 // the cell, it finds what it needs where the cell has it already: its call
 // id is the outcome's CallID (set as the call starts, not as it ends), the
 // identity the step's calls share and the step's start are in the step's
-// stepOut, its deadline an 8-byte duration from that start. 304 bytes
-// where a cell with a context of its own (an id, a time.Time and a pointer
-// to its cancel) took 344: a step's eight cells and its stepOut fit the
-// 2,688-byte size class, not the 3,072-byte one (TestCellSizes), and
-// what a no-op step allocates paces the collector.
+// stepOut, its deadline an 8-byte duration from that start. 216 bytes,
+// the outcome's rare fields behind one pointer (OutcomeMore): 304 with
+// them inline, 344 with a context of its own in the cell (an id, a
+// time.Time and a pointer to its cancel). A step's eight cells and its
+// stepOut fit the 2,048-byte size class, not the 2,688-byte one
+// (TestCellSizes), and what a no-op step allocates paces the collector.
 type cell struct {
 	out    Outcome
 	cancel lazyCancel // the context's cancellation
 	// step is the step's shared part: the calls' identity and the start
 	// their deadlines count from.
 	step *stepOut
-	// onProgress, when set, receives the call's progress reports.
-	onProgress func(done, total int64, label string)
+	// reporter, when set, receives the call's progress reports; it holds
+	// their state (one pointer where the func and the state took two).
+	reporter *progressTo
 	// due is when the call's time is up, after the step's start (0: not
 	// set): the context reports it as its deadline. The step's timer
 	// cancels the call with cause tools.ErrTimedOut when it passes, and
 	// Err then reports context.DeadlineExceeded.
-	due      time.Duration
-	progress progressState
+	due time.Duration
 }
 
 // Deadline is the call's due time when it is set, otherwise the parent's.
@@ -78,8 +79,8 @@ func (c *cell) Value(key any) any {
 			return call
 		}
 	case toolhooks.ProgressKey:
-		if c.onProgress != nil {
-			return c.onProgress
+		if c.reporter != nil {
+			return c.reporter.fn
 		}
 	}
 	return c.cancel.Value(key)

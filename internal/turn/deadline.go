@@ -189,8 +189,10 @@ func (p *pending) watchdog() {
 // finds it as their parent, no goroutine needed) behave as with
 // context.WithCancelCause.
 //
-// Made, the context is behind a pointer: in every call's cell it costs 8
-// bytes, and the cells of a step are what a no-op step allocates.
+// Made, the context is behind a pointer, and so is a cancel recorded
+// before it was made (state): in every call's cell the two cost 8 bytes,
+// where a made context's pointer and a recorded cause (an interface) took
+// 24, and the cells of a step are what a no-op step allocates.
 //
 // The made context is no child of the parent's cancellation (a child is
 // an entry in the turn context's map of children, which a step in flight
@@ -200,36 +202,63 @@ func (p *pending) watchdog() {
 type lazyCancel struct {
 	parent context.Context
 	mu     sync.Mutex
-	made   atomic.Pointer[madeCancel] // set once, under mu
-	cause  error                      // a cancel before it was made
+	// state is nil until the context is made or cancelled: then the made
+	// context (its ctx set), or the cancel recorded before it was made (a
+	// madeCancel with its cause alone: cancelledUnmade, timedOutUnmade or
+	// parentEnded, which are never written; any other cause in one of its
+	// own). Set under mu; made once, never after.
+	state atomic.Pointer[madeCancel]
 }
 
-// madeCancel is a made lazyCancel's context.
+// madeCancel is a made lazyCancel's context, or, with ctx nil, the cause of
+// a cancel before it was made.
 type madeCancel struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	cause  error
+}
+
+// The causes of most cancels recorded before a context was made, shared:
+// a call's end (settle) records one for every call that ran.
+var (
+	cancelledUnmade = &madeCancel{cause: context.Canceled}
+	timedOutUnmade  = &madeCancel{cause: tools.ErrTimedOut}
+	// parentEnded is a cancel recorded after the parent ended: its cause
+	// is the parent's, which no longer changes.
+	parentEnded = new(madeCancel)
+)
+
+// made is the made context's state, or nil.
+func (c *lazyCancel) made() *madeCancel {
+	if m := c.state.Load(); m != nil && m.ctx != nil {
+		return m
+	}
+	return nil
 }
 
 func (c *lazyCancel) ctx() context.Context {
-	if m := c.made.Load(); m != nil {
+	if m := c.made(); m != nil {
 		return m.ctx
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if m := c.made.Load(); m != nil {
-		return m.ctx
+	s := c.state.Load()
+	if s != nil && s.ctx != nil {
+		return s.ctx
 	}
 	m := new(madeCancel)
 	m.ctx, m.cancel = context.WithCancelCause((*lazyParent)(c))
 	switch {
-	case c.cause != nil:
+	case s == parentEnded:
+		m.cancel(context.Cause(c.parent))
+	case s != nil:
 		// Cancelled before it was made: with the first cause, even if the
 		// parent has ended since.
-		m.cancel(c.cause)
+		m.cancel(s.cause)
 	case c.parent.Err() != nil:
 		m.cancel(context.Cause(c.parent))
 	}
-	c.made.Store(m)
+	c.state.Store(m)
 	return m.ctx
 }
 
@@ -247,19 +276,24 @@ func (p *lazyParent) Value(key any) any           { return p.parent.Value(key) }
 func (c *lazyCancel) with(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if m := c.made.Load(); m != nil {
-		m.cancel(cause)
+	s := c.state.Load()
+	if s != nil {
+		if s.ctx != nil {
+			s.cancel(cause)
+		}
 		return
 	}
-	if c.cause == nil {
-		switch {
-		case c.parent.Err() != nil: // the parent ended first: its cause stays
-			cause = context.Cause(c.parent)
-		case cause == nil:
-			cause = context.Canceled
-		}
-		c.cause = cause
+	switch {
+	case c.parent.Err() != nil: // the parent ended first: its cause stays
+		s = parentEnded
+	case cause == nil || cause == context.Canceled:
+		s = cancelledUnmade
+	case cause == tools.ErrTimedOut:
+		s = timedOutUnmade
+	default:
+		s = &madeCancel{cause: cause}
 	}
+	c.state.Store(s)
 }
 
 func (c *lazyCancel) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -271,15 +305,11 @@ func (c *lazyCancel) Done() <-chan struct{}       { return c.ctx().Done() }
 // for nothing. Unmade, it is cancelled once it was, or once its parent
 // ended (it would be made cancelled).
 func (c *lazyCancel) Err() error {
-	if m := c.made.Load(); m != nil {
-		return m.ctx.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m := c.made.Load(); m != nil {
-		return m.ctx.Err()
-	}
-	if c.cause != nil || c.parent.Err() != nil {
+	s := c.state.Load()
+	switch {
+	case s != nil && s.ctx != nil:
+		return s.ctx.Err()
+	case s != nil || c.parent.Err() != nil:
 		return context.Canceled
 	}
 	return nil

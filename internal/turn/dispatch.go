@@ -573,7 +573,9 @@ func (d *Dispatcher) resolve(ctx context.Context, set *Set, in *Input, call *pro
 	}
 	if te != nil {
 		p.outcome = errorOutcome(*c, te)
-		p.outcome.Repairs = repairs
+		if repairs != nil {
+			p.outcome.more().Repairs = repairs
+		}
 		return
 	}
 	if held != nil {

@@ -273,21 +273,21 @@ func TestRepairsReported(t *testing.T) {
 	set := mustSet(t, newTool(t, "echo", tool.Parallel, reply("ok")))
 	res := dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c1", "echo", "```json\n{\"text\":\"a\"}\n```"), call("c2", "echo", `{"text":"a"}`)))
-	if got := res.Outcomes[0].Repairs; !slices.Equal(got, []string{"strip_fences"}) {
+	if got := res.Outcomes[0].Repairs(); !slices.Equal(got, []string{"strip_fences"}) {
 		t.Errorf("repairs = %v", got)
 	}
-	if got := res.Outcomes[1].Repairs; got != nil {
+	if got := res.Outcomes[1].Repairs(); got != nil {
 		t.Errorf("repairs of valid arguments = %v, want none", got)
 	}
 
 	// A refusal names the rungs that ran before it, too.
 	res = dispatch(t, context.Background(), &turn.Dispatcher{}, set,
 		input(call("c3", "echo", "```json\n{'text': 'a',\n```"), call("c4", "echo", `{"text": 3,}`)))
-	if o := res.Outcomes[0]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs, []string{"strip_fences", "single_quotes"}) {
-		t.Errorf("cut-off refusal: %v, repairs %v", o.Err, o.Repairs)
+	if o := res.Outcomes[0]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs(), []string{"strip_fences", "single_quotes"}) {
+		t.Errorf("cut-off refusal: %v, repairs %v", o.Err, o.Repairs())
 	}
-	if o := res.Outcomes[1]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs, []string{"trailing_commas"}) {
-		t.Errorf("schema refusal: %v, repairs %v", o.Err, o.Repairs)
+	if o := res.Outcomes[1]; kind(o) != tool.InvalidArguments || !slices.Equal(o.Repairs(), []string{"trailing_commas"}) {
+		t.Errorf("schema refusal: %v, repairs %v", o.Err, o.Repairs())
 	}
 }
 
@@ -518,8 +518,8 @@ func TestTurnAbort(t *testing.T) {
 	if !strings.HasPrefix(res.Outcomes[2].Err.Message, "Not run") {
 		t.Errorf("a skipped call's message %q does not say it did not run", res.Outcomes[2].Err.Message)
 	}
-	if res.Outcomes[4].Loaded != nil {
-		t.Errorf("a tool search after the abort loaded %v", res.Outcomes[4].Loaded)
+	if res.Outcomes[4].Loaded() != nil {
+		t.Errorf("a tool search after the abort loaded %v", res.Outcomes[4].Loaded())
 	}
 	if laterRuns.Load() != 0 {
 		t.Errorf("%d calls started after the abort", laterRuns.Load())

@@ -84,10 +84,10 @@ func TestMediaItemShapes(t *testing.T) {
 	if fo.Content[1].Detail != "auto" || fo.Content[2].Filename != "report.pdf" {
 		t.Errorf("detail %q, filename %q", fo.Content[1].Detail, fo.Content[2].Filename)
 	}
-	if got := res.Outcomes[0].MediaNotes; len(got) != 4 || got[0] != "" || !strings.Contains(got[1], "from shots/a.png in your home") || got[3] != "" {
+	if got := res.Outcomes[0].MediaNotes(); len(got) != 4 || got[0] != "" || !strings.Contains(got[1], "from shots/a.png in your home") || got[3] != "" {
 		t.Errorf("media notes %q", got)
 	}
-	if res.Outcomes[2].MediaNotes != nil || !strings.HasPrefix(string(res.Outcomes[2].Item), `{"type":"function_call_output","call_id":"c3","output":"Two sounds.\n[left out: audio/mpeg content (3 bytes) from https://example.com/a.mp3`) {
+	if res.Outcomes[2].MediaNotes() != nil || !strings.HasPrefix(string(res.Outcomes[2].Item), `{"type":"function_call_output","call_id":"c3","output":"Two sounds.\n[left out: audio/mpeg content (3 bytes) from https://example.com/a.mp3`) {
 		t.Errorf("notes only: %s", res.Outcomes[2].Item)
 	}
 }
@@ -198,10 +198,10 @@ func TestMediaOutcomeFitsTheJournal(t *testing.T) {
 	if err := json.Unmarshal(o.Item, &fo); err != nil {
 		t.Fatal(err)
 	}
-	if len(fo.Content) > 0 && len(o.MediaNotes) != len(fo.Content) {
-		t.Errorf("%d notes for %d parts", len(o.MediaNotes), len(fo.Content))
+	if len(fo.Content) > 0 && len(o.MediaNotes()) != len(fo.Content) {
+		t.Errorf("%d notes for %d parts", len(o.MediaNotes()), len(fo.Content))
 	}
-	if len(fo.Content) == 0 && o.MediaNotes != nil {
+	if len(fo.Content) == 0 && o.MediaNotes() != nil {
 		t.Errorf("notes kept for an output without media")
 	}
 }
@@ -225,8 +225,8 @@ func TestAbortedTurnSkipsTheFitting(t *testing.T) {
 	}()
 	res := dispatch(t, ctx, &turn.Dispatcher{MediaBudget: 40 << 10}, set, input(call("c1", "shot", "{}")))
 	o := res.Outcomes[0]
-	if kind(o) != tool.Aborted || o.MediaNotes != nil {
-		t.Fatalf("kind %q, notes %q", kind(o), o.MediaNotes)
+	if kind(o) != tool.Aborted || o.MediaNotes() != nil {
+		t.Fatalf("kind %q, notes %q", kind(o), o.MediaNotes())
 	}
 	if want := "its call was stopped before the image was fitted]"; !strings.Contains(output(t, o), want) {
 		t.Errorf("output %q does not say %q", output(t, o), want)

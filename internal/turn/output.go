@@ -25,18 +25,18 @@ func (d *Dispatcher) bound(p *pending) {
 	if o.Err != nil {
 		size += len(o.Err.Message)
 	}
-	for _, r := range o.Repairs {
+	for _, r := range o.Repairs() {
 		size += len(r)
 	}
 	// The media notes travel in the journal's record beside the item, not
 	// in the event: the event is fitted to what they leave.
 	notes := 0
-	for _, n := range o.MediaNotes {
+	for _, n := range o.MediaNotes() {
 		notes += len(n) + 3
 	}
 	budget -= notes
 	size += notes
-	if size < budget/4 && o.Details == nil && o.Events == nil {
+	if size < budget/4 && o.Details == nil && o.Events() == nil {
 		return
 	}
 	ev := o.event(p.ref())
@@ -50,9 +50,13 @@ func (d *Dispatcher) bound(p *pending) {
 	if o.Details != nil {
 		o.Details = ev.Details
 	}
-	o.Item, o.Events, o.Repairs, o.Activity = ev.Item, ev.Events, ev.Repairs, ev.Activity
-	if !bytes.Contains(o.Item, []byte(`"output":[`)) {
-		o.MediaNotes = nil // the media are gone: nothing left to note
+	o.Item, o.Activity = ev.Item, ev.Activity
+	if ev.Events != nil || ev.Repairs != nil || o.More != nil {
+		m := o.more()
+		m.Events, m.Repairs = ev.Events, ev.Repairs
+	}
+	if o.More != nil && !bytes.Contains(o.Item, []byte(`"output":[`)) {
+		o.More.MediaNotes = nil // the media are gone: nothing left to note
 	}
 }
 
@@ -68,20 +72,20 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 		o.Namespace = p.call.Namespace
 	}
 	if p.invocation.Repairs != nil {
-		o.Repairs = p.invocation.Repairs
+		o.more().Repairs = p.invocation.Repairs
 	}
 	if res.Details != nil {
 		o.Details = res.Details
 	}
 	if res.Events != nil {
-		o.Events = res.Events
+		o.more().Events = res.Events
 	}
 	var notes []string
 	if err != nil {
 		o.Err = tools.Classify(err, c, p.st.ctx, p.timeout)
 		o.Item, notes = d.outputItem(p.st, p.call.CallID, tools.FailureText(o.Err, res.Content), res.Media)
 		if notes != nil {
-			o.MediaNotes = notes
+			o.more().MediaNotes = notes
 		}
 		if a := p.invocation.Activity; a != "" {
 			o.Activity = a
@@ -91,7 +95,7 @@ func (d *Dispatcher) outcome(p *pending, res *tool.Result, err error, took time.
 	o.EndTurn, o.Complete = res.EndTurn, res.CompleteActorEvent
 	o.Item, notes = d.outputItem(p.st, p.call.CallID, res.Content, res.Media)
 	if notes != nil {
-		o.MediaNotes = notes
+		o.more().MediaNotes = notes
 	}
 	if a := p.invocation.CompletedActivity(*res); a != "" {
 		o.Activity = a

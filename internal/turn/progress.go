@@ -58,7 +58,11 @@ type progress struct {
 // one, and a reporting call's progress points to it: the call's identity
 // is read from its cell (the call's context) rather than copied here.
 type progressTo struct {
-	c       *cell
+	c *cell
+	// fn is report, the func tool.ReportProgress finds in the context,
+	// and state what the call's reports left.
+	fn      func(done, total int64, label string)
+	state   progressState
 	publish func(JournalRef, protocol.Activity)
 	obs     *stepObserver // in place of publish (stepState.obs)
 	name    string        // the call's tool
@@ -75,7 +79,7 @@ func (to *progressTo) ref() JournalRef {
 
 // report is the call's progress func.
 func (to *progressTo) report(done, total int64, label string) {
-	to.c.progress.report(to, done, total, label)
+	to.state.report(to, done, total, label)
 }
 
 // progressQueue publishes the reports that are due, in the order they
@@ -290,12 +294,12 @@ func (q *progressQueue) drain() {
 	}
 }
 
-// progressState is what a call's cell holds of its reporter.
+// progressState is what a call's reporter holds of its reports.
 //
 // p is made on the first report; endProgress swaps it for endedProgress,
 // so that a report from then on sees the call ended without a flag of its
-// own: 8 bytes, which with the cell's other fields took a one-call step's
-// cells and result a size class up (512 bytes instead of 480).
+// own. It is in the reporter, made only for a step whose hooks publish
+// progress, not in every call's cell.
 type progressState struct {
 	p atomic.Pointer[progress]
 }
@@ -399,18 +403,19 @@ func (p *pending) withProgress() {
 		return
 	}
 	to := &progressTo{c: p.cell, publish: publish, obs: o, name: p.call.Name, label: p.invocation.Activity, digest: p.digest, queue: &p.st.d.progress}
-	p.cell.onProgress = to.report
+	to.fn = to.report
+	p.cell.reporter = to
 }
 
 // endProgress stops the call's reporter when the call ends, before its
 // completed event: later reports are dropped, a pending one is not
 // published, and one being published is waited for.
 func (p *pending) endProgress() {
-	c := p.cell
-	if c.onProgress == nil {
+	to := p.cell.reporter
+	if to == nil {
 		return
 	}
-	g := c.progress.p.Swap(endedProgress)
+	g := to.state.p.Swap(endedProgress)
 	if g == nil || g == endedProgress {
 		return // never reported; a report from now on sees ended
 	}

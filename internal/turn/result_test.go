@@ -34,13 +34,13 @@ func TestOutcomeJSONDuration(t *testing.T) {
 // replayed outcome's step.done can still say where left-out media are.
 func TestOutcomeJSONMediaNotes(t *testing.T) {
 	notes := []string{"", "[left out: an image/png image (3 KiB) from a.png in your home, because …]"}
-	data, err := json.Marshal(&Outcome{CallID: "c1", Item: json.RawMessage(`{}`), MediaNotes: notes})
+	data, err := json.Marshal(&Outcome{CallID: "c1", Item: json.RawMessage(`{}`), More: &OutcomeMore{MediaNotes: notes}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var o Outcome
-	if err := json.Unmarshal(data, &o); err != nil || len(o.MediaNotes) != 2 || o.MediaNotes[1] != notes[1] {
-		t.Fatalf("round trip of %s: %+v, %v", data, o.MediaNotes, err)
+	if err := json.Unmarshal(data, &o); err != nil || len(o.MediaNotes()) != 2 || o.MediaNotes()[1] != notes[1] {
+		t.Fatalf("round trip of %s: %+v, %v", data, o.MediaNotes(), err)
 	}
 	if data, _ := json.Marshal(&Outcome{CallID: "c1", Item: json.RawMessage(`{}`)}); strings.Contains(string(data), "media_notes") {
 		t.Errorf("a text outcome's record has media notes: %s", data)

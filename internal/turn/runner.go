@@ -257,7 +257,7 @@ func (r *Runner) afterDispatch(stepCtx context.Context, e *stepEntry, st *protoc
 	}
 	var keys []string
 	for _, o := range res.Outcomes {
-		keys = append(keys, o.Loaded...)
+		keys = append(keys, o.Loaded()...)
 	}
 	if len(keys) > 0 {
 		if err := r.State.AddLoaded(stepCtx, st.AgentID, st.TurnID, keys); err != nil {

@@ -42,6 +42,7 @@ func (d *Dispatcher) search(set *Set, c protocol.CallItem) *Outcome {
 	// eighth of an event (an MCP tool with a huge schema) is left out,
 	// and not loaded, rather than making the step's events too large.
 	room, leftOut := d.MaxEventBytes/8, 0
+	var loaded []string
 	for _, t := range found {
 		sp := t.Spec()
 		def := t.Definition()
@@ -54,7 +55,7 @@ func (d *Dispatcher) search(set *Set, c protocol.CallItem) *Outcome {
 			continue
 		}
 		room -= size
-		o.Loaded = append(o.Loaded, ToolKey(sp.Namespace, sp.Name))
+		loaded = append(loaded, ToolKey(sp.Namespace, sp.Name))
 		if sp.Namespace == "" {
 			entries = append(entries, def)
 			continue
@@ -75,7 +76,10 @@ func (d *Dispatcher) search(set *Set, c protocol.CallItem) *Outcome {
 	}
 	o.Item = mustJSON(protocol.ToolSearchOutput{Type: protocol.ItemToolSearchOutput, CallID: c.CallID, Execution: "client", Status: "completed", Tools: entries})
 	o.Activity = "Searched tools for " + quoteLabel(args.Query)
-	o.Details = map[string]any{"query": args.Query, "loaded": o.Loaded}
+	if loaded != nil {
+		o.more().Loaded = loaded
+	}
+	o.Details = map[string]any{"query": args.Query, "loaded": loaded}
 	if leftOut > 0 {
 		o.Details.(map[string]any)["left_out_too_large"] = leftOut
 	}

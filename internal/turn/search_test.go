@@ -127,8 +127,8 @@ func TestToolSearchCall(t *testing.T) {
 		t.Fatalf("search failed: %v", o.Err)
 	}
 	// Both are GitHub tools; "pull requests" matches the name twice over.
-	if !slices.Equal(o.Loaded, []string{"github.create_pull_request", "github.list_issues"}) {
-		t.Errorf("Loaded = %v", o.Loaded)
+	if !slices.Equal(o.Loaded(), []string{"github.create_pull_request", "github.list_issues"}) {
+		t.Errorf("Loaded = %v", o.Loaded())
 	}
 	if o.Name != "tool_search" || !strings.Contains(o.Activity, "github issues") {
 		t.Errorf("name %q, activity %q", o.Name, o.Activity)
@@ -170,7 +170,7 @@ func TestToolSearchCall(t *testing.T) {
 
 	// No match: a completed search that loads nothing.
 	res = dispatch(t, context.Background(), d, set, input(searchCall("s3", `{"query":"ping"}`)))
-	if o := res.Outcomes[0]; o.Err != nil || o.Loaded != nil || !bytes.Contains(o.Item, []byte(`"tools":[]`)) {
+	if o := res.Outcomes[0]; o.Err != nil || o.Loaded() != nil || !bytes.Contains(o.Item, []byte(`"tools":[]`)) {
 		t.Errorf("search for a non-deferred tool: %+v %s", o.Err, o.Item)
 	}
 }
@@ -180,8 +180,8 @@ func TestToolSearchBadArguments(t *testing.T) {
 	for _, args := range []string{``, `{}`, `{"query":""}`, `{"query":"   "}`, `"email"`, `{"query":7}`} {
 		res := dispatch(t, context.Background(), &turn.Dispatcher{}, set, input(searchCall("s1", args)))
 		o := res.Outcomes[0]
-		if kind(o) != tool.InvalidArguments || o.Loaded != nil {
-			t.Errorf("arguments %s: %v, loaded %v; want invalid_arguments", args, o.Err, o.Loaded)
+		if kind(o) != tool.InvalidArguments || o.Loaded() != nil {
+			t.Errorf("arguments %s: %v, loaded %v; want invalid_arguments", args, o.Err, o.Loaded())
 		}
 		var item protocol.ToolSearchOutput
 		if err := json.Unmarshal(o.Item, &item); err != nil || item.Type != protocol.ItemToolSearchOutput || item.Tools == nil {
@@ -199,7 +199,7 @@ func TestToolSearchThenCall(t *testing.T) {
 		t.Errorf("a tool found in the same step is not loaded yet: %v", res.Outcomes[1].Err)
 	}
 	loaded := map[string]bool{}
-	for _, k := range res.Outcomes[0].Loaded {
+	for _, k := range res.Outcomes[0].Loaded() {
 		loaded[k] = true
 	}
 	in := input(call("c3", "send_email", `{}`))

@@ -15,7 +15,7 @@ func TestRecordEncodeIsMarshal(t *testing.T) {
 	hostile := []string{"", "w1", "a\"b", `back\slash`, "<script>&", "tab\there", "\x00\x1f", "é", "\u2028\u2029", "\xff\xfe", "ok~.-_:/"}
 	outcomes := []*turn.Outcome{nil,
 		{CallID: "c1", Name: "ping", Item: json.RawMessage(`{"type":"function_call_output","call_id":"c1","output":"pong"}`), Duration: 3 * time.Millisecond},
-		{CallID: "<&>", Name: "x\u2028", Item: json.RawMessage(` { "a" : [ 1 , 2 ] } `), Details: map[string]any{"k": "v<"}, Repairs: []string{"fence"}, EndTurn: true},
+		{CallID: "<&>", Name: "x\u2028", Item: json.RawMessage(` { "a" : [ 1 , 2 ] } `), Details: map[string]any{"k": "v<"}, More: &turn.OutcomeMore{Repairs: []string{"fence"}}, EndTurn: true},
 	}
 	for _, s := range hostile {
 		for _, o := range outcomes {

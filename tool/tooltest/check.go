@@ -98,8 +98,8 @@ func (c Checker) Check(ctx context.Context, t *tool.Tool, arguments string) Outc
 	d := turn.Dispatcher{Timeout: c.Timeout, MaxEventBytes: protocol.EventBudget(maxPayload)}
 	o := d.Run(ctx, set, in).Outcomes[0]
 	return Outcome{
-		Output: outputText(o.Item), Err: o.Err, Item: o.Item, Repairs: o.Repairs, Activity: o.Activity,
-		Details: o.Details, Events: o.Events, EndTurn: o.EndTurn, CompleteActorEvent: o.Complete,
+		Output: outputText(o.Item), Err: o.Err, Item: o.Item, Repairs: o.Repairs(), Activity: o.Activity,
+		Details: o.Details, Events: o.Events(), EndTurn: o.EndTurn, CompleteActorEvent: o.Complete,
 	}
 }
 

@@ -131,7 +131,7 @@ func TestCatalogGolden(t *testing.T) {
 		{Type: protocol.ItemToolSearchCall, CallID: "s1", Execution: "client", Search: json.RawMessage(`{"query":"write a note"}`)},
 	}})
 	golden(t, "search.json", indent(t, res.Outcomes[0].Item))
-	if got := res.Outcomes[0].Loaded; !slices.Contains(got, "notes.write_note") {
+	if got := res.Outcomes[0].Loaded(); !slices.Contains(got, "notes.write_note") {
 		t.Errorf("search for writing a note loaded %v", got)
 	}
 }
