@@ -33,8 +33,8 @@ type procTree struct {
 	// frozen: the follower holds the tree (a confirming walk); off: the
 	// duty cycle is in its stopped phase.
 	frozen, off bool
-	// idle: the tree's processes run SCHED_IDLE (set from the command's
-	// start, idleFromStart, and on every process a freeze finds): the kernel
+	// idle: the tree's processes run SCHED_IDLE (set at its first
+	// freeze or pace, on every process a freeze finds after): the kernel
 	// runs them only when nothing else of the host wants the CPU, the
 	// worker that watches them included, so a worker the host runs late
 	// is late by less of what they write. Not undone: an unprivileged
@@ -220,29 +220,6 @@ func (p *procTree) lower() {
 	}
 }
 
-// idleFromStart makes the tree's processes SCHED_IDLE before the
-// command's first instruction (its shell and everything it starts
-// inherit it): a thread of the worker that wakes (the follower, at an
-// event) then takes the CPU from any of them at once, and the kernel
-// places it on a CPU that runs only them as on an idle one. Their share
-// of the CPU against the worker and other sessions is the session
-// group's, unchanged (SCHED_IDLE only ranks threads within their group,
-// the command's own session: lower sets the group's nice too, near a
-// bound). Set at a first freeze or pace before, a follower the host ran
-// late found 8 writers of files no name holds 16 to 41 MiB further on at
-// its next look, the writers having run while it waited for a core.
-func (p *procTree) idleFromStart() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idle || p.closed {
-		return
-	}
-	p.idle = true
-	for pid := range p.members() {
-		setIdle(pid, p.lowGroup)
-	}
-}
-
 // contAll continues every process the tree stopped. p.mu is held.
 func (p *procTree) contAll() {
 	for pid, fd := range p.held {
@@ -381,7 +358,6 @@ func (w *follower) setTree(t *procTree) {
 		return
 	}
 	w.tree.Store(t)
-	t.idleFromStart()
 	if w.tight() {
 		// Nothing of the command runs until the follower counted the
 		// home and watches it (the run loop lets it go).
