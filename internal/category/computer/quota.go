@@ -720,6 +720,7 @@ func (w *follower) walk(quick bool) *usage {
 			return u
 		}
 		w.tree.Load().thaw()
+		w.letGo()
 	}
 	w.pressed = false
 	return u
@@ -763,10 +764,14 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 		}
 		due := last.Add(max(gap, 4*cost)) // the backstop
 		urgent := w.urgent()
-		if urgent && !w.pressed && w.tree.Load() != nil && w.fsGrew() {
-			// Grown where no event tells, past the room: stopped from
-			// now until the walk that confirms (below).
-			w.pressed = w.tree.Load().hold()
+		if !urgent && !w.pressed {
+			w.letGo() // caught up (nothing held: nothing to do)
+		}
+		if urgent && !w.pressed && w.fsGrew() {
+			// Grown where no event tells, past the room: stopped (held,
+			// with a cgroup) from now until the walk that confirms
+			// (below).
+			w.pressed = w.tree.Load().hold() || w.holdCPU()
 		}
 		if urgent {
 			due = last.Add(cost) // confirm at once, walking at most half the time
@@ -811,6 +816,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				}
 				w.tree.Load().freeze()
 				w.drain(buf)
+			} else if urgent {
+				// With a cgroup: held while the walk confirms.
+				w.holdCPU()
 			}
 			began := time.Now()
 			u := w.walk(urgent)
@@ -826,6 +834,7 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			w.repace()
 			if urgent {
 				w.tree.Load().thaw()
+				w.letGo()
 			}
 			if w.overReserve(u) {
 				w.tree.Load().freeze()
@@ -858,6 +867,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 				w.tree.Load().freeze()
 				held = w.tree.Load() != nil
 			}
+			// With a cgroup, a burst is held as well while the follower
+			// takes it in (holdCPU).
+			cpuHeld := n >= burstRead && w.holdCPU()
 			before := w.est.files
 			parseEvents(buf[:n], w.event)
 			if held {
@@ -907,6 +919,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			if held && !w.gated() && !w.pressed {
 				w.tree.Load().thaw() // gated or pressed: stopped until the walk at the loop's top
+			}
+			if cpuHeld && !w.urgent() {
+				w.letGo() // urgent: held until the walk at the loop's top confirms
 			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				_ = w.f.Close() // not expected; walks alone from here
@@ -968,15 +983,15 @@ func (w *follower) lookHeld(busy bool) {
 // a loaded host takes hundreds of milliseconds, in which a writer of
 // empty files made thousands past the bound before the follower read any
 // of them, and a writer of 1 MiB files tens of MiB.
-// (FIONREAD, spelled TIOCINQ in x/sys/unix, is the bytes an inotify
-// instance holds queued.)
+// A command with a cgroup is held by its CPU bandwidth instead
+// (holdCPU). (FIONREAD, spelled TIOCINQ in x/sys/unix, is the bytes an
+// inotify instance holds queued.)
 func (w *follower) pressure() {
-	t := w.tree.Load()
-	if t == nil || w.f == nil || w.pressed {
+	if w.f == nil || w.pressed {
 		return
 	}
 	if n, err := unix.IoctlGetInt(int(w.f.Fd()), unix.TIOCINQ); err == nil && n >= burstRead || w.fsGrew() {
-		w.pressed = t.hold()
+		w.pressed = w.tree.Load().hold() || w.holdCPU()
 	}
 }
 

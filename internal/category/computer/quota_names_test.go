@@ -130,8 +130,17 @@ func TestBurstNearTheLineHoldsTheCommand(t *testing.T) {
 			if !w.urgent() {
 				t.Error("held for a walk that the run loop does not call urgent")
 			}
-			time.Sleep(50 * time.Millisecond)
-			if st, _ := statOf(child); st != 'T' && st != 't' {
+			// Stopped once it runs: a process sent SIGSTOP stops before
+			// its next instruction, but on a loaded host it may wait
+			// longer than the freeze's own 200 ms to be run at all
+			// (1 run in 15 beside two busy loops waited past 50 ms).
+			st := byte(0)
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if st, _ = statOf(child); st == 'T' || st == 't' {
+					break
+				}
+			}
+			if st != 'T' && st != 't' {
 				t.Errorf("the command's process is in state %q, want stopped", st)
 			}
 		})

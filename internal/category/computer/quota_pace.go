@@ -14,6 +14,10 @@ const (
 	paceHalf  = 0.5  // cores, from an eighth of a bound
 	paceTenth = 0.1  // cores, from a quarter of it
 	paceOver  = 0.02 // cores, in a home over a bound when the command starts
+	// paceHold is the share a command with a cgroup is held to while
+	// its follower is behind (see follower.holdCPU): a millisecond a
+	// second, as near a stop as CPU bandwidth goes.
+	paceHold = 0.001
 )
 
 // pacer holds a command to a share of a core (0: its own limit again);
@@ -24,8 +28,11 @@ type pacer func(cores float64) error
 type pace struct {
 	mu     sync.Mutex
 	fn     pacer
-	cores  float64 // what is set now (0: not paced)
+	cores  float64 // what the estimate calls for (0: not paced)
 	broken bool    // the pacer failed: no cgroup, no cpu controller
+	// held: the follower holds the command at paceHold (holdCPU) until
+	// it has caught up; cores is set again when it lets it go.
+	held bool
 }
 
 // setPacer gives w the command's pacer, once its sandbox has started.
@@ -128,9 +135,52 @@ func (w *follower) repace() {
 	if w.pace.fn == nil || w.pace.broken || want == w.pace.cores {
 		return
 	}
+	if w.pace.held {
+		w.pace.cores = want // set when it is let go
+		return
+	}
 	if err := w.pace.fn(want); err != nil {
 		w.pace.broken = true
 		return
 	}
 	w.pace.cores = want
+}
+
+// holdCPU holds a command that has a cgroup (no process tree: that one
+// is stopped instead) at paceHold while its follower is behind it: a
+// read of a burst of events (burstRead), a walk under pressure, a walk
+// that confirms a stop. A cgroup's pacing alone came too late there: a
+// follower taking in the creation of 600 directories (a watch and a
+// listing each) took half a second under -race on a loaded host, and its
+// walk of 1,500 directories another half, while a writer of 1 MiB files
+// it had not yet seen wrote at full speed, 44 to 122 MiB into a home of
+// 8. It says whether it held it (letGo lets it go).
+func (w *follower) holdCPU() bool {
+	if w == nil || w.tree.Load() != nil {
+		return false
+	}
+	w.pace.mu.Lock()
+	defer w.pace.mu.Unlock()
+	if w.pace.fn == nil || w.pace.broken || w.pace.held {
+		return false
+	}
+	if err := w.pace.fn(paceHold); err != nil {
+		w.pace.broken = true
+		return false
+	}
+	w.pace.held = true
+	return true
+}
+
+// letGo sets the pace the estimate calls for again, after holdCPU.
+func (w *follower) letGo() {
+	w.pace.mu.Lock()
+	defer w.pace.mu.Unlock()
+	if !w.pace.held {
+		return
+	}
+	w.pace.held = false
+	if err := w.pace.fn(w.pace.cores); err != nil {
+		w.pace.broken = true
+	}
 }
