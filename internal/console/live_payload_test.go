@@ -54,18 +54,7 @@ func TestLivePayload(t *testing.T) {
 	c, _ := r.login(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	open := func() *bufio.Reader {
-		req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/api/live?agent=hp", nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		if resp.StatusCode != 200 {
-			t.Fatalf("live: %s", resp.Status)
-		}
-		return bufio.NewReaderSize(resp.Body, 1<<20)
-	}
+	open := func() *bufio.Reader { return openLive(ctx, t, c, r.url, "hp") }
 	pages := []*bufio.Reader{open(), open()}
 	output, _ := hostileEvents()
 	huge := []byte(`{"type":"call.output","call_id":"big","status":"ok","label":"` + strings.Repeat("a\u200b", 200_000) + `"}`)
@@ -140,4 +129,20 @@ func TestLivePayload(t *testing.T) {
 			t.Errorf("%s: two pages were sent\n%.300s\n%.300s", turn, d, seen[1][turn])
 		}
 	}
+}
+
+// openLive opens the live stream of agent's events on the console at
+// url as c's session, closed at the test's end.
+func openLive(ctx context.Context, t *testing.T, c *http.Client, url, agent string) *bufio.Reader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/live?agent="+agent, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("live: %s", resp.Status)
+	}
+	return bufio.NewReaderSize(resp.Body, 1<<20)
 }

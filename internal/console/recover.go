@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
-	"sync"
 	"time"
 )
 
@@ -20,30 +19,13 @@ import (
 // it too, but only by dropping the connection, so the operator sees a
 // page that failed to load and is told nothing).
 
-// panicLog counts the panics recovered, logged at most once a second
-// with the count since the last line: whoever can make one event panic
-// can publish it at their rate, and a line with a stack for each would
-// let them write the console's log at that rate.
-type panicLog struct {
-	mu     sync.Mutex
-	logged time.Time
-	n      int
-}
-
 // panicked logs a recovered panic v of where (at most a line a second,
 // with the count since the last one and this one's stack).
 func (s *Server) panicked(where string, v any, attrs ...any) {
-	l := &s.panics
-	l.mu.Lock()
-	l.n++
-	now := time.Now()
-	if now.Sub(l.logged) < time.Second {
-		l.mu.Unlock()
+	n, log := s.panics.tick()
+	if !log {
 		return
 	}
-	n := l.n
-	l.n, l.logged = 0, now
-	l.mu.Unlock()
 	args := append([]any{"where", where, "panic", fmt.Sprint(v), "panics_since_last_line", n, "stack", string(debug.Stack())}, attrs...)
 	s.log.Error("console: recovered from a panic: the value it was handling is shown as unrenderable or dropped; the console goes on serving", args...)
 }

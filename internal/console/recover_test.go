@@ -41,18 +41,7 @@ func TestPanicInRenderingKeepsTheConsoleUp(t *testing.T) {
 	c, _ := r.login(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	open := func() *bufio.Reader {
-		req, _ := http.NewRequestWithContext(ctx, "GET", r.url+"/api/live?agent=pa", nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		if resp.StatusCode != 200 {
-			t.Fatalf("live: %s", resp.Status)
-		}
-		return bufio.NewReaderSize(resp.Body, 1<<20)
-	}
+	open := func() *bufio.Reader { return openLive(ctx, t, c, r.url, "pa") }
 	// read reads the stream's events until it has one of each turn of
 	// want, by turn.
 	read := func(br *bufio.Reader, want ...string) map[string]livePayload {

@@ -62,8 +62,8 @@ type Server struct {
 
 	mu        sync.Mutex
 	sessions  map[string]*session
-	badLogins refusedLogins
-	panics    panicLog
+	badLogins logEvery // logins refused for a wrong token
+	panics    logEvery // panics recovered (guard)
 
 	stats   *stats
 	keys    *keyBook
@@ -256,28 +256,36 @@ type loginView struct {
 	Token, Next, Error string
 }
 
-// refusedLogins counts logins refused for a wrong token, logged at
-// most once a second with the count since the last line: anyone who
-// reaches the port can post wrong tokens, and a line for each let them
-// write the console's log at the rate they post.
-type refusedLogins struct {
+// logEvery counts what is logged at most once a second, with the count
+// since the last line: anyone who reaches the port can post wrong
+// tokens, and whoever can make one event panic can publish it at their
+// rate; a line for each would let them write the console's log at that
+// rate.
+type logEvery struct {
 	mu     sync.Mutex
 	logged time.Time
 	n      int
 }
 
-func (s *Server) refusedLogin(remote string) {
-	l := &s.badLogins
+// tick counts one, and says whether to log a line now, with the count
+// since the last line.
+func (l *logEvery) tick() (n int, log bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.n++
 	now := time.Now()
 	if now.Sub(l.logged) < time.Second {
-		l.mu.Unlock()
+		return 0, false
+	}
+	n, l.n, l.logged = l.n, 0, now
+	return n, true
+}
+
+func (s *Server) refusedLogin(remote string) {
+	n, log := s.badLogins.tick()
+	if !log {
 		return
 	}
-	n := l.n
-	l.n, l.logged = 0, now
-	l.mu.Unlock()
 	s.log.Warn("console login refused: wrong token", "remote", remote, "refused_since_last_line", n)
 }
 
