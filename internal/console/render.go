@@ -743,7 +743,14 @@ func unescapeStrings(b []byte) string {
 			out.WriteByte(c)
 			continue
 		case c != '\\' || !in || i+1 >= len(b):
-			out.WriteByte(c)
+			// c, and the run after it up to the next quote or
+			// backslash, as they are: one copy, not a write a byte.
+			j := i + 1
+			for j < len(b) && b[j] != '"' && b[j] != '\\' {
+				j++
+			}
+			out.Write(b[i:j])
+			i = j - 1
 			continue
 		}
 		switch b[i+1] {
