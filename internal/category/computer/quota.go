@@ -58,6 +58,12 @@ type quotas struct {
 	// together never take from fsDir's file system (each <= 0: none).
 	reserve, reserveFiles int64
 	fsDir                 string
+	// xattrs keeps what the last walks of the biggest homes read of
+	// their entries' extended attributes (quota_xattrs.go).
+	xattrs xattrCache
+	// ticked, if set, is called at each tick of a follower's walk (for
+	// tests).
+	ticked func()
 }
 
 // usage is a home's usage: bytes on disk and entries.
@@ -261,14 +267,15 @@ func (q *quotas) walkCap() int64 {
 const xattrInode = 1024
 
 // walkDirs is walk, calling dir with each directory it opens (rel from
-// the home, "." first) and tick (if any) every walkTick entries, counting
+// the home, "." first) and tick (if any) every walkTick entries (tick
+// true: the walk stops there, and walkDirs returns nil), counting
 // up to limit entries (-1: all). Given carry, it takes the extended
 // attributes from it instead of reading them (a syscall per entry): a
 // walk that confirms a stop must be quick, and attributes raise no event
 // the follower reads, so the backstop walks alone count them anew.
 // Given names, it puts every entry it counts in it (names.ok: it counted
 // them all).
-func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func(), limit int64, carry *usage, names *entrySet) *usage {
+func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func() bool, limit int64, carry *usage, names *entrySet) *usage {
 	u := &usage{at: time.Now()}
 	if names != nil {
 		names.reset()
@@ -276,7 +283,17 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 	}
 	xattrs := carry == nil
 	var xattrBytes int64
+	var xc *xattrWalk
+	if xattrs {
+		xc = q.xattrs.begin(h.agent, u.at)
+	}
 	linked := map[uint64]bool{} // inodes of more than one name, counted once
+	cut := false                // tick stopped the walk
+	defer func() {
+		if xattrs && !cut { // a cut walk leaves the last whole one's
+			q.xattrs.end(h.agent, xc, u)
+		}
+	}()
 	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:
 	// a link swapped in is not followed), one openat each. There is no
 	// depth limit: a directory that cannot be opened (descriptors used
@@ -291,16 +308,22 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 		var st unix.Stat_t
 		if unix.Fstat(fd, &st) == nil {
 			u.bytes += st.Blocks * 512
-		}
-		if xattrs {
+			if xattrs {
+				xattrBytes += xc.bytes(&st, func() int64 { return fdXattrBytes(fd) })
+			}
+		} else if xattrs {
 			xattrBytes += fdXattrBytes(fd)
 		}
 		for !u.over {
 			ents, err := f.ReadDir(1024)
 			for _, e := range ents {
+				if cut {
+					return
+				}
 				u.files++
-				if tick != nil && u.files%walkTick == 0 {
-					tick()
+				if tick != nil && u.files%walkTick == 0 && tick() {
+					cut = true
+					return
 				}
 				if limit >= 0 && u.files > limit {
 					u.over = true
@@ -309,10 +332,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 				if names != nil {
 					names.walked(rel, e.Name())
 				}
-				if xattrs {
-					xattrBytes += xattrBytesAt(fd, e.Name())
-				}
 				if e.IsDir() {
+					// Its attributes are counted once it is open
+					// (above), through its descriptor.
 					sub, err := openSubdir(fd, e.Name())
 					if err == nil {
 						walkDir(sub, rel+"/"+e.Name())
@@ -329,6 +351,12 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 						linked[st.Ino] = true
 					}
 					u.bytes += st.Blocks * 512
+					if xattrs {
+						name := e.Name()
+						xattrBytes += xc.bytes(&st, func() int64 { return xattrBytesAt(fd, name) })
+					}
+				} else if xattrs {
+					xattrBytes += xattrBytesAt(fd, e.Name())
 				}
 			}
 			if err != nil || len(ents) == 0 { // io.EOF at the end
@@ -338,6 +366,9 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 	}
 	if f, err := h.openDir("."); err == nil {
 		walkDir(f, ".")
+	}
+	if cut {
+		return nil
 	}
 	if !xattrs {
 		xattrBytes = carry.xattr
@@ -545,6 +576,22 @@ type follower struct {
 	// names are the entries est counts, each once (nil where entries
 	// are not bounded): see entrySet.
 	names *entrySet
+	// done is the command's end (run's context): a walk stops there.
+	done <-chan struct{}
+}
+
+// tick is the walks' tick: pressure, and whether the command ended.
+func (w *follower) tick() bool {
+	if w.q.ticked != nil {
+		w.q.ticked()
+	}
+	w.pressure()
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // follow starts following h, before its command starts so that the
@@ -676,7 +723,10 @@ func (w *follower) urgent() bool {
 }
 
 // walk counts the home, watching every directory it opens, and makes the
-// count the estimate and the quota's cached usage.
+// count the estimate and the quota's cached usage. It stops once the
+// command has ended (nil): the count after the command (recount) is the
+// one that matters then, and a walk of a big home would keep the call
+// waiting for nothing (half a second for 40,000 entries).
 func (w *follower) walk(quick bool) *usage {
 	var dir func(string, *os.File)
 	if w.f != nil {
@@ -687,7 +737,10 @@ func (w *follower) walk(quick bool) *usage {
 		carry = &w.walked
 	}
 	w.attrib = false
-	u := w.q.walkDirs(w.h, dir, w.pressure, w.walkCap(), carry, w.names)
+	u := w.q.walkDirs(w.h, dir, w.tick, w.walkCap(), carry, w.names)
+	if u == nil {
+		return nil
+	}
 	if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
@@ -739,8 +792,13 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 	}
 	w.q.register(w, cancel)
 	defer w.q.unregister(w)
+	w.done = ctx.Done()
 	began := time.Now()
-	if u := w.walk(false); w.q.isOver(u) && grewPast(u, &w.start) {
+	u := w.walk(false)
+	if u == nil {
+		return // the command ended first
+	}
+	if w.q.isOver(u) && grewPast(u, &w.start) {
 		// The command grew a home over its bound while the first walk
 		// counted it (a home already over: at once).
 		w.tree.Load().freeze() // stopped at once; the kill follows
@@ -822,6 +880,9 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 			began := time.Now()
 			u := w.walk(urgent)
+			if u == nil {
+				return
+			}
 			w.ahead = false
 			last = time.Now()
 			cost = last.Sub(began)
@@ -890,7 +951,11 @@ func (w *follower) run(ctx context.Context, cancel context.CancelCauseFunc) {
 					t.lower()
 					t.freeze()
 					w.drain(buf)
-					if u := w.walk(true); w.q.isOver(u) && grewPast(u, start) {
+					u := w.walk(true)
+					if u == nil {
+						return
+					}
+					if w.q.isOver(u) && grewPast(u, start) {
 						w.q.stopGrown(w.h, u)
 						return
 					}
