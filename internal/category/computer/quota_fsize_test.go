@@ -33,20 +33,11 @@ func TestQuotaNobodyHeldFileCapped(t *testing.T) {
 		t.Skip("SKIPPING: bwrap is not installed: the tree of a sandboxed command is NOT tested")
 	}
 	const bound = 32 << 20
-	c, err := New(Config{Root: t.TempDir(), HomeQuotaBytes: bound, QuotaMode: QuotaEstimate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	h, err := c.homes.open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.close()
+	q, h := quotaHome(t, Config{HomeQuotaBytes: bound})
 	if err := os.Chmod(h.dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	w := c.homes.quota.follow(h)
+	w := q.follow(h)
 	defer w.close()
 	sb, err := sandbox.New(sandbox.Config{})
 	if err != nil {

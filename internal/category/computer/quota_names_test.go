@@ -18,17 +18,8 @@ import (
 // An entry made after the walk still counts, and the estimate is what a
 // walk finds at each step.
 func TestFollowerCountsEachEntryOnce(t *testing.T) {
-	c, err := New(Config{Root: t.TempDir(), HomeQuotaFiles: 5000, QuotaMode: QuotaEstimate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	h, err := c.homes.open("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.close()
-	w := c.homes.quota.follow(h)
+	q, h := quotaHome(t, Config{HomeQuotaFiles: 5000})
+	w := q.follow(h)
 	if w == nil || w.f == nil {
 		t.Skip("SKIPPING: no inotify instance here: the events' count is not tested")
 	}
@@ -45,7 +36,7 @@ func TestFollowerCountsEachEntryOnce(t *testing.T) {
 	}
 	check := func(step string) {
 		t.Helper()
-		if u := c.homes.quota.walk(h); w.est.files != u.files {
+		if u := q.walk(h); w.est.files != u.files {
 			t.Errorf("%s: the estimate counts %d entries, a walk %d", step, w.est.files, u.files)
 			w.est.files = u.files // each step is judged alone
 		}

@@ -13,10 +13,12 @@ import (
 	"time"
 )
 
-// quotaHome is a home of a category without a sandbox, for the walks.
-func quotaHome(t *testing.T, files int64) (*quotas, *home) {
+// quotaHome is the home "a" of a category without a sandbox, its
+// quota counted (cfg's bounds, in a fresh root).
+func quotaHome(t *testing.T, cfg Config) (*quotas, *home) {
 	t.Helper()
-	c, err := New(Config{Root: t.TempDir(), HomeQuotaFiles: files, QuotaMode: QuotaEstimate})
+	cfg.Root, cfg.QuotaMode = t.TempDir(), QuotaEstimate
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func quotaHome(t *testing.T, files int64) (*quotas, *home) {
 // walk (in the racy window) and long before it. And it reads only what
 // changed.
 func TestXattrCacheMatchesAWalkThatReadsAll(t *testing.T) {
-	q, h := quotaHome(t, 100_000)
+	q, h := quotaHome(t, Config{HomeQuotaFiles: 100_000})
 	q.xattrs.racy = 30 * time.Millisecond
 	if err := syscall.Setxattr(h.dir, "user.probe", []byte("x"), 0); err != nil {
 		t.Skipf("SKIPPING: no user attributes here (%v)", err)
@@ -125,7 +127,7 @@ func setAttr(t *testing.T, p, name string, n int) {
 // ends (its first tick waits for that end), and must then stop at the
 // next tick instead of walking the other 3,000 entries.
 func TestFollowerWalkEndsWithTheCommand(t *testing.T) {
-	q, h := quotaHome(t, 100_000)
+	q, h := quotaHome(t, Config{HomeQuotaFiles: 100_000})
 	for i := range 3200 {
 		if err := os.WriteFile(filepath.Join(h.dir, fmt.Sprintf("f%d", i)), nil, 0o644); err != nil {
 			t.Fatal(err)
