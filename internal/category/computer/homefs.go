@@ -40,7 +40,8 @@ const (
 // reach it), sparse, made by mkfs.ext4 with the quota's inodes, mounted
 // on <root>/<agent_id> with nosuid and nodev. The counting quota goes on
 // beside it (the reserve of the shared file system needs it, and it
-// stops a command near its quota); the kernel's limit is the hard one.
+// stops a command near its quota), its count the file system's own
+// (fsUsage); the kernel's limit is the hard one.
 type homeFS struct {
 	bytes, files int64
 	mkfs         string

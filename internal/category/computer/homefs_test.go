@@ -327,3 +327,29 @@ func TestKernelFirstCommandCost(t *testing.T) {
 	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
 	t.Logf("a new home's first command, median of 15: kernel %v, estimate %v (the kernel home's second command: %v)", med(kt), med(et), med(k2))
 }
+
+// A home of its own file system is counted by that file system (statfs),
+// not walked: one call however many entries it holds, and exact where a
+// walk counts names (a hard link is one inode and two names, which a walk
+// counted as two entries). Its count is the file system's blocks and
+// inodes in use, less the 10 inodes ext4 keeps.
+func TestKernelHomeCountedByItsFileSystem(t *testing.T) {
+	needSandbox(t)
+	c := kernelCategory(t, quotaBytes, 2000)
+	if res, err := run(t, c, computer.RunCommandName, map[string]any{"command": `mkdir d && i=0; while [ $i -lt 300 ]; do echo x > d/f$i; i=$((i+1)); done; ln d/f0 l0; ln d/f1 l1`}); err != nil {
+		t.Fatal(err, res.Content)
+	}
+	u, err := c.Usage(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Join(c.Root(), agent), &st); err != nil {
+		t.Fatal(err)
+	}
+	inodes, used := int64(st.Files-st.Ffree)-10, int64(st.Blocks-st.Bfree)*st.Bsize
+	t.Logf("usage %d KiB, %d entries; the file system %d KiB, %d inodes past ext4's", u.Bytes>>10, u.Files, used>>10, inodes)
+	if u.Files != inodes || u.Bytes != used {
+		t.Errorf("the home counts %d entries and %d KiB, its file system %d inodes and %d KiB", u.Files, u.Bytes>>10, inodes, used>>10)
+	}
+}

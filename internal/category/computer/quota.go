@@ -276,6 +276,9 @@ const xattrInode = 1024
 // Given names, it puts every entry it counts in it (names.ok: it counted
 // them all).
 func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func() bool, limit int64, carry *usage, names *entrySet) *usage {
+	if u := fsUsage(h); u != nil {
+		return u
+	}
 	u := &usage{at: time.Now()}
 	if names != nil {
 		names.reset()
@@ -377,6 +380,34 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 	u.bytes += xattrBytes
 	u.files += (xattrBytes + xattrInode - 1) / xattrInode
 	return u
+}
+
+// ext4Reserved are the inodes ext4 takes for itself (1 to 10, the root
+// directory's among them; the first of the agent's is 11): what statfs
+// counts as used in an empty home of its own file system.
+const ext4Reserved = 10
+
+// fsUsage is the usage of a home that is a file system of its own
+// (QuotaKernel), from its statfs: the blocks in use (files, directories,
+// the blocks their extents and attributes take; a file no name holds
+// too) and the inodes in use, past ext4's own. It is exact, and costs one
+// call however many entries the home holds, where a walk of 41,600 took
+// a quarter of a second. Nil: not such a home, or statfs failed (then
+// the home is walked).
+func fsUsage(h *home) *usage {
+	if !h.ownFS {
+		return nil
+	}
+	f, err := h.openDir(".")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &st) != nil || st.Blocks < st.Bfree || st.Files < st.Ffree {
+		return nil
+	}
+	return &usage{at: time.Now(), bytes: int64(st.Blocks-st.Bfree) * st.Bsize, files: max(int64(st.Files-st.Ffree)-ext4Reserved, 0)}
 }
 
 // openSubdir opens the directory name beneath the directory dirfd, not
@@ -607,7 +638,7 @@ func (q *quotas) follow(h *home) *follower {
 	q.mu.Lock()
 	w.start = *q.current(h)
 	q.mu.Unlock()
-	if q.files > 0 {
+	if q.files > 0 && !h.ownFS {
 		w.names = newEntrySet(q.files)
 	}
 	if top, err := h.openDir("."); err == nil {
@@ -617,7 +648,9 @@ func (q *quotas) follow(h *home) *follower {
 			w.dev = st.Dev
 		}
 	}
-	if q.noNotify {
+	if q.noNotify || h.ownFS {
+		// A home of its own file system is counted by statfs, as often
+		// as walkGap: no event adds to that.
 		return w
 	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
@@ -741,7 +774,10 @@ func (w *follower) walk(quick bool) *usage {
 	if u == nil {
 		return nil
 	}
-	if t := w.tree.Load(); t != nil {
+	if w.h.ownFS {
+		// The file system's own count holds every block, those of files
+		// no name holds included.
+	} else if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
 		w.held = t.heldBy(w.dev, t.stopped())
@@ -1026,7 +1062,7 @@ const (
 // system grew by more than the estimate explains.
 func (w *follower) lookHeld(busy bool) {
 	t := w.tree.Load()
-	if t == nil {
+	if t == nil || w.h.ownFS {
 		return
 	}
 	fs := w.used()
