@@ -19,30 +19,31 @@ const (
 	// a second, as near a stop as CPU bandwidth goes. A home with room
 	// to spare is held less hard (holdShare), up to paceTenth.
 	paceHold = 0.001
-	// holdBytesPerCore and holdFilesPerCore are the room a command
-	// needs for each core it keeps while held: what a core writes in
-	// about a second at tmpfs speed (2 GB, or 50,000 empty files), four
-	// times over, so that a writer the follower has not seen yet passes
-	// no more than a quarter of the room in a second of lag.
-	holdBytesPerCore = 8 << 30
-	holdFilesPerCore = 200_000
+	// holdRoomBytes and holdRoomFiles are the room a home must have
+	// left on both counts for a command held while its follower is
+	// behind to keep paceTenth instead of paceHold: in a second of lag a
+	// tenth of a core writes some 200 MB at tmpfs speed, or makes 5,000
+	// empty files, well under either. The estimator's attacks run in
+	// homes of a few MiB or thousands of entries, held at paceHold (at a
+	// share in proportion to the room, four writers of empty files ended
+	// 1,004 entries past a home of 5,000).
+	holdRoomBytes = 512 << 20
+	holdRoomFiles = 20_000
 )
 
 // holdShare is the share of a core a command is held to while its
-// follower is behind: what the room left (by the estimate) allows, from
-// paceHold in a home near a bound to paceTenth in one far from both. An
-// untar of 41,600 files (1,600 directories, tmpfs, a 1 GiB home) took
-// 1.7 s before holds, 3.2 to 5.0 s held at paceHold throughout; the
-// attacks the hold is for run in homes of a few MiB, held at paceHold.
+// follower is behind: paceTenth in a home with room to spare on both
+// counts, else paceHold. An untar of 41,600 files (1,600 directories,
+// tmpfs, a 1 GiB home) took 1.7 s before holds, 2.7 to 5.0 s held at
+// paceHold throughout, 2.0 to 2.4 s at paceTenth.
 func (w *follower) holdShare() float64 {
-	share := paceTenth
-	if b := w.q.bytes; b > 0 {
-		share = min(share, float64(b-w.est.bytes)/holdBytesPerCore)
+	if b := w.q.bytes; b > 0 && b-w.est.bytes < holdRoomBytes {
+		return paceHold
 	}
-	if f := w.q.files; f > 0 {
-		share = min(share, float64(f-w.est.files)/holdFilesPerCore)
+	if f := w.q.files; f > 0 && f-w.est.files < holdRoomFiles {
+		return paceHold
 	}
-	return max(share, paceHold)
+	return paceTenth
 }
 
 // pacer holds a command to a share of a core (0: its own limit again);

@@ -2,10 +2,10 @@ package computer
 
 import "testing"
 
-// A command held while its follower is behind keeps what its home's room
-// allows: next to nothing near a bound (the attacks the hold is for run
-// in homes of a few MiB or entries), a tenth of a core in a home far from
-// both, never more than its pace.
+// A command held while its follower is behind keeps next to nothing (the
+// attacks the hold is for run in homes of a few MiB or thousands of
+// entries) unless its home has 512 MiB and 20,000 entries of room left,
+// then a tenth of a core; never more than its pace.
 func TestHoldShareFollowsTheRoom(t *testing.T) {
 	for _, c := range []struct {
 		name         string
@@ -15,9 +15,10 @@ func TestHoldShareFollowsTheRoom(t *testing.T) {
 		want         float64
 	}{
 		{"8 MiB home, empty", 8 << 20, 20_000, usage{}, 0, paceHold},
+		{"64 MiB and 5,000 entries, empty", 64 << 20, 5000, usage{}, 0, paceHold},
 		{"1 GiB home of 160 MiB, 41,600 entries", 1 << 30, 100_000, usage{bytes: 160 << 20, files: 41_600}, 0, paceTenth},
-		{"1 GiB home of 900 MiB", 1 << 30, 100_000, usage{bytes: 900 << 20}, 0, float64(124<<20) / holdBytesPerCore},
-		{"1 GiB home, 99,900 of 100,000 entries", 1 << 30, 100_000, usage{files: 99_900}, 0, paceHold},
+		{"1 GiB home of 600 MiB", 1 << 30, 100_000, usage{bytes: 600 << 20}, 0, paceHold},
+		{"1 GiB home, 85,000 of 100,000 entries", 1 << 30, 100_000, usage{files: 85_000}, 0, paceHold},
 		{"over its bytes", 1 << 30, 100_000, usage{bytes: 2 << 30}, 0, paceHold},
 		{"no bounds", 0, 0, usage{}, 0, paceTenth},
 		{"paced lower already", 1 << 30, 100_000, usage{}, paceOver, paceOver},
