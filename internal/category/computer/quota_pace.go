@@ -35,7 +35,7 @@ const (
 // follower is behind: paceTenth in a home with room to spare on both
 // counts, else paceHold. An untar of 41,600 files (1,600 directories,
 // tmpfs, a 1 GiB home) took 1.7 s before holds, 2.7 to 5.0 s held at
-// paceHold throughout, 2.0 to 2.4 s at paceTenth.
+// paceHold throughout, 2.0 to 2.5 s at paceTenth.
 func (w *follower) holdShare() float64 {
 	if b := w.q.bytes; b > 0 && b-w.est.bytes < holdRoomBytes {
 		return paceHold
