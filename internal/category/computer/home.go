@@ -149,27 +149,11 @@ func (h *homes) open(agentID string) (*home, error) {
 			return nil, err
 		}
 		hm := &home{dir: filepath.Join(h.dir, agentID), agent: agentID, root: r, owner: h.owner, quota: h.quota}
-		hm.ownFS = ownFS && h.otherDevice(r)
+		hm.ownFS = ownFS && isMountPoint(h.dir, hm.dir)
 		h.adopt(agentID, hm)
 		return hm, nil
 	}
 	return nil, fmt.Errorf("the home of %s keeps being replaced by something that is not a directory", agentID)
-}
-
-// otherDevice says whether the home r is on another device than the
-// homes' root: a file system of its own, mounted on it.
-func (h *homes) otherDevice(r *os.Root) bool {
-	hi, err := r.Stat(".")
-	if err != nil {
-		return false
-	}
-	ri, err := h.root.Stat(".")
-	if err != nil {
-		return false
-	}
-	hs, ok1 := hi.Sys().(*syscall.Stat_t)
-	rs, ok2 := ri.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && hs.Dev != rs.Dev
 }
 
 // moveAside renames what stands in the place of agentID's home, unless a
