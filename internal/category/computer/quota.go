@@ -294,7 +294,7 @@ func (q *quotas) walkDirs(h *home, dir func(rel string, f *os.File), tick func()
 	cut := false                // tick stopped the walk
 	defer func() {
 		if xattrs && !cut { // a cut walk leaves the last whole one's
-			q.xattrs.end(h.agent, xc, u)
+			q.xattrs.end(h.agent, xc)
 		}
 	}()
 	// Each directory is opened beneath the one that holds it (O_NOFOLLOW:

@@ -74,7 +74,8 @@ type xattrHome struct {
 type xattrWalk struct {
 	prev   map[xattrKey]xattrSeen
 	next   map[xattrKey]xattrSeen
-	cutoff int64 // ctimes before it are final
+	at     time.Time // the walk's start
+	cutoff int64     // ctimes before it are final
 	reads  *atomic.Int64
 }
 
@@ -84,7 +85,7 @@ func (c *xattrCache) begin(agent string, at time.Time) *xattrWalk {
 	if racy == 0 {
 		racy = xattrRacy
 	}
-	w := &xattrWalk{cutoff: at.Add(-racy).UnixNano(), reads: &c.reads}
+	w := &xattrWalk{at: at, cutoff: at.Add(-racy).UnixNano(), reads: &c.reads}
 	c.mu.Lock()
 	if h := c.homes[agent]; h != nil {
 		w.prev = h.seen
@@ -123,8 +124,8 @@ func (w *xattrWalk) keep(k xattrKey, s xattrSeen) {
 
 // end keeps what a walk of agent's home read, if the home is big enough
 // to be worth it (and forgets the home otherwise). A walk that stopped
-// early (u.over) keeps what it read: each entry stands on its own.
-func (c *xattrCache) end(agent string, w *xattrWalk, u *usage) {
+// early (usage.over) keeps what it read: each entry stands on its own.
+func (c *xattrCache) end(agent string, w *xattrWalk) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old := c.homes[agent]; old != nil {
@@ -148,6 +149,6 @@ func (c *xattrCache) end(agent string, w *xattrWalk, u *usage) {
 	if c.homes == nil {
 		c.homes = map[string]*xattrHome{}
 	}
-	c.homes[agent] = &xattrHome{seen: w.next, used: u.at}
+	c.homes[agent] = &xattrHome{seen: w.next, used: w.at}
 	c.total += len(w.next)
 }
