@@ -141,22 +141,12 @@ func TestBurstNearTheLineHoldsTheCommand(t *testing.T) {
 // What the set costs a walk: a home of 5,000 empty files walked with and
 // without putting each entry in it.
 func BenchmarkWalkNames(b *testing.B) {
-	c, err := New(Config{Root: b.TempDir(), HomeQuotaFiles: 5000, QuotaMode: QuotaEstimate})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Close() })
-	h, err := c.homes.open("a")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.close()
+	q, h := quotaHome(b, Config{HomeQuotaFiles: 5000})
 	for i := range 5000 {
 		if err := os.WriteFile(filepath.Join(h.dir, "f"+strconv.Itoa(i)), nil, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}
-	q := c.homes.quota
 	for _, bc := range []struct {
 		name  string
 		names *entrySet

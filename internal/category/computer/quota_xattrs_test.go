@@ -15,7 +15,7 @@ import (
 
 // quotaHome is the home "a" of a category without a sandbox, its
 // quota counted (cfg's bounds, in a fresh root).
-func quotaHome(t *testing.T, cfg Config) (*quotas, *home) {
+func quotaHome(t testing.TB, cfg Config) (*quotas, *home) {
 	t.Helper()
 	cfg.Root, cfg.QuotaMode = t.TempDir(), QuotaEstimate
 	c, err := New(cfg)
