@@ -587,8 +587,10 @@ type follower struct {
 	// come, at once when an event names a file no longer there (a write
 	// to a deleted file still names it), and whenever the file system
 	// grows by more than the estimate does. dev is the home's device.
-	held   int64
-	heldAt time.Time
+	held int64
+	// heldSizes is each of those files' part of held (capFiles).
+	heldSizes []int64
+	heldAt    time.Time
 	// heldNow: an event named a written file that is gone.
 	heldNow bool
 	// heldFS is what the file system held at the last look at held, and
@@ -780,7 +782,7 @@ func (w *follower) walk(quick bool) *usage {
 	} else if t := w.tree.Load(); t != nil {
 		// Files the command deleted but holds open count for its home
 		// while it runs.
-		w.held = t.heldBy(w.dev, t.stopped())
+		w.held, w.heldSizes = t.heldBy(w.dev, t.stopped())
 		w.heldAt, w.heldNow = time.Now(), false
 		u.bytes += w.held
 	} else if fs := w.used(); fs >= 0 && w.fsUsed > 0 && fs-w.fsUsed-(u.bytes-w.walked.bytes) > fsGrowth {
@@ -1070,9 +1072,9 @@ func (w *follower) lookHeld(busy bool) {
 	if !w.heldNow && !unexplained && !(busy && time.Since(w.heldAt) >= heldGap) {
 		return
 	}
-	h := t.heldBy(w.dev, false)
+	h, sizes := t.heldBy(w.dev, false)
 	w.est.bytes += h - w.held
-	w.held = h
+	w.held, w.heldSizes = h, sizes
 	w.heldAt, w.heldNow = time.Now(), false
 	w.heldFS, w.heldEst = fs, w.est.bytes
 }

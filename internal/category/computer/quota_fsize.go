@@ -1,6 +1,10 @@
 package computer
 
-import "golang.org/x/sys/unix"
+import (
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
 
 // Files no name holds (deleted while open, made with O_TMPFILE) grow
 // where no walk sees them, and each is bounded by the kernel only by the
@@ -13,6 +17,12 @@ import "golang.org/x/sys/unix"
 // refuses (EFBIG, SIGXFSZ) any file growing past it however late the
 // worker looks again. Only lowered: a worker that is not root cannot
 // raise another process's hard limit.
+//
+// The limit is a size each file may reach, not what all of them may
+// add: n such files, each below the room when it is set, could add up
+// to n times the room (four of 2 MiB with 4 MiB left added 8 MiB). So
+// the limit is also at most the level to which the files no name holds
+// can all grow within the room (fillLevel).
 
 // capFiles lowers the tree's RLIMIT_FSIZE to the room the estimate
 // leaves in the last eighth of the bytes bound (nothing with no tree).
@@ -26,7 +36,26 @@ func (w *follower) capFiles() {
 	if room > q.bytes/8 {
 		return
 	}
-	t.capFiles(max(room&^(quotaBlock-1), quotaBlock))
+	n := min(room, fillLevel(w.heldSizes, max(room, 0)))
+	t.capFiles(max(n&^(quotaBlock-1), quotaBlock))
+}
+
+// fillLevel is the highest size L such that files of the given sizes,
+// each grown to L, grow by room at most (room itself for no files).
+func fillLevel(sizes []int64, room int64) int64 {
+	if len(sizes) == 0 {
+		return room
+	}
+	s := slices.Sorted(slices.Values(sizes))
+	var below int64 // the sizes of the files the level covers
+	for k, n := range s {
+		below += n
+		level := (room + below) / int64(k+1)
+		if k == len(s)-1 || level <= s[k+1] {
+			return level
+		}
+	}
+	return room // not reached
 }
 
 // capFiles lowers every process's RLIMIT_FSIZE to n bytes, when n is

@@ -62,16 +62,19 @@ func heldDeleted(dir string) int64 {
 // its buffers holds while preempted, and a worker that waits for it
 // (tens of milliseconds on a loaded host) lets the writer run on. The
 // follower reads them while the tree is stopped.
-func (p *procTree) heldBy(dev uint64, maps bool) int64 {
+//
+// sizes is each file's part of total, for the file size cap near the
+// bound (fillLevel).
+func (p *procTree) heldBy(dev uint64, maps bool) (total int64, sizes []int64) {
 	if p == nil {
-		return 0
+		return 0, nil
 	}
 	seen := map[uint64]bool{}
-	var total int64
 	count := func(ino uint64, n int64) {
 		if !seen[ino] {
 			seen[ino] = true
 			total += n
+			sizes = append(sizes, n)
 		}
 	}
 	var st unix.Stat_t
@@ -96,7 +99,7 @@ func (p *procTree) heldBy(dev uint64, maps bool) int64 {
 			count(m.ino, m.size)
 		}
 	}
-	return total
+	return total, sizes
 }
 
 // heldMap is a deleted file mapped: its inode and how far into it the
