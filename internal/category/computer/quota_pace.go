@@ -9,7 +9,9 @@ import "sync"
 // milliseconds, in which a shell makes thousands of empty files). The
 // follower then stops it near the bound, not thousands of entries past.
 // A command that grows its home little, or a home far from its bounds,
-// is never paced.
+// is never paced; nor is one whose home is a file system of its own
+// (QuotaKernel), which the kernel holds to its bounds however fast the
+// command writes (ENOSPC), unless the disk the homes share runs low.
 const (
 	paceHalf  = 0.5  // cores, from an eighth of a bound
 	paceTenth = 0.1  // cores, from a quarter of it
@@ -90,6 +92,8 @@ func (w *follower) setPacer(fn pacer) {
 func (w *follower) startPace() float64 {
 	q, s := w.q, &w.start
 	switch {
+	case w.kernelHeld():
+		return 0
 	case w.tree.Load() != nil && w.tight():
 		// Held from userland in a home at or over its bound: stopped
 		// at each read of its events and at its first growth (gated),
@@ -104,6 +108,10 @@ func (w *follower) startPace() float64 {
 	return 0
 }
 
+// kernelHeld says whether the home is a file system of its own, which
+// the kernel holds to its bounds.
+func (w *follower) kernelHeld() bool { return w.h != nil && w.h.ownFS }
+
 // paced says whether the command is paced now (for tests: the share).
 func (w *follower) paced() float64 {
 	w.pace.mu.Lock()
@@ -113,11 +121,11 @@ func (w *follower) paced() float64 {
 
 // paceFor is the share of a core the estimate calls for (0: none): the
 // command grew its home by a sixteenth of a bound (or a quarter of the
-// room it had) and the home holds an
-// eighth of it (half a core), or a quarter of it (a tenth); the home was
-// over or near a bound when the command started (startPace); or the command
-// grew its home while the disk the homes share is below four times its
-// reserve (a tenth).
+// room it had) and the home holds an eighth of it (half a core), or a
+// quarter of it (a tenth); the home was over or near a bound when the
+// command started (startPace); or the command grew its home while the
+// disk the homes share is below four times its reserve (a tenth). A
+// home the kernel holds (kernelHeld) is paced for the disk alone.
 func (w *follower) paceFor() float64 {
 	q := w.q
 	if c := w.startPace(); c > 0 {
@@ -143,6 +151,9 @@ func (w *follower) paceFor() float64 {
 		if c > 0 && (cores == 0 || c < cores) {
 			cores = c
 		}
+	}
+	if w.kernelHeld() {
+		cores = 0
 	}
 	if q.reserve > 0 && w.est.bytes-w.start.bytes > reserveGrowth {
 		if d, ok := q.free(); ok && d.bytes < 4*q.reserve {

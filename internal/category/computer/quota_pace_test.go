@@ -41,3 +41,37 @@ func TestHoldShareFollowsTheRoom(t *testing.T) {
 		})
 	}
 }
+
+// A command whose home is a file system of its own is not paced for its
+// home's bounds, which the kernel holds, however near them it is; it is
+// for the disk the homes share.
+func TestKernelHomeNotPaced(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		start, est usage
+		own        bool
+		want       float64
+	}{
+		{"a quarter of its entries made", usage{}, usage{files: 1500}, false, paceTenth},
+		{"a quarter of its entries made, its own file system", usage{}, usage{files: 1500}, true, 0},
+		{"in the last eighth from the start", usage{files: 4500}, usage{files: 4500}, false, paceTenth},
+		{"in the last eighth from the start, its own file system", usage{files: 4500}, usage{files: 4500}, true, 0},
+		{"over from the start", usage{files: 6000}, usage{files: 6000}, false, paceOver},
+		{"over from the start, its own file system", usage{files: 6000}, usage{files: 6000}, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &follower{q: emptyQuotas(64<<20, 5000), h: &home{ownFS: c.own}, start: c.start, est: c.est}
+			if got := w.paceFor(); got != c.want {
+				t.Errorf("paced at %v cores, want %v", got, c.want)
+			}
+		})
+	}
+	// A shared disk below four times its reserve (a reserve of all of
+	// it), and a command that grew its home by 2 MiB.
+	q := emptyQuotas(64<<20, 5000)
+	q.fsDir, q.reserve = t.TempDir(), 1<<50
+	w := &follower{q: q, h: &home{ownFS: true}, est: usage{bytes: 2 << 20}}
+	if got := w.paceFor(); got != paceTenth {
+		t.Errorf("on a disk below its reserve, paced at %v cores, want %v", got, paceTenth)
+	}
+}
