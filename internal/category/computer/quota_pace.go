@@ -192,9 +192,10 @@ func (w *follower) repace() {
 // listing each) took half a second under -race on a loaded host, and its
 // walk of 1,500 directories another half, while a writer of 1 MiB files
 // it had not yet seen wrote at full speed, 44 to 122 MiB into a home of
-// 8. It says whether it held it (letGo lets it go).
+// 8. A home the kernel holds (kernelHeld) is not held. It says whether
+// it held it (letGo lets it go).
 func (w *follower) holdCPU() bool {
-	if w == nil || w.tree.Load() != nil {
+	if w == nil || w.tree.Load() != nil || w.kernelHeld() {
 		return false
 	}
 	w.pace.mu.Lock()

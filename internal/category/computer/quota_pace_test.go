@@ -43,8 +43,9 @@ func TestHoldShareFollowsTheRoom(t *testing.T) {
 }
 
 // A command whose home is a file system of its own is not paced for its
-// home's bounds, which the kernel holds, however near them it is; it is
-// for the disk the homes share.
+// home's bounds, which the kernel holds, however near them it is, nor
+// held while its follower is behind; it is paced for the disk the homes
+// share.
 func TestKernelHomeNotPaced(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -63,6 +64,10 @@ func TestKernelHomeNotPaced(t *testing.T) {
 			w := &follower{q: emptyQuotas(64<<20, 5000), h: &home{ownFS: c.own}, start: c.start, est: c.est}
 			if got := w.paceFor(); got != c.want {
 				t.Errorf("paced at %v cores, want %v", got, c.want)
+			}
+			w.pace.fn = func(float64) error { return nil }
+			if held := w.holdCPU(); held == c.own {
+				t.Errorf("held while the follower is behind: %v", held)
 			}
 		})
 	}
