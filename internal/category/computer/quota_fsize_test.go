@@ -63,8 +63,12 @@ for fd in 3 4 5 6; do head -c 8388608 /dev/zero >&$fd; echo "size=$(stat -L -c %
 			w.est.bytes = bound - 4<<20
 			w.capFiles()
 		})
+	sizes := heldSizes(t, out)
+	if len(sizes) != 4 {
+		t.Fatalf("%d sizes in the output, want 4: %q", len(sizes), out)
+	}
 	var grew int64
-	for _, n := range heldSizes(t, out) {
+	for _, n := range sizes {
 		grew += n - 2<<20
 	}
 	if grew > 4<<20 {
