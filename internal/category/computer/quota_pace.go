@@ -134,8 +134,9 @@ func (w *follower) paceFor() float64 {
 	level := func(est, start, bound int64) float64 {
 		// A sixteenth of the bound, or a quarter of the room the home
 		// had when the command started, whichever is less: a writer in
-		// a home near its bound is paced before it could pass it.
-		if bound <= 0 || est-start < min(bound/16, max(bound-start, 0)/4) {
+		// a home near its bound is paced before it could pass it. The
+		// kernel holds its own file system's bounds.
+		if bound <= 0 || w.kernelHeld() || est-start < min(bound/16, max(bound-start, 0)/4) {
 			return 0
 		}
 		switch {
@@ -151,9 +152,6 @@ func (w *follower) paceFor() float64 {
 		if c > 0 && (cores == 0 || c < cores) {
 			cores = c
 		}
-	}
-	if w.kernelHeld() {
-		cores = 0
 	}
 	if q.reserve > 0 && w.est.bytes-w.start.bytes > reserveGrowth {
 		if d, ok := q.free(); ok && d.bytes < 4*q.reserve {
