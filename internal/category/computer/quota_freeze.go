@@ -45,16 +45,23 @@ type procTree struct {
 	dutyDone chan struct{}
 	cores    float64
 	closed   bool
-	// lowGroup: the idle processes' session groups get nice 19 too (see
-	// setIdle, lower): a command in a home at or over its bound when it
+	// groupNice is the nice the idle processes' session groups get too
+	// (0: theirs; see setIdle). A paced command's is pacedNice: its
+	// group at nice 0 competed with the worker's as an equal, and the
+	// host left the worker unrun for up to 37 ms at a time while eight
+	// writers of 1 MiB at a time ran on, the duty cycle's 2 ms
+	// on-phases stretched to 10 to 30 (as uid 65534, not -race: 4 of
+	// 160 runs past a home of 32 MiB by more than 24 MiB, one by 68; at
+	// nice 5, none of 60 by more than 6, nor of 200 at nice 10 by more
+	// than 8). A command in a home at or over its bound when it
 	// starts, or one whose home's estimate passed the line (within an
-	// eighth of a bound), gets the CPU only where nothing else wants
-	// it, so the follower, woken by its growth, stops it before it goes
-	// on. Not for every paced command: a group at nice 19 on a busy
-	// host runs many times slower (a paced writer beside two busy loops
-	// ran into its time limit), and a command short of the line keeps
-	// its share.
-	lowGroup bool
+	// eighth of a bound), gets lowNice (lower): the CPU only where
+	// nothing else wants it, so the follower, woken by its growth,
+	// stops it before it goes on. Not every paced command: a group at
+	// nice 19 on a busy host runs many times slower (a paced writer
+	// beside two busy loops ran into its time limit); at nice 5 it has
+	// about a quarter of a core beside each busy group.
+	groupNice int
 	// fsize is the RLIMIT_FSIZE the follower lowered the tree's
 	// processes to (0: none; see follower.capFiles).
 	fsize int64
@@ -152,7 +159,7 @@ func (p *procTree) stopAll() {
 		// others run on while one's scheduling and limits are set.
 		for _, pid := range stopped {
 			if p.idle {
-				setIdle(pid, p.lowGroup)
+				setIdle(pid, p.groupNice)
 			}
 			p.capPid(pid)
 		}
@@ -174,16 +181,20 @@ func (p *procTree) stopAll() {
 	}
 }
 
+// The nices of a command's session group: paced, and near a bound.
+const (
+	pacedNice = 5
+	lowNice   = 19
+)
+
 // setIdle makes every thread of pid SCHED_IDLE; its children inherit it.
 // Where the kernel groups each session (sched_autogroup), the command's
 // session competes with the worker's as a group, and SCHED_IDLE ranks its
-// processes only within it: with group, its group's nice is set to 19 too
-// (a user may lower its own processes' groups; a command cannot raise it
-// back, only leave it by setsid, which the next freeze finds). The
-// worker's own group is left alone.
-func setIdle(pid int, group bool) {
-	if group {
-		niceGroup(pid)
+// processes only within it: with nice above 0, its group's nice is set to
+// it too (see niceGroup). The worker's own group is left alone.
+func setIdle(pid int, nice int) {
+	if nice > 0 {
+		niceGroup(pid, nice)
 	}
 	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
@@ -196,8 +207,8 @@ func setIdle(pid int, group bool) {
 	}
 }
 
-// lower gives the tree's session groups nice 19 from now on (see
-// lowGroup): the follower calls it once the command's home nears a
+// lower gives the tree's session groups lowNice from now on (see
+// groupNice): the follower calls it once the command's home nears a
 // bound. Without it a command's SCHED_IDLE is no help against a worker
 // the host runs late: bubblewrap starts every command in a session of
 // its own (--new-session), so with autogroups its processes compete as a
@@ -211,12 +222,12 @@ func (p *procTree) lower() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lowGroup || p.closed {
+	if p.groupNice >= lowNice || p.closed {
 		return
 	}
-	p.lowGroup = true
+	p.groupNice = lowNice
 	for pid := range p.members() {
-		niceGroup(pid)
+		niceGroup(pid, lowNice)
 	}
 }
 
@@ -297,10 +308,11 @@ func (p *procTree) pace(cores float64) error {
 	defer p.mu.Unlock()
 	p.cores = cores
 	p.off = false
-	if cores > 0 && !p.idle {
+	if cores > 0 && (!p.idle || p.groupNice < pacedNice) {
 		p.idle = true
+		p.groupNice = max(p.groupNice, pacedNice)
 		for pid := range p.members() {
-			setIdle(pid, p.lowGroup)
+			setIdle(pid, p.groupNice)
 		}
 	}
 	if cores <= 0 || p.closed {
@@ -362,7 +374,7 @@ func (w *follower) setTree(t *procTree) {
 		// Nothing of the command runs until the follower counted the
 		// home and watches it (the run loop lets it go).
 		t.mu.Lock()
-		t.lowGroup = true
+		t.groupNice = lowNice
 		t.mu.Unlock()
 		t.freeze()
 		w.startHeld.Store(true)
@@ -461,22 +473,25 @@ func (p *procTree) stopped() bool {
 	return !p.closed && (p.frozen || p.off)
 }
 
-// niceGroup sets the autogroup of pid's session to nice 19, unless it is
-// the worker's own or already so (no autogroups: nothing to do).
-func niceGroup(pid int) {
+// niceGroup sets the autogroup of pid's session to nice, unless it is
+// the worker's own or at that nice or above already (no autogroups:
+// nothing to do). A command may set its own group's nice back (any
+// user may, to 0 or above) or leave it by setsid: each stop of the tree
+// (a freeze, the duty cycle's off-phase) sets it again.
+func niceGroup(pid int, nice int) {
 	path := "/proc/" + strconv.Itoa(pid) + "/autogroup"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	name, nice, ok := bytes.Cut(bytes.TrimSpace(b), []byte(" nice "))
-	if !ok || string(nice) == "19" {
+	name, now, ok := bytes.Cut(bytes.TrimSpace(b), []byte(" nice "))
+	if n, err := strconv.Atoi(string(now)); !ok || err == nil && n >= nice {
 		return
 	}
 	if own, err := os.ReadFile("/proc/self/autogroup"); err != nil || bytes.HasPrefix(own, append(name, ' ')) {
 		return
 	}
-	_ = os.WriteFile(path, []byte("19"), 0)
+	_ = os.WriteFile(path, []byte(strconv.Itoa(nice)), 0)
 }
 
 // holdBurst keeps the command stopped after a read that held it (a
