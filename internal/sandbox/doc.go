@@ -13,7 +13,8 @@
 //     home is bound read-write at its own absolute path (its parents are
 //     empty directories), /tmp and /dev/shm are private tmpfs of bounded
 //     size, /dev holds only null, zero, full, random, urandom and tty, and
-//     /proc is the sandbox's own. No other home, no homes' root, nothing
+//     /proc is the sandbox's own (read-only where the worker is not
+//     root: see fsArgs). No other home, no homes' root, nothing
 //     of the worker's files or credentials exists there;
 //   - every namespace is new (user, pid, ipc, uts, net, cgroup); the
 //     hostname is "sandbox"; all capabilities are dropped, NoNewPrivs is
@@ -23,9 +24,9 @@
 //     sets an extended attribute with ENOTSUP, fallocate's allocating
 //     modes with EOPNOTSUPP and io_uring with ENOSYS, so no home holds
 //     what a quota count would have to follow;
-//   - the environment is only what the caller gives; the sandbox's first
-//     shell raises its oom_score_adj to 1000 (the command's processes
-//     inherit it); the worker sets the niceness Nice on the sandbox's
+//   - the environment is only what the caller gives; the worker raises
+//     the sandbox's pid 1's oom_score_adj to 1000 (the command's
+//     processes inherit it); the worker sets the niceness Nice on the sandbox's
 //     pid 1 with the limits, so bwrap's own setup runs at the worker's
 //     and everything of the command at Nice;
 //   - limits are rlimits, set after the sandbox's user namespace exists,

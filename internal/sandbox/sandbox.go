@@ -284,7 +284,7 @@ func New(cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	s.etcDir, s.etcLock = etcDir, etcLock
-	s.fsArgs = fsArgs(etcDir, cfg.ReadOnly, cfg.Limits.TmpBytes)
+	s.fsArgs = fsArgs(etcDir, cfg.ReadOnly, cfg.Limits.TmpBytes, !s.root)
 	if cfg.Network {
 		g := cfg.Guard
 		if g == nil {
@@ -466,8 +466,15 @@ func copyEntry(src, dst string, fi fs.FileInfo) {
 	}
 }
 
-// fsArgs are the mounts every sandbox has, in order.
-func fsArgs(etcDir string, extra []string, tmpBytes int64) []string {
+// fsArgs are the mounts every sandbox has, in order. With roProc (a
+// worker that is not root), /proc is read-only: a command reads it as
+// before but writes nothing there, not the nice of its session group
+// (/proc/self/autogroup, which any user may set back to 0 on its own
+// processes) that the worker lowers near a home's bounds, where the
+// worker has no cgroup to pace it with. Its oom_score_adj is set from
+// outside (Sandbox.limit). A root worker's chain writes the nested user
+// namespace's uid_map there (unshare), and paces with cgroups.
+func fsArgs(etcDir string, extra []string, tmpBytes int64, roProc bool) []string {
 	a := []string{"--ro-bind", "/usr", "/usr", "--ro-bind", etcDir, "/etc"}
 	made := map[string]bool{"/": true, "/usr": true, "/etc": true}
 	bind := func(flag, p string) {
@@ -497,8 +504,11 @@ func fsArgs(etcDir string, extra []string, tmpBytes int64) []string {
 		bind("--ro-bind-try", p)
 	}
 	size := strconv.FormatInt(tmpBytes, 10)
+	a = append(a, "--proc", "/proc")
+	if roProc {
+		a = append(a, "--remount-ro", "/proc")
+	}
 	a = append(a,
-		"--proc", "/proc",
 		"--dev", "/dev",
 		"--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
 		"--remount-ro", "/dev",

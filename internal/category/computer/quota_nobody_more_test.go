@@ -213,3 +213,31 @@ while True:
 		})
 	}
 }
+
+// A command of a worker without a cgroup cannot set its session group's
+// nice back (any user may, on its own processes, through
+// /proc/self/autogroup): the follower lowers it near a bound so that
+// the worker watching it is run first, and a writer at nice 0 again ran
+// tens of MiB past its home while the worker waited for a core. /proc
+// is read-only in its sandbox; its oom_score_adj, set from outside, is
+// 1000 as before. Run as uid 65534 by TestQuotaAsNobody.
+func TestQuotaNobodyGroupNiceKept(t *testing.T) {
+	if os.Getenv(nobodyDisksEnv) == "" {
+		t.Skip("run by TestQuotaAsNobody, as uid 65534")
+	}
+	c := newCategory(t, computer.Config{Root: filepath.Join(nobodyDisk(t), "homes"), HomeQuotaBytes: nobodyBytes, HomeQuotaFiles: nobodyFiles})
+	home(t, c, agent)
+	res, err := run(t, c, computer.RunCommandName, map[string]any{"command": `for f in autogroup comm; do
+  if (echo 0 >/proc/self/$f) 2>/dev/null; then echo "$f written"; else echo "$f refused"; fi
+done
+echo "oom $(cat /proc/self/oom_score_adj)"
+test -r /proc/self/status && echo "status read"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"autogroup refused", "comm refused", "oom 1000", "status read"} {
+		if !strings.Contains(res.Content, want) {
+			t.Errorf("the command's output lacks %q:\n%s", want, res.Content)
+		}
+	}
+}
