@@ -65,6 +65,9 @@ type procTree struct {
 	// fsize is the RLIMIT_FSIZE the follower lowered the tree's
 	// processes to (0: none; see follower.capFiles).
 	fsize int64
+	// retry continues, later, the processes contAll kept stopped for
+	// their groups' nice (nil: none waits).
+	retry *time.Timer
 }
 
 // dutyPeriod is the duty cycle's period: a tenth of a core runs 2 ms of
@@ -231,14 +234,45 @@ func (p *procTree) lower() {
 	}
 }
 
-// contAll continues every process the tree stopped. p.mu is held.
-func (p *procTree) contAll() {
+// contAll continues every process the tree stopped, but one whose
+// session group is not yet at the tree's groupNice: a command whose
+// processes each setsid'd into groups of their own at nice 0 would run
+// them as the worker's equals again, and without CAP_SYS_ADMIN the
+// kernel takes one write of a group's nice a tenth of a second across
+// the host, so lowering eight such groups takes most of a second. Eight
+// writers of 1 MiB at a time, each in a session of its own, as uid
+// 65534 (30 runs each): 8 runs from 14 to 26 MiB past a home of 32
+// before, 29 within 4 MiB after (one 28: the groups are at nice 0 from
+// their start until the tree is first paced or stopped, and the worker,
+// one group among nine, was run late). Such a process stays stopped,
+// and is tried again a tenth of a second later (or at the next stop or
+// continue), until its group is lowered. With all, every process is
+// continued (the command ends). p.mu is held.
+func (p *procTree) contAll(all bool) {
+	kept := false
 	for pid, fd := range p.held {
+		if !all && p.groupNice > 0 && !niceGroup(pid, p.groupNice) {
+			kept = true
+			continue
+		}
 		_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
 		unix.Close(fd)
 		delete(p.held, pid)
 	}
+	if kept && p.retry == nil {
+		p.retry = time.AfterFunc(groupRetry, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.retry = nil
+			p.apply()
+		})
+	}
 }
+
+// groupRetry is how soon a process kept stopped for its group's nice is
+// tried again: the kernel's interval between two writes of a user
+// without CAP_SYS_ADMIN, and a little more.
+const groupRetry = 110 * time.Millisecond
 
 // apply stops or continues the tree as the follower and the duty cycle
 // want it. p.mu is held.
@@ -249,7 +283,7 @@ func (p *procTree) apply() {
 	if p.frozen || p.off {
 		p.stopAll()
 	} else {
-		p.contAll()
+		p.contAll(false)
 	}
 }
 
@@ -357,8 +391,12 @@ func (p *procTree) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.frozen, p.off = false, false
-	p.contAll()
+	p.contAll(true)
 	p.closed = true
+	if p.retry != nil {
+		p.retry.Stop()
+		p.retry = nil
+	}
 }
 
 // setTree gives w the command's process tree, where the command has no
@@ -476,22 +514,25 @@ func (p *procTree) stopped() bool {
 // niceGroup sets the autogroup of pid's session to nice, unless it is
 // the worker's own or at that nice or above already (no autogroups:
 // nothing to do). A command may set its own group's nice back (any
-// user may, to 0 or above) or leave it by setsid: each stop of the tree
-// (a freeze, the duty cycle's off-phase) sets it again.
-func niceGroup(pid int, nice int) {
+// user may, to 0 or above, where /proc is writable to it) or leave it
+// by setsid: each stop of the tree (a freeze, the duty cycle's
+// off-phase) sets it again, and contAll holds a process until it is.
+// It says false only when the group is below nice and could not be set
+// (EAGAIN: see contAll).
+func niceGroup(pid int, nice int) bool {
 	path := "/proc/" + strconv.Itoa(pid) + "/autogroup"
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return
+		return true // gone, or no autogroups
 	}
 	name, now, ok := bytes.Cut(bytes.TrimSpace(b), []byte(" nice "))
-	if n, err := strconv.Atoi(string(now)); !ok || err == nil && n >= nice {
-		return
+	if n, err := strconv.Atoi(string(now)); !ok || err != nil || n >= nice {
+		return true
 	}
 	if own, err := os.ReadFile("/proc/self/autogroup"); err != nil || bytes.HasPrefix(own, append(name, ' ')) {
-		return
+		return true
 	}
-	_ = os.WriteFile(path, []byte(strconv.Itoa(nice)), 0)
+	return os.WriteFile(path, []byte(strconv.Itoa(nice)), 0) == nil
 }
 
 // holdBurst keeps the command stopped after a read that held it (a

@@ -226,3 +226,87 @@ func setBack(t *testing.T, pid int) {
 	}
 	time.Sleep(110 * time.Millisecond)
 }
+
+// Processes that each setsid'd into a session of their own get groups
+// at nice 0; as uid 65534 the kernel takes one write of a group's nice a
+// tenth of a second, so the worker lowers one such group at a time. A
+// process whose group is not yet lowered stays stopped when the tree is
+// continued, until it is: eight writers, each in a session of its own,
+// ran up to 26 MiB past a home of 32 as the worker's equals. Run as uid
+// 65534 by TestQuotaAsNobody (as root there is no interval to wait).
+func TestQuotaNobodyNewSessionsHeldUntilLowered(t *testing.T) {
+	if os.Getenv("TOOLRUNTIME_TEST_NOBODY_DISKS") == "" {
+		t.Skip("run by TestQuotaAsNobody, as uid 65534")
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || string(bytes.TrimSpace(b)) != "1" {
+		t.Skip("SKIPPING: the kernel groups no sessions here (sched_autogroup_enabled): nothing to lower")
+	}
+	cmd := exec.Command("sh", "-c", "setsid sleep 60 & setsid sleep 60 & setsid sleep 60 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for pid := range newProcTree(cmd.Process.Pid).members() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = cmd.Wait()
+	})
+	tree := newProcTree(cmd.Process.Pid)
+	t.Cleanup(tree.close)
+	var sleeps []int
+	for deadline := time.Now().Add(5 * time.Second); len(sleeps) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		sleeps = sleeps[:0]
+		for pid := range tree.members() {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(bytes.TrimSpace(b)) == "sleep" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+	}
+	if len(sleeps) != 3 {
+		t.Fatalf("found %d sleeps in sessions of their own, want 3", len(sleeps))
+	}
+	tree.mu.Lock()
+	tree.groupNice = pacedNice
+	tree.mu.Unlock()
+	tree.freeze() // lowers what the kernel lets it: one group a tenth of a second
+	tree.thaw()
+	running := 0
+	for _, pid := range sleeps {
+		st, _ := statOf(pid)
+		n := groupNice(t, pid)
+		if n == "0" && st != 'T' && st != 't' {
+			t.Errorf("sleep %d runs (state %c) with its group at nice 0", pid, st)
+		}
+		if st != 'T' && st != 't' {
+			running++
+		}
+	}
+	if running == 3 {
+		lowered := 0
+		for _, pid := range sleeps {
+			if groupNice(t, pid) == "5" {
+				lowered++
+			}
+		}
+		if lowered == 3 {
+			t.Error("all three groups were lowered at once: the kernel's interval did not apply here, the test proves nothing")
+		}
+	}
+	// Each is continued once its group is lowered, a tenth of a second
+	// or so apart.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range sleeps {
+		for {
+			st, _ := statOf(pid)
+			if n := groupNice(t, pid); n == "5" && st != 'T' && st != 't' {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sleep %d is in state %c with its group at nice %s after 5 s, want running at nice 5", pid, st, groupNice(t, pid))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
