@@ -42,6 +42,15 @@ func sessionTree(t *testing.T) (*procTree, int) {
 	return tree, child
 }
 
+// needAutogroups skips a test where the kernel groups no sessions
+// (sched_autogroup_enabled): there is no group's nice to lower.
+func needAutogroups(t *testing.T) {
+	t.Helper()
+	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || string(bytes.TrimSpace(b)) != "1" {
+		t.Skip("SKIPPING: the kernel groups no sessions here (sched_autogroup_enabled): nothing to lower")
+	}
+}
+
 // groupNice is the nice of pid's scheduler group (autogroup), or "" where
 // the kernel groups no sessions.
 func groupNice(t *testing.T, pid int) string {
@@ -67,9 +76,7 @@ func groupNice(t *testing.T, pid int) string {
 // command that sets its group's nice back is set again at the next
 // stop.
 func TestTreeGroupLowered(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || string(bytes.TrimSpace(b)) != "1" {
-		t.Skip("SKIPPING: the kernel groups no sessions here (sched_autogroup_enabled): nothing to lower")
-	}
+	needAutogroups(t)
 	if os.Geteuid() != 0 {
 		// Without CAP_SYS_ADMIN the kernel takes one write of a group's
 		// nice a tenth of a second across the host (EAGAIN), and these
@@ -238,9 +245,7 @@ func TestQuotaNobodyNewSessionsHeldUntilLowered(t *testing.T) {
 	if os.Getenv("TOOLRUNTIME_TEST_NOBODY_DISKS") == "" {
 		t.Skip("run by TestQuotaAsNobody, as uid 65534")
 	}
-	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || string(bytes.TrimSpace(b)) != "1" {
-		t.Skip("SKIPPING: the kernel groups no sessions here (sched_autogroup_enabled): nothing to lower")
-	}
+	needAutogroups(t)
 	cmd := exec.Command("sh", "-c", "setsid sleep 60 & setsid sleep 60 & setsid sleep 60 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
